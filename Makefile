@@ -1,0 +1,51 @@
+# proxybench: `make run` runs the default scenario end to end, `make test` passes the whole suite.
+# Both install what is missing first (nginx and wrk from Debian's packages, Rust via rustup).
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+BIN := target/release/proxybench
+CARGO ?= cargo
+
+.PHONY: run test bench deps build lint clean
+
+## deps: install nginx, wrk and the Rust toolchain when absent
+deps:
+	@need=""; \
+	 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need="$$need nginx"; \
+	 command -v wrk >/dev/null 2>&1 || need="$$need wrk"; \
+	 if [ -n "$$need" ]; then \
+	   echo "installing from Debian packages:$$need"; \
+	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \
+	 fi
+	@command -v $(CARGO) >/dev/null 2>&1 || { \
+	   echo "installing Rust (rustup, stable)"; \
+	   curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component clippy,rustfmt; }
+	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+## build: the release binary
+build: deps
+	$(CARGO) build --release --locked
+
+## run: the default scenario, end to end; results land in results/
+run: build
+	$(BIN) run
+
+## lint: formatting and clippy, warnings are errors
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --release --locked -- -D warnings
+
+## test: the whole suite (lint, unit tests, end-to-end tests against real nginx)
+test: lint
+	$(CARGO) test --workspace --release --locked
+
+## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx)
+bench: build
+	@for s in bench/*.sh; do echo "== $$s"; bash "$$s" || exit 1; done
+
+clean:
+	$(CARGO) clean
+	rm -rf results

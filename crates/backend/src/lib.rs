@@ -1,0 +1,1 @@
+//! The emulated upstream fleet that stands behind every proxy under test.

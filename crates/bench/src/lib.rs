@@ -1,0 +1,1 @@
+//! Scenarios and the runner that plays them against a real proxy.

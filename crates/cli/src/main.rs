@@ -1,0 +1,104 @@
+//! `proxybench`: argument parsing and dispatch, nothing else. Each subcommand's flags live in a
+//! module of their own and hand a validated config to a library crate.
+
+mod cmd_backend;
+mod cmd_load;
+mod cmd_run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Why a command failed. Usage errors exit 2 with a one-line message; runtime failures exit 1.
+#[derive(Debug)]
+pub enum CliError {
+    /// The input (a flag, a file, a spec) is wrong: exit 2.
+    Usage(String),
+    /// Something failed while running: exit 1.
+    Runtime(String),
+}
+
+impl CliError {
+    /// Shorthand for a usage error.
+    pub fn usage(msg: impl Into<String>) -> CliError {
+        CliError::Usage(msg.into())
+    }
+    /// Shorthand for a runtime failure.
+    pub fn runtime(msg: impl Into<String>) -> CliError {
+        CliError::Runtime(msg.into())
+    }
+}
+
+/// A testbench for HTTP reverse proxies and gateways.
+#[derive(Parser)]
+#[command(name = "proxybench", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate HTTP load against a URL (wrk-compatible output).
+    Load(cmd_load::Args),
+    /// Run a fleet of emulated backends in the foreground.
+    Backend(cmd_backend::Args),
+    /// Run a scenario (default: the built-in default scenario) and write a results directory.
+    Run(cmd_run::RunArgs),
+    /// List the built-in scenarios.
+    Scenarios(cmd_run::ScenariosArgs),
+    /// Rebuild report.md and charts from a results directory.
+    Report(cmd_run::ReportArgs),
+    /// Compare two results directories side by side.
+    Compare(cmd_run::CompareArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion)
+                || e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                return if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            eprintln!("proxybench: {}", clap_one_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.cmd {
+        Cmd::Load(a) => cmd_load::main(a),
+        Cmd::Backend(a) => cmd_backend::main(a),
+        Cmd::Run(a) => cmd_run::run(a),
+        Cmd::Scenarios(a) => cmd_run::scenarios(a),
+        Cmd::Report(a) => cmd_run::report(a),
+        Cmd::Compare(a) => cmd_run::compare(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(CliError::Usage(m)) => {
+            eprintln!("proxybench: {m}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Runtime(m)) => {
+            eprintln!("proxybench: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// clap's first line without its `error: ` prefix, e.g. `unexpected argument '--foo' found`.
+fn clap_one_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}

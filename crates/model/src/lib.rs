@@ -1,0 +1,15 @@
+//! The recorded data of a proxybench run: the one schema that the load engine, the backend fleet,
+//! the proxy driver and the bench write, and that every reporter (wrk-style text, JSON, report.md,
+//! charts, compare) reads. Nothing in here runs anything; it is data plus exact arithmetic on it.
+//!
+//! Changes are additive within a schema version. Renaming or removing a field bumps
+//! [`SCHEMA_VERSION`].
+
+pub mod load;
+pub mod run;
+
+pub use load::*;
+pub use run::*;
+
+/// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
+pub const SCHEMA_VERSION: u32 = 1;

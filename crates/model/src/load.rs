@@ -1,0 +1,331 @@
+//! What one load (a generator run against one URL) recorded: counts, the error taxonomy, latency
+//! histograms and the per-second timeline.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a request failed below HTTP. Every failed attempt lands in exactly one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The server refused the TCP connection (RST to the SYN).
+    ConnectRefused,
+    /// The TCP connection was not established within the timeout.
+    ConnectTimeout,
+    /// Any other connect failure (address unavailable, unreachable, too many open files...).
+    ConnectOther,
+    /// The TLS handshake failed (bad certificate, protocol error, peer closed during handshake).
+    Tls,
+    /// Writing the request failed (EPIPE, reset while sending).
+    Write,
+    /// A reused keep-alive connection was closed or reset by the server before any byte of the
+    /// response arrived: the classic race with a server closing idle connections (or a reload).
+    ReadIdleClosed,
+    /// The connection was reset or closed after the request was sent and the response had not
+    /// completed (mid-response, or a fresh connection closed before answering).
+    ReadReset,
+    /// No complete response within the request timeout.
+    Timeout,
+    /// The bytes received were not a valid HTTP/1.x response.
+    Malformed,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order reports print them.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::ConnectOther,
+        ErrorKind::Tls,
+        ErrorKind::Write,
+        ErrorKind::ReadIdleClosed,
+        ErrorKind::ReadReset,
+        ErrorKind::Timeout,
+        ErrorKind::Malformed,
+    ];
+
+    /// The snake_case name used in JSON, CSV headers and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::ConnectOther => "connect_other",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Write => "write",
+            ErrorKind::ReadIdleClosed => "read_idle_closed",
+            ErrorKind::ReadReset => "read_reset",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Malformed => "malformed",
+        }
+    }
+
+    /// The column of wrk's `Socket errors: connect a, read b, write c, timeout d` line this kind
+    /// is counted in, so that scripts reading wrk output see the same totals wrk would print.
+    pub fn wrk_bucket(self) -> WrkBucket {
+        match self {
+            ErrorKind::ConnectRefused
+            | ErrorKind::ConnectTimeout
+            | ErrorKind::ConnectOther
+            | ErrorKind::Tls => WrkBucket::Connect,
+            ErrorKind::Write => WrkBucket::Write,
+            ErrorKind::ReadIdleClosed | ErrorKind::ReadReset | ErrorKind::Malformed => {
+                WrkBucket::Read
+            }
+            ErrorKind::Timeout => WrkBucket::Timeout,
+        }
+    }
+}
+
+/// The four columns of wrk's socket error line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrkBucket {
+    /// `connect`
+    Connect,
+    /// `read`
+    Read,
+    /// `write`
+    Write,
+    /// `timeout`
+    Timeout,
+}
+
+/// How requests were scheduled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LoadMode {
+    /// Closed loop (wrk's model): each connection sends its next request when the previous
+    /// response completes.
+    Closed,
+    /// Open loop: requests have intended send times at `rate` per second across all connections.
+    Open {
+        /// Mean requests per second across all connections.
+        rate: f64,
+        /// How the gaps between intended send times are drawn.
+        arrivals: Arrivals,
+        /// Seed of the arrival process (for Poisson), so a run can be repeated exactly.
+        seed: u64,
+    },
+}
+
+/// The spacing of open-loop arrivals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Evenly spaced: one request every 1/rate seconds.
+    Even,
+    /// A Poisson process: exponential gaps with mean 1/rate, drawn from a seeded generator.
+    Poisson,
+}
+
+/// One percentile of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentile {
+    /// The percentile, e.g. 99.9.
+    pub p: f64,
+    /// The value at that percentile in microseconds.
+    pub us: u64,
+}
+
+/// A latency distribution, summarised and also kept whole so any reporter can ask it anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Latency {
+    /// Number of recorded values.
+    pub count: u64,
+    /// Mean in microseconds.
+    pub mean_us: f64,
+    /// Standard deviation in microseconds.
+    pub stdev_us: f64,
+    /// Smallest value in microseconds.
+    pub min_us: u64,
+    /// Largest value in microseconds.
+    pub max_us: u64,
+    /// Share of values within one standard deviation of the mean, in percent (wrk's `+/- Stdev`).
+    pub within_stdev_pct: f64,
+    /// Percentiles 50, 75, 90, 99, 99.9, 99.99, 99.999 (and any others asked for).
+    pub percentiles: Vec<Percentile>,
+    /// The whole HDR histogram (1 µs to 1 h, 3 significant digits), V2-deflate serialized and
+    /// base64 encoded, so reports and compare can recompute anything exactly.
+    pub hdr: String,
+}
+
+impl Latency {
+    /// The value recorded at percentile `p`, if that percentile was summarised.
+    pub fn percentile(&self, p: f64) -> Option<u64> {
+        self.percentiles
+            .iter()
+            .find(|x| (x.p - p).abs() < 1e-9)
+            .map(|x| x.us)
+    }
+}
+
+/// wrk's `Req/Sec` row: the spread of per-thread, per-second request rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RateStats {
+    /// Mean requests per second per thread.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Highest one-second rate seen on a thread.
+    pub max: f64,
+    /// Share within one standard deviation, in percent.
+    pub within_stdev_pct: f64,
+}
+
+/// How well an open-loop run kept to its schedule. Late sends are reported, never hidden.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Schedule {
+    /// Requests whose intended send time fell within the run.
+    pub intended: u64,
+    /// Requests actually sent.
+    pub sent: u64,
+    /// Sends that left more than `late_threshold_us` after their intended time.
+    pub late: u64,
+    /// The threshold that makes a send late, in microseconds.
+    pub late_threshold_us: u64,
+    /// Largest lateness in microseconds.
+    pub late_max_us: u64,
+    /// 99th percentile of lateness in microseconds.
+    pub late_p99_us: u64,
+    /// Mean lateness in microseconds over all sends.
+    pub late_mean_us: f64,
+    /// Achieved send rate per second over the run.
+    pub achieved_rate: f64,
+}
+
+/// One second of a load's timeline. Seconds are counted from the run's origin (shared by every
+/// load and action in a scenario), so timelines line up with events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Second {
+    /// Seconds since the origin: this row covers `[t, t+1)`.
+    pub t: u32,
+    /// Responses completed in this second (any status).
+    pub requests: u64,
+    /// Responses by status class: index 0 is 1xx ... index 4 is 5xx.
+    pub status_class: [u64; 5],
+    /// Failed attempts by kind in this second (only kinds that occurred).
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// Latency percentiles of responses completed in this second, in microseconds.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Largest latency.
+    pub max_us: u64,
+    /// Bytes read in this second.
+    pub bytes: u64,
+}
+
+impl Second {
+    /// All failed attempts below HTTP in this second.
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+/// Everything one load recorded. This is `proxybench load --format json` and one entry of a
+/// scenario's `data.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSummary {
+    /// Schema version ([`crate::SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// The load's name in its scenario (`load` for a standalone run).
+    pub name: String,
+    /// Target URL.
+    pub url: String,
+    /// Method sent.
+    pub method: String,
+    /// Closed or open loop.
+    pub mode: LoadMode,
+    /// Generator threads.
+    pub threads: u32,
+    /// Connections across all threads.
+    pub connections: u32,
+    /// Seconds from the origin at which this load started.
+    pub start_s: f64,
+    /// Length the run was asked for, in seconds (absent for a request-count run).
+    pub planned_s: Option<f64>,
+    /// Length the run actually took, in seconds.
+    pub elapsed_s: f64,
+    /// Request timeout in milliseconds.
+    pub timeout_ms: u64,
+    /// Complete responses received, of any status.
+    pub requests: u64,
+    /// Bytes read from the sockets (headers and bodies).
+    pub bytes_read: u64,
+    /// Bytes written to the sockets.
+    pub bytes_written: u64,
+    /// Responses by status code.
+    pub status: BTreeMap<u16, u64>,
+    /// Failed attempts by kind.
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// Connections opened (including reconnects).
+    pub connects: u64,
+    /// Latency. In open loop this is measured from each request's intended send time
+    /// (coordinated-omission corrected); in closed loop from the actual send.
+    pub latency: Latency,
+    /// Open loop only: latency measured from the actual send (uncorrected), for comparison.
+    pub latency_uncorrected: Option<Latency>,
+    /// Per-thread per-second request rates (wrk's Req/Sec row).
+    pub req_per_sec: RateStats,
+    /// Open loop only: how well the schedule was kept.
+    pub schedule: Option<Schedule>,
+    /// The per-second timeline.
+    pub timeline: Vec<Second>,
+}
+
+impl LoadSummary {
+    /// Failed attempts below HTTP, all kinds.
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Responses whose status is not 2xx or 3xx (wrk's "Non-2xx or 3xx responses").
+    pub fn non_2xx_3xx(&self) -> u64 {
+        self.status
+            .iter()
+            .filter(|(s, _)| !(200..400).contains(*s))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Every attempt that got an answer or an error: the denominator of the failure rate.
+    pub fn attempts(&self) -> u64 {
+        self.requests + self.error_total()
+    }
+
+    /// Attempts that failed: errors below HTTP plus non-2xx/3xx responses.
+    pub fn failures(&self) -> u64 {
+        self.error_total() + self.non_2xx_3xx()
+    }
+
+    /// Responses per second over the elapsed time.
+    pub fn req_per_sec_total(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.requests as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The outcome of one request, for runs that keep a per-request record (disruption windows).
+/// 16 bytes, so a million requests cost 16 MB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Completion (or failure) time in microseconds since the origin.
+    pub t_us: u64,
+    /// Latency in microseconds (corrected in open loop), saturating at u32::MAX.
+    pub latency_us: u32,
+    /// HTTP status, or 0 when the attempt failed below HTTP.
+    pub status: u16,
+    /// The error kind when `status` is 0.
+    pub error: Option<ErrorKind>,
+}
+
+impl RequestRecord {
+    /// True when the attempt failed: an error below HTTP, or a status outside 2xx/3xx.
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || !(200..400).contains(&self.status)
+    }
+}

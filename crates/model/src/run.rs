@@ -1,0 +1,382 @@
+//! What a scenario run recorded around its loads: the actions fired, reloads, proxy logs, process
+//! samples, backend counters and checks. `data.json` is one [`RunResults`].
+
+use crate::load::{LoadSummary, RequestRecord};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The whole of `data.json`: everything `proxybench report DIR` needs to rebuild report.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    /// Schema version ([`crate::SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// Scenario name.
+    pub scenario: String,
+    /// One-line description of the scenario.
+    pub description: String,
+    /// Wall-clock start, UTC, RFC 3339 (`2026-11-22T10:04:05Z`).
+    pub started_at: String,
+    /// True when the scenario ran in its `--quick` (scaled-down) form.
+    pub quick: bool,
+    /// True when the run was interrupted (Ctrl-C or a failure) and these results are partial.
+    pub partial: bool,
+    /// Why the run stopped early, when it did.
+    pub abort_reason: Option<String>,
+    /// Versions and machine.
+    pub env: Env,
+    /// The cases of the scenario, in the order they ran (most scenarios have one).
+    pub cases: Vec<CaseResult>,
+    /// Scenario-level findings, one sentence each, for the report's summary.
+    pub findings: Vec<String>,
+    /// SLO and theory checks with their outcome.
+    pub checks: Vec<CheckResult>,
+}
+
+impl RunResults {
+    /// True when every check passed.
+    pub fn checks_passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+}
+
+/// Versions and the machine a run happened on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Env {
+    /// proxybench's version.
+    pub proxybench: String,
+    /// `nginx -V` output, verbatim.
+    pub nginx: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu: String,
+    /// Online CPUs.
+    pub cores: u32,
+    /// Host OS description (PRETTY_NAME from /etc/os-release).
+    pub os: String,
+}
+
+/// One case of a scenario: its loads and everything observed while they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CaseResult {
+    /// Case name (`main` when the scenario has a single case).
+    pub name: String,
+    /// One-line description of the case.
+    pub description: String,
+    /// Seconds from the run origin at which the case started.
+    pub start_s: f64,
+    /// Seconds the case took.
+    pub elapsed_s: f64,
+    /// Each load's summary.
+    pub loads: Vec<LoadSummary>,
+    /// Disruption windows: how each action showed up in each load's failures.
+    pub disruptions: Vec<Disruption>,
+    /// The actions fired, in order.
+    pub events: Vec<Event>,
+    /// Reloads, one per replica per reload.
+    pub reloads: Vec<ReloadRecord>,
+    /// The proxy's logs, summarised.
+    pub logs: LogSummary,
+    /// CPU and memory per process group, sampled every second.
+    pub proc_samples: Vec<ProcSample>,
+    /// nginx stub_status per replica, sampled every second.
+    pub stub_samples: Vec<StubSample>,
+    /// Backend counters at the end of the case.
+    pub backends: Vec<BackendCounters>,
+    /// Extra tables the scenario computed (comparisons, predictions), rendered as they are.
+    pub tables: Vec<Table>,
+    /// Extra series the scenario computed (e.g. limiter queue depth), charted against time.
+    pub series: Vec<Series>,
+    /// Findings about this case, one sentence each.
+    pub findings: Vec<String>,
+}
+
+/// An action fired during a run (scale, reload, kill...) and how it went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds from the run origin when the action started (monotonic clock).
+    pub t_s: f64,
+    /// Action kind, e.g. `scale_backends`, `reload`, `kill_backend`, `stop_replica`.
+    pub action: String,
+    /// Human-readable detail, e.g. `backend-2` or `3 -> 1 (graceful)`.
+    pub detail: String,
+    /// How long the action took, in milliseconds.
+    pub duration_ms: f64,
+    /// The error, if the action failed.
+    pub error: Option<String>,
+}
+
+/// How one action showed up in one load: the failures between it and the next action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disruption {
+    /// The load's name.
+    pub load: String,
+    /// Index into the case's `events`.
+    pub event: usize,
+    /// Seconds from origin of the window's start (the action) and end (the next action or the end).
+    pub window_s: (f64, f64),
+    /// Attempts completed in the window.
+    pub attempts: u64,
+    /// Failed attempts in the window.
+    pub failed: u64,
+    /// Time of the first failure in the window, seconds from origin.
+    pub first_failure_s: Option<f64>,
+    /// Time of the last failure in the window, seconds from origin.
+    pub last_failure_s: Option<f64>,
+    /// Longest run of consecutive failures (in completion order).
+    pub longest_failure_run: u64,
+    /// Failures by kind or status (`read_reset`, `502`...).
+    pub by_cause: BTreeMap<String, u64>,
+}
+
+/// One reload of one replica: when the signal went, and how long until the new config served and
+/// the old workers were gone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReloadRecord {
+    /// Replica name.
+    pub replica: String,
+    /// Config generation after the reload.
+    pub generation: u64,
+    /// Seconds from the run origin when SIGHUP was sent.
+    pub t_s: f64,
+    /// Milliseconds from the signal until a request was served under the new config.
+    pub served_ms: Option<f64>,
+    /// Milliseconds from the signal until every old worker had exited.
+    pub old_workers_exited_ms: Option<f64>,
+    /// Milliseconds `nginx -t` took before the signal.
+    pub validate_ms: f64,
+    /// Why the reload failed, if it did.
+    pub error: Option<String>,
+}
+
+/// The proxy's logs, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LogSummary {
+    /// Error-log lines by level (`warn`, `error`, `crit`...).
+    pub error_levels: BTreeMap<String, u64>,
+    /// Error-log messages grouped by their normalised text, largest first.
+    pub error_groups: Vec<LogGroup>,
+    /// Access-log lines.
+    pub access_lines: u64,
+    /// Access-log lines by status.
+    pub access_status: BTreeMap<u16, u64>,
+    /// Access-log lines by upstream status (`-` when no upstream answered).
+    pub upstream_status: BTreeMap<String, u64>,
+    /// Access-log lines by `$limit_req_status` (PASSED, DELAYED, REJECTED...).
+    pub limit_req_status: BTreeMap<String, u64>,
+    /// Access-log lines by upstream address.
+    pub upstream_addr: BTreeMap<String, u64>,
+    /// A few example 499 lines, verbatim.
+    pub examples_499: Vec<String>,
+}
+
+/// Error-log lines that share a message once addresses, ids and times are removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogGroup {
+    /// Level (`warn`, `error`...).
+    pub level: String,
+    /// The normalised message, e.g. `upstream server temporarily disabled while connecting to upstream`.
+    pub message: String,
+    /// How many lines fell in the group.
+    pub count: u64,
+    /// One line of the group, verbatim.
+    pub example: String,
+}
+
+/// CPU and memory of one process group at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcSample {
+    /// Seconds from the run origin.
+    pub t_s: f64,
+    /// Group name, e.g. `nginx-0`, `load`, `backends`.
+    pub group: String,
+    /// CPU used since the previous sample, in percent of one core.
+    pub cpu_pct: f64,
+    /// Resident memory in bytes.
+    pub rss_bytes: u64,
+    /// Processes (or threads) in the group.
+    pub procs: u32,
+}
+
+/// One sample of nginx's stub_status for one replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StubSample {
+    /// Seconds from the run origin.
+    pub t_s: f64,
+    /// Replica name.
+    pub replica: String,
+    /// Active client connections.
+    pub active: u64,
+    /// Accepted connections since start.
+    pub accepts: u64,
+    /// Handled connections since start.
+    pub handled: u64,
+    /// Requests since start.
+    pub requests: u64,
+    /// Connections reading a request.
+    pub reading: u64,
+    /// Connections writing a response.
+    pub writing: u64,
+    /// Idle keep-alive connections.
+    pub waiting: u64,
+}
+
+/// One backend instance's counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct BackendCounters {
+    /// Instance name (`backend-0`...).
+    pub name: String,
+    /// Listen address.
+    pub addr: String,
+    /// Responses completed.
+    pub requests: u64,
+    /// Requests in flight when sampled.
+    pub in_flight: u64,
+    /// Responses by status.
+    pub by_status: BTreeMap<u16, u64>,
+    /// Response bytes written.
+    pub bytes: u64,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Instance state when sampled (`running`, `draining`, `stopped`...).
+    pub state: String,
+}
+
+/// A check (an SLO or a theory prediction) and its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// What was checked, e.g. `coffee failure rate <= 0.5%`.
+    pub name: String,
+    /// The case it applies to, if any.
+    pub case: Option<String>,
+    /// The expected value or bound, as text.
+    pub expected: String,
+    /// The measured value, as text.
+    pub actual: String,
+    /// Whether it held.
+    pub pass: bool,
+}
+
+/// A table computed by a scenario (for example predicted vs measured), rendered verbatim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Table {
+    /// Heading above the table.
+    pub title: String,
+    /// Column headers.
+    pub columns: Vec<String>,
+    /// Rows of cells, already formatted.
+    pub rows: Vec<Vec<String>>,
+    /// Paragraphs printed under the table (explanations, caveats).
+    pub notes: Vec<String>,
+}
+
+/// A time series computed by a scenario (for example limiter queue depth), charted against time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Series {
+    /// Chart title and file stem, e.g. `queue depth`.
+    pub name: String,
+    /// Unit of the values, e.g. `requests`.
+    pub unit: String,
+    /// Points as (seconds from origin, value).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Disruption windows computed from per-request records: one per (load, event) pair. The window of
+/// event `i` runs from its time to the next event's time (or `end_s`).
+pub fn disruption_windows(
+    load: &str,
+    records: &[RequestRecord],
+    events: &[Event],
+    end_s: f64,
+) -> Vec<Disruption> {
+    let mut out = Vec::with_capacity(events.len());
+    for (i, ev) in events.iter().enumerate() {
+        let start = ev.t_s;
+        let end = events.get(i + 1).map(|e| e.t_s).unwrap_or(end_s).max(start);
+        let (lo, hi) = ((start * 1e6) as u64, (end * 1e6) as u64);
+        let from = records.partition_point(|r| r.t_us < lo);
+        let to = records.partition_point(|r| r.t_us < hi);
+        let mut d = Disruption {
+            load: load.to_string(),
+            event: i,
+            window_s: (start, end),
+            attempts: (to - from) as u64,
+            failed: 0,
+            first_failure_s: None,
+            last_failure_s: None,
+            longest_failure_run: 0,
+            by_cause: BTreeMap::new(),
+        };
+        let mut run = 0u64;
+        for r in &records[from..to] {
+            if r.failed() {
+                d.failed += 1;
+                run += 1;
+                d.longest_failure_run = d.longest_failure_run.max(run);
+                let t = r.t_us as f64 / 1e6;
+                d.first_failure_s.get_or_insert(t);
+                d.last_failure_s = Some(t);
+                let cause = match r.error {
+                    Some(k) => k.name().to_string(),
+                    None => r.status.to_string(),
+                };
+                *d.by_cause.entry(cause).or_insert(0) += 1;
+            } else {
+                run = 0;
+            }
+        }
+        out.push(d);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn rec(t_ms: u64, status: u16, error: Option<ErrorKind>) -> RequestRecord {
+        RequestRecord {
+            t_us: t_ms * 1000,
+            latency_us: 100,
+            status,
+            error,
+        }
+    }
+
+    fn ev(t_s: f64) -> Event {
+        Event {
+            t_s,
+            action: "kill_backend".into(),
+            detail: String::new(),
+            duration_ms: 0.0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn windows_count_failures_and_runs() {
+        let recs = vec![
+            rec(500, 200, None),
+            rec(1100, 200, None),
+            rec(1200, 502, None),
+            rec(1300, 0, Some(ErrorKind::ReadReset)),
+            rec(1400, 200, None),
+            rec(1500, 0, Some(ErrorKind::ReadReset)),
+            rec(2500, 0, Some(ErrorKind::ConnectRefused)),
+            rec(2600, 200, None),
+        ];
+        let w = disruption_windows("coffee", &recs, &[ev(1.0), ev(2.0)], 3.0);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].attempts, 5);
+        assert_eq!(w[0].failed, 3);
+        assert_eq!(w[0].longest_failure_run, 2);
+        assert_eq!(w[0].first_failure_s, Some(1.2));
+        assert_eq!(w[0].last_failure_s, Some(1.5));
+        assert_eq!(w[0].by_cause.get("502"), Some(&1));
+        assert_eq!(w[0].by_cause.get("read_reset"), Some(&2));
+        assert_eq!(w[1].attempts, 2);
+        assert_eq!(w[1].failed, 1);
+        assert_eq!(w[1].window_s, (2.0, 3.0));
+    }
+}

@@ -1,0 +1,267 @@
+//! Fixtures for tests that need real parts: a free port on loopback, and a real nginx (the
+//! distribution's package) running in a scratch prefix that is killed when the fixture drops.
+//! Only 127.0.0.0/8 is ever used.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port on 127.0.0.1 that was free a moment ago (the OS picked it; a race is possible but rare).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// `n` distinct free ports on 127.0.0.1, all held open until every one has been chosen.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// Path of the nginx binary: `$NGINX` if set, else the Debian package's `/usr/sbin/nginx`.
+pub fn nginx_bin() -> PathBuf {
+    std::env::var_os("NGINX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"))
+}
+
+/// Waits until something accepts TCP connections on `addr`, or panics after `timeout`.
+pub fn wait_listening(addr: SocketAddr, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("nothing listening on {addr} after {timeout:?}");
+}
+
+/// A real nginx master (foreground, its own process group) in a scratch prefix. Dropping it
+/// stops nginx with SIGTERM, then SIGKILL, and removes the prefix.
+pub struct Nginx {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// The port of the first server block (`{port}` in the config template).
+    pub port: u16,
+}
+
+impl Nginx {
+    /// Starts nginx with `worker_processes` workers and the given `http {}` body. `{port}` and
+    /// `{prefix}` in the body are replaced by a free port and the scratch directory. The access
+    /// log is written to `{prefix}/access.log` (one line per request) unless the body says
+    /// otherwise.
+    pub fn start(workers: u32, http_body: &str) -> Nginx {
+        let port = free_port();
+        let dir = tempfile::Builder::new()
+            .prefix("pb-nginx-")
+            .tempdir()
+            .expect("tempdir");
+        let prefix = dir.path().to_str().unwrap().to_string();
+        let body = http_body
+            .replace("{port}", &port.to_string())
+            .replace("{prefix}", &prefix);
+        // nginx refuses to start workers as `nobody` in a 0700 scratch dir; as root run them as root.
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user root;"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "{user}\nworker_processes {workers};\npid {prefix}/nginx.pid;\n\
+             error_log {prefix}/error.log warn;\nevents {{ worker_connections 16384; }}\n\
+             http {{\n  access_log {prefix}/access.log;\n  client_body_temp_path {prefix}/body;\n\
+             proxy_temp_path {prefix}/proxy;\n  fastcgi_temp_path {prefix}/fastcgi;\n\
+             uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;\n{body}\n}}\n"
+        );
+        fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = spawn_nginx(dir.path());
+        let ng = Nginx { child, dir, port };
+        ng.wait_ready();
+        ng
+    }
+
+    /// nginx with `return 200 "hello\n"` on every path, `keepalive_requests` effectively unlimited,
+    /// and an access log line per request.
+    pub fn return_200(workers: u32) -> Nginx {
+        Nginx::start(
+            workers,
+            "  keepalive_requests 100000000;\n  server {\n    listen 127.0.0.1:{port} reuseport;\n\
+             location / { return 200 \"hello\\n\"; }\n    location = /stub { stub_status; }\n  }\n",
+        )
+    }
+
+    /// The address of the first server block.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+
+    /// The scratch prefix (config, logs, pid).
+    pub fn prefix(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Number of lines in the access log (nginx writes a line when a request completes).
+    pub fn access_log_lines(&self) -> u64 {
+        fs::read(self.dir.path().join("access.log"))
+            .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+            .unwrap_or(0)
+    }
+
+    /// The error log's text.
+    pub fn error_log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_ready(&self) {
+        wait_listening(self.addr(), Duration::from_secs(10));
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        stop_child(&mut self.child);
+    }
+}
+
+fn spawn_nginx(prefix: &Path) -> Child {
+    use std::os::unix::process::CommandExt;
+    let conf = prefix.join("nginx.conf");
+    let err = prefix.join("error.log");
+    let mut cmd = Command::new(nginx_bin());
+    cmd.arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-e")
+        .arg(&err)
+        .arg("-g")
+        .arg("daemon off;")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // Die with the test process even if it is killed without unwinding.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "cannot start {} ({e}); install nginx (apt-get install -y nginx)",
+            nginx_bin().display()
+        )
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    if let Ok(Some(status)) = child.try_wait() {
+        let mut msg = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut msg);
+        }
+        let log = fs::read_to_string(&err).unwrap_or_default();
+        panic!("nginx exited at start ({status}): {msg}{log}");
+    }
+    child
+}
+
+/// Sends SIGTERM to the child's process group, waits up to 5 s, then SIGKILLs it.
+pub fn stop_child(child: &mut Child) {
+    let pgid = child.id() as i32;
+    unsafe {
+        libc::kill(-pgid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+/// Fetches `path` from `addr` with a bare HTTP/1.0 GET and returns (status, body). For fixture
+/// checks such as stub_status; tests of the load engine use the engine itself.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Parses nginx's stub_status page and returns its `requests` counter.
+pub fn stub_requests(body: &str) -> Option<u64> {
+    // Active connections: 1\nserver accepts handled requests\n 1 1 1\nReading: ...
+    let line = body.lines().nth(2)?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nginx_fixture_serves_and_counts() {
+        let ng = Nginx::return_200(1);
+        let (status, body) = http_get(ng.addr(), "/x").unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(body, "hello\n");
+        let (status, stub) = http_get(ng.addr(), "/stub").unwrap();
+        assert_eq!(status, 200);
+        // stub_status counts the request that reads it.
+        assert_eq!(stub_requests(&stub), Some(2));
+        // nginx writes the access log line after the response; give it a moment.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while ng.access_log_lines() < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ng.access_log_lines() >= 1);
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let p = free_ports(5);
+        let mut q = p.clone();
+        q.sort();
+        q.dedup();
+        assert_eq!(q.len(), 5);
+    }
+}

@@ -1,0 +1,101 @@
+//! The versions and machine a run happened on, and UTC timestamps without a date library.
+
+use model::Env;
+use std::fs;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Reads kernel, CPU, cores and OS from /proc and /etc; `nginx_v` is `nginx -V` verbatim.
+pub fn capture(nginx_v: String) -> Env {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let os = fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap_or_default();
+    Env {
+        proxybench: env!("CARGO_PKG_VERSION").to_string(),
+        nginx: nginx_v.trim_end().to_string(),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        cpu,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+        os,
+    }
+}
+
+/// Seconds since the Unix epoch as (year, month, day, hour, minute, second) in UTC.
+pub fn utc_parts(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        (rem / 60 % 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+/// Now as RFC 3339 UTC, e.g. `2026-11-22T10:04:05Z`.
+pub fn now_rfc3339() -> String {
+    let (y, mo, d, h, mi, s) = utc_parts(now_secs());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// Now as a directory-safe UTC stamp, e.g. `20261122T100405Z`.
+pub fn now_dir_stamp() -> String {
+    let (y, mo, d, h, mi, s) = utc_parts(now_secs());
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(utc_parts(0), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(utc_parts(951_782_400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(utc_parts(1_795_341_845), (2026, 11, 22, 10, 4, 5));
+    }
+
+    #[test]
+    fn captures_this_machine() {
+        let e = capture("nginx version: nginx/1.22.1\n".into());
+        assert!(e.cores >= 1);
+        assert!(!e.kernel.is_empty());
+        assert_eq!(e.nginx, "nginx version: nginx/1.22.1");
+    }
+}

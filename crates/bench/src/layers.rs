@@ -1,0 +1,276 @@
+//! Scenario files are TOML read with spans kept, so that every error points at `file:line`. A
+//! scenario is built from layers merged over its base document: a `[quick]` table (for `--quick`),
+//! one table per `[[cases]]` entry, and `[configs.NAME]` alternatives of the proxy config.
+//!
+//! Merging is deep: tables merge key by key; arrays of tables whose entries all carry a `name`
+//! merge entry by entry on that name (new names are appended); anything else is replaced.
+
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::ops::Range;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// A spanned TOML table that borrows the scenario text.
+pub type Table<'i> = DeTable<'i>;
+
+/// An error in a scenario file, with the place it points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// File name as given (or `<builtin>/NAME.toml`).
+    pub file: String,
+    /// 1-based line, when the error has a place.
+    pub line: Option<usize>,
+    /// One-line reason.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A scenario's source text and the name errors are reported under.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// File name for messages.
+    pub file: String,
+    /// The TOML text.
+    pub text: String,
+}
+
+impl Source {
+    /// An error at the start of `span` (or without a place).
+    pub fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
+        let line = span.map(|s| line_of(&self.text, s.start));
+        ScenarioError {
+            file: self.file.clone(),
+            line,
+            message: one_line(&message.into()),
+        }
+    }
+
+    /// Parses the whole text into a spanned table.
+    pub fn parse(&self) -> Result<Table<'_>, ScenarioError> {
+        DeTable::parse(&self.text)
+            .map(|t| t.into_inner())
+            .map_err(|e| self.error(e.span(), e.message()))
+    }
+
+    /// Deserializes a (merged) table into `T`, mapping errors to the line of the offending value.
+    pub fn deserialize<T: DeserializeOwned>(&self, table: Table<'_>) -> Result<T, ScenarioError> {
+        let span = 0..self.text.len();
+        let de = toml::de::Deserializer::from(Spanned::new(span, table));
+        T::deserialize(de).map_err(|e| self.error(e.span(), e.message()))
+    }
+}
+
+/// 1-based line number of byte offset `at`.
+pub fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Removes `key` from `table` and returns it with its span.
+pub fn take<'i>(table: &mut Table<'i>, key: &str) -> Option<Spanned<DeValue<'i>>> {
+    table.remove(key)
+}
+
+/// Merges `over` into `base` (see the module doc for the rules).
+pub fn merge<'i>(base: &mut Table<'i>, over: Table<'i>) {
+    for (k, v) in over {
+        match base.get_mut(k.get_ref().as_ref()) {
+            Some(existing) => merge_value(existing, v),
+            None => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+fn merge_value<'i>(base: &mut Spanned<DeValue<'i>>, over: Spanned<DeValue<'i>>) {
+    let base_is_named_tables = matches!(base.get_ref(), DeValue::Array(a) if named_tables(a));
+    match (base.get_mut(), over.get_ref()) {
+        (DeValue::Table(b), DeValue::Table(_)) => {
+            if let DeValue::Table(o) = over.into_inner() {
+                merge(b, o);
+            }
+        }
+        (DeValue::Array(b), DeValue::Array(o)) if base_is_named_tables && named_tables(o) => {
+            let DeValue::Array(o) = over.into_inner() else {
+                unreachable!("matched as an array above")
+            };
+            for item in o {
+                let name = name_of(&item).map(str::to_string);
+                let slot = b
+                    .iter_mut()
+                    .find(|x| name.is_some() && name_of(x) == name.as_deref());
+                match slot {
+                    Some(existing) => merge_value(existing, item),
+                    None => b.push(item),
+                }
+            }
+        }
+        _ => *base = over,
+    }
+}
+
+fn named_tables(a: &[Spanned<DeValue<'_>>]) -> bool {
+    !a.is_empty() && a.iter().all(|x| name_of(x).is_some())
+}
+
+fn name_of<'a>(v: &'a Spanned<DeValue<'_>>) -> Option<&'a str> {
+    match v.get_ref() {
+        DeValue::Table(t) => t.get("name").and_then(|n| n.get_ref().as_str()),
+        _ => None,
+    }
+}
+
+/// Reads an optional array of tables under `key`, removing it from `table`.
+pub fn take_tables<'i>(
+    src: &Source,
+    table: &mut Table<'i>,
+    key: &str,
+) -> Result<Vec<Spanned<Table<'i>>>, ScenarioError> {
+    let Some(v) = take(table, key) else {
+        return Ok(Vec::new());
+    };
+    let span = v.span();
+    match v.into_inner() {
+        DeValue::Array(a) => a
+            .into_iter()
+            .map(|item| {
+                let span = item.span();
+                match item.into_inner() {
+                    DeValue::Table(t) => Ok(Spanned::new(span, t)),
+                    other => Err(src.error(
+                        Some(span),
+                        format!("`{key}` entries must be tables, found {}", other.type_str()),
+                    )),
+                }
+            })
+            .collect(),
+        other => Err(src.error(
+            Some(span),
+            format!("`{key}` must be an array of tables, found {}", other.type_str()),
+        )),
+    }
+}
+
+/// Reads an optional table under `key`, removing it from `table`.
+pub fn take_table<'i>(
+    src: &Source,
+    table: &mut Table<'i>,
+    key: &str,
+) -> Result<Option<Spanned<Table<'i>>>, ScenarioError> {
+    let Some(v) = take(table, key) else {
+        return Ok(None);
+    };
+    let span = v.span();
+    match v.into_inner() {
+        DeValue::Table(t) => Ok(Some(Spanned::new(span, t))),
+        other => Err(src.error(
+            Some(span),
+            format!("`{key}` must be a table, found {}", other.type_str()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Doc {
+        name: String,
+        #[serde(default)]
+        loads: Vec<Load>,
+        #[serde(default)]
+        nested: Option<Nested>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Load {
+        name: String,
+        rate: u32,
+        #[serde(default)]
+        duration: Option<units::Dur>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Nested {
+        a: u32,
+        b: u32,
+    }
+
+    fn src(text: &str) -> Source {
+        Source {
+            file: "s.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn merges_tables_and_named_arrays() {
+        let s = src(
+            "name = \"x\"\n[nested]\na = 1\nb = 2\n[[loads]]\nname = \"a\"\nrate = 1\n\
+             [[loads]]\nname = \"b\"\nrate = 2\n\
+             [quick]\nnested = { b = 20 }\n[[quick.loads]]\nname = \"b\"\nrate = 200\n\
+             [[quick.loads]]\nname = \"c\"\nrate = 3\n",
+        );
+        let mut t = s.parse().unwrap();
+        let quick = take_table(&s, &mut t, "quick").unwrap().unwrap();
+        merge(&mut t, quick.into_inner());
+        let d: Doc = s.deserialize(t).unwrap();
+        assert_eq!(d.nested, Some(Nested { a: 1, b: 20 }));
+        let rates: Vec<_> = d.loads.iter().map(|l| (l.name.as_str(), l.rate)).collect();
+        assert_eq!(rates, vec![("a", 1), ("b", 200), ("c", 3)]);
+    }
+
+    #[test]
+    fn errors_point_at_the_line() {
+        let s = src("name = \"x\"\n\n[[loads]]\nname = \"a\"\nrate = 1\nbogus = 2\n");
+        let t = s.parse().unwrap();
+        let e = s.deserialize::<Doc>(t).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("unknown field `bogus`"), "{e}");
+        assert!(e.to_string().starts_with("s.toml:6: "));
+
+        let s = src("name = \"x\"\n[[loads]]\nname = \"a\"\nrate = 1\nduration = \"10\"\n");
+        let e = s.deserialize::<Doc>(s.parse().unwrap()).unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("needs a unit"), "{e}");
+
+        let s = src("name = \"x\"\n[[loads]\n");
+        let e = s.parse().unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn override_values_keep_their_own_lines() {
+        // An error inside a case override points at the override's line, not the base's.
+        let s = src("name = \"x\"\n[[loads]]\nname = \"a\"\nrate = 1\n[quick]\nloads = [{ name = \"a\", rate = -1 }]\n");
+        let mut t = s.parse().unwrap();
+        let q = take_table(&s, &mut t, "quick").unwrap().unwrap();
+        merge(&mut t, q.into_inner());
+        let e = s.deserialize::<Doc>(t).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+    }
+}

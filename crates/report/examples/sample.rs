@@ -18,6 +18,7 @@ fn main() {
         ("full", fixture::run()),
         ("partial", fixture::partial()),
         ("large", fixture::large()),
+        ("rerun", fixture::rerun()),
     ] {
         let dir = out.join(name);
         let t = Instant::now();
@@ -33,5 +34,19 @@ fn main() {
             dir.display(),
             t.elapsed().as_secs_f64() * 1e3
         );
+    }
+    // Rebuild one directory from its data.json and compare the run with its rerun.
+    let t = Instant::now();
+    if let Err(e) = report::rebuild(&out.join("full")) {
+        eprintln!("sample: {e}");
+        std::process::exit(1);
+    }
+    println!("rebuild: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    match report::compare(&out.join("full"), &out.join("rerun")) {
+        Ok(md) => println!("{}", md.lines().take(36).collect::<Vec<_>>().join("\n")),
+        Err(e) => {
+            eprintln!("sample: {e}");
+            std::process::exit(1);
+        }
     }
 }

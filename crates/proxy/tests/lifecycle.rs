@@ -121,6 +121,23 @@ fn a_refused_reload_keeps_the_running_config() {
         (200, Some("1"))
     );
     assert_eq!(r.generation(), 1);
+    // Reloading to the generation already served would time nothing: refused.
+    let rec = r.reload(
+        &nginx::render(&cfg, &ctx_gen(&ctx, 1)).unwrap(),
+        1,
+        Instant::now(),
+    );
+    assert!(rec
+        .error
+        .unwrap()
+        .contains("generation 1 is already served"));
+}
+
+fn ctx_gen(ctx: &nginx::RenderContext, generation: u64) -> nginx::RenderContext {
+    nginx::RenderContext {
+        generation,
+        ..ctx.clone()
+    }
 }
 
 #[test]

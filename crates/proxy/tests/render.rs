@@ -13,39 +13,40 @@ use std::net::SocketAddr;
 /// The annotated example of the README: every key of the model.
 pub const FULL_EXAMPLE: &str = r#"
 [proxy]
-kind = "nginx"
-replicas = 2
+kind = "nginx"                # the only driver for now
+replicas = 2                  # nginx masters sharing every listener port (reuseport)
 worker_processes = 1
 worker_connections = 4096
-keepalive_requests = 1000
-keepalive_timeout = "75s"
-worker_shutdown_timeout = "10s"
-error_log_level = "notice"
-access_log = true
+keepalive_requests = 1000     # client side (nginx default)
+keepalive_timeout = "75s"     # client side (nginx default)
+worker_shutdown_timeout = "10s"   # optional: bound on old workers after reload / graceful stop
+error_log_level = "notice"    # info | notice | warn (default) | error | crit
+access_log = true             # JSON access log per replica (off to measure without logging)
 
 [[proxy.listeners]]
-name = "http"
-server_names = ["cafe.example.com"]
+name = "http"                 # routes refer to it; the run assigns the port (or `port = 8080`)
+server_names = ["cafe.example.com"]   # one server block per name; empty: any host
 
 [[proxy.listeners]]
 name = "https"
-tls = true
+tls = true                    # served with a CA + leaf generated per run for these names
 server_names = ["cafe.example.com", "tea.example.com"]
 
 [[proxy.upstreams]]
 name = "coffee"
-backends = "coffee"
-lb = "least_conn"
-keepalive = 64
-max_fails = 1
+backends = "coffee"           # a backend group; the run resolves it to addresses
+lb = "least_conn"             # round_robin | least_conn | random | random_two_least_conn | ip_hash
+keepalive = 64                # idle upstream connections per worker; also renders
+                              # proxy_http_version 1.1 + proxy_set_header Connection ""
+max_fails = 1                 # nginx defaults: 1 failure within fail_timeout = 10s
 fail_timeout = "10s"
-next_upstream = ["error", "timeout", "http_502"]
+next_upstream = ["error", "timeout", "http_502"]   # proxy_next_upstream conditions
 next_upstream_tries = 2
 next_upstream_timeout = "1s"
 connect_timeout = "1s"
 read_timeout = "60s"
 send_timeout = "60s"
-zone = "256k"
+zone = "256k"                 # optional: share failure state and least_conn counts across workers
 
 [[proxy.upstreams]]
 name = "tea"
@@ -58,21 +59,22 @@ backends = "tea"
 lb = "random_two_least_conn"
 
 [[proxy.routes]]
-listener = "http"
+listener = "http"             # optional: every listener
 path = "/coffee"
+match = "prefix"              # prefix (default, nginx semantics: /coffee matches /coffeehouse) | exact
 upstream = "coffee"
 rate_limit = "ingress"
 
 [[proxy.routes]]
-name = "tea-v2"
-host = "tea.example.com"
+name = "tea-v2"               # optional, for messages and for merging scenario layers
+host = "tea.example.com"      # optional: one of the listener's server names
 path = "/tea"
-headers = { "x-version" = "v2" }
-query = { tier = "gold" }
+headers = { "x-version" = "v2" }   # exact values; names case-insensitive
+query = { tier = "gold" }          # exact raw (undecoded) values
 method = "GET"
 upstream = "tea-v2"
 
-[[proxy.routes]]
+[[proxy.routes]]               # same host and path, no conditions: the fallback
 host = "tea.example.com"
 path = "/tea"
 upstream = "tea"
@@ -80,19 +82,19 @@ upstream = "tea"
 [[proxy.routes]]
 path = "/healthz"
 match = "exact"
-return = 200
+return = 200                  # answered by nginx itself
 body = "ok"
 
 [[proxy.rate_limits]]
 name = "ingress"
-rate = "3r/s"
+rate = "3r/s"                 # whole r/s or r/m, as nginx takes them
 burst = 10
-delay = 5
-status = 429
+delay = 5                     # two-stage: first 5 excess pass at once (or nodelay = true)
+status = 429                  # limit_req_status (default 503)
 key = "$binary_remote_addr"
 zone_size = "10m"
 
-[proxy.raw]
+[proxy.raw]                   # verbatim snippets, inserted where named
 main = "worker_rlimit_nofile 8192;"
 events = "multi_accept on;"
 http = "server_tokens off;"

@@ -178,7 +178,7 @@ impl Replica {
     /// file on disk untouched and is recorded with nginx's message), then the file is replaced
     /// and SIGHUP sent. Records milliseconds from the signal until the admin server answers the
     /// new generation and until every worker that existed before the signal has exited. Never
-    /// panics; every failure lands in `error`.
+    /// panics; every failure lands in `error`. `generation` must differ from the one served.
     pub fn reload(
         &mut self,
         conf_text: &str,
@@ -196,6 +196,14 @@ impl Replica {
         };
         if !self.is_running() {
             rec.error = Some(format!("{} is not running", self.name));
+            return rec;
+        }
+        if generation == self.generation {
+            // The old workers would answer it too, and the timing would mean nothing.
+            rec.error = Some(format!(
+                "{}: generation {generation} is already served; reload with a new generation",
+                self.name
+            ));
             return rec;
         }
         let next = self.dir.join("nginx.conf.next");
@@ -278,7 +286,9 @@ impl Replica {
                 });
                 break;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            // Poll the admin port tightly until served; /proc reads after that are cheap.
+            let pause = if rec.served_ms.is_none() { 2 } else { 5 };
+            std::thread::sleep(Duration::from_millis(pause));
         }
         rec
     }

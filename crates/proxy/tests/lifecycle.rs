@@ -346,15 +346,13 @@ fn killing_the_parent_takes_nginx_down() {
     if let Ok(out) = std::env::var(ROLE) {
         let a = Backend::start("a");
         let cfg = one_route(2);
-        let dir = scratch("orphan");
-        let mut ctx = context(&cfg, dir.path(), &group(&a));
+        // Inside the parent's scratch directory, which the parent removes.
+        let dir = std::path::Path::new(&out).parent().unwrap().to_path_buf();
+        let mut ctx = context(&cfg, &dir, &group(&a));
         // Started from a short-lived thread, as an action thread of the bench would.
-        let (r, _dir) = std::thread::spawn(move || {
-            let r = start("nginx-0", &cfg, &mut ctx, dir.path());
-            (r, dir)
-        })
-        .join()
-        .unwrap();
+        let r = std::thread::spawn(move || start("nginx-0", &cfg, &mut ctx, &dir))
+            .join()
+            .unwrap();
         let pids: Vec<String> = r.pids().iter().map(u32::to_string).collect();
         std::fs::write(format!("{out}.tmp"), pids.join(" ")).unwrap();
         std::fs::rename(format!("{out}.tmp"), &out).unwrap();

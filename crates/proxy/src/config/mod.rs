@@ -7,6 +7,7 @@
 mod check;
 mod lb;
 
+pub use check::Placement;
 pub use lb::Lb;
 
 use serde::{Deserialize, Serialize};

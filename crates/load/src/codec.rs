@@ -464,6 +464,7 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[derive(Default)]
     struct Keep {
@@ -656,5 +657,161 @@ mod tests {
                 ("Content-Length".to_string(), "0".to_string())
             ]
         );
+    }
+
+    /// The parser's verdict on a whole input fed in the given pieces.
+    #[derive(Debug, PartialEq)]
+    enum Verdict {
+        Done(Response, Vec<u8>, usize),
+        Err(Malformed),
+        Eof(Eof, Vec<u8>),
+    }
+
+    fn verdict(bytes: &[u8], cuts: &[usize]) -> Verdict {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.push(bytes.len());
+        cuts.sort();
+        let mut p = ResponseParser::new();
+        p.reset(false);
+        let mut sink = Keep::default();
+        let mut off = 0;
+        for &end in &cuts {
+            if end <= off {
+                continue;
+            }
+            match p.feed(&bytes[off..end], &mut sink) {
+                Ok((n, Progress::Done(r))) => return Verdict::Done(r, sink.body, off + n),
+                Ok((n, Progress::More)) => assert_eq!(n, end - off),
+                Err(e) => return Verdict::Err(e),
+            }
+            off = end;
+        }
+        Verdict::Eof(p.eof(), sink.body)
+    }
+
+    fn response_strategy() -> impl Strategy<Value = (Vec<u8>, u16, Vec<u8>, u8)> {
+        (
+            prop::sample::select(vec![200u16, 201, 204, 301, 404, 500, 503]),
+            prop::collection::vec(any::<u8>(), 0..300),
+            0u8..3,
+            prop::collection::vec(("[A-Za-z][A-Za-z0-9-]{0,12}", "[ -~]{0,20}"), 0..5),
+            1usize..64,
+        )
+            .prop_map(|(status, body, framing, headers, chunk)| {
+                let mut r = format!("HTTP/1.1 {status} Reason\r\n").into_bytes();
+                for (n, v) in &headers {
+                    let lower = n.to_ascii_lowercase();
+                    if ["content-length", "transfer-encoding", "connection"]
+                        .contains(&lower.as_str())
+                    {
+                        continue;
+                    }
+                    r.extend_from_slice(format!("{n}: {}\r\n", v.trim()).as_bytes());
+                }
+                let body = if status == 204 { Vec::new() } else { body };
+                match framing {
+                    0 => {
+                        r.extend_from_slice(
+                            format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
+                        );
+                        r.extend_from_slice(&body);
+                    }
+                    1 if status != 204 => {
+                        r.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+                        for piece in body.chunks(chunk) {
+                            r.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                            r.extend_from_slice(piece);
+                            r.extend_from_slice(b"\r\n");
+                        }
+                        r.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    _ => {
+                        r.extend_from_slice(b"Connection: close\r\n\r\n");
+                        r.extend_from_slice(&body);
+                    }
+                }
+                (r, status, body, framing)
+            })
+    }
+
+    proptest! {
+        // 2000 cases per property in the suite; `PROPTEST_CASES=500000` for a long fuzzing run.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn random_bytes_never_panic_and_do_not_depend_on_splits(
+            bytes in prop::collection::vec(any::<u8>(), 0..400),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            prop_assert_eq!(verdict(&bytes, &cuts), verdict(&bytes, &[]));
+        }
+
+        #[test]
+        fn random_bytes_after_a_valid_head_never_panic(
+            tail in prop::collection::vec(any::<u8>(), 0..400),
+            framing in prop::sample::select(vec![
+                "Content-Length: 10\r\n\r\n", "Transfer-Encoding: chunked\r\n\r\n", "\r\n",
+            ]),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let mut bytes = format!("HTTP/1.1 200 OK\r\n{framing}").into_bytes();
+            bytes.extend_from_slice(&tail);
+            prop_assert_eq!(verdict(&bytes, &cuts), verdict(&bytes, &[]));
+        }
+
+        #[test]
+        fn valid_responses_parse_exactly_in_any_split(
+            (bytes, status, body, framing) in response_strategy(),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            match verdict(&bytes, &cuts) {
+                Verdict::Done(r, got, used) => {
+                    prop_assert_eq!(r.status, status);
+                    prop_assert_eq!(got, body);
+                    prop_assert_eq!(used, bytes.len());
+                    prop_assert!(framing != 2 || status == 204);
+                }
+                Verdict::Eof(Eof::Done(r), got) => {
+                    prop_assert_eq!(framing, 2);
+                    prop_assert_eq!(r.status, status);
+                    prop_assert_eq!(got, body);
+                }
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+
+        #[test]
+        fn truncated_responses_are_never_complete(
+            (bytes, _status, _body, framing) in response_strategy(),
+            cut in any::<usize>(),
+        ) {
+            if framing == 2 {
+                // Close-delimited: any prefix is a complete response at EOF.
+                return Ok(());
+            }
+            let cut = cut % bytes.len();
+            match verdict(&bytes[..cut], &[]) {
+                Verdict::Eof(Eof::Truncated, _) => prop_assert!(cut > 0),
+                Verdict::Eof(Eof::Empty, _) => prop_assert_eq!(cut, 0),
+                other => prop_assert!(false, "cut {}: {:?}", cut, other),
+            }
+        }
+
+        #[test]
+        fn flipped_bytes_never_panic(
+            (bytes, _s, _b, _f) in response_strategy(),
+            flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let mut bytes = bytes;
+            for (i, b) in flips {
+                let i = i % bytes.len();
+                bytes[i] = b;
+            }
+            prop_assert_eq!(verdict(&bytes, &cuts), verdict(&bytes, &[]));
+        }
     }
 }

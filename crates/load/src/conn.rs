@@ -104,6 +104,8 @@ pub struct Conn {
     pub deadline: u64,
     /// The socket has no more bytes until the next readiness event.
     pub drained: bool,
+    /// The last readiness event said the peer closed or the socket failed: read to the end.
+    pub hup: bool,
 }
 
 impl Conn {
@@ -122,6 +124,7 @@ impl Conn {
             issued: 0,
             deadline: 0,
             drained: false,
+            hup: false,
         }
     }
 
@@ -133,6 +136,7 @@ impl Conn {
         self.state = State::Closed;
         self.reused = false;
         self.drained = false;
+        self.hup = false;
     }
 
     /// Drives the TLS handshake as far as the socket allows.
@@ -219,7 +223,7 @@ impl Conn {
                 match sock.read(buf) {
                     Ok(0) => Recv::Eof,
                     Ok(n) => {
-                        self.drained = n < buf.len();
+                        self.drained = n < buf.len() && !self.hup;
                         Recv::Data(n)
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -244,7 +248,7 @@ impl Conn {
                 let mut io = SockIo { sock, short: false };
                 match tls.read_tls(&mut io) {
                     Ok(0) => self.drained = true,
-                    Ok(_) => self.drained = io.short,
+                    Ok(_) => self.drained = io.short && !self.hup,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         self.drained = true;
                         return Recv::Again;

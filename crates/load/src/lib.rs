@@ -36,6 +36,9 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+/// A listener for timeline rows, called from the aggregating thread.
+pub type OnSecond = Box<dyn Fn(&model::Second) + Send + Sync>;
+
 /// How the caller steers a run and listens to it.
 pub struct Control {
     /// Set it (Ctrl-C, scenario end) to end the run early; what was recorded is still returned.
@@ -46,7 +49,7 @@ pub struct Control {
     /// share one clock.
     pub origin: Instant,
     /// Called once per completed second with the merged (all threads) timeline row.
-    pub on_second: Option<Box<dyn Fn(&model::Second) + Send + Sync>>,
+    pub on_second: Option<OnSecond>,
 }
 
 impl Default for Control {

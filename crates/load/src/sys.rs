@@ -164,6 +164,8 @@ pub type Event = libc::epoll_event;
 
 /// Readable, or the peer closed / reset (read to learn which).
 pub const IN: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+/// The peer closed its side, or the connection failed: a short read no longer means drained.
+pub const HUP: u32 = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
 /// Writable, or an error is pending.
 pub const OUT: u32 = (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32;
 

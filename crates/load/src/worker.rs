@@ -160,6 +160,11 @@ impl Worker<'_> {
             if now >= self.next_boundary {
                 self.rotate(now);
             }
+            if self.pacer.is_some() && !self.draining {
+                // Before deciding the run is over: requests intended before the end leave
+                // even if the loop woke late.
+                self.send_due(now);
+            }
             if !self.draining
                 && (self.sh.stop.load(Ordering::Relaxed)
                     || self.sh.end_ns.is_some_and(|e| now >= e))
@@ -169,9 +174,6 @@ impl Worker<'_> {
             }
             if now >= self.next_scan {
                 self.scan(now);
-            }
-            if self.pacer.is_some() && !self.draining {
-                self.send_due(now);
             }
             for _ in 0..self.retry.len() {
                 let i = self.retry.pop_front().expect("counted");
@@ -226,8 +228,9 @@ impl Worker<'_> {
 
     /// Open loop: hands every request whose time has come to a free connection.
     fn send_due(&mut self, now: u64) {
+        let end = self.sh.end_ns.unwrap_or(u64::MAX);
         while let Some(t) = self.pacer.as_ref().and_then(|p| p.next()) {
-            if t > now {
+            if t > now || t >= end {
                 break;
             }
             let Some(i) = self.free.pop_front() else {
@@ -345,6 +348,7 @@ impl Worker<'_> {
             return;
         }
         c.drained = false;
+        c.hup = events & sys::HUP != 0;
         match c.state {
             State::Connecting => {
                 if events & (sys::OUT | sys::IN) != 0 {
@@ -593,6 +597,7 @@ impl Worker<'_> {
 
     fn finish(&mut self, now: u64) {
         let end = if self.draining { self.drain_at } else { now };
+        let end = end.min(self.sh.end_ns.unwrap_or(u64::MAX));
         let mut intended = self.issued;
         if let Some(p) = &mut self.pacer {
             intended += p.drain_before(end);

@@ -51,6 +51,8 @@ pub(crate) struct Compiled {
     pub heads: Vec<Head>,
     /// The default body: the instance's name and a newline.
     pub name_body: Box<[u8]>,
+    /// Some request can get a latency: reads take the kernel's arrival stamps.
+    pub timed: bool,
 }
 
 impl Compiled {
@@ -70,6 +72,9 @@ impl Compiled {
         }
         // Longest first; a stable sort keeps the written order among equal lengths.
         paths.sort_by_key(|(pre, _): &(Box<[u8]>, usize)| std::cmp::Reverse(pre.len()));
+        let timed = rules
+            .iter()
+            .any(|r| r.latency.is_some() || !r.spikes.is_empty());
         Compiled {
             rules,
             paths,
@@ -77,6 +82,7 @@ impl Compiled {
             slow_start_ns: p.slow_start.map(|d| d.as_nanos() as u64).unwrap_or(0),
             heads,
             name_body: format!("{name}\n").into_bytes().into(),
+            timed,
         }
     }
 

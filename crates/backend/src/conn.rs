@@ -7,12 +7,13 @@ use crate::compiled::{Compiled, H200, H400, H431, H503};
 use crate::counters::Slot;
 use crate::http::{self, Decoder, Feed, HeadError};
 use crate::response::{body_chunk, write_head, ConnHeader};
-use crate::sys::{mono_ns, spin_cpu};
+use crate::sys::{mono_ns, read_stamped, spin_cpu};
 use crate::timer::Timers;
 use mio::net::TcpStream;
 use rand::rngs::SmallRng;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::Shutdown;
+use std::os::fd::AsRawFd;
 
 /// Read buffer per connection; a request head must fit (else 431).
 pub(crate) const RBUF: usize = 8192;
@@ -24,6 +25,8 @@ const SMALL_BODY: u64 = 16 * 1024;
 const LINGER_NS: u64 = 2_000_000_000;
 /// While draining, an idle keep-alive connection is closed after this long without a request.
 pub(crate) const DRAIN_IDLE_NS: u64 = 500_000_000;
+/// Arrival stamps older than this are not trusted (the loop never lags that much).
+const MAX_AGE_NS: u64 = 1_000_000_000;
 
 /// What a connection needs from its loop and instance while it runs.
 pub(crate) struct Cx<'a> {
@@ -133,6 +136,10 @@ pub(crate) struct Conn {
     write_blocked: bool,
     phase: Phase,
     draining: bool,
+    /// When the bytes of the latest read arrived (kernel stamp, CLOCK_MONOTONIC; 0: unknown).
+    arrival: u64,
+    /// When the previous response was produced (0: none, or the profile is not timed).
+    last_done: u64,
 }
 
 impl Conn {
@@ -159,6 +166,8 @@ impl Conn {
             write_blocked: false,
             phase: Phase::Open,
             draining: false,
+            arrival: 0,
+            last_done: 0,
         }
     }
 
@@ -235,7 +244,7 @@ impl Conn {
     /// Reads, answers and writes until nothing more can happen without the poller or a timer.
     fn run(&mut self, cx: &mut Cx) -> Step {
         loop {
-            if self.fill().is_err() {
+            if self.fill(cx.prof.timed).is_err() {
                 return Step::Close;
             }
             if self.phase == Phase::Lingering {
@@ -275,7 +284,9 @@ impl Conn {
         Step::Keep
     }
 
-    fn fill(&mut self) -> io::Result<()> {
+    /// Reads while the socket has data and the buffer room. With `timed`, each read also notes
+    /// when its bytes arrived, so a request's latency can start at its arrival.
+    fn fill(&mut self, timed: bool) -> io::Result<()> {
         while self.read_ready && self.can_read() {
             if self.rpos == self.rlen {
                 self.rpos = 0;
@@ -286,7 +297,19 @@ impl Conn {
                 self.rpos = 0;
             }
             let space = RBUF - self.rlen;
-            match (&self.sock).read(&mut self.rbuf[self.rlen..]) {
+            let r = if timed {
+                read_stamped(self.sock.as_raw_fd(), &mut self.rbuf[self.rlen..]).map(|(n, age)| {
+                    self.arrival = match age {
+                        Some(a) if a < MAX_AGE_NS => mono_ns().saturating_sub(a),
+                        _ => 0,
+                    };
+                    n
+                })
+            } else {
+                self.arrival = 0;
+                (&self.sock).read(&mut self.rbuf[self.rlen..])
+            };
+            match r {
                 Ok(0) => {
                     self.peer_eof = true;
                     self.read_ready = false;
@@ -430,8 +453,16 @@ impl Conn {
                     delay: latency,
                 };
                 if latency > 0 {
+                    // The latency runs from the request's arrival (or from the previous
+                    // response, for pipelined requests; or from the end of the CPU burn).
+                    let now = mono_ns();
+                    let start = if cpu == 0 && self.arrival != 0 {
+                        self.arrival.max(self.last_done).min(now)
+                    } else {
+                        now
+                    };
                     self.waiting = Some(p);
-                    self.arm(cx, mono_ns() + latency);
+                    self.arm(cx, start + latency);
                     return;
                 }
                 p
@@ -514,6 +545,9 @@ impl Conn {
         }
         if p.counted {
             cx.ctr.answered(head.code);
+        }
+        if prof.timed {
+            self.last_done = mono_ns();
         }
         if close {
             self.phase = Phase::Closing;

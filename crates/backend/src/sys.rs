@@ -213,3 +213,48 @@ impl TimerFd {
         self.fd.as_raw_fd()
     }
 }
+
+/// SO_TIMESTAMPNS (asm-generic and x86; the cmsg type SCM_TIMESTAMPNS has the same value).
+const SO_TIMESTAMPNS: i32 = 35;
+
+/// Asks the kernel to stamp received data with its arrival time (inherited by accepted sockets
+/// when set on a listener), so emulated latency can start when a request arrived rather than
+/// when the loop woke up to read it.
+pub(crate) fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)
+}
+
+/// `read` that also returns how long ago (ns) the data read arrived, when the kernel said.
+pub(crate) fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // Room for one cmsg carrying a timespec, 8-byte aligned.
+    let mut cbuf = [0u64; 8];
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+    // SAFETY: msg describes valid, writable buffers.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut age = None;
+    // SAFETY: walking the control messages the kernel wrote into `cbuf`, per cmsg(3).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                let stamped = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                age = Some(clock(libc::CLOCK_REALTIME).saturating_sub(stamped));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, age))
+}

@@ -321,6 +321,8 @@ impl Worker {
     }
 
     fn listen(&mut self, idx: usize, l: std::net::TcpListener) -> Option<TcpListener> {
+        // Accepted sockets inherit the option; reads use the stamps only for timed profiles.
+        let _ = crate::sys::enable_rx_timestamps(l.as_raw_fd());
         let mut l = TcpListener::from_std(l);
         self.poll
             .registry()

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod poll;
+pub mod stamp;
 
 /// One parsed response.
 #[derive(Debug, Clone)]

@@ -5,3 +5,4 @@ pub mod checks;
 pub mod env;
 pub mod layers;
 pub mod procfs;
+pub mod theory;

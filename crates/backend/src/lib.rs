@@ -1,1 +1,60 @@
-//! The emulated upstream fleet that stands behind every proxy under test.
+//! The emulated upstream fleet that stands behind every proxy under test: N instances, each a
+//! listener with a behaviour [`Profile`] (latency distributions, CPU cost, response sizes,
+//! status mixes, close-after-N, slow start, per-path overrides), served by hand-written
+//! event loops fast enough never to be the bottleneck, and operated live through a Rust API
+//! ([`Fleet`]) or an HTTP + JSON endpoint ([`control`]).
+//!
+//! What every instance answers:
+//! - any method and path, with `X-Backend: <name>` on every response; the body is the name and
+//!   a newline unless the profile sets `size` (then a repeating printable pattern);
+//! - `/healthz`: 200 while the instance is up (liveness); `/readyz`: 503 during slow start and
+//!   while draining, else 200. Probes follow no profile and are not counted;
+//! - during slow start, every other request gets 503 `not ready` (counted);
+//! - request bodies are read and discarded (Content-Length or chunked; `Expect: 100-continue`
+//!   is honoured); an unparsable request gets 400 and a head over 8 KiB 431, then a close;
+//! - keep-alive (HTTP/1.1 default; HTTP/1.0 with `Connection: keep-alive`) and pipelining:
+//!   requests on one connection are answered in order, each latency starting when its request
+//!   has arrived and the response before it has been produced.
+//!
+//! Counters ([`Fleet::counters`]) count a request when its response is produced (`requests`,
+//! `by_status`), bytes when the kernel accepts them, connections when accepted.
+//!
+//! # Example
+//! ```
+//! use proxybench_backend::{Fleet, FleetConfig, InstanceConfig};
+//! let fleet = Fleet::start(FleetConfig {
+//!     instances: vec![InstanceConfig {
+//!         name: "backend-0".into(),
+//!         addr: "127.0.0.1:0".parse().unwrap(),
+//!         profile: "latency=1ms; status=503:1%".parse().unwrap(),
+//!     }],
+//!     ..FleetConfig::default()
+//! })
+//! .unwrap();
+//! let (name, addr) = fleet.addrs()[0].clone();
+//! assert_eq!(name, "backend-0");
+//! assert_ne!(addr.port(), 0);
+//! fleet.shutdown();
+//! ```
+
+#![warn(missing_docs)]
+
+mod compiled;
+mod conn;
+pub mod control;
+mod counters;
+mod dist;
+mod error;
+mod fleet;
+mod http;
+mod profile;
+mod response;
+mod spec;
+mod sys;
+mod timer;
+mod worker;
+
+pub use dist::Dist;
+pub use error::{Error, SpecError};
+pub use fleet::{DrainHandle, Fleet, FleetConfig, InstanceConfig};
+pub use profile::{Behaviour, PathRule, Profile, Share, Spike, StatusShare};

@@ -1,13 +1,235 @@
-//! `proxybench backend`: flags and dispatch.
+//! `proxybench backend`: flags and dispatch. Runs a fleet of emulated backends in the
+//! foreground until SIGINT or SIGTERM, then drains it and exits.
 
 use crate::CliError;
+use backend::{Fleet, FleetConfig, InstanceConfig, Profile};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Flags of `proxybench backend`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Number of instances, on consecutive ports from --listen's port.
+    #[arg(long, short = 'n', value_name = "N")]
+    count: Option<usize>,
+    /// Address of the first instance (port 0: the OS picks every port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
+    listen: String,
+    /// Explicit ports, comma-separated, on --listen's host (instead of consecutive ports).
+    #[arg(long, value_name = "LIST")]
+    ports: Option<String>,
+    /// Behaviour profile of every instance, e.g. "latency=lognormal(median=10ms,sigma=0.5); status=503:1%".
+    #[arg(long, value_name = "SPEC", default_value = "")]
+    profile: String,
+    /// Override for paths starting with PATH, e.g. "/slow=latency=100ms" (repeatable).
+    #[arg(long = "path-profile", value_name = "PATH=SPEC")]
+    path_profile: Vec<String>,
+    /// A whole profile for one instance instead of --profile, e.g. "backend-1=status=503" (repeatable).
+    #[arg(long = "instance-profile", value_name = "NAME=SPEC")]
+    instance_profile: Vec<String>,
+    /// Event-loop threads shared by all instances.
+    #[arg(long, short = 't', value_name = "T", default_value_t = 1)]
+    threads: usize,
+    /// Serve the HTTP + JSON control endpoint on this address.
+    #[arg(long, value_name = "ADDR")]
+    control: Option<String>,
+    /// Instance names are NAME-0, NAME-1, ...
+    #[arg(long, value_name = "NAME", default_value = "backend")]
+    name: String,
+    /// Seed of the latency, status and size draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, CliError> {
+    s.parse().map_err(|_| {
+        CliError::usage(format!(
+            "{flag}: '{s}' is not an address like 127.0.0.1:8081"
+        ))
+    })
+}
+
+/// The fleet the flags describe.
+fn config(a: &Args) -> Result<FleetConfig, CliError> {
+    let listen = parse_addr("--listen", &a.listen)?;
+    if a.threads == 0 || a.threads > 256 {
+        return Err(CliError::usage(format!(
+            "--threads: {} is outside 1..256",
+            a.threads
+        )));
+    }
+    let ports: Vec<u16> = match &a.ports {
+        Some(list) => {
+            let ports = list
+                .split(',')
+                .map(|p| {
+                    p.trim().parse::<u16>().map_err(|_| {
+                        CliError::usage(format!("--ports: '{}' is not a port", p.trim()))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(n) = a.count {
+                if n != ports.len() {
+                    return Err(CliError::usage(format!(
+                        "--count {n} disagrees with the {} ports of --ports",
+                        ports.len()
+                    )));
+                }
+            }
+            ports
+        }
+        None => {
+            let n = a.count.unwrap_or(1);
+            if n == 0 || n > 10_000 {
+                return Err(CliError::usage(format!("--count: {n} is outside 1..10000")));
+            }
+            if listen.port() == 0 {
+                vec![0; n]
+            } else {
+                let first = listen.port() as usize;
+                if first + n - 1 > 65535 {
+                    return Err(CliError::usage(format!(
+                        "--count: {n} ports from {first} run past 65535"
+                    )));
+                }
+                (first..first + n).map(|p| p as u16).collect()
+            }
+        }
+    };
+    if ports.is_empty() {
+        return Err(CliError::usage("--ports: the list is empty"));
+    }
+    let mut profile: Profile = a
+        .profile
+        .parse()
+        .map_err(|e| CliError::usage(format!("--profile: {e}")))?;
+    for pp in &a.path_profile {
+        let Some((path, spec)) = pp.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--path-profile: '{pp}' is not PATH=SPEC (e.g. /slow=latency=100ms)"
+            )));
+        };
+        let p: Profile = format!("path {} {{ {spec} }}", path.trim())
+            .parse()
+            .map_err(|e| CliError::usage(format!("--path-profile: {e}")))?;
+        let rule = p.paths.into_iter().next().expect("one path block");
+        if profile.paths.iter().any(|r| r.prefix == rule.prefix) {
+            return Err(CliError::usage(format!(
+                "--path-profile: path {} is already set by --profile",
+                rule.prefix
+            )));
+        }
+        profile.paths.push(rule);
+    }
+    let names: Vec<String> = (0..ports.len())
+        .map(|i| format!("{}-{i}", a.name))
+        .collect();
+    let mut per_instance: Vec<Option<Profile>> = vec![None; ports.len()];
+    for ip in &a.instance_profile {
+        let Some((name, spec)) = ip.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--instance-profile: '{ip}' is not NAME=SPEC (e.g. {}=status=503)",
+                names[0]
+            )));
+        };
+        let Some(i) = names.iter().position(|n| n == name.trim()) else {
+            return Err(CliError::usage(format!(
+                "--instance-profile: no instance named '{}' (they are {}..{})",
+                name.trim(),
+                names[0],
+                names[names.len() - 1]
+            )));
+        };
+        let p: Profile = spec
+            .parse()
+            .map_err(|e| CliError::usage(format!("--instance-profile {}: {e}", name.trim())))?;
+        per_instance[i] = Some(p);
+    }
+    let instances = names
+        .into_iter()
+        .zip(ports)
+        .zip(per_instance)
+        .map(|((name, port), p)| InstanceConfig {
+            name,
+            addr: SocketAddr::new(listen.ip(), port),
+            profile: p.unwrap_or_else(|| profile.clone()),
+        })
+        .collect();
+    Ok(FleetConfig {
+        instances,
+        threads: a.threads,
+        seed: a.seed,
+    })
+}
 
 /// Runs `proxybench backend`.
-pub fn main(_args: Args) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'backend' is being built"))
+pub fn main(args: Args) -> Result<ExitCode, CliError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let cfg = config(&args)?;
+    let control = args
+        .control
+        .as_deref()
+        .map(|c| parse_addr("--control", c))
+        .transpose()?;
+    // Register before starting so an early signal is not lost.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
+    let fleet = Arc::new(Fleet::start(cfg).map_err(|e| CliError::runtime(e.to_string()))?);
+    let server =
+        match control {
+            Some(addr) => Some(backend::control::serve(fleet.clone(), addr).map_err(|e| {
+                CliError::runtime(format!("--control: cannot listen on {addr}: {e}"))
+            })?),
+            None => None,
+        };
+    {
+        let mut out = std::io::stdout().lock();
+        for (name, addr) in fleet.addrs() {
+            let _ = writeln!(out, "{name} {addr}");
+        }
+        if let Some(s) = &server {
+            let _ = writeln!(out, "control {}", s.addr());
+        }
+        let _ = out.flush();
+    }
+    let sig = signals.forever().next().unwrap_or(SIGTERM);
+    // A second signal while draining ends the process at once.
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            eprintln!("proxybench: second signal, exiting without draining");
+            std::process::exit(1);
+        }
+    });
+    eprintln!(
+        "proxybench: {}, draining the fleet",
+        if sig == SIGINT { "SIGINT" } else { "SIGTERM" }
+    );
+    if let Some(s) = server {
+        s.stop();
+    }
+    fleet.close(Duration::from_secs(10));
+    for c in fleet.counters() {
+        let by: Vec<String> = c
+            .by_status
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        eprintln!(
+            "{} {}: {} requests ({}), {} connections, {} bytes",
+            c.name,
+            c.addr,
+            c.requests,
+            if by.is_empty() {
+                "none".to_string()
+            } else {
+                by.join(", ")
+            },
+            c.connections,
+            c.bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,13 +1,252 @@
-//! `proxybench load`: flags and dispatch.
+//! `proxybench load`: flags and dispatch. wrk's flags mean what they mean in wrk; the rest
+//! (open loop, `-n`, TLS, `--resolve`, output files) follow curl, hey and wrk2.
 
 use crate::CliError;
+use model::{Arrivals, ErrorKind, LoadSummary};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 /// Flags of `proxybench load`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+    proxybench load -t1 -c50 -d10s --latency http://127.0.0.1:8080/\n  \
+    proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
+    proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea")]
+pub struct Args {
+    /// Target URL (http:// or https://).
+    url: String,
+    /// Connections to keep open across all threads.
+    #[arg(short = 'c', long, default_value_t = 10)]
+    connections: u32,
+    /// Threads, each with its own event loop [default: number of cores, at most -c].
+    #[arg(short = 't', long)]
+    threads: Option<u32>,
+    /// Test duration, e.g. 10s, 5m, 1h [default: 10s, or until -n requests are done].
+    #[arg(short = 'd', long)]
+    duration: Option<String>,
+    /// Send exactly N requests across all connections, then stop.
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Open loop: N requests per second across all connections (latency counts from each
+    /// request's intended send time).
+    #[arg(short = 'R', long)]
+    rate: Option<String>,
+    /// Open-loop arrivals: even spacing or a Poisson process.
+    #[arg(long, value_enum, default_value_t = ArrivalsArg::Even)]
+    arrivals: ArrivalsArg,
+    /// Seed of the Poisson arrivals (same seed, same arrival times).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the latency distribution (50/75/90/99%).
+    #[arg(long)]
+    latency: bool,
+    /// Open loop: also print latency measured from the actual send (uncorrected).
+    #[arg(long = "u-latency")]
+    u_latency: bool,
+    /// No complete response within this long counts as a timeout, e.g. 2s, 500ms.
+    #[arg(long, default_value = "2s")]
+    timeout: String,
+    /// Request method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body: a string, or @FILE to read it from a file.
+    #[arg(long)]
+    body: Option<String>,
+    /// Host header (also the TLS name when the URL's host is an IP address).
+    #[arg(long)]
+    host: Option<String>,
+    /// Send connections for HOST:PORT to ADDR instead, keeping Host and SNI (repeatable).
+    #[arg(long, value_name = "HOST:PORT:ADDR")]
+    resolve: Vec<String>,
+    /// Skip TLS certificate verification.
+    #[arg(short = 'k', long)]
+    insecure: bool,
+    /// Trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the per-second timeline to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    timeline: Option<PathBuf>,
+    /// Write per-second latency histograms to this file (HdrHistogram interval log).
+    #[arg(long = "hdr-log", value_name = "FILE")]
+    hdr_log: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ArrivalsArg {
+    Even,
+    Poisson,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
 
 /// Runs `proxybench load`.
-pub fn main(_args: Args) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'load' is being built"))
+pub fn main(args: Args) -> Result<ExitCode, CliError> {
+    let cfg = config(&args)?;
+    let ctl = load::Control::new();
+    load::stop_on_interrupt(&ctl.stop).map_err(|e| CliError::runtime(e.to_string()))?;
+    let live = std::io::stderr().is_terminal();
+    let ctl = if live {
+        let start_t = ctl.origin.elapsed().as_secs() as u32;
+        load::Control {
+            on_second: Some(Box::new(move |s: &model::Second| progress(s, start_t))),
+            ..ctl
+        }
+    } else {
+        ctl
+    };
+    let stopped = ctl.stop.clone();
+    let outcome = load::run(&cfg, &ctl).map_err(|e| match e {
+        load::Error::Io(m) => CliError::runtime(m),
+        other => CliError::usage(other.to_string()),
+    });
+    if live {
+        eprint!("\r\x1b[K");
+    }
+    let outcome = outcome?;
+    if stopped.load(Ordering::Relaxed) {
+        eprintln!("proxybench: interrupted; results so far");
+    }
+    let summary = &outcome.summary;
+    if let Some(path) = &args.timeline {
+        std::fs::write(path, timeline_csv(summary))
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    let text = match args.format {
+        Format::Text => report::text::render(
+            summary,
+            &report::text::TextOptions {
+                latency_distribution: args.latency,
+                uncorrected: args.u_latency,
+            },
+        ),
+        Format::Json => summary.to_json_pretty() + "\n",
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds and checks the engine's config from the flags; every problem is a one-line usage error.
+fn config(a: &Args) -> Result<load::Config, CliError> {
+    let usage = |e: &dyn std::fmt::Display| CliError::usage(e.to_string());
+    let mut cfg = load::Config::new(&a.url).map_err(|e| usage(&e))?;
+    cfg.connections = a.connections;
+    if a.connections == 0 {
+        return Err(CliError::usage("-c/--connections must be at least 1"));
+    }
+    match a.threads {
+        Some(0) => return Err(CliError::usage("-t/--threads must be at least 1")),
+        Some(t) if t > a.connections => {
+            return Err(CliError::usage(format!(
+                "-t/--threads ({t}) must not exceed -c/--connections ({})",
+                a.connections
+            )))
+        }
+        Some(t) => cfg.threads = t,
+        None => cfg.threads = cfg.threads.min(a.connections),
+    }
+    cfg.duration = match (&a.duration, a.requests) {
+        (Some(d), _) => {
+            let d = units::parse_duration(d).map_err(|e| usage(&format!("-d/--duration: {e}")))?;
+            if d.is_zero() {
+                return Err(CliError::usage("-d/--duration must be positive"));
+            }
+            Some(d)
+        }
+        (None, Some(_)) => None,
+        (None, None) => Some(std::time::Duration::from_secs(10)),
+    };
+    if a.requests == Some(0) {
+        return Err(CliError::usage("-n/--requests must be at least 1"));
+    }
+    cfg.requests = a.requests;
+    if let Some(r) = &a.rate {
+        cfg.rate = Some(units::parse_rate(r).map_err(|e| usage(&format!("-R/--rate: {e}")))?);
+    }
+    cfg.arrivals = match a.arrivals {
+        ArrivalsArg::Even => Arrivals::Even,
+        ArrivalsArg::Poisson => Arrivals::Poisson,
+    };
+    cfg.seed = a.seed;
+    cfg.timeout =
+        units::parse_duration(&a.timeout).map_err(|e| usage(&format!("--timeout: {e}")))?;
+    if cfg.timeout.is_zero() {
+        return Err(CliError::usage("--timeout must be positive"));
+    }
+    cfg.method = a.method.clone();
+    for h in &a.headers {
+        cfg.add_header_line(h).map_err(|e| usage(&e))?;
+    }
+    cfg.body = match &a.body {
+        None => None,
+        Some(b) => Some(match b.strip_prefix('@') {
+            Some(path) => std::fs::read(path)
+                .map_err(|e| CliError::usage(format!("--body: cannot read {path}: {e}")))?,
+            None => b.as_bytes().to_vec(),
+        }),
+    };
+    cfg.host = a.host.clone();
+    for r in &a.resolve {
+        cfg.resolve
+            .push(load::Resolve::parse(r).map_err(|e| usage(&e))?);
+    }
+    cfg.insecure = a.insecure;
+    cfg.cacert = a.cacert.clone();
+    cfg.hdr_log = a.hdr_log.clone();
+    cfg.validate().map_err(|e| usage(&e))?;
+    Ok(cfg)
+}
+
+/// The live line on a terminal: elapsed seconds, req/s, errors and p99 of the last second.
+fn progress(s: &model::Second, start_t: u32) {
+    let elapsed = s.t.saturating_sub(start_t) + 1;
+    eprint!(
+        "\r\x1b[K[{elapsed:>4}s] {:>9} req/s  errors {:>6}  p99 {:>9}",
+        s.requests,
+        s.error_total(),
+        units::fmt_us(s.p99_us as f64)
+    );
+}
+
+/// The per-second timeline as CSV (the columns of a results directory's timeline.csv, without
+/// the case and load columns).
+fn timeline_csv(s: &LoadSummary) -> String {
+    use std::fmt::Write as _;
+    let mut out =
+        String::from("t,requests,status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,errors");
+    for k in ErrorKind::ALL {
+        out.push(',');
+        out.push_str(k.name());
+    }
+    out.push_str(",p50_us,p90_us,p99_us,max_us,bytes\n");
+    for row in &s.timeline {
+        let _ = write!(out, "{},{}", row.t, row.requests);
+        for c in row.status_class {
+            let _ = write!(out, ",{c}");
+        }
+        let _ = write!(out, ",{}", row.error_total());
+        for k in ErrorKind::ALL {
+            let _ = write!(out, ",{}", row.errors.get(&k).copied().unwrap_or(0));
+        }
+        let _ = writeln!(
+            out,
+            ",{},{},{},{},{}",
+            row.p50_us, row.p90_us, row.p99_us, row.max_us, row.bytes
+        );
+    }
+    out
 }

@@ -1,2 +1,202 @@
 //! The load engine: a wrk-class HTTP/1.1 generator, closed and open loop, whose latency goes into
 //! HDR histograms from a monotonic clock and whose counts are exact.
+//!
+//! [`run`] starts one event-loop thread per [`Config::threads`] (each owning its connections),
+//! merges their per-second recordings as the run goes (one [`model::Second`] per second, handed to
+//! [`Control::on_second`]), and returns a [`model::LoadSummary`]. The pieces, one file each:
+//! `codec` (response framing, no I/O), `sys` (sockets and epoll), `conn` (one connection's I/O
+//! steps), `tls`, `worker` (the loop), `pacer` (open-loop schedules), `stats`, `aggregate`,
+//! `summary`, and [`probe`] (a blocking one-shot request for the bench).
+
+#![warn(missing_docs)]
+
+mod aggregate;
+pub mod codec;
+mod config;
+mod conn;
+mod interrupt;
+mod pacer;
+pub mod probe;
+mod stats;
+mod summary;
+mod sys;
+pub mod target;
+mod tls;
+mod worker;
+
+pub use config::{parse_header_line, Config, Error, Resolve};
+pub use interrupt::stop_on_interrupt;
+pub use model::Arrivals;
+pub use pacer::Rng;
+pub use summary::PERCENTILES;
+pub use worker::LATE_THRESHOLD_NS;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// How the caller steers a run and listens to it.
+pub struct Control {
+    /// Set it (Ctrl-C, scenario end) to end the run early; what was recorded is still returned.
+    /// Requests in flight get up to the timeout to finish.
+    pub stop: Arc<AtomicBool>,
+    /// The time base: [`model::Second::t`], [`model::RequestRecord::t_us`] and
+    /// [`model::LoadSummary::start_s`] count from it, so several loads and a bench's actions
+    /// share one clock.
+    pub origin: Instant,
+    /// Called once per completed second with the merged (all threads) timeline row.
+    pub on_second: Option<Box<dyn Fn(&model::Second) + Send + Sync>>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control::new()
+    }
+}
+
+impl Control {
+    /// A control with its origin now, no stop requested and no listener.
+    pub fn new() -> Control {
+        Control {
+            stop: Arc::new(AtomicBool::new(false)),
+            origin: Instant::now(),
+            on_second: None,
+        }
+    }
+}
+
+/// What a run returns.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Everything recorded, in the shared schema.
+    pub summary: model::LoadSummary,
+    /// One record per attempt sorted by time, when [`Config::record_requests`] was set.
+    pub records: Option<Vec<model::RequestRecord>>,
+}
+
+/// Runs one load to its end (duration, request count, or [`Control::stop`]). Errors are setup
+/// problems only; everything that goes wrong during the run is counted in the summary.
+pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
+    cfg.validate()?;
+    let target = target::Target::new(cfg)?;
+    let tls = match &target.server_name {
+        Some(name) => Some((tls::client_config(cfg)?, tls::server_name(name)?)),
+        None => None,
+    };
+    let mut threads = cfg.threads.min(cfg.connections) as usize;
+    if let Some(n) = cfg.requests {
+        threads = threads.min(n.min(u32::MAX as u64) as usize);
+    }
+    let connections = cfg.connections as usize;
+    let hdr_log = match &cfg.hdr_log {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| Error::Io(format!("cannot create {}: {e}", path.display())))?;
+            let base = SystemTime::now() - ctl.origin.elapsed();
+            Some(aggregate::HdrLog {
+                file,
+                base,
+                tag: cfg.name.clone(),
+            })
+        }
+        None => None,
+    };
+
+    let start_ns = ctl.origin.elapsed().as_nanos() as u64;
+    let shared = worker::Shared {
+        target,
+        tls,
+        origin: ctl.origin,
+        start_ns,
+        end_ns: cfg.duration.map(|d| start_ns + d.as_nanos() as u64),
+        timeout_ns: cfg.timeout.as_nanos() as u64,
+        backoff_ns: cfg.reconnect_backoff.as_nanos() as u64,
+        open: cfg.rate.map(|r| (r, cfg.arrivals, cfg.seed)),
+        limit: cfg.requests,
+        threads,
+        record: cfg.record_requests,
+        stop: ctl.stop.clone(),
+    };
+
+    let (tx, rx) = mpsc::channel();
+    let mut recycle = Vec::with_capacity(threads);
+    let agg = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (back_tx, back_rx) = mpsc::channel();
+            recycle.push(back_tx);
+            let conns = connections / threads + usize::from(i < connections % threads);
+            let quota = match (cfg.rate, cfg.requests) {
+                (None, Some(n)) => {
+                    let t = threads as u64;
+                    Some(n / t + u64::from((i as u64) < n % t))
+                }
+                _ => None,
+            };
+            let links = worker::Links {
+                tx: tx.clone(),
+                recycled: back_rx,
+            };
+            let sh = &shared;
+            let spawned = std::thread::Builder::new()
+                .name(format!("load-{i}"))
+                .spawn_scoped(s, move || worker::run(i, conns, quota, sh, links));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    shared
+                        .stop
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    drop(tx);
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(Error::Io(format!("cannot start a load thread: {e}")));
+                }
+            }
+        }
+        drop(tx);
+        let agg = aggregate::collect(
+            rx,
+            std::mem::take(&mut recycle),
+            (start_ns / 1_000_000_000) as u32,
+            cfg.rate.is_some(),
+            ctl.on_second.as_deref(),
+            hdr_log,
+        );
+        let mut failure = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failure = Some(Error::Io(format!("load thread: {e}"))),
+                Err(_) => failure = Some(Error::Io("a load thread panicked".to_string())),
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => agg,
+        }
+    })?;
+
+    let end_ns = agg
+        .finals
+        .iter()
+        .map(|f| f.end_ns)
+        .max()
+        .unwrap_or_else(|| ctl.origin.elapsed().as_nanos() as u64);
+    let facts = summary::RunFacts {
+        threads: threads as u32,
+        connections: cfg.connections,
+        start_ns,
+        end_ns,
+    };
+    let summary = summary::build(cfg, &agg, &facts);
+    let records = cfg.record_requests.then(|| {
+        let mut all: Vec<model::RequestRecord> =
+            agg.finals.into_iter().flat_map(|f| f.records).collect();
+        all.sort_by_key(|r| r.t_us);
+        all
+    });
+    Ok(Outcome { summary, records })
+}

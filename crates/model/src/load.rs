@@ -329,3 +329,10 @@ impl RequestRecord {
         self.error.is_some() || !(200..400).contains(&self.status)
     }
 }
+
+impl LoadSummary {
+    /// The summary as pretty-printed JSON: what `proxybench load --format json` prints.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a LoadSummary holds only finite numbers")
+    }
+}

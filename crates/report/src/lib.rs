@@ -1,4 +1,58 @@
 //! Reporters: every one reads recorded data ([`model`]) and nothing else, the way vegeta's
-//! reporters all read one result stream.
+//! reporters all read one result stream. A results directory holds data.json (the whole
+//! [`model::RunResults`]), CSV exports, report.md and charts; [`rebuild`] and [`compare`] work from
+//! such a directory alone.
+#![warn(missing_docs)]
 
+mod charts;
+mod compare;
+mod csv;
+mod error;
+mod files;
+mod fmt;
+mod hdr;
+mod markdown;
+mod reloads;
 pub mod text;
+
+pub use compare::render_compare;
+pub use error::Error;
+pub use reloads::ReloadStats;
+
+use model::RunResults;
+use std::path::{Path, PathBuf};
+
+/// Writes a complete results directory for `r`: data.json (pretty, versioned), timeline.csv,
+/// events.csv, disruptions.csv, samples.csv, reloads.csv, series.csv, env.json (when absent),
+/// report.md and charts/*.png + *.svg. Creates `dir` if needed.
+pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
+    files::write_results(dir, r)
+}
+
+/// Renders report.md. Deterministic: the same input gives byte-identical output (no clock, no
+/// hash-map ordering), which is what lets [`rebuild`] reproduce a report exactly.
+pub fn render_markdown(r: &RunResults) -> String {
+    markdown::render(r)
+}
+
+/// Draws every chart of `r` into `charts_dir` (created if needed) and returns the files written.
+pub fn render_charts(r: &RunResults, charts_dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    charts::render_all(r, charts_dir)
+}
+
+/// `proxybench report DIR`: reads DIR/data.json and rewrites report.md and charts/ from it.
+pub fn rebuild(dir: &Path) -> Result<(), Error> {
+    files::rebuild(dir)
+}
+
+/// `proxybench compare A B`: reads both results directories, renders the side-by-side table with
+/// deltas, writes it to `B/compare.md` (B being the newer run by convention) and returns it.
+pub fn compare(a: &Path, b: &Path) -> Result<String, Error> {
+    compare::compare_dirs(a, b)
+}
+
+/// Reads DIR/data.json, with a one-line error for a missing file, another schema version, or
+/// malformed content.
+pub fn read_results(dir: &Path) -> Result<RunResults, Error> {
+    files::read_results(dir)
+}

@@ -1,0 +1,298 @@
+//! What one load is asked to do, and the setup errors that stop it before it starts.
+
+use crate::target::Url;
+use model::Arrivals;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A problem found before the run starts (bad URL, unresolvable host, unreadable CA file...).
+/// Everything that goes wrong during the run is counted instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The URL cannot be used.
+    #[error("bad URL '{0}': {1}")]
+    Url(String, String),
+    /// The host name did not resolve to an address.
+    #[error("cannot resolve '{0}': {1}")]
+    Resolve(String, String),
+    /// A `--resolve` entry is not `HOST:PORT:ADDR`.
+    #[error("bad --resolve '{0}': {1}")]
+    ResolveEntry(String, String),
+    /// A header is not `Name: value`.
+    #[error("bad header '{0}': {1}")]
+    Header(String, String),
+    /// The TLS setup failed (CA file unreadable or empty).
+    #[error("TLS setup: {0}")]
+    Tls(String),
+    /// A value is out of range (zero connections, a negative rate...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The engine could not start (threads, epoll, the hdr log file).
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A `--resolve HOST:PORT:ADDR` entry: connections for HOST:PORT go to ADDR, while the Host
+/// header and TLS SNI stay HOST (curl's meaning).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolve {
+    /// Host name as written in URLs.
+    pub host: String,
+    /// Port the entry applies to.
+    pub port: u16,
+    /// Address to connect to instead.
+    pub addr: IpAddr,
+}
+
+impl Resolve {
+    /// Parses `HOST:PORT:ADDR` (ADDR may be an IPv6 address, with or without brackets).
+    pub fn parse(s: &str) -> Result<Resolve, Error> {
+        let bad = |why: &str| Error::ResolveEntry(s.to_string(), why.to_string());
+        let (host, rest) = s
+            .split_once(':')
+            .ok_or_else(|| bad("expected HOST:PORT:ADDR"))?;
+        let (port, addr) = rest
+            .split_once(':')
+            .ok_or_else(|| bad("expected HOST:PORT:ADDR"))?;
+        if host.is_empty() {
+            return Err(bad("empty host"));
+        }
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| bad("port must be 1-65535"))?;
+        let addr = addr.trim_start_matches('[').trim_end_matches(']');
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| bad("ADDR must be an IP address"))?;
+        Ok(Resolve {
+            host: host.to_ascii_lowercase(),
+            port,
+            addr,
+        })
+    }
+}
+
+/// Everything one load is asked to do. Build with [`Config::new`], then set fields.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Target URL (`http://` or `https://`), checked by [`Config::new`].
+    pub url: String,
+    /// Connections across all threads (wrk's `-c`).
+    pub connections: u32,
+    /// Generator threads, each with its own event loop (wrk's `-t`); capped at `connections`.
+    pub threads: u32,
+    /// How long to run. With `requests` too, the run ends at whichever comes first.
+    pub duration: Option<Duration>,
+    /// Send exactly this many requests across all connections, then stop (`-n`).
+    pub requests: Option<u64>,
+    /// Open loop: requests per second across all connections (`-R`). `None` is closed loop.
+    pub rate: Option<f64>,
+    /// Spacing of open-loop arrivals.
+    pub arrivals: Arrivals,
+    /// Seed of the Poisson arrival process, so runs repeat exactly.
+    pub seed: u64,
+    /// Request method.
+    pub method: String,
+    /// Extra request headers, in order (`-H`).
+    pub headers: Vec<(String, String)>,
+    /// Request body, sent with a Content-Length.
+    pub body: Option<Vec<u8>>,
+    /// Host header override. When the URL's host is an IP address this also becomes the TLS
+    /// server name.
+    pub host: Option<String>,
+    /// `--resolve` entries.
+    pub resolve: Vec<Resolve>,
+    /// Skip TLS certificate verification.
+    pub insecure: bool,
+    /// Trust the CA certificates in this PEM file instead of the built-in web roots.
+    pub cacert: Option<PathBuf>,
+    /// No complete response within this long counts as a timeout (also the connect timeout).
+    pub timeout: Duration,
+    /// Keep one [`model::RequestRecord`] per attempt (16 bytes each).
+    pub record_requests: bool,
+    /// Write per-second histograms to this file in the HdrHistogram interval-log format.
+    pub hdr_log: Option<PathBuf>,
+    /// The load's name in reports.
+    pub name: String,
+    /// Closed loop only: how long a connection waits before reconnecting after a failed
+    /// connect, so a refused port is counted without spinning a core. Zero is wrk's behaviour.
+    pub reconnect_backoff: Duration,
+}
+
+impl Config {
+    /// A closed-loop config for `url` with wrk's defaults: 10 connections, one thread per core,
+    /// 10 s, GET, 2 s timeout.
+    pub fn new(url: &str) -> Result<Config, Error> {
+        Url::parse(url)?;
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        Ok(Config {
+            url: url.to_string(),
+            connections: 10,
+            threads: cores,
+            duration: Some(Duration::from_secs(10)),
+            requests: None,
+            rate: None,
+            arrivals: Arrivals::Even,
+            seed: 1,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: None,
+            host: None,
+            resolve: Vec::new(),
+            insecure: false,
+            cacert: None,
+            timeout: Duration::from_secs(2),
+            record_requests: false,
+            hdr_log: None,
+            name: "load".to_string(),
+            reconnect_backoff: Duration::from_millis(10),
+        })
+    }
+
+    /// Adds a header given as `Name: value` (curl's and wrk's `-H` syntax).
+    pub fn add_header_line(&mut self, line: &str) -> Result<(), Error> {
+        let (name, value) = parse_header_line(line)?;
+        self.headers.push((name, value));
+        Ok(())
+    }
+
+    /// Checks the values that must be positive or consistent; called by [`crate::run`].
+    pub fn validate(&self) -> Result<(), Error> {
+        let inv = |m: &str| Err(Error::Invalid(m.to_string()));
+        if self.connections == 0 {
+            return inv("connections must be at least 1");
+        }
+        if self.threads == 0 {
+            return inv("threads must be at least 1");
+        }
+        if self.duration.is_none() && self.requests.is_none() {
+            return inv("give a duration or a number of requests");
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return inv("duration must be positive");
+        }
+        if self.requests == Some(0) {
+            return inv("requests must be at least 1");
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return inv("rate must be a positive number");
+            }
+            if r > 1e8 {
+                return inv("rate must be at most 100000000 per second");
+            }
+        }
+        if self.timeout.is_zero() {
+            return inv("timeout must be positive");
+        }
+        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(Error::Invalid(format!(
+                "method '{}' must be upper-case letters",
+                self.method
+            )));
+        }
+        for (n, v) in &self.headers {
+            check_header(n, v)?;
+        }
+        if let Some(h) = &self.host {
+            if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                return Err(Error::Invalid(format!("bad host override '{h}'")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits `Name: value`, checking the name is an HTTP token and the value has no line breaks.
+pub fn parse_header_line(line: &str) -> Result<(String, String), Error> {
+    let (name, value) = line
+        .split_once(':')
+        .ok_or_else(|| Error::Header(line.to_string(), "expected 'Name: value'".to_string()))?;
+    let (name, value) = (name.trim().to_string(), value.trim().to_string());
+    check_header(&name, &value)?;
+    Ok((name, value))
+}
+
+fn check_header(name: &str, value: &str) -> Result<(), Error> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(Error::Header(
+            format!("{name}: {value}"),
+            "the name must be a token (letters, digits, -)".to_string(),
+        ));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(Error::Header(
+            format!("{name}: {value}"),
+            "the value must not contain line breaks".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Where a URL's host:port connects, after `--resolve` entries and DNS.
+pub(crate) fn resolve_addr(url: &Url, entries: &[Resolve]) -> Result<SocketAddr, Error> {
+    if let Ok(ip) = url.host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, url.port));
+    }
+    let host = url.host.to_ascii_lowercase();
+    if let Some(r) = entries
+        .iter()
+        .find(|r| r.host == host && r.port == url.port)
+    {
+        return Ok(SocketAddr::new(r.addr, url.port));
+    }
+    use std::net::ToSocketAddrs;
+    let mut addrs = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| Error::Resolve(url.host.clone(), e.to_string()))?;
+    addrs
+        .next()
+        .ok_or_else(|| Error::Resolve(url.host.clone(), "no addresses".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_entries() {
+        let r = Resolve::parse("cafe.example.com:8443:127.0.0.1").unwrap();
+        assert_eq!(r.port, 8443);
+        assert_eq!(r.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+        let r = Resolve::parse("h:80:[::1]").unwrap();
+        assert_eq!(r.addr, "::1".parse::<IpAddr>().unwrap());
+        assert!(Resolve::parse("h:80").is_err());
+        assert!(Resolve::parse("h:0:127.0.0.1").is_err());
+        assert!(Resolve::parse("h:80:localhost").is_err());
+        let url = Url::parse("https://Cafe.Example.com:8443/tea").unwrap();
+        let a = resolve_addr(
+            &url,
+            &[Resolve::parse("cafe.example.com:8443:127.0.0.2").unwrap()],
+        );
+        assert_eq!(a.unwrap(), "127.0.0.2:8443".parse().unwrap());
+    }
+
+    #[test]
+    fn headers_and_validation() {
+        let mut c = Config::new("http://127.0.0.1:1/").unwrap();
+        c.add_header_line("X-A:  b c ").unwrap();
+        assert_eq!(c.headers, vec![("X-A".to_string(), "b c".to_string())]);
+        assert!(c.add_header_line("no colon").is_err());
+        assert!(c.add_header_line("bad name: x").is_err());
+        assert!(c.validate().is_ok());
+        c.connections = 0;
+        assert!(c.validate().is_err());
+        c.connections = 1;
+        c.rate = Some(-1.0);
+        assert!(c.validate().is_err());
+        c.rate = None;
+        c.method = "get".into();
+        assert!(c.validate().is_err());
+    }
+}

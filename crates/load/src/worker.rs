@@ -1,0 +1,634 @@
+//! One generator thread (wrk's `wrk.c` loop): an epoll loop over its connections. In closed loop
+//! each connection sends its next request the moment a response completes, straight from the
+//! read handler (no EPOLLOUT round trip). In open loop requests leave at their intended times
+//! on whichever connection is free, and latency counts from the intended time.
+
+use crate::codec::{Discard, Eof, Progress};
+use crate::conn::{Conn, Recv, State, Step};
+use crate::pacer::Pacer;
+use crate::stats::{kind_index, Msg, Recorder, SecondBlock, ThreadFinal};
+use crate::sys::{self, Epoll, Socket};
+use crate::target::Target;
+use model::{ErrorKind, RequestRecord};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A send that leaves more than this after its intended time counts as late.
+pub const LATE_THRESHOLD_NS: u64 = 1_000_000;
+/// How often an idle loop looks at the stop flag.
+const STOP_POLL_NS: u64 = 50_000_000;
+/// Size of the per-thread read buffer shared by all its connections.
+const READ_BUF: usize = 64 * 1024;
+
+/// What every worker of one run shares (read-only).
+pub struct Shared {
+    /// Where and what to send.
+    pub target: Target,
+    /// TLS client config and server name, for https.
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    /// The time base.
+    pub origin: Instant,
+    /// Run start, ns since the origin.
+    pub start_ns: u64,
+    /// Run end (duration), ns since the origin.
+    pub end_ns: Option<u64>,
+    /// Request timeout in ns.
+    pub timeout_ns: u64,
+    /// Closed loop: wait this long before reconnecting after a failed connect.
+    pub backoff_ns: u64,
+    /// Open loop: rate, arrivals and seed.
+    pub open: Option<(f64, model::Arrivals, u64)>,
+    /// Total request limit (`-n`).
+    pub limit: Option<u64>,
+    /// Number of threads.
+    pub threads: usize,
+    /// Keep per-request records.
+    pub record: bool,
+    /// Set by the caller to end the run early.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Channels between a worker and the aggregator.
+pub struct Links {
+    /// Blocks and the final totals go here.
+    pub tx: Sender<Msg>,
+    /// Cleared blocks come back here.
+    pub recycled: Receiver<Box<SecondBlock>>,
+}
+
+struct Worker<'a> {
+    id: usize,
+    sh: &'a Shared,
+    links: Links,
+    epoll: Epoll,
+    conns: Vec<Conn>,
+    buf: Vec<u8>,
+    pacer: Option<Pacer>,
+    free: VecDeque<usize>,
+    retry: VecDeque<usize>,
+    quota: Option<u64>,
+    issued: u64,
+    in_flight: usize,
+    draining: bool,
+    drain_at: u64,
+    next_scan: u64,
+    cur: Box<SecondBlock>,
+    next_boundary: u64,
+    status: Vec<u64>,
+    connects: u64,
+    bytes_written: u64,
+    late: u64,
+    lateness: Option<Recorder>,
+    records: Vec<RequestRecord>,
+}
+
+/// Runs one worker thread with `conns` connections and, in closed loop, `quota` requests.
+pub fn run(
+    id: usize,
+    conns: usize,
+    quota: Option<u64>,
+    sh: &Shared,
+    links: Links,
+) -> io::Result<()> {
+    let open = sh.open.is_some();
+    if open {
+        sys::tight_timer_slack();
+    }
+    let pacer = sh.open.map(|(rate, arrivals, seed)| {
+        Pacer::new(sh.start_ns, rate, arrivals, seed, id, sh.threads, sh.limit)
+    });
+    let mut w = Worker {
+        id,
+        sh,
+        links,
+        epoll: Epoll::new()?,
+        conns: (0..conns).map(|_| Conn::new()).collect(),
+        buf: vec![0; READ_BUF],
+        pacer,
+        free: if open {
+            (0..conns).collect()
+        } else {
+            VecDeque::new()
+        },
+        retry: VecDeque::new(),
+        quota,
+        issued: 0,
+        in_flight: 0,
+        draining: false,
+        drain_at: 0,
+        next_scan: 0,
+        cur: Box::new(SecondBlock::new(id, open)),
+        next_boundary: 0,
+        status: vec![0; 600],
+        connects: 0,
+        bytes_written: 0,
+        late: 0,
+        lateness: open.then(Recorder::default),
+        records: Vec::new(),
+    };
+    w.main_loop()
+}
+
+impl Worker<'_> {
+    fn main_loop(&mut self) -> io::Result<()> {
+        let mut events = sys::events(256.min(self.conns.len().max(1) * 2));
+        let mut now = now_ns(&self.sh.origin);
+        // Every thread's seconds start at the run's first second, so the aggregator can line
+        // them up without guessing.
+        self.cur.t = (self.sh.start_ns / 1_000_000_000) as u32;
+        self.next_boundary = (self.cur.t as u64 + 1) * 1_000_000_000;
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        self.next_scan = now + self.sh.timeout_ns;
+        if self.pacer.is_none() {
+            for i in 0..self.conns.len() {
+                if !self.may_issue() {
+                    break;
+                }
+                self.issue(i, now, now);
+            }
+        }
+        loop {
+            now = now_ns(&self.sh.origin);
+            if now >= self.next_boundary {
+                self.rotate(now);
+            }
+            if !self.draining
+                && (self.sh.stop.load(Ordering::Relaxed)
+                    || self.sh.end_ns.is_some_and(|e| now >= e))
+            {
+                self.draining = true;
+                self.drain_at = now;
+            }
+            if now >= self.next_scan {
+                self.scan(now);
+            }
+            if self.pacer.is_some() && !self.draining {
+                self.send_due(now);
+            }
+            for _ in 0..self.retry.len() {
+                let i = self.retry.pop_front().expect("counted");
+                if self.may_issue() {
+                    self.issue(i, now, now);
+                }
+            }
+            if self.in_flight == 0 && (self.draining || !self.may_issue()) {
+                break;
+            }
+            let mut wake = self
+                .next_boundary
+                .min(self.next_scan)
+                .min(now + STOP_POLL_NS);
+            if !self.retry.is_empty() {
+                wake = now;
+            }
+            if !self.draining {
+                if let Some(end) = self.sh.end_ns {
+                    wake = wake.min(end);
+                }
+                if !self.free.is_empty() {
+                    if let Some(t) = self.pacer.as_ref().and_then(|p| p.next()) {
+                        wake = wake.min(t);
+                    }
+                }
+            }
+            let n = self.epoll.wait(&mut events, wake.saturating_sub(now))?;
+            for ev in &events[..n] {
+                let token = ev.u64;
+                self.event(
+                    (token & 0xffff_ffff) as usize,
+                    (token >> 32) as u32,
+                    ev.events,
+                );
+            }
+        }
+        self.finish(now);
+        Ok(())
+    }
+
+    /// True while the request budget (closed-loop quota or open-loop schedule) allows more.
+    fn may_issue(&self) -> bool {
+        if self.draining {
+            return false;
+        }
+        match &self.pacer {
+            Some(p) => p.next().is_some(),
+            None => self.quota.is_none_or(|q| self.issued < q),
+        }
+    }
+
+    /// Open loop: hands every request whose time has come to a free connection.
+    fn send_due(&mut self, now: u64) {
+        while let Some(t) = self.pacer.as_ref().and_then(|p| p.next()) {
+            if t > now {
+                break;
+            }
+            let Some(i) = self.free.pop_front() else {
+                break;
+            };
+            self.pacer.as_mut().expect("open loop").advance();
+            let late = now.saturating_sub(t);
+            if late > LATE_THRESHOLD_NS {
+                self.late += 1;
+            }
+            if let Some(l) = &mut self.lateness {
+                l.record(late / 1000);
+            }
+            self.issue(i, t, now);
+        }
+    }
+
+    /// Starts a request on connection `i`: `intended` is when it should have left, `now` when
+    /// it does.
+    fn issue(&mut self, i: usize, intended: u64, now: u64) {
+        self.issued += 1;
+        self.in_flight += 1;
+        let c = &mut self.conns[i];
+        c.busy = true;
+        c.intended = intended;
+        c.issued = now;
+        c.deadline = now + self.sh.timeout_ns;
+        match c.state {
+            State::Idle => self.write_request(i, now),
+            State::Closed | State::Backoff => self.connect(i, now),
+            _ => {}
+        }
+    }
+
+    fn connect(&mut self, i: usize, now: u64) {
+        let c = &mut self.conns[i];
+        c.close();
+        match Socket::connect(&self.sh.target.addr) {
+            Ok((sock, established)) => {
+                let token = ((c.gen as u64) << 32) | i as u64;
+                if let Err(e) = self.epoll.add(sock.fd(), token) {
+                    drop(sock);
+                    self.fail(i, now, connect_kind(&e));
+                    return;
+                }
+                c.sock = Some(sock);
+                c.state = State::Connecting;
+                self.connects += 1;
+                if established {
+                    self.connected(i, now);
+                }
+            }
+            Err(e) => self.fail(i, now, connect_kind(&e)),
+        }
+    }
+
+    fn connected(&mut self, i: usize, now: u64) {
+        match &self.sh.tls {
+            Some((cfg, name)) => match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
+                Ok(tls) => {
+                    let c = &mut self.conns[i];
+                    c.tls = Some(Box::new(tls));
+                    c.state = State::Handshake;
+                    self.handshake(i, now);
+                }
+                Err(_) => self.fail(i, now, ErrorKind::Tls),
+            },
+            None => self.ready(i, now),
+        }
+    }
+
+    fn handshake(&mut self, i: usize, now: u64) {
+        match self.conns[i].handshake() {
+            Step::Done => self.ready(i, now),
+            Step::Again => {}
+            Step::Failed | Step::Tls => self.fail(i, now, ErrorKind::Tls),
+        }
+    }
+
+    /// The connection is usable: send the waiting request, or wait for one.
+    fn ready(&mut self, i: usize, now: u64) {
+        if self.conns[i].busy {
+            self.write_request(i, now);
+        } else {
+            self.conns[i].state = State::Idle;
+        }
+    }
+
+    #[inline]
+    fn write_request(&mut self, i: usize, now: u64) {
+        let req = &self.sh.target.request;
+        let c = &mut self.conns[i];
+        c.state = State::Writing;
+        c.wpos = 0;
+        c.parser.reset(self.sh.target.head);
+        self.bytes_written += req.len() as u64;
+        self.continue_write(i, now);
+    }
+
+    #[inline]
+    fn continue_write(&mut self, i: usize, now: u64) {
+        match self.conns[i].send(&self.sh.target.request) {
+            Step::Done => self.conns[i].state = State::Reading,
+            Step::Again => {}
+            Step::Failed => self.fail(i, now, ErrorKind::Write),
+            Step::Tls => self.fail(i, now, ErrorKind::Tls),
+        }
+    }
+
+    fn event(&mut self, i: usize, gen: u32, events: u32) {
+        let Some(c) = self.conns.get_mut(i) else {
+            return;
+        };
+        if c.gen != gen || c.sock.is_none() {
+            return;
+        }
+        c.drained = false;
+        match c.state {
+            State::Connecting => {
+                if events & (sys::OUT | sys::IN) != 0 {
+                    let now = now_ns(&self.sh.origin);
+                    match c.sock.as_ref().map(Socket::take_error) {
+                        Some(Ok(())) => self.connected(i, now),
+                        Some(Err(e)) => self.fail(i, now, connect_kind(&e)),
+                        None => {}
+                    }
+                }
+            }
+            State::Handshake => {
+                let now = now_ns(&self.sh.origin);
+                self.handshake(i, now);
+            }
+            State::Writing => {
+                if events & sys::OUT != 0 {
+                    let now = now_ns(&self.sh.origin);
+                    self.continue_write(i, now);
+                }
+                if events & sys::IN != 0 && self.conns[i].gen == gen {
+                    self.read(i);
+                }
+            }
+            State::Reading | State::Idle => {
+                if events & sys::IN != 0 {
+                    self.read(i);
+                }
+            }
+            State::Closed | State::Backoff => {}
+        }
+    }
+
+    /// Reads everything the socket has, completing responses as they end.
+    fn read(&mut self, i: usize) {
+        let gen = self.conns[i].gen;
+        loop {
+            let c = &mut self.conns[i];
+            if c.gen != gen {
+                return;
+            }
+            match c.recv(&mut self.buf) {
+                Recv::Again => return,
+                Recv::Data(n) => {
+                    self.cur.bytes += n as u64;
+                    if !c.busy {
+                        // Bytes nobody asked for: the connection is out of step; drop it.
+                        self.drop_idle(i);
+                        return;
+                    }
+                    match c.parser.feed(&self.buf[..n], &mut Discard) {
+                        Ok((_, Progress::More)) => {}
+                        Ok((used, Progress::Done(resp))) => {
+                            let in_step = used == n && c.state == State::Reading;
+                            let now = now_ns(&self.sh.origin);
+                            self.complete(i, now, resp.status, resp.keep_alive && in_step);
+                        }
+                        Err(_) => {
+                            let now = now_ns(&self.sh.origin);
+                            self.fail(i, now, ErrorKind::Malformed);
+                            return;
+                        }
+                    }
+                }
+                Recv::Eof => {
+                    if !c.busy {
+                        self.drop_idle(i);
+                        return;
+                    }
+                    let now = now_ns(&self.sh.origin);
+                    match c.parser.eof() {
+                        Eof::Done(resp) => self.complete(i, now, resp.status, false),
+                        Eof::Empty if c.reused => self.fail(i, now, ErrorKind::ReadIdleClosed),
+                        Eof::Empty | Eof::Truncated => self.fail(i, now, ErrorKind::ReadReset),
+                    }
+                    return;
+                }
+                Recv::Failed => {
+                    if !c.busy {
+                        self.drop_idle(i);
+                        return;
+                    }
+                    let kind = if c.reused && !c.parser.started() {
+                        ErrorKind::ReadIdleClosed
+                    } else {
+                        ErrorKind::ReadReset
+                    };
+                    let now = now_ns(&self.sh.origin);
+                    self.fail(i, now, kind);
+                    return;
+                }
+                Recv::Tls => {
+                    if !c.busy {
+                        self.drop_idle(i);
+                        return;
+                    }
+                    let now = now_ns(&self.sh.origin);
+                    self.fail(i, now, ErrorKind::Tls);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// An idle connection was closed by the server (or sent stray bytes): close it quietly.
+    /// No request was in flight, so nothing failed.
+    fn drop_idle(&mut self, i: usize) {
+        self.conns[i].close();
+    }
+
+    #[inline]
+    fn complete(&mut self, i: usize, now: u64, status: u16, keep_alive: bool) {
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        let c = &mut self.conns[i];
+        let latency_us = now.saturating_sub(c.intended) / 1000;
+        self.cur.requests += 1;
+        self.cur.status_class[(status / 100 - 1) as usize] += 1;
+        self.cur.latency.record(latency_us);
+        if let Some(u) = &mut self.cur.uncorrected {
+            u.record(now.saturating_sub(c.issued) / 1000);
+        }
+        self.status[status as usize] += 1;
+        if self.sh.record {
+            self.records.push(RequestRecord {
+                t_us: now / 1000,
+                latency_us: latency_us.min(u32::MAX as u64) as u32,
+                status,
+                error: None,
+            });
+        }
+        c.busy = false;
+        c.reused = true;
+        self.in_flight -= 1;
+        if keep_alive {
+            c.state = State::Idle;
+        } else {
+            c.close();
+        }
+        self.next(i, now);
+    }
+
+    fn fail(&mut self, i: usize, now: u64, kind: ErrorKind) {
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        let c = &mut self.conns[i];
+        let latency_us = now.saturating_sub(c.intended) / 1000;
+        self.cur.errors[kind_index(kind)] += 1;
+        if self.sh.record {
+            self.records.push(RequestRecord {
+                t_us: now / 1000,
+                latency_us: latency_us.min(u32::MAX as u64) as u32,
+                status: 0,
+                error: Some(kind),
+            });
+        }
+        let was_busy = c.busy;
+        c.busy = false;
+        c.close();
+        if was_busy {
+            self.in_flight -= 1;
+        }
+        if self.pacer.is_some() {
+            // Open loop: the connection waits for the schedule's next request.
+            self.free.push_back(i);
+            return;
+        }
+        let connect_failed = matches!(
+            kind,
+            ErrorKind::ConnectRefused | ErrorKind::ConnectTimeout | ErrorKind::ConnectOther
+        );
+        if connect_failed && self.sh.backoff_ns > 0 {
+            c.state = State::Backoff;
+            c.deadline = now + self.sh.backoff_ns;
+            self.next_scan = self.next_scan.min(c.deadline);
+        } else {
+            // Retried from the main loop, never from here: a failure that repeats at once
+            // (a refused connect) must not recurse.
+            self.retry.push_back(i);
+        }
+    }
+
+    /// The connection is free: closed loop sends again at once, open loop waits for the schedule.
+    #[inline]
+    fn next(&mut self, i: usize, now: u64) {
+        if self.pacer.is_some() {
+            self.free.push_back(i);
+            if !self.draining {
+                self.send_due(now);
+            }
+        } else if self.may_issue() {
+            self.issue(i, now, now);
+        }
+    }
+
+    /// Fails requests past their deadline and restarts connections whose backoff is over; sets
+    /// the next scan to the earliest deadline left.
+    fn scan(&mut self, now: u64) {
+        let mut next = now + self.sh.timeout_ns;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.busy && now >= c.deadline {
+                let kind = match c.state {
+                    State::Connecting | State::Closed => ErrorKind::ConnectTimeout,
+                    State::Handshake => ErrorKind::Tls,
+                    _ => ErrorKind::Timeout,
+                };
+                self.fail(i, now, kind);
+            } else if c.state == State::Backoff && now >= c.deadline {
+                self.conns[i].state = State::Closed;
+                if self.may_issue() {
+                    self.issue(i, now, now);
+                }
+            }
+            let c = &self.conns[i];
+            if c.busy || c.state == State::Backoff {
+                next = next.min(c.deadline);
+            }
+        }
+        self.next_scan = next;
+    }
+
+    /// Hands the finished second(s) to the aggregator and starts a fresh block.
+    fn rotate(&mut self, now: u64) {
+        let t_now = (now / 1_000_000_000) as u32;
+        while self.cur.t < t_now {
+            let next_t = self.cur.t + 1;
+            let fresh = self.fresh_block(next_t);
+            let done = std::mem::replace(&mut self.cur, fresh);
+            let _ = self.links.tx.send(Msg::Second(done));
+        }
+        self.next_boundary = (t_now as u64 + 1) * 1_000_000_000;
+    }
+
+    fn fresh_block(&mut self, t: u32) -> Box<SecondBlock> {
+        let mut b = self
+            .links
+            .recycled
+            .try_recv()
+            .unwrap_or_else(|_| Box::new(SecondBlock::new(self.id, self.pacer.is_some())));
+        b.t = t;
+        b
+    }
+
+    fn finish(&mut self, now: u64) {
+        let end = if self.draining { self.drain_at } else { now };
+        let mut intended = self.issued;
+        if let Some(p) = &mut self.pacer {
+            intended += p.drain_before(end);
+        }
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        let last = std::mem::replace(&mut self.cur, Box::new(SecondBlock::new(self.id, false)));
+        let _ = self.links.tx.send(Msg::Second(last));
+        let fin = ThreadFinal {
+            thread: self.id,
+            status: std::mem::take(&mut self.status),
+            connects: self.connects,
+            bytes_written: self.bytes_written,
+            intended,
+            sent: self.issued,
+            late: self.late,
+            lateness: self.lateness.take(),
+            records: std::mem::take(&mut self.records),
+            end_ns: now,
+            send_end_ns: end,
+        };
+        let _ = self.links.tx.send(Msg::Done(Box::new(fin)));
+    }
+}
+
+/// Nanoseconds since `origin` (monotonic).
+#[inline]
+fn now_ns(origin: &Instant) -> u64 {
+    origin.elapsed().as_nanos() as u64
+}
+
+fn connect_kind(e: &io::Error) -> ErrorKind {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => ErrorKind::ConnectRefused,
+        Some(libc::ETIMEDOUT) => ErrorKind::ConnectTimeout,
+        _ => ErrorKind::ConnectOther,
+    }
+}

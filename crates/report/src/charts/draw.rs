@@ -1,0 +1,345 @@
+//! Draws one planned chart on any plotters backend (PNG and SVG share this code): title, axes with
+//! units, the lines or stacked layers, a dashed marker per action, and a legend beside the plot.
+
+use super::plan::{Chart, Line};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Width of the legend column on the right, in pixels.
+const LEGEND_W: u32 = 250;
+/// Actions labelled with their number and kind up to this many; beyond, numbers only.
+const FULL_LABELS: usize = 12;
+/// Beyond this many actions, markers carry no labels at all.
+const ANY_LABELS: usize = 40;
+
+/// Draws `c` filling `root`.
+pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (w, _) = root.dim_in_pixel();
+    let (plot, legend) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    let (lo, hi) = y_bounds(c);
+    if c.log_y {
+        plot_in(&plot, c, (lo..hi).log_scale(), lo, hi)?;
+    } else {
+        plot_in(&plot, c, lo..hi, lo, hi)?;
+    }
+    draw_legend(&legend, c)?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// The Y range: from zero (or below the smallest value on a log axis) to a little above the top.
+fn y_bounds(c: &Chart) -> (f64, f64) {
+    let mut max = 0.0f64;
+    let mut min_pos = f64::INFINITY;
+    let mut stack = Vec::new();
+    for line in &c.lines {
+        for seg in &line.segments {
+            for &(_, v) in seg {
+                if v.is_finite() {
+                    max = max.max(v);
+                    if v > 0.0 {
+                        min_pos = min_pos.min(v);
+                    }
+                }
+            }
+        }
+    }
+    if c.stacked {
+        stack = stacked_layers(&c.lines);
+    }
+    for layer in &stack {
+        for &(_, v) in layer {
+            max = max.max(v);
+        }
+    }
+    // Keep the top strip free for the action labels, a little margin otherwise.
+    let free = if !c.markers.is_empty() && c.markers.len() <= ANY_LABELS {
+        0.16
+    } else {
+        0.06
+    };
+    if c.log_y {
+        let lo = if min_pos.is_finite() {
+            min_pos / 1.6
+        } else {
+            0.1
+        };
+        let max = if max > lo { max } else { lo * 10.0 };
+        let hi = lo * (max / lo).powf(1.0 / (1.0 - free));
+        (lo, hi)
+    } else {
+        (0.0, if max > 0.0 { max / (1.0 - free) } else { 1.0 })
+    }
+}
+
+/// Cumulative tops of stacked layers (all layers share the same x points).
+fn stacked_layers(lines: &[Line]) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = Vec::with_capacity(lines.len());
+    for line in lines {
+        let pts: Vec<(f64, f64)> = line
+            .segments
+            .iter()
+            .flatten()
+            .copied()
+            .filter(finite)
+            .collect();
+        let layer = match out.last() {
+            Some(below) if below.len() == pts.len() => pts
+                .iter()
+                .zip(below)
+                .map(|(p, b)| (p.0, p.1 + b.1))
+                .collect(),
+            _ => pts,
+        };
+        out.push(layer);
+    }
+    out
+}
+
+/// Plotters cannot place a NaN or an infinity; such points are left out.
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+fn rgb(c: (u8, u8, u8)) -> RGBColor {
+    RGBColor(c.0, c.1, c.2)
+}
+
+/// An opaque tint of `c` (mixed with white), so stacked layers keep their own colour.
+fn tint(c: (u8, u8, u8)) -> RGBColor {
+    let mix = |v: u8| (v as f64 * 0.5 + 255.0 * 0.5) as u8;
+    RGBColor(mix(c.0), mix(c.1), mix(c.2))
+}
+
+/// A compact axis number: `1.5k`, `2M`, `0.25`, `12`.
+fn axis_num(v: f64) -> String {
+    let a = v.abs();
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if a >= 1e6 {
+        format!("{}M", trim(format!("{:.2}", v / 1e6)))
+    } else if a >= 1e4 {
+        format!("{}k", trim(format!("{:.1}", v / 1e3)))
+    } else if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        trim(format!("{v:.2}"))
+    } else {
+        trim(format!("{v:.3}"))
+    }
+}
+
+fn plot_in<DB: DrawingBackend, Y>(
+    area: &DrawingArea<DB, Shift>,
+    c: &Chart,
+    y: Y,
+    lo: f64,
+    hi: f64,
+) -> Result<(), String>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let (x0, x1) = c.x_range;
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x0..x1, y)
+        .map_err(|e| err(&e))?;
+    let span = x1 - x0;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc(c.y_label.as_str())
+        .x_label_formatter(&|x| {
+            if span >= 10.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
+        })
+        .y_label_formatter(&|v| axis_num(*v))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(|e| err(&e))?;
+
+    // Markers go under the data. A few are dashed lines across the plot; many would merge into
+    // a grey wall, so they become a rug of short ticks along the top edge.
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let base = area.get_base_pixel();
+    if c.markers.len() <= ANY_LABELS {
+        let marker_style = RGBColor(90, 90, 90).stroke_width(1);
+        for m in &c.markers {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(m.t, lo), (m.t, hi)],
+                    6,
+                    4,
+                    marker_style,
+                ))
+                .map_err(|e| err(&e))?;
+        }
+    } else {
+        let tick = RGBColor(120, 120, 120).stroke_width(1);
+        for m in &c.markers {
+            let (px, _) = chart.backend_coord(&(m.t, lo));
+            if xs.contains(&px) {
+                let (x, y) = (px - base.0, ys.start - base.1);
+                area.draw(&PathElement::new(vec![(x, y), (x, y + 10)], tick))
+                    .map_err(|e| err(&e))?;
+            }
+        }
+    }
+
+    if c.stacked {
+        let layers = stacked_layers(&c.lines);
+        // Top layer first, so each lower layer paints over the part that is not its own.
+        for (line, layer) in c.lines.iter().zip(&layers).rev() {
+            let col = rgb(line.color);
+            chart
+                .draw_series(
+                    AreaSeries::new(layer.iter().copied(), lo, tint(line.color).filled())
+                        .border_style(col.stroke_width(1)),
+                )
+                .map_err(|e| err(&e))?;
+        }
+    } else {
+        for line in &c.lines {
+            let col = rgb(line.color);
+            for seg in &line.segments {
+                let seg: Vec<(f64, f64)> = seg.iter().copied().filter(finite).collect();
+                if seg.len() > 1 && line.join {
+                    // Each step is its own path: plotters joins thick polylines with mitres,
+                    // which shoot far past a sharp spike such as a one-second latency stall.
+                    let style = col.stroke_width(2);
+                    chart
+                        .draw_series(
+                            seg.windows(2)
+                                .map(|w| PathElement::new(vec![w[0], w[1]], style)),
+                        )
+                        .map_err(|e| err(&e))?;
+                }
+                if line.dots || seg.len() == 1 {
+                    chart
+                        .draw_series(seg.iter().map(|&p| Circle::new(p, 3, col.filled())))
+                        .map_err(|e| err(&e))?;
+                }
+            }
+        }
+    }
+
+    if c.markers.len() <= ANY_LABELS {
+        let top = ys.start;
+        let font = ("sans-serif", 13).into_font().color(&RGBColor(60, 60, 60));
+        for (i, m) in c.markers.iter().enumerate() {
+            let label = if c.markers.len() <= FULL_LABELS {
+                format!("{} {}", m.n, m.action)
+            } else {
+                m.n.to_string()
+            };
+            let (px, _) = chart.backend_coord(&(m.t, lo));
+            // Three staggered rows keep neighbouring labels apart.
+            let py = top + 3 + (i % 3) as i32 * 15;
+            let (x, y) = (px + 3 - base.0, py - base.1);
+            let (tw, th) = area
+                .estimate_text_size(&label, &font)
+                .map_err(|e| err(&e))?;
+            area.draw(&Rectangle::new(
+                [(x - 1, y - 1), (x + tw as i32 + 2, y + th as i32 + 1)],
+                WHITE.mix(0.85).filled(),
+            ))
+            .map_err(|e| err(&e))?;
+            area.draw(&Text::new(label, (x, y), font.clone()))
+                .map_err(|e| err(&e))?;
+        }
+    }
+    Ok(())
+}
+
+fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let font = ("sans-serif", 14).into_font().color(&BLACK);
+    let (_, h) = area.dim_in_pixel();
+    let mut y = 52i32;
+    let row = 22i32;
+    let room = ((h as i32 - y - 40) / row).max(1) as usize;
+    let shown = c.lines.len().min(room);
+    for line in &c.lines[..shown] {
+        let col = rgb(line.color);
+        if c.stacked {
+            area.draw(&Rectangle::new(
+                [(8, y - 6), (30, y + 6)],
+                tint(line.color).filled(),
+            ))
+            .map_err(|e| err(&e))?;
+        } else {
+            area.draw(&PathElement::new(
+                vec![(8, y), (30, y)],
+                col.stroke_width(3),
+            ))
+            .map_err(|e| err(&e))?;
+        }
+        area.draw(&Text::new(short(&line.name, 28), (38, y - 8), font.clone()))
+            .map_err(|e| err(&e))?;
+        y += row;
+    }
+    if shown < c.lines.len() {
+        let more = format!("… and {} more", c.lines.len() - shown);
+        area.draw(&Text::new(more, (38, y - 8), font.clone()))
+            .map_err(|e| err(&e))?;
+        y += row;
+    }
+    if !c.markers.is_empty() {
+        area.draw(&PathElement::new(
+            vec![(19, y - 8), (19, y + 8)],
+            RGBColor(90, 90, 90).stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?;
+        let text = if c.markers.len() <= ANY_LABELS {
+            "action (# in events table)"
+        } else {
+            "actions (see events table)"
+        };
+        area.draw(&Text::new(text, (38, y - 8), font))
+            .map_err(|e| err(&e))?;
+    }
+    Ok(())
+}
+
+/// Cuts a legend entry that would not fit.
+fn short(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_numbers_are_compact() {
+        assert_eq!(axis_num(0.0), "0");
+        assert_eq!(axis_num(2500.0), "2500");
+        assert_eq!(axis_num(25000.0), "25k");
+        assert_eq!(axis_num(1_500_000.0), "1.5M");
+        assert_eq!(axis_num(12.5), "12.5");
+        assert_eq!(axis_num(0.25), "0.25");
+    }
+}

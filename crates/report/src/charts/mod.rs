@@ -1,0 +1,97 @@
+//! Charts as PNG and SVG, drawn with plotters and the font embedded in this crate, so rendering
+//! needs nothing from the system.
+
+mod draw;
+pub(crate) mod plan;
+
+use crate::Error;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// DejaVu Sans (see assets/DejaVuSans-LICENSE.txt), compiled into the binary.
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+/// Pixel size of every chart.
+const SIZE: (u32, u32) = (1200, 520);
+
+/// Registers the embedded font as plotters' `sans-serif`, once per process.
+fn register_font() -> Result<(), Error> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = REGISTERED.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    if *ok {
+        Ok(())
+    } else {
+        Err(Error::Chart {
+            path: PathBuf::from("assets/DejaVuSans.ttf"),
+            msg: "the embedded font could not be loaded".into(),
+        })
+    }
+}
+
+/// Draws every planned chart of `r` into `dir` as `<stem>.png` and `<stem>.svg`, returning the
+/// files written in plan order (PNG then SVG for each chart).
+pub(crate) fn render_all(r: &model::RunResults, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    register_font()?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let charts = plan::plan(r);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+        .min(charts.len().max(1));
+    let chunk = charts.len().div_ceil(workers).max(1);
+    let results: Vec<Result<Vec<PathBuf>, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = charts
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut files = Vec::with_capacity(part.len() * 2);
+                    for c in part {
+                        files.extend(render_one(c, dir)?);
+                    }
+                    Ok(files)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(chart_panic(dir))))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(charts.len() * 2);
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+fn chart_panic(dir: &Path) -> Error {
+    Error::Chart {
+        path: dir.to_path_buf(),
+        msg: "the chart renderer panicked".into(),
+    }
+}
+
+/// Draws one chart as PNG and SVG.
+fn render_one(c: &plan::Chart, dir: &Path) -> Result<[PathBuf; 2], Error> {
+    let png = dir.join(format!("{}.png", c.stem));
+    let svg = dir.join(format!("{}.svg", c.stem));
+    {
+        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+        draw::draw(&root, c).map_err(|msg| Error::Chart {
+            path: png.clone(),
+            msg,
+        })?;
+    }
+    {
+        let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+        draw::draw(&root, c).map_err(|msg| Error::Chart {
+            path: svg.clone(),
+            msg,
+        })?;
+    }
+    Ok([png, svg])
+}

@@ -1,0 +1,284 @@
+//! compare.md: the same metrics of two runs side by side, per case and load, with deltas.
+//! Cases match by name, loads by name within their case; anything present in only one run is
+//! listed as such.
+
+use crate::files::{read_results, write_atomic};
+use crate::fmt::{self, count, signed_count, Table};
+use crate::hdr;
+use crate::reloads::ReloadStats;
+use crate::Error;
+use model::{CaseResult, ErrorKind, LoadSummary, RunResults};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::path::Path;
+
+/// File name of the comparison, written into the second (newer) directory.
+pub const COMPARE_MD: &str = "compare.md";
+
+/// Reads both directories, renders the comparison, writes it to `b/compare.md` and returns it.
+pub fn compare_dirs(a: &Path, b: &Path) -> Result<String, Error> {
+    let ra = read_results(a)?;
+    let rb = read_results(b)?;
+    let md = render_compare(&ra, &rb, &a.display().to_string(), &b.display().to_string());
+    write_atomic(&b.join(COMPARE_MD), md.as_bytes())?;
+    Ok(md)
+}
+
+/// How a metric's values print.
+#[derive(Clone, Copy)]
+enum Num {
+    /// An exact count.
+    Int,
+    /// A number with two decimals.
+    F2,
+    /// Microseconds printed as milliseconds with three decimals.
+    Ms,
+    /// A percentage with two decimals.
+    Pct,
+}
+
+fn show(v: Option<f64>, k: Num) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) => match k {
+            Num::Int => count(v.max(0.0) as u64),
+            Num::F2 => fmt::f2(v),
+            Num::Ms => format!("{:.3}", v / 1000.0),
+            Num::Pct => format!("{v:.2}%"),
+        },
+    }
+}
+
+fn delta(a: Option<f64>, b: Option<f64>, k: Num) -> (String, String) {
+    let (Some(a), Some(b)) = (a, b) else {
+        return ("-".into(), "-".into());
+    };
+    let d = b - a;
+    let abs = match k {
+        Num::Int => signed_count(d as i128),
+        Num::F2 => format!("{d:+.2}"),
+        Num::Ms => format!("{:+.3}", d / 1000.0),
+        Num::Pct => format!("{d:+.2} pp"),
+    };
+    let rel = if a != 0.0 {
+        format!("{:+.2}%", d * 100.0 / a)
+    } else if b == 0.0 {
+        "0%".into()
+    } else {
+        "new".into()
+    };
+    (abs, rel)
+}
+
+/// A metric table: one row per metric, A, B, absolute and relative delta.
+struct Rows(Table);
+
+impl Rows {
+    fn new() -> Rows {
+        Rows(Table::new(&["Metric", ">A", ">B", ">Δ (B - A)", ">Δ %"]))
+    }
+    fn add(&mut self, name: &str, a: Option<f64>, b: Option<f64>, k: Num) {
+        let (d, p) = delta(a, b, k);
+        self.0.row([name.to_string(), show(a, k), show(b, k), d, p]);
+    }
+    fn ints(&mut self, name: &str, a: Option<u64>, b: Option<u64>) {
+        self.add(name, a.map(|v| v as f64), b.map(|v| v as f64), Num::Int);
+    }
+}
+
+/// Renders the comparison of `a` and `b`, labelled with the given names (usually their paths).
+pub fn render_compare(a: &RunResults, b: &RunResults, a_label: &str, b_label: &str) -> String {
+    let mut out = String::from("# proxybench compare\n\n");
+    let mut t = Table::new(&["", "A", "B"]);
+    t.row(["Directory", a_label, b_label]);
+    t.row(["Scenario", &a.scenario, &b.scenario]);
+    t.row(["Started (UTC)", &a.started_at, &b.started_at]);
+    let form = |r: &RunResults| if r.quick { "quick" } else { "full" };
+    t.row(["Form", form(a), form(b)]);
+    let outcome = |r: &RunResults| if r.partial { "PARTIAL" } else { "complete" };
+    t.row(["Outcome", outcome(a), outcome(b)]);
+    let checks = |r: &RunResults| {
+        format!(
+            "{} of {} passed",
+            r.checks.iter().filter(|c| c.pass).count(),
+            r.checks.len()
+        )
+    };
+    t.row(["Checks", &checks(a), &checks(b)]);
+    t.row(["proxybench", &a.env.proxybench, &b.env.proxybench]);
+    let nginx = |r: &RunResults| r.env.nginx.lines().next().unwrap_or("").to_string();
+    t.row(["nginx", &nginx(a), &nginx(b)]);
+    t.row(["Kernel", &a.env.kernel, &b.env.kernel]);
+    t.row(["CPU", &a.env.cpu, &b.env.cpu]);
+    out.push_str(&t.render());
+    out.push_str(
+        "\nΔ is B - A; Δ % is relative to A (`new` when A is zero). Latencies are in milliseconds; \
+         a failure is an attempt with no HTTP answer or a status outside 2xx/3xx.\n\n",
+    );
+
+    let names = |r: &RunResults| r.cases.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    for name in union(&names(a), &names(b)) {
+        let ca = a.cases.iter().find(|c| c.name == name);
+        let cb = b.cases.iter().find(|c| c.name == name);
+        match (ca, cb) {
+            (Some(ca), Some(cb)) => case(&mut out, &name, ca, cb),
+            (Some(_), None) => {
+                let _ = writeln!(out, "## Case `{name}`\n\nOnly in A.\n");
+            }
+            (None, Some(_)) => {
+                let _ = writeln!(out, "## Case `{name}`\n\nOnly in B.\n");
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Names of `a` in order, then those only in `b`.
+fn union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    a.iter()
+        .chain(b)
+        .filter(|n| seen.insert(n.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn case(out: &mut String, name: &str, a: &CaseResult, b: &CaseResult) {
+    let names = |c: &CaseResult| c.loads.iter().map(|l| l.name.clone()).collect::<Vec<_>>();
+    for lname in union(&names(a), &names(b)) {
+        let la = a.loads.iter().find(|l| l.name == lname);
+        let lb = b.loads.iter().find(|l| l.name == lname);
+        let _ = writeln!(out, "## Case `{name}`, load `{lname}`\n");
+        match (la, lb) {
+            (Some(la), Some(lb)) => {
+                out.push_str(&load(la, lb));
+                out.push('\n');
+            }
+            (Some(_), None) => out.push_str("Only in A.\n\n"),
+            (None, Some(_)) => out.push_str("Only in B.\n\n"),
+            (None, None) => {}
+        }
+    }
+    let _ = writeln!(out, "## Case `{name}`: reloads and nginx logs\n");
+    let mut rows = Rows::new();
+    let (ra, rb) = (ReloadStats::of(&a.reloads), ReloadStats::of(&b.reloads));
+    rows.ints("reloads", Some(ra.total), Some(rb.total));
+    rows.ints("reload errors", Some(ra.errors), Some(rb.errors));
+    rows.add(
+        "reload ave time (ms)",
+        ra.served_avg_ms,
+        rb.served_avg_ms,
+        Num::F2,
+    );
+    let share = |n: u64, s: &ReloadStats| (s.total > 0).then(|| n as f64 * 100.0 / s.total as f64);
+    rows.add(
+        "reloads <= 500ms",
+        share(ra.within_500, &ra),
+        share(rb.within_500, &rb),
+        Num::Pct,
+    );
+    rows.add(
+        "reloads <= 1000ms",
+        share(ra.within_1000, &ra),
+        share(rb.within_1000, &rb),
+        Num::Pct,
+    );
+    rows.add(
+        "old workers exited, ave (ms)",
+        ra.old_exit_avg_ms,
+        rb.old_exit_avg_ms,
+        Num::F2,
+    );
+    let levels: BTreeSet<&String> = a
+        .logs
+        .error_levels
+        .keys()
+        .chain(b.logs.error_levels.keys())
+        .collect();
+    let lines = |c: &CaseResult| c.logs.error_levels.values().sum::<u64>();
+    rows.ints("nginx error-log lines", Some(lines(a)), Some(lines(b)));
+    for lv in levels {
+        let get = |c: &CaseResult| c.logs.error_levels.get(lv).copied().unwrap_or(0);
+        rows.ints(
+            &format!("nginx error-log `{lv}`"),
+            Some(get(a)),
+            Some(get(b)),
+        );
+    }
+    let s499 = |c: &CaseResult| c.logs.access_status.get(&499).copied().unwrap_or(0);
+    rows.ints("access-log 499", Some(s499(a)), Some(s499(b)));
+    out.push_str(&rows.0.render());
+    out.push('\n');
+}
+
+fn load(a: &LoadSummary, b: &LoadSummary) -> String {
+    let mut rows = Rows::new();
+    rows.ints("requests", Some(a.requests), Some(b.requests));
+    rows.add(
+        "req/s",
+        Some(a.req_per_sec_total()),
+        Some(b.req_per_sec_total()),
+        Num::F2,
+    );
+    for (label, p) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9)] {
+        let get = |l: &LoadSummary| hdr::percentile_us(&l.latency, p).map(|v| v as f64);
+        rows.add(&format!("latency {label} (ms)"), get(a), get(b), Num::Ms);
+    }
+    let max = |l: &LoadSummary| (l.latency.count > 0).then_some(l.latency.max_us as f64);
+    rows.add("latency max (ms)", max(a), max(b), Num::Ms);
+    rows.ints("attempts", Some(a.attempts()), Some(b.attempts()));
+    rows.ints("failures", Some(a.failures()), Some(b.failures()));
+    let ppm = |l: &LoadSummary| {
+        (l.attempts() > 0).then(|| l.failures() as f64 * 1e6 / l.attempts() as f64)
+    };
+    rows.add("failures (ppm)", ppm(a), ppm(b), Num::F2);
+    for k in ErrorKind::ALL {
+        let get = |l: &LoadSummary| l.errors.get(&k).copied().unwrap_or(0);
+        if get(a) > 0 || get(b) > 0 {
+            rows.ints(
+                &format!("errors `{}`", k.name()),
+                Some(get(a)),
+                Some(get(b)),
+            );
+        }
+    }
+    let statuses: BTreeSet<u16> = a
+        .status
+        .keys()
+        .chain(b.status.keys())
+        .copied()
+        .filter(|s| !(200..400).contains(s))
+        .collect();
+    for s in statuses {
+        let get = |l: &LoadSummary| l.status.get(&s).copied().unwrap_or(0);
+        rows.ints(&format!("status {s}"), Some(get(a)), Some(get(b)));
+    }
+    rows.0.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_print_absolute_and_relative() {
+        assert_eq!(
+            delta(Some(100.0), Some(150.0), Num::Int),
+            ("+50".into(), "+50.00%".into())
+        );
+        assert_eq!(
+            delta(Some(2000.0), Some(1500.0), Num::Ms),
+            ("-0.500".into(), "-25.00%".into())
+        );
+        assert_eq!(
+            delta(Some(0.0), Some(3.0), Num::Int),
+            ("+3".into(), "new".into())
+        );
+        assert_eq!(
+            delta(Some(0.0), Some(0.0), Num::Int),
+            ("0".into(), "0%".into())
+        );
+        assert_eq!(delta(None, Some(1.0), Num::F2), ("-".into(), "-".into()));
+    }
+}

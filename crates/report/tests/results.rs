@@ -1,0 +1,516 @@
+//! The results directory end to end: every file written, data.json round-trips, `report DIR`
+//! rebuilds an identical report.md, compare shows the right deltas, charts are real PNG/SVG
+//! files, and bad directories give clear one-line errors.
+
+mod fixture;
+
+use proxybench_report as report;
+use std::path::Path;
+
+fn written(r: &model::RunResults) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    report::write_results(dir.path(), r).unwrap();
+    dir
+}
+
+/// The chart files report.md links to, in order.
+fn linked_charts(md: &str) -> Vec<String> {
+    md.split("](charts/")
+        .skip(1)
+        .map(|rest| rest[..rest.find(')').unwrap()].to_string())
+        .collect()
+}
+
+fn check_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    assert!(
+        bytes.len() > 5_000,
+        "{} is only {} bytes",
+        path.display(),
+        bytes.len()
+    );
+    assert_eq!(
+        &bytes[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((w, h), (1200, 520));
+    assert_eq!(
+        &bytes[bytes.len() - 8..bytes.len() - 4],
+        b"IEND",
+        "{} is truncated",
+        path.display()
+    );
+}
+
+fn check_svg(path: &Path, title: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.trim_start().starts_with("<svg"),
+        "{} is not an SVG",
+        path.display()
+    );
+    assert!(
+        text.trim_end().ends_with("</svg>"),
+        "{} is truncated",
+        path.display()
+    );
+    assert!(text.contains("<text"), "{} has no text", path.display());
+    let escaped = title
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(
+        text.contains(&escaped),
+        "{} lacks its title {title:?}",
+        path.display()
+    );
+}
+
+#[test]
+fn write_results_creates_every_file() {
+    let r = fixture::run();
+    let dir = written(&r);
+    for f in [
+        "data.json",
+        "timeline.csv",
+        "events.csv",
+        "disruptions.csv",
+        "samples.csv",
+        "reloads.csv",
+        "series.csv",
+        "env.json",
+        "report.md",
+    ] {
+        let p = dir.path().join(f);
+        assert!(
+            p.is_file() && p.metadata().unwrap().len() > 0,
+            "{f} missing or empty"
+        );
+    }
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let links = linked_charts(&md);
+    // 3 per closed-loop load with failures (2), 3 for the limiter load, cpu, memory, stub,
+    // reloads, one series.
+    assert_eq!(links.len(), 3 + 3 + 3 + 4 + 1, "{links:?}");
+    let on_disk = std::fs::read_dir(dir.path().join("charts"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        on_disk,
+        links.len() * 2,
+        "every chart as PNG and SVG, nothing else"
+    );
+    for png in &links {
+        assert!(png.ends_with(".png"));
+        check_png(&dir.path().join("charts").join(png));
+        assert!(dir
+            .path()
+            .join("charts")
+            .join(png.replace(".png", ".svg"))
+            .is_file());
+    }
+}
+
+#[test]
+fn charts_are_valid_png_and_svg_with_titles() {
+    let r = fixture::run();
+    let dir = tempfile::tempdir().unwrap();
+    let files = report::render_charts(&r, dir.path()).unwrap();
+    assert_eq!(files.len(), 28);
+    for f in &files {
+        match f.extension().and_then(|e| e.to_str()) {
+            Some("png") => check_png(f),
+            Some("svg") => {
+                let stem = f.file_stem().unwrap().to_str().unwrap();
+                let title = if stem.ends_with("coffee-throughput") {
+                    "coffee: responses per second by status class"
+                } else if stem.ends_with("-cpu") {
+                    "scale-up-gradual: CPU per process group"
+                } else if stem.ends_with("queue-depth") {
+                    "burst 0 at 9 r/s (Poisson): queue depth"
+                } else {
+                    "time since start (s)"
+                };
+                check_svg(f, title);
+            }
+            other => panic!("unexpected chart file {f:?} ({other:?})"),
+        }
+    }
+    // Every action is a marker with its number and kind on the time axis.
+    let svg =
+        std::fs::read_to_string(dir.path().join("1-scale-up-gradual-coffee-latency.svg")).unwrap();
+    for label in [
+        "1 scale_replicas",
+        "3 kill_backend",
+        "4 reload",
+        "5 stop_replica",
+    ] {
+        assert!(svg.contains(label), "marker label {label:?} missing");
+    }
+}
+
+#[test]
+fn data_json_round_trips_exactly() {
+    for r in [fixture::run(), fixture::partial()] {
+        let dir = written(&r);
+        let back = report::read_results(dir.path()).unwrap();
+        assert_eq!(back, r);
+        let text = std::fs::read_to_string(dir.path().join("data.json")).unwrap();
+        assert!(
+            text.starts_with("{\n  \"schema\": 1,"),
+            "pretty and versioned: {}",
+            &text[..40]
+        );
+    }
+}
+
+#[test]
+fn rebuild_gives_a_byte_identical_report() {
+    let r = fixture::run();
+    let dir = written(&r);
+    let original = std::fs::read(dir.path().join("report.md")).unwrap();
+    std::fs::remove_file(dir.path().join("report.md")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("charts")).unwrap();
+    report::rebuild(dir.path()).unwrap();
+    let rebuilt = std::fs::read(dir.path().join("report.md")).unwrap();
+    assert!(original == rebuilt, "rebuilt report.md differs");
+    for png in linked_charts(&String::from_utf8(rebuilt).unwrap()) {
+        check_png(&dir.path().join("charts").join(png));
+    }
+    assert_eq!(
+        report::render_markdown(&r),
+        report::render_markdown(&r.clone())
+    );
+}
+
+#[test]
+fn reload_table_arithmetic() {
+    let md = report::render_markdown(&fixture::run());
+    // 100, 400 and 900 ms: mean 466.67, two of three within 500 ms, all within 1000 ms.
+    assert!(md.contains(
+        "| Total | Total Errors | Ave Time (ms) | <= 500ms | <= 1000ms |\n|---:|---:|---:|---:|---:|\n| 3 | 0 | 466.67 | 66.67% | 100% |\n"
+    ));
+    // Old workers: 1200 and 1350.5 ms measured, the third not.
+    assert!(md.contains("Old workers exited 1275.25 ms after the signal on average (slowest 1350.50 ms; measured for 2 of 3 reloads)"));
+}
+
+#[test]
+fn report_has_every_section_in_the_seeds_shape() {
+    let r = fixture::run();
+    let md = report::render_markdown(&r);
+    let coffee = &r.cases[0].loads[0];
+    let expect = [
+        "# proxybench report: zero-downtime-scaling".to_string(),
+        "## Versions".into(),
+        "```text\nnginx version: nginx/1.22.1\n".into(),
+        "| Cores | 2 |".into(),
+        "## Summary".into(),
+        "**1 of 3 checks failed:** `limiter throughput within prediction`.".into(),
+        // Headline row: exact counts, rate, ppm from the model's own arithmetic.
+        format!(
+            "| scale-up-gradual | coffee | {} | {:.2} | {} |",
+            thousands(coffee.requests),
+            coffee.req_per_sec_total(),
+            coffee.failures()
+        ),
+        units::fmt_ppm(coffee.failures(), coffee.attempts()),
+        "## Case 1: scale-up-gradual".into(),
+        "### Load `coffee`: GET http://cafe.example.com/coffee".into(),
+        "```text\nRunning 30s test @ http://cafe.example.com/coffee".into(),
+        "| connect_refused | 4 |".into(),
+        "| 502 | 15 |".into(),
+        "| 3 | kill_backend | 12.00 | 8.00 |".into(),
+        "| # | Time (s) | Action | Detail | Duration (ms) | Error |".into(),
+        "| 5 | 25.00 | stop_replica | nginx-2 (SIGQUIT) | 2400.00 | old workers still running after 2s |".into(),
+        "**Error log:** 16 lines (error 4, warn 12).".into(),
+        "  2026/11/22 10:04:17 [warn] 4242#4242: *35845 upstream server temporarily disabled".into(),
+        "499 (the client closed the connection before nginx answered): 2.".into(),
+        "Non-2xx in the access log: 499: 2, 502: 23 (25 in all).".into(),
+        "| 127.0.0.2:8080 |".into(),
+        "| backend-2 | 127.0.0.3:8080 | stopped | 30,100 | 22.53% |".into(),
+        "| PASSED | 66 | 36.67% |".into(),
+        "### Replica readiness".into(),
+        "A flap is a readiness probe that failed after the replica was ready once.".into(),
+        "### queue depth".into(),
+        "**Open-loop schedule:** 180 requests were due and 180 were sent".into(),
+        "| PASS | coffee failure rate <= 0.5% |".into(),
+        "| **FAIL** | limiter throughput within prediction |".into(),
+    ];
+    for e in &expect {
+        assert!(md.contains(e.as_str()), "report.md lacks {e:?}");
+    }
+    assert!(
+        !md.contains("PARTIAL"),
+        "a complete run has no partial banner"
+    );
+    // Sections come in the seeds' order.
+    let at = |s: &str| md.find(s).unwrap();
+    assert!(at("## Versions") < at("## Summary"));
+    assert!(at("## Summary") < at("## Case 1"));
+    assert!(at("## Case 1") < at("## Case 2"));
+    assert!(at("## Case 2") < at("## Checks"));
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn partial_run_has_a_banner_with_the_reason() {
+    let r = fixture::partial();
+    let dir = written(&r);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let banner = md
+        .lines()
+        .find(|l| l.starts_with("> **PARTIAL RESULTS.**"))
+        .expect("banner");
+    assert!(banner.contains("interrupted (SIGINT) at 38.2 s"));
+    assert!(md.find("PARTIAL RESULTS").unwrap() < md.find("## Versions").unwrap());
+    assert!(md.contains("| Outcome | PARTIAL |"));
+}
+
+#[test]
+fn timeline_csv_has_one_row_per_load_second() {
+    let r = fixture::run();
+    let dir = written(&r);
+    let csv = std::fs::read_to_string(dir.path().join("timeline.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for k in model::ErrorKind::ALL {
+        assert!(header.contains(&k.name()), "no column for {}", k.name());
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let seconds: usize = r
+        .cases
+        .iter()
+        .flat_map(|c| &c.loads)
+        .map(|l| l.timeline.len())
+        .sum();
+    assert_eq!(rows.len(), seconds);
+    assert!(rows.iter().all(|row| row.len() == header.len()));
+    // Per-kind columns add up to the load's totals.
+    let col = header.iter().position(|h| *h == "read_reset").unwrap();
+    let coffee: u64 = rows
+        .iter()
+        .filter(|row| row[1] == "coffee")
+        .map(|row| row[col].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        coffee,
+        r.cases[0].loads[0].errors[&model::ErrorKind::ReadReset]
+    );
+    let events = std::fs::read_to_string(dir.path().join("events.csv")).unwrap();
+    assert!(events.contains("scale-up-gradual,3,12,kill_backend,backend-2 (SIGKILL),1.2,\n"));
+}
+
+#[test]
+fn compare_shows_deltas() {
+    let a = fixture::run();
+    let mut b = fixture::run();
+    b.started_at = "2026-11-23T08:00:00Z".into();
+    b.cases[0].loads[0].requests += 1000;
+    *b.cases[0].loads[0].status.get_mut(&200).unwrap() += 1000;
+    b.cases[0].reloads[0].served_ms = Some(200.0);
+    b.cases[0].logs.error_levels.insert("warn".into(), 20);
+    b.cases.truncate(1);
+    let (da, db) = (written(&a), written(&b));
+    let md = report::compare(da.path(), db.path()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(db.path().join("compare.md")).unwrap(),
+        md
+    );
+
+    let req_a = a.cases[0].loads[0].requests;
+    let expected_req = format!(
+        "| requests | {} | {} | +1,000 | {:+.2}% |",
+        thousands(req_a),
+        thousands(req_a + 1000),
+        1000.0 * 100.0 / req_a as f64
+    );
+    assert!(
+        md.contains(&expected_req),
+        "missing {expected_req:?} in\n{md}"
+    );
+    // 466.67 -> 500.00 ms.
+    assert!(
+        md.contains("| reload ave time (ms) | 466.67 | 500.00 | +33.33 | +7.14% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| reloads <= 500ms | 66.67% | 66.67% | +0.00 pp | +0.00% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| nginx error-log `warn` | 12 | 20 | +8 | +66.67% |"),
+        "{md}"
+    );
+    assert!(md.contains("| latency p99.9 (ms) |"));
+    assert!(md.contains("| errors `read_reset` |"));
+    assert!(md.contains("| status 502 | 15 | 15 | 0 | +0.00% |"), "{md}");
+    assert!(md.contains("## Case `burst 0 at 9 r/s (Poisson)`\n\nOnly in A."));
+    assert!(md.contains(&format!(
+        "| Directory | {} | {} |",
+        da.path().display(),
+        db.path().display()
+    )));
+}
+
+#[test]
+fn bad_directories_give_clear_errors() {
+    let empty = tempfile::tempdir().unwrap();
+    let e = report::read_results(empty.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("no data.json here") && e.contains(&empty.path().display().to_string()),
+        "{e}"
+    );
+    assert!(!e.contains('\n'));
+    let e = report::rebuild(empty.path()).unwrap_err().to_string();
+    assert!(e.contains("no data.json here"), "{e}");
+    let e = report::read_results(&empty.path().join("nope"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such directory"), "{e}");
+    let e = report::compare(empty.path(), empty.path())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no data.json here"), "{e}");
+
+    std::fs::write(
+        empty.path().join("data.json"),
+        "{\"schema\": 99, \"scenario\": \"x\"}",
+    )
+    .unwrap();
+    let e = report::read_results(empty.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("schema version 99, but this proxybench reads version 1"),
+        "{e}"
+    );
+    std::fs::write(empty.path().join("data.json"), "{\"scenario\": \"x\"}").unwrap();
+    let e = report::read_results(empty.path()).unwrap_err().to_string();
+    assert!(e.contains("schema version none"), "{e}");
+    std::fs::write(
+        empty.path().join("data.json"),
+        "{\"schema\": 1, \"scenario\": ",
+    )
+    .unwrap();
+    let e = report::read_results(empty.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("not a valid results file") && e.contains("line 1"),
+        "{e}"
+    );
+    std::fs::write(
+        empty.path().join("data.json"),
+        "{\"schema\": 1, \"scenario\": \"x\"}",
+    )
+    .unwrap();
+    let e = report::read_results(empty.path()).unwrap_err().to_string();
+    assert!(e.contains("missing field"), "{e}");
+}
+
+#[test]
+fn empty_run_still_renders() {
+    let mut r = fixture::partial();
+    r.cases.clear();
+    r.checks.clear();
+    r.findings.clear();
+    r.env = model::Env::default();
+    let dir = written(&r);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("No load ran."));
+    assert!(md.contains("nginx: not recorded"));
+    assert!(md.contains("No checks were defined for this run."));
+    assert_eq!(report::read_results(dir.path()).unwrap(), r);
+}
+
+#[test]
+fn a_number_json_cannot_carry_is_reported_not_hidden() {
+    let mut r = fixture::run();
+    r.cases[0].loads[0].latency.mean_us = f64::NAN;
+    r.cases[0].proc_samples[3].cpu_pct = f64::NAN;
+    let dir = tempfile::tempdir().unwrap();
+    let e = report::write_results(dir.path(), &r)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("data.json") && e.contains("not finite"), "{e}");
+    // Everything else was still written, charts included.
+    assert!(dir.path().join("report.md").is_file());
+    assert!(dir
+        .path()
+        .join("charts/1-scale-up-gradual-cpu.png")
+        .is_file());
+}
+
+#[test]
+fn many_actions_are_summarised_not_listed() {
+    let mut r = fixture::run();
+    let c = &mut r.cases[0];
+    c.events = (0..100)
+        .map(|i| model::Event {
+            t_s: 0.25 * i as f64,
+            action: if i % 2 == 0 {
+                "reload"
+            } else {
+                "scale_backends"
+            }
+            .into(),
+            detail: format!("step {i}"),
+            duration_ms: 10.0 + i as f64,
+            error: (i == 7).then(|| "nginx -t failed: too long parameter".to_string()),
+        })
+        .collect();
+    c.disruptions = (0..100)
+        .map(|i| model::Disruption {
+            load: "coffee".into(),
+            event: i,
+            window_s: (0.25 * i as f64, 0.25 * (i + 1) as f64),
+            attempts: 600,
+            failed: if i == 50 { 9 } else { 0 },
+            first_failure_s: (i == 50).then_some(12.6),
+            last_failure_s: (i == 50).then_some(12.7),
+            longest_failure_run: if i == 50 { 9 } else { 0 },
+            by_cause: if i == 50 {
+                [("502".to_string(), 9)].into()
+            } else {
+                Default::default()
+            },
+        })
+        .collect();
+    let md = report::render_markdown(&r);
+    assert!(md.contains("100 actions, summarised per kind; each one is in events.csv."));
+    // Reloads are events 1, 3, 5... (even indices): 50 of them, durations 10, 12, ... 108.
+    assert!(
+        md.contains("| reload | 50 | 0.00 | 24.50 | 59.00 | 0 |"),
+        "{md}"
+    );
+    assert!(md.contains("| scale_backends | 50 | 0.25 | 24.75 | 60.00 | 1 |"));
+    assert!(
+        md.contains("| 8 | 1.75 | scale_backends | step 7 | nginx -t failed: too long parameter |")
+    );
+    assert!(md.contains("1 of 100 windows had failures; only those are listed"));
+    assert!(
+        md.contains(
+            "| 51 | reload | 12.50 | 0.25 | 600 | 9 | 15000 ppm | 12.60 | 12.70 | 9 | 502 9 |"
+        ),
+        "{md}"
+    );
+    // The charts still draw with a hundred markers.
+    let dir = tempfile::tempdir().unwrap();
+    for f in report::render_charts(&r, dir.path()).unwrap() {
+        if f.extension().unwrap() == "png" {
+            check_png(&f);
+        }
+    }
+}

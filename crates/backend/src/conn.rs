@@ -60,6 +60,7 @@ struct Req {
     head_only: bool,
     keep_alive: bool,
     ka_header: bool,
+    debug: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -79,6 +80,8 @@ struct Pending {
     req: Req,
     /// Counted in the instance's counters (probes are not).
     counted: bool,
+    /// The emulated latency it was given, in nanoseconds.
+    delay: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -347,6 +350,7 @@ impl Conn {
                         head_only: h.head_only,
                         keep_alive: h.keep_alive,
                         ka_header: h.ka_header,
+                        debug: h.debug,
                     });
                 }
                 Ok(None) => {
@@ -377,6 +381,7 @@ impl Conn {
                 body: Body::Static(b"ok\n"),
                 req,
                 counted: false,
+                delay: 0,
             },
             Kind::Readyz => {
                 let (head, body): (u16, &'static [u8]) = if cx.draining {
@@ -391,6 +396,7 @@ impl Conn {
                     body: Body::Static(body),
                     req,
                     counted: false,
+                    delay: 0,
                 }
             }
             Kind::Normal(_) if not_ready() => {
@@ -400,6 +406,7 @@ impl Conn {
                     body: Body::Static(b"not ready\n"),
                     req,
                     counted: true,
+                    delay: 0,
                 }
             }
             Kind::Normal(rule) => {
@@ -420,6 +427,7 @@ impl Conn {
                     body,
                     req,
                     counted: true,
+                    delay: latency,
                 };
                 if latency > 0 {
                     self.waiting = Some(p);
@@ -440,6 +448,7 @@ impl Conn {
             head_only: false,
             keep_alive: false,
             ka_header: false,
+            debug: false,
         };
         let body = Body::Static(if head == H431 {
             b"request head too large\n"
@@ -452,6 +461,7 @@ impl Conn {
                 body,
                 req,
                 counted: true,
+                delay: 0,
             },
             cx,
         );
@@ -482,7 +492,13 @@ impl Conn {
                 Body::Static(b) => b.len() as u64,
             }
         };
-        write_head(&mut self.wbuf, head, len, conn);
+        write_head(
+            &mut self.wbuf,
+            head,
+            len,
+            conn,
+            p.req.debug.then_some(p.delay),
+        );
         if !p.req.head_only && len > 0 {
             match p.body {
                 Body::Name => self.wbuf.extend_from_slice(&prof.name_body),

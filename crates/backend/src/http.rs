@@ -22,6 +22,8 @@ pub(crate) struct ReqHead {
     pub body: BodyKind,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
+    /// `X-Backend-Debug` was sent: the response reports the emulated delay it was given.
+    pub debug: bool,
 }
 
 /// How a request body is framed.
@@ -59,6 +61,7 @@ pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<ReqHead>, HeadError> {
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut expect_continue = false;
+    let mut debug = false;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
@@ -81,6 +84,8 @@ pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<ReqHead>, HeadError> {
             }
         } else if name.eq_ignore_ascii_case(b"expect") {
             expect_continue = trim(h.value).eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case(b"x-backend-debug") {
+            debug = true;
         }
     }
     let body = if chunked {
@@ -100,6 +105,7 @@ pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<ReqHead>, HeadError> {
         ka_header: keep_alive && !http11,
         body,
         expect_continue: expect_continue && http11 && body != BodyKind::None,
+        debug,
     }))
 }
 
@@ -292,8 +298,12 @@ mod tests {
             .unwrap();
         assert_eq!(h.len, 32);
         assert_eq!(h.path, (4, 10));
-        assert!(h.keep_alive && !h.ka_header && !h.head_only);
+        assert!(h.keep_alive && !h.ka_header && !h.head_only && !h.debug);
         assert_eq!(h.body, BodyKind::None);
+        let h = parse_head(b"GET / HTTP/1.1\r\nX-Backend-Debug: 1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.debug);
         let h = parse_head(b"HEAD / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
             .unwrap()
             .unwrap();

@@ -32,24 +32,39 @@ pub(crate) enum ConnHeader {
     KeepAlive,
 }
 
+fn put_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 /// Appends a complete response head to `out` (no allocation once `out` has grown).
+/// `delay_ns` adds `X-Backend-Delay-Ns` (asked for with the `X-Backend-Debug` request header).
 #[inline]
-pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head, body_len: u64, conn: ConnHeader) {
+pub(crate) fn write_head(
+    out: &mut Vec<u8>,
+    head: &Head,
+    body_len: u64,
+    conn: ConnHeader,
+    delay_ns: Option<u64>,
+) {
     out.extend_from_slice(&head.prefix);
     if !head.bodyless {
         out.extend_from_slice(b"Content-Length: ");
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = body_len;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        out.extend_from_slice(&digits[i..]);
+        put_decimal(out, body_len);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(d) = delay_ns {
+        out.extend_from_slice(b"X-Backend-Delay-Ns: ");
+        put_decimal(out, d);
         out.extend_from_slice(b"\r\n");
     }
     match conn {
@@ -72,14 +87,17 @@ mod tests {
             bodyless: false,
         };
         let mut out = Vec::new();
-        write_head(&mut out, &head, 1234567, ConnHeader::Close);
+        write_head(&mut out, &head, 1234567, ConnHeader::Close, None);
         assert_eq!(
             out,
             b"HTTP/1.1 200 OK\r\nContent-Length: 1234567\r\nConnection: close\r\n\r\n"
         );
         out.clear();
-        write_head(&mut out, &head, 0, ConnHeader::None);
-        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        write_head(&mut out, &head, 0, ConnHeader::None, Some(10_000_000));
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Backend-Delay-Ns: 10000000\r\n\r\n"
+        );
         assert_eq!(body_chunk(0, 3), b"abc");
         assert_eq!(body_chunk(62, 3), b"-\na");
         assert_eq!(body_chunk(64 * 1000 + 1, 2), b"bc");

@@ -1,0 +1,170 @@
+//! `proxybench backend` as a user runs it: bad input gets one line and exit 2; a good run prints
+//! its addresses, serves, and drains on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn pb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proxybench"))
+}
+
+/// Kills the child if the test fails before it exits.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn bad_specs_and_flags_exit_2_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--profile", "latency=lognorml(1ms,1)"],
+            "proxybench: --profile: latency: unknown distribution 'lognorml' (use fixed, uniform, normal, lognormal, exponential)",
+        ),
+        (&["--count", "0"], "proxybench: --count: 0 is outside 1..10000"),
+        (&["--threads", "0"], "proxybench: --threads: 0 is outside 1..256"),
+        (&["--ports", "8081,x"], "proxybench: --ports: 'x' is not a port"),
+        (&["--count", "2", "--ports", "1,2,3"], "proxybench: --count 2 disagrees with the 3 ports of --ports"),
+        (
+            &["--listen", "localhost"],
+            "proxybench: --listen: 'localhost' is not an address like 127.0.0.1:8081",
+        ),
+        (
+            &["--path-profile", "/slow"],
+            "proxybench: --path-profile: '/slow' is not PATH=SPEC (e.g. /slow=latency=100ms)",
+        ),
+        (
+            &["--path-profile", "/slow=latency=1"],
+            "proxybench: --path-profile: path /slow: latency: duration '1' needs a unit (ns, us, ms, s, m, h, d)",
+        ),
+        (
+            &["--count", "2", "--instance-profile", "backend-9=status=503"],
+            "proxybench: --instance-profile: no instance named 'backend-9' (they are backend-0..backend-1)",
+        ),
+        (
+            &["--instance-profile", "backend-0=size=1q"],
+            "proxybench: --instance-profile backend-0: size: size '1q' has unknown unit 'q' (use b, k, m, g)",
+        ),
+        (&["--frobnicate"], "proxybench: unexpected argument '--frobnicate' found"),
+        (&["--control", "nowhere"], "proxybench: --control: 'nowhere' is not an address like 127.0.0.1:8081"),
+    ];
+    for (args, want) in cases {
+        let out = pb().arg("backend").args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert_eq!(err.trim_end(), *want, "{args:?}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_busy_port_is_a_runtime_error() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let out = pb()
+        .args(["backend", "--listen", &addr.to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("proxybench: backend-0: cannot listen on {addr}: ")),
+        "{err}"
+    );
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn runs_in_the_foreground_and_drains_on_sigterm() {
+    let child = pb()
+        .args([
+            "backend",
+            "--count",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "2",
+            "--profile",
+            "latency=400ms",
+            "--path-profile",
+            "/fast=latency=0ms",
+            "--instance-profile",
+            "backend-1=status=503",
+            "--control",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut g = Guard(child);
+    let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
+    let mut addrs = Vec::new();
+    for want in ["backend-0", "backend-1", "control"] {
+        let line = lines.next().unwrap().unwrap();
+        let (name, addr) = line.split_once(' ').unwrap();
+        assert_eq!(name, want);
+        addrs.push(addr.parse::<SocketAddr>().unwrap());
+    }
+    let fast = get(addrs[0], "/fast");
+    assert!(fast.starts_with("HTTP/1.1 200 OK\r\n"), "{fast}");
+    assert!(fast.contains("\r\nX-Backend: backend-0\r\n"));
+    assert!(get(addrs[1], "/fast").starts_with("HTTP/1.1 503 "));
+    let counters = get(addrs[2], "/counters");
+    assert!(counters.contains("\"name\":\"backend-1\""), "{counters}");
+    // A slow request in flight when SIGTERM arrives is still answered.
+    let slow_addr = addrs[0];
+    let slow = std::thread::spawn(move || get(slow_addr, "/slow"));
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &g.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let slow = slow.join().unwrap();
+    assert!(slow.starts_with("HTTP/1.1 200 OK\r\n"), "{slow}");
+    assert!(slow.contains("\r\nConnection: close\r\n"), "{slow}");
+    let status = loop {
+        if let Some(s) = g.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let mut err = String::new();
+    g.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("SIGTERM, draining the fleet"), "{err}");
+    assert!(
+        err.contains(&format!("backend-0 {}: 2 requests (200: 2)", addrs[0])),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("backend-1 {}: 1 requests (503: 1)", addrs[1])),
+        "{err}"
+    );
+}

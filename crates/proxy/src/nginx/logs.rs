@@ -1,0 +1,328 @@
+//! nginx's logs, summarised: the JSON access log (`log_format pb_json`) counted by status,
+//! upstream status, `$limit_req_status` and upstream address; the error log counted by level and
+//! grouped by message once times, pids, connection ids, addresses and numbers are taken out.
+//! Files are streamed line by line, so size does not matter, and can be read incrementally from
+//! a byte offset.
+
+use model::{LogGroup, LogSummary};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Most error-message groups kept (largest first); level counts stay exact beyond it.
+pub const MAX_GROUPS: usize = 200;
+
+/// 499 lines kept verbatim as examples.
+pub const MAX_499_EXAMPLES: usize = 5;
+
+/// Summarises whole access and error logs (missing files count as empty).
+pub fn summarize(access_logs: &[PathBuf], error_logs: &[PathBuf]) -> io::Result<LogSummary> {
+    let mut s = Summarizer::default();
+    for p in access_logs {
+        s.add_access_file(p, 0)?;
+    }
+    for p in error_logs {
+        s.add_error_file(p, 0)?;
+    }
+    Ok(s.finish())
+}
+
+/// Accumulates log lines into a [`LogSummary`]; feed it files (from an offset) or lines.
+#[derive(Debug, Default)]
+pub struct Summarizer {
+    summary: LogSummary,
+    groups: HashMap<(String, String), (u64, String, usize)>,
+}
+
+#[derive(Deserialize)]
+struct AccessLine<'a> {
+    status: u16,
+    #[serde(default, borrow)]
+    upstream_addr: Cow<'a, str>,
+    #[serde(default, borrow)]
+    upstream_status: Cow<'a, str>,
+    #[serde(default, borrow)]
+    limit_req_status: Cow<'a, str>,
+}
+
+impl Summarizer {
+    /// Adds the complete lines of an access log from byte `from`; returns the offset after the
+    /// last complete line (pass it next time to read only what is new).
+    pub fn add_access_file(&mut self, path: &Path, from: u64) -> io::Result<u64> {
+        each_line(path, from, |l| self.access_line(l))
+    }
+
+    /// Adds the complete lines of an error log from byte `from`; returns the offset after the
+    /// last complete line.
+    pub fn add_error_file(&mut self, path: &Path, from: u64) -> io::Result<u64> {
+        each_line(path, from, |l| self.error_line(l))
+    }
+
+    /// Adds one access-log line. Lines that are not our JSON count in `access_lines` only.
+    pub fn access_line(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let s = &mut self.summary;
+        s.access_lines += 1;
+        let Ok(a) = serde_json::from_str::<AccessLine>(line) else {
+            return;
+        };
+        *s.access_status.entry(a.status).or_insert(0) += 1;
+        *s.upstream_status
+            .entry(or_dash(&a.upstream_status))
+            .or_insert(0) += 1;
+        *s.limit_req_status
+            .entry(or_dash(&a.limit_req_status))
+            .or_insert(0) += 1;
+        if a.upstream_addr.trim().is_empty() {
+            *s.upstream_addr.entry("-".into()).or_insert(0) += 1;
+        } else {
+            // One entry per attempt: "a, b" after a retry, "a : b" across an internal redirect.
+            for addr in a
+                .upstream_addr
+                .split([',', ' '])
+                .filter(|p| !p.is_empty() && *p != ":")
+            {
+                *s.upstream_addr.entry(addr.to_string()).or_insert(0) += 1;
+            }
+        }
+        if a.status == 499 && s.examples_499.len() < MAX_499_EXAMPLES {
+            s.examples_499.push(line.to_string());
+        }
+    }
+
+    /// Adds one error-log line.
+    pub fn error_line(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let (level, msg) = parse_error_line(line).unwrap_or(("unknown", line));
+        *self
+            .summary
+            .error_levels
+            .entry(level.to_string())
+            .or_insert(0) += 1;
+        let order = self.groups.len();
+        let g = self
+            .groups
+            .entry((level.to_string(), normalize(msg)))
+            .or_insert_with(|| (0, line.to_string(), order));
+        g.0 += 1;
+    }
+
+    /// The summary, error groups largest first (ties in order of first appearance).
+    pub fn finish(mut self) -> LogSummary {
+        let mut groups: Vec<_> = self.groups.into_iter().collect();
+        groups.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.1 .2.cmp(&b.1 .2)));
+        self.summary.error_groups = groups
+            .into_iter()
+            .take(MAX_GROUPS)
+            .map(|((level, message), (count, example, _))| LogGroup {
+                level,
+                message,
+                count,
+                example,
+            })
+            .collect();
+        self.summary
+    }
+}
+
+fn or_dash(s: &str) -> String {
+    if s.trim().is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Calls `f` on each complete line from byte `from`; returns the offset after the last one.
+fn each_line(path: &Path, from: u64, mut f: impl FnMut(&str)) -> io::Result<u64> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(from),
+        Err(e) => return Err(e),
+    };
+    file.seek(SeekFrom::Start(from))?;
+    let mut r = BufReader::with_capacity(256 * 1024, file);
+    let mut buf = Vec::with_capacity(1024);
+    let mut offset = from;
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            // End, or a line nginx is still writing: leave it for the next call.
+            return Ok(offset);
+        }
+        offset += n as u64;
+        f(&String::from_utf8_lossy(&buf));
+    }
+}
+
+/// Splits `2023/10/24 17:31:43 [warn] 176#176: *358453 message` into (`warn`, `message`).
+/// Lines such as `nginx: [emerg] message` give their level too.
+pub fn parse_error_line(line: &str) -> Option<(&str, &str)> {
+    let open = line
+        .find(" [")
+        .map(|i| i + 2)
+        .or_else(|| line.starts_with('[').then_some(1))?;
+    let close = open + line[open..].find(']')?;
+    let level = &line[open..close];
+    if level.is_empty() || !level.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    let mut rest = line[close + 1..].trim_start();
+    // "176#176: " (pid#tid) then "*358453 " (connection id), both optional.
+    if let Some((head, tail)) = rest.split_once(": ") {
+        if head.contains('#') && head.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
+            rest = tail;
+        }
+    }
+    if let Some(tail) = rest.strip_prefix('*') {
+        if let Some((id, tail)) = tail.split_once(' ') {
+            if id.bytes().all(|b| b.is_ascii_digit()) {
+                rest = tail;
+            }
+        }
+    }
+    Some((level, rest))
+}
+
+/// The message of an error-log line with what varies between occurrences taken out: the
+/// trailing context (`, client: ..., server: ..., request: ...`), IPv4 addresses (`ADDR`) and
+/// numbers (`N`), but not errno codes such as `(110: ...)`.
+pub fn normalize(msg: &str) -> String {
+    let cut = [
+        ", client: ",
+        ", server: ",
+        ", upstream: ",
+        ", request: ",
+        ", host: ",
+    ]
+    .iter()
+    .filter_map(|m| msg.find(m))
+    .min()
+    .unwrap_or(msg.len());
+    let core = &msg[..cut];
+    let b = core.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::with_capacity(core.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if !(b[i].is_ascii_digit() && (i == 0 || !word(b[i - 1]))) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+            i += 1;
+        }
+        let tok = core[start..i].trim_end_matches('.');
+        let end = start + tok.len();
+        let replacement = if tok.matches('.').count() == 3 {
+            // An IPv4 address, with its port if any.
+            let mut j = end;
+            if j + 1 < b.len() && b[j] == b':' && b[j + 1].is_ascii_digit() {
+                j += 1;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+            }
+            i = j;
+            Some("ADDR")
+        } else if (start > 0 && b[start - 1] == b'(' && b.get(end) == Some(&b':'))
+            || b.get(end).is_some_and(|&c| word(c))
+        {
+            None // an errno such as "(110:", or part of a word such as "2nd"
+        } else {
+            i = end;
+            Some("N")
+        };
+        if let Some(r) = replacement {
+            out.push_str(&core[copied..start]);
+            out.push_str(r);
+            copied = i;
+        } else {
+            i = i.max(end);
+        }
+    }
+    out.push_str(&core[copied..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_parse_and_normalise() {
+        let l = "2023/10/24 17:31:43 [warn] 176#176: *358453 upstream server temporarily disabled while connecting to upstream, client: 10.X.X.X:, server: cafe.example.com, request: \"GET /tea HTTP/1.1\", upstream: \"http://10.X.X.X:8080/tea\", host: \"cafe.example.com\"";
+        let (level, msg) = parse_error_line(l).unwrap();
+        assert_eq!(level, "warn");
+        assert_eq!(
+            normalize(msg),
+            "upstream server temporarily disabled while connecting to upstream"
+        );
+        let l = "2023/10/24 17:31:43 [error] 176#176: *358453 upstream timed out (110: Operation timed out) while connecting to upstream, client: 10.168.0.14, server: x";
+        let (level, msg) = parse_error_line(l).unwrap();
+        assert_eq!(level, "error");
+        assert_eq!(
+            normalize(msg),
+            "upstream timed out (110: Operation timed out) while connecting to upstream"
+        );
+        assert_eq!(
+            normalize("limiting requests, excess: 0.960 by zone \"rl_ingress\", client: 127.0.0.1"),
+            "limiting requests, excess: N by zone \"rl_ingress\""
+        );
+        assert_eq!(
+            normalize("connect() to 127.0.0.1:9001 failed (111: Connection refused)"),
+            "connect() to ADDR failed (111: Connection refused)"
+        );
+        assert_eq!(
+            normalize("start worker process 1234"),
+            "start worker process N"
+        );
+        assert_eq!(
+            normalize("worker process 77 exited on signal 9"),
+            "worker process N exited on signal N"
+        );
+        assert_eq!(
+            normalize("http_502 and the 2nd try"),
+            "http_502 and the 2nd try"
+        );
+        let (level, msg) =
+            parse_error_line("nginx: [emerg] unknown directive \"x\" in /a/b.conf:3").unwrap();
+        assert_eq!(level, "emerg");
+        assert_eq!(msg, "unknown directive \"x\" in /a/b.conf:3");
+        assert_eq!(parse_error_line("no level here"), None);
+    }
+
+    #[test]
+    fn access_lines_count_by_field() {
+        let mut s = Summarizer::default();
+        s.access_line(r#"{"status":200,"upstream_addr":"127.0.0.1:1","upstream_status":"200","limit_req_status":"PASSED"}"#);
+        s.access_line(r#"{"status":502,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 502","limit_req_status":""}"#);
+        s.access_line(
+            r#"{"status":499,"upstream_addr":"","upstream_status":"","limit_req_status":""}"#,
+        );
+        s.access_line("not json");
+        let sum = s.finish();
+        assert_eq!(sum.access_lines, 4);
+        assert_eq!(sum.access_status.values().sum::<u64>(), 3);
+        assert_eq!(sum.upstream_addr.get("127.0.0.1:1"), Some(&2));
+        assert_eq!(sum.upstream_addr.get("127.0.0.1:2"), Some(&1));
+        assert_eq!(sum.upstream_addr.get("-"), Some(&1));
+        assert_eq!(sum.upstream_status.get("502, 502"), Some(&1));
+        assert_eq!(sum.upstream_status.get("-"), Some(&1));
+        assert_eq!(sum.limit_req_status.get("PASSED"), Some(&1));
+        assert_eq!(sum.limit_req_status.get("-"), Some(&2));
+        assert_eq!(sum.examples_499.len(), 1);
+    }
+}

@@ -1,0 +1,175 @@
+//! The nginx driver: render a [`ProxyConfig`](crate::ProxyConfig) into nginx.conf, check it with
+//! `nginx -t`, run replicas that share listener ports with `reuseport`, reload them with SIGHUP and
+//! time it, stop them, and summarise their logs.
+
+mod admin;
+pub mod logs;
+mod procs;
+mod render;
+mod replica;
+pub mod tls;
+
+pub use admin::{parse_stub_status, ReplicaHandle};
+pub use render::{render, RenderContext};
+pub use replica::{Replica, StopMode};
+pub use tls::TlsFiles;
+
+use crate::Error;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Name of the response header (and admin answer) that carries the config generation.
+pub const GENERATION_HEADER: &str = "X-Config-Generation";
+
+/// Admin-server path answering the config generation as `N\n`.
+pub const GENERATION_PATH: &str = "/generation";
+
+/// Admin-server path of `stub_status`.
+pub const STUB_STATUS_PATH: &str = "/stub_status";
+
+/// The nginx binary: `$NGINX` when set, else the Debian package's `/usr/sbin/nginx`.
+pub fn binary() -> PathBuf {
+    std::env::var_os("NGINX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"))
+}
+
+/// `nginx -V`, verbatim (version, compiler, OpenSSL and configure arguments), for env.json.
+pub fn version() -> Result<String, Error> {
+    let out = Command::new(binary())
+        .arg("-V")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("cannot run {} -V", binary().display()), e))?;
+    // nginx prints -V to stderr.
+    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stdout));
+    Ok(text.trim_end().to_string())
+}
+
+/// What a passing `nginx -t` said: how long it took and any warnings it printed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// Time nginx took to parse and check the config.
+    pub took: Duration,
+    /// Warning lines, verbatim (`nginx: [warn] conflicting server name ...`).
+    pub warnings: Vec<String>,
+}
+
+/// Checks `conf_text` with `nginx -t`. The text is written to
+/// `prefix/nginx-test.conf` (the directory is created); render it with `RenderContext.prefix` set
+/// to `prefix` or to the replica directory it is meant for. On failure the error carries nginx's
+/// own output, verbatim (`nginx: [emerg] ... in /path/nginx-test.conf:12`).
+pub fn validate(conf_text: &str, prefix: &Path) -> Result<Checked, Error> {
+    std::fs::create_dir_all(prefix)
+        .map_err(|e| Error::io(format!("cannot create {}", prefix.display()), e))?;
+    let conf = prefix.join("nginx-test.conf");
+    std::fs::write(&conf, conf_text)
+        .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+    test_file(prefix, &conf)
+}
+
+/// Runs `nginx -t -q` on a config file already on disk, in prefix `prefix`.
+pub(crate) fn test_file(prefix: &Path, conf: &Path) -> Result<Checked, Error> {
+    let t0 = Instant::now();
+    let out = Command::new(binary())
+        .arg("-t")
+        .arg("-q")
+        .arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(conf)
+        // A file, not "stderr": nginx then prints its errors as `nginx: [emerg] ...` on stderr.
+        .arg("-e")
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("cannot run {} -t", binary().display()), e))?;
+    let took = t0.elapsed();
+    let text = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ok(Checked {
+            took,
+            warnings: text.lines().map(str::to_string).collect(),
+        })
+    } else {
+        let mut msg = text.trim_end().to_string();
+        if msg.is_empty() {
+            msg = format!("nginx -t failed ({}) without a message", out.status);
+        }
+        Err(Error::Nginx(msg))
+    }
+}
+
+/// Quotes a token for nginx.conf when it needs it (spaces, quotes, braces, `;`, `#`).
+pub(crate) fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && !s
+            .chars()
+            .any(|c| c.is_whitespace() || "\"'{};#\\".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+/// A rate in requests per second as nginx writes it (`3r/s`, `30r/m`), or `None` when nginx
+/// cannot express it (it takes whole numbers of requests per second or per minute).
+pub(crate) fn nginx_rate(r: f64) -> Option<String> {
+    if !r.is_finite() || r <= 0.0 {
+        return None;
+    }
+    if r >= 1.0 && (r - r.round()).abs() < 1e-9 {
+        return Some(format!("{}r/s", r.round() as u64));
+    }
+    let m = r * 60.0;
+    if m >= 1.0 && (m - m.round()).abs() < 1e-6 {
+        return Some(format!("{}r/m", m.round() as u64));
+    }
+    None
+}
+
+/// A duration as an nginx time value (`10s`, `250ms`); nginx counts milliseconds, so anything
+/// finer is rounded up.
+pub(crate) fn nginx_time(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_nanos().div_ceil(1_000_000))
+    }
+}
+
+/// A byte size as nginx writes it (`10m`, `256k`, `1000`).
+pub(crate) fn nginx_size(b: u64) -> String {
+    if b > 0 && b % (1024 * 1024) == 0 {
+        format!("{}m", b / (1024 * 1024))
+    } else if b > 0 && b % 1024 == 0 {
+        format!("{}k", b / 1024)
+    } else {
+        b.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_render_as_nginx_writes_them() {
+        assert_eq!(nginx_rate(3.0).as_deref(), Some("3r/s"));
+        assert_eq!(nginx_rate(0.5).as_deref(), Some("30r/m"));
+        assert_eq!(nginx_rate(2.5).as_deref(), Some("150r/m"));
+        assert_eq!(nginx_rate(1.0 / 7.0), None);
+        assert_eq!(nginx_time(Duration::from_secs(10)), "10s");
+        assert_eq!(nginx_time(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(nginx_time(Duration::from_micros(100)), "1ms");
+        assert_eq!(nginx_size(10 * 1024 * 1024), "10m");
+        assert_eq!(nginx_size(256 * 1024), "256k");
+        assert_eq!(nginx_size(1000), "1000");
+        assert_eq!(quote("$request_uri"), "$request_uri");
+        assert_eq!(quote("a b\"c"), "\"a b\\\"c\"");
+        assert_eq!(quote(""), "\"\"");
+    }
+}

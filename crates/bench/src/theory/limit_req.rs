@@ -144,7 +144,12 @@ pub fn nginx_clock_tick_us() -> u64 {
 /// Simulates one arrival sequence (microseconds, any origin) as nginx would see it through a
 /// clock that advances every `tick_us`, at `phases` evenly spaced offsets of the tick boundary.
 /// Returns (fewest accepted, most accepted, the simulation at phase 0).
-pub fn predict(limit: Limit, arrivals_us: &[u64], tick_us: u64, phases: u32) -> (u64, u64, Simulation) {
+pub fn predict(
+    limit: Limit,
+    arrivals_us: &[u64],
+    tick_us: u64,
+    phases: u32,
+) -> (u64, u64, Simulation) {
     let phases = phases.max(1);
     let tick = tick_us.max(1);
     let mut lo = u64::MAX;
@@ -166,7 +171,9 @@ pub fn predict(limit: Limit, arrivals_us: &[u64], tick_us: u64, phases: u32) -> 
 
 /// Evenly spaced arrivals: `n` requests at `rate` per second, in microseconds from 0.
 pub fn even_arrivals_us(rate: f64, n: u64) -> Vec<u64> {
-    (0..n).map(|i| (i as f64 * 1e6 / rate).round() as u64).collect()
+    (0..n)
+        .map(|i| (i as f64 * 1e6 / rate).round() as u64)
+        .collect()
 }
 
 /// Closed-form success ratio for Poisson arrivals at `arrival_rate` against `burst=0`: after each
@@ -183,7 +190,7 @@ pub fn poisson_burst0_ratio(limit_rate: f64, arrival_rate: f64) -> f64 {
 /// the least `ms` with `rate*ms/1000 >= 1000` in thousandths, i.e. `ceil(1000/rate)` ms.
 pub fn min_gap_ms(limit_rate: f64) -> u64 {
     let rate = (limit_rate * 1000.0).round() as u64;
-    (1_000_000 + rate - 1) / rate
+    1_000_000_u64.div_ceil(rate)
 }
 
 #[cfg(test)]
@@ -206,7 +213,10 @@ mod tests {
         // 333.33 ms gaps read as 333, 333, 334 ms: one gap in three is long enough.
         let arr = even_arrivals_us(3.0, 180);
         let (lo, hi, _) = predict(Limit::queued(3.0, 0), &arr, 1000, 20);
-        assert!((119..=121).contains(&lo) && (119..=121).contains(&hi), "{lo}..{hi}");
+        assert!(
+            (119..=121).contains(&lo) && (119..=121).contains(&hi),
+            "{lo}..{hi}"
+        );
     }
 
     #[test]
@@ -224,7 +234,11 @@ mod tests {
         let arr = ms(&even_arrivals_us(9.0, 540));
         for (burst, want) in [(100, 280), (300, 480), (400, 540)] {
             let sim = simulate(Limit::queued(3.0, burst), &arr);
-            assert!(sim.accepted.abs_diff(want) <= 2, "burst {burst}: {}", sim.accepted);
+            assert!(
+                sim.accepted.abs_diff(want) <= 2,
+                "burst {burst}: {}",
+                sim.accepted
+            );
         }
         // The published 120 s run: 1080 arrivals, 3 x 120 + 400 = 760 accepted.
         let long = ms(&even_arrivals_us(9.0, 1080));
@@ -232,7 +246,11 @@ mod tests {
         assert!(sim.accepted.abs_diff(760) <= 2, "{}", sim.accepted);
         // Burst 400 for 60 s: 360 queued at the end, drained at 3 r/s: done near 180 s.
         let sim = simulate(Limit::queued(3.0, 400), &arr);
-        assert!((178_000..=181_000).contains(&sim.drained_ms), "{}", sim.drained_ms);
+        assert!(
+            (178_000..=181_000).contains(&sim.drained_ms),
+            "{}",
+            sim.drained_ms
+        );
         // Throughput while the queue is non-empty is the limit rate: accepted / (attack + drain).
         let tput = sim.accepted as f64 / (sim.drained_ms as f64 / 1000.0);
         assert!((tput - 3.0).abs() < 0.02, "{tput}");
@@ -259,7 +277,10 @@ mod tests {
             },
             &arr,
         );
-        assert!(sim.outcomes.iter().all(|o| !matches!(o, Outcome::Delayed(_))));
+        assert!(sim
+            .outcomes
+            .iter()
+            .all(|o| !matches!(o, Outcome::Delayed(_))));
         assert!(sim.accepted > 10 && sim.rejected > 0);
     }
 
@@ -270,7 +291,9 @@ mod tests {
         let mut t = 0f64;
         let mut arr = Vec::new();
         for _ in 0..200_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
             t += -u.ln() / 3.0 * 1e6;
             arr.push(t as u64);
@@ -278,7 +301,11 @@ mod tests {
         let sim = simulate(Limit::queued(3.0, 0), &ms(&arr));
         let formula = poisson_burst0_ratio(3.0, 3.0);
         assert!((formula - 0.4995).abs() < 0.001, "{formula}");
-        assert!((sim.success_ratio() - formula).abs() < 0.01, "{}", sim.success_ratio());
+        assert!(
+            (sim.success_ratio() - formula).abs() < 0.01,
+            "{}",
+            sim.success_ratio()
+        );
     }
 
     #[test]

@@ -116,7 +116,11 @@ impl Check {
                     Op::Gt => a > b,
                     Op::Eq => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0),
                 };
-                (pass, show(a, kind), format!("{} {}", self.op, show(b, kind)))
+                (
+                    pass,
+                    show(a, kind),
+                    format!("{} {}", self.op, show(b, kind)),
+                )
             }
             (Err(e), _) | (_, Err(e)) => (false, format!("n/a ({e})"), self.text.clone()),
         };
@@ -138,9 +142,9 @@ impl Check {
 }
 
 fn parse_metric(s: &str, whole: &str) -> Result<Operand, String> {
-    let (subject, metric) = s
-        .split_once('.')
-        .ok_or_else(|| format!("check '{whole}': '{s}' should be SUBJECT.METRIC, e.g. coffee.p99"))?;
+    let (subject, metric) = s.split_once('.').ok_or_else(|| {
+        format!("check '{whole}': '{s}' should be SUBJECT.METRIC, e.g. coffee.p99")
+    })?;
     let metric = metric.trim().to_string();
     kind_of(&metric).map_err(|e| format!("check '{whole}': {e}"))?;
     Ok(Operand::Metric {
@@ -282,7 +286,9 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
             sum(&|l| l.errors.get(kind).copied().unwrap_or(0))
         }
         m if m.starts_with('p') => {
-            let p: f64 = m[1..].parse().map_err(|_| format!("bad percentile '{m}'"))?;
+            let p: f64 = m[1..]
+                .parse()
+                .map_err(|_| format!("bad percentile '{m}'"))?;
             let l = single()?;
             l.latency
                 .percentile(p)
@@ -391,7 +397,10 @@ mod tests {
             errors: BTreeMap::from([(ErrorKind::ReadReset, resets)]),
             connects: 2,
             latency: Latency {
-                percentiles: vec![Percentile { p: 99.0, us: 12_000 }],
+                percentiles: vec![Percentile {
+                    p: 99.0,
+                    us: 12_000,
+                }],
                 ..Default::default()
             },
             latency_uncorrected: None,
@@ -474,11 +483,19 @@ mod tests {
 
     #[test]
     fn bad_checks_are_named() {
-        assert!(Check::parse("coffee.p99 250ms").unwrap_err().contains("no comparison"));
-        assert!(Check::parse("coffee.bogus < 1").unwrap_err().contains("unknown metric 'bogus'"));
-        assert!(Check::parse("p99 < 1ms").unwrap_err().contains("SUBJECT.METRIC"));
+        assert!(Check::parse("coffee.p99 250ms")
+            .unwrap_err()
+            .contains("no comparison"));
+        assert!(Check::parse("coffee.bogus < 1")
+            .unwrap_err()
+            .contains("unknown metric 'bogus'"));
+        assert!(Check::parse("p99 < 1ms")
+            .unwrap_err()
+            .contains("SUBJECT.METRIC"));
         assert!(Check::parse("coffee.p99 < 10").is_ok());
-        assert!(Check::parse("coffee.p99 < 1x").unwrap_err().contains("not a duration"));
+        assert!(Check::parse("coffee.p99 < 1x")
+            .unwrap_err()
+            .contains("not a duration"));
         let r = eval("nosuch.requests > 1");
         assert!(!r.pass && r.actual.contains("no load named 'nosuch'"));
     }

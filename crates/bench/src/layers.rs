@@ -165,7 +165,10 @@ pub fn take_tables<'i>(
             .collect(),
         other => Err(src.error(
             Some(span),
-            format!("`{key}` must be an array of tables, found {}", other.type_str()),
+            format!(
+                "`{key}` must be an array of tables, found {}",
+                other.type_str()
+            ),
         )),
     }
 }

@@ -71,9 +71,9 @@ pub enum Group {
 impl Group {
     fn name(&self) -> &str {
         match self {
-            Group::Master { name, .. } | Group::Threads { name, .. } | Group::SelfProcess { name } => {
-                name
-            }
+            Group::Master { name, .. }
+            | Group::Threads { name, .. }
+            | Group::SelfProcess { name } => name,
         }
     }
 }

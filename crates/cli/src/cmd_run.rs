@@ -1,11 +1,31 @@
 //! `proxybench run`, `scenarios`, `report` and `compare`: flags and dispatch.
 
 use crate::CliError;
+use bench::layers::Source;
+use bench::runner::{RunError, RunOptions};
+use bench::scenario::Scenario;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Flags of `proxybench run`.
 #[derive(clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// A built-in scenario name (see `proxybench scenarios`) or a scenario file.
+    #[arg(default_value = "default")]
+    scenario: String,
+    /// Run the scaled-down form (short durations), as the test suite does.
+    #[arg(long)]
+    quick: bool,
+    /// Where results go: DIR/<scenario>/<UTC timestamp>/.
+    #[arg(long, default_value = "results")]
+    results: PathBuf,
+    /// Never print the live progress line.
+    #[arg(long)]
+    no_progress: bool,
+}
 
 /// Flags of `proxybench scenarios`.
 #[derive(clap::Args)]
@@ -13,28 +33,113 @@ pub struct ScenariosArgs {}
 
 /// Flags of `proxybench report`.
 #[derive(clap::Args)]
-pub struct ReportArgs {}
+pub struct ReportArgs {
+    /// A results directory (holding data.json).
+    dir: PathBuf,
+}
 
 /// Flags of `proxybench compare`.
 #[derive(clap::Args)]
-pub struct CompareArgs {}
-
-/// Runs `proxybench run`.
-pub fn run(_a: RunArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'run' is being built"))
+pub struct CompareArgs {
+    /// The baseline results directory.
+    a: PathBuf,
+    /// The results directory compared with it (compare.md is written here).
+    b: PathBuf,
 }
 
-/// Runs `proxybench scenarios`.
+fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
+    let src = match bench::catalogue::builtin(arg) {
+        Some(s) => s,
+        None => {
+            let path = PathBuf::from(arg);
+            if !path.exists() {
+                let names: Vec<String> = bench::catalogue::list()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                return Err(CliError::usage(format!(
+                    "'{arg}' is neither a built-in scenario ({}) nor a file",
+                    names.join(", ")
+                )));
+            }
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| CliError::usage(format!("{arg}: {e}")))?;
+            Source {
+                file: arg.to_string(),
+                text,
+            }
+        }
+    };
+    Scenario::parse(&src, quick).map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Runs `proxybench run`: exit 0 when every check passed, 1 when a check failed or the run
+/// failed, 2 for a scenario that cannot run, 130 when interrupted.
+pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    let scn = load_scenario(&a.scenario, a.quick)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal exits at once; the first asks the run to wind down and write results.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
+    }
+    let opts = RunOptions {
+        results_root: a.results,
+        stop,
+        progress: !a.no_progress && std::io::stderr().is_terminal(),
+    };
+    eprintln!(
+        "proxybench: running {}{} ({} case{})",
+        scn.name,
+        if scn.quick { " --quick" } else { "" },
+        scn.cases.len(),
+        if scn.cases.len() == 1 { "" } else { "s" }
+    );
+    let out = bench::runner::run(&scn, &opts).map_err(|e| match e {
+        RunError::Invalid(m) => CliError::usage(m),
+        RunError::Failed(m) => CliError::runtime(m),
+    })?;
+    print!("{}", report::summary_text(&out.results));
+    println!("results: {}", out.dir.display());
+    let r = &out.results;
+    Ok(if r.partial {
+        eprintln!(
+            "proxybench: partial results ({})",
+            r.abort_reason.as_deref().unwrap_or("stopped")
+        );
+        if r.abort_reason.as_deref() == Some("interrupted") {
+            ExitCode::from(130)
+        } else {
+            ExitCode::from(1)
+        }
+    } else if !r.checks_passed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs `proxybench scenarios`: one line per built-in scenario.
 pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'scenarios' is being built"))
+    let list = bench::catalogue::list();
+    let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, desc) in list {
+        println!("{name:width$}  {desc}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `proxybench report`.
-pub fn report(_a: ReportArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'report' is being built"))
+/// Runs `proxybench report DIR`.
+pub fn report(a: ReportArgs) -> Result<ExitCode, CliError> {
+    report::rebuild(&a.dir).map_err(|e| CliError::usage(e.to_string()))?;
+    println!("{}", a.dir.join("report.md").display());
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `proxybench compare`.
-pub fn compare(_a: CompareArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::runtime("'compare' is being built"))
+/// Runs `proxybench compare A B`.
+pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
+    let text = report::compare(&a.a, &a.b).map_err(|e| CliError::usage(e.to_string()))?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
 }

@@ -13,11 +13,13 @@ mod fmt;
 mod hdr;
 mod markdown;
 mod reloads;
+mod terminal;
 pub mod text;
 
 pub use compare::render_compare;
 pub use error::Error;
 pub use reloads::ReloadStats;
+pub use terminal::summary_text;
 
 use model::RunResults;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,53 @@
+//! The built-in scenarios, embedded from `scenarios/*.toml` so the binary carries them.
+
+use crate::layers::Source;
+
+/// (name, file text) of every built-in scenario, in the order `proxybench scenarios` lists them.
+pub const BUILTIN: &[(&str, &str)] =
+    &[("default", include_str!("../../../scenarios/default.toml"))];
+
+/// The built-in scenario called `name`, as a source named `<builtin>/NAME.toml`.
+pub fn builtin(name: &str) -> Option<Source> {
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, t)| Source {
+            file: format!("<builtin>/{n}.toml"),
+            text: (*t).to_string(),
+        })
+}
+
+/// Name and description of every built-in scenario.
+pub fn list() -> Vec<(String, String)> {
+    BUILTIN
+        .iter()
+        .map(|(n, t)| {
+            let src = Source {
+                file: format!("<builtin>/{n}.toml"),
+                text: (*t).to_string(),
+            };
+            let desc = crate::scenario::Scenario::parse(&src, false)
+                .map(|s| s.description)
+                .unwrap_or_else(|e| format!("(does not parse: {e})"));
+            (n.to_string(), desc)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_in_both_forms() {
+        for (name, _) in BUILTIN {
+            let src = builtin(name).unwrap();
+            for quick in [false, true] {
+                let s = crate::scenario::Scenario::parse(&src, quick)
+                    .unwrap_or_else(|e| panic!("{name} (quick={quick}): {e}"));
+                assert_eq!(&s.name, name);
+                assert!(!s.description.is_empty());
+            }
+        }
+    }
+}

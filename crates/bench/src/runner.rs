@@ -1,0 +1,542 @@
+//! Plays a scenario: for each case, stand the stack up, start the loads, fire the actions on time,
+//! sample the processes every second, tear everything down, and write the results directory. A
+//! stop request (Ctrl-C) or a failure ends the run early and still writes what was recorded.
+
+use crate::procfs::{Group, Sampler};
+use crate::progress::Progress;
+use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
+use crate::stack::{Stack, StackSpec};
+use crate::{analysis, env};
+use model::{CaseResult, CheckResult, ProcSample, RequestRecord, RunResults, StubSample};
+use proxy::nginx::{self, RenderContext, TlsFiles};
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Results go to `<results_root>/<scenario>/<UTC stamp>/`.
+    pub results_root: PathBuf,
+    /// Set (by a signal handler) to end the run early; partial results are still written.
+    pub stop: Arc<AtomicBool>,
+    /// Print a live progress line on stderr.
+    pub progress: bool,
+}
+
+/// Why a run could not be done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// The scenario cannot run as written (nginx rejects a config...); nothing was started.
+    Invalid(String),
+    /// The run could not even begin (results directory, certificates...).
+    Failed(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Invalid(m) | RunError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// A finished (or interrupted) run.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The results directory.
+    pub dir: PathBuf,
+    /// What was recorded (also in `dir/data.json`).
+    pub results: RunResults,
+}
+
+/// Runs every case of `scn` and writes the results directory.
+pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
+    let tls = certificate(scn, &scratch.0)?;
+    preflight(scn, tls.as_ref(), &scratch.0)?;
+    drop(scratch);
+
+    let stamp = env::now_dir_stamp();
+    let mut dir = opts.results_root.join(&scn.name).join(&stamp);
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = opts
+            .results_root
+            .join(&scn.name)
+            .join(format!("{stamp}-{n}"));
+    }
+    fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
+    let work = dir.join(".work");
+    let tls = certificate(scn, &dir.join("tls"))?;
+    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
+    let mut results = RunResults {
+        schema: model::SCHEMA_VERSION,
+        scenario: scn.name.clone(),
+        description: scn.description.clone(),
+        started_at: env::now_rfc3339(),
+        quick: scn.quick,
+        partial: false,
+        abort_reason: None,
+        env: env::capture(nginx_v),
+        cases: Vec::new(),
+        findings: Vec::new(),
+        checks: Vec::new(),
+    };
+    let run_origin = Instant::now();
+    let total = scn.cases.len();
+    for (i, case) in scn.cases.iter().enumerate() {
+        if opts.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let ctx = CaseCtx {
+            scenario: scn,
+            index: i,
+            total,
+            dir: &dir,
+            work: work.join(&case.name),
+            tls: tls.clone(),
+            opts,
+            start_s: run_origin.elapsed().as_secs_f64(),
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| run_case(case, &ctx)));
+        let (case_result, checks, failure) = match outcome {
+            Ok(Ok((r, c))) => (Some(r), c, None),
+            Ok(Err((partial, e))) => (partial.map(|b| *b), Vec::new(), Some(e)),
+            Err(p) => (
+                None,
+                Vec::new(),
+                Some(format!("internal error: {}", panic_text(&p))),
+            ),
+        };
+        if let Some(r) = case_result {
+            results.cases.push(r);
+        }
+        results.checks.extend(checks);
+        if let Some(e) = failure {
+            results.partial = true;
+            results.abort_reason = Some(format!("case '{}': {e}", case.name));
+            break;
+        }
+    }
+    if opts.stop.load(Ordering::SeqCst) && !results.partial {
+        results.partial = true;
+        results.abort_reason = Some("interrupted".into());
+    }
+    if let Some(a) = &scn.analysis {
+        analysis::finish(a, scn, &mut results);
+    }
+    let _ = fs::remove_dir_all(&work);
+    report::write_results(&dir, &results)
+        .map_err(|e| RunError::Failed(format!("cannot write results to {}: {e}", dir.display())))?;
+    Ok(RunOutcome { dir, results })
+}
+
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(base: &Path, prefix: &str) -> Result<ScratchDir, RunError> {
+    let p = base.join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        env::now_dir_stamp()
+    ));
+    fs::create_dir_all(&p).map_err(|e| RunError::Failed(format!("{}: {e}", p.display())))?;
+    Ok(ScratchDir(p))
+}
+
+/// One certificate for every TLS listener of every case and config.
+fn certificate(scn: &Scenario, dir: &Path) -> Result<Option<TlsFiles>, RunError> {
+    let mut names: Vec<String> = Vec::new();
+    for case in &scn.cases {
+        for cfg in case.proxy.iter().chain(case.configs.values()) {
+            for n in cfg.tls_names() {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    if names.is_empty() {
+        return Ok(None);
+    }
+    nginx::tls::self_signed(&names, dir)
+        .map(Some)
+        .map_err(|e| RunError::Failed(format!("cannot make the TLS certificate: {e}")))
+}
+
+/// Renders every config of every case against placeholder addresses and runs `nginx -t` on it,
+/// so a config nginx refuses stops the run before anything starts.
+fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(), RunError> {
+    for case in &scn.cases {
+        let groups: BTreeMap<String, Vec<SocketAddr>> = case
+            .backends
+            .iter()
+            .map(|g| {
+                let addrs = (0..g.count.max(1))
+                    .map(|i| SocketAddr::from(([127, 0, 0, 1], 10000 + i as u16)))
+                    .collect();
+                (g.name.clone(), addrs)
+            })
+            .collect();
+        let named = case.proxy.iter().map(|c| ("[proxy]".to_string(), c));
+        let alts = case
+            .configs
+            .iter()
+            .map(|(n, c)| (format!("[configs.{n}]"), c));
+        for (what, cfg) in named.chain(alts) {
+            let ports = cfg
+                .listeners
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.name.clone(), l.port.unwrap_or(20000 + i as u16)))
+                .collect();
+            let ctx = RenderContext {
+                prefix: scratch.to_path_buf(),
+                generation: 1,
+                groups: groups.clone(),
+                ports,
+                admin_port: 30000,
+                tls: tls.cloned(),
+            };
+            let where_ = format!("case '{}', {what}", case.name);
+            let text = nginx::render(cfg, &ctx)
+                .map_err(|e| RunError::Invalid(format!("{where_}: {e}")))?;
+            nginx::validate(&text, scratch)
+                .map_err(|e| RunError::Invalid(format!("{where_}: nginx -t failed: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+struct CaseCtx<'a> {
+    scenario: &'a Scenario,
+    index: usize,
+    total: usize,
+    dir: &'a Path,
+    work: PathBuf,
+    tls: Option<TlsFiles>,
+    opts: &'a RunOptions,
+    start_s: f64,
+}
+
+/// A case that could not finish: what it recorded so far (if anything) and why it stopped.
+type CaseFailure = (Option<Box<CaseResult>>, String);
+
+fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResult>), CaseFailure> {
+    let origin = Instant::now();
+    let mut stack = Stack::up(StackSpec {
+        backends: &case.backends,
+        backend_threads: case.backend_threads,
+        proxy: case.proxy.as_ref(),
+        configs: &case.configs,
+        tls: ctx.tls.clone(),
+        work: ctx.work.clone(),
+        configs_out: ctx.dir.join("configs").join(&case.name),
+        origin,
+        seed: 1 + ctx.index as u64,
+    })
+    .map_err(|e| (None, e))?;
+
+    let configs = case
+        .loads
+        .iter()
+        .map(|l| load_config(l, &stack, ctx.tls.as_ref()))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| (None, e))?;
+
+    let progress = Arc::new(Progress::new(
+        format!("case {}/{} {}", ctx.index + 1, ctx.total, case.name),
+        case.planned_length(),
+        origin,
+        ctx.opts.progress,
+    ));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut load_threads = Vec::new();
+    for (spec, cfg) in case.loads.iter().zip(configs) {
+        let stop = ctx.opts.stop.clone();
+        let finished = finished.clone();
+        let progress = progress.clone();
+        let start = spec.start.0;
+        let name = spec.name.clone();
+        let h = thread::Builder::new()
+            .name(format!("pb-run-{}", spec.name))
+            .spawn(move || {
+                let begin = origin + start;
+                while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
+                    thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
+                }
+                let p2 = progress.clone();
+                let n2 = name.clone();
+                let control = load::Control {
+                    stop,
+                    origin,
+                    on_second: Some(Box::new(move |s: &model::Second| p2.second(&n2, s))),
+                };
+                let out = load::run(&cfg, &control).map_err(|e| format!("load '{name}': {e}"));
+                finished.fetch_add(1, Ordering::SeqCst);
+                out
+            })
+            .map_err(|e| (None, format!("cannot start a load thread: {e}")))?;
+        load_threads.push(h);
+    }
+
+    let collecting = Arc::new(AtomicBool::new(true));
+    let collector = spawn_collector(stack.handles(), origin, collecting.clone());
+
+    let mut events = Vec::new();
+    let mut reloads = Vec::new();
+    let n_loads = case.loads.len();
+    let mut abort = None;
+    for step in &case.steps {
+        let at = origin + step.at;
+        while Instant::now() < at
+            && finished.load(Ordering::SeqCst) < n_loads
+            && !ctx.opts.stop.load(Ordering::SeqCst)
+        {
+            thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
+        }
+        if finished.load(Ordering::SeqCst) >= n_loads || ctx.opts.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let (ev, rel) = stack.apply(&step.action);
+        progress.action(&ev);
+        events.push(ev);
+        reloads.extend(rel);
+    }
+    let mut summaries = Vec::new();
+    let mut records: BTreeMap<String, Vec<RequestRecord>> = BTreeMap::new();
+    for h in load_threads {
+        match h.join() {
+            Ok(Ok(out)) => {
+                if let Some(r) = out.records {
+                    records.insert(out.summary.name.clone(), r);
+                }
+                summaries.push(out.summary);
+            }
+            Ok(Err(e)) => {
+                abort.get_or_insert(e);
+            }
+            Err(p) => {
+                abort.get_or_insert(format!("a load panicked: {}", panic_text(&p)));
+            }
+        }
+    }
+    progress.finish();
+    if !ctx.opts.stop.load(Ordering::SeqCst) {
+        thread::sleep(case.settle);
+    }
+    collecting.store(false, Ordering::SeqCst);
+    let (proc_samples, stub_samples) = collector.join().unwrap_or_default();
+    let (logs, down_err) = stack.down();
+    let backends = stack.fleet.counters();
+    drop(stack);
+    let elapsed_s = origin.elapsed().as_secs_f64();
+
+    let logs_dir = ctx.dir.join("logs").join(&case.name);
+    let mut access = Vec::new();
+    let mut errors = Vec::new();
+    for (replica, a, e) in &logs {
+        let to = logs_dir.join(replica);
+        let _ = fs::create_dir_all(&to);
+        let a2 = to.join("access.log");
+        let e2 = to.join("error.log");
+        move_file(a, &a2);
+        move_file(e, &e2);
+        access.push(a2);
+        errors.push(e2);
+    }
+    let log_summary = proxy::nginx::logs::summarize(&access, &errors).unwrap_or_default();
+
+    let end_s = elapsed_s;
+    let mut disruptions = Vec::new();
+    for s in &summaries {
+        if let Some(r) = records.get(&s.name) {
+            disruptions.extend(model::disruption_windows(&s.name, r, &events, end_s));
+        }
+    }
+    let mut result = CaseResult {
+        name: case.name.clone(),
+        description: case.description.clone(),
+        start_s: ctx.start_s,
+        elapsed_s,
+        loads: summaries,
+        disruptions,
+        events,
+        reloads,
+        logs: log_summary,
+        proc_samples,
+        stub_samples,
+        backends,
+        tables: Vec::new(),
+        series: Vec::new(),
+        findings: Vec::new(),
+    };
+    let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(&result)).collect();
+    if let Some(a) = &ctx.scenario.analysis {
+        checks.extend(analysis::case(a, ctx.scenario, case, &mut result, &records));
+    }
+    if let Some(e) = abort {
+        return Err((Some(Box::new(result)), e));
+    }
+    if let Some(e) = down_err {
+        result.findings.push(format!("teardown: {e}"));
+    }
+    Ok((result, checks))
+}
+
+fn move_file(from: &Path, to: &Path) {
+    if fs::rename(from, to).is_err() {
+        let _ = fs::copy(from, to);
+    }
+}
+
+/// Builds the engine's config for one scenario load, aimed at its listener or backend.
+fn load_config(
+    l: &LoadSpec,
+    stack: &Stack,
+    tls: Option<&TlsFiles>,
+) -> Result<load::Config, String> {
+    let (scheme, rest) = l
+        .url
+        .split_once("://")
+        .ok_or_else(|| format!("load '{}': bad url", l.name))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let host = match authority.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.is_empty() => h,
+        _ => authority,
+    };
+    let (port, ip) = match l.via.as_deref() {
+        Some(v) if v.starts_with("backend:") => {
+            let a = stack
+                .first_backend(&v["backend:".len()..])
+                .ok_or_else(|| format!("load '{}': backend group {v} has no instance", l.name))?;
+            (a.port(), a.ip())
+        }
+        Some(v) => (
+            *stack
+                .ports()
+                .get(v)
+                .ok_or_else(|| format!("load '{}': no listener '{v}'", l.name))?,
+            [127, 0, 0, 1].into(),
+        ),
+        None => {
+            // The first listener of the URL's scheme (validated at parse time).
+            let want_tls = scheme == "https";
+            let p = stack
+                .listener_port(want_tls)
+                .ok_or_else(|| format!("load '{}': no {scheme} listener", l.name))?;
+            (p, [127, 0, 0, 1].into())
+        }
+    };
+    let url = format!("{scheme}://{host}:{port}{path}");
+    let mut cfg = load::Config::new(&url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    if host.parse::<std::net::IpAddr>().is_err() {
+        cfg.resolve.push(
+            load::Resolve::parse(&format!("{host}:{port}:{ip}"))
+                .map_err(|e| format!("load '{}': {e}", l.name))?,
+        );
+    }
+    cfg.name = l.name.clone();
+    cfg.connections = l.connections;
+    cfg.threads = l.threads.min(l.connections);
+    cfg.duration = l.duration.map(|d| d.0);
+    cfg.requests = l.requests;
+    cfg.rate = l.rate.map(|r| r.0);
+    cfg.arrivals = match l.arrivals {
+        ArrivalsSpec::Even => model::Arrivals::Even,
+        ArrivalsSpec::Poisson => model::Arrivals::Poisson,
+    };
+    cfg.seed = l.seed;
+    cfg.timeout = l.timeout.0;
+    cfg.method = l.method.clone();
+    cfg.headers = l
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    cfg.body = l.body.as_ref().map(|b| b.clone().into_bytes());
+    cfg.record_requests = true;
+    if scheme == "https" {
+        cfg.cacert = tls.map(|t| t.ca.clone());
+    }
+    Ok(cfg)
+}
+
+type Samples = (Vec<ProcSample>, Vec<StubSample>);
+
+/// Samples CPU and memory of every group and stub_status of every replica once a second.
+fn spawn_collector(
+    handles: Arc<Mutex<Vec<proxy::nginx::ReplicaHandle>>>,
+    origin: Instant,
+    running: Arc<AtomicBool>,
+) -> thread::JoinHandle<Samples> {
+    thread::Builder::new()
+        .name("pb-collector".into())
+        .spawn(move || {
+            let mut sampler = Sampler::new();
+            let mut procs = Vec::new();
+            let mut stubs = Vec::new();
+            let mut next = origin;
+            while running.load(Ordering::SeqCst) {
+                let hs = handles.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut groups: Vec<Group> = hs
+                    .iter()
+                    .filter_map(|h| {
+                        let pids = h.pids();
+                        (!pids.is_empty()).then(|| Group::Master {
+                            name: h.name.clone(),
+                            master: h.master_pid,
+                            workers: pids.into_iter().filter(|&p| p != h.master_pid).collect(),
+                        })
+                    })
+                    .collect();
+                groups.push(Group::Threads {
+                    name: "load".into(),
+                    prefix: "pb-load".into(),
+                });
+                groups.push(Group::Threads {
+                    name: "backends".into(),
+                    prefix: "pb-backend".into(),
+                });
+                groups.push(Group::SelfProcess {
+                    name: "proxybench".into(),
+                });
+                let t = origin.elapsed().as_secs_f64();
+                procs.extend(sampler.sample(&groups, t));
+                for h in &hs {
+                    if let Ok(s) = h.stub_status(origin) {
+                        stubs.push(s);
+                    }
+                }
+                next += Duration::from_secs(1);
+                while Instant::now() < next && running.load(Ordering::SeqCst) {
+                    thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+                }
+            }
+            (procs, stubs)
+        })
+        .expect("spawn the collector thread")
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}

@@ -1,0 +1,896 @@
+//! The scenario file: backends, the proxy's config, loads, timed actions and checks, resolved into
+//! one or more cases. Every problem is reported as `file:line: reason` before anything starts.
+//!
+//! ```toml
+//! name = "default"
+//! description = "Three backends behind one nginx; one is killed and the config reloaded under load"
+//!
+//! [[backends]]
+//! name = "cafe"
+//! count = 3
+//! profile = "latency=fixed(1ms)"
+//!
+//! [proxy]                      # proxy::config::ProxyConfig
+//! [[proxy.listeners]]
+//! name = "http"
+//! server_names = ["cafe.example.com"]
+//! [[proxy.upstreams]]
+//! name = "cafe"
+//! backends = "cafe"
+//! [[proxy.routes]]
+//! path = "/"
+//! upstream = "cafe"
+//!
+//! [[loads]]
+//! name = "coffee"
+//! url = "http://cafe.example.com/coffee"   # the port comes from the listener (`via`)
+//! connections = 10
+//! duration = "30s"
+//!
+//! [[actions]]
+//! at = "10s"
+//! kill_backend = "cafe-2"
+//!
+//! checks = ["coffee.failure_rate <= 1%"]    # (top-level key, before any table)
+//! ```
+//!
+//! `[quick]` is merged over the document under `--quick`; each `[[cases]]` entry (with its own
+//! `name` and `description`, and optionally its own `quick`) is merged over the base to make one
+//! case; `[configs.NAME]` tables are merged over `[proxy]` to make configs that `swap_config`
+//! actions switch to. Merging is deep, and arrays of named tables merge by `name`.
+
+use crate::checks::Check;
+use crate::layers::{self, ScenarioError, Source, Table};
+use backend::Profile;
+use proxy::config::ProxyConfig;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use toml::Spanned;
+use units::{Dur, Rate};
+
+/// A scenario resolved into runnable cases.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Scenario name (results go under `results/<name>/`).
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// Built-in analysis that turns measurements into theory checks (catalogue scenarios).
+    pub analysis: Option<String>,
+    /// The cases, in the order they run.
+    pub cases: Vec<Case>,
+    /// Whether the quick layers were applied.
+    pub quick: bool,
+}
+
+/// One case: a complete stack and what happens to it.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Case name (`main` when the scenario has no `[[cases]]`).
+    pub name: String,
+    /// One-line description of the case.
+    pub description: String,
+    /// Backend groups.
+    pub backends: Vec<BackendGroup>,
+    /// The proxy under test; `None` sends loads straight to the backends.
+    pub proxy: Option<ProxyConfig>,
+    /// Alternative proxy configs for `swap_config`.
+    pub configs: BTreeMap<String, ProxyConfig>,
+    /// Loads, which run concurrently (each from its own `start`).
+    pub loads: Vec<LoadSpec>,
+    /// Actions, expanded into single steps and sorted by time.
+    pub steps: Vec<Step>,
+    /// Checks evaluated after the case.
+    pub checks: Vec<Check>,
+    /// Backend event-loop threads.
+    pub backend_threads: usize,
+    /// Pause after the loads end before the stack is torn down (lets logs settle).
+    pub settle: Duration,
+}
+
+impl Case {
+    /// When the last load is planned to end.
+    pub fn planned_length(&self) -> Duration {
+        self.loads
+            .iter()
+            .map(|l| l.start.0 + l.duration.map(|d| d.0).unwrap_or_default())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// A group of identical backends, named `<group>-0`, `<group>-1`...
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendGroup {
+    /// Group name, referred to by upstreams and actions.
+    pub name: String,
+    /// Instances at the start.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Behaviour profile (the backend spec syntax); empty answers 200 at once.
+    #[serde(default)]
+    pub profile: Profile,
+}
+
+/// Arrival spacing as written in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalsSpec {
+    /// Evenly spaced.
+    #[default]
+    Even,
+    /// Poisson (exponential gaps, seeded).
+    Poisson,
+}
+
+/// One load as written in a scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Name, used in reports and checks.
+    pub name: String,
+    /// URL as clients see it, e.g. `https://cafe.example.com/tea`; the port is the listener's.
+    pub url: String,
+    /// Where to aim: a listener name (default: the first listener of the URL's scheme), or
+    /// `backend:GROUP` to go straight to a group's first backend.
+    #[serde(default)]
+    pub via: Option<String>,
+    /// Connections.
+    #[serde(default = "ten")]
+    pub connections: u32,
+    /// Generator threads.
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// When to start, from the case's start.
+    #[serde(default)]
+    pub start: Dur,
+    /// How long to run.
+    #[serde(default)]
+    pub duration: Option<Dur>,
+    /// Stop after this many requests.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Open loop at this rate; closed loop when absent.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Arrival spacing for open loop.
+    #[serde(default)]
+    pub arrivals: ArrivalsSpec,
+    /// Seed of Poisson arrivals.
+    #[serde(default = "one64")]
+    pub seed: u64,
+    /// Request timeout.
+    #[serde(default = "two_seconds")]
+    pub timeout: Dur,
+    /// Request method.
+    #[serde(default = "get")]
+    pub method: String,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Request body.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// How a removed backend leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoveMode {
+    /// Reload nginx without it first, then drain it (no request lost).
+    #[default]
+    Drain,
+    /// Kill it first, then reload nginx without it (a crash the control plane catches up on).
+    Kill,
+}
+
+/// How a proxy replica is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopSpec {
+    /// SIGQUIT: finish in-flight requests.
+    #[default]
+    Graceful,
+    /// SIGTERM.
+    Fast,
+    /// SIGKILL.
+    Kill,
+}
+
+/// `scale_backends = { group = "cafe", to = 5, step = "1s", remove = "drain" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleBackends {
+    /// Group to scale.
+    pub group: String,
+    /// Target count.
+    pub to: u32,
+    /// Gradual: one instance per `step`; absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+    /// How removed instances leave.
+    #[serde(default)]
+    pub remove: RemoveMode,
+}
+
+/// `scale_replicas = { to = 3, step = "5s", stop = "graceful" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleReplicas {
+    /// Target count.
+    pub to: u32,
+    /// Gradual: one replica per `step`; absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+    /// How removed replicas stop.
+    #[serde(default)]
+    pub stop: StopSpec,
+}
+
+/// `set_profile = { group = "cafe", profile = "latency=fixed(50ms)" }` (or `backend = "cafe-1"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetProfile {
+    /// Every instance of this group...
+    #[serde(default)]
+    pub group: Option<String>,
+    /// ...or this one instance.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// The new profile.
+    pub profile: Profile,
+}
+
+/// `stop_replica = { replica = "nginx-1", mode = "kill" }` (default: the newest replica).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopReplica {
+    /// Replica name; the newest running one when absent.
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// How it stops.
+    #[serde(default)]
+    pub mode: StopSpec,
+}
+
+/// One `[[actions]]` entry: a time and exactly one action.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionSpec {
+    at: Dur,
+    #[serde(default)]
+    every: Option<Dur>,
+    #[serde(default)]
+    times: Option<u32>,
+    #[serde(default)]
+    scale_backends: Option<ScaleBackends>,
+    #[serde(default)]
+    scale_replicas: Option<ScaleReplicas>,
+    #[serde(default)]
+    reload: Option<bool>,
+    #[serde(default)]
+    swap_config: Option<String>,
+    #[serde(default)]
+    set_profile: Option<SetProfile>,
+    #[serde(default)]
+    drain_backend: Option<String>,
+    #[serde(default)]
+    kill_backend: Option<String>,
+    #[serde(default)]
+    restart_backend: Option<String>,
+    #[serde(default)]
+    stop_replica: Option<StopReplica>,
+}
+
+/// A single step of an action, at a time from the case's start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// When it fires.
+    pub at: Duration,
+    /// What it does.
+    pub action: Action,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Set a backend group's size (one instance at a time when gradual), reloading nginx.
+    ScaleBackends {
+        /// Group.
+        group: String,
+        /// Size after this step.
+        to: u32,
+        /// How removed instances leave.
+        remove: RemoveMode,
+    },
+    /// Set the number of proxy replicas.
+    ScaleReplicas {
+        /// Replicas after this step.
+        to: u32,
+        /// How removed replicas stop.
+        stop: StopSpec,
+    },
+    /// Reload every replica with the current config (a new generation).
+    Reload,
+    /// Switch every replica to a named alternative config.
+    SwapConfig(String),
+    /// Change backend behaviour now: a whole group (its current members, and instances added to
+    /// it later) or one instance.
+    SetProfile {
+        /// The group, when the action names one.
+        group: Option<String>,
+        /// The instance, when the action names one.
+        backend: Option<String>,
+        /// The new profile.
+        profile: Profile,
+    },
+    /// Drain a backend (no reload).
+    DrainBackend(String),
+    /// Kill a backend abruptly (no reload).
+    KillBackend(String),
+    /// Bring a drained or killed backend back.
+    RestartBackend(String),
+    /// Stop one proxy replica.
+    StopReplica {
+        /// Replica name, or the newest when `None`.
+        replica: Option<String>,
+        /// How.
+        mode: StopSpec,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseDoc {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    analysis: Option<String>,
+    #[serde(default)]
+    checks: Vec<Spanned<String>>,
+    #[serde(default = "one_usize")]
+    backend_threads: usize,
+    #[serde(default)]
+    settle: Option<Dur>,
+    #[serde(default)]
+    backends: Vec<Spanned<BackendGroup>>,
+    #[serde(default)]
+    proxy: Option<Spanned<ProxyConfig>>,
+    #[serde(default)]
+    loads: Vec<Spanned<LoadSpec>>,
+    #[serde(default)]
+    actions: Vec<Spanned<ActionSpec>>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one64() -> u64 {
+    1
+}
+fn one_usize() -> usize {
+    1
+}
+fn ten() -> u32 {
+    10
+}
+fn two_seconds() -> Dur {
+    Dur(Duration::from_secs(2))
+}
+fn get() -> String {
+    "GET".to_string()
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; `quick` applies the `[quick]` layers.
+    pub fn parse(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
+        let mut root = src.parse()?;
+        let top_quick = layers::take_table(src, &mut root, "quick")?;
+        if quick {
+            if let Some(q) = top_quick {
+                layers::merge(&mut root, q.into_inner());
+            }
+        }
+        let case_tables = layers::take_tables(src, &mut root, "cases")?;
+        let configs = layers::take_table(src, &mut root, "configs")?;
+        let mut cases = Vec::new();
+        let mut meta: Option<(String, String, Option<String>)> = None;
+        let case_list: Vec<Option<Spanned<Table<'_>>>> = if case_tables.is_empty() {
+            vec![None]
+        } else {
+            case_tables.into_iter().map(Some).collect()
+        };
+        let mut seen = BTreeSet::new();
+        for case in case_list {
+            let mut doc = root.clone();
+            let (mut case_name, mut case_desc) = ("main".to_string(), String::new());
+            if let Some(c) = case {
+                let span = c.span();
+                let mut t = c.into_inner();
+                case_name = take_str(src, &mut t, "name")?
+                    .ok_or_else(|| src.error(Some(span.clone()), "a case needs a `name`"))?;
+                case_desc = take_str(src, &mut t, "description")?.unwrap_or_default();
+                let q = layers::take_table(src, &mut t, "quick")?;
+                layers::merge(&mut doc, t);
+                if let (true, Some(q)) = (quick, q) {
+                    layers::merge(&mut doc, q.into_inner());
+                }
+                if !seen.insert(case_name.clone()) {
+                    return Err(
+                        src.error(Some(span), format!("case '{case_name}' is defined twice"))
+                    );
+                }
+            }
+            let alt = resolve_configs(src, &doc, configs.as_ref())?;
+            let parsed: CaseDoc = src.deserialize(doc)?;
+            meta.get_or_insert_with(|| {
+                (
+                    parsed.name.clone(),
+                    parsed.description.clone(),
+                    parsed.analysis.clone(),
+                )
+            });
+            cases.push(build_case(src, parsed, case_name, case_desc, alt)?);
+        }
+        let (name, description, analysis) = meta.unwrap_or_default();
+        if let Some(a) = &analysis {
+            if !crate::analysis::KNOWN.contains(&a.as_str()) {
+                return Err(src.error(
+                    None,
+                    format!(
+                        "unknown analysis '{a}' (known: {})",
+                        crate::analysis::KNOWN.join(", ")
+                    ),
+                ));
+            }
+        }
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(src.error(
+                None,
+                format!(
+                    "scenario name '{name}' must be non-empty letters, digits, '-', '_' or '.'"
+                ),
+            ));
+        }
+        Ok(Scenario {
+            name,
+            description,
+            analysis,
+            cases,
+            quick,
+        })
+    }
+}
+
+fn take_str(src: &Source, t: &mut Table<'_>, key: &str) -> Result<Option<String>, ScenarioError> {
+    match layers::take(t, key) {
+        None => Ok(None),
+        Some(v) => {
+            let span = v.span();
+            v.get_ref()
+                .as_str()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| src.error(Some(span), format!("`{key}` must be a string")))
+        }
+    }
+}
+
+fn resolve_configs(
+    src: &Source,
+    doc: &Table<'_>,
+    configs: Option<&Spanned<Table<'_>>>,
+) -> Result<BTreeMap<String, ProxyConfig>, ScenarioError> {
+    let mut out = BTreeMap::new();
+    let Some(configs) = configs else {
+        return Ok(out);
+    };
+    let base = doc.get("proxy").ok_or_else(|| {
+        src.error(
+            Some(configs.span()),
+            "`[configs.*]` alternatives need a `[proxy]` table to start from",
+        )
+    })?;
+    for (name, over) in configs.get_ref().iter() {
+        let mut merged = Table::new();
+        merged.insert(Spanned::new(name.span(), "proxy".into()), base.clone());
+        let mut over_doc = Table::new();
+        over_doc.insert(Spanned::new(name.span(), "proxy".into()), over.clone());
+        layers::merge(&mut merged, over_doc);
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Only {
+            proxy: Spanned<ProxyConfig>,
+        }
+        let only: Only = src.deserialize(merged)?;
+        let span = only.proxy.span();
+        let cfg = only.proxy.into_inner();
+        cfg.validate()
+            .map_err(|e| src.error(Some(span), format!("configs.{}: {e}", name.get_ref())))?;
+        out.insert(name.get_ref().to_string(), cfg);
+    }
+    Ok(out)
+}
+
+fn build_case(
+    src: &Source,
+    doc: CaseDoc,
+    name: String,
+    description: String,
+    configs: BTreeMap<String, ProxyConfig>,
+) -> Result<Case, ScenarioError> {
+    let err = |span: std::ops::Range<usize>, msg: String| src.error(Some(span), msg);
+    let mut groups = BTreeMap::new();
+    for g in &doc.backends {
+        let gname = &g.get_ref().name;
+        if !valid_name(gname) {
+            return Err(err(
+                g.span(),
+                format!("backend group name '{gname}' must be letters, digits, '-' or '_'"),
+            ));
+        }
+        if groups.insert(gname.clone(), g.get_ref().count).is_some() {
+            return Err(err(
+                g.span(),
+                format!("backend group '{gname}' is defined twice"),
+            ));
+        }
+    }
+    let proxy = match doc.proxy {
+        Some(p) => {
+            let span = p.span();
+            let cfg = p.into_inner();
+            cfg.validate()
+                .map_err(|e| err(span.clone(), e.to_string()))?;
+            for u in &cfg.upstreams {
+                if !groups.contains_key(&u.backends) {
+                    return Err(err(
+                        span.clone(),
+                        format!(
+                            "upstream '{}' uses backend group '{}', which is not defined",
+                            u.name, u.backends
+                        ),
+                    ));
+                }
+            }
+            Some(cfg)
+        }
+        None => None,
+    };
+    for (cname, c) in &configs {
+        for u in &c.upstreams {
+            if !groups.contains_key(&u.backends) {
+                return Err(src.error(
+                    None,
+                    format!(
+                        "configs.{cname}: upstream '{}' uses unknown backend group '{}'",
+                        u.name, u.backends
+                    ),
+                ));
+            }
+        }
+    }
+    let mut loads = Vec::new();
+    let mut load_names = BTreeSet::new();
+    for l in doc.loads {
+        let span = l.span();
+        let spec = l.into_inner();
+        check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if !load_names.insert(spec.name.clone()) {
+            return Err(err(span, format!("load '{}' is defined twice", spec.name)));
+        }
+        loads.push(spec);
+    }
+    if loads.is_empty() {
+        return Err(src.error(None, format!("case '{name}' has no `[[loads]]`")));
+    }
+    let mut steps = Vec::new();
+    let mut actions = doc.actions;
+    actions.sort_by_key(|a| a.get_ref().at);
+    let mut sizes = Sizes {
+        groups: groups.clone(),
+        replicas: proxy.as_ref().map_or(0, |p| p.replicas),
+    };
+    for a in actions {
+        let span = a.span();
+        let spec = a.into_inner();
+        expand_action(&spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
+            .map_err(|m| err(span, m))?;
+    }
+    steps.sort_by_key(|s| s.at);
+    let mut checks = Vec::new();
+    for c in doc.checks {
+        let span = c.span();
+        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m))?;
+        for s in check.subjects() {
+            if !(load_names.contains(s) || ["all", "backends", "nginx", "reloads"].contains(&s)) {
+                return Err(err(
+                    span,
+                    format!(
+                        "check '{}' names '{s}', which is not a load (loads: {})",
+                        c.get_ref(),
+                        load_names.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        checks.push(check);
+    }
+    Ok(Case {
+        name,
+        description,
+        backends: doc.backends.into_iter().map(|b| b.into_inner()).collect(),
+        proxy,
+        configs,
+        loads,
+        steps,
+        checks,
+        backend_threads: doc.backend_threads.max(1),
+        settle: doc
+            .settle
+            .map(|d| d.0)
+            .unwrap_or(Duration::from_millis(500)),
+    })
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn check_load(
+    l: &LoadSpec,
+    proxy: Option<&ProxyConfig>,
+    groups: &BTreeMap<String, u32>,
+) -> Result<(), String> {
+    let https = if let Some(rest) = l.url.strip_prefix("https://") {
+        rest.len() < l.url.len()
+    } else if l.url.starts_with("http://") {
+        false
+    } else {
+        return Err(format!(
+            "load '{}': url '{}' must start with http:// or https://",
+            l.name, l.url
+        ));
+    };
+    if l.duration.is_none() && l.requests.is_none() {
+        return Err(format!(
+            "load '{}' needs a `duration` or `requests`",
+            l.name
+        ));
+    }
+    if l.connections == 0 || l.threads == 0 {
+        return Err(format!(
+            "load '{}': connections and threads must be at least 1",
+            l.name
+        ));
+    }
+    match l.via.as_deref() {
+        Some(v) if v.starts_with("backend:") => {
+            let g = &v["backend:".len()..];
+            if !groups.contains_key(g) {
+                return Err(format!(
+                    "load '{}' goes via backend group '{g}', which is not defined",
+                    l.name
+                ));
+            }
+            if https {
+                return Err(format!(
+                    "load '{}': backends speak plain HTTP, use an http:// url",
+                    l.name
+                ));
+            }
+        }
+        Some(v) => {
+            let p = proxy.ok_or_else(|| {
+                format!(
+                    "load '{}' goes via listener '{v}' but there is no [proxy]",
+                    l.name
+                )
+            })?;
+            let lis = p.listener(v).ok_or_else(|| {
+                format!(
+                    "load '{}' goes via listener '{v}', which is not defined",
+                    l.name
+                )
+            })?;
+            if lis.tls != https {
+                return Err(format!(
+                    "load '{}': listener '{v}' is {} but the url is {}",
+                    l.name,
+                    if lis.tls { "HTTPS" } else { "HTTP" },
+                    if https { "https" } else { "http" }
+                ));
+            }
+        }
+        None => match proxy {
+            Some(p) => {
+                if !p.listeners.iter().any(|x| x.tls == https) {
+                    return Err(format!(
+                        "load '{}': no {} listener to send it to",
+                        l.name,
+                        if https { "HTTPS" } else { "HTTP" }
+                    ));
+                }
+            }
+            None => {
+                return Err(format!(
+                    "load '{}': without a [proxy], say `via = \"backend:GROUP\"`",
+                    l.name
+                ));
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Group sizes and replica count as the plan stands after the actions expanded so far, so that a
+/// later scaling action starts from where an earlier one left off.
+struct Sizes {
+    groups: BTreeMap<String, u32>,
+    replicas: u32,
+}
+
+fn expand_action(
+    a: &ActionSpec,
+    sizes: &mut Sizes,
+    proxy: Option<&ProxyConfig>,
+    configs: &BTreeMap<String, ProxyConfig>,
+    out: &mut Vec<Step>,
+) -> Result<(), String> {
+    let set = [
+        a.scale_backends.is_some(),
+        a.scale_replicas.is_some(),
+        a.reload.is_some(),
+        a.swap_config.is_some(),
+        a.set_profile.is_some(),
+        a.drain_backend.is_some(),
+        a.kill_backend.is_some(),
+        a.restart_backend.is_some(),
+        a.stop_replica.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if set != 1 {
+        return Err(format!(
+            "an action needs exactly one of scale_backends, scale_replicas, reload, swap_config, \
+             set_profile, drain_backend, kill_backend, restart_backend, stop_replica (found {set})"
+        ));
+    }
+    let times = match (a.every, a.times) {
+        (None, None) => 1,
+        (Some(_), Some(n)) if n >= 1 => n,
+        (Some(_), None) => return Err("`every` needs `times`".into()),
+        (None, Some(_)) => return Err("`times` needs `every`".into()),
+        _ => return Err("`times` must be at least 1".into()),
+    };
+    let every = a.every.map(|d| d.0).unwrap_or_default();
+    let backend_exists = |groups: &BTreeMap<String, u32>, n: &str| -> Result<(), String> {
+        let (g, i) = n
+            .rsplit_once('-')
+            .ok_or_else(|| format!("backend '{n}' is not GROUP-INDEX"))?;
+        i.parse::<u32>()
+            .map_err(|_| format!("backend '{n}' is not GROUP-INDEX"))?;
+        // Instances added by scaling may not exist at the start; only the group must.
+        if groups.contains_key(g) {
+            Ok(())
+        } else {
+            Err(format!("backend '{n}': no backend group '{g}'"))
+        }
+    };
+    let need_proxy = || {
+        proxy
+            .map(|_| ())
+            .ok_or_else(|| "this action needs a [proxy]".to_string())
+    };
+    for k in 0..times {
+        let at = a.at.0 + every * k;
+        let mut push = |at: Duration, action: Action| out.push(Step { at, action });
+        if let Some(s) = &a.scale_backends {
+            let from = *sizes
+                .groups
+                .get(&s.group)
+                .ok_or_else(|| format!("scale_backends: no backend group '{}'", s.group))?;
+            need_proxy()?;
+            gradual(from, s.to, s.step.map(|d| d.0), at, |at, to| {
+                push(
+                    at,
+                    Action::ScaleBackends {
+                        group: s.group.clone(),
+                        to,
+                        remove: s.remove,
+                    },
+                )
+            });
+            sizes.groups.insert(s.group.clone(), s.to);
+        } else if let Some(s) = &a.scale_replicas {
+            need_proxy()?;
+            if s.to == 0 {
+                return Err("scale_replicas: `to` must be at least 1".into());
+            }
+            gradual(sizes.replicas, s.to, s.step.map(|d| d.0), at, |at, to| {
+                push(at, Action::ScaleReplicas { to, stop: s.stop })
+            });
+            sizes.replicas = s.to;
+        } else if let Some(r) = a.reload {
+            need_proxy()?;
+            if !r {
+                return Err("`reload = false` does nothing; remove the action".into());
+            }
+            push(at, Action::Reload);
+        } else if let Some(c) = &a.swap_config {
+            need_proxy()?;
+            if !configs.contains_key(c) {
+                return Err(format!(
+                    "swap_config: no [configs.{c}] (defined: {})",
+                    configs.keys().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            push(at, Action::SwapConfig(c.clone()));
+        } else if let Some(s) = &a.set_profile {
+            match (&s.group, &s.backend) {
+                (Some(g), None) if sizes.groups.contains_key(g) => {}
+                (Some(g), None) => return Err(format!("set_profile: no backend group '{g}'")),
+                (None, Some(b)) => backend_exists(&sizes.groups, b)?,
+                _ => return Err("set_profile needs exactly one of `group` or `backend`".into()),
+            }
+            push(
+                at,
+                Action::SetProfile {
+                    group: s.group.clone(),
+                    backend: s.backend.clone(),
+                    profile: s.profile.clone(),
+                },
+            );
+        } else if let Some(b) = &a.drain_backend {
+            backend_exists(&sizes.groups, b)?;
+            push(at, Action::DrainBackend(b.clone()));
+        } else if let Some(b) = &a.kill_backend {
+            backend_exists(&sizes.groups, b)?;
+            push(at, Action::KillBackend(b.clone()));
+        } else if let Some(b) = &a.restart_backend {
+            backend_exists(&sizes.groups, b)?;
+            push(at, Action::RestartBackend(b.clone()));
+        } else if let Some(s) = &a.stop_replica {
+            need_proxy()?;
+            push(
+                at,
+                Action::StopReplica {
+                    replica: s.replica.clone(),
+                    mode: s.mode,
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Steps from `from` to `to`: one at a time every `step` when gradual, else one step at `at`.
+fn gradual(
+    from: u32,
+    to: u32,
+    step: Option<Duration>,
+    at: Duration,
+    mut push: impl FnMut(Duration, u32),
+) {
+    match step {
+        Some(step) if from != to => {
+            let mut n = from;
+            let mut t = at;
+            while n != to {
+                n = if to > n { n + 1 } else { n - 1 };
+                push(t, n);
+                t += step;
+            }
+        }
+        _ => push(at, to),
+    }
+}

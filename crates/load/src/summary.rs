@@ -12,7 +12,7 @@ use model::{ErrorKind, Latency, LoadMode, LoadSummary, Percentile, RateStats, Sc
 use std::collections::BTreeMap;
 
 /// The percentiles every latency summary carries.
-pub const PERCENTILES: [f64; 7] = [50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 99.999];
+pub const PERCENTILES: [f64; 8] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999];
 
 /// What the run itself knew, beyond the recordings.
 pub struct RunFacts {

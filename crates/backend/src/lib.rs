@@ -16,8 +16,15 @@
 //!   requests on one connection are answered in order, each latency starting when its request
 //!   has arrived and the response before it has been produced.
 //!
+//! Emulated latency starts when the request arrived (the kernel's receive timestamp of its last
+//! bytes), not when the event loop got round to reading it, and is waited on the loop's timers
+//! (a heap and a timerfd with nanosecond deadlines), never by blocking. A request carrying an
+//! `X-Backend-Debug` header gets `X-Backend-Delay-Ns: <drawn latency>` in its response, so a
+//! client can check the draws against what it measured.
+//!
 //! Counters ([`Fleet::counters`]) count a request when its response is produced (`requests`,
-//! `by_status`), bytes when the kernel accepts them, connections when accepted.
+//! `by_status`; probes excluded), bytes when the kernel accepts them (everything written on the
+//! instance's connections, probes included), connections when accepted.
 //!
 //! # Example
 //! ```

@@ -126,8 +126,9 @@ fn per_path_overrides() {
 
 #[test]
 fn slow_start_answers_503_and_readyz_flips() {
-    let (fleet, addr) = one("slow_start=1500ms");
+    // t0 before the start, so the instance's own clock started after it.
     let t0 = Instant::now();
+    let (fleet, addr) = one("slow_start=1500ms");
     let mut c = Client::connect(addr).unwrap();
     assert_eq!(fleet.counters()[0].state, "starting");
     let r = c.get("/readyz").unwrap();

@@ -100,8 +100,15 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let live = std::io::stderr().is_terminal();
     let ctl = if live {
         let start_t = ctl.origin.elapsed().as_secs() as u32;
+        // The row after the last planned second only holds the drain of in-flight requests.
+        let last = cfg.duration.map(|d| d.as_secs_f64().ceil() as u32);
         load::Control {
-            on_second: Some(Box::new(move |s: &model::Second| progress(s, start_t))),
+            on_second: Some(Box::new(move |s: &model::Second| {
+                let elapsed = s.t.saturating_sub(start_t) + 1;
+                if last.is_none_or(|l| elapsed <= l) {
+                    progress(s, elapsed)
+                }
+            })),
             ..ctl
         }
     } else {
@@ -212,8 +219,7 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
 }
 
 /// The live line on a terminal: elapsed seconds, req/s, errors and p99 of the last second.
-fn progress(s: &model::Second, start_t: u32) {
-    let elapsed = s.t.saturating_sub(start_t) + 1;
+fn progress(s: &model::Second, elapsed: u32) {
     eprint!(
         "\r\x1b[K[{elapsed:>4}s] {:>9} req/s  errors {:>6}  p99 {:>9}",
         s.requests,

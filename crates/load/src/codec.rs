@@ -337,6 +337,10 @@ impl ResponseParser {
     }
 
     fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+        // Only three names matter for framing; most headers fail the length test at once.
+        if !matches!(name.len(), 10 | 14 | 17) {
+            return Ok(());
+        }
         if name.eq_ignore_ascii_case(b"content-length") {
             let n = parse_decimal(value).ok_or(Malformed("bad Content-Length"))?;
             if self.content_length.is_some_and(|c| c != n) {
@@ -415,18 +419,43 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end]
 }
 
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+/// RFC 9110 token characters, as a table: header names are checked byte by byte.
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 fn split_header(line: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
     let colon = memchr::memchr(b':', line).ok_or(Malformed("header line without a colon"))?;
     let name = &line[..colon];
-    if name.is_empty() || !name.iter().all(|&b| is_token(b)) {
+    if name.is_empty() || !name.iter().all(|&b| TOKEN[b as usize]) {
         return Err(Malformed("bad header name"));
     }
     let value = trim(&line[colon + 1..]);
-    if value.iter().any(|&b| b == b'\r' || b == 0) {
+    if memchr::memchr2(b'\r', 0, value).is_some() {
         return Err(Malformed("bad header value"));
     }
     Ok((name, value))

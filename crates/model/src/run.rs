@@ -168,6 +168,11 @@ pub struct LogSummary {
     pub upstream_addr: BTreeMap<String, u64>,
     /// A few example 499 lines, verbatim.
     pub examples_499: Vec<String>,
+    /// Responses outside 2xx/3xx by who produced them: `"502 proxy"` (nginx answered itself:
+    /// upstream connect failure or timeout, limit_req, no route, no live upstreams) or
+    /// `"503 upstream"` (the backend's own status passed through).
+    #[serde(default)]
+    pub status_origin: BTreeMap<String, u64>,
 }
 
 /// Error-log lines that share a message once addresses, ids and times are removed.

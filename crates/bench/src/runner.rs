@@ -7,7 +7,9 @@ use crate::progress::Progress;
 use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
 use crate::stack::{Stack, StackSpec};
 use crate::{analysis, env};
-use model::{CaseResult, CheckResult, ProcSample, RequestRecord, RunResults, StubSample};
+use model::{
+    CaseResult, CheckResult, ProcSample, ReadinessSample, RequestRecord, RunResults, StubSample,
+};
 use proxy::nginx::{self, RenderContext, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
@@ -339,7 +341,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         thread::sleep(case.settle);
     }
     collecting.store(false, Ordering::SeqCst);
-    let (proc_samples, stub_samples) = collector.join().unwrap_or_default();
+    let (proc_samples, stub_samples, readiness) = collector.join().unwrap_or_default();
     let (logs, down_err) = stack.down();
     let backends = stack.fleet.counters();
     drop(stack);
@@ -379,6 +381,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         logs: log_summary,
         proc_samples,
         stub_samples,
+        readiness,
         backends,
         tables: Vec::new(),
         series: Vec::new(),
@@ -478,9 +481,13 @@ fn load_config(
     Ok(cfg)
 }
 
-type Samples = (Vec<ProcSample>, Vec<StubSample>);
+type Samples = (Vec<ProcSample>, Vec<StubSample>, Vec<ReadinessSample>);
 
-/// Samples CPU and memory of every group and stub_status of every replica once a second.
+/// A Kubernetes readiness probe's default timeout.
+const READINESS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Samples CPU and memory of every group, and stub_status and readiness of every replica, once a
+/// second.
 fn spawn_collector(
     handles: Arc<Mutex<Vec<proxy::nginx::ReplicaHandle>>>,
     origin: Instant,
@@ -492,6 +499,7 @@ fn spawn_collector(
             let mut sampler = Sampler::new();
             let mut procs = Vec::new();
             let mut stubs = Vec::new();
+            let mut ready = Vec::new();
             let mut next = origin;
             while running.load(Ordering::SeqCst) {
                 let hs = handles.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -523,13 +531,21 @@ fn spawn_collector(
                     if let Ok(s) = h.stub_status(origin) {
                         stubs.push(s);
                     }
+                    let t_s = origin.elapsed().as_secs_f64();
+                    let probe = h.probe(READINESS_TIMEOUT);
+                    ready.push(ReadinessSample {
+                        t_s,
+                        replica: h.name.clone(),
+                        ok: probe.is_ok(),
+                        ms: probe.unwrap_or(READINESS_TIMEOUT).as_secs_f64() * 1e3,
+                    });
                 }
                 next += Duration::from_secs(1);
                 while Instant::now() < next && running.load(Ordering::SeqCst) {
                     thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
                 }
             }
-            (procs, stubs)
+            (procs, stubs, ready)
         })
         .expect("spawn the collector thread")
 }

@@ -81,6 +81,9 @@ pub struct CaseResult {
     pub proc_samples: Vec<ProcSample>,
     /// nginx stub_status per replica, sampled every second.
     pub stub_samples: Vec<StubSample>,
+    /// Readiness probes of every replica, once a second.
+    #[serde(default)]
+    pub readiness: Vec<ReadinessSample>,
     /// Backend counters at the end of the case.
     pub backends: Vec<BackendCounters>,
     /// Extra tables the scenario computed (comparisons, predictions), rendered as they are.
@@ -168,6 +171,11 @@ pub struct LogSummary {
     pub upstream_addr: BTreeMap<String, u64>,
     /// A few example 499 lines, verbatim.
     pub examples_499: Vec<String>,
+    /// Responses outside 2xx/3xx by who produced them: `"502 proxy"` (nginx answered itself:
+    /// upstream connect failure or timeout, limit_req, no route, no live upstreams) or
+    /// `"503 upstream"` (the backend's own status passed through).
+    #[serde(default)]
+    pub status_origin: BTreeMap<String, u64>,
 }
 
 /// Error-log lines that share a message once addresses, ids and times are removed.
@@ -219,6 +227,20 @@ pub struct StubSample {
     pub writing: u64,
     /// Idle keep-alive connections.
     pub waiting: u64,
+}
+
+/// One readiness probe of one proxy replica: its admin endpoint asked with a 1 s timeout, as a
+/// Kubernetes readiness probe would (NGF saw probes time out under load and pods flap).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadinessSample {
+    /// Seconds from the case origin.
+    pub t_s: f64,
+    /// Replica name.
+    pub replica: String,
+    /// Whether it answered in time.
+    pub ok: bool,
+    /// How long the answer took, in milliseconds (the timeout when it failed).
+    pub ms: f64,
 }
 
 /// One backend instance's counters.

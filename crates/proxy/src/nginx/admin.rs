@@ -58,6 +58,15 @@ impl ReplicaHandle {
         })
     }
 
+    /// A readiness probe: how long the admin server took to answer `/generation`, or the error
+    /// when it did not answer within `timeout` (a Kubernetes probe's `timeoutSeconds`).
+    pub fn probe(&self, timeout: Duration) -> Result<Duration, Error> {
+        let t0 = std::time::Instant::now();
+        generation(self.admin_port, timeout)
+            .map(|_| t0.elapsed())
+            .map_err(|e| Error::io(format!("{}: readiness", self.name), e))
+    }
+
     /// The config generation the admin server answers now.
     pub fn generation(&self) -> Result<u64, Error> {
         generation(self.admin_port, Duration::from_secs(2))

@@ -48,6 +48,23 @@ struct AccessLine<'a> {
     limit_req_status: Cow<'a, str>,
 }
 
+/// Who produced a non-2xx/3xx answer: `upstream` when the last upstream attempt returned this
+/// very status (and it is not one nginx makes up for a failed attempt, 502 or 504), else `proxy`
+/// (nginx answered without, or instead of, the backend).
+fn origin(status: u16, upstream_status: &str) -> &'static str {
+    let last = upstream_status
+        .rsplit([',', ':'])
+        .next()
+        .map(str::trim)
+        .unwrap_or("");
+    let passed_through = last.parse::<u16>().ok() == Some(status);
+    if passed_through && status != 502 && status != 504 {
+        "upstream"
+    } else {
+        "proxy"
+    }
+}
+
 impl Summarizer {
     /// Adds the complete lines of an access log from byte `from`; returns the offset after the
     /// last complete line (pass it next time to read only what is new).
@@ -90,6 +107,12 @@ impl Summarizer {
             {
                 *s.upstream_addr.entry(addr.to_string()).or_insert(0) += 1;
             }
+        }
+        if !(200..400).contains(&a.status) {
+            let origin = origin(a.status, &a.upstream_status);
+            *s.status_origin
+                .entry(format!("{} {origin}", a.status))
+                .or_insert(0) += 1;
         }
         if a.status == 499 && s.examples_499.len() < MAX_499_EXAMPLES {
             s.examples_499.push(line.to_string());
@@ -302,6 +325,37 @@ mod tests {
         assert_eq!(level, "emerg");
         assert_eq!(msg, "unknown directive \"x\" in /a/b.conf:3");
         assert_eq!(parse_error_line("no level here"), None);
+    }
+
+    #[test]
+    fn non_2xx_answers_are_attributed_to_their_origin() {
+        let mut s = Summarizer::default();
+        for line in [
+            r#"{"status":503,"upstream_addr":"127.0.0.1:1","upstream_status":"503"}"#,
+            r#"{"status":503,"upstream_addr":"","upstream_status":"","limit_req_status":"REJECTED"}"#,
+            r#"{"status":502,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 502"}"#,
+            r#"{"status":504,"upstream_addr":"127.0.0.1:1","upstream_status":"504"}"#,
+            r#"{"status":500,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 500"}"#,
+            r#"{"status":200,"upstream_addr":"127.0.0.1:1","upstream_status":"200"}"#,
+        ] {
+            s.access_line(line);
+        }
+        let sum = s.finish();
+        let got: Vec<(&str, u64)> = sum
+            .status_origin
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("500 upstream", 1),
+                ("502 proxy", 1),
+                ("503 proxy", 1),
+                ("503 upstream", 1),
+                ("504 proxy", 1)
+            ]
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     backends(out, c);
     procs(out, c, ci, charts);
     stub(out, c, ci, charts);
+    readiness(out, c);
     tables(out, c);
     series(out, c, ci, charts);
 }
@@ -374,6 +375,42 @@ fn stub(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
     out.push_str(&t.render());
     out.push('\n');
     case_charts(out, charts, ci, |k| k == Kind::Stub);
+}
+
+/// Readiness probes per replica: how many failed, how often a replica flipped from ready to not
+/// ready (a flap), and the slowest answer.
+fn readiness(out: &mut String, c: &CaseResult) {
+    if c.readiness.is_empty() {
+        return;
+    }
+    out.push_str(
+        "### Replica readiness
+
+",
+    );
+    out.push_str(
+        "Each replica's admin endpoint was probed once a second with a 1 s timeout, as a \
+         Kubernetes readiness probe would be. A flap is a ready replica turning not ready.\n\n",
+    );
+    let mut by: BTreeMap<&str, Vec<&model::ReadinessSample>> = BTreeMap::new();
+    for s in &c.readiness {
+        by.entry(&s.replica).or_default().push(s);
+    }
+    let mut t = Table::new(&["Replica", ">Probes", ">Failed", ">Flaps", ">Slowest (ms)"]);
+    for (rep, v) in &by {
+        let failed = v.iter().filter(|s| !s.ok).count() as u64;
+        let flaps = v.windows(2).filter(|w| w[0].ok && !w[1].ok).count() as u64;
+        let slowest = v.iter().map(|s| s.ms).fold(0.0, f64::max);
+        t.row([
+            rep.to_string(),
+            count(v.len() as u64),
+            count(failed),
+            count(flaps),
+            fmt::f2(slowest),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
 fn tables(out: &mut String, c: &CaseResult) {

@@ -116,6 +116,13 @@ fn access_log(out: &mut String, logs: &LogSummary) {
             count(non_2xx.values().sum())
         );
     }
+    if !logs.status_origin.is_empty() {
+        out.push_str(&spread(
+            "Non-2xx/3xx by origin (`proxy`: nginx answered itself, e.g. a failed upstream connect, a timeout or a limit; `upstream`: the backend's own status):",
+            "Status and origin",
+            &logs.status_origin,
+        ));
+    }
     let n499 = logs.access_status.get(&499).copied().unwrap_or(0);
     let _ = writeln!(
         out,

@@ -163,6 +163,20 @@ fn tempdir(base: &Path, prefix: &str) -> Result<ScratchDir, RunError> {
 fn certificate(scn: &Scenario, dir: &Path) -> Result<Option<TlsFiles>, RunError> {
     let mut names: Vec<String> = Vec::new();
     for case in &scn.cases {
+        let grows_https = case.steps.iter().any(|s| {
+            matches!(&s.action, crate::scenario::Action::Grow(g) if g.what == crate::scenario::GrowWhat::HttpsListeners)
+        });
+        if grows_https {
+            let first = case
+                .proxy
+                .as_ref()
+                .and_then(|p| p.listeners.first())
+                .and_then(|l| l.server_names.first().cloned())
+                .unwrap_or_else(|| "localhost".into());
+            if !names.contains(&first) {
+                names.push(first);
+            }
+        }
         for cfg in case.proxy.iter().chain(case.configs.values()) {
             for n in cfg.tls_names() {
                 if !names.contains(&n) {
@@ -300,6 +314,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
 
     let mut events = Vec::new();
     let mut reloads = Vec::new();
+    let mut ready = Vec::new();
     let n_loads = case.loads.len();
     let mut abort = None;
     for step in &case.steps {
@@ -313,10 +328,16 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         if finished.load(Ordering::SeqCst) >= n_loads || ctx.opts.stop.load(Ordering::SeqCst) {
             break;
         }
-        let (ev, rel) = stack.apply(&step.action);
-        progress.action(&ev);
-        events.push(ev);
-        reloads.extend(rel);
+        let stop = &ctx.opts.stop;
+        let keep_going =
+            || finished.load(Ordering::SeqCst) < n_loads && !stop.load(Ordering::SeqCst);
+        let applied = stack.apply(&step.action, &keep_going);
+        for ev in &applied.events {
+            progress.action(ev);
+        }
+        events.extend(applied.events);
+        reloads.extend(applied.reloads);
+        ready.extend(applied.ready);
     }
     let mut summaries = Vec::new();
     let mut records: BTreeMap<String, Vec<RequestRecord>> = BTreeMap::new();
@@ -382,6 +403,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         proc_samples,
         stub_samples,
         readiness,
+        ready,
         backends,
         tables: Vec::new(),
         series: Vec::new(),

@@ -255,6 +255,85 @@ pub struct StopReplica {
     pub mode: StopSpec,
 }
 
+/// What a `grow` action adds, one step at a time, each step a new config generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowWhat {
+    /// Plain HTTP listeners (a port each), each with a `/` route to the upstream.
+    Listeners,
+    /// HTTPS listeners (a port each, the run's certificate), each with a `/` route.
+    HttpsListeners,
+    /// Exact-path routes `/route-N` on one listener.
+    Routes,
+    /// Routes on one path that differ by a header value (`x-match: vN`).
+    Matches,
+    /// Servers of an upstream: backend instances added to its group.
+    UpstreamServers,
+}
+
+impl GrowWhat {
+    /// The snake_case name used in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GrowWhat::Listeners => "listeners",
+            GrowWhat::HttpsListeners => "https_listeners",
+            GrowWhat::Routes => "routes",
+            GrowWhat::Matches => "matches",
+            GrowWhat::UpstreamServers => "upstream_servers",
+        }
+    }
+}
+
+/// `grow = { what = "routes", to = 1000, by = 1, pause = "2s" }`: grows the config step by step,
+/// reloading at each step and timing how long the new item takes to answer (time to ready). The
+/// whole growth is one action; later actions wait for it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowSpec {
+    /// What to add.
+    pub what: GrowWhat,
+    /// How many there are after the last step (counting those the config already had).
+    pub to: u32,
+    /// How many each step adds.
+    #[serde(default = "one")]
+    pub by: u32,
+    /// Pause between steps (none: the next step starts as soon as the previous one is ready).
+    #[serde(default)]
+    pub pause: Dur,
+    /// Upstream the new routes go to (default: the first upstream); for `upstream_servers`, the
+    /// upstream whose backend group grows.
+    #[serde(default)]
+    pub upstream: Option<String>,
+    /// Listener the new routes and matches live on (default: the first plain HTTP listener).
+    #[serde(default)]
+    pub listener: Option<String>,
+    /// Path of `matches` (default `/match`).
+    #[serde(default = "match_path")]
+    pub path: String,
+    /// Header of `matches` (default `x-match`, values `v0`, `v1`...).
+    #[serde(default = "match_header")]
+    pub header: String,
+    /// Stop growing at the first failed reload (and report nginx's message as the limit hit).
+    #[serde(default = "yes")]
+    pub stop_on_error: bool,
+    /// How long to wait for a new item to answer before calling it never ready.
+    #[serde(default = "ready_timeout")]
+    pub ready_timeout: Dur,
+}
+
+fn match_path() -> String {
+    "/match".to_string()
+}
+fn match_header() -> String {
+    "x-match".to_string()
+}
+fn yes() -> bool {
+    true
+}
+fn ready_timeout() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+
 /// One `[[actions]]` entry: a time and exactly one action.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -282,6 +361,8 @@ struct ActionSpec {
     restart_backend: Option<String>,
     #[serde(default)]
     stop_replica: Option<StopReplica>,
+    #[serde(default)]
+    grow: Option<GrowSpec>,
 }
 
 /// A single step of an action, at a time from the case's start.
@@ -332,6 +413,8 @@ pub enum Action {
     KillBackend(String),
     /// Bring a drained or killed backend back.
     RestartBackend(String),
+    /// Grow the config step by step (one action, many reloads).
+    Grow(GrowSpec),
     /// Stop one proxy replica.
     StopReplica {
         /// Replica name, or the newest when `None`.
@@ -755,6 +838,7 @@ fn expand_action(
         a.kill_backend.is_some(),
         a.restart_backend.is_some(),
         a.stop_replica.is_some(),
+        a.grow.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -762,7 +846,7 @@ fn expand_action(
     if set != 1 {
         return Err(format!(
             "an action needs exactly one of scale_backends, scale_replicas, reload, swap_config, \
-             set_profile, drain_backend, kill_backend, restart_backend, stop_replica (found {set})"
+             set_profile, drain_backend, kill_backend, restart_backend, stop_replica, grow (found {set})"
         ));
     }
     let times = match (a.every, a.times) {
@@ -859,6 +943,10 @@ fn expand_action(
         } else if let Some(b) = &a.restart_backend {
             backend_exists(&sizes.groups, b)?;
             push(at, Action::RestartBackend(b.clone()));
+        } else if let Some(g) = &a.grow {
+            let p = proxy.ok_or("grow needs a [proxy]")?;
+            check_grow(g, p)?;
+            push(at, Action::Grow(g.clone()));
         } else if let Some(s) = &a.stop_replica {
             need_proxy()?;
             push(
@@ -869,6 +957,53 @@ fn expand_action(
                 },
             );
         }
+    }
+    Ok(())
+}
+
+fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
+    if g.by == 0 {
+        return Err("grow: `by` must be at least 1".into());
+    }
+    let up = match &g.upstream {
+        Some(u) => p
+            .upstream(u)
+            .ok_or_else(|| format!("grow: no upstream '{u}'"))?,
+        None => p
+            .upstreams
+            .first()
+            .ok_or("grow: the proxy has no upstream to send new routes to")?,
+    };
+    let _ = up;
+    match g.what {
+        GrowWhat::Routes | GrowWhat::Matches => {
+            match &g.listener {
+                Some(l) => {
+                    let lis = p
+                        .listener(l)
+                        .ok_or_else(|| format!("grow: no listener '{l}'"))?;
+                    if lis.tls {
+                        return Err(format!("grow: listener '{l}' is HTTPS; routes and matches grow on a plain HTTP listener"));
+                    }
+                }
+                None => {
+                    if !p.listeners.iter().any(|l| !l.tls) {
+                        return Err("grow: routes and matches need a plain HTTP listener".into());
+                    }
+                }
+            }
+            if g.what == GrowWhat::Matches && (!g.path.starts_with('/') || g.header.is_empty()) {
+                return Err("grow: matches need a `path` starting with '/' and a `header`".into());
+            }
+        }
+        GrowWhat::Listeners | GrowWhat::HttpsListeners | GrowWhat::UpstreamServers => {}
+    }
+    if g.to > 20_000 && g.what != GrowWhat::Matches {
+        return Err(format!(
+            "grow: {} {} is beyond what one machine can hold (open files are limited to 20000)",
+            g.to,
+            g.what.name()
+        ));
     }
     Ok(())
 }

@@ -2,17 +2,18 @@
 //! fleet, the nginx replicas sharing the listener ports, and the config they serve. Dropping a
 //! stack stops every process it started.
 
-use crate::scenario::{Action, BackendGroup, RemoveMode, StopSpec};
+use crate::scenario::{Action, BackendGroup, GrowSpec, GrowWhat, RemoveMode, StopSpec};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
-use model::{Event, ReloadRecord};
-use proxy::config::ProxyConfig;
+use model::{Event, ReadyRecord, ReloadRecord};
+use proxy::config::{Listener, PathMatch, ProxyConfig, Route};
 use proxy::nginx::{self, RenderContext, Replica, ReplicaHandle, StopMode, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A port on 127.0.0.1 that the OS just handed out (held open for a moment, then released).
 pub fn free_port() -> std::io::Result<u16> {
@@ -252,8 +253,22 @@ impl Stack {
         (records, err)
     }
 
-    /// Performs one step and reports it as an event (plus any reloads it caused).
-    pub fn apply(&mut self, action: &Action) -> (Event, Vec<ReloadRecord>) {
+    /// Performs one step. `keep_going` is asked between the steps of a long action (a growth) so
+    /// a stop request or the end of the loads cuts it short.
+    pub fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Action::Grow(g) = action {
+            return self.grow(g, keep_going);
+        }
+        let (event, reloads) = self.apply_one(action);
+        Applied {
+            events: vec![event],
+            reloads,
+            ready: Vec::new(),
+        }
+    }
+
+    /// Performs a single-event step and reports it (plus any reloads it caused).
+    fn apply_one(&mut self, action: &Action) -> (Event, Vec<ReloadRecord>) {
         let t0 = Instant::now();
         let t_s = t0.duration_since(self.origin).as_secs_f64();
         let (name, detail, result, reloads) = match action {
@@ -364,6 +379,12 @@ impl Stack {
                 self.fleet.restart(b).map_err(|e| e.to_string()),
                 Vec::new(),
             ),
+            Action::Grow(_) => (
+                "grow",
+                String::new(),
+                Err("grow is applied by Stack::apply".into()),
+                Vec::new(),
+            ),
             Action::StopReplica { replica, mode } => {
                 let r = self.stop_replica(replica.as_deref(), *mode);
                 let detail = match (&r, replica) {
@@ -384,6 +405,246 @@ impl Stack {
         (event, reloads)
     }
 
+    /// Grows the config step by step: each step adds `by` items, reloads every replica, and (for
+    /// things a client can reach) probes the newest item until it answers 3 times in a row.
+    fn grow(&mut self, g: &GrowSpec, keep_going: &dyn Fn() -> bool) -> Applied {
+        let mut out = Applied::default();
+        let Some(base) = self.config.clone() else {
+            return out;
+        };
+        let upstream = g
+            .upstream
+            .clone()
+            .or_else(|| base.upstreams.first().map(|u| u.name.clone()))
+            .unwrap_or_default();
+        let listener = g.listener.clone().or_else(|| {
+            base.listeners
+                .iter()
+                .find(|l| !l.tls)
+                .map(|l| l.name.clone())
+        });
+        let mut n = self.grown_count(g, &base, &upstream);
+        while n < g.to && keep_going() {
+            let t0 = Instant::now();
+            let t_s = t0.duration_since(self.origin).as_secs_f64();
+            let before = self.config.clone();
+            let add = g.by.min(g.to - n);
+            let probe = match self.grow_step(g, n, add, &upstream, listener.as_deref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    out.events.push(grow_event(t_s, g, n, n + add, t0, Some(e)));
+                    break;
+                }
+            };
+            // Probe while the reload happens: the new item may answer before the old workers
+            // are gone, and that moment is the time to ready.
+            let cancel = Arc::new(AtomicBool::new(false));
+            let prober = probe.map(|p| {
+                let cancel = cancel.clone();
+                let timeout = g.ready_timeout.0;
+                std::thread::spawn(move || {
+                    let r = p.until_ready(t0, timeout, &|| !cancel.load(Ordering::SeqCst));
+                    (p.describe(), r)
+                })
+            });
+            let (rel, err) = self.reload_all();
+            out.reloads.extend(rel);
+            if err.is_some() {
+                cancel.store(true, Ordering::SeqCst);
+            }
+            let probed = prober.map(|h| {
+                while !h.is_finished() {
+                    if !keep_going() {
+                        cancel.store(true, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                h.join()
+                    .unwrap_or_else(|_| (String::new(), (None, Some("probe panicked".into()))))
+            });
+            if let Some(e) = err {
+                out.events
+                    .push(grow_event(t_s, g, n, n + add, t0, Some(e.clone())));
+                out.ready.push(ReadyRecord {
+                    t_s,
+                    what: g.what.name().into(),
+                    count: n + add,
+                    item: probed.map(|p| p.0).unwrap_or_default(),
+                    generation: self.generation,
+                    ready_ms: None,
+                    error: Some(e),
+                });
+                // nginx kept serving the previous config: go back to it.
+                self.config = before;
+                if g.stop_on_error {
+                    break;
+                }
+                continue;
+            }
+            if let Some((item, (ready_ms, error))) = probed {
+                out.ready.push(ReadyRecord {
+                    t_s,
+                    what: g.what.name().into(),
+                    count: n + add,
+                    item,
+                    generation: self.generation,
+                    ready_ms,
+                    error,
+                });
+            }
+            out.events.push(grow_event(t_s, g, n, n + add, t0, None));
+            n += add;
+            let until = Instant::now() + g.pause.0;
+            while Instant::now() < until && keep_going() {
+                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+            }
+        }
+        out
+    }
+
+    /// How many of what `g` grows the current config already has.
+    fn grown_count(&self, g: &GrowSpec, cfg: &ProxyConfig, upstream: &str) -> u32 {
+        let n = match g.what {
+            GrowWhat::Listeners => cfg.listeners.iter().filter(|l| !l.tls).count(),
+            GrowWhat::HttpsListeners => cfg.listeners.iter().filter(|l| l.tls).count(),
+            GrowWhat::Routes => cfg.routes.len(),
+            GrowWhat::Matches => cfg
+                .routes
+                .iter()
+                .filter(|r| r.path == g.path && r.headers.contains_key(&g.header))
+                .count(),
+            GrowWhat::UpstreamServers => cfg
+                .upstream(upstream)
+                .and_then(|u| self.members.get(&u.backends))
+                .map_or(0, |m| m.len()),
+        };
+        n as u32
+    }
+
+    /// Adds items `n..n+add` to the config (or the backend group) and says what to probe.
+    fn grow_step(
+        &mut self,
+        g: &GrowSpec,
+        n: u32,
+        add: u32,
+        upstream: &str,
+        listener: Option<&str>,
+    ) -> Result<Option<ReadyProbe>, String> {
+        let mut cfg = self.config.clone().ok_or("no proxy")?;
+        let last = n + add - 1;
+        let host_of = |cfg: &ProxyConfig, l: &str| {
+            cfg.listener(l)
+                .and_then(|l| l.server_names.first().cloned())
+                .unwrap_or_else(|| "localhost".into())
+        };
+        let probe = match g.what {
+            GrowWhat::Routes | GrowWhat::Matches => {
+                let l = listener.ok_or("no plain HTTP listener")?.to_string();
+                for k in n..n + add {
+                    let mut r = if g.what == GrowWhat::Routes {
+                        let mut r = Route::to_upstream(&format!("/route-{k}"), upstream);
+                        r.path_match = PathMatch::Exact;
+                        r
+                    } else {
+                        let mut r = Route::to_upstream(&g.path, upstream);
+                        r.headers.insert(g.header.clone(), format!("v{k}"));
+                        r
+                    };
+                    r.name = Some(format!("grow-{}-{k}", g.what.name()));
+                    r.listener = Some(l.clone());
+                    cfg.routes.push(r);
+                }
+                let port = *self.ports.get(&l).ok_or("listener without a port")?;
+                let (path, header) = if g.what == GrowWhat::Routes {
+                    (format!("/route-{last}"), None)
+                } else {
+                    (g.path.clone(), Some((g.header.clone(), format!("v{last}"))))
+                };
+                Some(ReadyProbe {
+                    url: format!("http://{}:{port}{path}", host_of(&cfg, &l)),
+                    header,
+                    cacert: None,
+                })
+            }
+            GrowWhat::Listeners | GrowWhat::HttpsListeners => {
+                let tls = g.what == GrowWhat::HttpsListeners;
+                if tls && self.tls.is_none() {
+                    return Err("no certificate for HTTPS listeners".into());
+                }
+                let names = cfg
+                    .listeners
+                    .iter()
+                    .find(|l| l.tls == tls)
+                    .or(cfg.listeners.first())
+                    .map(|l| l.server_names.clone())
+                    .unwrap_or_default();
+                let mut last_port = 0;
+                let mut last_name = String::new();
+                for k in n..n + add {
+                    let name = format!("grow-{}-{k}", g.what.name());
+                    let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+                    self.ports.insert(name.clone(), port);
+                    cfg.listeners.push(Listener {
+                        name: name.clone(),
+                        tls,
+                        server_names: names.clone(),
+                        port: None,
+                    });
+                    let mut r = Route::to_upstream("/", upstream);
+                    r.name = Some(format!("{name}-root"));
+                    r.listener = Some(name.clone());
+                    cfg.routes.push(r);
+                    last_port = port;
+                    last_name = name;
+                }
+                let host = host_of(&cfg, &last_name);
+                Some(ReadyProbe {
+                    url: format!(
+                        "{}://{host}:{last_port}/",
+                        if tls { "https" } else { "http" }
+                    ),
+                    header: None,
+                    cacert: if tls {
+                        self.tls.as_ref().map(|t| t.ca.clone())
+                    } else {
+                        None
+                    },
+                })
+            }
+            GrowWhat::UpstreamServers => {
+                let group = cfg
+                    .upstream(upstream)
+                    .map(|u| u.backends.clone())
+                    .ok_or_else(|| format!("no upstream '{upstream}'"))?;
+                for _ in 0..add {
+                    self.add_backend(&group)?;
+                }
+                None
+            }
+        };
+        self.config = Some(cfg);
+        Ok(probe)
+    }
+
+    fn add_backend(&mut self, group: &str) -> Result<String, String> {
+        let idx = self.next_index.entry(group.to_string()).or_insert(0);
+        let name = format!("{group}-{idx}");
+        *idx += 1;
+        let inst = InstanceConfig {
+            name: name.clone(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            profile: self.group_profiles.get(group).cloned().unwrap_or_default(),
+        };
+        self.fleet
+            .add(inst)
+            .map_err(|e| format!("cannot add {name}: {e}"))?;
+        self.members
+            .entry(group.to_string())
+            .or_default()
+            .push(name.clone());
+        Ok(name)
+    }
+
     fn scale_backends(
         &mut self,
         group: &str,
@@ -394,21 +655,9 @@ impl Stack {
         let n = current.len() as u32;
         if to > n {
             for _ in n..to {
-                let idx = self.next_index.entry(group.to_string()).or_insert(0);
-                let name = format!("{group}-{idx}");
-                *idx += 1;
-                let inst = InstanceConfig {
-                    name: name.clone(),
-                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                    profile: self.group_profiles.get(group).cloned().unwrap_or_default(),
-                };
-                if let Err(e) = self.fleet.add(inst) {
-                    return (Err(format!("cannot add {name}: {e}")), Vec::new());
+                if let Err(e) = self.add_backend(group) {
+                    return (Err(e), Vec::new());
                 }
-                self.members
-                    .entry(group.to_string())
-                    .or_default()
-                    .push(name);
             }
             let (rel, err) = self.reload_all();
             (err.map_or(Ok(()), Err), rel)
@@ -511,6 +760,110 @@ impl Stack {
         logs.sort();
         (logs, err)
     }
+}
+
+/// What a step did: its events (one per step of a growth), reloads, and times to ready.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// One event per (sub)step.
+    pub events: Vec<Event>,
+    /// Every reload, one per replica per reload.
+    pub reloads: Vec<ReloadRecord>,
+    /// Times to ready of grown items.
+    pub ready: Vec<ReadyRecord>,
+}
+
+fn grow_event(
+    t_s: f64,
+    g: &GrowSpec,
+    from: u32,
+    to: u32,
+    t0: Instant,
+    error: Option<String>,
+) -> Event {
+    Event {
+        t_s,
+        action: "grow".into(),
+        detail: format!("{} {from} -> {to}", g.what.name()),
+        duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+        error,
+    }
+}
+
+/// A request that tells whether a grown item answers.
+struct ReadyProbe {
+    url: String,
+    header: Option<(String, String)>,
+    cacert: Option<PathBuf>,
+}
+
+impl ReadyProbe {
+    fn describe(&self) -> String {
+        match &self.header {
+            Some((h, v)) => format!("{} ({h}: {v})", self.url),
+            None => self.url.clone(),
+        }
+    }
+
+    /// Polls until 3 answers in a row are 200; returns the time from `t0` to the first of them.
+    fn until_ready(
+        &self,
+        t0: Instant,
+        timeout: Duration,
+        keep_going: &dyn Fn() -> bool,
+    ) -> (Option<f64>, Option<String>) {
+        let mut cfg = match load::Config::new(&self.url) {
+            Ok(c) => c,
+            Err(e) => return (None, Some(e.to_string())),
+        };
+        if let Some((host, port)) = host_port(&self.url) {
+            if host.parse::<std::net::IpAddr>().is_err() {
+                if let Ok(r) = load::Resolve::parse(&format!("{host}:{port}:127.0.0.1")) {
+                    cfg.resolve.push(r);
+                }
+            }
+        }
+        if let Some((h, v)) = &self.header {
+            cfg.headers.push((h.clone(), v.clone()));
+        }
+        cfg.cacert = self.cacert.clone();
+        cfg.timeout = Duration::from_secs(1);
+        let probe = match load::probe::Probe::new(&cfg) {
+            Ok(p) => p,
+            Err(e) => return (None, Some(e.to_string())),
+        };
+        let deadline = t0 + timeout;
+        let mut streak: Option<(Instant, u32)> = None;
+        let mut last = String::from("no answer");
+        while Instant::now() < deadline && keep_going() {
+            let at = Instant::now();
+            match probe.fetch() {
+                Ok(r) if r.status == 200 => {
+                    let (first, k) = streak.unwrap_or((at, 0));
+                    if k + 1 >= 3 {
+                        return (Some(first.duration_since(t0).as_secs_f64() * 1e3), None);
+                    }
+                    streak = Some((first, k + 1));
+                    continue;
+                }
+                Ok(r) => last = format!("status {}", r.status),
+                Err((kind, msg)) => last = format!("{}: {msg}", kind.name()),
+            }
+            streak = None;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        (
+            None,
+            Some(format!("not ready within {timeout:?} (last: {last})")),
+        )
+    }
+}
+
+fn host_port(url: &str) -> Option<(&str, u16)> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let (h, p) = authority.rsplit_once(':')?;
+    Some((h, p.parse().ok()?))
 }
 
 impl Drop for Stack {

@@ -84,6 +84,9 @@ pub struct CaseResult {
     /// Readiness probes of every replica, once a second.
     #[serde(default)]
     pub readiness: Vec<ReadinessSample>,
+    /// Time to ready of each config change that added something clients can reach.
+    #[serde(default)]
+    pub ready: Vec<ReadyRecord>,
     /// Backend counters at the end of the case.
     pub backends: Vec<BackendCounters>,
     /// Extra tables the scenario computed (comparisons, predictions), rendered as they are.
@@ -241,6 +244,26 @@ pub struct ReadinessSample {
     pub ok: bool,
     /// How long the answer took, in milliseconds (the timeout when it failed).
     pub ms: f64,
+}
+
+/// How long a config change took to reach clients: from the start of the change (render, `nginx
+/// -t`, reload) until the new item answered, counted as ready only after 3 successes in a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadyRecord {
+    /// Seconds from the case origin when the change started.
+    pub t_s: f64,
+    /// What grew (`routes`, `listeners`, `https_listeners`, `matches`, `upstream_servers`).
+    pub what: String,
+    /// How many of them the config held after the change.
+    pub count: u32,
+    /// The item probed (a URL, with the header for matches).
+    pub item: String,
+    /// Config generation after the change.
+    pub generation: u64,
+    /// Milliseconds from the start of the change to the first of 3 consecutive successes.
+    pub ready_ms: Option<f64>,
+    /// Why it never became ready (or why the change failed).
+    pub error: Option<String>,
 }
 
 /// One backend instance's counters.

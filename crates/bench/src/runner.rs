@@ -62,7 +62,11 @@ pub struct RunOutcome {
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
     let tls = certificate(scn, &scratch.0)?;
-    preflight(scn, tls.as_ref(), &scratch.0)?;
+    if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
+        // Keep the rendered config nginx refused: its message points into it.
+        std::mem::forget(scratch);
+        return Err(e);
+    }
     drop(scratch);
 
     let stamp = env::now_dir_stamp();
@@ -230,8 +234,12 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
             let where_ = format!("case '{}', {what}", case.name);
             let text = nginx::render(cfg, &ctx)
                 .map_err(|e| RunError::Invalid(format!("{where_}: {e}")))?;
-            nginx::validate(&text, scratch)
-                .map_err(|e| RunError::Invalid(format!("{where_}: nginx -t failed: {e}")))?;
+            nginx::validate(&text, scratch).map_err(|e| {
+                RunError::Invalid(format!(
+                    "{where_}: nginx -t failed: {}",
+                    one_line(&e.to_string())
+                ))
+            })?;
         }
     }
     Ok(())
@@ -570,6 +578,21 @@ fn spawn_collector(
             (procs, stubs, ready)
         })
         .expect("spawn the collector thread")
+}
+
+/// nginx's complaint on one line: its `[emerg]`/`[alert]`/`[crit]` lines, without the closing
+/// "test failed" line.
+fn one_line(msg: &str) -> String {
+    let lines: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.ends_with("test failed"))
+        .collect();
+    if lines.is_empty() {
+        msg.trim().to_string()
+    } else {
+        lines.join("; ")
+    }
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -89,13 +89,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         stop,
         progress: !a.no_progress && std::io::stderr().is_terminal(),
     };
-    eprintln!(
-        "proxybench: running {}{} ({} case{})",
-        scn.name,
-        if scn.quick { " --quick" } else { "" },
-        scn.cases.len(),
-        if scn.cases.len() == 1 { "" } else { "s" }
-    );
+    if opts.progress {
+        eprintln!(
+            "proxybench: running {}{} ({} case{})",
+            scn.name,
+            if scn.quick { " --quick" } else { "" },
+            scn.cases.len(),
+            if scn.cases.len() == 1 { "" } else { "s" }
+        );
+    }
     let out = bench::runner::run(&scn, &opts).map_err(|e| match e {
         RunError::Invalid(m) => CliError::usage(m),
         RunError::Failed(m) => CliError::runtime(m),

@@ -1,0 +1,384 @@
+//! End-to-end tests of `proxybench run`, `report` and `compare` through the binary, against a
+//! real nginx and real backends on loopback.
+
+use model::RunResults;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_proxybench")
+}
+
+/// Writes `toml` as a scenario file in `dir` and runs it; returns the output and the results
+/// directory (if one was written).
+fn run_scenario(dir: &Path, toml: &str, extra: &[&str]) -> (Output, Option<PathBuf>) {
+    let file = dir.join("scenario.toml");
+    fs::write(&file, toml).unwrap();
+    let results = dir.join("results");
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&file)
+        .arg("--results")
+        .arg(&results)
+        .arg("--no-progress")
+        .args(extra)
+        .output()
+        .unwrap();
+    (out, results_dir(&results))
+}
+
+/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
+fn results_dir(root: &Path) -> Option<PathBuf> {
+    let scenario = fs::read_dir(root).ok()?.flatten().next()?.path();
+    let mut runs: Vec<PathBuf> = fs::read_dir(scenario)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    runs.pop()
+}
+
+fn read(dir: &Path) -> RunResults {
+    serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Pids of processes whose command line mentions `needle` (nginx masters and workers run with
+/// their prefix under the results directory).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+const THREE_BACKENDS: &str = r#"
+name = "spread"
+description = "Three backends behind round robin; one reload"
+checks = ["backends.spread <= 1%", "backends.requests == all.requests", "nginx.requests == all.requests"]
+
+[[backends]]
+name = "cafe"
+count = 3
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 16
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+connections = 6
+requests = 30000
+duration = "60s"
+
+[[actions]]
+at = "0.5s"
+reload = true
+"#;
+
+#[test]
+fn round_robin_spreads_evenly_counts_match_and_reports_rebuild() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, dir) = run_scenario(tmp.path(), THREE_BACKENDS, &[]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let dir = dir.expect("a results directory");
+    let r = read(&dir);
+    let case = &r.cases[0];
+    let load = &case.loads[0];
+    // The client made exactly 30000 attempts. The reload closes idle keep-alive connections, so
+    // a few attempts can meet a closing connection (read_idle_closed, never anything else);
+    // every response the client got was served by a backend and logged by nginx, exactly.
+    assert_eq!(load.attempts(), 30_000);
+    assert_eq!(
+        load.error_total(),
+        load.errors
+            .get(&model::ErrorKind::ReadIdleClosed)
+            .copied()
+            .unwrap_or(0)
+    );
+    let served: u64 = case.backends.iter().map(|b| b.requests).sum();
+    assert_eq!(served, load.requests);
+    assert_eq!(case.logs.access_lines, load.requests);
+    // Round robin: each backend within 1% of a third.
+    for b in &case.backends {
+        let third = load.requests as f64 / 3.0;
+        assert!(
+            (b.requests as f64 - third).abs() <= third * 0.01,
+            "{}: {}",
+            b.name,
+            b.requests
+        );
+    }
+    assert!(r.checks.iter().all(|c| c.pass), "{:?}", r.checks);
+    // The reload was timed: the new config served, the old workers left.
+    assert_eq!(case.reloads.len(), 1);
+    let rel = &case.reloads[0];
+    assert!(rel.error.is_none(), "{rel:?}");
+    assert!(
+        rel.served_ms.is_some() && rel.old_workers_exited_ms.is_some(),
+        "{rel:?}"
+    );
+    let md = fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("| Total | Total Errors | Ave Time (ms) | <= 500ms | <= 1000ms |"),
+        "{md}"
+    );
+    // `report` rebuilds a byte-identical report.md from data.json alone.
+    fs::remove_file(dir.join("report.md")).unwrap();
+    let again = Command::new(bin())
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(fs::read_to_string(dir.join("report.md")).unwrap(), md);
+    // `compare` diffs two runs; a run against itself has zero deltas.
+    let cmp = Command::new(bin())
+        .arg("compare")
+        .arg(&dir)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(cmp.status.success(), "{}", text(&cmp.stderr));
+    let c = text(&cmp.stdout);
+    let n = format!("{}", load.requests);
+    let with_commas = format!("{},{}", &n[..n.len() - 3], &n[n.len() - 3..]);
+    assert!(
+        c.contains(&format!("| requests | {with_commas} | {with_commas} |")),
+        "{c}"
+    );
+    for png in ["main-coffee-throughput.png", "main-coffee-latency.png"] {
+        let bytes = fs::read(dir.join("charts").join(png)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{png}");
+    }
+}
+
+#[test]
+fn killing_a_backend_shows_in_its_window_and_in_the_error_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = r#"
+name = "kill"
+description = "A backend dies under load; nginx does not retry"
+
+[[backends]]
+name = "cafe"
+count = 3
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+next_upstream = ["off"]
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://localhost/coffee"
+rate = 500
+connections = 8
+duration = "4s"
+
+[[actions]]
+at = "1s"
+reload = true
+
+[[actions]]
+at = "2s"
+kill_backend = "cafe-1"
+"#;
+    let (out, dir) = run_scenario(tmp.path(), scenario, &[]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let r = read(&dir.unwrap());
+    let case = &r.cases[0];
+    let kill = case
+        .events
+        .iter()
+        .position(|e| e.action == "kill_backend")
+        .unwrap();
+    let w = case
+        .disruptions
+        .iter()
+        .find(|d| d.event == kill)
+        .expect("a window for the kill");
+    // Without retries, requests nginx sends to the dead backend come back 502 (proxy-made),
+    // and nothing failed before the kill.
+    assert!(w.failed > 0, "{w:?}");
+    assert_eq!(w.by_cause.get("502"), Some(&w.failed), "{w:?}");
+    let before: u64 = case
+        .disruptions
+        .iter()
+        .filter(|d| d.event < kill)
+        .map(|d| d.failed)
+        .sum();
+    assert_eq!(before, 0);
+    assert_eq!(
+        case.logs.status_origin.get("502 proxy").copied(),
+        Some(w.failed)
+    );
+    let refused = case
+        .logs
+        .error_groups
+        .iter()
+        .find(|g| {
+            g.message.contains("Connection refused") || g.message.contains("Connection reset")
+        })
+        .unwrap_or_else(|| panic!("{:?}", case.logs.error_groups));
+    assert!(refused.count > 0);
+    assert!(case.logs.error_levels.get("error").copied().unwrap_or(0) > 0);
+}
+
+#[test]
+fn broken_scenarios_are_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: [(&str, String, &str); 4] = [
+        (
+            "unknown key",
+            THREE_BACKENDS.replace("count = 3", "count = 3\ncolour = \"blue\""),
+            "scenario.toml:9: unknown field `colour`",
+        ),
+        (
+            "bad value",
+            THREE_BACKENDS.replace("duration = \"60s\"", "duration = \"60\""),
+            "scenario.toml:27: duration '60' needs a unit",
+        ),
+        (
+            "bad profile",
+            THREE_BACKENDS.replace(
+                "count = 3",
+                "count = 3\nprofile = \"latency=lognorml(1ms)\"",
+            ),
+            "scenario.toml:9: latency: unknown distribution 'lognorml'",
+        ),
+        (
+            "nginx -t",
+            THREE_BACKENDS.replace(
+                "[[proxy.listeners]]",
+                "[proxy.raw]\nhttp = \"no_such_directive on;\"\n[[proxy.listeners]]",
+            ),
+            "nginx: [emerg] unknown directive \"no_such_directive\"",
+        ),
+    ];
+    for (what, toml, want) in cases {
+        let (out, dir) = run_scenario(tmp.path(), &toml, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(want), "{what}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: one line: {err}");
+        assert!(dir.is_none(), "{what}: nothing is written");
+    }
+    assert!(processes_mentioning(tmp.path().to_str().unwrap()).is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_everything_and_keeps_a_partial_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("long.toml");
+    fs::write(&file, THREE_BACKENDS.replace("requests = 30000\n", "")).unwrap();
+    let results = tmp.path().join("results");
+    let mut child = Command::new(bin())
+        .arg("run")
+        .arg(&file)
+        .arg("--results")
+        .arg(&results)
+        .arg("--no-progress")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until nginx runs (its prefix is under the results directory), then interrupt.
+    let needle = results.to_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_mentioning(&needle).is_empty() {
+        assert!(Instant::now() < deadline, "nginx never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(
+        processes_mentioning(&needle).is_empty(),
+        "left behind: {:?}",
+        processes_mentioning(&needle)
+    );
+    let dir = results_dir(&results).expect("partial results");
+    let r = read(&dir);
+    assert!(r.partial);
+    assert_eq!(r.abort_reason.as_deref(), Some("interrupted"));
+    assert!(r.cases[0].loads[0].requests > 0);
+    let md = fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("PARTIAL"), "{md}");
+}
+
+#[test]
+fn the_default_scenario_passes_in_quick_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--quick", "--no-progress", "--results"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let s = text(&out.stdout);
+    assert!(s.contains("checks: 5/5 passed"), "{s}");
+    let list = Command::new(bin()).arg("scenarios").output().unwrap();
+    assert!(
+        text(&list.stdout).starts_with("default "),
+        "{}",
+        text(&list.stdout)
+    );
+}
+
+#[test]
+fn a_missing_scenario_is_a_usage_error() {
+    let out = Command::new(bin())
+        .args(["run", "no-such-scenario"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("'no-such-scenario' is neither a built-in scenario"));
+}

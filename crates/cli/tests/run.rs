@@ -312,7 +312,7 @@ fn ctrl_c_stops_everything_and_keeps_a_partial_report() {
     let file = tmp.path().join("long.toml");
     fs::write(&file, THREE_BACKENDS.replace("requests = 30000\n", "")).unwrap();
     let results = tmp.path().join("results");
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .arg("run")
         .arg(&file)
         .arg("--results")

@@ -3,8 +3,17 @@
 use crate::layers::Source;
 
 /// (name, file text) of every built-in scenario, in the order `proxybench scenarios` lists them.
-pub const BUILTIN: &[(&str, &str)] =
-    &[("default", include_str!("../../../scenarios/default.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("default", include_str!("../../../scenarios/default.toml")),
+    (
+        "proxy-overhead",
+        include_str!("../../../scenarios/proxy-overhead.toml"),
+    ),
+    (
+        "load-balancing",
+        include_str!("../../../scenarios/load-balancing.toml"),
+    ),
+];
 
 /// The built-in scenario called `name`, as a source named `<builtin>/NAME.toml`.
 pub fn builtin(name: &str) -> Option<Source> {

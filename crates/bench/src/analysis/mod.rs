@@ -6,6 +6,9 @@
 //!   series and findings to `result` and returns its checks (they join the run's checks).
 //! - `finish(scn, results)`: after the last case; cross-case tables and run findings.
 
+mod balance;
+mod overhead;
+
 use crate::scenario::{Case, Scenario};
 use model::{CaseResult, CheckResult, RequestRecord, RunResults};
 use std::collections::BTreeMap;
@@ -14,7 +17,7 @@ use std::collections::BTreeMap;
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
 
 /// The analyses a scenario may name.
-pub const KNOWN: &[&str] = &[];
+pub const KNOWN: &[&str] = &["overhead", "balance"];
 
 /// Runs the named analysis on one finished case.
 pub fn case(
@@ -24,11 +27,18 @@ pub fn case(
     result: &mut CaseResult,
     records: &Records,
 ) -> Vec<CheckResult> {
-    let _ = (name, scn, case, result, records);
-    Vec::new()
+    match name {
+        "overhead" => overhead::case(scn, case, result, records),
+        "balance" => balance::case(scn, case, result, records),
+        _ => Vec::new(),
+    }
 }
 
 /// Runs the named analysis over the whole run.
 pub fn finish(name: &str, scn: &Scenario, results: &mut RunResults) {
-    let _ = (name, scn, results);
+    match name {
+        "overhead" => overhead::finish(scn, results),
+        "balance" => balance::finish(scn, results),
+        _ => {}
+    }
 }

@@ -13,6 +13,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "load-balancing",
         include_str!("../../../scenarios/load-balancing.toml"),
     ),
+    (
+        "zero-downtime-scaling",
+        include_str!("../../../scenarios/zero-downtime-scaling.toml"),
+    ),
 ];
 
 /// The built-in scenario called `name`, as a source named `<builtin>/NAME.toml`.

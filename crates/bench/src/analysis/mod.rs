@@ -8,6 +8,7 @@
 
 mod balance;
 mod overhead;
+mod scaling;
 
 use crate::scenario::{Case, Scenario};
 use model::{CaseResult, CheckResult, RequestRecord, RunResults};
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
 
 /// The analyses a scenario may name.
-pub const KNOWN: &[&str] = &["overhead", "balance"];
+pub const KNOWN: &[&str] = &["overhead", "balance", "scaling"];
 
 /// Runs the named analysis on one finished case.
 pub fn case(
@@ -30,6 +31,7 @@ pub fn case(
     match name {
         "overhead" => overhead::case(scn, case, result, records),
         "balance" => balance::case(scn, case, result, records),
+        "scaling" => scaling::case(scn, case, result, records),
         _ => Vec::new(),
     }
 }
@@ -39,6 +41,7 @@ pub fn finish(name: &str, scn: &Scenario, results: &mut RunResults) {
     match name {
         "overhead" => overhead::finish(scn, results),
         "balance" => balance::finish(scn, results),
+        "scaling" => scaling::finish(scn, results),
         _ => {}
     }
 }

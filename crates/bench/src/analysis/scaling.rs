@@ -1,0 +1,261 @@
+//! The `scaling` analysis (scenario `zero-downtime-scaling`, after NGF's zero-downtime scaling
+//! tests): proxy replicas share one port with SO_REUSEPORT while HTTP and HTTPS loads run; the
+//! cases scale replicas up and down (gracefully or by SIGKILL), scale the backends (drained or
+//! killed, nginx reloaded with the new list), and reload under keep-alive load (NGF issue 1147).
+//!
+//! Every request is recorded, so each failure is placed against the action that caused it. The
+//! theory is the mechanism of each action (see [`tables`] for the words the report uses):
+//! - a replica joining the reuseport group takes only new connections: scaling up breaks none;
+//! - a replica leaving gracefully answers what it has in flight, then closes its keep-alive
+//!   connections; a client that already sent its next request loses it (`read_idle_closed`),
+//!   and connections queued on the closing socket are reset: at most two per connection;
+//! - SIGKILL also loses the requests in flight (`read_reset`) and answers inside nginx;
+//! - a reload is the same close, done by old workers about 100 ms after SIGHUP;
+//! - drained backends are never met by nginx; killed ones are, and GETs are passed on.
+//!
+//! The checks hold what the mechanism makes certain (zero, a bound, an ordering in time) and
+//! the three-way count (clients, access log, backends) that must agree.
+
+mod checks;
+mod ledger;
+mod plan;
+mod replicas;
+mod summary;
+mod tables;
+
+use super::Records;
+use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};
+use ledger::{Ledger, LoadBooks};
+use model::{CaseResult, CheckResult, RunResults, Series};
+use plan::{Plan, What};
+
+/// nginx's master sleeps this long between starting new workers and telling old ones to quit.
+pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
+/// The readiness probe's timeout (the runner probes like a Kubernetes readiness probe).
+pub(crate) const READINESS_TIMEOUT_S: f64 = 1.0;
+
+/// Runs the analysis on one case: tables, the size series, findings and checks.
+pub fn case(
+    _scn: &Scenario,
+    case: &Case,
+    result: &mut CaseResult,
+    records: &Records,
+) -> Vec<CheckResult> {
+    let plan = Plan::new(case, result);
+    let books: Vec<LoadBooks> = result
+        .loads
+        .iter()
+        .map(|s| LoadBooks::new(s, records.get(&s.name), &plan))
+        .collect();
+    let ledger = Ledger::new(result);
+    let lives = replicas::lives(&plan, result);
+    let end = result.elapsed_s;
+
+    result
+        .tables
+        .push(tables::actions(&case.name, &plan, &books));
+    if plan.has(|w| w == What::Reload) {
+        result
+            .tables
+            .push(tables::reloads(&case.name, &plan, &books));
+    }
+    result.tables.push(tables::ledger(&case.name, &ledger));
+    result.tables.push(replicas::table(&case.name, &lives));
+    if plan.has(|w| matches!(w, What::ReplicasUp | What::ReplicasDown(_))) {
+        result.series.push(Series {
+            name: "replicas serving".into(),
+            unit: "replicas".into(),
+            points: plan.replica_steps(end),
+        });
+    }
+    if plan.has(|w| matches!(w, What::BackendsUp | What::BackendsDown(_))) {
+        result.series.push(Series {
+            name: "backends in the upstream".into(),
+            unit: "backends".into(),
+            points: plan.backend_steps(end),
+        });
+    }
+    result
+        .findings
+        .extend(findings(&plan, &books, &ledger, &lives));
+    if plan.mismatch {
+        result.findings.push(
+            "scaling analysis: an action failed or did not fire as planned; the attribution of \
+             failures to actions may be off."
+                .into(),
+        );
+    }
+    checks::all(&case.name, &plan, &ledger, &books)
+}
+
+/// Adds the cross-case summary table to the last case, and the run's findings.
+pub fn finish(scn: &Scenario, results: &mut RunResults) {
+    summary::finish(scn, results);
+}
+
+/// `net.ipv4.tcp_migrate_req` as this machine has it (`unknown` when unreadable).
+pub(crate) fn tcp_migrate_req() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// One sentence per outcome of the case, explained from the mechanism.
+fn findings(
+    plan: &Plan,
+    books: &[LoadBooks],
+    l: &Ledger,
+    lives: &[replicas::ReplicaLife],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let lost: u64 = books.iter().map(|b| b.failures).sum();
+    let attempts: u64 = books.iter().map(|b| b.attempts).sum();
+    let causes = causes(books);
+    let up = plan.fired.iter().find(|f| f.what == What::ReplicasUp);
+    let only_up = up.is_some() && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
+    if let (true, Some(_)) = (only_up, up) {
+        let served: u64 = lives.iter().map(|r| r.requests).sum();
+        let newcomers: u64 = lives
+            .iter()
+            .filter(|r| r.started.is_some())
+            .map(|r| r.requests)
+            .sum();
+        out.push(format!(
+            "Scaling up {} -> {} lost {lost} of {attempts} requests: the new sockets joined the \
+             reuseport group without touching established connections, and the new replicas \
+             served {:.1}% of requests by the end, reached only as clients reconnected.",
+            plan.replicas_at_start,
+            plan.fired
+                .iter()
+                .rev()
+                .find(|f| f.what == What::ReplicasUp)
+                .map_or(0, |f| f.to),
+            if served > 0 {
+                100.0 * newcomers as f64 / served as f64
+            } else {
+                0.0
+            }
+        ));
+    }
+    for (mode, how) in [
+        (StopSpec::Graceful, "gracefully (SIGQUIT)"),
+        (StopSpec::Kill, "with SIGKILL"),
+        (StopSpec::Fast, "with SIGTERM"),
+    ] {
+        let n = plan.stopped(mode);
+        if n == 0 {
+            continue;
+        }
+        let owned: u64 = books
+            .iter()
+            .map(|b| b.owned_by(plan, |w| w == What::ReplicasDown(mode)))
+            .sum();
+        let mut s =
+            format!("Stopping {n} replica(s) {how} lost {owned} of {attempts} requests ({causes})");
+        if mode == StopSpec::Graceful {
+            s.push_str(
+                ": in-flight requests were answered, and only requests that crossed a keep-alive \
+                 close (or waited in a closing accept queue) were lost.",
+            );
+        } else {
+            s.push_str(&format!(
+                ": requests in flight died with the workers, and {} backend answer(s) died \
+                 inside nginx.",
+                l.lost_in_nginx().max(0)
+            ));
+        }
+        out.push(s);
+    }
+    let removed = |m| {
+        plan.fired
+            .iter()
+            .filter(|f| f.what == What::BackendsDown(m))
+            .map(|f| f.from - f.to)
+            .sum::<u32>()
+    };
+    let backends = |w: What| matches!(w, What::BackendsUp | What::BackendsDown(_));
+    for (mode, how) in [
+        (RemoveMode::Drain, "draining"),
+        (RemoveMode::Kill, "killing"),
+    ] {
+        let n = removed(mode);
+        if n == 0 {
+            continue;
+        }
+        let owned: u64 = books.iter().map(|b| b.owned_by(plan, backends)).sum();
+        let late: u64 = books
+            .iter()
+            .map(|b| {
+                let g = b.sighup_gaps(plan, backends);
+                g.n - g.early
+            })
+            .sum();
+        out.push(format!(
+            "Removing {n} backend(s) by {how}: nginx logged {} error/warn line(s) and passed {} \
+             request(s) to another backend; clients lost {owned} request(s) to the backend \
+             changes ({causes}), {late} of them at least {OLD_WORKERS_QUIT_MS:.0} ms after a \
+             SIGHUP, when old workers close their keep-alive connections.",
+            l.error_warn, l.retried
+        ));
+    }
+    if plan.has(|w| w == What::Reload) {
+        let hups = plan.sighups();
+        for b in books {
+            let idle = b.cause("read_idle_closed");
+            out.push(if b.open {
+                format!(
+                    "{}: {hups} reloads over {} mostly idle keep-alive connections cost {} \
+                     request(s); the client reopened {} connections the old workers closed while \
+                     idle.",
+                    b.name,
+                    b.connections,
+                    b.broken(),
+                    b.connects.saturating_sub(b.connections)
+                )
+            } else {
+                format!(
+                    "{}: {hups} reloads over {} busy keep-alive connections cost {idle} \
+                     read_idle_closed ({:.2} per connection per reload), the earliest {} after \
+                     SIGHUP.",
+                    b.name,
+                    b.connections,
+                    idle as f64 / (b.connections as f64 * hups.max(1) as f64),
+                    b.sighup_gaps(plan, |w| w == What::Reload)
+                        .earliest
+                        .map_or("-".to_string(), |g| format!("{g:.0} ms"))
+                )
+            });
+        }
+    }
+    let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
+    let slowest = lives.iter().map(|r| r.slowest_ms).fold(0.0, f64::max);
+    out.push(if flaps == 0 {
+        format!(
+            "No replica failed a readiness probe under load; the slowest answer took {slowest:.1} \
+             ms against the 1 s timeout."
+        )
+    } else {
+        format!(
+            "Replicas flapped {flaps} time(s) under load: a readiness probe got no answer within \
+             1 s while the replica was serving."
+        )
+    });
+    out
+}
+
+/// Failure causes summed over loads, as `read_idle_closed 3, read_reset 1` (or `none`).
+fn causes(books: &[LoadBooks]) -> String {
+    let mut all = std::collections::BTreeMap::new();
+    for b in books {
+        for (k, n) in &b.causes {
+            *all.entry(k.as_str()).or_insert(0u64) += n;
+        }
+    }
+    if all.is_empty() {
+        return "none".into();
+    }
+    all.iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

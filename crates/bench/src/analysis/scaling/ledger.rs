@@ -1,0 +1,234 @@
+//! The books of one case: what every load lost and when (relative to the action that caused
+//! it), and the three-way count of requests as the clients, nginx's access log and the backends
+//! saw them.
+
+use super::plan::{Plan, What};
+use super::OLD_WORKERS_QUIT_MS;
+use model::{CaseResult, ErrorKind, LoadMode, LoadSummary, RequestRecord};
+use std::collections::BTreeMap;
+
+/// One load's losses, placed against the case's actions.
+#[derive(Debug, Clone)]
+pub struct LoadBooks {
+    /// Load name.
+    pub name: String,
+    /// Open loop (else closed loop, wrk's model).
+    pub open: bool,
+    /// Connections the load keeps.
+    pub connections: u64,
+    /// Connections opened in all (reconnects included).
+    pub connects: u64,
+    /// Attempts (responses plus errors).
+    pub attempts: u64,
+    /// Failed attempts (errors plus non-2xx/3xx).
+    pub failures: u64,
+    /// Failed attempts by kind (`read_idle_closed`...) or status (`502`...).
+    pub causes: BTreeMap<String, u64>,
+    /// Requests that timed out on the client.
+    pub timeouts: u64,
+    /// Failures other than timeouts that happened outside every action's span.
+    pub outside: u64,
+    /// Per fired action (index into the plan): failures it owns, earliest and latest failure
+    /// in milliseconds after the action started.
+    pub by_action: BTreeMap<usize, Owned>,
+    /// Failures (timeouts aside) owned by an action that reloaded nginx: (index of the action
+    /// in the plan, milliseconds from its first SIGHUP to the failure).
+    pub after_sighup: Vec<(usize, f64)>,
+}
+
+/// Failures that followed reloads, timed from the SIGHUP.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gaps {
+    /// Failures owned by reloading actions.
+    pub n: u64,
+    /// Of which sooner than the old workers can have been told to quit.
+    pub early: u64,
+    /// The earliest, in milliseconds after SIGHUP.
+    pub earliest: Option<f64>,
+}
+
+/// The failures one action owns in one load.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Owned {
+    /// How many.
+    pub failed: u64,
+    /// Earliest failure, ms after the action started.
+    pub first_ms: f64,
+    /// Latest failure, ms after the action started.
+    pub last_ms: f64,
+}
+
+impl LoadBooks {
+    /// Reads one load's summary and records against the plan.
+    pub fn new(s: &LoadSummary, recs: Option<&Vec<RequestRecord>>, plan: &Plan) -> LoadBooks {
+        let mut causes = BTreeMap::new();
+        for (k, n) in &s.errors {
+            *causes.entry(k.name().to_string()).or_insert(0) += n;
+        }
+        for (code, n) in &s.status {
+            if !(200..400).contains(code) {
+                *causes.entry(code.to_string()).or_insert(0) += n;
+            }
+        }
+        let mut b = LoadBooks {
+            name: s.name.clone(),
+            open: matches!(s.mode, LoadMode::Open { .. }),
+            connections: s.connections as u64,
+            connects: s.connects,
+            attempts: s.attempts(),
+            failures: s.failures(),
+            causes,
+            timeouts: s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0),
+            outside: 0,
+            by_action: BTreeMap::new(),
+            after_sighup: Vec::new(),
+        };
+        for r in recs.into_iter().flatten().filter(|r| r.failed()) {
+            let t = r.t_us as f64 / 1e6;
+            let timeout = r.error == Some(ErrorKind::Timeout);
+            if !timeout && !plan.inside(t) {
+                b.outside += 1;
+            }
+            let Some(f) = plan.owner(t) else { continue };
+            let ms = (t - f.t()) * 1e3;
+            let o = b.by_action.entry(f.index).or_insert(Owned {
+                failed: 0,
+                first_ms: ms,
+                last_ms: ms,
+            });
+            o.failed += 1;
+            o.first_ms = o.first_ms.min(ms);
+            o.last_ms = o.last_ms.max(ms);
+            if let (false, Some(sig)) = (timeout, f.sighups.first()) {
+                b.after_sighup.push((f.index, (t - sig) * 1e3));
+            }
+        }
+        b
+    }
+
+    /// Count of one cause (`read_idle_closed`, `502`...).
+    pub fn cause(&self, k: &str) -> u64 {
+        self.causes.get(k).copied().unwrap_or(0)
+    }
+
+    /// Failures below HTTP other than timeouts: a connection refused, reset or closed.
+    pub fn broken(&self) -> u64 {
+        ErrorKind::ALL
+            .iter()
+            .filter(|k| **k != ErrorKind::Timeout)
+            .map(|k| self.cause(k.name()))
+            .sum()
+    }
+
+    /// Responses with a 5xx status.
+    pub fn five_xx(&self) -> u64 {
+        self.causes
+            .iter()
+            .filter(|(k, _)| k.starts_with('5') && k.len() == 3)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Failures owned by reloading actions of a kind: how many, how many came sooner than the
+    /// old workers can have been told to quit, and the earliest (ms after SIGHUP).
+    pub fn sighup_gaps(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Gaps {
+        let mut g = Gaps::default();
+        for (i, ms) in &self.after_sighup {
+            if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
+                g.n += 1;
+                if *ms < OLD_WORKERS_QUIT_MS - 1.0 {
+                    g.early += 1;
+                }
+                g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));
+            }
+        }
+        g
+    }
+
+    /// Failures owned by actions of a kind.
+    pub fn owned_by(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> u64 {
+        self.by_action
+            .iter()
+            .filter(|(i, _)| plan.fired.get(**i).is_some_and(|f| pred(f.what)))
+            .map(|(_, o)| o.failed)
+            .sum()
+    }
+}
+
+/// Requests counted three ways: by the clients, in nginx's access log, at the backends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ledger {
+    /// Responses the clients received (any status).
+    pub client_responses: u64,
+    /// Client requests that timed out.
+    pub client_timeouts: u64,
+    /// Client attempts that failed below HTTP other than timeouts (never answered).
+    pub client_broken: u64,
+    /// Access-log lines.
+    pub nginx_lines: u64,
+    /// Access-log lines with status 499 (the client went away first).
+    pub nginx_499: u64,
+    /// Responses the backends completed.
+    pub backend_responses: u64,
+    /// Upstream attempts in the access log that a backend answered (a status other than the
+    /// 502/504 nginx writes for a failed attempt).
+    pub upstream_answers: u64,
+    /// Access-log lines that needed more than one upstream attempt.
+    pub retried: u64,
+    /// Error-log lines at warn or above.
+    pub error_warn: u64,
+}
+
+impl Ledger {
+    /// Counts one case's books.
+    pub fn new(r: &CaseResult) -> Ledger {
+        let mut l = Ledger {
+            client_responses: r.loads.iter().map(|s| s.requests).sum(),
+            client_timeouts: r
+                .loads
+                .iter()
+                .map(|s| s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0))
+                .sum(),
+            nginx_lines: r.logs.access_lines,
+            nginx_499: r.logs.access_status.get(&499).copied().unwrap_or(0),
+            backend_responses: r.backends.iter().map(|b| b.requests).sum(),
+            error_warn: r
+                .logs
+                .error_levels
+                .iter()
+                .filter(|(lvl, _)| !matches!(lvl.as_str(), "notice" | "info" | "debug"))
+                .map(|(_, n)| n)
+                .sum(),
+            ..Ledger::default()
+        };
+        l.client_broken = r
+            .loads
+            .iter()
+            .map(|s| s.error_total())
+            .sum::<u64>()
+            .saturating_sub(l.client_timeouts);
+        for (statuses, n) in &r.logs.upstream_status {
+            let answered = statuses
+                .split([',', ':'])
+                .filter_map(|p| p.trim().parse::<u16>().ok())
+                .filter(|s| *s != 502 && *s != 504)
+                .count() as u64;
+            l.upstream_answers += answered * n;
+            if statuses.contains(',') {
+                l.retried += n;
+            }
+        }
+        l
+    }
+
+    /// Access-log lines that carry an answer nginx sent (all but 499).
+    pub fn nginx_answered(&self) -> u64 {
+        self.nginx_lines - self.nginx_499
+    }
+
+    /// Backend responses that never made it into the access log: requests that died inside
+    /// nginx after the backend answered (a killed worker).
+    pub fn lost_in_nginx(&self) -> i64 {
+        self.backend_responses as i64 - self.upstream_answers as i64
+    }
+}

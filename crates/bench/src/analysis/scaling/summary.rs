@@ -1,0 +1,161 @@
+//! The cross-case summary: one row per case with the write-ups' numbers (failures and ppm per
+//! protocol, 499s, error/warn lines) and ours (readiness flaps, the worst disruption window),
+//! and run findings that compare the ways of scaling.
+
+use super::ledger::Ledger;
+use super::plan::{Plan, What};
+use super::replicas;
+use crate::scenario::{RemoveMode, Scenario, StopSpec};
+use model::{CaseResult, RunResults, Table};
+
+/// One case's summary numbers.
+struct Row {
+    what: Vec<What>,
+    failed: u64,
+    retried: u64,
+    error_warn: u64,
+    cells: Vec<String>,
+}
+
+fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
+    let plan = Plan::new(case, c);
+    let ledger = Ledger::new(c);
+    let lives = replicas::lives(&plan, c);
+    let proto = |https: bool| {
+        let ls: Vec<_> = c
+            .loads
+            .iter()
+            .filter(|l| l.url.starts_with("https://") == https)
+            .collect();
+        if ls.is_empty() {
+            return "-".to_string();
+        }
+        let (f, a) = ls
+            .iter()
+            .fold((0, 0), |(f, a), l| (f + l.failures(), a + l.attempts()));
+        format!("{f} ({})", units::fmt_ppm(f, a))
+    };
+    let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
+    Row {
+        what: plan.fired.iter().map(|f| f.what).collect(),
+        failed: c.loads.iter().map(|l| l.failures()).sum(),
+        retried: ledger.retried,
+        error_warn: ledger.error_warn,
+        cells: vec![
+            c.name.clone(),
+            proto(false),
+            proto(true),
+            ledger.nginx_499.to_string(),
+            ledger.error_warn.to_string(),
+            flaps.to_string(),
+            worst(c),
+        ],
+    }
+}
+
+/// The disruption window (all loads together) that lost the most requests.
+fn worst(c: &CaseResult) -> String {
+    let mut best: Option<(u64, usize, f64, f64)> = None;
+    for (i, _) in c.events.iter().enumerate() {
+        let ds: Vec<_> = c.disruptions.iter().filter(|d| d.event == i).collect();
+        let failed: u64 = ds.iter().map(|d| d.failed).sum();
+        let first = ds
+            .iter()
+            .filter_map(|d| d.first_failure_s)
+            .fold(f64::INFINITY, f64::min);
+        let last = ds
+            .iter()
+            .filter_map(|d| d.last_failure_s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        if failed > 0 && best.is_none_or(|b| failed > b.0) {
+            best = Some((failed, i, first, last));
+        }
+    }
+    match best {
+        None => "none".into(),
+        Some((n, i, first, last)) => {
+            let e = &c.events[i];
+            format!(
+                "#{} {} {}: {n} lost within {:.0} ms",
+                i + 1,
+                e.action,
+                e.detail,
+                (last - first) * 1e3
+            )
+        }
+    }
+}
+
+/// Adds the summary table to the last case and the comparisons to the run's findings.
+pub fn finish(scn: &Scenario, results: &mut RunResults) {
+    let rows: Vec<Row> = results
+        .cases
+        .iter()
+        .filter_map(|c| {
+            scn.cases
+                .iter()
+                .find(|k| k.name == c.name)
+                .map(|k| row(k, c))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let sum = |pred: &dyn Fn(&What) -> bool, f: &dyn Fn(&Row) -> u64| -> Option<u64> {
+        let hit: Vec<&Row> = rows.iter().filter(|r| r.what.iter().any(pred)).collect();
+        (!hit.is_empty()).then(|| hit.iter().map(|r| f(r)).sum())
+    };
+    let up = sum(&|w| *w == What::ReplicasUp, &|r| r.failed);
+    let graceful = sum(&|w| *w == What::ReplicasDown(StopSpec::Graceful), &|r| {
+        r.failed
+    });
+    let kill = sum(&|w| *w == What::ReplicasDown(StopSpec::Kill), &|r| r.failed);
+    let mut findings = Vec::new();
+    if let (Some(u), Some(g), Some(k)) = (up, graceful, kill) {
+        findings.push(format!(
+            "Replicas: scaling up lost {u} requests in all, scaling down gracefully {g}, \
+             scaling down with SIGKILL {k}. Joining the shared port breaks nothing; leaving it \
+             costs the requests that cross a keep-alive close, and a kill adds those in flight."
+        ));
+    }
+    let drain = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Drain), f);
+    let killb = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Kill), f);
+    if let (Some(dl), Some(kl)) = (drain(&|r| r.failed), killb(&|r| r.failed)) {
+        findings.push(format!(
+            "Backends: draining left nginx {} error/warn lines and {} requests passed to another \
+             backend; killing left {} and {}. Clients lost {dl} (drain) and {kl} (kill): with \
+             proxy_next_upstream error, a GET that meets a dead backend is sent to a live one.",
+            drain(&|r| r.error_warn).unwrap_or(0),
+            drain(&|r| r.retried).unwrap_or(0),
+            killb(&|r| r.error_warn).unwrap_or(0),
+            killb(&|r| r.retried).unwrap_or(0),
+        ));
+    }
+    let table = Table {
+        title: "All cases: zero-downtime scaling at a glance".into(),
+        columns: [
+            "Case",
+            "HTTP failed (ppm)",
+            "HTTPS failed (ppm)",
+            "499s",
+            "Error/warn lines",
+            "Flaps",
+            "Worst disruption window",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: rows.into_iter().map(|r| r.cells).collect(),
+        notes: vec![
+            "Failures are every attempt with no HTTP answer or a status outside 2xx/3xx, over \
+             all loads of that protocol in the case; ppm is per million attempts. 499s and \
+             error/warn lines come from nginx's logs; flaps are readiness probes (1 s timeout) \
+             that failed while the replica was serving; the worst window is the action whose \
+             window lost the most requests, and how long its failures lasted."
+                .into(),
+        ],
+    };
+    results.findings.extend(findings);
+    if let Some(last) = results.cases.last_mut() {
+        last.tables.push(table);
+    }
+}

@@ -1,0 +1,226 @@
+//! End-to-end test of the built-in `zero-downtime-scaling` scenario in its quick form: real nginx
+//! replicas sharing a port, real backends, the `scaling` analysis. Asserts the structure the
+//! report promises and the mechanism (counts that must agree, losses that must be zero or
+//! bounded), never exact failure counts or speeds.
+
+use model::{CaseResult, ErrorKind, LoadMode, RunResults};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CASES: [&str; 8] = [
+    "gradual-up",
+    "gradual-down",
+    "abrupt-up",
+    "abrupt-down",
+    "abrupt-down-kill",
+    "backends-drain",
+    "backends-kill",
+    "reload-keepalive",
+];
+
+/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
+fn results_dir(root: &Path) -> PathBuf {
+    let scenario = root.join("zero-downtime-scaling");
+    let mut runs: Vec<PathBuf> = fs::read_dir(&scenario)
+        .unwrap_or_else(|e| panic!("{}: {e}", scenario.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    runs.pop().expect("a run directory")
+}
+
+fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
+    r.cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("case {name} missing"))
+}
+
+fn has_table(c: &CaseResult, suffix: &str) -> bool {
+    c.tables.iter().any(|t| t.title.ends_with(suffix))
+}
+
+/// Attempts that failed below HTTP other than timeouts, over every load of the case.
+fn broken(c: &CaseResult) -> u64 {
+    c.loads
+        .iter()
+        .flat_map(|l| l.errors.iter())
+        .filter(|(k, _)| **k != ErrorKind::Timeout)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn responses(c: &CaseResult) -> u64 {
+    c.loads.iter().map(|l| l.requests).sum()
+}
+
+fn answered_by_nginx(c: &CaseResult) -> u64 {
+    c.logs.access_lines - c.logs.access_status.get(&499).copied().unwrap_or(0)
+}
+
+fn timeouts(c: &CaseResult) -> u64 {
+    c.loads
+        .iter()
+        .map(|l| l.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn zero_downtime_scaling_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args([
+            "run",
+            "zero-downtime-scaling",
+            "--quick",
+            "--no-progress",
+            "--results",
+        ])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "every check must pass\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let dir = results_dir(tmp.path());
+    let r: RunResults =
+        serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap();
+    assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
+    let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, CASES);
+    assert!(r.checks.iter().all(|c| c.pass));
+
+    for c in &r.cases {
+        // Two closed-loop loads, HTTP and HTTPS, as the write-ups ran wrk.
+        for (name, scheme) in [("coffee", "http://"), ("tea", "https://")] {
+            let l = c.loads.iter().find(|l| l.name == name).unwrap();
+            assert!(l.url.starts_with(scheme), "{}: {}", c.name, l.url);
+            assert_eq!(l.mode, LoadMode::Closed);
+            assert!(l.requests > 0, "{}/{name} got no answer", c.name);
+        }
+        for t in [
+            "what each action cost",
+            "every request counted three ways",
+            "replicas under load",
+        ] {
+            assert!(has_table(c, t), "{}: no table '{t}'", c.name);
+        }
+        // The books balance: one access-log line per answer a client received (a kill may
+        // tear up to one per connection per killed replica).
+        let slack = timeouts(c)
+            + if c.name.ends_with("-kill") && c.name.starts_with("abrupt") {
+                8
+            } else {
+                0
+            };
+        let (a, b) = (answered_by_nginx(c), responses(c));
+        assert!(
+            a.abs_diff(b) <= slack,
+            "{}: nginx {a} vs clients {b}",
+            c.name
+        );
+        // Every case has disruption windows for both loads, one per action.
+        assert_eq!(
+            c.disruptions.len(),
+            c.events.len() * c.loads.len(),
+            "{}",
+            c.name
+        );
+        let own: Vec<_> = r
+            .checks
+            .iter()
+            .filter(|k| k.case.as_deref() == Some(&c.name))
+            .collect();
+        assert!(own.len() >= 3, "{}: only {} checks", c.name, own.len());
+    }
+
+    // Scaling up: the events fired as planned and no connection broke.
+    for (name, events) in [("gradual-up", 2), ("abrupt-up", 1)] {
+        let c = case(&r, name);
+        assert_eq!(c.events.len(), events, "{name}");
+        assert!(c
+            .events
+            .iter()
+            .all(|e| e.action == "scale_replicas" && e.error.is_none()));
+        assert_eq!(broken(c), 0, "{name}: a replica joining broke a connection");
+        assert!(c.series.iter().any(|s| s.name == "replicas serving"));
+    }
+    // Graceful scale-down: nothing dies inside nginx, so backends and access log agree exactly.
+    for name in ["gradual-down", "abrupt-down"] {
+        let c = case(&r, name);
+        let backends: u64 = c.backends.iter().map(|b| b.requests).sum();
+        assert_eq!(backends, c.logs.access_lines, "{name}");
+        assert!(broken(c) <= 2 * 4 * 2, "{name}: {} losses", broken(c));
+    }
+    // SIGKILL: losses are bounded by 2 per connection per killed replica.
+    let kill = case(&r, "abrupt-down-kill");
+    assert!(kill.events[0].detail.contains("kill"), "{:?}", kill.events);
+    assert!(broken(kill) <= 2 * 4 * 2);
+
+    // Backends: drained ones leave no trace in nginx's error log; killed ones do, and nginx
+    // passes those GETs to a live backend.
+    let drain = case(&r, "backends-drain");
+    let killb = case(&r, "backends-kill");
+    assert_eq!(drain.logs.error_levels.values().sum::<u64>(), 0);
+    assert!(killb.logs.error_levels.values().sum::<u64>() >= 1);
+    for c in [drain, killb] {
+        assert!(c
+            .series
+            .iter()
+            .any(|s| s.name == "backends in the upstream"));
+        assert!(!c.reloads.is_empty() && c.reloads.iter().all(|x| x.error.is_none()));
+        let five: u64 = c
+            .loads
+            .iter()
+            .flat_map(|l| l.status.iter())
+            .filter(|(s, _)| **s >= 500)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(five, 0, "{}", c.name);
+    }
+
+    // NGF issue 1147: busy keep-alive connections lose requests at reloads, idle ones do not.
+    let rk = case(&r, "reload-keepalive");
+    assert!(has_table(rk, "reloads and keep-alive connections"));
+    assert_eq!(rk.reloads.len(), 5);
+    let idle_closed = |name: &str| {
+        let l = rk.loads.iter().find(|l| l.name == name).unwrap();
+        l.errors
+            .get(&ErrorKind::ReadIdleClosed)
+            .copied()
+            .unwrap_or(0)
+    };
+    assert!(idle_closed("coffee") + idle_closed("tea") >= 1);
+    assert!(idle_closed("coffee") <= 20 * 5 && idle_closed("tea") <= 10 * 5);
+    let idle = rk.loads.iter().find(|l| l.name == "idle").unwrap();
+    assert!(matches!(idle.mode, LoadMode::Open { .. }));
+    assert!(idle.error_total() <= 5, "idle lost {}", idle.error_total());
+    // Every busy-connection loss comes at least 100 ms after a SIGHUP (old workers quit then).
+    let check = r
+        .checks
+        .iter()
+        .find(|k| k.case.as_deref() == Some("reload-keepalive") && k.name.contains("100 ms after"))
+        .expect("the reload timing check");
+    assert!(check.pass, "{check:?}");
+
+    // The cross-case summary sits on the last case, one row per case.
+    let last = r.cases.last().unwrap();
+    let summary = last
+        .tables
+        .iter()
+        .find(|t| t.title.starts_with("All cases"))
+        .expect("summary table");
+    assert_eq!(summary.rows.len(), CASES.len());
+    assert_eq!(summary.columns.len(), 7);
+    assert!(!r.findings.is_empty());
+    let report = fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("zero-downtime scaling at a glance"));
+    // wrk's block per protocol, as the write-ups show it.
+    assert!(report.contains("2 threads and 2 connections"));
+}

@@ -412,9 +412,13 @@ impl Worker<'_> {
                     match c.parser.feed(&self.buf[..n], &mut Discard) {
                         Ok((_, Progress::More)) => {}
                         Ok((used, Progress::Done(resp))) => {
-                            let in_step = used == n && c.state == State::Reading;
+                            // Reuse the connection only if it is in step (no stray bytes, the
+                            // request fully sent) and the server has not already closed it: a
+                            // careful client does not send on a connection it saw close.
+                            let reusable =
+                                resp.keep_alive && used == n && c.state == State::Reading && !c.hup;
                             let now = now_ns(&self.sh.origin);
-                            self.complete(i, now, resp.status, resp.keep_alive && in_step);
+                            self.complete(i, now, resp.status, reusable);
                         }
                         Err(_) => {
                             let now = now_ns(&self.sh.origin);

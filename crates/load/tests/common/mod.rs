@@ -160,6 +160,21 @@ pub fn reset(s: TcpStream) {
     drop(s);
 }
 
+/// Holds back partial segments (TCP_CORK) until the socket is shut down or uncorked.
+pub fn cork(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// A config for `url` with `n` requests over `c` connections on one thread.
 pub fn cfg_n(url: &str, n: u64, c: u32) -> load::Config {
     let mut cfg = load::Config::new(url).unwrap();

@@ -478,24 +478,35 @@ fn path_table(
             String::new(),
             units::fmt_us(cost / 2.0),
             String::new(),
-            format!("predicted {}", pct(rho / 2.0)),
+            format!("predicted >= {}", pct(rho / 2.0)),
             format!("measured {}", waited.map(pct).unwrap_or_else(|| "-".into())),
             String::new(),
             String::new(),
         ]);
         notes.push(format!(
             "The backends share one event-loop thread, like two services on one core: {} burns \
-             {} of CPU per request at {:.1} req/s, keeping that thread busy {} of the time. A \
-             cheap request that arrives meanwhile waits for the rest of the spin, whichever \
-             backend nginx chose: about {} of them should wait half a heavy request or more \
-             (busy share / 2), measured {}.",
+             {} of CPU per request at {:.1} req/s, keeping that thread busy at least {} of the \
+             time. A cheap request that arrives meanwhile waits for the rest of the spin, \
+             whichever backend nginx chose; the rest is uniform over the spin, so at least {} of \
+             them wait half a heavy request or more (busy share / 2); measured {}.",
             path_of(&h.url),
             units::fmt_us(cost),
             hs.map_or(0.0, |s| s.req_per_sec_total()),
             pct(rho),
             pct(rho / 2.0),
-            waited.map(pct).unwrap_or_else(|| "-".into())
+            waited.map(pct).unwrap_or_else(|| "-".into()),
         ));
+        if waited.is_some_and(|w| w > rho / 2.0) {
+            notes.push(format!(
+                "More wait than the bound: a spin takes longer than its CPU time when the thread \
+                 shares a core with nginx and the load (heavy requests took {} at p50 for {} of \
+                 CPU), and cheap requests also queue behind each other.",
+                hs.and_then(|s| s.latency.percentile(50.0))
+                    .map(lat)
+                    .unwrap_or_else(|| "-".into()),
+                units::fmt_us(cost)
+            ));
+        }
     }
     let late: Vec<String> = result
         .loads

@@ -469,14 +469,23 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
         f.connections as f64 / (f.mean_us / 1e6).max(1e-9),
         f.rps
     ));
-    let tw_text = tw
-        .map(|(l, _)| {
-            format!(
-                "{} TIME_WAIT sockets sat on the backends' ports right after the case",
-                count(l)
-            )
-        })
-        .unwrap_or_else(|| "TIME_WAIT could not be read".into());
+    let tw_text = match tw {
+        Some((backend, proxy)) if backend >= proxy => format!(
+            "the backend closes first, so TIME_WAIT lands on its side: {} sockets at the \
+             backends' ports right after the case, {} on nginx's side. On loopback the kernel \
+             reuses such pairs for new connections (tcp_tw_reuse), so ephemeral ports are not \
+             what runs out here: the churn is CPU",
+            count(backend),
+            count(proxy)
+        ),
+        Some((backend, proxy)) => format!(
+            "nginx closes first, so TIME_WAIT lands on its side, one ephemeral port each: {} \
+             sockets on nginx's side right after the case, {} at the backends' ports",
+            count(proxy),
+            count(backend)
+        ),
+        None => "TIME_WAIT could not be read from /proc/net/tcp".into(),
+    };
     match f.setup {
         Setup::Direct => n.push(format!(
             "Nothing stands between the load and the backend: {} connections opened once and \
@@ -490,11 +499,9 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
         Setup::NoKeepalive => n.push(format!(
             "Without upstream keepalive nginx speaks HTTP/1.0 to the backend and closes after every \
              answer: the backends accepted {} connections for {} responses ({:.3} per response), a \
-             TCP handshake, an accept and a close at both ends for every request. The backend closes \
-             first, so the TIME_WAIT state lands on its side ({tw_text}); on loopback the kernel \
-             reuses such pairs for new connections (tcp_tw_reuse), so ephemeral ports are not what \
-             runs out here: the churn is CPU. nginx spent {:.1} µs of CPU per response and the \
-             backends {:.1} µs, on the same two cores the load uses.",
+             TCP handshake, an accept and a close at both ends for every request. Here {tw_text}. \
+             nginx spent {:.1} µs of CPU per response and the backends {:.1} µs, on the same two \
+             cores the load uses.",
             count(f.backend_connections),
             count(f.backend_requests),
             f.conns_per_request(),
@@ -890,9 +897,12 @@ fn comparison(all: &[(String, Facts, String)], direct: &Direct<'_>) -> Table {
              req/s; other runs on the machine add noise, which is why no check here is about speed."
                 .into(),
             "Without keepalive every request pays a new upstream TCP connection (one per response \
-             in the connections column): handshake, accept, close, TIME_WAIT on the backend side. \
-             Keepalive removes that per-request work and most of the drop; what remains is the \
-             proxy's own per-request CPU. Retries with a tight read timeout leave the cheap \
+             in the connections column): handshake, accept, close, and a TIME_WAIT socket (its \
+             column). Keepalive removes that per-request work and most of the drop; what remains \
+             is the proxy's own per-request CPU. `keepalive N` is a cache of N idle connections per \
+             worker, not a pool size: with fewer slots than requests in flight (the notes' 64 \
+             against 200 connections) the connections beyond it close after use and part of the \
+             churn returns, so this scenario gives it more slots than the load has connections. Retries with a tight read timeout leave the cheap \
              backend's numbers alone and cut the spiky backend's tail to about the timeout plus one \
              ordinary answer."
                 .into(),

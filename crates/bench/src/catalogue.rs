@@ -17,6 +17,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "zero-downtime-scaling",
         include_str!("../../../scenarios/zero-downtime-scaling.toml"),
     ),
+    ("scale", include_str!("../../../scenarios/scale.toml")),
 ];
 
 /// The built-in scenario called `name`, as a source named `<builtin>/NAME.toml`.

@@ -8,6 +8,7 @@
 
 mod balance;
 mod overhead;
+mod scale;
 mod scaling;
 
 use crate::scenario::{Case, Scenario};
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
 
 /// The analyses a scenario may name.
-pub const KNOWN: &[&str] = &["overhead", "balance", "scaling"];
+pub const KNOWN: &[&str] = &["overhead", "balance", "scaling", "scale"];
 
 /// Runs the named analysis on one finished case.
 pub fn case(
@@ -32,6 +33,7 @@ pub fn case(
         "overhead" => overhead::case(scn, case, result, records),
         "balance" => balance::case(scn, case, result, records),
         "scaling" => scaling::case(scn, case, result, records),
+        "scale" => scale::case(scn, case, result, records),
         _ => Vec::new(),
     }
 }
@@ -42,6 +44,7 @@ pub fn finish(name: &str, scn: &Scenario, results: &mut RunResults) {
         "overhead" => overhead::finish(scn, results),
         "balance" => balance::finish(scn, results),
         "scaling" => scaling::finish(scn, results),
+        "scale" => scale::finish(scn, results),
         _ => {}
     }
 }

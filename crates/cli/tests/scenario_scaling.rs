@@ -200,12 +200,18 @@ fn zero_downtime_scaling_quick() {
     assert!(idle_closed("coffee") <= 20 * 5 && idle_closed("tea") <= 10 * 5);
     let idle = rk.loads.iter().find(|l| l.name == "idle").unwrap();
     assert!(matches!(idle.mode, LoadMode::Open { .. }));
-    assert!(idle.error_total() <= 5, "idle lost {}", idle.error_total());
-    // Every busy-connection loss comes at least 100 ms after a SIGHUP (old workers quit then).
+    // Per connection and reload, an idle connection loses no more than a busy one.
+    let busy_rate = (idle_closed("coffee") + idle_closed("tea")) as f64 / (30.0 * 5.0);
+    let idle_rate = idle.error_total() as f64 / (100.0 * 5.0);
+    assert!(
+        idle_rate <= busy_rate,
+        "idle {idle_rate} vs busy {busy_rate}"
+    );
+    // Busy-connection losses left when the old workers quit, not at SIGHUP.
     let check = r
         .checks
         .iter()
-        .find(|k| k.case.as_deref() == Some("reload-keepalive") && k.name.contains("100 ms after"))
+        .find(|k| k.case.as_deref() == Some("reload-keepalive") && k.name.contains("told to quit"))
         .expect("the reload timing check");
     assert!(check.pass, "{check:?}");
 

@@ -31,6 +31,9 @@ use plan::{Plan, What};
 
 /// nginx's master sleeps this long between starting new workers and telling old ones to quit.
 pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
+/// How much sooner than [`OLD_WORKERS_QUIT_MS`] a lost request may leave: a request that
+/// arrived while the old worker was busy is still unread when it closes (one event-loop pass).
+pub(crate) const QUIT_MARGIN_MS: f64 = 10.0;
 /// The readiness probe's timeout (the runner probes like a Kubernetes readiness probe).
 pub(crate) const READINESS_TIMEOUT_S: f64 = 1.0;
 
@@ -205,12 +208,20 @@ fn findings(
             out.push(if b.open {
                 format!(
                     "{}: {hups} reloads over {} mostly idle keep-alive connections cost {} \
-                     request(s); the client reopened {} connections the old workers closed while \
-                     idle.",
+                     request(s) ({:.3} per connection per reload); the client reopened {} \
+                     connections the old workers closed while idle{}.",
                     b.name,
                     b.connections,
                     b.broken(),
-                    b.connects.saturating_sub(b.connections)
+                    b.broken() as f64 / (b.connections as f64 * hups.max(1) as f64),
+                    b.connects.saturating_sub(b.connections),
+                    match b.late_max_ms {
+                        Some(ms) if b.broken() > 0 && ms >= 1.0 => format!(
+                            "; requests were lost when the client sent them before reading the \
+                             closes (its schedule ran up to {ms:.0} ms late)"
+                        ),
+                        _ => String::new(),
+                    }
                 )
             } else {
                 format!(

@@ -3,7 +3,7 @@
 //! saw them.
 
 use super::plan::{Plan, What};
-use super::OLD_WORKERS_QUIT_MS;
+use super::{OLD_WORKERS_QUIT_MS, QUIT_MARGIN_MS};
 use model::{CaseResult, ErrorKind, LoadMode, LoadSummary, RequestRecord};
 use std::collections::BTreeMap;
 
@@ -16,6 +16,8 @@ pub struct LoadBooks {
     pub open: bool,
     /// Connections the load keeps.
     pub connections: u64,
+    /// Open loop: the latest a send left after its intended time, in ms.
+    pub late_max_ms: Option<f64>,
     /// Connections opened in all (reconnects included).
     pub connects: u64,
     /// Attempts (responses plus errors).
@@ -31,8 +33,8 @@ pub struct LoadBooks {
     /// Per fired action (index into the plan): failures it owns, earliest and latest failure
     /// in milliseconds after the action started.
     pub by_action: BTreeMap<usize, Owned>,
-    /// Failures (timeouts aside) owned by an action that reloaded nginx: (index of the action
-    /// in the plan, milliseconds from its first SIGHUP to the failure).
+    /// Failures (timeouts aside) that followed a SIGHUP: (index of the action that sent it,
+    /// milliseconds from the SIGHUP to the request's send, or to the failure in open loop).
     pub after_sighup: Vec<(usize, f64)>,
 }
 
@@ -74,6 +76,7 @@ impl LoadBooks {
             name: s.name.clone(),
             open: matches!(s.mode, LoadMode::Open { .. }),
             connections: s.connections as u64,
+            late_max_ms: s.schedule.as_ref().map(|x| x.late_max_us as f64 / 1e3),
             connects: s.connects,
             attempts: s.attempts(),
             failures: s.failures(),
@@ -85,22 +88,31 @@ impl LoadBooks {
         };
         for r in recs.into_iter().flatten().filter(|r| r.failed()) {
             let t = r.t_us as f64 / 1e6;
+            // When the request left: exact in closed loop; in open loop the intended time,
+            // which may precede the actual send when the schedule ran late.
+            let sent = t - r.latency_us as f64 / 1e6;
             let timeout = r.error == Some(ErrorKind::Timeout);
-            if !timeout && !plan.inside(t) {
+            // A client stalled after sending notices late; the send time still places it.
+            if !timeout && !plan.inside(t) && !plan.inside(sent) {
                 b.outside += 1;
             }
-            let Some(f) = plan.owner(t) else { continue };
-            let ms = (t - f.t()) * 1e3;
-            let o = b.by_action.entry(f.index).or_insert(Owned {
-                failed: 0,
-                first_ms: ms,
-                last_ms: ms,
-            });
-            o.failed += 1;
-            o.first_ms = o.first_ms.min(ms);
-            o.last_ms = o.last_ms.max(ms);
-            if let (false, Some(sig)) = (timeout, f.sighups.first()) {
-                b.after_sighup.push((f.index, (t - sig) * 1e3));
+            if let Some(f) = plan.owner(t) {
+                let ms = (t - f.t()) * 1e3;
+                let o = b.by_action.entry(f.index).or_insert(Owned {
+                    failed: 0,
+                    first_ms: ms,
+                    last_ms: ms,
+                });
+                o.failed += 1;
+                o.first_ms = o.first_ms.min(ms);
+                o.last_ms = o.last_ms.max(ms);
+            }
+            // A loss caused by a reload is sent around the moment the old workers close, so
+            // it is timed from the last SIGHUP before it left (closed loop), or before it
+            // failed (open loop, whose send time is only the intended one).
+            let at = if b.open { t } else { sent };
+            if let (false, Some((index, sig))) = (timeout, plan.last_sighup(at)) {
+                b.after_sighup.push((index, (at - sig) * 1e3));
             }
         }
         b
@@ -129,14 +141,14 @@ impl LoadBooks {
             .sum()
     }
 
-    /// Failures owned by reloading actions of a kind: how many, how many came sooner than the
-    /// old workers can have been told to quit, and the earliest (ms after SIGHUP).
+    /// Failures after SIGHUPs of actions of a kind: how many, how many came sooner than the old
+    /// workers can have been told to quit, and the earliest (ms after SIGHUP).
     pub fn sighup_gaps(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Gaps {
         let mut g = Gaps::default();
         for (i, ms) in &self.after_sighup {
             if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
                 g.n += 1;
-                if *ms < OLD_WORKERS_QUIT_MS - 1.0 {
+                if *ms < OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS {
                     g.early += 1;
                 }
                 g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));

@@ -7,8 +7,9 @@ use model::{CaseResult, Event, ReloadRecord};
 use std::collections::BTreeMap;
 
 /// Seconds after an action ends within which its failures still count as its own: a client
-/// notices a closed connection on its next use, well within a second on loopback.
-pub const SLACK_S: f64 = 1.0;
+/// notices a closed connection on its next use, well within a second on loopback, and a
+/// second more covers a client stalled by a busy machine.
+pub const SLACK_S: f64 = 2.0;
 
 /// The kind of one fired action, as far as the theory cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +178,15 @@ impl Plan {
     /// The action a failure at `t` belongs to: the last one that started at or before it.
     pub fn owner(&self, t: f64) -> Option<&Fired> {
         self.fired.iter().rev().find(|f| f.t() <= t)
+    }
+
+    /// The last SIGHUP sent at or before `t`: (index of its action, its time).
+    pub fn last_sighup(&self, t: f64) -> Option<(usize, f64)> {
+        self.fired
+            .iter()
+            .flat_map(|f| f.sighups.iter().map(move |s| (f.index, *s)))
+            .filter(|(_, s)| *s <= t)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// True when `t` falls inside the action's expected span (start to end plus slack).

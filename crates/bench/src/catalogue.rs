@@ -6,6 +6,10 @@ use crate::layers::Source;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("default", include_str!("../../../scenarios/default.toml")),
     (
+        "burst-handling",
+        include_str!("../../../scenarios/burst-handling.toml"),
+    ),
+    (
         "proxy-overhead",
         include_str!("../../../scenarios/proxy-overhead.toml"),
     ),

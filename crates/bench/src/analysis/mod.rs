@@ -7,6 +7,7 @@
 //! - `finish(scn, results)`: after the last case; cross-case tables and run findings.
 
 mod balance;
+mod burst;
 mod overhead;
 mod scale;
 mod scaling;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
 
 /// The analyses a scenario may name.
-pub const KNOWN: &[&str] = &["overhead", "balance", "scaling", "scale"];
+pub const KNOWN: &[&str] = &["burst", "overhead", "balance", "scaling", "scale"];
 
 /// Runs the named analysis on one finished case.
 pub fn case(
@@ -30,6 +31,7 @@ pub fn case(
     records: &Records,
 ) -> Vec<CheckResult> {
     match name {
+        "burst" => burst::case(scn, case, result, records),
         "overhead" => overhead::case(scn, case, result, records),
         "balance" => balance::case(scn, case, result, records),
         "scaling" => scaling::case(scn, case, result, records),
@@ -41,6 +43,7 @@ pub fn case(
 /// Runs the named analysis over the whole run.
 pub fn finish(name: &str, scn: &Scenario, results: &mut RunResults) {
     match name {
+        "burst" => burst::finish(scn, results),
         "overhead" => overhead::finish(scn, results),
         "balance" => balance::finish(scn, results),
         "scaling" => scaling::finish(scn, results),

@@ -208,8 +208,10 @@ fn markers(case: &CaseResult) -> Vec<Marker> {
 
 /// The case's span on the time axis: its own start and length, widened to any data outside it.
 fn x_range(case: &CaseResult) -> (f64, f64) {
-    let mut lo = case.start_s;
-    let mut hi = case.start_s + case.elapsed_s;
+    // Times inside a case (load timelines, events, series) count from the case's own origin;
+    // `start_s` places the case in the run and is not on this axis.
+    let mut lo = 0.0_f64;
+    let mut hi = case.elapsed_s;
     let mut widen = |t: f64| {
         if t.is_finite() {
             lo = lo.min(t);

@@ -149,6 +149,8 @@ struct Facts {
     read_timeout_us: Option<f64>,
     keepalive: u32,
     connections: u32,
+    /// Closed loop (wrk's model), where Little's law ties req/s to latency.
+    closed: bool,
     requests: u64,
     rps: f64,
     mean_us: f64,
@@ -194,6 +196,7 @@ impl Facts {
                 .map(|d| d.0.as_secs_f64() * 1e6),
             keepalive: upstream.map_or(0, |u| u.keepalive),
             connections: l.connections,
+            closed: l.mode == model::LoadMode::Closed,
             requests: l.requests,
             rps: l.req_per_sec_total(),
             mean_us: l.latency.mean_us,
@@ -459,16 +462,19 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
 
 fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
     let mut n = Vec::new();
-    n.push(format!(
-        "Closed loop (wrk's model): {} connections each send the next request when the answer \
-         arrives, so req/s = connections / mean latency (Little's law): {} / {} = {:.0} req/s \
-         predicted, {:.0} measured. Every millisecond the path adds is req/s lost.",
-        f.connections,
-        f.connections,
-        units::fmt_us(f.mean_us),
-        f.connections as f64 / (f.mean_us / 1e6).max(1e-9),
-        f.rps
-    ));
+    if f.closed {
+        n.push(format!(
+            "Closed loop (wrk's model): {} connections each send the next request when the \
+             answer arrives, so req/s = connections / mean latency (Little's law): {} / {} = \
+             {:.0} req/s predicted, {:.0} measured. Every millisecond the path adds is req/s \
+             lost.",
+            f.connections,
+            f.connections,
+            units::fmt_us(f.mean_us),
+            f.connections as f64 / (f.mean_us / 1e6).max(1e-9),
+            f.rps
+        ));
+    }
     let tw_text = match tw {
         Some((backend, proxy)) if backend >= proxy => format!(
             "the backend closes first, so TIME_WAIT lands on its side: {} sockets at the \
@@ -577,7 +583,7 @@ fn finding(f: &Facts) -> String {
 
 fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
     let mut out = Vec::new();
-    if f.mean_us > 0.0 && f.rps > 0.0 {
+    if f.closed && f.mean_us > 0.0 && f.rps > 0.0 {
         let predicted = f.connections as f64 / (f.mean_us / 1e6);
         let off = (f.rps - predicted).abs() / predicted;
         out.push(check(

@@ -196,9 +196,11 @@ fn findings(
         out.push(format!(
             "Removing {n} backend(s) by {how}: nginx logged {} error/warn line(s) and passed {} \
              request(s) to another backend; clients lost {owned} request(s) to the backend \
-             changes ({causes}), {late} of them at least {OLD_WORKERS_QUIT_MS:.0} ms after a \
-             SIGHUP, when old workers close their keep-alive connections.",
-            l.error_warn, l.retried
+             changes ({causes}), {late} of them sent at least {:.0} ms after a SIGHUP, when old \
+             workers close their keep-alive connections.",
+            l.error_warn,
+            l.retried,
+            OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS
         ));
     }
     if plan.has(|w| w == What::Reload) {

@@ -90,10 +90,10 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
     let plan = [
         ("listeners", "listeners", counts(1, 8, 1)),
         ("https-listeners", "https_listeners", counts(0, 8, 1)),
-        ("routes-2s", "routes", counts(1, 400, 20)),
-        ("routes-no-delay", "routes", counts(1, 400, 20)),
+        ("routes-2s", "routes", counts(1, 600, 30)),
+        ("routes-no-delay", "routes", counts(1, 600, 30)),
         ("upstream-servers", "upstream_servers", counts(1, 40, 8)),
-        ("matches", "matches", counts(0, 4000, 500)),
+        ("matches", "matches", counts(0, 10000, 625)),
     ];
     for (name, what, steps) in &plan {
         let c = case(&r, name);
@@ -147,13 +147,13 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
             .collect::<Vec<_>>()
     );
 
-    // Matches: no limit up to 4000, and the last match costs nginx more than the first.
+    // Matches: no limit up to 10000, and the last match costs nginx more than the first.
     let m = case(&r, "matches");
     let limits = table(m, "limits");
     assert!(limits.rows[0][3].starts_with("none"), "{:?}", limits.rows);
     let fl = table(m, "first match vs last match");
     assert_eq!(fl.rows[0][1], "v0 (entry 1)");
-    assert_eq!(fl.rows[1][1], "v3999 (entry 4000)");
+    assert_eq!(fl.rows[1][1], "v9999 (entry 10000)");
     for l in ["first-match", "last-match"] {
         let s = m.loads.iter().find(|x| x.name == l).unwrap();
         assert!(s.requests > 0 && s.failures() == 0, "{l}: {:?}", s.status);

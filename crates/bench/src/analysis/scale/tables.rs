@@ -1,0 +1,366 @@
+//! The scale analysis' per-case tables: time to ready, reload time against config size, nginx
+//! CPU and memory by phase, limits hit, and what the light load lost.
+
+use super::steps::{quarters, summary, Growth, NginxSample, Step};
+use super::{f1, f2, mib, one_line, share, trend, Records, AROUND_RELOAD_S};
+use crate::scenario::GrowWhat;
+use model::{CaseResult, ErrorKind, LoadSummary, Table};
+
+/// NGF's time-to-ready numbers for one case.
+pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
+    let probed: Vec<&Step> = g.steps.iter().filter(|s| s.probed && s.ok()).collect();
+    if probed.is_empty() {
+        return None;
+    }
+    let v: Vec<f64> = probed.iter().filter_map(|s| s.ttr_ms).collect();
+    let n = probed.len() as u64;
+    let within = |ms: f64| v.iter().filter(|&&x| x <= ms).count() as u64;
+    let (mean, p50, p99, max) = summary(&v).unwrap_or((f64::NAN, f64::NAN, f64::NAN, f64::NAN));
+    let mut t = Table {
+        title: format!("{case}: time to ready"),
+        columns: [
+            "Grown",
+            "Probed",
+            "Never ready",
+            "Mean (ms)",
+            "p50 (ms)",
+            "p99 (ms)",
+            "Max (ms)",
+            "<= 500ms",
+            "<= 1000ms",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![vec![
+            format!("{} {} -> {}", g.noun(), g.initial, g.reached()),
+            n.to_string(),
+            (n - v.len() as u64).to_string(),
+            f1(mean),
+            f1(p50),
+            f1(p99),
+            f1(max),
+            share(within(500.0), n),
+            share(within(1000.0), n),
+        ]],
+        notes: Vec::new(),
+    };
+    t.notes.push(
+        "Time to ready: from the start of a step (render, nginx -t, SIGHUP) until the newest item \
+         answered 200 three times in a row. Shares are of every probed item, so one that never \
+         answered counts against them."
+            .into(),
+    );
+    t.notes.push(ttr_mechanism(g.spec.what).into());
+    Some(t)
+}
+
+/// Why time to ready looks the way it does, per kind of growth.
+pub(super) fn ttr_mechanism(what: GrowWhat) -> &'static str {
+    match what {
+        GrowWhat::Listeners => {
+            "A new listener is a new port. The master opens it when it reads the new config and \
+             only the new workers inherit it, so the port answers as soon as a new worker runs \
+             (connections are refused until then): time to ready is about render + nginx -t + the \
+             master's own read of the config + a worker start, with no overlap of generations."
+        }
+        GrowWhat::HttpsListeners => {
+            "A new HTTPS listener is a new port, answered as soon as a new worker runs, as for \
+             plain listeners. Each one is a TLS server block: nginx loads its certificate and key \
+             and builds an SSL context for it, in nginx -t and again in the master on reload, so \
+             both grow with the number of HTTPS listeners, and every probe pays a TLS handshake."
+        }
+        GrowWhat::Routes | GrowWhat::Matches => {
+            "A new route (or match) lives on a port the old workers listen on too. For about \
+             100 ms after SIGHUP the master runs both generations (it starts the new workers, \
+             waits, then tells the old ones to quit), and a probe connection accepted by an old \
+             worker still gets 404. Ready needs 3 answers in a row, so time to ready lands between \
+             'new config served' and 'old workers gone', depending on which worker each probe \
+             connection reaches."
+        }
+        GrowWhat::UpstreamServers => {
+            "Upstream servers are not addressed by clients; a new one gets its round-robin share \
+             once the new workers run."
+        }
+    }
+}
+
+/// Reload work against config size: the steps nginx took, in four quarters.
+pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
+    let ok = g.ok_steps();
+    let mean = |v: Vec<f64>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            f1(v.iter().sum::<f64>() / v.len() as f64)
+        }
+    };
+    let row = |label: String, s: &[&Step]| {
+        let col = |f: fn(&Step) -> Option<f64>| s.iter().filter_map(|x| f(x)).collect::<Vec<_>>();
+        let low = col(|x| x.validate_ms)
+            .into_iter()
+            .fold(f64::INFINITY, f64::min);
+        vec![
+            label,
+            s.len().to_string(),
+            mean(col(|x| x.pre_ms)),
+            mean(col(|x| x.validate_ms)),
+            if low.is_finite() { f1(low) } else { "-".into() },
+            mean(col(|x| x.served_ms)),
+            mean(col(|x| x.old_gone_ms)),
+            mean(col(|x| x.ttr_ms)),
+        ]
+    };
+    let mut t = Table {
+        title: format!("{case}: reload time against config size"),
+        columns: [
+            "Items after the step",
+            "Steps",
+            "Render + nginx -t (ms)",
+            "nginx -t (ms)",
+            "nginx -t lowest (ms)",
+            "SIGHUP -> served (ms)",
+            "SIGHUP -> old workers gone (ms)",
+            "Time to ready (ms)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for q in quarters(&ok) {
+        let (a, b) = (q[0].count, q[q.len() - 1].count);
+        let label = if a == b {
+            a.to_string()
+        } else {
+            format!("{a} - {b}")
+        };
+        t.rows.push(row(label, &q));
+    }
+    if !ok.is_empty() {
+        t.rows.push(row("all".into(), &ok));
+    }
+    t.notes.push(
+        "Means per quarter of the growth, largest configs last. Render + nginx -t runs before the \
+         signal (proxybench's own rendering and nginx parsing the whole file): the part a control \
+         plane does, like NGF's event batch processing. nginx -t builds the whole config, and the \
+         master builds it again on SIGHUP, so both it and 'SIGHUP -> served' grow with the config; \
+         'old workers gone' adds the master's ~100 ms wait before it retires the old generation."
+            .into(),
+    );
+    if let Some((first, last)) = trend(g) {
+        t.notes.push(format!(
+            "Trend: the lowest nginx -t time of the first quarter is {} ms and of the last {} ms \
+             ({}). The lowest value of a quarter tracks the work itself: on a shared machine, \
+             scheduling noise only ever adds time.",
+            f1(first),
+            f1(last),
+            if first > 0.0 {
+                format!("x{:.2}", last / first)
+            } else {
+                "-".into()
+            }
+        ));
+    }
+    t
+}
+
+/// nginx CPU and memory before, during and after the growth.
+pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample]) -> Table {
+    let (start, end) = g.span().unwrap_or((f64::INFINITY, f64::INFINITY));
+    // Each phase is the samples with lo < t <= hi.
+    let phases = [
+        ("before the growth", f64::NEG_INFINITY, start),
+        ("during the growth", start, end + 1.0),
+        ("after the growth", end + 1.0, f64::INFINITY),
+    ];
+    let mut t = Table {
+        title: format!("{case}: nginx CPU and memory"),
+        columns: [
+            "Phase",
+            "Samples",
+            "CPU mean (% of a core)",
+            "CPU peak",
+            "RSS at the end of the phase (MiB)",
+            "RSS peak (MiB)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for (label, lo, hi) in phases {
+        let s: Vec<&NginxSample> = nginx.iter().filter(|x| x.t_s > lo && x.t_s <= hi).collect();
+        if s.is_empty() {
+            continue;
+        }
+        let cpu: Vec<f64> = s.iter().map(|x| x.cpu_pct).collect();
+        t.rows.push(vec![
+            label.to_string(),
+            s.len().to_string(),
+            f1(cpu.iter().sum::<f64>() / cpu.len() as f64),
+            f1(cpu.iter().copied().fold(0.0, f64::max)),
+            mib(s[s.len() - 1].rss),
+            mib(s.iter().map(|x| x.rss).max().unwrap_or(0)),
+        ]);
+    }
+    let (a, b) = rss_start_end(g, nginx);
+    if let (Some(a), Some(b)) = (a, b) {
+        t.notes.push(format!(
+            "nginx resident memory (master and workers summed, sampled every second) went from \
+             {} MiB before the growth to {} MiB at the end ({}{} MiB). Peaks during the growth \
+             include the old workers that are still finishing while the new ones already run.",
+            mib(a),
+            mib(b),
+            if b >= a { "+" } else { "-" },
+            mib(a.abs_diff(b))
+        ));
+    }
+    t
+}
+
+/// nginx RSS at the last sample before the growth and at the last sample of the case.
+pub(super) fn rss_start_end(g: &Growth<'_>, nginx: &[NginxSample]) -> (Option<u64>, Option<u64>) {
+    let start = g.span().map_or(f64::INFINITY, |s| s.0);
+    let before = nginx
+        .iter()
+        .rev()
+        .find(|s| s.t_s <= start)
+        .or(nginx.first())
+        .map(|s| s.rss);
+    (before, nginx.last().map(|s| s.rss))
+}
+
+/// What nginx said when it refused the config, or that it never did.
+pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
+    let largest = g.ok_steps().last().copied();
+    let mut t = Table {
+        title: format!("{case}: limits"),
+        columns: [
+            "Largest config nginx took",
+            "nginx -t there (ms)",
+            "Refused at",
+            "nginx's message",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let took = format!("{} {}", g.reached(), g.noun());
+    let val = largest.and_then(|s| s.validate_ms).map_or("-".into(), f1);
+    match g.limit() {
+        Some(l) => {
+            t.rows.push(vec![
+                took,
+                val,
+                format!("{} {}", l.count, g.noun()),
+                one_line(&l.error),
+            ]);
+            t.notes.push(
+                "nginx kept serving the last config it took (a failed nginx -t or master reload \
+                 changes nothing), and the growth stopped there."
+                    .into(),
+            );
+        }
+        None => t.rows.push(vec![
+            took,
+            val,
+            "-".into(),
+            format!("none: nginx took every step up to {}", g.spec.to),
+        ]),
+    }
+    if g.spec.what == GrowWhat::Matches {
+        t.notes.push(
+            "NGF v1.0.0 put every match of a path into one variable, a single config parameter, \
+             and one match past its test's count made nginx refuse it as too long. proxybench \
+             renders one map entry per match, so the config grows in lines rather than in one \
+             token; nginx's ~4 KB limit on a single parameter ('too long parameter') only bites a \
+             single header value that long."
+                .into(),
+        );
+    }
+    t
+}
+
+/// The light load's losses, split by mechanism.
+pub(super) struct LightLoss {
+    pub(super) non_2xx: u64,
+    pub(super) idle_closed: u64,
+    pub(super) other: u64,
+    pub(super) idle_near_reload: u64,
+}
+
+impl LightLoss {
+    pub(super) fn of(l: &LoadSummary, result: &CaseResult, records: &Records) -> LightLoss {
+        let idle_closed = l
+            .errors
+            .get(&ErrorKind::ReadIdleClosed)
+            .copied()
+            .unwrap_or(0);
+        let near = |t: f64| {
+            result.reloads.iter().any(|r| {
+                let gone = r.old_workers_exited_ms.unwrap_or(0.0) / 1e3;
+                t >= r.t_s && t <= r.t_s + gone + AROUND_RELOAD_S
+            })
+        };
+        let idle_near_reload = records.get(&l.name).map_or(0, |recs| {
+            recs.iter()
+                .filter(|r| r.error == Some(ErrorKind::ReadIdleClosed))
+                .filter(|r| near(r.t_us as f64 / 1e6))
+                .count() as u64
+        });
+        LightLoss {
+            non_2xx: l.non_2xx_3xx(),
+            idle_closed,
+            other: l.error_total() - idle_closed,
+            idle_near_reload,
+        }
+    }
+
+    pub(super) fn table(&self, case: &str, l: &LoadSummary, bound: u64) -> Table {
+        let p = |q: f64| {
+            l.latency
+                .percentile(q)
+                .map_or("-".into(), |us| f2(us as f64 / 1e3))
+        };
+        Table {
+            title: format!("{case}: the light load during the growth"),
+            columns: [
+                "Requests",
+                "Non-2xx",
+                "read_idle_closed",
+                "of them around a reload",
+                "Bound (reloads x connections)",
+                "Other errors",
+                "Latency p50 (ms)",
+                "p99 (ms)",
+                "Max (ms)",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: vec![vec![
+                l.attempts().to_string(),
+                self.non_2xx.to_string(),
+                self.idle_closed.to_string(),
+                self.idle_near_reload.to_string(),
+                bound.to_string(),
+                self.other.to_string(),
+                p(50.0),
+                p(99.0),
+                f2(l.latency.max_us as f64 / 1e3),
+            ]],
+            notes: vec![format!(
+                "On SIGHUP the old workers finish what they are doing and close their idle \
+                 keep-alive client connections. A request the client sends on such a connection \
+                 as it closes fails before any byte of the answer (read_idle_closed): NGF issue \
+                 1147, a known mechanism of nginx reloads, not a lost route. Each reload can close \
+                 each of the load's {} connections at most once, hence the bound; 'around a \
+                 reload' counts those that failed between a SIGHUP and {} ms after its old \
+                 workers were gone. Anything else (non-2xx, resets mid-answer, timeouts) would \
+                 be a real loss.",
+                l.connections,
+                (AROUND_RELOAD_S * 1e3) as u64
+            )],
+        }
+    }
+}

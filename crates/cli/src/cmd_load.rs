@@ -78,6 +78,16 @@ pub struct Args {
     /// Write per-second latency histograms to this file (HdrHistogram interval log).
     #[arg(long = "hdr-log", value_name = "FILE")]
     hdr_log: Option<PathBuf>,
+    /// Kernel interface: io_uring (plain http) when available, else epoll; or force one.
+    #[arg(long, value_enum, default_value_t = IoArg::Auto)]
+    io: IoArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IoArg {
+    Auto,
+    Epoll,
+    Uring,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -214,6 +224,11 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
     cfg.insecure = a.insecure;
     cfg.cacert = a.cacert.clone();
     cfg.hdr_log = a.hdr_log.clone();
+    cfg.io = match a.io {
+        IoArg::Auto => load::IoMode::Auto,
+        IoArg::Epoll => load::IoMode::Epoll,
+        IoArg::Uring => load::IoMode::Uring,
+    };
     cfg.validate().map_err(|e| usage(&e))?;
     Ok(cfg)
 }

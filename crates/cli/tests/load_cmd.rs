@@ -61,6 +61,10 @@ fn bad_input_exits_2_with_one_line() {
             &["http://no-such-host.invalid/"],
             "cannot resolve 'no-such-host.invalid'",
         ),
+        (
+            &["--io", "uring", "https://127.0.0.1:9/"],
+            "io_uring drives plain http only; https runs on epoll",
+        ),
     ];
     for (args, want) in cases {
         let out = pb(args);

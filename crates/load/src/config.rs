@@ -33,6 +33,18 @@ pub enum Error {
     Io(String),
 }
 
+/// Which kernel interface drives the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// io_uring for plain HTTP when the kernel allows it, epoll otherwise (and for https).
+    #[default]
+    Auto,
+    /// Readiness with epoll: a `read` and a `send` per request.
+    Epoll,
+    /// Completions with io_uring: one system call per loop turn (plain HTTP only).
+    Uring,
+}
+
 /// A `--resolve HOST:PORT:ADDR` entry: connections for HOST:PORT go to ADDR, while the Host
 /// header and TLS SNI stay HOST (curl's meaning).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +132,8 @@ pub struct Config {
     /// Closed loop only: how long a connection waits before reconnecting after a failed
     /// connect, so a refused port is counted without spinning a core. Zero is wrk's behaviour.
     pub reconnect_backoff: Duration,
+    /// The kernel interface for the sockets.
+    pub io: IoMode,
 }
 
 impl Config {
@@ -151,6 +165,7 @@ impl Config {
             hdr_log: None,
             name: "load".to_string(),
             reconnect_backoff: Duration::from_millis(10),
+            io: IoMode::Auto,
         })
     }
 

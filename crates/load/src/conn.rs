@@ -106,6 +106,9 @@ pub struct Conn {
     pub drained: bool,
     /// The last readiness event said the peer closed or the socket failed: read to the end.
     pub hup: bool,
+    /// Shut the socket down before closing it (io_uring: ends the multishot receive, which
+    /// holds its own reference to the socket).
+    pub shutdown_on_close: bool,
 }
 
 impl Conn {
@@ -125,11 +128,17 @@ impl Conn {
             deadline: 0,
             drained: false,
             hup: false,
+            shutdown_on_close: false,
         }
     }
 
     /// Closes the socket (if any) and forgets the TLS session.
     pub fn close(&mut self) {
+        if self.shutdown_on_close {
+            if let Some(s) = &self.sock {
+                s.shutdown();
+            }
+        }
         self.sock = None;
         self.tls = None;
         self.gen = self.gen.wrapping_add(1);
@@ -216,11 +225,11 @@ impl Conn {
             return Recv::Again;
         };
         match &mut self.tls {
-            None => {
+            None => loop {
                 if self.drained {
                     return Recv::Again;
                 }
-                match sock.read(buf) {
+                return match sock.read(buf) {
                     Ok(0) => Recv::Eof,
                     Ok(n) => {
                         self.drained = n < buf.len() && !self.hup;
@@ -230,10 +239,10 @@ impl Conn {
                         self.drained = true;
                         Recv::Again
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => Recv::Data(0),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => Recv::Failed,
-                }
-            }
+                };
+            },
             Some(tls) => loop {
                 match tls.reader().read(buf) {
                     Ok(0) => return Recv::Eof,

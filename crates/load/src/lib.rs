@@ -4,9 +4,10 @@
 //! [`run`] starts one event-loop thread per [`Config::threads`] (each owning its connections),
 //! merges their per-second recordings as the run goes (one [`model::Second`] per second, handed to
 //! [`Control::on_second`]), and returns a [`model::LoadSummary`]. The pieces, one file each:
-//! `codec` (response framing, no I/O), `sys` (sockets and epoll), `conn` (one connection's I/O
-//! steps), `tls`, `worker` (the loop), `pacer` (open-loop schedules), `stats`, `aggregate`,
-//! `summary`, and [`probe`] (a blocking one-shot request for the bench).
+//! `codec` (response framing, no I/O), `sys` (sockets and epoll), `uring` (an io_uring with
+//! provided buffers), `conn` (one connection's I/O steps), `tls`, `worker` (the loop, over epoll
+//! or io_uring), `pacer` (open-loop schedules), `stats`, `aggregate`, `summary`, and [`probe`]
+//! (a blocking one-shot request for the bench).
 
 #![warn(missing_docs)]
 
@@ -22,9 +23,10 @@ mod summary;
 mod sys;
 pub mod target;
 mod tls;
+mod uring;
 mod worker;
 
-pub use config::{parse_header_line, Config, Error, Resolve};
+pub use config::{parse_header_line, Config, Error, IoMode, Resolve};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::Rng;
@@ -92,6 +94,25 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         threads = threads.min(n.min(u32::MAX as u64) as usize);
     }
     let connections = cfg.connections as usize;
+    let backend = match (cfg.io, tls.is_some()) {
+        (IoMode::Epoll, _) | (IoMode::Auto, true) => worker::Backend::Epoll,
+        (IoMode::Uring, true) => {
+            return Err(Error::Invalid(
+                "io_uring drives plain http only; https runs on epoll".to_string(),
+            ))
+        }
+        (IoMode::Uring, false) => match uring::Uring::new(1) {
+            Ok(_) => worker::Backend::Uring,
+            Err(e) => return Err(Error::Io(format!("io_uring is not available here: {e}"))),
+        },
+        (IoMode::Auto, false) => {
+            if uring::available() {
+                worker::Backend::Uring
+            } else {
+                worker::Backend::Epoll
+            }
+        }
+    };
     let hdr_log = match &cfg.hdr_log {
         Some(path) => {
             let file = std::fs::File::create(path)
@@ -120,6 +141,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         threads,
         record: cfg.record_requests,
         stop: ctl.stop.clone(),
+        backend,
     };
 
     let (tx, rx) = mpsc::channel();

@@ -116,6 +116,13 @@ impl Socket {
         }
     }
 
+    /// Shuts both directions down (sends FIN; wakes anything waiting on the socket).
+    pub fn shutdown(&self) {
+        unsafe {
+            libc::shutdown(self.0, libc::SHUT_RDWR);
+        }
+    }
+
     /// The file descriptor.
     pub fn fd(&self) -> RawFd {
         self.0

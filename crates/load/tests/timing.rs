@@ -1,103 +1,18 @@
 //! Latency against known truth: a server with a fixed delay, and a server that stalls for a
-//! second in the middle of an open-loop run (coordinated omission, corrected and not).
+//! second in the middle of an open-loop run (coordinated omission, corrected and not). Runs on both I/O backends.
 
 mod common;
 
-use common::*;
-use proxybench_load as load;
-use std::io::Write;
-use std::time::{Duration, Instant};
+/// Timing tests run one at a time: on two cores, a second one running beside would be the
+/// noise they measure.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Waits until `deadline`: sleeps most of the way, then spins, so the delay is exact to a few µs.
-fn wait_until(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now + Duration::from_millis(2) {
-        std::thread::sleep(deadline - now - Duration::from_millis(1));
-    }
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
-    }
+mod epoll {
+    const IO: proxybench_load::IoMode = proxybench_load::IoMode::Epoll;
+    include!("cases/timing.rs");
 }
 
-#[test]
-fn fixed_10ms_delay_reads_p50_within_2_percent() {
-    let srv = TestServer::start(|mut s, ctx| {
-        let mut buf = Vec::new();
-        while let Some(t0) = ctx.read_request(&mut s, &mut buf) {
-            wait_until(t0 + Duration::from_millis(10));
-            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    let mut cfg = load::Config::new(&srv.url("/")).unwrap();
-    cfg.connections = 2;
-    cfg.threads = 1;
-    cfg.duration = Some(Duration::from_millis(2500));
-    let o = run(&cfg);
-    let p50 = o.summary.latency.percentile(50.0).unwrap();
-    assert!(o.summary.requests > 300, "{}", o.summary.requests);
-    assert!(
-        (9_800..=10_200).contains(&p50),
-        "p50 {p50} us is not within 2% of 10 ms"
-    );
-    assert!(
-        o.summary.latency.min_us >= 10_000,
-        "nothing is faster than the delay"
-    );
-}
-
-#[test]
-fn a_one_second_stall_shows_in_corrected_latency_and_less_in_uncorrected() {
-    // Answers at once, except that nothing is answered between 1.0 s and 2.0 s after start.
-    let srv = TestServer::start(|mut s, ctx| {
-        let mut buf = Vec::new();
-        let (stall_from, stall_to) = (
-            ctx.start + Duration::from_millis(1000),
-            ctx.start + Duration::from_millis(2000),
-        );
-        while ctx.read_request(&mut s, &mut buf).is_some() {
-            let now = Instant::now();
-            if now >= stall_from && now < stall_to {
-                std::thread::sleep(stall_to - now);
-            }
-            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    let mut cfg = load::Config::new(&srv.url("/")).unwrap();
-    cfg.connections = 10;
-    cfg.threads = 1;
-    cfg.rate = Some(1000.0);
-    cfg.duration = Some(Duration::from_secs(4));
-    cfg.timeout = Duration::from_secs(5);
-    let o = run(&cfg);
-    let s = &o.summary;
-    assert_eq!(s.error_total(), 0);
-    let corrected = s.latency.percentile(99.0).unwrap();
-    let uncorrected = s.latency_uncorrected.as_ref().unwrap();
-    let unc99 = uncorrected.percentile(99.0).unwrap();
-    // About a quarter of the requests were intended during the stall; the top 1% waited for
-    // most of the second.
-    assert!(corrected > 800_000, "corrected p99 {corrected} us");
-    assert!(s.latency.percentile(90.0).unwrap() > 400_000);
-    // Measured from the actual send only the ten requests caught in flight saw the stall.
-    assert!(unc99 < 100_000, "uncorrected p99 {unc99} us");
-    assert!(uncorrected.max_us > 800_000, "the in-flight ones did wait");
-    let sch = s.schedule.as_ref().unwrap();
-    assert!(
-        sch.late >= 900,
-        "requests queued behind the stall are late: {}",
-        sch.late
-    );
-    assert!(sch.late_max_us > 800_000);
-    assert_eq!(
-        sch.sent, sch.intended,
-        "the backlog was sent after the stall"
-    );
+mod uring {
+    const IO: proxybench_load::IoMode = proxybench_load::IoMode::Uring;
+    include!("cases/timing.rs");
 }

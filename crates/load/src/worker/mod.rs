@@ -1,14 +1,19 @@
-//! One generator thread (wrk's `wrk.c` loop): an epoll loop over its connections. In closed loop
-//! each connection sends its next request the moment a response completes, straight from the
-//! read handler (no EPOLLOUT round trip). In open loop requests leave at their intended times
-//! on whichever connection is free, and latency counts from the intended time.
+//! One generator thread (wrk's `wrk.c` loop) over its connections. In closed loop each
+//! connection sends its next request the moment a response completes; in open loop requests
+//! leave at their intended times on whichever connection is free, and latency counts from the
+//! intended time. This file holds the scheduling and the accounting; the I/O comes from epoll
+//! (`epoll.rs`, also TLS) or io_uring (`uring.rs`, plain HTTP).
+
+mod epoll;
+mod uring;
 
 use crate::codec::{Discard, Eof, Progress};
-use crate::conn::{Conn, Recv, State, Step};
+use crate::conn::{Conn, State};
 use crate::pacer::Pacer;
 use crate::stats::{kind_index, Msg, Recorder, SecondBlock, ThreadFinal};
 use crate::sys::{self, Epoll, Socket};
 use crate::target::Target;
+use crate::uring::{Done, Uring};
 use model::{ErrorKind, RequestRecord};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
@@ -23,8 +28,33 @@ use std::time::Instant;
 pub const LATE_THRESHOLD_NS: u64 = 1_000_000;
 /// How often an idle loop looks at the stop flag.
 const STOP_POLL_NS: u64 = 50_000_000;
-/// Size of the per-thread read buffer shared by all its connections.
+/// Size of the per-thread read buffer shared by all its connections (epoll).
 const READ_BUF: usize = 64 * 1024;
+
+/// Which kernel interface a worker drives its sockets with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Readiness (epoll) with `read`/`send` per request; also the TLS path.
+    Epoll,
+    /// Completions (io_uring): one system call per loop turn for all sends and receives.
+    Uring,
+}
+
+/// The I/O state of one worker.
+enum Io {
+    Epoll {
+        epoll: Epoll,
+        events: Vec<sys::Event>,
+        buf: Vec<u8>,
+    },
+    Uring {
+        ring: Box<Uring>,
+        done: Vec<Done>,
+        /// Connections whose response completed in this batch: they go on only after the
+        /// whole batch is in, so a close that arrived with the response is seen first.
+        deferred: Vec<usize>,
+    },
+}
 
 /// What every worker of one run shares (read-only).
 pub struct Shared {
@@ -52,6 +82,8 @@ pub struct Shared {
     pub record: bool,
     /// Set by the caller to end the run early.
     pub stop: Arc<AtomicBool>,
+    /// The I/O backend.
+    pub backend: Backend,
 }
 
 /// Channels between a worker and the aggregator.
@@ -66,9 +98,8 @@ struct Worker<'a> {
     id: usize,
     sh: &'a Shared,
     links: Links,
-    epoll: Epoll,
+    io: Io,
     conns: Vec<Conn>,
-    buf: Vec<u8>,
     pacer: Option<Pacer>,
     free: VecDeque<usize>,
     retry: VecDeque<usize>,
@@ -103,13 +134,33 @@ pub fn run(
     let pacer = sh.open.map(|(rate, arrivals, seed)| {
         Pacer::new(sh.start_ns, rate, arrivals, seed, id, sh.threads, sh.limit)
     });
+    let io = match sh.backend {
+        Backend::Epoll => Io::Epoll {
+            epoll: Epoll::new()?,
+            events: sys::events(256.min(conns.max(1) * 2)),
+            buf: vec![0; READ_BUF],
+        },
+        Backend::Uring => Io::Uring {
+            ring: Box::new(Uring::new(conns)?),
+            done: Vec::with_capacity(256),
+            deferred: Vec::with_capacity(conns),
+        },
+    };
+    let uring = sh.backend == Backend::Uring;
     let mut w = Worker {
         id,
         sh,
         links,
-        epoll: Epoll::new()?,
-        conns: (0..conns).map(|_| Conn::new()).collect(),
-        buf: vec![0; READ_BUF],
+        io,
+        conns: (0..conns)
+            .map(|_| {
+                let mut c = Conn::new();
+                // A multishot receive holds its own reference to the socket: only a shutdown
+                // ends it, so closing the descriptor alone would leave the connection open.
+                c.shutdown_on_close = uring;
+                c
+            })
+            .collect(),
         pacer,
         free: if open {
             (0..conns).collect()
@@ -137,7 +188,6 @@ pub fn run(
 
 impl Worker<'_> {
     fn main_loop(&mut self) -> io::Result<()> {
-        let mut events = sys::events(256.min(self.conns.len().max(1) * 2));
         let mut now = now_ns(&self.sh.origin);
         // Every thread's seconds start at the run's first second, so the aggregator can line
         // them up without guessing.
@@ -198,14 +248,13 @@ impl Worker<'_> {
                     }
                 }
             }
-            let mut n = self.epoll.wait(&mut events, wake.saturating_sub(now))?;
-            self.events(&events[..n]);
+            let full = self.wait(wake.saturating_sub(now))?;
             if now_ns(&self.sh.origin) >= self.next_scan {
                 // Take in everything that already arrived before calling anything late: a
                 // loop that fell behind must not turn its own delay into timeouts.
-                while n == events.len() {
-                    n = self.epoll.wait(&mut events, 0)?;
-                    self.events(&events[..n]);
+                let mut more = full;
+                while more {
+                    more = self.wait(0)?;
                 }
                 self.scan(now_ns(&self.sh.origin));
             }
@@ -214,14 +263,12 @@ impl Worker<'_> {
         Ok(())
     }
 
-    fn events(&mut self, events: &[sys::Event]) {
-        for ev in events {
-            let token = ev.u64;
-            self.event(
-                (token & 0xffff_ffff) as usize,
-                (token >> 32) as u32,
-                ev.events,
-            );
+    /// Waits up to `timeout_ns` for I/O and handles all of it. Returns true when there may be
+    /// more ready right away (the event array was full).
+    fn wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+        match self.io {
+            Io::Epoll { .. } => self.epoll_wait(timeout_ns),
+            Io::Uring { .. } => self.uring_wait(timeout_ns),
         }
     }
 
@@ -276,21 +323,23 @@ impl Worker<'_> {
     }
 
     fn connect(&mut self, i: usize, now: u64) {
-        let c = &mut self.conns[i];
-        c.close();
+        self.conns[i].close();
         match Socket::connect(&self.sh.target.addr) {
             Ok((sock, established)) => {
-                let token = ((c.gen as u64) << 32) | i as u64;
-                if let Err(e) = self.epoll.add(sock.fd(), token) {
-                    drop(sock);
-                    self.fail(i, now, connect_kind(&e));
-                    return;
-                }
+                let c = &mut self.conns[i];
+                let fd = sock.fd();
                 c.sock = Some(sock);
                 c.state = State::Connecting;
                 self.connects += 1;
-                if established {
-                    self.connected(i, now);
+                let watched = match self.io {
+                    Io::Epoll { .. } => self.epoll_watch(i, fd),
+                    Io::Uring { .. } if established => Ok(()),
+                    Io::Uring { .. } => self.uring_watch_connect(i, fd),
+                };
+                match watched {
+                    Err(e) => self.fail(i, now, connect_kind(&e)),
+                    Ok(()) if established => self.connected(i, now),
+                    Ok(()) => {}
                 }
             }
             Err(e) => self.fail(i, now, connect_kind(&e)),
@@ -308,15 +357,15 @@ impl Worker<'_> {
                 }
                 Err(_) => self.fail(i, now, ErrorKind::Tls),
             },
-            None => self.ready(i, now),
-        }
-    }
-
-    fn handshake(&mut self, i: usize, now: u64) {
-        match self.conns[i].handshake() {
-            Step::Done => self.ready(i, now),
-            Step::Again => {}
-            Step::Failed | Step::Tls => self.fail(i, now, ErrorKind::Tls),
+            None => {
+                if let Io::Uring { .. } = self.io {
+                    if let Err(e) = self.uring_arm_recv(i) {
+                        self.fail(i, now, connect_kind(&e));
+                        return;
+                    }
+                }
+                self.ready(i, now)
+            }
         }
     }
 
@@ -337,134 +386,75 @@ impl Worker<'_> {
         c.wpos = 0;
         c.parser.reset(self.sh.target.head);
         self.bytes_written += req.len() as u64;
-        self.continue_write(i, now);
+        match self.io {
+            Io::Epoll { .. } => self.epoll_write(i, now),
+            Io::Uring { .. } => self.uring_write(i, now),
+        }
     }
 
+    /// Response bytes arrived on connection `i`. `hup` says the peer's close arrived with them.
+    /// Returns false when the connection was closed or replaced (stop reading it).
     #[inline]
-    fn continue_write(&mut self, i: usize, now: u64) {
-        match self.conns[i].send(&self.sh.target.request) {
-            Step::Done => self.conns[i].state = State::Reading,
-            Step::Again => {}
-            Step::Failed => self.fail(i, now, ErrorKind::Write),
-            Step::Tls => self.fail(i, now, ErrorKind::Tls),
+    fn on_data(&mut self, i: usize, data: &[u8], hup: bool) -> bool {
+        self.cur.bytes += data.len() as u64;
+        let c = &mut self.conns[i];
+        if !c.busy {
+            // Bytes nobody asked for: the connection is out of step; drop it.
+            self.drop_idle(i);
+            return false;
         }
-    }
-
-    fn event(&mut self, i: usize, gen: u32, events: u32) {
-        let Some(c) = self.conns.get_mut(i) else {
-            return;
-        };
-        if c.gen != gen || c.sock.is_none() {
-            return;
-        }
-        c.drained = false;
-        c.hup = events & sys::HUP != 0;
-        match c.state {
-            State::Connecting => {
-                if events & (sys::OUT | sys::IN) != 0 {
-                    let now = now_ns(&self.sh.origin);
-                    match c.sock.as_ref().map(Socket::take_error) {
-                        Some(Ok(())) => self.connected(i, now),
-                        Some(Err(e)) => self.fail(i, now, connect_kind(&e)),
-                        None => {}
-                    }
-                }
-            }
-            State::Handshake => {
+        match c.parser.feed(data, &mut Discard) {
+            Ok((_, Progress::More)) => true,
+            Ok((used, Progress::Done(resp))) => {
+                // Reuse the connection only if it is in step (no stray bytes, the request
+                // fully sent) and the server has not already closed it: a careful client does
+                // not send on a connection it saw close.
+                let reusable =
+                    resp.keep_alive && used == data.len() && c.state == State::Reading && !hup;
+                let gen = c.gen;
                 let now = now_ns(&self.sh.origin);
-                self.handshake(i, now);
+                self.complete(i, now, resp.status, reusable);
+                self.conns[i].gen == gen
             }
-            State::Writing => {
-                if events & sys::OUT != 0 {
-                    let now = now_ns(&self.sh.origin);
-                    self.continue_write(i, now);
-                }
-                if events & sys::IN != 0 && self.conns[i].gen == gen {
-                    self.read(i);
-                }
+            Err(_) => {
+                let now = now_ns(&self.sh.origin);
+                self.fail(i, now, ErrorKind::Malformed);
+                false
             }
-            State::Reading | State::Idle => {
-                if events & sys::IN != 0 {
-                    self.read(i);
-                }
-            }
-            State::Closed | State::Backoff => {}
         }
     }
 
-    /// Reads everything the socket has, completing responses as they end.
-    fn read(&mut self, i: usize) {
-        let gen = self.conns[i].gen;
-        loop {
-            let c = &mut self.conns[i];
-            if c.gen != gen {
-                return;
-            }
-            match c.recv(&mut self.buf) {
-                Recv::Again => return,
-                Recv::Data(n) => {
-                    self.cur.bytes += n as u64;
-                    if !c.busy {
-                        // Bytes nobody asked for: the connection is out of step; drop it.
-                        self.drop_idle(i);
-                        return;
-                    }
-                    match c.parser.feed(&self.buf[..n], &mut Discard) {
-                        Ok((_, Progress::More)) => {}
-                        Ok((used, Progress::Done(resp))) => {
-                            // Reuse the connection only if it is in step (no stray bytes, the
-                            // request fully sent) and the server has not already closed it: a
-                            // careful client does not send on a connection it saw close.
-                            let reusable =
-                                resp.keep_alive && used == n && c.state == State::Reading && !c.hup;
-                            let now = now_ns(&self.sh.origin);
-                            self.complete(i, now, resp.status, reusable);
-                        }
-                        Err(_) => {
-                            let now = now_ns(&self.sh.origin);
-                            self.fail(i, now, ErrorKind::Malformed);
-                            return;
-                        }
-                    }
-                }
-                Recv::Eof => {
-                    if !c.busy {
-                        self.drop_idle(i);
-                        return;
-                    }
-                    let now = now_ns(&self.sh.origin);
-                    match c.parser.eof() {
-                        Eof::Done(resp) => self.complete(i, now, resp.status, false),
-                        Eof::Empty if c.reused => self.fail(i, now, ErrorKind::ReadIdleClosed),
-                        Eof::Empty | Eof::Truncated => self.fail(i, now, ErrorKind::ReadReset),
-                    }
-                    return;
-                }
-                Recv::Failed => {
-                    if !c.busy {
-                        self.drop_idle(i);
-                        return;
-                    }
-                    let kind = if c.reused && !c.parser.started() {
-                        ErrorKind::ReadIdleClosed
-                    } else {
-                        ErrorKind::ReadReset
-                    };
-                    let now = now_ns(&self.sh.origin);
-                    self.fail(i, now, kind);
-                    return;
-                }
-                Recv::Tls => {
-                    if !c.busy {
-                        self.drop_idle(i);
-                        return;
-                    }
-                    let now = now_ns(&self.sh.origin);
-                    self.fail(i, now, ErrorKind::Tls);
-                    return;
-                }
-            }
+    /// The peer closed connection `i`.
+    fn on_eof(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if !c.busy {
+            self.drop_idle(i);
+            return;
         }
+        let now = now_ns(&self.sh.origin);
+        match c.parser.eof() {
+            Eof::Done(resp) => self.complete(i, now, resp.status, false),
+            Eof::Empty if c.reused => self.fail(i, now, ErrorKind::ReadIdleClosed),
+            Eof::Empty | Eof::Truncated => self.fail(i, now, ErrorKind::ReadReset),
+        }
+    }
+
+    /// Reading connection `i` failed (a reset); `tls` when the TLS layer failed instead.
+    fn on_read_failed(&mut self, i: usize, tls: bool) {
+        let c = &self.conns[i];
+        if !c.busy {
+            self.drop_idle(i);
+            return;
+        }
+        let kind = if tls {
+            ErrorKind::Tls
+        } else if c.reused && !c.parser.started() {
+            ErrorKind::ReadIdleClosed
+        } else {
+            ErrorKind::ReadReset
+        };
+        let now = now_ns(&self.sh.origin);
+        self.fail(i, now, kind);
     }
 
     /// An idle connection was closed by the server (or sent stray bytes): close it quietly.
@@ -552,6 +542,15 @@ impl Worker<'_> {
     /// The connection is free: closed loop sends again at once, open loop waits for the schedule.
     #[inline]
     fn next(&mut self, i: usize, now: u64) {
+        if let Io::Uring { deferred, .. } = &mut self.io {
+            deferred.push(i);
+            return;
+        }
+        self.proceed(i, now);
+    }
+
+    #[inline]
+    fn proceed(&mut self, i: usize, now: u64) {
         if self.pacer.is_some() {
             self.free.push_back(i);
             if !self.draining {

@@ -1,0 +1,145 @@
+//! The epoll side of a worker (also the TLS path). Sockets are registered once, edge-triggered
+//! for both directions; the next request is written straight from the read handler, so the hot
+//! path is one `read` and one `send` per request and never an `epoll_ctl` (wrk re-arms EPOLLOUT
+//! twice per request).
+
+use super::{connect_kind, now_ns, Io, Worker};
+use crate::conn::{Recv, State, Step};
+use crate::sys::{self, Socket};
+use model::ErrorKind;
+use std::io;
+use std::os::fd::RawFd;
+
+impl Worker<'_> {
+    /// Waits for readiness and handles every event. True when the event array came back full.
+    pub(super) fn epoll_wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+        let Io::Epoll { epoll, events, .. } = &mut self.io else {
+            unreachable!("epoll worker");
+        };
+        let n = epoll.wait(events, timeout_ns)?;
+        let full = n == events.len();
+        for k in 0..n {
+            let Io::Epoll { events, .. } = &self.io else {
+                unreachable!("epoll worker");
+            };
+            let ev = events[k];
+            let token = ev.u64;
+            self.event(
+                (token & 0xffff_ffff) as usize,
+                (token >> 32) as u32,
+                ev.events,
+            );
+        }
+        Ok(full)
+    }
+
+    /// Registers a new socket for connection `i`.
+    pub(super) fn epoll_watch(&mut self, i: usize, fd: RawFd) -> io::Result<()> {
+        let Io::Epoll { epoll, .. } = &self.io else {
+            unreachable!("epoll worker");
+        };
+        epoll.add(fd, ((self.conns[i].gen as u64) << 32) | i as u64)
+    }
+
+    /// Writes (the rest of) the request.
+    #[inline]
+    pub(super) fn epoll_write(&mut self, i: usize, now: u64) {
+        match self.conns[i].send(&self.sh.target.request) {
+            Step::Done => self.conns[i].state = State::Reading,
+            Step::Again => {}
+            Step::Failed => self.fail(i, now, ErrorKind::Write),
+            Step::Tls => self.fail(i, now, ErrorKind::Tls),
+        }
+    }
+
+    /// Drives the TLS handshake of connection `i`.
+    pub(super) fn handshake(&mut self, i: usize, now: u64) {
+        match self.conns[i].handshake() {
+            Step::Done => self.ready(i, now),
+            Step::Again => {}
+            Step::Failed | Step::Tls => self.fail(i, now, ErrorKind::Tls),
+        }
+    }
+
+    fn event(&mut self, i: usize, gen: u32, events: u32) {
+        let Some(c) = self.conns.get_mut(i) else {
+            return;
+        };
+        if c.gen != gen || c.sock.is_none() {
+            return;
+        }
+        c.drained = false;
+        c.hup = events & sys::HUP != 0;
+        match c.state {
+            State::Connecting => {
+                if events & (sys::OUT | sys::IN) != 0 {
+                    let now = now_ns(&self.sh.origin);
+                    match c.sock.as_ref().map(Socket::take_error) {
+                        Some(Ok(())) => self.connected(i, now),
+                        Some(Err(e)) => self.fail(i, now, connect_kind(&e)),
+                        None => {}
+                    }
+                }
+            }
+            State::Handshake => {
+                let now = now_ns(&self.sh.origin);
+                self.handshake(i, now);
+            }
+            State::Writing => {
+                if events & sys::OUT != 0 {
+                    let now = now_ns(&self.sh.origin);
+                    self.epoll_write(i, now);
+                }
+                if events & sys::IN != 0 && self.conns[i].gen == gen {
+                    self.read(i);
+                }
+            }
+            State::Reading | State::Idle => {
+                if events & sys::IN != 0 {
+                    self.read(i);
+                }
+            }
+            State::Closed | State::Backoff => {}
+        }
+    }
+
+    /// Reads everything the socket has, completing responses as they end.
+    fn read(&mut self, i: usize) {
+        let Io::Epoll { buf, .. } = &mut self.io else {
+            unreachable!("epoll worker");
+        };
+        // The shared read buffer leaves `self` while the bytes are handled.
+        let mut buf = std::mem::take(buf);
+        let gen = self.conns[i].gen;
+        loop {
+            let c = &mut self.conns[i];
+            if c.gen != gen {
+                break;
+            }
+            let hup = c.hup;
+            match c.recv(&mut buf) {
+                Recv::Again => break,
+                Recv::Data(n) => {
+                    if !self.on_data(i, &buf[..n], hup) {
+                        break;
+                    }
+                }
+                Recv::Eof => {
+                    self.on_eof(i);
+                    break;
+                }
+                Recv::Failed => {
+                    self.on_read_failed(i, false);
+                    break;
+                }
+                Recv::Tls => {
+                    self.on_read_failed(i, true);
+                    break;
+                }
+            }
+        }
+        if let Io::Epoll { buf: slot, .. } = &mut self.io {
+            *slot = buf;
+        }
+    }
+}

@@ -117,6 +117,10 @@ struct Worker<'a> {
     late: u64,
     lateness: Option<Recorder>,
     records: Vec<RequestRecord>,
+    /// io_uring: when the current batch of completions was reaped. Every completion in it was
+    /// posted before then, so it is their arrival time (and reading the clock once per batch
+    /// instead of per response keeps later completions from being stamped late).
+    batch_now: Option<u64>,
 }
 
 /// Runs one worker thread with `conns` connections and, in closed loop, `quota` requests.
@@ -182,6 +186,7 @@ pub fn run(
         late: 0,
         lateness: open.then(Recorder::default),
         records: Vec::new(),
+        batch_now: None,
     };
     w.main_loop()
 }
@@ -412,26 +417,32 @@ impl Worker<'_> {
                 let reusable =
                     resp.keep_alive && used == data.len() && c.state == State::Reading && !hup;
                 let gen = c.gen;
-                let now = now_ns(&self.sh.origin);
+                let now = self.arrival();
                 self.complete(i, now, resp.status, reusable);
                 self.conns[i].gen == gen
             }
             Err(_) => {
-                let now = now_ns(&self.sh.origin);
+                let now = self.arrival();
                 self.fail(i, now, ErrorKind::Malformed);
                 false
             }
         }
     }
 
+    /// When the bytes being handled arrived (at the latest).
+    #[inline]
+    fn arrival(&self) -> u64 {
+        self.batch_now.unwrap_or_else(|| now_ns(&self.sh.origin))
+    }
+
     /// The peer closed connection `i`.
     fn on_eof(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        if !c.busy {
+        if !self.conns[i].busy {
             self.drop_idle(i);
             return;
         }
-        let now = now_ns(&self.sh.origin);
+        let now = self.arrival();
+        let c = &mut self.conns[i];
         match c.parser.eof() {
             Eof::Done(resp) => self.complete(i, now, resp.status, false),
             Eof::Empty if c.reused => self.fail(i, now, ErrorKind::ReadIdleClosed),
@@ -453,7 +464,7 @@ impl Worker<'_> {
         } else {
             ErrorKind::ReadReset
         };
-        let now = now_ns(&self.sh.origin);
+        let now = self.arrival();
         self.fail(i, now, kind);
     }
 

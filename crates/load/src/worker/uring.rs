@@ -19,6 +19,7 @@ impl Worker<'_> {
             unreachable!("uring worker");
         };
         ring.wait(timeout_ns, done)?;
+        self.batch_now = Some(now_ns(&self.sh.origin));
         let n = done.len();
         for k in 0..n {
             let Io::Uring { done, .. } = &self.io else {
@@ -38,7 +39,9 @@ impl Worker<'_> {
                 self.connect_done(i);
             }
         }
-        // Connections that completed a response in this batch go on now.
+        self.batch_now = None;
+        // Connections that completed a response in this batch go on now: their requests are
+        // timed from here, just before the enter that sends them.
         let now = now_ns(&self.sh.origin);
         loop {
             let Io::Uring { deferred, .. } = &mut self.io else {

@@ -83,7 +83,15 @@ impl Uring {
             .setup_defer_taskrun()
             .setup_cqsize(sq * 4)
             .build(sq)?;
-        let nbuf = conns.next_power_of_two().clamp(64, 4096) as u16;
+        // Buffers only need to cover the bytes that arrive between two reaps; when they run
+        // out a receive stops with ENOBUFS and is re-armed. 1024 x 16 KiB bounds the memory.
+        // PROXYBENCH_URING_BUFFERS (a power of two, at least 2) overrides the count, so a
+        // test can make the buffers run out.
+        let nbuf = std::env::var("PROXYBENCH_URING_BUFFERS")
+            .ok()
+            .and_then(|v| v.parse::<u16>().ok())
+            .filter(|n| n.is_power_of_two() && *n >= 2)
+            .unwrap_or_else(|| conns.next_power_of_two().clamp(64, 1024) as u16);
         let entries_layout = Layout::from_size_align(
             nbuf as usize * std::mem::size_of::<types::BufRingEntry>(),
             4096,

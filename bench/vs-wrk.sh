@@ -10,7 +10,10 @@
 # Targets: req/s ratio >= 1.0, CPU per request ratio <= 1.0 (proxybench records every latency
 # in an HDR histogram; wrk keeps its own fixed array).
 #
-# Usage: bench/vs-wrk.sh            (env: ROUNDS=3 DURATION=10s CONNS=50 THREADS=1 PORT=auto)
+# proxybench drives plain HTTP with io_uring when the kernel allows (`--io auto`); measure the
+# epoll path with PB_ARGS="--io epoll".
+#
+# Usage: bench/vs-wrk.sh   (env: ROUNDS=3 DURATION=10s CONNS=50 THREADS=1 PORT=auto PB_ARGS=)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -101,12 +104,14 @@ print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {100 * nginx / wall:.0f
 PY
 }
 
+echo "proxybench load ${PB_ARGS:+$PB_ARGS }-t$THREADS -c$CONNS -d$DURATION  vs  wrk -t$THREADS -c$CONNS -d$DURATION  (nginx, 1 worker, $URL)"
 printf '%-11s %5s %10s %11s %13s %9s %7s\n' tool round req/s requests "cpu s/Mreq" "rss MB" "nginx%"
 declare -a PB_R PB_C PB_M WRK_R WRK_C WRK_M
 for r in $(seq "$ROUNDS"); do
   for tool in proxybench wrk; do
     if [ "$tool" = proxybench ]; then
-      read -r rps cpu rss ng reqs < <(measure "$PB" load -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
+      # shellcheck disable=SC2086
+      read -r rps cpu rss ng reqs < <(measure "$PB" load ${PB_ARGS:-} -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
     else
       read -r rps cpu rss ng reqs < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
     fi

@@ -131,6 +131,31 @@ fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
         s.attempts(),
         units::fmt_ppm(s.failures(), s.attempts())
     );
+    latency_tail(out, s);
+    let _ = writeln!(
+        out,
+        "  Connections opened: {}, bytes written: {}",
+        s.connects,
+        units::fmt_bytes(s.bytes_written as f64)
+    );
+    schedule(out, s);
+    if opts.uncorrected {
+        if let Some(u) = &s.latency_uncorrected {
+            let _ = writeln!(
+                out,
+                "  Uncorrected latency (from actual send): {}",
+                brief(u)
+            );
+        }
+    }
+}
+
+/// The percentiles beyond wrk's 99th, which is where a stall or a reload shows.
+fn latency_tail(out: &mut String, s: &LoadSummary) {
+    if s.latency.count == 0 {
+        out.push_str("  Latency tail: none (no responses)\n");
+        return;
+    }
     let tail: Vec<String> = [99.9, 99.99, 99.999]
         .iter()
         .filter_map(|&p| {
@@ -150,12 +175,10 @@ fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
             ""
         }
     );
-    let _ = writeln!(
-        out,
-        "  Connections opened: {}, bytes written: {}",
-        s.connects,
-        units::fmt_bytes(s.bytes_written as f64)
-    );
+}
+
+/// Open loop: the rate asked for and achieved, and the late sends (never hidden).
+fn schedule(out: &mut String, s: &LoadSummary) {
     if let (LoadMode::Open { rate, arrivals, .. }, Some(sch)) = (&s.mode, &s.schedule) {
         let arrivals = match arrivals {
             model::Arrivals::Even => "even",
@@ -176,15 +199,6 @@ fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
             units::fmt_us(sch.late_max_us as f64),
             units::fmt_us(sch.late_mean_us)
         );
-    }
-    if opts.uncorrected {
-        if let Some(u) = &s.latency_uncorrected {
-            let _ = writeln!(
-                out,
-                "  Uncorrected latency (from actual send): {}",
-                brief(u)
-            );
-        }
     }
 }
 

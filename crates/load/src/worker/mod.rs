@@ -335,7 +335,6 @@ impl Worker<'_> {
                 let fd = sock.fd();
                 c.sock = Some(sock);
                 c.state = State::Connecting;
-                self.connects += 1;
                 let watched = match self.io {
                     Io::Epoll { .. } => self.epoll_watch(i, fd),
                     Io::Uring { .. } if established => Ok(()),
@@ -352,6 +351,7 @@ impl Worker<'_> {
     }
 
     fn connected(&mut self, i: usize, now: u64) {
+        self.connects += 1;
         match &self.sh.tls {
             Some((cfg, name)) => match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
                 Ok(tls) => {

@@ -165,7 +165,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
             };
             let sh = &shared;
             let spawned = std::thread::Builder::new()
-                .name(format!("load-{i}"))
+                .name(format!("pb-load-{i}"))
                 .spawn_scoped(s, move || worker::run(i, conns, quota, sh, links));
             match spawned {
                 Ok(h) => handles.push(h),

@@ -390,6 +390,9 @@ fn procs(b: &CaseBase, case: &CaseResult, prefix: &str) -> [Chart; 2] {
             dots: samples.len() == 1,
             join: true,
         });
+        if samples.iter().all(|s| s.rss_bytes == 0) {
+            continue;
+        }
         mem.lines.push(Line {
             name: group.to_string(),
             color: color(i),

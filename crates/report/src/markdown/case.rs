@@ -333,12 +333,22 @@ fn procs(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
             count(a.n),
             fmt::f2(a.cpu_sum / a.n as f64),
             fmt::f2(a.cpu_max),
-            fmt::f2(a.rss_max as f64 / (1024.0 * 1024.0)),
+            if a.rss_max == 0 {
+                "shared".to_string()
+            } else {
+                fmt::f2(a.rss_max as f64 / (1024.0 * 1024.0))
+            },
             a.procs_last.to_string(),
         ]);
     }
     out.push_str(&t.render());
     out.push('\n');
+    if by.values().any(|a| a.rss_max == 0) {
+        out.push_str(
+            "Groups marked *shared* are threads of the proxybench process (processes = threads); \
+             their memory is counted in its row.\n\n",
+        );
+    }
     case_charts(out, charts, ci, |k| matches!(k, Kind::Cpu | Kind::Memory));
 }
 

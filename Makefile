@@ -40,7 +40,7 @@ lint: deps
 
 ## test: the whole suite (lint, unit tests, end-to-end tests against real nginx)
 test: lint
-	$(CARGO) test --workspace --release --locked
+	$(CARGO) test --workspace --release --locked --no-fail-fast
 
 ## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx)
 bench: build

@@ -25,6 +25,9 @@ pub struct RunArgs {
     /// Never print the live progress line.
     #[arg(long)]
     no_progress: bool,
+    /// Run only this case of the scenario (repeatable; cases keep the scenario's order).
+    #[arg(long = "case", value_name = "NAME")]
+    cases: Vec<String>,
 }
 
 /// Flags of `proxybench scenarios`.
@@ -76,7 +79,8 @@ fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
 /// Runs `proxybench run`: exit 0 when every check passed, 1 when a check failed or the run
 /// failed, 2 for a scenario that cannot run, 130 when interrupted.
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
-    let scn = load_scenario(&a.scenario, a.quick)?;
+    let mut scn = load_scenario(&a.scenario, a.quick)?;
+    select_cases(&mut scn, &a.cases)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal exits at once; the first asks the run to wind down and write results.
@@ -120,6 +124,26 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Keeps only the cases named by `--case` (all of them when none is named).
+fn select_cases(scn: &mut Scenario, names: &[String]) -> Result<(), CliError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    if let Some(bad) = names
+        .iter()
+        .find(|n| !scn.cases.iter().any(|c| &c.name == *n))
+    {
+        let known: Vec<&str> = scn.cases.iter().map(|c| c.name.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "--case {bad}: scenario '{}' has no such case ({})",
+            scn.name,
+            known.join(", ")
+        )));
+    }
+    scn.cases.retain(|c| names.contains(&c.name));
+    Ok(())
 }
 
 /// Runs `proxybench scenarios`: one line per built-in scenario.

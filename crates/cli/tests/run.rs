@@ -237,17 +237,15 @@ kill_backend = "cafe-1"
         .iter()
         .find(|d| d.event == kill)
         .expect("a window for the kill");
-    // Without retries, requests nginx sends to the dead backend come back 502 (proxy-made),
-    // and nothing failed before the kill.
+    // Without retries, requests nginx sends to the dead backend come back 502 (proxy-made).
     assert!(w.failed > 0, "{w:?}");
     assert_eq!(w.by_cause.get("502"), Some(&w.failed), "{w:?}");
-    let before: u64 = case
-        .disruptions
-        .iter()
-        .filter(|d| d.event < kill)
-        .map(|d| d.failed)
-        .sum();
-    assert_eq!(before, 0);
+    // Before the kill, the only failures possible are the reload's: old workers close idle
+    // keep-alive connections, and a request sent on one as it closes reads nothing (NGF 1147).
+    for d in case.disruptions.iter().filter(|d| d.event < kill) {
+        let idle = d.by_cause.get("read_idle_closed").copied().unwrap_or(0);
+        assert_eq!(d.failed, idle, "{d:?}");
+    }
     assert_eq!(
         case.logs.status_origin.get("502 proxy").copied(),
         Some(w.failed)
@@ -304,6 +302,28 @@ fn broken_scenarios_are_refused_before_anything_starts() {
         assert!(dir.is_none(), "{what}: nothing is written");
     }
     assert!(processes_mentioning(tmp.path().to_str().unwrap()).is_empty());
+}
+
+#[test]
+fn case_flag_runs_only_the_named_cases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = THREE_BACKENDS.replace("requests = 30000", "requests = 300")
+        + "\n[[cases]]\nname = \"first\"\n\n[[cases]]\nname = \"second\"\n";
+    let (out, dir) = run_scenario(tmp.path(), &toml, &["--case", "nope"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "proxybench: --case nope: scenario 'spread' has no such case (first, second)"
+    );
+    assert!(dir.is_none());
+
+    let (out, dir) = run_scenario(tmp.path(), &toml, &["--case", "second"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read(&dir.unwrap());
+    let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["second"]);
+    assert_eq!(r.cases[0].loads[0].requests, 300);
 }
 
 #[test]

@@ -70,14 +70,14 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     drop(scratch);
 
     let stamp = env::now_dir_stamp();
-    let mut dir = opts.results_root.join(&scn.name).join(&stamp);
+    // Absolute, because nginx resolves every path in its config against its own prefix.
+    let root = std::path::absolute(&opts.results_root)
+        .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
+    let mut dir = root.join(&scn.name).join(&stamp);
     let mut n = 1;
     while dir.exists() {
         n += 1;
-        dir = opts
-            .results_root
-            .join(&scn.name)
-            .join(format!("{stamp}-{n}"));
+        dir = root.join(&scn.name).join(format!("{stamp}-{n}"));
     }
     fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
     let work = dir.join(".work");

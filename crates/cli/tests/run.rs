@@ -305,7 +305,7 @@ fn broken_scenarios_are_refused_before_anything_starts() {
 }
 
 #[test]
-fn case_flag_runs_only_the_named_cases() {
+fn case_flag_runs_only_the_named_cases_under_a_relative_results_root() {
     let tmp = tempfile::tempdir().unwrap();
     let toml = THREE_BACKENDS.replace("requests = 30000", "requests = 300")
         + "\n[[cases]]\nname = \"first\"\n\n[[cases]]\nname = \"second\"\n";
@@ -318,9 +318,15 @@ fn case_flag_runs_only_the_named_cases() {
     );
     assert!(dir.is_none());
 
-    let (out, dir) = run_scenario(tmp.path(), &toml, &["--case", "second"]);
+    // From the scenario's directory with a relative results root, as `make run` does.
+    let out = Command::new(bin())
+        .current_dir(tmp.path())
+        .args(["run", "scenario.toml", "--results", "rel", "--no-progress"])
+        .args(["--case", "second"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let r = read(&dir.unwrap());
+    let r = read(&results_dir(&tmp.path().join("rel")).unwrap());
     let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["second"]);
     assert_eq!(r.cases[0].loads[0].requests, 300);

@@ -68,6 +68,12 @@ impl Replica {
         admin_port: u16,
         generation: u64,
     ) -> Result<Replica, Error> {
+        if !dir.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "{name}: {} is relative; nginx would resolve it against its prefix",
+                dir.display()
+            )));
+        }
         fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let pid_file = dir.join("nginx.pid");

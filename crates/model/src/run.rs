@@ -324,6 +324,10 @@ pub struct Series {
     pub unit: String,
     /// Points as (seconds from origin, value).
     pub points: Vec<(f64, f64)>,
+    /// Series of a case with the same chart title are drawn together on one chart (a measured
+    /// line against its prediction); `None` gives the series a chart of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<String>,
 }
 
 /// Disruption windows computed from per-request records: one per (load, event) pair. The window of

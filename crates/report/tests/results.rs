@@ -152,6 +152,13 @@ fn charts_are_valid_png_and_svg_with_titles() {
     ] {
         assert!(svg.contains(label), "marker label {label:?} missing");
     }
+    // Series that share a chart title are two lines of one chart.
+    let queue = files
+        .iter()
+        .find(|f| f.to_string_lossy().ends_with("series-queue-depth.svg"))
+        .expect("one queue depth chart");
+    let svg = std::fs::read_to_string(queue).unwrap();
+    assert!(svg.contains("measured") && svg.contains("predicted"));
 }
 
 #[test]

@@ -428,6 +428,7 @@ fn slow_series(f: &Facts, case: &Case, records: &Records) -> Option<Series> {
         ),
         unit: "%".into(),
         points,
+        chart: None,
     })
 }
 

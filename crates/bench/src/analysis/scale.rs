@@ -377,6 +377,7 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
     let ok = g.ok_steps();
     let mut out = vec![Series {
         name: format!("{} in the config", g.noun()),
+        chart: None,
         unit: "items".into(),
         points: std::iter::once((g.span().map_or(0.0, |s| s.0), f64::from(g.initial)))
             .chain(ok.iter().map(|s| (s.end_s, f64::from(s.count))))
@@ -385,17 +386,20 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
     if ok.iter().any(|s| s.ttr_ms.is_some()) {
         out.push(Series {
             name: "time to ready".into(),
+            chart: None,
             unit: "ms".into(),
             points: ok.iter().filter_map(|s| Some((s.t_s, s.ttr_ms?))).collect(),
         });
     }
     out.push(Series {
         name: "render + nginx -t before each reload".into(),
+        chart: Some("config checks before each reload".into()),
         unit: "ms".into(),
         points: ok.iter().filter_map(|s| Some((s.t_s, s.pre_ms?))).collect(),
     });
     out.push(Series {
         name: "nginx -t".into(),
+        chart: Some("config checks before each reload".into()),
         unit: "ms".into(),
         points: result
             .reloads

@@ -67,6 +67,7 @@ pub fn case(
     if plan.has(|w| matches!(w, What::ReplicasUp | What::ReplicasDown(_))) {
         result.series.push(Series {
             name: "replicas serving".into(),
+            chart: None,
             unit: "replicas".into(),
             points: plan.replica_steps(end),
         });
@@ -74,6 +75,7 @@ pub fn case(
     if plan.has(|w| matches!(w, What::BackendsUp | What::BackendsDown(_))) {
         result.series.push(Series {
             name: "backends in the upstream".into(),
+            chart: None,
             unit: "backends".into(),
             points: plan.backend_steps(end),
         });

@@ -142,16 +142,12 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
         {
             out.push(reloads(&base, case, &prefix));
         }
+        // Series sharing a chart title go on the chart of the first of them.
+        let mut grouped: Vec<(&str, usize)> = Vec::new();
         for (si, s) in case.series.iter().enumerate() {
-            let mut c = base.chart(
-                format!("{prefix}-series-{}", slug(&s.name)),
-                format!("{}: {}", case.name, s.name),
-                s.unit.clone(),
-                Kind::Series(si),
-            );
-            c.lines.push(Line {
+            let line = |n: usize| Line {
                 name: s.name.clone(),
-                color: color(0),
+                color: color(n),
                 segments: vec![s
                     .points
                     .iter()
@@ -160,7 +156,24 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
                     .collect()],
                 dots: s.points.len() <= 60,
                 join: true,
-            });
+            };
+            if let Some(&(_, at)) = grouped.iter().find(|g| Some(g.0) == s.chart.as_deref()) {
+                let c: &mut Chart = &mut out[at];
+                let n = c.lines.len();
+                c.lines.push(line(n));
+                continue;
+            }
+            let title = s.chart.as_deref().unwrap_or(&s.name);
+            let mut c = base.chart(
+                format!("{prefix}-series-{}", slug(title)),
+                format!("{}: {}", case.name, title),
+                s.unit.clone(),
+                Kind::Series(si),
+            );
+            c.lines.push(line(0));
+            if let Some(k) = s.chart.as_deref() {
+                grouped.push((k, out.len()));
+            }
             out.push(c);
         }
     }

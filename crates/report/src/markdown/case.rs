@@ -439,33 +439,62 @@ fn tables(out: &mut String, c: &CaseResult) {
 }
 
 fn series(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
+    let mut done = vec![false; c.series.len()];
     for (si, s) in c.series.iter().enumerate() {
-        let _ = writeln!(out, "### {}\n", s.name.trim());
-        let vals: Vec<f64> = s
-            .points
-            .iter()
-            .map(|p| p.1)
-            .filter(|v| v.is_finite())
-            .collect();
-        if vals.is_empty() {
-            out.push_str("No points were recorded.\n\n");
+        if done[si] {
             continue;
         }
-        let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let unit = if s.unit.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", s.unit)
+        // The series drawn on this one's chart: itself, and later ones with the same chart title.
+        let group: Vec<usize> = match s.chart.as_deref() {
+            Some(k) => (si..c.series.len())
+                .filter(|&j| c.series[j].chart.as_deref() == Some(k))
+                .collect(),
+            None => vec![si],
         };
         let _ = writeln!(
             out,
-            "{} points; lowest {}{unit}, highest {}{unit}, last {}{unit}.\n",
-            count(vals.len() as u64),
-            fmt::f2(min),
-            fmt::f2(max),
-            fmt::f2(*vals.last().expect("non-empty"))
+            "### {}\n",
+            s.chart.as_deref().unwrap_or(&s.name).trim()
         );
+        for &j in &group {
+            done[j] = true;
+            series_line(out, &c.series[j], group.len() > 1);
+        }
+        out.push('\n');
         case_charts(out, charts, ci, |k| k == Kind::Series(si));
     }
+}
+
+/// One series' point count and range; `named` prefixes the series name (for shared charts).
+fn series_line(out: &mut String, s: &model::Series, named: bool) {
+    let lead = if named {
+        format!("- {}: ", s.name.trim())
+    } else {
+        String::new()
+    };
+    let vals: Vec<f64> = s
+        .points
+        .iter()
+        .map(|p| p.1)
+        .filter(|v| v.is_finite())
+        .collect();
+    if vals.is_empty() {
+        let _ = writeln!(out, "{lead}no points were recorded.");
+        return;
+    }
+    let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let unit = if s.unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", s.unit)
+    };
+    let _ = writeln!(
+        out,
+        "{lead}{} points; lowest {}{unit}, highest {}{unit}, last {}{unit}.",
+        count(vals.len() as u64),
+        fmt::f2(min),
+        fmt::f2(max),
+        fmt::f2(*vals.last().expect("non-empty"))
+    );
 }

@@ -501,6 +501,7 @@ impl<'a> Analysis<'a> {
         vec![
             Series {
                 name: "queue depth measured (sent, not yet answered)".into(),
+                chart: Some("queue depth".into()),
                 unit: "requests".into(),
                 points: times
                     .iter()
@@ -509,6 +510,7 @@ impl<'a> Analysis<'a> {
             },
             Series {
                 name: "queue depth predicted (held by limit_req)".into(),
+                chart: Some("queue depth".into()),
                 unit: "requests".into(),
                 points: times
                     .iter()

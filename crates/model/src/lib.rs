@@ -5,6 +5,8 @@
 //! Changes are additive within a schema version. Renaming or removing a field bumps
 //! [`SCHEMA_VERSION`].
 
+#![warn(missing_docs)]
+
 pub mod load;
 pub mod run;
 

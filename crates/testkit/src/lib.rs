@@ -2,6 +2,8 @@
 //! distribution's package) running in a scratch prefix that is killed when the fixture drops.
 //! Only 127.0.0.0/8 is ever used.
 
+#![warn(missing_docs)]
+
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -2,6 +2,8 @@
 //! strictly and printed the way wrk prints them. Every crate that reads a flag or a scenario value
 //! goes through here, so `10s` means the same thing everywhere.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 use std::time::Duration;
 

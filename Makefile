@@ -1,5 +1,6 @@
 # proxybench: `make run` runs the default scenario end to end, `make test` passes the whole suite.
-# Both install what is missing first (nginx and wrk from Debian's packages, Rust via rustup).
+# Both install what is missing first (nginx, wrk and a C toolchain from Debian's packages, Rust
+# via rustup).
 
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -10,11 +11,13 @@ CARGO ?= cargo
 
 .PHONY: run test bench deps build lint clean
 
-## deps: install nginx, wrk and the Rust toolchain when absent
+## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
 	@need=""; \
 	 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need="$$need nginx"; \
 	 command -v wrk >/dev/null 2>&1 || need="$$need wrk"; \
+	 command -v cc >/dev/null 2>&1 || need="$$need gcc libc6-dev"; \
+	 command -v $(CARGO) >/dev/null 2>&1 || command -v curl >/dev/null 2>&1 || need="$$need curl ca-certificates"; \
 	 if [ -n "$$need" ]; then \
 	   echo "installing from Debian packages:$$need"; \
 	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \

@@ -487,9 +487,11 @@ fn path_table(
         notes.push(format!(
             "The backends share one event-loop thread, like two services on one core: {} burns \
              {} of CPU per request at {:.1} req/s, keeping that thread busy at least {} of the \
-             time. A cheap request that arrives meanwhile waits for the rest of the spin, \
-             whichever backend nginx chose; the rest is uniform over the spin, so at least {} of \
-             them wait half a heavy request or more (busy share / 2); measured {}.",
+             time. Poisson arrivals find the thread busy as often as it is busy, and a cheap \
+             request that arrives meanwhile waits for the rest of the spin, whichever backend \
+             nginx chose; the rest is uniform over the spin, so at least {} of them wait half a \
+             heavy request or more (busy share / 2; evenly paced loads would instead lock onto \
+             one phase of the spin); measured {}.",
             path_of(&h.url),
             units::fmt_us(cost),
             hs.map_or(0.0, |s| s.req_per_sec_total()),

@@ -10,12 +10,17 @@ mod common;
 use common::{one, poll};
 use proxybench_backend::{Dist, Profile};
 use std::sync::Mutex;
+use testkit::{KeepAwake, Realtime};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn fixed_10ms_reads_back_with_p50_within_2_percent() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The backend's loop thread and the client start under real-time priority, with the CPUs
+    // kept awake, so the scheduler of a busy 2-core machine does not become the measurement.
+    let _awake = KeepAwake::start();
+    let _rt = Realtime::enter();
     let (fleet, addr) = one("latency=10ms");
     let run = poll::run(addr, 16, 4000, "/");
     fleet.shutdown();
@@ -46,6 +51,8 @@ fn fixed_10ms_reads_back_with_p50_within_2_percent() {
 /// client-side latency against the draws.
 fn check(spec: &str) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _awake = KeepAwake::start();
+    let _rt = Realtime::enter();
     let profile: Profile = spec.parse().unwrap();
     let (fleet, addr) = one(spec);
     let run = poll::run(addr, 100, 20_000, "/");

@@ -9,6 +9,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A port on 127.0.0.1 that was free a moment ago (the OS picked it; a race is possible but rare).
@@ -234,6 +236,66 @@ pub fn stub_requests(body: &str) -> Option<u64> {
     // Active connections: 1\nserver accepts handled requests\n 1 1 1\nReading: ...
     let line = body.lines().nth(2)?;
     line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Runs the current thread, and every thread it starts from now on, at real-time priority
+/// (SCHED_FIFO) until dropped, so a timing test on a busy machine measures the engine and not
+/// the scheduler. Without the privilege it changes nothing.
+pub struct Realtime(bool);
+
+impl Realtime {
+    /// Raises the calling thread to SCHED_FIFO priority 1 if allowed.
+    pub fn enter() -> Realtime {
+        let p = libc::sched_param { sched_priority: 1 };
+        Realtime(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0)
+    }
+}
+
+impl Drop for Realtime {
+    fn drop(&mut self) {
+        if self.0 {
+            let p = libc::sched_param { sched_priority: 0 };
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
+        }
+    }
+}
+
+/// Keeps every CPU busy with SCHED_IDLE spinners until dropped. A virtual CPU that goes idle
+/// halts, and waking it costs the host a reschedule (about 100 µs here); spinners at the lowest
+/// priority keep the CPUs awake and step aside at once for any real work.
+pub struct KeepAwake {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl KeepAwake {
+    /// Starts one spinner per CPU.
+    pub fn start() -> KeepAwake {
+        let stop = Arc::new(AtomicBool::new(false));
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let p = libc::sched_param { sched_priority: 0 };
+                    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        KeepAwake { stop, threads }
+    }
+}
+
+impl Drop for KeepAwake {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 // Included by tests/timing.rs once per I/O backend (`IO`).
 
 use super::common::*;
+use testkit::{KeepAwake, Realtime};
 use proxybench_load as load;
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -175,66 +175,6 @@ pub fn cork(s: &TcpStream) {
     }
 }
 
-/// Runs the current thread, and every thread it starts from now on, at real-time priority
-/// (SCHED_FIFO) until dropped, so a timing test on a busy machine measures the engine and not
-/// the scheduler. Without the privilege it changes nothing.
-pub struct Realtime(bool);
-
-impl Realtime {
-    /// Raises the calling thread to SCHED_FIFO priority 1 if allowed.
-    pub fn enter() -> Realtime {
-        let p = libc::sched_param { sched_priority: 1 };
-        Realtime(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0)
-    }
-}
-
-impl Drop for Realtime {
-    fn drop(&mut self) {
-        if self.0 {
-            let p = libc::sched_param { sched_priority: 0 };
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
-        }
-    }
-}
-
-/// Keeps every CPU busy with SCHED_IDLE spinners until dropped. A virtual CPU that goes idle
-/// halts, and waking it costs the host a reschedule (about 100 µs here); spinners at the lowest
-/// priority keep the CPUs awake and step aside at once for any real work.
-pub struct KeepAwake {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl KeepAwake {
-    /// Starts one spinner per CPU.
-    pub fn start() -> KeepAwake {
-        let stop = Arc::new(AtomicBool::new(false));
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let p = libc::sched_param { sched_priority: 0 };
-                    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
-        KeepAwake { stop, threads }
-    }
-}
-
-impl Drop for KeepAwake {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A config for `url` with `n` requests over `c` connections on one thread.
 pub fn cfg_n(url: &str, n: u64, c: u32) -> load::Config {
     let mut cfg = load::Config::new(url).unwrap();

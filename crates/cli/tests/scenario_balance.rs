@@ -2,29 +2,11 @@
 //! nginx: every check (including the balance analysis' theory checks) passes, and data.json
 //! holds the six cases, their tables, and shares that must hold by construction.
 
-use model::{CaseResult, RunResults};
+use model::CaseResult;
+mod common;
+
+use common::{case, run_quick, Quick};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
-fn results_dir(root: &Path) -> PathBuf {
-    let scenario = root.join("load-balancing");
-    let mut runs: Vec<PathBuf> = fs::read_dir(&scenario)
-        .unwrap_or_else(|e| panic!("{}: {e}", scenario.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run directory")
-}
-
-fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
-    r.cases
-        .iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("case {name} missing"))
-}
 
 /// Share of the backend counters' responses served by backend `name`.
 fn share(c: &CaseResult, name: &str) -> f64 {
@@ -41,27 +23,8 @@ fn share(c: &CaseResult, name: &str) -> f64 {
 #[test]
 fn load_balancing_quick_passes_its_theory() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args([
-            "run",
-            "load-balancing",
-            "--quick",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let dir = results_dir(tmp.path());
-    let r: RunResults =
-        serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap();
+    let Quick { r, dir, code, text } = run_quick("load-balancing", tmp.path());
+    assert_eq!(code, Some(0), "every check must pass\n{text}");
     assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
     assert!(r.checks_passed());
     let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();

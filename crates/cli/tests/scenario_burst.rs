@@ -3,10 +3,11 @@
 //! data.json holds the nine cases with their tables, queue-depth series and counts that the
 //! leaky-bucket algorithm fixes by construction.
 
-use model::{CaseResult, RunResults};
+use model::CaseResult;
+mod common;
+
+use common::{case, run_quick, Quick};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The cases, in the order they run.
 const CASES: [&str; 9] = [
@@ -20,25 +21,6 @@ const CASES: [&str; 9] = [
     "9rps-burst400",
     "9rps-burst400-120s",
 ];
-
-/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
-fn results_dir(root: &Path) -> PathBuf {
-    let scenario = root.join("burst-handling");
-    let mut runs: Vec<PathBuf> = fs::read_dir(&scenario)
-        .unwrap_or_else(|e| panic!("{}: {e}", scenario.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run directory")
-}
-
-fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
-    r.cases
-        .iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("case {name} missing"))
-}
 
 /// (requests, 2xx, 503) of the case's attack load.
 fn counts(c: &CaseResult) -> (u64, u64, u64) {
@@ -60,36 +42,15 @@ fn within(v: u64, want: u64, tol: u64) -> bool {
     v.abs_diff(want) <= tol
 }
 
-/// Runs the quick form into a fresh results root; returns the run, its results directory and
-/// the binary's output.
-fn run_quick(root: &Path) -> (RunResults, PathBuf, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args([
-            "run",
-            "burst-handling",
-            "--quick",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(root)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{text}");
-    let dir = results_dir(root);
-    let r: RunResults =
-        serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap();
-    (r, dir, text)
-}
-
 #[test]
 fn burst_handling_quick_passes_its_theory() {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut r, mut dir, mut text) = run_quick(&tmp.path().join("first"));
+    let Quick {
+        mut r,
+        mut dir,
+        mut code,
+        mut text,
+    } = run_quick("burst-handling", &tmp.path().join("first"));
     if !r.checks_passed() {
         // The quick form compresses the attacks' time tenfold to twentyfold, so a stall of this
         // shared 2-core machine weighs ten to twenty times what it would in the full form (a
@@ -105,8 +66,9 @@ fn burst_handling_quick_passes_its_theory() {
                 k.actual
             );
         }
-        (r, dir, text) = run_quick(&tmp.path().join("second"));
+        Quick { r, dir, code, text } = run_quick("burst-handling", &tmp.path().join("second"));
     }
+    assert_eq!(code, Some(0), "{text}");
     assert!(r.checks_passed(), "{text}");
     assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
     let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();

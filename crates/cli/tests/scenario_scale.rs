@@ -6,49 +6,11 @@
 //! grows header matches on a header name too long for nginx's config parser, so that a refused
 //! config stops the growth and its limit is reported with nginx's own message.
 
-use model::{CaseResult, RunResults, Table};
+use model::{CaseResult, Table};
+mod common;
+
+use common::{case, run, run_quick, Quick};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Runs `proxybench run ARGS... --no-progress --results ROOT` and returns its results.
-fn run(scenario: &str, quick: bool, root: &Path) -> RunResults {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
-    cmd.args(["run", scenario, "--no-progress", "--results"])
-        .arg(root);
-    if quick {
-        cmd.arg("--quick");
-    }
-    let out = cmd.output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = results_dir(root);
-    serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap()
-}
-
-/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
-fn results_dir(root: &Path) -> PathBuf {
-    let scenario = fs::read_dir(root).unwrap().flatten().next().unwrap().path();
-    let mut runs: Vec<PathBuf> = fs::read_dir(&scenario)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run directory")
-}
-
-fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
-    r.cases
-        .iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("case {name} missing"))
-}
 
 fn table<'a>(c: &'a CaseResult, suffix: &str) -> &'a Table {
     c.tables
@@ -71,7 +33,8 @@ fn counts(from: u32, to: u32, by: u32) -> Vec<u32> {
 #[test]
 fn scale_quick_grows_every_case_and_passes_its_theory() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = run("scale", true, tmp.path());
+    let Quick { r, code, text, .. } = run_quick("scale", tmp.path());
+    assert_eq!(code, Some(0), "{text}");
     assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
     assert!(r.checks_passed());
     let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
@@ -214,7 +177,8 @@ grow = {{ what = "matches", to = 3, header = "{header}" }}
     )
     .unwrap();
     let root = tmp.path().join("results");
-    let r = run(file.to_str().unwrap(), false, &root);
+    let Quick { r, code, text, .. } = run(file.to_str().unwrap(), false, &root);
+    assert_eq!(code, Some(0), "{text}");
     assert!(r.checks_passed(), "{:?}", r.checks);
     let c = &r.cases[0];
     // One step, one refused reload, and the growth stopped there.

@@ -3,10 +3,11 @@
 //! report promises and the mechanism (counts that must agree, losses that must be zero or
 //! bounded), never exact failure counts or speeds.
 
-use model::{CaseResult, ErrorKind, LoadMode, RunResults};
+use model::{CaseResult, ErrorKind, LoadMode};
+mod common;
+
+use common::{case, run_quick, Quick};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const CASES: [&str; 8] = [
     "gradual-up",
@@ -18,25 +19,6 @@ const CASES: [&str; 8] = [
     "backends-kill",
     "reload-keepalive",
 ];
-
-/// The single run directory under a results root (`<root>/<scenario>/<stamp>`).
-fn results_dir(root: &Path) -> PathBuf {
-    let scenario = root.join("zero-downtime-scaling");
-    let mut runs: Vec<PathBuf> = fs::read_dir(&scenario)
-        .unwrap_or_else(|e| panic!("{}: {e}", scenario.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.pop().expect("a run directory")
-}
-
-fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
-    r.cases
-        .iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("case {name} missing"))
-}
 
 fn has_table(c: &CaseResult, suffix: &str) -> bool {
     c.tables.iter().any(|t| t.title.ends_with(suffix))
@@ -70,27 +52,8 @@ fn timeouts(c: &CaseResult) -> u64 {
 #[test]
 fn zero_downtime_scaling_quick() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args([
-            "run",
-            "zero-downtime-scaling",
-            "--quick",
-            "--no-progress",
-            "--results",
-        ])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "every check must pass\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let dir = results_dir(tmp.path());
-    let r: RunResults =
-        serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap();
+    let Quick { r, dir, code, text } = run_quick("zero-downtime-scaling", tmp.path());
+    assert_eq!(code, Some(0), "every check must pass\n{text}");
     assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
     let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, CASES);

@@ -56,7 +56,8 @@ enum Kind {
 }
 
 impl Check {
-    /// Parses `subject.metric OP value`; the error names the bad part.
+    /// Parses `subject.metric OP value` and checks that the metric exists for its subject; the
+    /// error names the bad part.
     pub fn parse(text: &str) -> Result<Check, String> {
         let t = text.trim();
         let (pos, op, len) = ["<=", ">=", "==", "<", ">"]
@@ -70,15 +71,12 @@ impl Check {
             "<" => Op::Lt,
             _ => Op::Gt,
         };
-        let lhs = parse_metric(t[..pos].trim(), t)?;
+        let (lhs, kind) = parse_metric(t[..pos].trim(), t)?;
         let rhs_text = t[pos + len..].trim();
         let rhs = if rhs_text.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            parse_metric(rhs_text, t)?
+            parse_metric(rhs_text, t)?.0
         } else {
-            let Operand::Metric { metric, .. } = &lhs else {
-                unreachable!("lhs is always a metric")
-            };
-            Operand::Value(parse_value(rhs_text, kind_of(metric)?, t)?)
+            Operand::Value(parse_value(rhs_text, kind, t)?)
         };
         Ok(Check {
             text: t.to_string(),
@@ -99,12 +97,15 @@ impl Check {
             .collect()
     }
 
-    /// Evaluates the check against a finished (or partial) case.
+    /// Evaluates the check against a finished (or partial) case. A metric whose subject never
+    /// happened (no reload, unreadable logs, no attempts) fails the check with "no data: ...".
     pub fn eval(&self, case: &CaseResult) -> CheckResult {
         let l = self.operand(&self.lhs, case);
         let r = self.operand(&self.rhs, case);
         let kind = match &self.lhs {
-            Operand::Metric { metric, .. } => kind_of(metric).unwrap_or(Kind::Count),
+            Operand::Metric { subject, metric } => {
+                metric_kind(subject, metric).unwrap_or(Kind::Count)
+            }
             Operand::Value(_) => Kind::Count,
         };
         let (pass, actual, expected) = match (l, r) {
@@ -122,7 +123,7 @@ impl Check {
                     format!("{} {}", self.op, show(b, kind)),
                 )
             }
-            (Err(e), _) | (_, Err(e)) => (false, format!("n/a ({e})"), self.text.clone()),
+            (Err(e), _) | (_, Err(e)) => (false, format!("no data: {e}"), self.text.clone()),
         };
         CheckResult {
             name: self.text.clone(),
@@ -141,38 +142,117 @@ impl Check {
     }
 }
 
-fn parse_metric(s: &str, whole: &str) -> Result<Operand, String> {
+/// `SUBJECT.METRIC`, with the metric checked against what its subject offers.
+fn parse_metric(s: &str, whole: &str) -> Result<(Operand, Kind), String> {
     let (subject, metric) = s.split_once('.').ok_or_else(|| {
         format!("check '{whole}': '{s}' should be SUBJECT.METRIC, e.g. coffee.p99")
     })?;
-    let metric = metric.trim().to_string();
-    kind_of(&metric).map_err(|e| format!("check '{whole}': {e}"))?;
-    Ok(Operand::Metric {
-        subject: subject.trim().to_string(),
-        metric,
-    })
+    let (subject, metric) = (subject.trim(), metric.trim());
+    let kind = metric_kind(subject, metric).map_err(|e| format!("check '{whole}': {e}"))?;
+    Ok((
+        Operand::Metric {
+            subject: subject.to_string(),
+            metric: metric.to_string(),
+        },
+        kind,
+    ))
 }
 
-fn kind_of(metric: &str) -> Result<Kind, String> {
-    Ok(match metric {
-        "requests" | "failures" | "errors" | "non_2xx" | "late_sends" | "attempts" | "count"
-        | "warns" | "access_lines" => Kind::Count,
-        m if m.starts_with("status_") || m.starts_with("error_") => Kind::Count,
-        "failure_rate" | "success_ratio" | "spread" | "within_500ms" | "within_1000ms" => {
-            Kind::Fraction
+/// Metrics every load (or `all`) offers.
+const LOAD_METRICS: &str = "requests, attempts, rps, throughput, failures, failure_rate, \
+    success_ratio, errors, error_KIND, non_2xx, status_CODE, late_sends, and for one load p50..p99.999, \
+    mean, max, late_max";
+/// Metrics of `backends`.
+const BACKEND_METRICS: &str = "requests, count, spread, status_CODE";
+/// Metrics of `nginx` (its logs).
+const NGINX_METRICS: &str = "errors, warns, access_lines, requests, status_CODE";
+/// Metrics of `reloads`.
+const RELOAD_METRICS: &str = "count, errors, avg_ms, max_ms, within_500ms, within_1000ms";
+
+/// How `subject.metric` is printed, or why that metric does not exist for that subject.
+fn metric_kind(subject: &str, metric: &str) -> Result<Kind, String> {
+    let unknown = |list: &str| format!("unknown metric '{metric}' for '{subject}' ({list})");
+    match subject {
+        "backends" => match metric {
+            "requests" | "count" => Ok(Kind::Count),
+            "spread" => Ok(Kind::Fraction),
+            m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
+            _ => Err(unknown(BACKEND_METRICS)),
+        },
+        "nginx" => match metric {
+            "errors" | "warns" | "access_lines" | "requests" => Ok(Kind::Count),
+            m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
+            _ => Err(unknown(NGINX_METRICS)),
+        },
+        "reloads" => match metric {
+            "count" | "errors" => Ok(Kind::Count),
+            "avg_ms" | "max_ms" => Ok(Kind::Millis),
+            "within_500ms" | "within_1000ms" => Ok(Kind::Fraction),
+            _ => Err(unknown(RELOAD_METRICS)),
+        },
+        _ => {
+            let kind = match metric {
+                "requests" | "attempts" | "failures" | "errors" | "non_2xx" | "late_sends" => {
+                    Kind::Count
+                }
+                "failure_rate" | "success_ratio" => Kind::Fraction,
+                "rps" | "throughput" => Kind::PerSec,
+                "mean" | "max" | "late_max" => Kind::Micros,
+                m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count)?,
+                m if m.starts_with("error_") => error_kind(m).map(|_| Kind::Count)?,
+                m if m.starts_with('p') && m.len() > 1 => {
+                    percentile(m)?;
+                    Kind::Micros
+                }
+                _ => return Err(unknown(LOAD_METRICS)),
+            };
+            if subject == "all" && single_load_only(metric) {
+                return Err(format!(
+                    "'{metric}' is a metric of one load; name the load instead of 'all'"
+                ));
+            }
+            Ok(kind)
         }
-        "rps" | "throughput" => Kind::PerSec,
-        "avg_ms" | "max_ms" => Kind::Millis,
-        "mean" | "max" | "late_max" => Kind::Micros,
-        m if m.starts_with('p') && m[1..].parse::<f64>().is_ok() => Kind::Micros,
-        other => {
-            return Err(format!(
-                "unknown metric '{other}' (requests, rps, throughput, failures, failure_rate, \
-                 success_ratio, errors, error_KIND, non_2xx, status_CODE, p50..p99.999, mean, max, \
-                 late_sends, spread, avg_ms, max_ms, within_500ms, warns)"
-            ))
-        }
-    })
+    }
+}
+
+/// Metrics that cannot be summed over loads.
+fn single_load_only(metric: &str) -> bool {
+    matches!(metric, "mean" | "max" | "late_max")
+        || (metric.starts_with('p') && percentile(metric).is_ok())
+}
+
+/// The status code of `status_CODE`.
+fn status_code(m: &str) -> Result<u16, String> {
+    m["status_".len()..]
+        .parse::<u16>()
+        .ok()
+        .filter(|c| (100..=599).contains(c))
+        .ok_or_else(|| format!("'{m}': the status must be a code from 100 to 599, e.g. status_503"))
+}
+
+/// The error kind of `error_KIND`.
+fn error_kind(m: &str) -> Result<ErrorKind, String> {
+    let name = &m["error_".len()..];
+    ErrorKind::ALL
+        .iter()
+        .copied()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+            format!("'{m}': unknown error kind '{name}' ({})", known.join(", "))
+        })
+}
+
+/// The percentile of `pNN` (0 < NN <= 100).
+fn percentile(m: &str) -> Result<f64, String> {
+    m[1..]
+        .parse::<f64>()
+        .ok()
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+        .ok_or_else(|| {
+            format!("'{m}': a percentile is p followed by a number up to 100, e.g. p99.9")
+        })
 }
 
 fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, String> {
@@ -223,13 +303,16 @@ fn show(v: f64, kind: Kind) -> String {
 
 fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, String> {
     if subject == "all" {
+        if case.loads.is_empty() {
+            return Err("no load ran".into());
+        }
         return Ok(case.loads.iter().collect());
     }
     case.loads
         .iter()
         .find(|l| l.name == subject)
         .map(|l| vec![l])
-        .ok_or_else(|| format!("no load named '{subject}'"))
+        .ok_or_else(|| format!("load '{subject}' did not run"))
 }
 
 fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, String> {
@@ -251,6 +334,13 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
             _ => Err(format!("'{metric}' needs a single load, not 'all'")),
         }
     };
+    let answered = |what: &str| -> Result<(), String> {
+        if sum(&|l| l.requests) == 0.0 {
+            Err(format!("no response was received, so there is no {what}"))
+        } else {
+            Ok(())
+        }
+    };
     Ok(match metric {
         "requests" => sum(&|l| l.requests),
         "attempts" => attempts,
@@ -259,7 +349,7 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
         "non_2xx" => sum(&|l| l.non_2xx_3xx()),
         "failure_rate" | "success_ratio" => {
             if attempts == 0.0 {
-                return Err("no attempts".into());
+                return Err("no request was attempted".into());
             }
             let f = sum(&|l| l.failures()) / attempts;
             if metric == "failure_rate" {
@@ -270,25 +360,39 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
         }
         "rps" => sum(&|l| l.requests) / elapsed.max(1e-9),
         "throughput" => (sum(&|l| l.requests) - sum(&|l| l.non_2xx_3xx())) / elapsed.max(1e-9),
-        "late_sends" => sum(&|l| l.schedule.as_ref().map_or(0, |s| s.late)),
-        "late_max" => single()?.schedule.as_ref().map_or(0, |s| s.late_max_us) as f64,
-        "mean" => single()?.latency.mean_us,
-        "max" => single()?.latency.max_us as f64,
+        "late_sends" | "late_max" => {
+            let schedules: Vec<_> = ls.iter().filter_map(|l| l.schedule.as_ref()).collect();
+            if schedules.is_empty() {
+                return Err(format!(
+                    "'{metric}' is kept only for open-loop loads (with a rate)"
+                ));
+            }
+            if metric == "late_sends" {
+                schedules.iter().map(|s| s.late).sum::<u64>() as f64
+            } else {
+                single()?;
+                schedules[0].late_max_us as f64
+            }
+        }
+        "mean" => {
+            answered("latency")?;
+            single()?.latency.mean_us
+        }
+        "max" => {
+            answered("latency")?;
+            single()?.latency.max_us as f64
+        }
         m if m.starts_with("status_") => {
-            let code: u16 = m[7..].parse().map_err(|_| format!("bad status in '{m}'"))?;
+            let code = status_code(m)?;
             sum(&|l| l.status.get(&code).copied().unwrap_or(0))
         }
         m if m.starts_with("error_") => {
-            let kind = ErrorKind::ALL
-                .iter()
-                .find(|k| k.name() == &m[6..])
-                .ok_or_else(|| format!("unknown error kind in '{m}'"))?;
-            sum(&|l| l.errors.get(kind).copied().unwrap_or(0))
+            let kind = error_kind(m)?;
+            sum(&|l| l.errors.get(&kind).copied().unwrap_or(0))
         }
         m if m.starts_with('p') => {
-            let p: f64 = m[1..]
-                .parse()
-                .map_err(|_| format!("bad percentile '{m}'"))?;
+            let p = percentile(m)?;
+            answered("latency")?;
             let l = single()?;
             l.latency
                 .percentile(p)
@@ -300,23 +404,25 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
 
 fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
     let b = &case.backends;
+    if b.is_empty() {
+        return Err("no backend counters were recorded".into());
+    }
     let total: u64 = b.iter().map(|x| x.requests).sum();
     Ok(match metric {
         "requests" => total as f64,
         "count" => b.len() as f64,
         "spread" => {
             // Largest relative deviation from an even share among backends that were running.
-            let live: Vec<u64> = b.iter().map(|x| x.requests).collect();
-            if live.is_empty() || total == 0 {
+            if total == 0 {
                 return Err("no backend served a request".into());
             }
-            let even = total as f64 / live.len() as f64;
-            live.iter()
-                .map(|&n| (n as f64 - even).abs() / even)
+            let even = total as f64 / b.len() as f64;
+            b.iter()
+                .map(|x| (x.requests as f64 - even).abs() / even)
                 .fold(0.0, f64::max)
         }
         m if m.starts_with("status_") => {
-            let code: u16 = m[7..].parse().map_err(|_| format!("bad status in '{m}'"))?;
+            let code = status_code(m)?;
             b.iter()
                 .map(|x| x.by_status.get(&code).copied().unwrap_or(0))
                 .sum::<u64>() as f64
@@ -327,6 +433,9 @@ fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
 
 fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
     let logs = &case.logs;
+    if let Some(why) = &logs.missing {
+        return Err(format!("the nginx logs could not be read ({why})"));
+    }
     let level = |names: &[&str]| {
         names
             .iter()
@@ -338,7 +447,7 @@ fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
         "warns" => level(&["warn"]),
         "access_lines" | "requests" => logs.access_lines as f64,
         m if m.starts_with("status_") => {
-            let code: u16 = m[7..].parse().map_err(|_| format!("bad status in '{m}'"))?;
+            let code = status_code(m)?;
             logs.access_status.get(&code).copied().unwrap_or(0) as f64
         }
         other => return Err(format!("'{other}' is not an nginx metric")),
@@ -347,23 +456,20 @@ fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
 
 fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
     let r = &case.reloads;
+    if metric == "count" {
+        return Ok(r.len() as f64);
+    }
+    if r.is_empty() {
+        return Err("no reload happened".into());
+    }
     let served: Vec<f64> = r.iter().filter_map(|x| x.served_ms).collect();
-    let share = |limit: f64| {
-        if r.is_empty() {
-            0.0
-        } else {
-            served.iter().filter(|&&v| v <= limit).count() as f64 / r.len() as f64
-        }
-    };
+    let share = |limit: f64| served.iter().filter(|&&v| v <= limit).count() as f64 / r.len() as f64;
     Ok(match metric {
-        "count" => r.len() as f64,
         "errors" => r.iter().filter(|x| x.error.is_some()).count() as f64,
-        "avg_ms" => {
-            if served.is_empty() {
-                return Err("no reload was served".into());
-            }
-            served.iter().sum::<f64>() / served.len() as f64
+        "avg_ms" | "max_ms" if served.is_empty() => {
+            return Err("no reload was served".into());
         }
+        "avg_ms" => served.iter().sum::<f64>() / served.len() as f64,
         "max_ms" => served.iter().copied().fold(0.0, f64::max),
         "within_500ms" => share(500.0),
         "within_1000ms" => share(1000.0),
@@ -497,6 +603,83 @@ mod tests {
             .unwrap_err()
             .contains("not a duration"));
         let r = eval("nosuch.requests > 1");
-        assert!(!r.pass && r.actual.contains("no load named 'nosuch'"));
+        assert!(!r.pass && r.actual.contains("no data: load 'nosuch' did not run"));
+    }
+
+    #[test]
+    fn metrics_are_checked_against_their_subject_when_parsed() {
+        let err = |e: &str| Check::parse(e).unwrap_err();
+        assert!(err("nginx.p99 < 1ms").contains("unknown metric 'p99' for 'nginx'"));
+        assert!(err("reloads.warns == 0").contains("unknown metric 'warns' for 'reloads'"));
+        assert!(err("backends.late_sends == 0").contains("for 'backends'"));
+        assert!(err("coffee.warns == 0").contains("unknown metric 'warns' for 'coffee'"));
+        assert!(err("coffee.status_abc == 0").contains("status must be a code"));
+        assert!(err("coffee.status_99 == 0").contains("status must be a code"));
+        assert!(err("coffee.error_bogus == 0").contains("unknown error kind 'bogus'"));
+        assert!(err("coffee.p101 < 1ms").contains("percentile"));
+        assert!(err("all.p99 < 1ms").contains("name the load instead of 'all'"));
+        assert!(err("coffee.failures == nginx.p99").contains("unknown metric 'p99' for 'nginx'"));
+        assert!(Check::parse("all.failure_rate < 1%").is_ok());
+        assert!(Check::parse("nginx.status_503 == backends.status_503").is_ok());
+    }
+
+    #[test]
+    fn checks_without_their_subject_fail_with_no_data() {
+        let mut c = case();
+        c.reloads.clear();
+        for e in [
+            "reloads.errors == 0",
+            "reloads.max_ms <= 1000",
+            "reloads.avg_ms < 500",
+            "reloads.within_1000ms == 100%",
+        ] {
+            let r = Check::parse(e).unwrap().eval(&c);
+            assert!(!r.pass, "{e} passed without a reload: {r:?}");
+            assert_eq!(r.actual, "no data: no reload happened", "{e}");
+        }
+        assert!(Check::parse("reloads.count == 0").unwrap().eval(&c).pass);
+
+        // Reloads that never served: no time to report, rather than 0 ms.
+        let mut c = case();
+        for r in &mut c.reloads {
+            r.served_ms = None;
+            r.error = Some("nginx -t failed".into());
+        }
+        let r = Check::parse("reloads.max_ms <= 1000").unwrap().eval(&c);
+        assert!(
+            !r.pass && r.actual == "no data: no reload was served",
+            "{r:?}"
+        );
+
+        // Unreadable logs are not zero errors.
+        let mut c = case();
+        c.logs.missing = Some("no nginx replica ran in this case".into());
+        let r = Check::parse("nginx.errors == 0").unwrap().eval(&c);
+        assert!(
+            !r.pass
+                && r.actual
+                    .starts_with("no data: the nginx logs could not be read")
+        );
+
+        // No backends, no attempts, no responses.
+        let mut c = case();
+        c.backends.clear();
+        assert!(
+            !Check::parse("backends.requests == 0")
+                .unwrap()
+                .eval(&c)
+                .pass
+        );
+        c.loads[1].requests = 0;
+        c.loads[1].status.clear();
+        for e in [
+            "tea.failure_rate == 0",
+            "tea.p99 < 1s",
+            "tea.max < 1s",
+            "tea.late_sends == 0",
+        ] {
+            let r = Check::parse(e).unwrap().eval(&c);
+            assert!(!r.pass && r.actual.starts_with("no data: "), "{e}: {r:?}");
+        }
     }
 }

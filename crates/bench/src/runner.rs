@@ -211,12 +211,16 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                 (g.name.clone(), addrs)
             })
             .collect();
-        let named = case.proxy.iter().map(|c| ("[proxy]".to_string(), c));
-        let alts = case
-            .configs
+        let no_lines = crate::scenario::ItemLines::default();
+        let named = case
+            .proxy
             .iter()
-            .map(|(n, c)| (format!("[configs.{n}]"), c));
-        for (what, cfg) in named.chain(alts) {
+            .map(|c| ("[proxy]".to_string(), c, &case.proxy_lines));
+        let alts = case.configs.iter().map(|(n, c)| {
+            let lines = case.config_lines.get(n).unwrap_or(&no_lines);
+            (format!("[configs.{n}]"), c, lines)
+        });
+        for (what, cfg, lines) in named.chain(alts) {
             let ports = cfg
                 .listeners
                 .iter()
@@ -232,12 +236,24 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                 tls: tls.cloned(),
             };
             let where_ = format!("case '{}', {what}", case.name);
-            let text = nginx::render(cfg, &ctx)
-                .map_err(|e| RunError::Invalid(format!("{where_}: {e}")))?;
-            nginx::validate(&text, scratch).map_err(|e| {
+            let text = nginx::render(cfg, &ctx).map_err(|e| {
                 RunError::Invalid(format!(
-                    "{where_}: nginx -t failed: {}",
-                    one_line(&e.to_string())
+                    "{}:{}: {where_}: {e}",
+                    scn.file,
+                    lines.line_of(None)
+                ))
+            })?;
+            nginx::validate(&text, scratch).map_err(|e| {
+                // nginx names a line of the rendered file; the item that line came from names
+                // the scenario line.
+                let msg = e.to_string();
+                let item = nginx::item_at(&text, &msg);
+                let line = lines.line_of(item.as_deref());
+                let item = item.map(|i| format!(" {i}")).unwrap_or_default();
+                RunError::Invalid(format!(
+                    "{}:{line}: {where_}{item}: nginx -t failed: {}",
+                    scn.file,
+                    one_line(&msg)
                 ))
             })?;
         }
@@ -325,7 +341,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
     let mut ready = Vec::new();
     let n_loads = case.loads.len();
     let mut abort = None;
-    for step in &case.steps {
+    for (i, step) in case.steps.iter().enumerate() {
         let at = origin + step.at;
         while Instant::now() < at
             && finished.load(Ordering::SeqCst) < n_loads
@@ -333,7 +349,20 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         {
             thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
         }
-        if finished.load(Ordering::SeqCst) >= n_loads || ctx.opts.stop.load(Ordering::SeqCst) {
+        if ctx.opts.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if finished.load(Ordering::SeqCst) >= n_loads {
+            // Every load ended early (a `requests` load, or a failure): the actions left are
+            // recorded as not run, never dropped.
+            let t_s = origin.elapsed().as_secs_f64();
+            events.extend(case.steps[i..].iter().map(|s| model::Event {
+                t_s,
+                action: s.action.kind().to_string(),
+                detail: format!("planned at {:.2}s", s.at.as_secs_f64()),
+                duration_ms: 0.0,
+                error: Some("not run: every load had ended".into()),
+            }));
             break;
         }
         let stop = &ctx.opts.stop;
@@ -389,7 +418,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         access.push(a2);
         errors.push(e2);
     }
-    let log_summary = proxy::nginx::logs::summarize(&access, &errors).unwrap_or_default();
+    let log_summary = read_logs(&access, &errors);
 
     let end_s = elapsed_s;
     let mut disruptions = Vec::new();
@@ -428,6 +457,23 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         result.findings.push(format!("teardown: {e}"));
     }
     Ok((result, checks))
+}
+
+/// The proxy's logs summarised, or an empty summary that says why there is none, so that checks
+/// on the logs fail instead of reading zeros.
+fn read_logs(access: &[PathBuf], errors: &[PathBuf]) -> model::LogSummary {
+    let missing = |why: String| model::LogSummary {
+        missing: Some(why),
+        ..Default::default()
+    };
+    if access.is_empty() {
+        return missing("no nginx replica ran in this case".into());
+    }
+    if let Some(p) = access.iter().chain(errors).find(|p| !p.is_file()) {
+        return missing(format!("{} is missing", p.display()));
+    }
+    proxy::nginx::logs::summarize(access, errors)
+        .unwrap_or_else(|e| missing(format!("cannot read the logs: {e}")))
 }
 
 fn move_file(from: &Path, to: &Path) {

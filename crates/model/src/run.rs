@@ -37,6 +37,32 @@ impl RunResults {
     pub fn checks_passed(&self) -> bool {
         self.checks.iter().all(|c| c.pass)
     }
+
+    /// Actions that failed (or never ran), with their case's name: any one fails the run.
+    pub fn failed_actions(&self) -> Vec<(&str, &Event)> {
+        self.cases
+            .iter()
+            .flat_map(|c| {
+                c.events
+                    .iter()
+                    .filter(|e| e.error.is_some())
+                    .map(move |e| (c.name.as_str(), e))
+            })
+            .collect()
+    }
+
+    /// Loads in which every request failed, as `case/load`: the target was unusable.
+    pub fn unusable_loads(&self) -> Vec<String> {
+        self.cases
+            .iter()
+            .flat_map(|c| {
+                c.loads
+                    .iter()
+                    .filter(|l| l.all_failed())
+                    .map(move |l| format!("{}/{}", c.name, l.name))
+            })
+            .collect()
+    }
 }
 
 /// Versions and the machine a run happened on.
@@ -179,6 +205,10 @@ pub struct LogSummary {
     /// `"503 upstream"` (the backend's own status passed through).
     #[serde(default)]
     pub status_origin: BTreeMap<String, u64>,
+    /// Why there is no log summary (no proxy ran, or its logs could not be read); `None` when the
+    /// logs were read. Checks on the logs fail with "no data" rather than read zeros.
+    #[serde(default)]
+    pub missing: Option<String>,
 }
 
 /// Error-log lines that share a message once addresses, ids and times are removed.

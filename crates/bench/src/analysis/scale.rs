@@ -41,12 +41,21 @@ pub fn case(
     result: &mut CaseResult,
     records: &Records,
 ) -> Vec<CheckResult> {
-    let Some(g) = Growth::of(case, result) else {
-        result
-            .findings
-            .push("scale analysis: this case grows nothing; nothing to analyse.".into());
-        return Vec::new();
+    let no_data = |why: &str| {
+        vec![CheckResult {
+            name: "the case grows its config (scale analysis)".into(),
+            case: Some(case.name.clone()),
+            expected: "at least one growth step".into(),
+            actual: format!("no data: {why}"),
+            pass: false,
+        }]
     };
+    let Some(g) = Growth::of(case, result) else {
+        return no_data("the case has no `grow` action");
+    };
+    if g.steps.is_empty() {
+        return no_data("no growth step ran (the loads ended, or the run stopped, before it)");
+    }
     let nginx = nginx_samples(&result.proc_samples);
     let mut checks = Vec::new();
     let mut check = |name: String, expected: String, actual: String, pass: bool| {
@@ -503,5 +512,41 @@ fn share(k: u64, n: u64) -> String {
         "-".into()
     } else {
         format!("{:.2}%", k as f64 * 100.0 / n as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::Source;
+
+    fn scenario(actions: &str) -> Scenario {
+        let text = format!(
+            "name = \"s\"\nanalysis = \"scale\"\n[[backends]]\nname = \"b\"\n[proxy]\n\
+             [[proxy.listeners]]\nname = \"http\"\n[[proxy.upstreams]]\nname = \"u\"\nbackends = \"b\"\n\
+             [[proxy.routes]]\npath = \"/\"\nupstream = \"u\"\n[[loads]]\nname = \"light\"\n\
+             url = \"http://x/\"\nduration = \"10s\"\n{actions}"
+        );
+        let src = Source {
+            file: "s.toml".into(),
+            text,
+        };
+        Scenario::parse(&src, false).unwrap()
+    }
+
+    #[test]
+    fn a_case_without_growth_fails_its_check_instead_of_having_none() {
+        let scn = scenario("");
+        let mut result = CaseResult::default();
+        let checks = case(&scn, &scn.cases[0], &mut result, &Records::new());
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert!(!checks[0].pass);
+        assert!(checks[0].actual.starts_with("no data: "), "{checks:?}");
+
+        // A grow action that never ran (no grow event recorded) is no data either.
+        let scn = scenario("[[actions]]\nat = \"1s\"\ngrow = { what = \"routes\", to = 5 }\n");
+        let checks = case(&scn, &scn.cases[0], &mut result, &Records::new());
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert!(!checks[0].pass && checks[0].actual.contains("no growth step ran"));
     }
 }

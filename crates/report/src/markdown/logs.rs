@@ -15,6 +15,10 @@ pub fn render(out: &mut String, logs: &LogSummary) {
         return;
     }
     out.push_str("### NGINX logs\n\n");
+    if let Some(why) = &logs.missing {
+        let _ = writeln!(out, "No log summary: {why}.\n");
+        return;
+    }
     error_log(out, logs);
     access_log(out, logs);
 }

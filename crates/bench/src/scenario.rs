@@ -52,6 +52,8 @@ use units::{Dur, Rate};
 /// A scenario resolved into runnable cases.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// The file it was read from, as errors name it.
+    pub file: String,
     /// Scenario name (results go under `results/<name>/`).
     pub name: String,
     /// One-line description.
@@ -77,6 +79,10 @@ pub struct Case {
     pub proxy: Option<ProxyConfig>,
     /// Alternative proxy configs for `swap_config`.
     pub configs: BTreeMap<String, ProxyConfig>,
+    /// Where the proxy config's items were written, for errors the proxy finds later.
+    pub proxy_lines: ItemLines,
+    /// Where each alternative config's items were written.
+    pub config_lines: BTreeMap<String, ItemLines>,
     /// Loads, which run concurrently (each from its own `start`).
     pub loads: Vec<LoadSpec>,
     /// Actions, expanded into single steps and sorted by time.
@@ -87,6 +93,68 @@ pub struct Case {
     pub backend_threads: usize,
     /// Pause after the loads end before the stack is torn down (lets logs settle).
     pub settle: Duration,
+}
+
+/// The scenario lines of a proxy config's items (`listener.NAME`, `route.N`, `upstream.NAME`,
+/// `rate_limit.NAME`, `raw.http`...), so that a config the proxy refuses is reported at the
+/// line that wrote the offending item.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemLines {
+    /// The line of the config's own table (`[proxy]` or `[configs.NAME]`).
+    pub table: usize,
+    /// The line of each item, by key.
+    pub items: BTreeMap<String, usize>,
+}
+
+impl ItemLines {
+    /// The line of item `key`, or of the config's table when the item is unknown.
+    pub fn line_of(&self, key: Option<&str>) -> usize {
+        key.and_then(|k| self.items.get(k))
+            .copied()
+            .unwrap_or(self.table)
+    }
+
+    /// Reads the item lines of a proxy table as written (before deserialization).
+    fn of(src: &Source, proxy: &Spanned<toml::de::DeValue<'_>>) -> ItemLines {
+        use toml::de::DeValue;
+        let line = |span: std::ops::Range<usize>| layers::line_of(&src.text, span.start);
+        let mut out = ItemLines {
+            table: line(proxy.span()),
+            items: BTreeMap::new(),
+        };
+        let DeValue::Table(t) = proxy.get_ref() else {
+            return out;
+        };
+        for (key, prefix) in [
+            ("listeners", "listener"),
+            ("upstreams", "upstream"),
+            ("rate_limits", "rate_limit"),
+            ("routes", "route"),
+        ] {
+            let Some(DeValue::Array(items)) = t.get(key).map(|v| v.get_ref()) else {
+                continue;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let name = match item.get_ref() {
+                    DeValue::Table(it) if prefix != "route" => it
+                        .get("name")
+                        .and_then(|n| n.get_ref().as_str())
+                        .map(str::to_string),
+                    _ => Some(i.to_string()),
+                };
+                if let Some(n) = name {
+                    out.items.insert(format!("{prefix}.{n}"), line(item.span()));
+                }
+            }
+        }
+        if let Some(DeValue::Table(raw)) = t.get("raw").map(|v| v.get_ref()) {
+            for (k, v) in raw.iter() {
+                out.items
+                    .insert(format!("raw.{}", k.get_ref()), line(v.span()));
+            }
+        }
+        out
+    }
 }
 
 impl Case {
@@ -424,14 +492,32 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action's name as written in a scenario file (and in events.csv).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::ScaleBackends { .. } => "scale_backends",
+            Action::ScaleReplicas { .. } => "scale_replicas",
+            Action::Reload => "reload",
+            Action::SwapConfig(_) => "swap_config",
+            Action::SetProfile { .. } => "set_profile",
+            Action::DrainBackend(_) => "drain_backend",
+            Action::KillBackend(_) => "kill_backend",
+            Action::RestartBackend(_) => "restart_backend",
+            Action::Grow(_) => "grow",
+            Action::StopReplica { .. } => "stop_replica",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CaseDoc {
-    name: String,
+    name: Spanned<String>,
     #[serde(default)]
     description: String,
     #[serde(default)]
-    analysis: Option<String>,
+    analysis: Option<Spanned<String>>,
     #[serde(default)]
     checks: Vec<Spanned<String>>,
     #[serde(default = "one_usize")]
@@ -468,8 +554,20 @@ fn get() -> String {
 }
 
 impl Scenario {
-    /// Parses and validates a scenario; `quick` applies the `[quick]` layers.
+    /// Parses and validates a scenario; `quick` applies the `[quick]` layers. The other form is
+    /// validated too, so a mistake in `[quick]` (or in the full form) is found in every run.
     pub fn parse(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
+        let scn = Scenario::parse_form(src, quick)?;
+        Scenario::parse_form(src, !quick).map_err(|mut e| {
+            let form = if quick { "full" } else { "--quick" };
+            e.message = format!("in the {form} form: {}", e.message);
+            e
+        })?;
+        Ok(scn)
+    }
+
+    /// Parses one form of the scenario (the full form, or the `--quick` one).
+    fn parse_form(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
         let mut root = src.parse()?;
         let top_quick = layers::take_table(src, &mut root, "quick")?;
         if quick {
@@ -480,7 +578,7 @@ impl Scenario {
         let case_tables = layers::take_tables(src, &mut root, "cases")?;
         let configs = layers::take_table(src, &mut root, "configs")?;
         let mut cases = Vec::new();
-        let mut meta: Option<(String, String, Option<String>)> = None;
+        let mut meta: Option<(Spanned<String>, String, Option<Spanned<String>>)> = None;
         let case_list: Vec<Option<Spanned<Table<'_>>>> = if case_tables.is_empty() {
             vec![None]
         } else {
@@ -490,11 +588,18 @@ impl Scenario {
         for case in case_list {
             let mut doc = root.clone();
             let (mut case_name, mut case_desc) = ("main".to_string(), String::new());
+            let mut case_span = None;
             if let Some(c) = case {
                 let span = c.span();
                 let mut t = c.into_inner();
                 case_name = take_str(src, &mut t, "name")?
                     .ok_or_else(|| src.error(Some(span.clone()), "a case needs a `name`"))?;
+                if !valid_name(&case_name) {
+                    return Err(src.error(
+                        Some(span),
+                        format!("case name '{case_name}' must be letters, digits, '-' or '_'"),
+                    ));
+                }
                 case_desc = take_str(src, &mut t, "description")?.unwrap_or_default();
                 let q = layers::take_table(src, &mut t, "quick")?;
                 layers::merge(&mut doc, t);
@@ -506,8 +611,13 @@ impl Scenario {
                         src.error(Some(span), format!("case '{case_name}' is defined twice"))
                     );
                 }
+                case_span = Some(span);
             }
             let alt = resolve_configs(src, &doc, configs.as_ref())?;
+            let proxy_lines = doc
+                .get("proxy")
+                .map(|p| ItemLines::of(src, p))
+                .unwrap_or_default();
             let parsed: CaseDoc = src.deserialize(doc)?;
             meta.get_or_insert_with(|| {
                 (
@@ -516,36 +626,43 @@ impl Scenario {
                     parsed.analysis.clone(),
                 )
             });
-            cases.push(build_case(src, parsed, case_name, case_desc, alt)?);
+            let mut case = build_case(src, parsed, case_name, case_desc, case_span, alt)?;
+            case.proxy_lines = proxy_lines;
+            cases.push(case);
         }
-        let (name, description, analysis) = meta.unwrap_or_default();
+        let (name, description, analysis) = meta.expect("at least one case is always built");
         if let Some(a) = &analysis {
-            if !crate::analysis::KNOWN.contains(&a.as_str()) {
+            if !crate::analysis::KNOWN.contains(&a.get_ref().as_str()) {
                 return Err(src.error(
-                    None,
+                    Some(a.span()),
                     format!(
-                        "unknown analysis '{a}' (known: {})",
+                        "unknown analysis '{}' (known: {})",
+                        a.get_ref(),
                         crate::analysis::KNOWN.join(", ")
                     ),
                 ));
             }
         }
-        if name.is_empty()
-            || !name
+        let name_ok = !name.get_ref().is_empty()
+            && name
+                .get_ref()
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+            && !name.get_ref().starts_with('.');
+        if !name_ok {
             return Err(src.error(
-                None,
+                Some(name.span()),
                 format!(
-                    "scenario name '{name}' must be non-empty letters, digits, '-', '_' or '.'"
+                    "scenario name '{}' must be letters, digits, '-', '_' or '.' (not first)",
+                    name.get_ref()
                 ),
             ));
         }
         Ok(Scenario {
-            name,
+            file: src.file.clone(),
+            name: name.into_inner(),
             description,
-            analysis,
+            analysis: analysis.map(Spanned::into_inner),
             cases,
             quick,
         })
@@ -569,7 +686,7 @@ fn resolve_configs(
     src: &Source,
     doc: &Table<'_>,
     configs: Option<&Spanned<Table<'_>>>,
-) -> Result<BTreeMap<String, ProxyConfig>, ScenarioError> {
+) -> Result<BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>, ScenarioError> {
     let mut out = BTreeMap::new();
     let Some(configs) = configs else {
         return Ok(out);
@@ -586,17 +703,26 @@ fn resolve_configs(
         let mut over_doc = Table::new();
         over_doc.insert(Spanned::new(name.span(), "proxy".into()), over.clone());
         layers::merge(&mut merged, over_doc);
+        let mut lines = merged
+            .get("proxy")
+            .map(|p| ItemLines::of(src, p))
+            .unwrap_or_default();
+        lines.table = layers::line_of(&src.text, name.span().start);
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Only {
             proxy: Spanned<ProxyConfig>,
         }
         let only: Only = src.deserialize(merged)?;
-        let span = only.proxy.span();
+        let span = name.span();
         let cfg = only.proxy.into_inner();
-        cfg.validate()
-            .map_err(|e| src.error(Some(span), format!("configs.{}: {e}", name.get_ref())))?;
-        out.insert(name.get_ref().to_string(), cfg);
+        cfg.validate().map_err(|e| {
+            src.error(
+                Some(span.clone()),
+                format!("configs.{}: {e}", name.get_ref()),
+            )
+        })?;
+        out.insert(name.get_ref().to_string(), (Spanned::new(span, cfg), lines));
     }
     Ok(out)
 }
@@ -606,7 +732,8 @@ fn build_case(
     doc: CaseDoc,
     name: String,
     description: String,
-    configs: BTreeMap<String, ProxyConfig>,
+    case_span: Option<std::ops::Range<usize>>,
+    spanned_configs: BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>,
 ) -> Result<Case, ScenarioError> {
     let err = |span: std::ops::Range<usize>, msg: String| src.error(Some(span), msg);
     let mut groups = BTreeMap::new();
@@ -646,11 +773,11 @@ fn build_case(
         }
         None => None,
     };
-    for (cname, c) in &configs {
-        for u in &c.upstreams {
+    for (cname, (c, _)) in &spanned_configs {
+        for u in &c.get_ref().upstreams {
             if !groups.contains_key(&u.backends) {
-                return Err(src.error(
-                    None,
+                return Err(err(
+                    c.span(),
                     format!(
                         "configs.{cname}: upstream '{}' uses unknown backend group '{}'",
                         u.name, u.backends
@@ -658,6 +785,12 @@ fn build_case(
                 ));
             }
         }
+    }
+    let mut configs = BTreeMap::new();
+    let mut config_lines = BTreeMap::new();
+    for (n, (c, lines)) in spanned_configs {
+        configs.insert(n.clone(), c.into_inner());
+        config_lines.insert(n, lines);
     }
     let mut loads = Vec::new();
     let mut load_names = BTreeSet::new();
@@ -671,8 +804,17 @@ fn build_case(
         loads.push(spec);
     }
     if loads.is_empty() {
-        return Err(src.error(None, format!("case '{name}' has no `[[loads]]`")));
+        // Point at the case, or at the scenario's name for a scenario without cases.
+        let at = case_span.clone().unwrap_or(doc.name.span());
+        return Err(err(at, format!("case '{name}' has no `[[loads]]`")));
     }
+    // When every load has a duration, the last one's end is known: an action after it would
+    // never fire.
+    let loads_end = loads
+        .iter()
+        .map(|l| l.duration.map(|d| l.start.0 + d.0))
+        .collect::<Option<Vec<Duration>>>()
+        .and_then(|ends| ends.into_iter().max());
     let mut steps = Vec::new();
     let mut actions = doc.actions;
     actions.sort_by_key(|a| a.get_ref().at);
@@ -683,8 +825,23 @@ fn build_case(
     for a in actions {
         let span = a.span();
         let spec = a.into_inner();
+        let first = steps.len();
         expand_action(&spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
-            .map_err(|m| err(span, m))?;
+            .map_err(|m| err(span.clone(), m))?;
+        if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
+            if late >= end {
+                return Err(err(
+                    span,
+                    format!(
+                        "{} at {} fires after every load has ended ({}); move it earlier or \
+                         make a load longer",
+                        steps[first].action.kind(),
+                        Dur(late),
+                        Dur(end)
+                    ),
+                ));
+            }
+        }
     }
     steps.sort_by_key(|s| s.at);
     let mut checks = Vec::new();
@@ -711,6 +868,8 @@ fn build_case(
         backends: doc.backends.into_iter().map(|b| b.into_inner()).collect(),
         proxy,
         configs,
+        proxy_lines: ItemLines::default(),
+        config_lines,
         loads,
         steps,
         checks,

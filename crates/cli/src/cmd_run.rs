@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 /// Flags of `proxybench run`.
 #[derive(clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct RunArgs {
     /// A built-in scenario name (see `proxybench scenarios`) or a scenario file.
     #[arg(default_value = "default")]
@@ -76,8 +77,7 @@ fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
     Scenario::parse(&src, quick).map_err(|e| CliError::usage(e.to_string()))
 }
 
-/// Runs `proxybench run`: exit 0 when every check passed, 1 when a check failed or the run
-/// failed, 2 for a scenario that cannot run, 130 when interrupted.
+/// Runs `proxybench run`; the exit code says how it went ([`EXIT_CODES`]).
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let mut scn = load_scenario(&a.scenario, a.quick)?;
     select_cases(&mut scn, &a.cases)?;
@@ -108,23 +108,60 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     })?;
     print!("{}", report::summary_text(&out.results));
     println!("results: {}", out.dir.display());
-    let r = &out.results;
-    Ok(if r.partial {
+    Ok(ExitCode::from(exit_code(&out.results)))
+}
+
+/// The exit code of a finished run (see [`EXIT_CODES`]), with the reason on stderr when it is
+/// not 0.
+fn exit_code(r: &model::RunResults) -> u8 {
+    if r.partial && r.abort_reason.as_deref() == Some("interrupted") {
+        eprintln!("proxybench: interrupted; partial results kept");
+        return 130;
+    }
+    let unusable = r.unusable_loads();
+    if !unusable.is_empty() {
+        eprintln!(
+            "proxybench: the target was unusable: every request failed in {}",
+            unusable.join(", ")
+        );
+        return 3;
+    }
+    let mut code = 0;
+    if r.partial {
         eprintln!(
             "proxybench: partial results ({})",
             r.abort_reason.as_deref().unwrap_or("stopped")
         );
-        if r.abort_reason.as_deref() == Some("interrupted") {
-            ExitCode::from(130)
-        } else {
-            ExitCode::from(1)
-        }
-    } else if !r.checks_passed() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+        code = 1;
+    }
+    let failed_checks = r.checks.iter().filter(|c| !c.pass).count();
+    if failed_checks > 0 {
+        eprintln!("proxybench: {failed_checks} check(s) failed");
+        code = 1;
+    }
+    let actions = r.failed_actions();
+    if !actions.is_empty() {
+        let (case, first) = actions[0];
+        eprintln!(
+            "proxybench: {} action(s) failed; first: [{case}] {} {} at {:.2}s: {}",
+            actions.len(),
+            first.action,
+            first.detail,
+            first.t_s,
+            first.error.as_deref().unwrap_or_default()
+        );
+        code = 1;
+    }
+    code
 }
+
+/// The exit codes of `proxybench run`, for `--help` and the README.
+pub const EXIT_CODES: &str = "Exit codes:\n  \
+    0    every check passed and every action succeeded\n  \
+    1    a check failed, an action failed (or never ran), or the run stopped on a failure\n  \
+    2    bad input: a flag, or a scenario error (file:line), including one nginx -t found\n  \
+    3    the target was unusable: every request of some load failed\n  \
+    130  interrupted (Ctrl-C); the partial results are written";
 
 /// Keeps only the cases named by `--case` (all of them when none is named).
 fn select_cases(scn: &mut Scenario, names: &[String]) -> Result<(), CliError> {

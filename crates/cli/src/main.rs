@@ -30,7 +30,15 @@ impl CliError {
 
 /// A testbench for HTTP reverse proxies and gateways.
 #[derive(Parser)]
-#[command(name = "proxybench", version, about, long_about = None)]
+#[command(
+    name = "proxybench",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 everything held; 1 a check or an action failed; 2 bad input; \
+                  3 the target was unusable (every request of a load failed); 130 interrupted.\n\
+                  `proxybench run --help` and `proxybench load --help` give the details."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

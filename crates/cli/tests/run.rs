@@ -265,7 +265,7 @@ kill_backend = "cafe-1"
 #[test]
 fn broken_scenarios_are_refused_before_anything_starts() {
     let tmp = tempfile::tempdir().unwrap();
-    let cases: [(&str, String, &str); 4] = [
+    let cases: [(&str, String, &str); 6] = [
         (
             "unknown key",
             THREE_BACKENDS.replace("count = 3", "count = 3\ncolour = \"blue\""),
@@ -290,7 +290,21 @@ fn broken_scenarios_are_refused_before_anything_starts() {
                 "[[proxy.listeners]]",
                 "[proxy.raw]\nhttp = \"no_such_directive on;\"\n[[proxy.listeners]]",
             ),
-            "nginx: [emerg] unknown directive \"no_such_directive\"",
+            "scenario.toml:12: case 'main', [proxy] raw.http: nginx -t failed: \
+             nginx: [emerg] unknown directive \"no_such_directive\"",
+        ),
+        (
+            "nginx -t in an alternative config",
+            THREE_BACKENDS.to_string()
+                + "\n[configs.alt]\nkeepalive_requests = 10\n[configs.alt.raw]\n\
+                   server = \"bogus_server_directive 1;\"\n",
+            "scenario.toml:36: case 'main', [configs.alt] raw.server: nginx -t failed: \
+             nginx: [emerg] unknown directive \"bogus_server_directive\"",
+        ),
+        (
+            "an action after the loads",
+            THREE_BACKENDS.replace("at = \"0.5s\"", "at = \"60s\""),
+            "scenario.toml:29: reload at 60s fires after every load has ended (60s)",
         ),
     ];
     for (what, toml, want) in cases {
@@ -302,6 +316,111 @@ fn broken_scenarios_are_refused_before_anything_starts() {
         assert!(dir.is_none(), "{what}: nothing is written");
     }
     assert!(processes_mentioning(tmp.path().to_str().unwrap()).is_empty());
+}
+
+/// A small scenario: two backends with `profile`, one listener, 200 requests, then `extra`.
+fn small(profile: &str, extra: &str) -> String {
+    format!(
+        r#"name = "small"
+[[backends]]
+name = "cafe"
+count = 2
+profile = "{profile}"
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/"
+connections = 2
+requests = 200
+duration = "30s"
+{extra}"#
+    )
+}
+
+#[test]
+fn exit_codes_say_what_went_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, toml: &str| {
+        let d = tmp.path().join(name);
+        fs::create_dir_all(&d).unwrap();
+        let (out, dir) = run_scenario(&d, toml, &[]);
+        (out, read(&dir.expect("results are written")))
+    };
+
+    // Everything held.
+    let (out, _) = run("ok", &small("", ""));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // Every request failed (each backend answers 503): the target was unusable, whatever the
+    // checks say (there are none).
+    let (out, r) = run("unusable", &small("status=503:100%", ""));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("the target was unusable: every request failed in main/coffee"),
+        "{err}"
+    );
+    assert_eq!(r.cases[0].loads[0].status.get(&503), Some(&200));
+
+    // An action that failed: killing an instance that does not exist.
+    let (out, r) = run(
+        "action",
+        &small("", "[[actions]]\nat = \"0s\"\nkill_backend = \"cafe-7\"\n"),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 action(s) failed; first: [main] kill_backend"),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("actions: 1 failed"));
+    assert!(r.cases[0].events[0].error.is_some());
+
+    // An action still waiting when the loads ended (by count, long before their duration) is
+    // recorded as not run, and fails the run.
+    let (out, r) = run(
+        "late",
+        &small("", "[[actions]]\nat = \"25s\"\nreload = true\n"),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let ev = &r.cases[0].events[0];
+    assert_eq!(ev.action, "reload");
+    assert_eq!(ev.error.as_deref(), Some("not run: every load had ended"));
+    assert!(ev.detail.contains("planned at 25.00s"), "{ev:?}");
+
+    // A check whose subject never happened fails with no data: no reload ran.
+    let (out, r) = run(
+        "nodata",
+        &small("", "").replacen(
+            "name = \"small\"",
+            "name = \"small\"\nchecks = [\"reloads.errors == 0\"]",
+            1,
+        ),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(r.checks[0].actual, "no data: no reload happened");
+
+    // The help lists the codes.
+    let help = Command::new(bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = text(&help.stdout);
+    for code in ["0 ", "1 ", "2 ", "3 ", "130 "] {
+        assert!(
+            help.contains(&format!("\n  {code}")),
+            "exit code {code} in:\n{help}"
+        );
+    }
 }
 
 #[test]

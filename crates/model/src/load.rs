@@ -299,6 +299,11 @@ impl LoadSummary {
         self.error_total() + self.non_2xx_3xx()
     }
 
+    /// True when the target was unusable: nothing was attempted, or every attempt failed.
+    pub fn all_failed(&self) -> bool {
+        self.failures() == self.attempts()
+    }
+
     /// Responses per second over the elapsed time.
     pub fn req_per_sec_total(&self) -> f64 {
         if self.elapsed_s > 0.0 {

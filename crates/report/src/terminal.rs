@@ -36,6 +36,20 @@ pub fn summary_text(r: &RunResults) -> String {
             );
         }
     }
+    let failed_actions = r.failed_actions();
+    if !failed_actions.is_empty() {
+        let _ = writeln!(out, "  actions: {} failed", failed_actions.len());
+        for (case, e) in failed_actions {
+            let _ = writeln!(
+                out,
+                "    FAIL [{case}] {} {} at {:.2}s: {}",
+                e.action,
+                e.detail,
+                e.t_s,
+                e.error.as_deref().unwrap_or_default()
+            );
+        }
+    }
     let passed = r.checks.iter().filter(|c| c.pass).count();
     if !r.checks.is_empty() {
         let _ = writeln!(out, "  checks: {passed}/{} passed", r.checks.len());

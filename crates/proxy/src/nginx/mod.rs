@@ -102,6 +102,24 @@ pub(crate) fn test_file(prefix: &Path, conf: &Path) -> Result<Checked, Error> {
     }
 }
 
+/// The model item (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`, `raw.http`...)
+/// whose rendered lines hold the line that nginx's message `msg` names (`... in
+/// /path/nginx-test.conf:12`), so that a refused config is traced back to the scenario line
+/// that produced it. `None` when the message names no line, or the line is not from an item.
+pub fn item_at(conf_text: &str, msg: &str) -> Option<String> {
+    let at = msg.rfind(".conf:")? + ".conf:".len();
+    let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
+    let line: usize = digits.parse().ok()?;
+    conf_text
+        .lines()
+        .take(line)
+        .collect::<Vec<_>>()
+        .iter()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
+        .map(|k| k.trim().to_string())
+}
+
 /// Quotes a token for nginx.conf when it needs it (spaces, quotes, braces, `;`, `#`).
 pub(crate) fn quote(s: &str) -> String {
     let plain = !s.is_empty()
@@ -171,5 +189,22 @@ mod tests {
         assert_eq!(quote("$request_uri"), "$request_uri");
         assert_eq!(quote("a b\"c"), "\"a b\\\"c\"");
         assert_eq!(quote(""), "\"\"");
+    }
+
+    #[test]
+    fn a_line_nginx_names_leads_back_to_its_model_item() {
+        let conf =
+            "events {}\nhttp {\n    # pb:item raw.http\n    bad 1;\n    # pb:item upstream.u\n    \
+                    upstream u {\n        server 127.0.0.1:1;\n    }\n}\n";
+        let at = |line: usize| {
+            item_at(
+                conf,
+                &format!("nginx: [emerg] unknown directive \"bad\" in /x/nginx-test.conf:{line}"),
+            )
+        };
+        assert_eq!(at(4).as_deref(), Some("raw.http"));
+        assert_eq!(at(7).as_deref(), Some("upstream.u"));
+        assert_eq!(at(1), None);
+        assert_eq!(item_at(conf, "nginx: [emerg] no line here"), None);
     }
 }

@@ -127,13 +127,13 @@ impl<'a> Renderer<'a> {
         if let Some(t) = c.worker_shutdown_timeout {
             let _ = writeln!(o, "worker_shutdown_timeout {};", nginx_time(t.0));
         }
-        raw(o, "", &c.raw.main);
+        raw(o, "", "main", &c.raw.main);
         let _ = writeln!(
             o,
             "events {{\n    worker_connections {};",
             c.worker_connections
         );
-        raw(o, "    ", &c.raw.events);
+        raw(o, "    ", "events", &c.raw.events);
         o.push_str("}\n");
     }
 
@@ -183,8 +183,9 @@ impl<'a> Renderer<'a> {
             (4 * (self.map_count + 256)).next_power_of_two().max(1024)
         );
         let _ = writeln!(o, "    {}", self.gen_header());
-        raw(o, "    ", &c.raw.http);
+        raw(o, "    ", "http", &c.raw.http);
         for l in &c.rate_limits {
+            item(o, "    ", &format!("rate_limit.{}", l.name));
             let rate = nginx_rate(l.rate.0)
                 .ok_or_else(|| Error::Invalid(format!("rate limit '{}': bad rate", l.name)))?;
             let _ = writeln!(
@@ -207,6 +208,7 @@ impl<'a> Renderer<'a> {
                     u.name, u.backends
                 ))
             })?;
+            item(o, "    ", &format!("upstream.{}", u.name));
             let _ = writeln!(o, "    upstream {} {{", u.name);
             if let Some(d) = u.lb.directive() {
                 let _ = writeln!(o, "        {d}");
@@ -305,6 +307,7 @@ impl<'a> Renderer<'a> {
                 ""
             };
             let ssl = if l.tls { " ssl" } else { "" };
+            item(&mut out, "    ", &format!("listener.{}", l.name));
             let _ = writeln!(
                 out,
                 "    server {{\n        listen 127.0.0.1:{port}{ssl}{reuseport};"
@@ -323,7 +326,7 @@ impl<'a> Renderer<'a> {
                 );
             }
             let _ = writeln!(out, "        {}", self.gen_header());
-            raw(&mut out, "        ", &cfg.raw.server);
+            raw(&mut out, "        ", "server", &cfg.raw.server);
             self.locations(&mut out, &p.routes);
             out.push_str("    }\n");
         }
@@ -353,6 +356,7 @@ impl<'a> Renderer<'a> {
                 PathMatch::Exact => "= ",
                 PathMatch::Prefix => "",
             };
+            item(out, "        ", &format!("route.{}", members[0]));
             let _ = writeln!(out, "        location {modifier}{path} {{");
             if members.iter().all(|&i| !cfg.routes[i].has_conditions()) {
                 let action = action_of(&cfg.routes[members[0]]);
@@ -528,7 +532,7 @@ impl<'a> Renderer<'a> {
             Action::NotFound => o.push_str("            return 404;\n"),
         }
         if !matches!(a, Action::NotFound) {
-            raw(o, "            ", &cfg.raw.location);
+            raw(o, "            ", "location", &cfg.raw.location);
         }
     }
 
@@ -664,12 +668,21 @@ fn quote_always(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// Appends a raw snippet, indented, when it is not empty.
-fn raw(o: &mut String, indent: &str, snippet: &str) {
+/// The comment that opens the lines rendered from one item of the model, so that a line nginx
+/// complains about can be traced back to the scenario (see [`super::item_at`]).
+pub(crate) const ITEM_MARK: &str = "# pb:item ";
+
+/// Marks where the lines of model item `key` (`listener.NAME`, `route.N`, `raw.http`...) begin.
+fn item(o: &mut String, indent: &str, key: &str) {
+    let _ = writeln!(o, "{indent}{ITEM_MARK}{key}");
+}
+
+/// Appends a raw snippet (`raw.<block>` of the model), indented, when it is not empty.
+fn raw(o: &mut String, indent: &str, block: &str, snippet: &str) {
     if snippet.trim().is_empty() {
         return;
     }
-    let _ = writeln!(o, "{indent}# raw snippet from the scenario");
+    item(o, indent, &format!("raw.{block}"));
     for line in snippet.trim_end().lines() {
         let _ = writeln!(o, "{indent}{}", line.trim_start());
     }

@@ -1,0 +1,159 @@
+//! Scenario files with mistakes: each is refused when parsed, before anything starts, with the
+//! file and the line of the mistake, whichever form (`--quick` or full) it sits in.
+
+use proxybench_bench::layers::{ScenarioError, Source};
+use proxybench_bench::scenario::Scenario;
+
+/// A valid scenario: one backend group, one nginx listener, one 10 s load. Lines 1-20.
+const BASE: &str = r#"name = "t"
+checks = ["coffee.failure_rate <= 1%"]
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/"
+duration = "10s"
+"#;
+
+fn parse(text: &str, quick: bool) -> Result<Scenario, ScenarioError> {
+    Scenario::parse(
+        &Source {
+            file: "t.toml".into(),
+            text: text.into(),
+        },
+        quick,
+    )
+}
+
+/// The error of `BASE` with `extra` appended, in both forms; asserts that both name the line.
+fn error(extra: &str) -> ScenarioError {
+    let text = format!("{BASE}{extra}");
+    let full = parse(&text, false).expect_err("the full form should be refused");
+    let quick = parse(&text, true).expect_err("the quick form should be refused");
+    assert_eq!(full.line, quick.line, "{full} / {quick}");
+    assert!(full.line.is_some(), "no line: {full}");
+    full
+}
+
+/// The line of the `n`th (1-based) line after BASE.
+fn after_base(n: usize) -> usize {
+    BASE.lines().count() + n
+}
+
+#[test]
+fn the_base_is_valid() {
+    parse(BASE, false).unwrap();
+    parse(BASE, true).unwrap();
+}
+
+#[test]
+fn an_action_after_every_load_has_ended_is_refused() {
+    let e = error("\n[[actions]]\nat = \"10s\"\nreload = true\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(
+        e.message
+            .contains("reload at 10s fires after every load has ended (10s)"),
+        "{e}"
+    );
+    // A gradual scale whose last step lands after the end is refused too.
+    let e = error(
+        "\n[[actions]]\nat = \"5s\"\nscale_backends = { group = \"cafe\", to = 8, step = \"1s\" }\n",
+    );
+    assert!(
+        e.message.contains("scale_backends at 10s fires after"),
+        "{e}"
+    );
+    // Repeats: the last one counts.
+    let e = error("\n[[actions]]\nat = \"1s\"\nevery = \"3s\"\ntimes = 4\nreload = true\n");
+    assert!(e.message.contains("reload at 10s"), "{e}");
+    // Just before the end is fine, and so is anything when a load ends by count.
+    parse(
+        &format!("{BASE}\n[[actions]]\nat = \"9s\"\nreload = true\n"),
+        false,
+    )
+    .unwrap();
+    let by_count = BASE.replace("duration = \"10s\"", "requests = 1000");
+    parse(
+        &format!("{by_count}\n[[actions]]\nat = \"60s\"\nreload = true\n"),
+        false,
+    )
+    .unwrap();
+}
+
+#[test]
+fn unknown_check_metrics_are_refused_with_their_line() {
+    let text = BASE.replace(
+        "checks = [\"coffee.failure_rate <= 1%\"]",
+        "checks = [\n  \"coffee.failure_rate <= 1%\",\n  \"nginx.p99 < 10ms\",\n]",
+    );
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(
+        e.message.contains("unknown metric 'p99' for 'nginx'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_mistake_in_the_quick_form_is_found_in_a_full_run() {
+    let text = format!("{BASE}\n[quick]\n[[quick.loads]]\nname = \"coffee\"\nduraton = \"1s\"\n");
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(after_base(5)), "{e}");
+    assert!(e.message.starts_with("in the --quick form: "), "{e}");
+    assert!(e.message.contains("duraton"), "{e}");
+    // And a mistake in the full form is found in a quick run: the quick form fixes a load the
+    // full form breaks.
+    let broken = BASE.replace("duration = \"10s\"", "duration = \"10s\"\nrate = \"fast\"");
+    let text = format!("{broken}\n[quick]\n[[quick.loads]]\nname = \"coffee\"\nrate = \"5\"\n");
+    let e = parse(&text, true).unwrap_err();
+    assert!(e.message.starts_with("in the full form: "), "{e}");
+    assert_eq!(e.line, Some(22), "{e}");
+}
+
+#[test]
+fn a_mistake_in_a_case_override_is_found_whichever_case_runs() {
+    let text = format!(
+        "{BASE}\n[[cases]]\nname = \"a\"\n\n[[cases]]\nname = \"b\"\n[cases.quick]\nsettle = \"soon\"\n"
+    );
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(after_base(8)), "{e}");
+}
+
+#[test]
+fn errors_without_a_natural_place_still_have_a_line() {
+    // No loads at all: the scenario's name.
+    let no_loads = BASE.split("[[loads]]").next().unwrap().to_string();
+    let e = parse(&no_loads, false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    // A case without loads points at the case.
+    let e = error("\n[[cases]]\nname = \"x\"\nloads = []\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    // An unknown analysis, a bad scenario name.
+    let e = parse(&format!("analysis = \"nope\"\n{BASE}"), false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    assert!(e.message.contains("unknown analysis 'nope'"), "{e}");
+    let e = parse(&BASE.replace("name = \"t\"", "name = \"../t\""), false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    // An alternative config that names a group that does not exist.
+    let e = error(
+        "\n[configs.other]\n[[configs.other.upstreams]]\nname = \"x\"\nbackends = \"nope\"\n",
+    );
+    assert!(e.message.contains("nope"), "{e}");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    // A case name that could not be a directory.
+    let e = error("\n[[cases]]\nname = \"../up\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+}

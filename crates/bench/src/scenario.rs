@@ -745,6 +745,16 @@ fn build_case(
                 format!("backend group name '{gname}' must be letters, digits, '-' or '_'"),
             ));
         }
+        if g.get_ref().count > MAX_BACKENDS {
+            return Err(err(
+                g.span(),
+                format!(
+                    "backend group '{gname}': {} instances is beyond what one machine can hold \
+                     (at most {MAX_BACKENDS})",
+                    g.get_ref().count
+                ),
+            ));
+        }
         if groups.insert(gname.clone(), g.get_ref().count).is_some() {
             return Err(err(
                 g.span(),
@@ -758,6 +768,15 @@ fn build_case(
             let cfg = p.into_inner();
             cfg.validate()
                 .map_err(|e| err(span.clone(), e.to_string()))?;
+            if cfg.replicas > MAX_REPLICAS {
+                return Err(err(
+                    span.clone(),
+                    format!(
+                        "proxy.replicas = {} is beyond what one machine can run (at most {MAX_REPLICAS})",
+                        cfg.replicas
+                    ),
+                ));
+            }
             for u in &cfg.upstreams {
                 if !groups.contains_key(&u.backends) {
                     return Err(err(
@@ -973,6 +992,14 @@ fn check_load(
     Ok(())
 }
 
+/// Most steps the actions of one case may expand into (every repeat and every gradual step).
+const MAX_STEPS: usize = 100_000;
+/// Most backend instances of one group: each holds a listening socket and its connections, and
+/// the open-files limit here is 20000.
+const MAX_BACKENDS: u32 = 10_000;
+/// Most nginx replicas: each is a master and its workers on this machine.
+const MAX_REPLICAS: u32 = 64;
+
 /// Group sizes and replica count as the plan stands after the actions expanded so far, so that a
 /// later scaling action starts from where an earlier one left off.
 struct Sizes {
@@ -1016,6 +1043,22 @@ fn expand_action(
         _ => return Err("`times` must be at least 1".into()),
     };
     let every = a.every.map(|d| d.0).unwrap_or_default();
+    if let Some(s) = &a.scale_backends {
+        if s.to > MAX_BACKENDS {
+            return Err(format!(
+                "scale_backends: {} instances is beyond what one machine can hold (at most {MAX_BACKENDS})",
+                s.to
+            ));
+        }
+    }
+    if let Some(s) = &a.scale_replicas {
+        if s.to > MAX_REPLICAS {
+            return Err(format!(
+                "scale_replicas: {} replicas is beyond what one machine can run (at most {MAX_REPLICAS})",
+                s.to
+            ));
+        }
+    }
     let backend_exists = |groups: &BTreeMap<String, u32>, n: &str| -> Result<(), String> {
         let (g, i) = n
             .rsplit_once('-')
@@ -1035,7 +1078,15 @@ fn expand_action(
             .ok_or_else(|| "this action needs a [proxy]".to_string())
     };
     for k in 0..times {
-        let at = a.at.0 + every * k;
+        if out.len() > MAX_STEPS {
+            return Err(format!(
+                "the actions expand to more than {MAX_STEPS} steps; use fewer `times` or larger steps"
+            ));
+        }
+        let at = every
+            .checked_mul(k)
+            .and_then(|d| a.at.0.checked_add(d))
+            .ok_or("`at` + `every` x `times` is beyond any run's length")?;
         let mut push = |at: Duration, action: Action| out.push(Step { at, action });
         if let Some(s) = &a.scale_backends {
             let from = *sizes
@@ -1182,7 +1233,7 @@ fn gradual(
             while n != to {
                 n = if to > n { n + 1 } else { n - 1 };
                 push(t, n);
-                t += step;
+                t = t.saturating_add(step);
             }
         }
         _ => push(at, to),

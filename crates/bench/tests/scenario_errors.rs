@@ -157,3 +157,19 @@ fn errors_without_a_natural_place_still_have_a_line() {
     let e = error("\n[[cases]]\nname = \"../up\"\n");
     assert_eq!(e.line, Some(after_base(2)), "{e}");
 }
+
+#[test]
+fn sizes_beyond_one_machine_are_refused_before_expanding() {
+    let e =
+        error("\n[[actions]]\nat = \"1s\"\nscale_replicas = { to = 4294967295, step = \"1s\" }\n");
+    assert!(e.message.contains("at most 64"), "{e}");
+    let e = error(
+        "\n[[actions]]\nat = \"1s\"\nscale_backends = { group = \"cafe\", to = 4294967295, step = \"1ms\" }\n",
+    );
+    assert!(e.message.contains("at most 10000"), "{e}");
+    let e =
+        error("\n[[actions]]\nat = \"1s\"\nevery = \"1us\"\ntimes = 4294967295\nreload = true\n");
+    assert!(e.message.contains("more than 100000 steps"), "{e}");
+    let e = parse(&BASE.replace("count = 2", "count = 100000"), false).unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+}

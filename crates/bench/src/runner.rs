@@ -362,6 +362,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
                 detail: format!("planned at {:.2}s", s.at.as_secs_f64()),
                 duration_ms: 0.0,
                 error: Some("not run: every load had ended".into()),
+                limit: false,
             }));
             break;
         }

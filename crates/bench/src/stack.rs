@@ -401,6 +401,7 @@ impl Stack {
             detail,
             duration_ms: t0.elapsed().as_secs_f64() * 1e3,
             error: result.err(),
+            limit: false,
         };
         (event, reloads)
     }
@@ -463,8 +464,10 @@ impl Stack {
                     .unwrap_or_else(|_| (String::new(), (None, Some("probe panicked".into()))))
             });
             if let Some(e) = err {
-                out.events
-                    .push(grow_event(t_s, g, n, n + add, t0, Some(e.clone())));
+                let mut ev = grow_event(t_s, g, n, n + add, t0, Some(e.clone()));
+                // The refused config is the limit this growth was sent to find.
+                ev.limit = g.stop_on_error;
+                out.events.push(ev);
                 out.ready.push(ReadyRecord {
                     t_s,
                     what: g.what.name().into(),
@@ -787,6 +790,7 @@ fn grow_event(
         detail: format!("{} {from} -> {to}", g.what.name()),
         duration_ms: t0.elapsed().as_secs_f64() * 1e3,
         error,
+        limit: false,
     }
 }
 

@@ -186,6 +186,11 @@ grow = {{ what = "matches", to = 3, header = "{header}" }}
     let err = c.reloads[0].error.as_deref().unwrap();
     assert!(err.contains("too long parameter"), "{err}");
     assert_eq!(c.events.iter().filter(|e| e.action == "grow").count(), 1);
+    // The refused config is the limit the growth was sent to find: a finding, so exit 0.
+    assert!(c
+        .events
+        .iter()
+        .any(|e| e.action == "grow" && e.limit && e.error.is_some()));
     let limits = table(c, "limits");
     assert_eq!(limits.rows[0][0], "0 header matches");
     assert_eq!(limits.rows[0][2], "1 header matches");

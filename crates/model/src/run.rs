@@ -45,7 +45,7 @@ impl RunResults {
             .flat_map(|c| {
                 c.events
                     .iter()
-                    .filter(|e| e.error.is_some())
+                    .filter(|e| e.error.is_some() && !e.limit)
                     .map(move |e| (c.name.as_str(), e))
             })
             .collect()
@@ -136,6 +136,10 @@ pub struct Event {
     pub duration_ms: f64,
     /// The error, if the action failed.
     pub error: Option<String>,
+    /// True when `error` is the limit the action was sent to find (a `grow` with
+    /// `stop_on_error` met a config the proxy refused): a finding, not a failed action.
+    #[serde(default)]
+    pub limit: bool,
 }
 
 /// How one action showed up in one load: the failures between it and the next action.
@@ -430,6 +434,7 @@ mod tests {
             detail: String::new(),
             duration_ms: 0.0,
             error: None,
+            limit: false,
         }
     }
 

@@ -479,6 +479,7 @@ fn many_actions_are_summarised_not_listed() {
             detail: format!("step {i}"),
             duration_ms: 10.0 + i as f64,
             error: (i == 7).then(|| "nginx -t failed: too long parameter".to_string()),
+            limit: false,
         })
         .collect();
     c.disruptions = (0..100)

@@ -103,17 +103,25 @@ impl Event {
                 keep_alive,
                 body,
                 ..
-            } => (0, *status, *keep_alive, "", log2(body.len())),
+            } => (0, class(*status), *keep_alive, "", log2(body.len())),
             Event::Malformed(m) => (1, 0, false, m, 0),
             Event::Eof(e, body) => {
                 let (k, s) = match e {
                     Eof::Empty => (2, 0),
-                    Eof::Done(r) => (3, r.status),
+                    Eof::Done(r) => (3, class(r.status)),
                     Eof::Truncated => (4, 0),
                 };
                 (k, s, false, "", log2(body.len()))
             }
         }
+    }
+}
+
+/// Status codes that frame differently stay apart; the rest count by class.
+fn class(status: u16) -> u16 {
+    match status {
+        101 | 204 | 304 => status,
+        s => s / 100,
     }
 }
 
@@ -205,11 +213,49 @@ impl Target for Codec {
     fn run(&self, input: &[u8]) -> Result<u64, String> {
         let head = hash(input) % 8 == 0;
         let events = responses_any_split(input, head)?;
+        for e in &events {
+            check_length(e, head)?;
+        }
         // Coarse on purpose: a fingerprint per body length or per long pipeline would make
         // nearly every input "new" and the corpus a random sample.
         let shape: Vec<_> = events.iter().take(3).map(Event::shape).collect();
         Ok(fingerprint((head, shape, events.len().min(4))))
     }
+}
+
+/// A completed response framed by Content-Length alone has exactly that many body bytes.
+fn check_length(e: &Event, head: bool) -> Result<(), String> {
+    let Event::Done {
+        status,
+        headers,
+        body,
+        ..
+    } = e
+    else {
+        return Ok(());
+    };
+    let named = |n: &[u8]| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(n));
+    if head || matches!(status, 101 | 204 | 304) || named(b"transfer-encoding").is_some() {
+        return Ok(());
+    }
+    let Some((_, v)) = named(b"content-length") else {
+        return Ok(());
+    };
+    let Some(n) = std::str::from_utf8(v)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return Err(format!(
+            "a response completed with Content-Length {:?}",
+            crate::escape(v)
+        ));
+    };
+    ensure!(
+        body.len() == n,
+        "a {status} response with Content-Length {n} completed with {} body bytes",
+        body.len()
+    );
+    Ok(())
 }
 
 /// The response head a chunked body is parsed under.

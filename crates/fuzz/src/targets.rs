@@ -449,7 +449,8 @@ impl Target for Chunked {
 }
 
 /// The backend's request parser on a stream of pipelined requests with bodies, processed as
-/// its connections do; heads and bodies are also re-parsed from prefixes and in pieces.
+/// its connections do; heads and bodies are also re-parsed from prefixes and in pieces. The
+/// input also becomes a valid request whose parse must match what was built.
 pub struct Request;
 
 fn head_shape(h: &ReqHead) -> (bool, bool, bool, u8, bool, bool) {
@@ -468,6 +469,89 @@ fn head_shape(h: &ReqHead) -> (bool, bool, bool, u8, bool, bool) {
     )
 }
 
+/// Builds a valid request from `input` (its path from the input's URL-safe bytes, the body the
+/// input itself, everything else drawn from its hash), parses it, and checks every field of the
+/// head against what was built and that the body ends exactly where its encoding does.
+fn request_round_trip(input: &[u8]) -> Result<(), String> {
+    let mut rng = Rng::new(hash(input) ^ 0x0072_6571_7565_7374);
+    let method = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"][rng.below(6)];
+    let path: String = std::iter::once('/')
+        .chain(
+            input
+                .iter()
+                .filter(|b| b.is_ascii_alphanumeric() || b"/-._~?=&%".contains(b))
+                .take(200)
+                .map(|&b| b as char),
+        )
+        .collect();
+    let http11 = !rng.one_in(4);
+    let mut head = format!("{method} {path} HTTP/1.{}\r\nHost: a\r\n", u8::from(http11));
+    let conn = rng.below(4);
+    match conn {
+        1 => head.push_str("Connection: close\r\n"),
+        2 => head.push_str("Connection: keep-alive\r\n"),
+        3 => head.push_str("Connection: foo,  Keep-Alive \r\n"),
+        _ => {}
+    }
+    let expect = rng.one_in(3);
+    if expect {
+        head.push_str("Expect: 100-continue\r\n");
+    }
+    let debug = rng.one_in(4);
+    if debug {
+        head.push_str("X-Backend-Debug: yes\r\n");
+    }
+    for i in 0..rng.below(5) {
+        head.push_str(&format!("X-Filler-{i}: {}\r\n", rng.next_u64()));
+    }
+    let (kind, body) = match rng.below(3) {
+        0 => (BodyKind::None, Vec::new()),
+        1 => {
+            head.push_str(&format!("Content-Length: {}\r\n", input.len()));
+            let kind = if input.is_empty() {
+                BodyKind::None
+            } else {
+                BodyKind::Length(input.len() as u64)
+            };
+            (kind, input.to_vec())
+        }
+        _ => {
+            head.push_str("Transfer-Encoding: chunked\r\n");
+            (BodyKind::Chunked, encode_chunked(input, &mut rng).0)
+        }
+    };
+    head.push_str("\r\n");
+    let keep_alive = conn != 1 && (http11 || conn >= 2);
+    let want = ReqHead {
+        len: head.len(),
+        path: (method.len() + 1, method.len() + 1 + path.len()),
+        head_only: method == "HEAD",
+        keep_alive,
+        ka_header: keep_alive && !http11,
+        body: kind,
+        expect_continue: expect && http11 && kind != BodyKind::None,
+        debug,
+    };
+    let mut stream = head.clone().into_bytes();
+    stream.extend_from_slice(&body);
+    stream.extend_from_slice(NEXT);
+    let got = parse_head(&stream);
+    ensure!(
+        got == Ok(Some(want)),
+        "valid request parsed as {got:?}, built as {want:?}: b\"{}\"",
+        crate::escape(&head.into_bytes())
+    );
+    let rest = &stream[want.len..];
+    let ends = cuts(rng.next_u64(), rest.len());
+    let end = backend_body(kind, rest, &ends)?;
+    ensure!(
+        end == Ok(Some(body.len())),
+        "valid request body of {} bytes ({kind:?}) ended at {end:?} (pieces {ends:?})",
+        body.len()
+    );
+    Ok(())
+}
+
 impl Target for Request {
     fn name(&self) -> &'static str {
         "request"
@@ -479,6 +563,7 @@ impl Target for Request {
         4096
     }
     fn run(&self, input: &[u8]) -> Result<u64, String> {
+        request_round_trip(input)?;
         let mut shape = Vec::new();
         let mut pos = 0;
         let mut rng = Rng::new(hash(input));

@@ -27,6 +27,8 @@ pub struct Config {
     pub crash_dir: Option<PathBuf>,
     /// The corpus stops growing at this many entries (new finds then replace random ones).
     pub max_corpus: usize,
+    /// The process's resident memory may not pass this many MiB while an input runs.
+    pub rss_limit_mb: u64,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             budget: Duration::from_secs(2),
             crash_dir: Some(default_crash_dir()),
             max_corpus: 20_000,
+            rss_limit_mb: 2048,
         }
     }
 }
@@ -56,6 +59,8 @@ pub enum CrashKind {
     Violation,
     /// One input ran past the time budget.
     Hang,
+    /// The process's memory passed the limit while one input ran.
+    Memory,
 }
 
 /// An input that made a target fail, and how.
@@ -216,6 +221,23 @@ pub fn fuzz(
             };
         }
         let started = shared.started.load(Ordering::Acquire);
+        let rss = rss_mb();
+        if started != 0 && rss > cfg.rss_limit_mb {
+            let input = shared.current.lock().map(|g| g.clone()).unwrap_or_default();
+            return Err(Box::new(save(
+                Crash {
+                    target: target.name(),
+                    kind: CrashKind::Memory,
+                    message: format!(
+                        "resident memory reached {rss} MiB (limit {} MiB) while one input ran",
+                        cfg.rss_limit_mb
+                    ),
+                    input,
+                    file: None,
+                },
+                cfg,
+            )));
+        }
         if started != 0 {
             let now = shared.base.elapsed().as_nanos() as u64 + 1;
             let ran = Duration::from_nanos(now.saturating_sub(started));
@@ -309,6 +331,16 @@ fn fuzz_loop(
         corpus: corpus.len(),
         outcomes: seen.len(),
     })
+}
+
+/// The process's resident memory in MiB (0 if /proc cannot say).
+fn rss_mb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
 }
 
 /// Writes the crash's input to the crash directory (best effort) and records where.

@@ -4,6 +4,7 @@
 //! reruns it. Also checks that the engine itself notices panics, broken invariants and hangs.
 
 use proxybench_fuzz::{by_name, corpus_dir, fuzz, load_corpus, Config, CrashKind, Target};
+use std::io::Write;
 use std::time::Duration;
 
 /// Per target; `FUZZ_SMOKE_SECONDS` overrides.
@@ -23,7 +24,7 @@ fn smoke(name: &str) {
         duration: Duration::from_secs_f64(smoke_seconds()),
         seed: 0x5eed,
         // Generous: other builds share the machine; a real hang runs forever.
-        budget: Duration::from_secs(10),
+        budget: Duration::from_secs(5),
         ..Config::default()
     };
     match fuzz(target, seeds, &cfg) {
@@ -38,6 +39,12 @@ fn smoke(name: &str) {
             );
             assert!(s.execs > n, "{name}: no mutated input ran");
             assert!(s.outcomes >= 2, "{name}: every input had the same outcome");
+        }
+        Err(c) if matches!(c.kind, CrashKind::Hang | CrashKind::Memory) => {
+            // The stuck thread cannot be stopped and may be eating memory: end the process.
+            // Straight to stderr: the harness's capture is lost when the process exits.
+            let _ = std::io::stderr().write_all(format!("fuzz crash:\n{c}\n").as_bytes());
+            std::process::exit(101);
         }
         Err(c) => panic!("fuzz crash:\n{c}"),
     }
@@ -86,6 +93,18 @@ impl Target for Planted {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        if input.starts_with(b"EAT") {
+            // Bounded, so the test process survives even if the limit were not enforced.
+            let mut hog = Vec::new();
+            for _ in 0..24 {
+                hog.push(vec![1u8; 16 << 20]);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                std::hint::black_box(&hog);
+            }
+        }
         if input.starts_with(b"GET") {
             return Err("starts with GET".into());
         }
@@ -126,6 +145,18 @@ fn engine_reports_a_hang() {
     let c = fuzz(&PLANTED, vec![b"HANG".to_vec()], &planted_cfg()).unwrap_err();
     assert_eq!(c.kind, CrashKind::Hang);
     assert_eq!(c.input, b"HANG");
+}
+
+#[test]
+fn engine_reports_memory_growth() {
+    let cfg = Config {
+        budget: Duration::from_secs(60),
+        rss_limit_mb: 200,
+        ..planted_cfg()
+    };
+    let c = fuzz(&PLANTED, vec![b"EAT".to_vec()], &cfg).unwrap_err();
+    assert_eq!(c.kind, CrashKind::Memory, "{c}");
+    assert_eq!(c.input, b"EAT");
 }
 
 #[test]

@@ -9,7 +9,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test bench deps build lint clean
+.PHONY: run test bench fuzz deps build lint clean
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -48,6 +48,11 @@ test: lint
 ## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx)
 bench: build
 	@for s in bench/*.sh; do echo "== $$s"; bash "$$s" || exit 1; done
+
+## fuzz: every parser fuzzed from its corpus for FUZZ_SECONDS each (default 60; make test runs a few)
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	$(CARGO) run --release --locked -p proxybench-fuzz -- all --seconds $(FUZZ_SECONDS)
 
 clean:
 	$(CARGO) clean

@@ -7,7 +7,7 @@ const MAX_HEADERS: usize = 48;
 
 /// What the fleet needs from a request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ReqHead {
+pub struct ReqHead {
     /// Bytes the head took, CRLFCRLF included.
     pub len: usize,
     /// Byte range of the request target within the parsed buffer.
@@ -28,15 +28,18 @@ pub(crate) struct ReqHead {
 
 /// How a request body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyKind {
+pub enum BodyKind {
+    /// No body.
     None,
+    /// Exactly this many bytes (Content-Length).
     Length(u64),
+    /// Chunked transfer coding.
     Chunked,
 }
 
 /// Why a head was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeadError {
+pub enum HeadError {
     /// Malformed: 400.
     Bad,
     /// Too many headers: 431.
@@ -44,7 +47,7 @@ pub(crate) enum HeadError {
 }
 
 /// Parses one request head from the start of `buf`: `Ok(None)` when more bytes are needed.
-pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<ReqHead>, HeadError> {
+pub fn parse_head(buf: &[u8]) -> Result<Option<ReqHead>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let len = match req.parse(buf) {
@@ -136,7 +139,7 @@ fn parse_decimal(v: &[u8]) -> Option<u64> {
 
 /// Progress of a body decoder over some bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Feed {
+pub enum Feed {
     /// All these bytes were body; more is needed.
     More(usize),
     /// The body ended after this many bytes.
@@ -147,7 +150,7 @@ pub(crate) enum Feed {
 
 /// Reads past a request body without keeping it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decoder {
+pub enum Decoder {
     /// No body (or it has ended).
     Done,
     /// This many bytes remain.
@@ -158,7 +161,7 @@ pub(crate) enum Decoder {
 
 /// Where a chunked decoder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Chunk {
+pub enum Chunk {
     /// Reading hex digits of a chunk size (value so far, digits seen).
     Size(u64, u8),
     /// Skipping a chunk extension up to CR.
@@ -181,7 +184,7 @@ pub(crate) enum Chunk {
 
 impl Decoder {
     /// A decoder for a body framed as `kind`.
-    pub(crate) fn new(kind: BodyKind) -> Decoder {
+    pub fn new(kind: BodyKind) -> Decoder {
         match kind {
             BodyKind::None => Decoder::Done,
             BodyKind::Length(n) => Decoder::Length(n),
@@ -190,7 +193,7 @@ impl Decoder {
     }
 
     /// Consumes body bytes from the start of `data`.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Feed {
+    pub fn feed(&mut self, data: &[u8]) -> Feed {
         match self {
             Decoder::Done => Feed::Done(0),
             Decoder::Length(left) => {

@@ -53,7 +53,8 @@ mod counters;
 mod dist;
 mod error;
 mod fleet;
-mod http;
+/// Request framing (head parser, body decoder), public so the fuzzer (crates/fuzz) can drive it.
+pub mod http;
 mod profile;
 mod response;
 mod spec;

@@ -71,9 +71,14 @@ impl Source {
     }
 }
 
-/// 1-based line number of byte offset `at`.
+/// 1-based line number of byte offset `at`. An offset at the very end (an unterminated string,
+/// a missing value) is on the last line, not on the empty one after a final line break.
 pub fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())]
+    let mut at = at.min(text.len());
+    if at == text.len() && text.ends_with('\n') {
+        at -= 1;
+    }
+    text.as_bytes()[..at]
         .iter()
         .filter(|&&b| b == b'\n')
         .count()
@@ -264,6 +269,21 @@ mod tests {
         let s = src("name = \"x\"\n[[loads]\n");
         let e = s.parse().unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn errors_at_the_end_point_at_the_last_line() {
+        // Found by the fuzzer (crates/fuzz): an unterminated string reported at line 2 of a
+        // 1-line file, because the error sits at the end, after the final line break.
+        let s = src("name = \"\"\"x\n");
+        let e = s.parse().unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        let s = src("name = \"x\"\nd = '''\n\n\n");
+        let e = s.parse().unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert_eq!(line_of("a\nb", 3), 2);
+        assert_eq!(line_of("a\nb\n", 4), 2);
+        assert_eq!(line_of("", 0), 1);
     }
 
     #[test]

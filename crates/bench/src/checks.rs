@@ -501,6 +501,7 @@ mod tests {
             bytes_written: 0,
             status: BTreeMap::from([(200, ok), (503, e503)]),
             errors: BTreeMap::from([(ErrorKind::ReadReset, resets)]),
+            error_messages: BTreeMap::new(),
             connects: 2,
             latency: Latency {
                 percentiles: vec![Percentile {

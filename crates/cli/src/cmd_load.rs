@@ -13,7 +13,13 @@ use std::sync::atomic::Ordering;
 #[command(after_help = "Examples:\n  \
     proxybench load -t1 -c50 -d10s --latency http://127.0.0.1:8080/\n  \
     proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
-    proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea")]
+    proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n\n\
+Exit status:\n  \
+    0  the load ran and at least one request got a 2xx or 3xx response\n  \
+    1  the load could not run to its end (a thread or file failed)\n  \
+    2  bad input: a flag, the URL, the CA file, or more connections than the open-files limit allows\n  \
+    3  the target was unusable: every request failed (an error below HTTP or a status other than\n     \
+       2xx/3xx), or none was answered; the results are printed all the same")]
 pub struct Args {
     /// Target URL (http:// or https://).
     url: String,
@@ -66,7 +72,8 @@ pub struct Args {
     /// Skip TLS certificate verification.
     #[arg(short = 'k', long)]
     insecure: bool,
-    /// Trust the CA certificates in this PEM file.
+    /// Trust the certificates in this PEM file: CAs, and server certificates listed as they are
+    /// (self-signed ones too), as curl --cacert does.
     #[arg(long, value_name = "FILE")]
     cacert: Option<PathBuf>,
     /// Output format.
@@ -154,7 +161,42 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
-    Ok(ExitCode::SUCCESS)
+    match unusable(summary) {
+        Some(why) => {
+            eprintln!("proxybench: the target was unusable: {why}");
+            Ok(ExitCode::from(3))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Why a load's target counts as unusable (exit 3): nothing was attempted or answered, or
+/// every attempt failed. Names the most frequent failure with its first message.
+fn unusable(s: &LoadSummary) -> Option<String> {
+    let attempts = s.attempts();
+    if attempts == 0 {
+        return Some("no request was attempted".to_string());
+    }
+    if s.failures() < attempts {
+        return None;
+    }
+    let mut worst: Option<(String, u64)> = None;
+    for (k, &n) in &s.errors {
+        if worst.as_ref().is_none_or(|(_, m)| n > *m) {
+            let reason = match s.error_messages.get(k) {
+                Some(m) => format!("{} {n} ({m})", k.name()),
+                None => format!("{} {n}", k.name()),
+            };
+            worst = Some((reason, n));
+        }
+    }
+    for (code, &n) in &s.status {
+        if worst.as_ref().is_none_or(|(_, m)| n > *m) {
+            worst = Some((format!("status {code} {n}"), n));
+        }
+    }
+    let most = worst.map(|(r, _)| r).unwrap_or_default();
+    Some(format!("all {attempts} attempts failed, most as {most}"))
 }
 
 /// Builds and checks the engine's config from the flags; every problem is a one-line usage error.

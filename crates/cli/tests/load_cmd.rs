@@ -194,3 +194,249 @@ fn tempfile_dir() -> String {
     std::fs::create_dir_all(&dir).unwrap();
     dir.to_string_lossy().into_owned()
 }
+
+/// The soft and hard open-files limits of this process, as the kernel reports them.
+fn open_files_limit() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+fn stderr_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    err.trim_end().to_string()
+}
+
+#[test]
+fn more_connections_than_the_open_files_limit_is_refused_before_any_connect() {
+    let (_, hard) = open_files_limit();
+    assert!(hard < 1 << 30, "this test needs a finite open-files limit");
+    let asked = hard + 5000; // 25000 under the limit of 20000 here
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let out = pb(&["-c", &asked.to_string(), "-t", "2", "-d", "5s", &url]);
+    let err = stderr_line(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.starts_with(&format!("proxybench: {asked} connections need ")),
+        "{err}"
+    );
+    // The soft limit was raised to the hard one before giving up.
+    assert!(
+        err.contains(&format!(
+            "but the open-files limit (ulimit -n) is {hard}: use at most "
+        )),
+        "{err}"
+    );
+    let need: u64 = err
+        .split(" connections need ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(need > asked && need < asked + 100, "{err}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("no connection may be made before the check: {other:?}"),
+    }
+}
+
+#[test]
+fn nineteen_thousand_connections_fit_under_twenty_thousand_open_files() {
+    let (_, hard) = open_files_limit();
+    // 19000 under the limit of 20000 here; the same margin elsewhere.
+    let conns = 19_000u64.min(hard.saturating_sub(1000));
+    // Two nginx workers share the port (reuseport), each far under its own 20000 files.
+    let ng = testkit::Nginx::start(
+        2,
+        "  keepalive_requests 100000000;\n  server {\n    \
+         listen 127.0.0.1:{port} reuseport backlog=4096;\n    \
+         location / { return 200 \"hello\\n\"; }\n  }\n",
+    );
+    let n = conns.to_string();
+    // The timeout is long because of the kernel, not the engine: opening 19,000 connections to
+    // one address took 6.5 s of system time here (connect()'s search for a free local port
+    // grows with the ports in use), and far longer on a loaded machine. No request may time
+    // out meanwhile: the test is about descriptors, not speed.
+    let out = pb(&[
+        "-c",
+        &n,
+        "-t",
+        "2",
+        "-n",
+        &n,
+        "--timeout",
+        "20s",
+        "--format",
+        "json",
+        &ng.url("/"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One request per connection, and every connection was still open at the end (keep-alive),
+    // so all of them were open at once.
+    assert_eq!(v["connections"], conns);
+    assert_eq!(
+        v["errors"],
+        serde_json::json!({}),
+        "{}",
+        v["error_messages"]
+    );
+    assert_eq!(v["requests"], conns);
+    assert_eq!(v["status"]["200"], conns);
+    assert_eq!(v["connects"], conns);
+    assert_eq!(settled(&ng, conns), conns, "nginx served exactly as many");
+}
+
+#[test]
+fn a_load_in_which_every_request_failed_exits_3_with_the_reason() {
+    // Nothing listens: every connect is refused.
+    let port = testkit::free_port();
+    let out = pb(&[
+        "-t1",
+        "-c2",
+        "-n",
+        "5",
+        &format!("http://127.0.0.1:{port}/"),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let refused = format!("connect to 127.0.0.1:{port}: Connection refused (os error 111)");
+    assert_eq!(
+        stderr_line(&out),
+        format!(
+            "proxybench: the target was unusable: all 5 attempts failed, most as \
+             connect_refused 5 ({refused})"
+        )
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!("\n    connect_refused 5 ({refused})\n")),
+        "the results are printed all the same: {text}"
+    );
+    // Every response a 503: a failure too.
+    let ng = testkit::Nginx::start(
+        1,
+        "  server {\n    listen 127.0.0.1:{port};\n    location / { return 503; }\n  }\n",
+    );
+    let out = pb(&["-t1", "-c2", "-n", "7", "--format", "json", &ng.url("/")]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        stderr_line(&out),
+        "proxybench: the target was unusable: all 7 attempts failed, most as status 503 7"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"]["503"], 7);
+    // TLS to a plain port: the JSON carries the count and the first message.
+    let out = pb(&[
+        "-t1",
+        "-c1",
+        "-n",
+        "3",
+        "-k",
+        "--format",
+        "json",
+        &format!("https://127.0.0.1:{}/", ng.port),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"]["tls"], 3);
+    assert_eq!(
+        v["error_messages"]["tls"],
+        "received corrupt message of type InvalidContentType"
+    );
+}
+
+#[test]
+fn a_self_signed_certificate_made_by_openssl_works_with_cacert_as_in_curl() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let other = dir.path().join("other.pem");
+    for (c, k) in [(&cert, &key), (&other, &dir.path().join("other.key"))] {
+        let st = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=cafe.example.com"])
+            .args(["-addext", "subjectAltName=DNS:cafe.example.com"])
+            .arg("-keyout")
+            .arg(k)
+            .arg("-out")
+            .arg(c)
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+    }
+    let ng = testkit::Nginx::start(
+        1,
+        &format!(
+            "  server {{\n    listen 127.0.0.1:{{port}} ssl;\n    ssl_certificate {};\n    \
+             ssl_certificate_key {};\n    location / {{ return 200 \"hello\\n\"; }}\n  }}\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let resolve = format!("cafe.example.com:{}:127.0.0.1", ng.port);
+    let url = format!("https://cafe.example.com:{}/", ng.port);
+    let cacert = cert.to_str().unwrap();
+    let out = pb(&[
+        "-t1",
+        "-c2",
+        "-n",
+        "20",
+        "--resolve",
+        &resolve,
+        "--cacert",
+        cacert,
+        &url,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("  Status codes: 200=20\n"), "{text}");
+    assert_eq!(settled(&ng, 20), 20);
+    // Another certificate in the CA file: refused, with the reason, and exit 3.
+    let out = pb(&[
+        "-t1",
+        "-c2",
+        "-n",
+        "4",
+        "--resolve",
+        &resolve,
+        "--cacert",
+        other.to_str().unwrap(),
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        stderr_line(&out),
+        "proxybench: the target was unusable: all 4 attempts failed, most as \
+         tls 4 (invalid peer certificate: CaUsedAsEndEntity)"
+    );
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = pb(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let at = text.find("Exit status:\n").expect("an exit status section");
+    let section = &text[at..];
+    for code in ["0", "1", "2", "3"] {
+        assert!(section.contains(&format!("\n  {code}  ")), "{section}");
+    }
+    assert!(section.contains("every request failed"), "{section}");
+}

@@ -36,9 +36,9 @@ pub enum Recv {
     /// The peer closed the stream.
     Eof,
     /// The socket failed (reset...).
-    Failed,
+    Failed(io::Error),
     /// The TLS layer failed.
-    Tls,
+    Tls(TlsFail),
 }
 
 /// What a send or handshake step produced.
@@ -49,9 +49,40 @@ pub enum Step {
     /// Blocked: wait for the next readiness event.
     Again,
     /// The socket failed.
-    Failed,
+    Failed(io::Error),
     /// The TLS layer failed.
-    Tls,
+    Tls(TlsFail),
+}
+
+/// Why the TLS layer failed: kept as the values the libraries returned (no formatting, no
+/// allocation), so the worker can turn the first one of a thread into a message.
+#[derive(Debug)]
+pub enum TlsFail {
+    /// rustls refused (bad certificate, alert from the peer, protocol error...).
+    Rustls(rustls::Error),
+    /// The socket failed under TLS.
+    Io(io::Error),
+    /// The peer closed the connection before the handshake finished.
+    Eof,
+}
+
+impl std::fmt::Display for TlsFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // rustls prints webpki's errors wrapped as `Other(OtherError(..))`: unwrap them.
+            TlsFail::Rustls(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Other(o),
+            )) => write!(f, "invalid peer certificate: {}", o.0),
+            TlsFail::Rustls(e) => write!(f, "{e}"),
+            TlsFail::Io(e) => write!(f, "socket error under TLS: {e}"),
+            TlsFail::Eof => f.write_str("peer closed the connection during the TLS handshake"),
+        }
+    }
+}
+
+/// The error `Step::Failed` reports when a slot has no socket (cannot happen in a run).
+fn no_socket() -> io::Error {
+    io::Error::from_raw_os_error(libc::EBADF)
 }
 
 /// A socket as `Read + Write` for rustls, noting whether the last read drained it.
@@ -151,7 +182,7 @@ impl Conn {
     /// Drives the TLS handshake as far as the socket allows.
     pub fn handshake(&mut self) -> Step {
         let (Some(sock), Some(tls)) = (&self.sock, &mut self.tls) else {
-            return Step::Failed;
+            return Step::Failed(no_socket());
         };
         let mut io = SockIo { sock, short: false };
         loop {
@@ -159,22 +190,22 @@ impl Conn {
                 match tls.write_tls(&mut io) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Again,
-                    Err(_) => return Step::Tls,
+                    Err(e) => return Step::Tls(TlsFail::Io(e)),
                 }
             }
             if !tls.is_handshaking() {
                 return Step::Done;
             }
             match tls.read_tls(&mut io) {
-                Ok(0) => return Step::Tls,
+                Ok(0) => return Step::Tls(TlsFail::Eof),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Again,
-                Err(_) => return Step::Tls,
+                Err(e) => return Step::Tls(TlsFail::Io(e)),
             }
-            if tls.process_new_packets().is_err() {
+            if let Err(e) = tls.process_new_packets() {
                 // Send the alert if the socket takes it; the connection is done either way.
                 let _ = tls.write_tls(&mut io);
-                return Step::Tls;
+                return Step::Tls(TlsFail::Rustls(e));
             }
         }
     }
@@ -183,7 +214,7 @@ impl Conn {
     #[inline]
     pub fn send(&mut self, req: &[u8]) -> Step {
         let Some(sock) = &self.sock else {
-            return Step::Failed;
+            return Step::Failed(no_socket());
         };
         match &mut self.tls {
             None => {
@@ -192,15 +223,15 @@ impl Conn {
                         Ok(n) => self.wpos += n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Again,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => return Step::Failed,
+                        Err(e) => return Step::Failed(e),
                     }
                 }
                 Step::Done
             }
             Some(tls) => {
                 if self.wpos == 0 {
-                    if tls.writer().write_all(req).is_err() {
-                        return Step::Tls;
+                    if let Err(e) = tls.writer().write_all(req) {
+                        return Step::Tls(TlsFail::Io(e));
                     }
                     self.wpos = req.len();
                 }
@@ -209,7 +240,7 @@ impl Conn {
                     match tls.write_tls(&mut io) {
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Again,
-                        Err(_) => return Step::Failed,
+                        Err(e) => return Step::Failed(e),
                     }
                 }
                 Step::Done
@@ -240,7 +271,7 @@ impl Conn {
                         Recv::Again
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => Recv::Failed,
+                    Err(e) => Recv::Failed(e),
                 };
             },
             Some(tls) => loop {
@@ -249,7 +280,7 @@ impl Conn {
                     Ok(n) => return Recv::Data(n),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Recv::Eof,
-                    Err(_) => return Recv::Failed,
+                    Err(e) => return Recv::Failed(e),
                 }
                 if self.drained {
                     return Recv::Again;
@@ -262,11 +293,11 @@ impl Conn {
                         self.drained = true;
                         return Recv::Again;
                     }
-                    Err(_) => return Recv::Failed,
+                    Err(e) => return Recv::Failed(e),
                 }
-                if tls.process_new_packets().is_err() {
+                if let Err(e) = tls.process_new_packets() {
                     let _ = tls.write_tls(&mut io);
-                    return Recv::Tls;
+                    return Recv::Tls(TlsFail::Rustls(e));
                 }
                 // Post-handshake messages (key updates) may need an answer.
                 while tls.wants_write() {

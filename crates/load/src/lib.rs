@@ -4,7 +4,7 @@
 //! [`run`] starts one event-loop thread per [`Config::threads`] (each owning its connections),
 //! merges their per-second recordings as the run goes (one [`model::Second`] per second, handed to
 //! [`Control::on_second`]), and returns a [`model::LoadSummary`]. The pieces, one file each:
-//! `codec` (response framing, no I/O), `sys` (sockets and epoll), `uring` (an io_uring with
+//! `codec` (response framing, no I/O), `fds` (the open-files budget), `sys` (sockets and epoll), `uring` (an io_uring with
 //! provided buffers), `conn` (one connection's I/O steps), `tls`, `worker` (the loop, over epoll
 //! or io_uring), `pacer` (open-loop schedules), `stats`, `aggregate`, `summary`, and [`probe`]
 //! (a blocking one-shot request for the bench).
@@ -15,6 +15,7 @@ mod aggregate;
 pub mod codec;
 mod config;
 mod conn;
+mod fds;
 mod interrupt;
 mod pacer;
 pub mod probe;
@@ -113,6 +114,8 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
             }
         }
     };
+    // Every socket must fit under the open-files limit, or the run does not start.
+    fds::ensure(cfg.connections as u64, threads as u64)?;
     let hdr_log = match &cfg.hdr_log {
         Some(path) => {
             let file = std::fs::File::create(path)

@@ -207,6 +207,9 @@ pub struct ThreadFinal {
     pub lateness: Option<Recorder>,
     /// Per-request records, when asked for (sorted by time within the thread).
     pub records: Vec<RequestRecord>,
+    /// The thread's first failure of each kind (indexed like [`ErrorKind::ALL`]): when, in ns
+    /// since the origin, and its message.
+    pub first_errors: [Option<(u64, String)>; KINDS],
     /// When the thread finished, in ns since the origin.
     pub end_ns: u64,
     /// When the thread stopped issuing requests (end of the send window), ns since the origin.

@@ -69,6 +69,7 @@ pub fn build(cfg: &Config, agg: &Aggregated, facts: &RunFacts) -> LoadSummary {
         bytes_written: agg.finals.iter().map(|f| f.bytes_written).sum(),
         status,
         errors,
+        error_messages: first_errors(agg),
         connects: agg.finals.iter().map(|f| f.connects).sum(),
         latency: latency(&agg.latency),
         latency_uncorrected: agg.uncorrected.as_ref().map(latency),
@@ -123,6 +124,22 @@ pub fn encode(h: &hdrhistogram::Histogram<u64>) -> String {
         .serialize(h, &mut bytes)
         .expect("serializing into memory");
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The earliest message of each error kind across the threads.
+fn first_errors(agg: &Aggregated) -> BTreeMap<ErrorKind, String> {
+    let mut out = BTreeMap::new();
+    for (k, kind) in ErrorKind::ALL.iter().enumerate() {
+        let first = agg
+            .finals
+            .iter()
+            .filter_map(|f| f.first_errors[k].as_ref())
+            .min_by_key(|(t, _)| *t);
+        if let Some((_, msg)) = first {
+            out.insert(*kind, msg.clone());
+        }
+    }
+    out
 }
 
 /// wrk's Req/Sec row over whole seconds inside the run (partial first and last seconds would

@@ -1,11 +1,19 @@
 //! TLS client setup with rustls (ring provider): the web roots by default, a PEM CA file with
 //! `--cacert`, or no verification at all with `--insecure`. One config is shared by every
 //! connection, so reconnects resume sessions.
+//!
+//! A CA file is trusted as curl trusts it: every certificate in it is a trust anchor, and a
+//! server certificate that is byte for byte one of them is trusted as it stands (a self-signed
+//! leaf, whether or not it says CA:TRUE, which webpki alone rejects as `CaUsedAsEndEntity`),
+//! provided its names cover the server name and it is within its validity period.
 
 use crate::config::{Config, Error};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use std::sync::Arc;
 
 /// Builds the shared client config for `cfg` (only called for https targets).
@@ -20,32 +28,224 @@ pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, Error> {
             .with_custom_certificate_verifier(Arc::new(AcceptAnything(provider)))
             .with_no_client_auth()
     } else {
-        let mut roots = RootCertStore::empty();
         match &cfg.cacert {
             Some(path) => {
                 let pem = std::fs::read(path)
                     .map_err(|e| Error::Tls(format!("cannot read {}: {e}", path.display())))?;
-                let mut added = 0;
+                let mut roots = RootCertStore::empty();
+                let mut pinned = Vec::new();
                 for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
                     let cert =
                         cert.map_err(|e| Error::Tls(format!("{}: bad PEM: {e}", path.display())))?;
-                    roots.add(cert).map_err(|e| {
+                    roots.add(cert.clone()).map_err(|e| {
                         Error::Tls(format!("{}: unusable certificate: {e}", path.display()))
                     })?;
-                    added += 1;
+                    pinned.push(cert);
                 }
-                if added == 0 {
+                if pinned.is_empty() {
                     return Err(Error::Tls(format!(
                         "{} holds no PEM certificates",
                         path.display()
                     )));
                 }
+                let webpki =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| Error::Tls(format!("{}: {e}", path.display())))?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(CurlTrust { webpki, pinned }))
+                    .with_no_client_auth()
             }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+            None => {
+                let mut roots = RootCertStore::empty();
+                roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
     };
     Ok(Arc::new(config))
+}
+
+/// `--cacert` verification: webpki's chain check against the file's certificates, and when that
+/// fails, curl's rule that a certificate listed in the file is trusted as a leaf (names and
+/// validity still checked; the handshake signature is checked by webpki in every case).
+#[derive(Debug)]
+struct CurlTrust {
+    webpki: Arc<WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for CurlTrust {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let chain_err =
+            match self
+                .webpki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+            {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+        if !self
+            .pinned
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            return Err(chain_err);
+        }
+        verify_listed_leaf(end_entity, server_name, now)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// The checks left for a server certificate the CA file lists verbatim: it parses, its subject
+/// alternative names cover `name`, and `now` is within its validity period.
+fn verify_listed_leaf(
+    der: &CertificateDer<'_>,
+    name: &ServerName<'_>,
+    now: UnixTime,
+) -> Result<(), rustls::Error> {
+    let cert = webpki::EndEntityCert::try_from(der).map_err(|_| CertificateError::BadEncoding)?;
+    cert.verify_is_valid_for_subject_name(name)
+        .map_err(|e| match e {
+            webpki::Error::CertNotValidForName(cx) => CertificateError::NotValidForNameContext {
+                expected: cx.expected,
+                presented: cx.presented,
+            },
+            _ => CertificateError::NotValidForName,
+        })?;
+    let (not_before, not_after) = validity(der.as_ref()).ok_or(CertificateError::BadEncoding)?;
+    let t = now.as_secs();
+    if t < not_before {
+        return Err(CertificateError::NotValidYetContext {
+            time: now,
+            not_before: UnixTime::since_unix_epoch(std::time::Duration::from_secs(not_before)),
+        }
+        .into());
+    }
+    if t > not_after {
+        return Err(CertificateError::ExpiredContext {
+            time: now,
+            not_after: UnixTime::since_unix_epoch(std::time::Duration::from_secs(not_after)),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// One DER element: (tag, contents, what follows). `None` when malformed.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let tag = *input.first()?;
+    let first = *input.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (first as usize, 2)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let mut len = 0usize;
+        for i in 0..n {
+            len = (len << 8) | *input.get(2 + i)? as usize;
+        }
+        (len, 2 + n)
+    };
+    let end = header.checked_add(len)?;
+    if end > input.len() {
+        return None;
+    }
+    Some((tag, &input[header..end], &input[end..]))
+}
+
+/// A certificate's notBefore and notAfter in seconds since the Unix epoch (RFC 5280 4.1.2.5).
+fn validity(der: &[u8]) -> Option<(u64, u64)> {
+    let (0x30, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = tlv(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    let (tag, _, after) = tlv(rest)?;
+    if tag == 0xa0 {
+        rest = after; // explicit version
+    }
+    for _ in 0..3 {
+        rest = tlv(rest)?.2; // serial, signature algorithm, issuer
+    }
+    let (0x30, validity, _) = tlv(rest)? else {
+        return None;
+    };
+    let (t1, v1, more) = tlv(validity)?;
+    let (t2, v2, _) = tlv(more)?;
+    Some((der_time(t1, v1)?, der_time(t2, v2)?))
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) as Unix seconds.
+fn der_time(tag: u8, v: &[u8]) -> Option<u64> {
+    let digits = |s: &[u8]| -> Option<u64> {
+        s.iter().try_fold(0u64, |acc, &b| {
+            b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+        })
+    };
+    let (year, rest) = match (tag, v.len()) {
+        (0x17, 13) => {
+            let yy = digits(&v[..2])?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &v[2..])
+        }
+        (0x18, 15) => (digits(&v[..4])?, &v[4..]),
+        _ => return None,
+    };
+    if rest[10] != b'Z' {
+        return None;
+    }
+    let (month, day) = (digits(&rest[0..2])?, digits(&rest[2..4])?);
+    let (h, m, s) = (
+        digits(&rest[4..6])?,
+        digits(&rest[6..8])?,
+        digits(&rest[8..10])?,
+    );
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), years from 1970 on.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3600 + m * 60 + s)
 }
 
 /// The server name for SNI and the certificate check; an IP address is checked as one.
@@ -101,5 +301,35 @@ impl ServerCertVerifier for AcceptAnything {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn der_times_are_unix_seconds() {
+        assert_eq!(der_time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(der_time(0x17, b"000229120000Z"), Some(951_825_600));
+        assert_eq!(der_time(0x18, b"20380119031408Z"), Some(2_147_483_648));
+        assert_eq!(der_time(0x18, b"99991231235959Z"), Some(253_402_300_799));
+        assert_eq!(der_time(0x17, b"491231235959Z"), Some(2_524_607_999));
+        assert_eq!(der_time(0x17, b"700101000000+0100"), None);
+        assert_eq!(der_time(0x17, b"701301000000Z"), None);
+        assert_eq!(der_time(0x18, b"19600101000000Z"), None);
+    }
+
+    #[test]
+    fn validity_of_a_generated_certificate() {
+        let mut params = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2001, 2, 3);
+        params.not_after = rcgen::date_time_ymd(2061, 4, 5);
+        let cert = params
+            .self_signed(&rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        // 2001-02-03 and 2061-04-05 at midnight UTC (the latter is a GeneralizedTime).
+        assert_eq!(validity(cert.der()), Some((981_158_400, 2_879_884_800)));
+        assert_eq!(validity(&cert.der()[..40]), None);
     }
 }

@@ -259,6 +259,11 @@ pub struct LoadSummary {
     pub status: BTreeMap<u16, u64>,
     /// Failed attempts by kind.
     pub errors: BTreeMap<ErrorKind, u64>,
+    /// The first message seen for each kind in `errors` (earliest across threads), e.g.
+    /// `tls` → `invalid peer certificate: UnknownIssuer`, so every count comes with a reason.
+    /// Absent in files written before it existed.
+    #[serde(default)]
+    pub error_messages: BTreeMap<ErrorKind, String>,
     /// Connections opened (including reconnects).
     pub connects: u64,
     /// Latency. In open loop this is measured from each request's intended send time

@@ -124,6 +124,21 @@ fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
         .map(|k| format!("{}={}", k.name(), s.errors.get(k).copied().unwrap_or(0)))
         .collect();
     let _ = writeln!(out, "  Errors: {}", kinds.join(" "));
+    // Every kind that occurred, with the first message seen: `    tls 20 (invalid peer ...)`.
+    for k in ErrorKind::ALL {
+        let n = s.errors.get(&k).copied().unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        match s.error_messages.get(&k) {
+            Some(m) => {
+                let _ = writeln!(out, "    {} {n} ({m})", k.name());
+            }
+            None => {
+                let _ = writeln!(out, "    {} {n}", k.name());
+            }
+        }
+    }
     let _ = writeln!(
         out,
         "  Failures: {} of {} attempts ({})",
@@ -304,6 +319,7 @@ mod tests {
             bytes_written: 0,
             status,
             errors,
+            error_messages: BTreeMap::new(),
             connects: 2,
             latency: Latency {
                 count: 788_635,
@@ -391,5 +407,39 @@ Transfer/sec:      0.94MB
             "{text}"
         );
         assert!(!text.contains("Latency Distribution"));
+        // Each kind that occurred gets a line; without a recorded message (old data) just
+        // the count.
+        assert!(
+            text.contains("    read_idle_closed 17\n    timeout 1\n  Failures:"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_error_kind_line_carries_its_first_message() {
+        let mut s = summary();
+        s.errors.insert(ErrorKind::Tls, 20);
+        s.error_messages.insert(
+            ErrorKind::Tls,
+            "invalid peer certificate: UnknownIssuer".into(),
+        );
+        s.error_messages.insert(
+            ErrorKind::Timeout,
+            "no complete response within the timeout (2s)".into(),
+        );
+        let text = render(&s, &TextOptions::default());
+        let want =
+            "    tls 20 (invalid peer certificate: UnknownIssuer)\n    read_idle_closed 17\n    \
+                    timeout 1 (no complete response within the timeout (2s))\n  Failures: 38 of";
+        assert!(text.contains(want), "{text}");
+    }
+
+    #[test]
+    fn old_data_without_messages_still_loads() {
+        let mut v = serde_json::to_value(summary()).unwrap();
+        v.as_object_mut().unwrap().remove("error_messages");
+        let back: LoadSummary = serde_json::from_value(v).unwrap();
+        assert!(back.error_messages.is_empty());
+        assert_eq!(back.errors.get(&ErrorKind::ReadIdleClosed), Some(&17));
     }
 }

@@ -3,8 +3,8 @@
 //! path is one `read` and one `send` per request and never an `epoll_ctl` (wrk re-arms EPOLLOUT
 //! twice per request).
 
-use super::{connect_kind, now_ns, Io, Worker};
-use crate::conn::{Recv, State, Step};
+use super::{connect_kind, now_ns, Io, Why, Worker};
+use crate::conn::{Recv, State, Step, TlsFail};
 use crate::sys::{self, Socket};
 use model::ErrorKind;
 use std::io;
@@ -47,8 +47,8 @@ impl Worker<'_> {
         match self.conns[i].send(&self.sh.target.request) {
             Step::Done => self.conns[i].state = State::Reading,
             Step::Again => {}
-            Step::Failed => self.fail(i, now, ErrorKind::Write),
-            Step::Tls => self.fail(i, now, ErrorKind::Tls),
+            Step::Failed(e) => self.fail(i, now, ErrorKind::Write, Why::Io(e)),
+            Step::Tls(t) => self.fail(i, now, ErrorKind::Tls, Why::Tls(t)),
         }
     }
 
@@ -57,7 +57,10 @@ impl Worker<'_> {
         match self.conns[i].handshake() {
             Step::Done => self.ready(i, now),
             Step::Again => {}
-            Step::Failed | Step::Tls => self.fail(i, now, ErrorKind::Tls),
+            Step::Failed(e) => {
+                self.fail(i, now, ErrorKind::Tls, Why::Tls(TlsFail::Io(e)));
+            }
+            Step::Tls(t) => self.fail(i, now, ErrorKind::Tls, Why::Tls(t)),
         }
     }
 
@@ -76,7 +79,7 @@ impl Worker<'_> {
                     let now = now_ns(&self.sh.origin);
                     match c.sock.as_ref().map(Socket::take_error) {
                         Some(Ok(())) => self.connected(i, now),
-                        Some(Err(e)) => self.fail(i, now, connect_kind(&e)),
+                        Some(Err(e)) => self.fail(i, now, connect_kind(&e), Why::Connect(e)),
                         None => {}
                     }
                 }
@@ -128,12 +131,12 @@ impl Worker<'_> {
                     self.on_eof(i);
                     break;
                 }
-                Recv::Failed => {
-                    self.on_read_failed(i, false);
+                Recv::Failed(e) => {
+                    self.on_read_failed(i, Why::Io(e));
                     break;
                 }
-                Recv::Tls => {
-                    self.on_read_failed(i, true);
+                Recv::Tls(t) => {
+                    self.on_read_failed(i, Why::Tls(t));
                     break;
                 }
             }

@@ -8,9 +8,9 @@ mod epoll;
 mod uring;
 
 use crate::codec::{Discard, Eof, Progress};
-use crate::conn::{Conn, State};
+use crate::conn::{Conn, State, TlsFail};
 use crate::pacer::Pacer;
-use crate::stats::{kind_index, Msg, Recorder, SecondBlock, ThreadFinal};
+use crate::stats::{kind_index, Msg, Recorder, SecondBlock, ThreadFinal, KINDS};
 use crate::sys::{self, Epoll, Socket};
 use crate::target::Target;
 use crate::uring::{Done, Uring};
@@ -54,6 +54,22 @@ enum Io {
         /// whole batch is in, so a close that arrived with the response is seen first.
         deferred: Vec<usize>,
     },
+}
+
+/// Why an attempt failed, as the cheap values the system calls and libraries returned. Only a
+/// thread's first failure of each kind is turned into a message, so a storm of failures costs
+/// no allocation.
+pub(crate) enum Why {
+    /// A connect failed.
+    Connect(io::Error),
+    /// Another system call failed.
+    Io(io::Error),
+    /// The TLS layer failed.
+    Tls(TlsFail),
+    /// A fixed description.
+    Text(&'static str),
+    /// A deadline passed: what did not happen within the request timeout.
+    Late(&'static str),
 }
 
 /// What every worker of one run shares (read-only).
@@ -117,6 +133,8 @@ struct Worker<'a> {
     late: u64,
     lateness: Option<Recorder>,
     records: Vec<RequestRecord>,
+    /// The first failure of each kind on this thread: when (ns since the origin) and why.
+    first_errors: [Option<(u64, String)>; KINDS],
     /// io_uring: when the current batch of completions was reaped. Every completion in it was
     /// posted before then, so it is their arrival time (and reading the clock once per batch
     /// instead of per response keeps later completions from being stamped late).
@@ -186,6 +204,7 @@ pub fn run(
         late: 0,
         lateness: open.then(Recorder::default),
         records: Vec::new(),
+        first_errors: std::array::from_fn(|_| None),
         batch_now: None,
     };
     w.main_loop()
@@ -341,12 +360,12 @@ impl Worker<'_> {
                     Io::Uring { .. } => self.uring_watch_connect(i, fd),
                 };
                 match watched {
-                    Err(e) => self.fail(i, now, connect_kind(&e)),
+                    Err(e) => self.fail(i, now, connect_kind(&e), Why::Connect(e)),
                     Ok(()) if established => self.connected(i, now),
                     Ok(()) => {}
                 }
             }
-            Err(e) => self.fail(i, now, connect_kind(&e)),
+            Err(e) => self.fail(i, now, connect_kind(&e), Why::Connect(e)),
         }
     }
 
@@ -360,12 +379,12 @@ impl Worker<'_> {
                     c.state = State::Handshake;
                     self.handshake(i, now);
                 }
-                Err(_) => self.fail(i, now, ErrorKind::Tls),
+                Err(e) => self.fail(i, now, ErrorKind::Tls, Why::Tls(TlsFail::Rustls(e))),
             },
             None => {
                 if let Io::Uring { .. } = self.io {
                     if let Err(e) = self.uring_arm_recv(i) {
-                        self.fail(i, now, connect_kind(&e));
+                        self.fail(i, now, ErrorKind::ConnectOther, Why::Io(e));
                         return;
                     }
                 }
@@ -421,9 +440,9 @@ impl Worker<'_> {
                 self.complete(i, now, resp.status, reusable);
                 self.conns[i].gen == gen
             }
-            Err(_) => {
+            Err(m) => {
                 let now = self.arrival();
-                self.fail(i, now, ErrorKind::Malformed);
+                self.fail(i, now, ErrorKind::Malformed, Why::Text(m.0));
                 false
             }
         }
@@ -445,19 +464,35 @@ impl Worker<'_> {
         let c = &mut self.conns[i];
         match c.parser.eof() {
             Eof::Done(resp) => self.complete(i, now, resp.status, false),
-            Eof::Empty if c.reused => self.fail(i, now, ErrorKind::ReadIdleClosed),
-            Eof::Empty | Eof::Truncated => self.fail(i, now, ErrorKind::ReadReset),
+            Eof::Empty if c.reused => self.fail(
+                i,
+                now,
+                ErrorKind::ReadIdleClosed,
+                Why::Text("the server closed a reused keep-alive connection before answering"),
+            ),
+            Eof::Empty => self.fail(
+                i,
+                now,
+                ErrorKind::ReadReset,
+                Why::Text("the server closed the connection before answering"),
+            ),
+            Eof::Truncated => self.fail(
+                i,
+                now,
+                ErrorKind::ReadReset,
+                Why::Text("the server closed the connection in the middle of a response"),
+            ),
         }
     }
 
-    /// Reading connection `i` failed (a reset); `tls` when the TLS layer failed instead.
-    fn on_read_failed(&mut self, i: usize, tls: bool) {
+    /// Reading connection `i` failed (a reset, or the TLS layer).
+    fn on_read_failed(&mut self, i: usize, why: Why) {
         let c = &self.conns[i];
         if !c.busy {
             self.drop_idle(i);
             return;
         }
-        let kind = if tls {
+        let kind = if matches!(why, Why::Tls(_)) {
             ErrorKind::Tls
         } else if c.reused && !c.parser.started() {
             ErrorKind::ReadIdleClosed
@@ -465,7 +500,7 @@ impl Worker<'_> {
             ErrorKind::ReadReset
         };
         let now = self.arrival();
-        self.fail(i, now, kind);
+        self.fail(i, now, kind, why);
     }
 
     /// An idle connection was closed by the server (or sent stray bytes): close it quietly.
@@ -507,13 +542,17 @@ impl Worker<'_> {
         self.next(i, now);
     }
 
-    fn fail(&mut self, i: usize, now: u64, kind: ErrorKind) {
+    fn fail(&mut self, i: usize, now: u64, kind: ErrorKind, why: Why) {
         if now >= self.next_boundary {
             self.rotate(now);
         }
+        let k = kind_index(kind);
+        if self.first_errors[k].is_none() {
+            self.first_errors[k] = Some((now, self.message(why)));
+        }
         let c = &mut self.conns[i];
         let latency_us = now.saturating_sub(c.intended) / 1000;
-        self.cur.errors[kind_index(kind)] += 1;
+        self.cur.errors[k] += 1;
         if self.sh.record {
             self.records.push(RequestRecord {
                 t_us: now / 1000,
@@ -550,6 +589,20 @@ impl Worker<'_> {
         }
     }
 
+    /// The one-line message for a failure (only formatted for a thread's first of a kind).
+    fn message(&self, why: Why) -> String {
+        match why {
+            Why::Connect(e) => format!("connect to {}: {e}", self.sh.target.addr),
+            Why::Io(e) => e.to_string(),
+            Why::Tls(t) => t.to_string(),
+            Why::Text(t) => t.to_string(),
+            Why::Late(what) => format!(
+                "{what} within the timeout ({:?})",
+                std::time::Duration::from_nanos(self.sh.timeout_ns)
+            ),
+        }
+    }
+
     /// The connection is free: closed loop sends again at once, open loop waits for the schedule.
     #[inline]
     fn next(&mut self, i: usize, now: u64) {
@@ -582,12 +635,14 @@ impl Worker<'_> {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.busy && now >= c.deadline {
-                let kind = match c.state {
-                    State::Connecting | State::Closed => ErrorKind::ConnectTimeout,
-                    State::Handshake => ErrorKind::Tls,
-                    _ => ErrorKind::Timeout,
+                let (kind, what) = match c.state {
+                    State::Connecting | State::Closed => {
+                        (ErrorKind::ConnectTimeout, "no TCP connection")
+                    }
+                    State::Handshake => (ErrorKind::Tls, "TLS handshake not finished"),
+                    _ => (ErrorKind::Timeout, "no complete response"),
                 };
-                self.fail(i, now, kind);
+                self.fail(i, now, kind, Why::Late(what));
             } else if c.state == State::Backoff && now >= c.deadline {
                 self.conns[i].state = State::Closed;
                 if self.may_issue() {
@@ -646,6 +701,7 @@ impl Worker<'_> {
             late: self.late,
             lateness: self.lateness.take(),
             records: std::mem::take(&mut self.records),
+            first_errors: std::mem::replace(&mut self.first_errors, std::array::from_fn(|_| None)),
             end_ns: now,
             send_end_ns: end,
         };

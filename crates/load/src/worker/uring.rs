@@ -5,7 +5,7 @@
 //! on only after the whole batch is in, so a close that arrived with a response is seen before
 //! the connection would be reused, as with epoll.
 
-use super::{connect_kind, now_ns, Io, Worker};
+use super::{connect_kind, now_ns, Io, Why, Worker};
 use crate::conn::State;
 use crate::uring::{token, untoken, Op};
 use model::ErrorKind;
@@ -73,7 +73,7 @@ impl Worker<'_> {
                 // Every buffer was in use: the receive stopped; start it again.
                 self.rearm(i);
             } else {
-                self.on_read_failed(i, false);
+                self.on_read_failed(i, Why::Io(io::Error::from_raw_os_error(-res)));
             }
         }
         if let (Io::Uring { ring, .. }, Some(b)) = (&mut self.io, bid) {
@@ -82,8 +82,8 @@ impl Worker<'_> {
     }
 
     fn rearm(&mut self, i: usize) {
-        if self.uring_arm_recv(i).is_err() {
-            self.on_read_failed(i, false);
+        if let Err(e) = self.uring_arm_recv(i) {
+            self.on_read_failed(i, Why::Io(e));
         }
     }
 
@@ -93,7 +93,8 @@ impl Worker<'_> {
             return;
         }
         if res < 0 {
-            self.fail(i, now, ErrorKind::Write);
+            let e = io::Error::from_raw_os_error(-res);
+            self.fail(i, now, ErrorKind::Write, Why::Io(e));
             return;
         }
         self.conns[i].wpos += res as usize;
@@ -111,7 +112,7 @@ impl Worker<'_> {
         let now = now_ns(&self.sh.origin);
         match self.conns[i].sock.as_ref().map(|s| s.take_error()) {
             Some(Ok(())) => self.connected(i, now),
-            Some(Err(e)) => self.fail(i, now, connect_kind(&e)),
+            Some(Err(e)) => self.fail(i, now, connect_kind(&e), Why::Connect(e)),
             None => {}
         }
     }
@@ -150,8 +151,8 @@ impl Worker<'_> {
             unreachable!("uring worker");
         };
         // The request bytes live in `Shared` for the whole run, past any send.
-        if ring.send(fd, req.as_ptr(), req.len(), user_data).is_err() {
-            self.fail(i, now, ErrorKind::Write);
+        if let Err(e) = ring.send(fd, req.as_ptr(), req.len(), user_data) {
+            self.fail(i, now, ErrorKind::Write, Why::Io(e));
         }
     }
 }

@@ -17,6 +17,15 @@ fn errors(o: &load::Outcome, kind: ErrorKind) -> u64 {
     o.summary.errors.get(&kind).copied().unwrap_or(0)
 }
 
+/// The first message recorded for `kind` ("" when none).
+fn message(o: &load::Outcome, kind: ErrorKind) -> &str {
+    o.summary
+        .error_messages
+        .get(&kind)
+        .map(String::as_str)
+        .unwrap_or("")
+}
+
 fn status(o: &load::Outcome, code: u16) -> u64 {
     o.summary.status.get(&code).copied().unwrap_or(0)
 }
@@ -78,6 +87,11 @@ fn truncated_body_is_a_read_reset() {
     let srv = one_shot(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
     let o = run(&cfg_n(&srv.url("/"), 25, 2));
     assert_eq!(errors(&o, ErrorKind::ReadReset), 25);
+    assert_eq!(
+        message(&o, ErrorKind::ReadReset),
+        "the server closed the connection in the middle of a response"
+    );
+    assert_eq!(o.summary.error_messages.len(), 1, "one kind, one message");
     assert_eq!(o.summary.requests, 0);
     assert_eq!(o.summary.attempts(), 25);
 }
@@ -87,6 +101,7 @@ fn garbage_is_malformed() {
     let srv = fixed(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
     let o = run(&cfg_n(&srv.url("/"), 30, 3));
     assert_eq!(errors(&o, ErrorKind::Malformed), 30);
+    assert_eq!(message(&o, ErrorKind::Malformed), "not an HTTP/1.x status line");
     assert_eq!(o.summary.requests, 0);
 }
 
@@ -101,6 +116,10 @@ fn reset_before_answering_is_a_read_reset() {
     let o = run(&cfg_n(&srv.url("/"), 30, 3));
     assert_eq!(errors(&o, ErrorKind::ReadReset), 30);
     assert_eq!(o.summary.error_total(), 30);
+    assert_eq!(
+        message(&o, ErrorKind::ReadReset),
+        "Connection reset by peer (os error 104)"
+    );
 }
 
 #[test]
@@ -131,6 +150,10 @@ fn reused_connection_closed_before_answering_is_read_idle_closed() {
     assert_eq!(status(&o, 200), 50);
     assert_eq!(errors(&o, ErrorKind::ReadIdleClosed), 50);
     assert_eq!(o.summary.error_total(), 50);
+    assert_eq!(
+        message(&o, ErrorKind::ReadIdleClosed),
+        "the server closed a reused keep-alive connection before answering"
+    );
 }
 
 #[test]
@@ -143,6 +166,10 @@ fn silent_server_times_out_and_the_connection_is_replaced() {
     cfg.timeout = Duration::from_millis(200);
     let o = run(&cfg);
     assert_eq!(errors(&o, ErrorKind::Timeout), 6);
+    assert_eq!(
+        message(&o, ErrorKind::Timeout),
+        "no complete response within the timeout (200ms)"
+    );
     assert_eq!(
         o.summary.connects, 6,
         "a timed-out connection is closed and reopened"
@@ -157,6 +184,10 @@ fn refused_connections_are_counted_without_spinning() {
     cfg.reconnect_backoff = Duration::from_millis(5);
     let o = run(&cfg);
     assert_eq!(errors(&o, ErrorKind::ConnectRefused), 20);
+    assert_eq!(
+        message(&o, ErrorKind::ConnectRefused),
+        format!("connect to 127.0.0.1:{port}: Connection refused (os error 111)")
+    );
     assert_eq!(o.summary.attempts(), 20);
     assert_eq!(o.summary.requests, 0);
 }

@@ -1,0 +1,110 @@
+//! File descriptors a run needs, checked before it starts: a socket per connection, a kernel
+//! handle per thread (epoll set or io_uring), what the process already holds, and a little room
+//! for the rest. When that exceeds the soft open-files limit, the soft limit is raised to the
+//! hard one first (as wrk-like tools do); if it is still short, the run does not start, so the
+//! shortfall reads as one clear error instead of a run full of `connect_other` (EMFILE) errors.
+
+use crate::config::Error;
+
+/// Descriptors each thread holds besides its sockets (its epoll set or ring, and one spare).
+pub const PER_THREAD: u64 = 2;
+/// Room for descriptors opened during the run besides the load's (a `--hdr-log` file, the
+/// caller's log and /proc readers, a resolver socket).
+pub const SLACK: u64 = 16;
+
+/// What a run of `connections` over `threads` needs, given `open_now` descriptors already open.
+pub fn needed(connections: u64, threads: u64, open_now: u64) -> u64 {
+    connections + threads * PER_THREAD + open_now + SLACK
+}
+
+/// Descriptors this process holds now (the entries of /proc/self/fd, less the one reading it).
+pub fn open_now() -> u64 {
+    match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => (dir.count() as u64).saturating_sub(1),
+        Err(_) => 0,
+    }
+}
+
+/// The soft and hard RLIMIT_NOFILE.
+fn limits() -> Result<(u64, u64), Error> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::Io(format!("cannot read the open-files limit: {e}")));
+    }
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Makes sure `connections` sockets over `threads` threads fit under the open-files limit,
+/// raising the soft limit toward the hard one when that is enough. The error names both numbers.
+pub fn ensure(connections: u64, threads: u64) -> Result<(), Error> {
+    let open = open_now();
+    let need = needed(connections, threads, open);
+    let (soft, hard) = limits()?;
+    if need <= soft {
+        return Ok(());
+    }
+    if hard > soft {
+        let target = if hard == libc::RLIM_INFINITY {
+            need
+        } else {
+            hard
+        };
+        let lim = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: hard,
+        };
+        // Failing to raise it is not an error in itself: the check below decides.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+    let (soft, _) = limits()?;
+    if need <= soft {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "{connections} connections need {need} open files ({connections} sockets, {} for {threads} \
+         threads, {open} already open, {SLACK} spare), but the open-files limit (ulimit -n) is \
+         {soft}: use at most {} connections",
+        threads * PER_THREAD,
+        soft.saturating_sub(need - connections)
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_follows_what_is_opened() {
+        let before = open_now();
+        let files: Vec<std::fs::File> = (0..5)
+            .map(|_| std::fs::File::open("/proc/self/stat").unwrap())
+            .collect();
+        // Other test threads may open files meanwhile; these five are there for sure.
+        assert!(open_now() >= before + 5);
+        drop(files);
+        assert_eq!(needed(100, 3, 7), 100 + 6 + 7 + SLACK);
+    }
+
+    #[test]
+    fn more_than_the_hard_limit_is_refused_with_both_numbers() {
+        let (_, hard) = limits().unwrap();
+        if hard >= u32::MAX as u64 {
+            return; // no finite limit to exceed on this machine
+        }
+        let asked = hard + 5000;
+        let err = ensure(asked, 2).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{asked} connections need ")),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("the open-files limit (ulimit -n) is {hard}")),
+            "{err}"
+        );
+        ensure(10, 1).unwrap();
+    }
+}

@@ -3,10 +3,8 @@
 //! steps: minutes of work and ~500 MB/s of memory. A watchdog ends the test process if a parse
 //! runs past 10 s or 1 GiB, so running these without the fix fails without harming the machine.
 //!
-//! Ignored until the fix lands in scenario.rs (the lead's file): the step expansion of
-//! `every`/`times` and of gradual `scale_backends`/`scale_replicas` needs a bound on the number
-//! of steps, checked before expanding. Run with `cargo test -p proxybench-bench --test
-//! fuzz_regressions -- --ignored`.
+//! The fix bounds the steps actions may expand into (scenario.rs, `MAX_STEPS` and the size
+//! limits), checked before expanding.
 
 use proxybench_bench::layers::Source;
 use proxybench_bench::scenario::Scenario;
@@ -84,14 +82,12 @@ fn refused_quickly(tail: &str, quick: bool) {
 }
 
 #[test]
-#[ignore = "needs a bound on expanded steps in scenario.rs (reported to the lead)"]
 fn huge_times_is_refused() {
     let tail = "\n[[actions]]\nat = \"1s\"\nevery = \"1s\"\ntimes = 4294967295\nreload = true\n";
     refused_quickly(tail, false);
 }
 
 #[test]
-#[ignore = "needs a bound on expanded steps in scenario.rs (reported to the lead)"]
 fn huge_times_in_quick_is_refused() {
     // The fuzzer's own find: a built-in scenario with `times = 4294967295` in a case's quick
     // override.
@@ -100,14 +96,12 @@ fn huge_times_in_quick_is_refused() {
 }
 
 #[test]
-#[ignore = "needs a bound on expanded steps in scenario.rs (reported to the lead)"]
 fn huge_gradual_scale_backends_is_refused() {
     let tail = "\n[[actions]]\nat = \"1s\"\nscale_backends = { group = \"b\", to = 4294967295, step = \"1s\" }\n";
     refused_quickly(tail, false);
 }
 
 #[test]
-#[ignore = "needs a bound on expanded steps in scenario.rs (reported to the lead)"]
 fn huge_gradual_scale_replicas_is_refused() {
     let tail = "\n[[actions]]\nat = \"1s\"\nscale_replicas = { to = 4294967295, step = \"1s\" }\n";
     refused_quickly(tail, false);

@@ -8,6 +8,7 @@ pub mod catalogue;
 pub mod checks;
 pub mod env;
 pub mod layers;
+pub mod paths;
 pub mod procfs;
 pub mod progress;
 pub mod runner;

@@ -495,6 +495,10 @@ impl Scenario {
                 let mut t = c.into_inner();
                 case_name = take_str(src, &mut t, "name")?
                     .ok_or_else(|| src.error(Some(span.clone()), "a case needs a `name`"))?;
+                if let Some(why) = crate::paths::plain_name_problem(&case_name) {
+                    let msg = format!("case name '{}' {why}", case_name.escape_debug());
+                    return Err(src.error(Some(span), msg));
+                }
                 case_desc = take_str(src, &mut t, "description")?.unwrap_or_default();
                 let q = layers::take_table(src, &mut t, "quick")?;
                 layers::merge(&mut doc, t);
@@ -531,6 +535,7 @@ impl Scenario {
             }
         }
         if name.is_empty()
+            || name.chars().all(|c| c == '.')
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -538,7 +543,7 @@ impl Scenario {
             return Err(src.error(
                 None,
                 format!(
-                    "scenario name '{name}' must be non-empty letters, digits, '-', '_' or '.'"
+                    "scenario name '{name}' must be letters, digits, '-', '_' or '.', and not only dots"
                 ),
             ));
         }

@@ -11,6 +11,7 @@ pub mod layers;
 pub mod paths;
 pub mod procfs;
 pub mod progress;
+pub mod reach;
 pub mod runner;
 pub mod scenario;
 pub mod stack;

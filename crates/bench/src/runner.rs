@@ -518,6 +518,8 @@ fn load_config(
     if scheme == "https" {
         cfg.cacert = tls.map(|t| t.ca.clone());
     }
+    crate::reach::own_target(&cfg, SocketAddr::new(ip, port))
+        .map_err(|e| format!("load '{}': {e}", l.name))?;
     Ok(cfg)
 }
 

@@ -748,6 +748,7 @@ fn check_load(
             l.name, l.url
         ));
     };
+    crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
     if l.duration.is_none() && l.requests.is_none() {
         return Err(format!(
             "load '{}' needs a `duration` or `requests`",

@@ -159,7 +159,11 @@ impl Drop for Guard {
 
 #[test]
 fn interrupted_it_leaves_nothing_running() {
-    let mut cmd = soak(&[("SOAK_SECONDS", "60"), ("RELOAD_EVERY", "2")]);
+    let mut cmd = soak(&[
+        ("SOAK_SECONDS", "60"),
+        ("RELOAD_EVERY", "2"),
+        ("SOAK_RATE", "500"),
+    ]);
     // Its own process group, so SIGINT reaches the whole group as a terminal's Ctrl-C does.
     cmd.process_group(0)
         .stdout(Stdio::null())

@@ -193,7 +193,7 @@ wait "$ng_master" "$pb_pid" 2>/dev/null || true
 LAT_PORT=$(free_port $((PB_PORT + 1)))
 CTL_PORT=$(free_port $((LAT_PORT + 1)))
 "${prio[@]}" taskset -c "$SERVER_CPU" "$BIN" backend --listen "127.0.0.1:$LAT_PORT" --threads 1 --profile "latency=10ms" \
-    --control "127.0.0.1:$CTL_PORT" >"$tmp/lat.out" 2>"$tmp/lat.err" &
+    --control "127.0.0.1:$CTL_PORT" --token-file "$tmp/ctl.token" >"$tmp/lat.out" 2>"$tmp/lat.err" &
 lat_pid=$!
 pids+=("$lat_pid")
 wait_port "$LAT_PORT"
@@ -204,7 +204,8 @@ to_us() {
           else if (v ~ /m$/) {sub(/m$/, "", v); print v * 6e7} else if (v ~ /s$/) {sub(/s$/, "", v); print v * 1e6}}' <<<"$1"
 }
 connections() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$CTL_PORT" && printf 'GET /counters HTTP/1.1\r\nConnection: close\r\n\r\n' >&3 &&
+    (exec 3<>"/dev/tcp/127.0.0.1/$CTL_PORT" &&
+        printf 'GET /counters HTTP/1.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n' "$(cat "$tmp/ctl.token")" >&3 &&
         cat <&3) | sed -n 's/.*"connections":\([0-9]*\).*/\1/p'
 }
 # overshoot LABEL P50 P90 P99 (wrk-style values) -> one line

@@ -1,15 +1,17 @@
-//! The control endpoint: every operation over HTTP + JSON, through the client and raw.
+//! The control endpoint: every operation over HTTP + JSON, through the client and raw; requests
+//! without the bearer token are refused, and only loopback addresses are served.
 
 mod common;
 
 use common::{fleet, Client as Http};
-use proxybench_backend::control::{self, Client};
+use proxybench_backend::control::{self, Client, Token};
 use proxybench_backend::InstanceConfig;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Sends `req` as is (add the Authorization header yourself); returns status and body.
 fn raw(addr: std::net::SocketAddr, req: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(req.as_bytes()).unwrap();
@@ -24,8 +26,10 @@ fn raw(addr: std::net::SocketAddr, req: &str) -> (u16, String) {
 fn every_operation_over_http_json() {
     let (f, addr0) = fleet(2, 1, "");
     let f = Arc::new(f);
-    let server = control::serve(f.clone(), "127.0.0.1:0".parse().unwrap()).unwrap();
-    let ctl = Client::new(server.addr());
+    let token = Token::random().unwrap();
+    let server = control::serve(f.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).unwrap();
+    let ctl = Client::new(server.addr(), token.clone());
+    let auth = format!("Authorization: Bearer {}", token.as_str());
 
     let mut c = Http::connect(addr0).unwrap();
     assert_eq!(c.get("/").unwrap().status, 200);
@@ -94,7 +98,7 @@ fn every_operation_over_http_json() {
     let (s, body) = raw(
         a,
         &format!(
-            "PUT /instances/backend-0/profile HTTP/1.1\r\nContent-Length: {}\r\n\r\n{bad}",
+            "PUT /instances/backend-0/profile HTTP/1.1\r\n{auth}\r\nContent-Length: {}\r\n\r\n{bad}",
             bad.len()
         ),
     );
@@ -103,14 +107,20 @@ fn every_operation_over_http_json() {
         body.contains("latency: unknown distribution 'lognorml'"),
         "{body}"
     );
-    let (s, body) = raw(a, "POST /instances HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+    let (s, body) = raw(
+        a,
+        &format!("POST /instances HTTP/1.1\r\n{auth}\r\nContent-Length: 2\r\n\r\n{{}}"),
+    );
     assert_eq!(s, 400);
     assert!(body.starts_with("{\"error\":\"bad instance"), "{body}");
-    let (s, _) = raw(a, "GET /nothing HTTP/1.1\r\n\r\n");
+    let (s, _) = raw(a, &format!("GET /nothing HTTP/1.1\r\n{auth}\r\n\r\n"));
     assert_eq!(s, 404);
-    let (s, _) = raw(a, "GET /instances/backend-0/kill HTTP/1.1\r\n\r\n");
+    let (s, _) = raw(
+        a,
+        &format!("GET /instances/backend-0/kill HTTP/1.1\r\n{auth}\r\n\r\n"),
+    );
     assert_eq!(s, 405);
-    let (s, body) = raw(a, "GET /counters HTTP/1.1\r\n\r\n");
+    let (s, body) = raw(a, &format!("GET /counters HTTP/1.1\r\n{auth}\r\n\r\n"));
     assert_eq!(s, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3);
@@ -127,10 +137,70 @@ fn every_operation_over_http_json() {
 #[test]
 fn a_client_of_nothing_says_where_it_tried() {
     let port = testkit::free_port();
-    let ctl = Client::new(format!("127.0.0.1:{port}").parse().unwrap());
+    let ctl = Client::new(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        Token::random().unwrap(),
+    );
     let e = ctl.counters().unwrap_err().to_string();
     assert!(
         e.starts_with(&format!("control: GET /counters at 127.0.0.1:{port}:")),
         "{e}"
     );
+}
+
+#[test]
+fn requests_without_the_token_get_401_and_change_nothing() {
+    let (f, addr0) = fleet(1, 1, "");
+    let f = Arc::new(f);
+    let token = Token::random().unwrap();
+    let server = control::serve(f.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).unwrap();
+    let a = server.addr();
+    let other = Token::random().unwrap();
+    let refused = [
+        String::new(),
+        format!("Authorization: Bearer {}\r\n", other.as_str()),
+        format!("Authorization: Basic {}\r\n", token.as_str()),
+        format!("Authorization: {}\r\n", token.as_str()),
+        format!("Authorization: Bearer {}x\r\n", token.as_str()),
+    ];
+    for hdr in &refused {
+        for req in [
+            format!("GET /counters HTTP/1.1\r\n{hdr}\r\n"),
+            format!("POST /instances/backend-0/kill HTTP/1.1\r\n{hdr}\r\n"),
+            format!("GET /nothing HTTP/1.1\r\n{hdr}\r\n"),
+        ] {
+            let (s, body) = raw(a, &req);
+            assert_eq!(s, 401, "{req:?}: {body}");
+            assert!(body.contains("missing or wrong token"), "{body}");
+            assert!(!body.contains(token.as_str()));
+        }
+    }
+    // The kills above did nothing: the instance still serves.
+    let mut c = Http::connect(addr0).unwrap();
+    assert_eq!(c.get("/").unwrap().status, 200);
+    let e = Client::new(a, other).counters().unwrap_err().to_string();
+    assert!(e.starts_with("control: 401: missing or wrong token"), "{e}");
+    let ok = Client::new(a, token).counters().unwrap();
+    assert_eq!((ok[0].state.as_str(), ok[0].requests), ("running", 1));
+    server.stop();
+    f.close(Duration::from_secs(5));
+}
+
+#[test]
+fn only_loopback_addresses_are_served() {
+    let (f, _) = fleet(1, 1, "");
+    let f = Arc::new(f);
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"] {
+        let e = control::serve(f.clone(), addr.parse().unwrap(), Token::random().unwrap())
+            .err()
+            .unwrap_or_else(|| panic!("{addr} was served"));
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{addr}");
+        assert!(e.to_string().contains("is not a loopback address"), "{e}");
+    }
+    for addr in ["127.0.0.1:0", "127.0.0.2:0"] {
+        let s = control::serve(f.clone(), addr.parse().unwrap(), Token::random().unwrap()).unwrap();
+        assert!(s.addr().ip().is_loopback());
+        s.stop();
+    }
+    f.close(Duration::from_secs(5));
 }

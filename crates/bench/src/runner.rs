@@ -6,7 +6,7 @@ use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
 use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
 use crate::stack::{Stack, StackSpec};
-use crate::{analysis, env};
+use crate::{analysis, env, paths};
 use model::{
     CaseResult, CheckResult, ProcSample, ReadinessSample, RequestRecord, RunResults, StubSample,
 };
@@ -60,6 +60,12 @@ pub struct RunOutcome {
 
 /// Runs every case of `scn` and writes the results directory.
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    // Names that become directories must stay under the results directory (the parser refuses
+    // them already; this holds for scenarios built in code too), checked before anything is made.
+    paths::join_plain(Path::new(""), "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    for case in &scn.cases {
+        paths::join_plain(Path::new(""), "case name", &case.name).map_err(RunError::Invalid)?;
+    }
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
     let tls = certificate(scn, &scratch.0)?;
     if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
@@ -73,11 +79,13 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Absolute, because nginx resolves every path in its config against its own prefix.
     let root = std::path::absolute(&opts.results_root)
         .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
-    let mut dir = root.join(&scn.name).join(&stamp);
+    let scn_dir =
+        paths::join_plain(&root, "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    let mut dir = scn_dir.join(&stamp);
     let mut n = 1;
     while dir.exists() {
         n += 1;
-        dir = root.join(&scn.name).join(format!("{stamp}-{n}"));
+        dir = scn_dir.join(format!("{stamp}-{n}"));
     }
     fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
     let work = dir.join(".work");
@@ -107,7 +115,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
             index: i,
             total,
             dir: &dir,
-            work: work.join(&case.name),
+            work: paths::join_plain(&work, "case name", &case.name).map_err(RunError::Invalid)?,
             tls: tls.clone(),
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
@@ -284,11 +292,14 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         configs: &case.configs,
         tls: ctx.tls.clone(),
         work: ctx.work.clone(),
-        configs_out: ctx.dir.join("configs").join(&case.name),
+        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
+            .map_err(|e| (None, e))?,
         origin,
         seed: 1 + ctx.index as u64,
     })
     .map_err(|e| (None, e))?;
+    let logs_dir =
+        paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name).map_err(|e| (None, e))?;
 
     let configs = case
         .loads
@@ -406,7 +417,6 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
     drop(stack);
     let elapsed_s = origin.elapsed().as_secs_f64();
 
-    let logs_dir = ctx.dir.join("logs").join(&case.name);
     let mut access = Vec::new();
     let mut errors = Vec::new();
     for (replica, a, e) in &logs {
@@ -555,6 +565,8 @@ fn load_config(
     if scheme == "https" {
         cfg.cacert = tls.map(|t| t.ca.clone());
     }
+    crate::reach::own_target(&cfg, SocketAddr::new(ip, port))
+        .map_err(|e| format!("load '{}': {e}", l.name))?;
     Ok(cfg)
 }
 

@@ -594,11 +594,9 @@ impl Scenario {
                 let mut t = c.into_inner();
                 case_name = take_str(src, &mut t, "name")?
                     .ok_or_else(|| src.error(Some(span.clone()), "a case needs a `name`"))?;
-                if !valid_name(&case_name) {
-                    return Err(src.error(
-                        Some(span),
-                        format!("case name '{case_name}' must be letters, digits, '-' or '_'"),
-                    ));
+                if let Some(why) = crate::paths::plain_name_problem(&case_name) {
+                    let msg = format!("case name '{}' {why}", case_name.escape_debug());
+                    return Err(src.error(Some(span), msg));
                 }
                 case_desc = take_str(src, &mut t, "description")?.unwrap_or_default();
                 let q = layers::take_table(src, &mut t, "quick")?;
@@ -644,16 +642,16 @@ impl Scenario {
             }
         }
         let name_ok = !name.get_ref().is_empty()
+            && !name.get_ref().chars().all(|c| c == '.')
             && name
                 .get_ref()
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            && !name.get_ref().starts_with('.');
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !name_ok {
             return Err(src.error(
                 Some(name.span()),
                 format!(
-                    "scenario name '{}' must be letters, digits, '-', '_' or '.' (not first)",
+                    "scenario name '{}' must be letters, digits, '-', '_' or '.', and not only dots",
                     name.get_ref()
                 ),
             ));
@@ -921,6 +919,7 @@ fn check_load(
             l.name, l.url
         ));
     };
+    crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
     if l.duration.is_none() && l.requests.is_none() {
         return Err(format!(
             "load '{}' needs a `duration` or `requests`",

@@ -827,6 +827,13 @@ impl ReadyProbe {
                 }
             }
         }
+        // The probe goes to this run's listener only (a server name may be an IP address).
+        let own = host_port(&self.url).map(|(_, p)| SocketAddr::from(([127, 0, 0, 1], p)));
+        match own.map(|a| crate::reach::own_target(&cfg, a)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return (None, Some(e)),
+            None => return (None, Some(format!("{}: no port", self.url))),
+        }
         if let Some((h, v)) = &self.header {
             cfg.headers.push((h.clone(), v.clone()));
         }

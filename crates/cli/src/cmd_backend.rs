@@ -33,9 +33,14 @@ pub struct Args {
     /// Event-loop threads shared by all instances.
     #[arg(long, short = 't', value_name = "T", default_value_t = 1)]
     threads: usize,
-    /// Serve the HTTP + JSON control endpoint on this address.
+    /// Serve the HTTP + JSON control endpoint on this loopback address; requests need
+    /// `Authorization: Bearer <token>`, the token being in --token-file.
     #[arg(long, value_name = "ADDR")]
     control: Option<String>,
+    /// Where --control writes its random token (created mode 0600, removed on exit); default
+    /// ./proxybench-control-PORT.token (PORT: the control port).
+    #[arg(long = "token-file", value_name = "PATH")]
+    token_file: Option<std::path::PathBuf>,
     /// Instance names are NAME-0, NAME-1, ...
     #[arg(long, value_name = "NAME", default_value = "backend")]
     name: String,
@@ -165,40 +170,93 @@ fn config(a: &Args) -> Result<FleetConfig, CliError> {
     })
 }
 
+/// The control address from --control: loopback only, so no other host can reach the fleet.
+fn control_addr(a: &Args) -> Result<Option<SocketAddr>, CliError> {
+    let Some(c) = a.control.as_deref() else {
+        if a.token_file.is_some() {
+            return Err(CliError::usage("--token-file needs --control"));
+        }
+        return Ok(None);
+    };
+    let addr = parse_addr("--control", c)?;
+    if !addr.ip().is_loopback() {
+        return Err(CliError::usage(format!(
+            "--control: {addr} is not a loopback address (the control port binds 127.0.0.0/8 or [::1] only)"
+        )));
+    }
+    Ok(Some(addr))
+}
+
+/// The control token's file, removed when the backend exits.
+struct TokenFile(std::path::PathBuf);
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Writes `token` where --token-file (or the default, named after the bound `port`) says;
+/// returns the absolute path.
+fn write_token(
+    a: &Args,
+    port: u16,
+    token: &backend::control::Token,
+) -> Result<TokenFile, CliError> {
+    let path = a
+        .token_file
+        .clone()
+        .unwrap_or_else(|| format!("proxybench-control-{port}.token").into());
+    let path = std::path::absolute(&path).unwrap_or(path);
+    token.write(&path).map_err(|e| {
+        CliError::usage(format!(
+            "--token-file: cannot create {}: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(TokenFile(path))
+}
+
 /// Runs `proxybench backend`.
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let cfg = config(&args)?;
-    let control = args
-        .control
-        .as_deref()
-        .map(|c| parse_addr("--control", c))
-        .transpose()?;
+    let control = control_addr(&args)?;
     // Register before starting so an early signal is not lost.
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
     let fleet = Arc::new(Fleet::start(cfg).map_err(|e| CliError::runtime(e.to_string()))?);
-    let server =
-        match control {
-            Some(addr) => Some(backend::control::serve(fleet.clone(), addr).map_err(|e| {
-                CliError::runtime(format!("--control: cannot listen on {addr}: {e}"))
-            })?),
-            None => None,
-        };
+    let (server, token_file) = match control {
+        Some(addr) => {
+            let token = backend::control::Token::random()
+                .map_err(|e| CliError::runtime(format!("--control: cannot draw a token: {e}")))?;
+            let server =
+                backend::control::serve(fleet.clone(), addr, token.clone()).map_err(|e| {
+                    CliError::runtime(format!("--control: cannot listen on {addr}: {e}"))
+                })?;
+            let file = write_token(&args, server.addr().port(), &token)?;
+            (Some(server), Some(file))
+        }
+        None => (None, None),
+    };
     {
         let mut out = std::io::stdout().lock();
         for (name, addr) in fleet.addrs() {
             let _ = writeln!(out, "{name} {addr}");
         }
-        if let Some(s) = &server {
-            let _ = writeln!(out, "control {}", s.addr());
+        if let (Some(s), Some(f)) = (&server, &token_file) {
+            let _ = writeln!(out, "control {} {}", s.addr(), f.0.display());
         }
         let _ = out.flush();
     }
     let sig = signals.forever().next().unwrap_or(SIGTERM);
     // A second signal while draining ends the process at once.
+    let token_path = token_file.as_ref().map(|f| f.0.clone());
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
+            if let Some(p) = token_path {
+                let _ = std::fs::remove_file(p);
+            }
             eprintln!("proxybench: second signal, exiting without draining");
             std::process::exit(1);
         }
@@ -231,5 +289,6 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             c.bytes
         );
     }
+    drop(token_file);
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,15 @@ fn bad_specs_and_flags_exit_2_with_one_line() {
         ),
         (&["--frobnicate"], "proxybench: unexpected argument '--frobnicate' found"),
         (&["--control", "nowhere"], "proxybench: --control: 'nowhere' is not an address like 127.0.0.1:8081"),
+        (
+            &["--control", "0.0.0.0:9000"],
+            "proxybench: --control: 0.0.0.0:9000 is not a loopback address (the control port binds 127.0.0.0/8 or [::1] only)",
+        ),
+        (
+            &["--control", "[::]:9000"],
+            "proxybench: --control: [::]:9000 is not a loopback address (the control port binds 127.0.0.0/8 or [::1] only)",
+        ),
+        (&["--token-file", "t"], "proxybench: --token-file needs --control"),
     ];
     for (args, want) in cases {
         let out = pb().arg("backend").args(*args).output().unwrap();
@@ -81,11 +91,16 @@ fn a_busy_port_is_a_runtime_error() {
 }
 
 fn get(addr: SocketAddr, path: &str) -> String {
+    get_with(addr, path, "")
+}
+
+/// A GET with extra header lines (`extra` ends with CRLF when not empty).
+fn get_with(addr: SocketAddr, path: &str, extra: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: t\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -95,6 +110,8 @@ fn get(addr: SocketAddr, path: &str) -> String {
 
 #[test]
 fn runs_in_the_foreground_and_drains_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("ctl.token");
     let child = pb()
         .args([
             "backend",
@@ -113,6 +130,8 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
             "--control",
             "127.0.0.1:0",
         ])
+        .arg("--token-file")
+        .arg(&token_path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -120,17 +139,38 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
     let mut g = Guard(child);
     let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
     let mut addrs = Vec::new();
-    for want in ["backend-0", "backend-1", "control"] {
+    for want in ["backend-0", "backend-1"] {
         let line = lines.next().unwrap().unwrap();
         let (name, addr) = line.split_once(' ').unwrap();
         assert_eq!(name, want);
         addrs.push(addr.parse::<SocketAddr>().unwrap());
     }
+    // "control ADDR TOKEN-FILE": the token file is the one asked for, owner-only.
+    let line = lines.next().unwrap().unwrap();
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(
+        (f.len(), f[0], f[2]),
+        (3, "control", token_path.to_str().unwrap()),
+        "{line}"
+    );
+    addrs.push(f[1].parse::<SocketAddr>().unwrap());
+    let mode = std::fs::metadata(&token_path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let token = std::fs::read_to_string(&token_path).unwrap();
+    let token = token.trim();
+    assert_eq!(token.len(), 64, "{token}");
     let fast = get(addrs[0], "/fast");
     assert!(fast.starts_with("HTTP/1.1 200 OK\r\n"), "{fast}");
     assert!(fast.contains("\r\nX-Backend: backend-0\r\n"));
     assert!(get(addrs[1], "/fast").starts_with("HTTP/1.1 503 "));
-    let counters = get(addrs[2], "/counters");
+    let refused = get(addrs[2], "/counters");
+    assert!(refused.starts_with("HTTP/1.1 401 "), "{refused}");
+    let counters = get_with(
+        addrs[2],
+        "/counters",
+        &format!("Authorization: Bearer {token}\r\n"),
+    );
+    assert!(counters.starts_with("HTTP/1.1 200 "), "{counters}");
     assert!(counters.contains("\"name\":\"backend-1\""), "{counters}");
     // A slow request in flight when SIGTERM arrives is still answered.
     let slow_addr = addrs[0];
@@ -167,4 +207,46 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
         err.contains(&format!("backend-1 {}: 1 requests (503: 1)", addrs[1])),
         "{err}"
     );
+    assert!(!token_path.exists(), "the token file outlived the backend");
+}
+
+#[test]
+fn the_default_token_file_is_named_after_the_control_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = pb()
+        .current_dir(dir.path())
+        .args([
+            "backend",
+            "--listen",
+            "127.0.0.1:0",
+            "--control",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut g = Guard(child);
+    let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
+    lines.next().unwrap().unwrap();
+    let line = lines.next().unwrap().unwrap();
+    let f: Vec<&str> = line.split(' ').collect();
+    let addr: SocketAddr = f[1].parse().unwrap();
+    let want = dir
+        .path()
+        .join(format!("proxybench-control-{}.token", addr.port()));
+    assert_eq!(f[2], want.to_str().unwrap(), "{line}");
+    let mode = std::fs::metadata(&want).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let token = std::fs::read_to_string(&want).unwrap();
+    let ok = get_with(
+        addr,
+        "/instances",
+        &format!("Authorization: Bearer {}\r\n", token.trim()),
+    );
+    assert!(ok.contains("\"name\":\"backend-0\""), "{ok}");
+    // SAFETY: a plain signal to our own child.
+    unsafe { libc::kill(g.0.id() as i32, libc::SIGTERM) };
+    assert!(g.0.wait().unwrap().success());
+    assert!(!want.exists(), "the token file outlived the backend");
 }

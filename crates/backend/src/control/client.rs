@@ -1,5 +1,6 @@
 //! A blocking client of the control endpoint with the fleet's own operations.
 
+use super::token::Token;
 use super::wire::{encode, read_message, Added, ErrorBody, ProfileBody};
 use crate::error::Error;
 use crate::fleet::InstanceConfig;
@@ -13,14 +14,17 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct Client {
     addr: SocketAddr,
+    token: Token,
     timeout: Duration,
 }
 
 impl Client {
-    /// A client of the endpoint at `addr`; calls time out after 60 s (a drain can take a while).
-    pub fn new(addr: SocketAddr) -> Client {
+    /// A client of the endpoint at `addr` that authenticates with `token` (read it from the
+    /// token file with [`Token::read`]); calls time out after 60 s (a drain can take a while).
+    pub fn new(addr: SocketAddr, token: Token) -> Client {
         Client {
             addr,
+            token,
             timeout: Duration::from_secs(60),
         }
     }
@@ -101,12 +105,14 @@ impl Client {
         s.set_read_timeout(Some(self.timeout)).map_err(fail)?;
         let body = body.unwrap_or_default();
         let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
+            self.token.as_str(),
             body.len()
         );
         s.write_all(req.as_bytes()).map_err(fail)?;
-        let (line, reply) = read_message(&mut s).map_err(fail)?;
+        let m = read_message(&mut s).map_err(fail)?;
+        let (line, reply) = (m.line, m.body);
         let status: u16 = line
             .split_whitespace()
             .nth(1)

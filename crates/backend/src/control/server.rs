@@ -1,6 +1,8 @@
 //! The control endpoint's server: one short-lived thread per request (control traffic is a few
-//! requests a second), so a long drain never blocks a counters poll.
+//! requests a second), so a long drain never blocks a counters poll. Loopback only; every request
+//! must carry the run's bearer token.
 
+use super::token::Token;
 use super::wire::{decode, read_message, Added, ErrorBody, ProfileBody};
 use crate::error::Error;
 use crate::fleet::{Fleet, InstanceConfig};
@@ -18,9 +20,18 @@ pub struct Server {
     join: Option<JoinHandle<()>>,
 }
 
-/// Serves the control endpoint for `fleet` on `addr` (port 0 picks one).
-pub fn serve(fleet: Arc<Fleet>, addr: SocketAddr) -> io::Result<Server> {
+/// Serves the control endpoint for `fleet` on `addr` (port 0 picks one), answering only
+/// requests that carry `Authorization: Bearer <token>` (401 otherwise). `addr` must be a
+/// loopback address (127.0.0.0/8 or ::1): anything else is refused with `InvalidInput`.
+pub fn serve(fleet: Arc<Fleet>, addr: SocketAddr, token: Token) -> io::Result<Server> {
+    if !addr.ip().is_loopback() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{addr} is not a loopback address (the control endpoint binds 127.0.0.0/8 or [::1] only)"),
+        ));
+    }
     let listener = TcpListener::bind(addr)?;
+    let token = Arc::new(token);
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -33,9 +44,10 @@ pub fn serve(fleet: Arc<Fleet>, addr: SocketAddr) -> io::Result<Server> {
                 }
                 let Ok(conn) = conn else { continue };
                 let fleet = fleet.clone();
+                let token = token.clone();
                 let _ = std::thread::Builder::new()
                     .name("pb-control-req".into())
-                    .spawn(move || handle(conn, &fleet));
+                    .spawn(move || handle(conn, &fleet, &token));
             }
         })?;
     Ok(Server {
@@ -72,10 +84,16 @@ impl Drop for Server {
     }
 }
 
-fn handle(mut conn: TcpStream, fleet: &Fleet) {
+fn handle(mut conn: TcpStream, fleet: &Fleet, token: &Token) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let (status, body) = match read_message(&mut conn) {
-        Ok((line, body)) => route(&line, &body, fleet),
+        Ok(m) if !token.admits(m.authorization.as_deref()) => (
+            401,
+            error_json(
+                "missing or wrong token: send Authorization: Bearer <the token file's contents>",
+            ),
+        ),
+        Ok(m) => route(&m.line, &m.body, fleet),
         Err(e) => (400, error_json(&format!("unreadable request: {e}"))),
     };
     let reason = match status {
@@ -83,14 +101,20 @@ fn handle(mut conn: TcpStream, fleet: &Fleet) {
         201 => "Created",
         202 => "Accepted",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         409 => "Conflict",
         503 => "Service Unavailable",
         _ => "Internal Server Error",
     };
+    let challenge = if status == 401 {
+        "WWW-Authenticate: Bearer\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\n{challenge}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     let _ = conn.write_all(head.as_bytes());

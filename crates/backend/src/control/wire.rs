@@ -53,9 +53,18 @@ pub(crate) fn decode(seg: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// One HTTP message as the control endpoint needs it.
+pub(crate) struct Message {
+    /// The request or status line.
+    pub line: String,
+    /// The `Authorization` header's value, if any.
+    pub authorization: Option<String>,
+    /// The body, Content-Length bytes.
+    pub body: Vec<u8>,
+}
+
 /// Reads one HTTP message head and its Content-Length body from `r` (at most 1 MiB).
-/// Returns (first line, body).
-pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<(String, Vec<u8>)> {
+pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<Message> {
     use std::io::{Error, ErrorKind};
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
@@ -78,9 +87,12 @@ pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<(Strin
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let first = head.lines().next().unwrap_or("").to_string();
     let mut len = 0usize;
+    let mut authorization = None;
     for line in head.lines().skip(1) {
         if let Some((k, v)) = line.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
+            if k.trim().eq_ignore_ascii_case("authorization") {
+                authorization = Some(v.trim().to_string());
+            } else if k.trim().eq_ignore_ascii_case("content-length") {
                 len = v
                     .trim()
                     .parse()
@@ -103,7 +115,11 @@ pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<(Strin
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(len);
-    Ok((first, body))
+    Ok(Message {
+        line: first,
+        authorization,
+        body,
+    })
 }
 
 #[cfg(test)]
@@ -120,9 +136,10 @@ mod tests {
 
     #[test]
     fn messages_are_framed_by_content_length() {
-        let raw = b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloEXTRA";
-        let (first, body) = read_message(&mut &raw[..]).unwrap();
-        assert_eq!(first, "POST /x HTTP/1.1");
-        assert_eq!(body, b"hello");
+        let raw = b"POST /x HTTP/1.1\r\nContent-Length: 5\r\nauthorization:  Bearer ab \r\n\r\nhelloEXTRA";
+        let m = read_message(&mut &raw[..]).unwrap();
+        assert_eq!(m.line, "POST /x HTTP/1.1");
+        assert_eq!(m.body, b"hello");
+        assert_eq!(m.authorization.as_deref(), Some("Bearer ab"));
     }
 }

@@ -63,7 +63,54 @@ pub fn self_signed(names: &[String], dir: &Path) -> Result<TlsFiles, Error> {
         std::fs::write(p, text).map_err(|e| Error::io(format!("cannot write {}", p.display()), e))
     };
     write(&files.cert, format!("{}{}", leaf_cert.pem(), ca_cert.pem()))?;
-    write(&files.key, leaf_key.serialize_pem())?;
+    write_private(&files.key, leaf_key.serialize_pem().as_bytes())
+        .map_err(|e| Error::io(format!("cannot write {}", files.key.display()), e))?;
     write(&files.ca, ca_cert.pem())?;
     Ok(files)
+}
+
+/// Writes a secret (a private key) readable by its owner only: the file is created with mode
+/// 0600, never widened then narrowed, so no other user can open it in between. A file already
+/// at `path` (an earlier run's) is removed first, because an existing file keeps its old mode.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_private_key_is_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // An earlier run's key, world-readable, is replaced, not reused with its old mode.
+        std::fs::write(dir.path().join("key.pem"), "old").unwrap();
+        std::fs::set_permissions(
+            dir.path().join("key.pem"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let files = self_signed(&["cafe.example.com".into()], dir.path()).unwrap();
+        assert_eq!(mode(&files.key), 0o600);
+        let pem = std::fs::read_to_string(&files.key).unwrap();
+        assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
+    }
 }

@@ -66,6 +66,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     for case in &scn.cases {
         paths::join_plain(Path::new(""), "case name", &case.name).map_err(RunError::Invalid)?;
     }
+    fd_budget(scn)?;
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
     let tls = certificate(scn, &scratch.0)?;
     if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
@@ -264,6 +265,44 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                     one_line(&msg)
                 ))
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before anything starts, that each case's sockets fit under the open-files limit
+/// (raising the soft limit toward the hard one if needed). The loads and the backends live in
+/// this process, so every connection counts twice: the load's end and, through the proxy or
+/// directly, a backend's end.
+fn fd_budget(scn: &Scenario) -> Result<(), RunError> {
+    use load::fds;
+    for case in &scn.cases {
+        let conns: u64 = case.loads.iter().map(|l| u64::from(l.connections)).sum();
+        let threads: u64 = case
+            .loads
+            .iter()
+            .map(|l| u64::from(l.threads.min(l.connections)))
+            .sum();
+        let listeners: u64 = case.backends.iter().map(|g| u64::from(g.count)).sum();
+        let open = fds::open_now();
+        let need = fds::needed(2 * conns + listeners, threads, open);
+        let soft = fds::raise_for(need).map_err(|e| RunError::Failed(e.to_string()))?;
+        if need > soft {
+            let biggest = case.loads.iter().max_by_key(|l| l.connections);
+            let line = biggest
+                .and_then(|l| case.load_lines.get(&l.name))
+                .copied()
+                .unwrap_or(1);
+            return Err(RunError::Invalid(format!(
+                "{}:{line}: case '{}': its loads' {conns} connections need {need} open files \
+                 (2 x {conns} sockets: the loads' and the backends' ends, {listeners} backend \
+                 listeners, {} for {threads} load threads, {open} already open, {} spare), but \
+                 the open-files limit (ulimit -n) is {soft}",
+                scn.file,
+                case.name,
+                threads * fds::PER_THREAD,
+                fds::SLACK
+            )));
         }
     }
     Ok(())

@@ -85,6 +85,8 @@ pub struct Case {
     pub config_lines: BTreeMap<String, ItemLines>,
     /// Loads, which run concurrently (each from its own `start`).
     pub loads: Vec<LoadSpec>,
+    /// The scenario line of each load, by name, for errors found before the run starts.
+    pub load_lines: BTreeMap<String, usize>,
     /// Actions, expanded into single steps and sorted by time.
     pub steps: Vec<Step>,
     /// Checks evaluated after the case.
@@ -810,6 +812,7 @@ fn build_case(
         config_lines.insert(n, lines);
     }
     let mut loads = Vec::new();
+    let mut load_lines = BTreeMap::new();
     let mut load_names = BTreeSet::new();
     for l in doc.loads {
         let span = l.span();
@@ -818,6 +821,7 @@ fn build_case(
         if !load_names.insert(spec.name.clone()) {
             return Err(err(span, format!("load '{}' is defined twice", spec.name)));
         }
+        load_lines.insert(spec.name.clone(), layers::line_of(&src.text, span.start));
         loads.push(spec);
     }
     if loads.is_empty() {
@@ -888,6 +892,7 @@ fn build_case(
         proxy_lines: ItemLines::default(),
         config_lines,
         loads,
+        load_lines,
         steps,
         checks,
         backend_threads: doc.backend_threads.max(1),

@@ -409,6 +409,24 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert_eq!(r.checks[0].actual, "no data: no reload happened");
 
+    // More connections than the open-files limit can hold: refused before anything starts,
+    // at the load's line, with the numbers.
+    let d = tmp.path().join("fds");
+    fs::create_dir_all(&d).unwrap();
+    let (out, dir) = run_scenario(
+        &d,
+        &small("", "").replace("connections = 2", "connections = 1000000"),
+        &[],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("scenario.toml:15: case 'main': its loads' 1000000 connections need"),
+        "{err}"
+    );
+    assert!(err.contains("the open-files limit (ulimit -n) is"), "{err}");
+    assert!(dir.is_none(), "nothing is written");
+
     // The help lists the codes.
     let help = Command::new(bin())
         .args(["run", "--help"])

@@ -43,9 +43,25 @@ fn limits() -> Result<(u64, u64), Error> {
 pub fn ensure(connections: u64, threads: u64) -> Result<(), Error> {
     let open = open_now();
     let need = needed(connections, threads, open);
-    let (soft, hard) = limits()?;
+    let soft = raise_for(need)?;
     if need <= soft {
         return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "{connections} connections need {need} open files ({connections} sockets, {} for {threads} \
+         threads, {open} already open, {SLACK} spare), but the open-files limit (ulimit -n) is \
+         {soft}: use at most {} connections",
+        threads * PER_THREAD,
+        soft.saturating_sub(need - connections)
+    )))
+}
+
+/// The soft open-files limit after raising it toward the hard one when `need` exceeds it, for
+/// callers that count descriptors their own way (a scenario run holds backends too).
+pub fn raise_for(need: u64) -> Result<u64, Error> {
+    let (soft, hard) = limits()?;
+    if need <= soft {
+        return Ok(soft);
     }
     if hard > soft {
         let target = if hard == libc::RLIM_INFINITY {
@@ -57,20 +73,10 @@ pub fn ensure(connections: u64, threads: u64) -> Result<(), Error> {
             rlim_cur: target,
             rlim_max: hard,
         };
-        // Failing to raise it is not an error in itself: the check below decides.
+        // Failing to raise it is not an error in itself: the caller compares.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
-    let (soft, _) = limits()?;
-    if need <= soft {
-        return Ok(());
-    }
-    Err(Error::Invalid(format!(
-        "{connections} connections need {need} open files ({connections} sockets, {} for {threads} \
-         threads, {open} already open, {SLACK} spare), but the open-files limit (ulimit -n) is \
-         {soft}: use at most {} connections",
-        threads * PER_THREAD,
-        soft.saturating_sub(need - connections)
-    )))
+    Ok(limits()?.0)
 }
 
 #[cfg(test)]

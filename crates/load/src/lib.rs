@@ -15,7 +15,7 @@ mod aggregate;
 pub mod codec;
 mod config;
 mod conn;
-mod fds;
+pub mod fds;
 mod interrupt;
 mod pacer;
 pub mod probe;

@@ -93,6 +93,11 @@ fn write_results_creates_every_file() {
         );
     }
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    // Each error kind carries the first message the load saw.
+    assert!(
+        md.contains("| connect to 127.0.0.1:8080: Connection refused (os error 111) |"),
+        "{md}"
+    );
     let links = linked_charts(&md);
     // 3 per closed-loop load with failures (2), 3 for the limiter load, cpu, memory, stub,
     // reloads, one series.

@@ -109,7 +109,13 @@ fn failures(out: &mut String, l: &LoadSummary) {
     if l.error_total() == 0 {
         return;
     }
-    let mut t = Table::new(&["Error kind", ">Count", ">Share of attempts", "wrk column"]);
+    let mut t = Table::new(&[
+        "Error kind",
+        ">Count",
+        ">Share of attempts",
+        "wrk column",
+        "First message",
+    ]);
     for k in ErrorKind::ALL {
         let n = l.errors.get(&k).copied().unwrap_or(0);
         if n == 0 {
@@ -126,6 +132,7 @@ fn failures(out: &mut String, l: &LoadSummary) {
             count(n),
             fmt::pct(n, attempts),
             bucket.to_string(),
+            l.error_messages.get(&k).map_or("-", String::as_str).to_string(),
         ]);
     }
     out.push_str(&t.render());

@@ -9,7 +9,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test bench fuzz deps build lint clean
+.PHONY: run test bench soak fuzz deps test-deps build lint clean
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -28,6 +28,20 @@ deps:
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 
+## test-deps: what the tests use besides nginx: openssl and curl (the TLS trust tests compare
+## with them), python3, pgrep and setsid (bench/soak.sh)
+test-deps: deps
+	@need=""; \
+	 command -v openssl >/dev/null 2>&1 || need="$$need openssl"; \
+	 command -v curl >/dev/null 2>&1 || need="$$need curl ca-certificates"; \
+	 command -v python3 >/dev/null 2>&1 || need="$$need python3"; \
+	 command -v pgrep >/dev/null 2>&1 || need="$$need procps"; \
+	 command -v setsid >/dev/null 2>&1 || need="$$need util-linux"; \
+	 if [ -n "$$need" ]; then \
+	   echo "installing from Debian packages:$$need"; \
+	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \
+	 fi
+
 ## build: the release binary
 build: deps
 	$(CARGO) build --release --locked
@@ -41,13 +55,19 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release --locked -- -D warnings
 
-## test: the whole suite (lint, unit tests, end-to-end tests against real nginx)
-test: lint
+## test: the whole suite (lint, unit tests, end-to-end tests against real nginx, a 60 s soak,
+## a few seconds of fuzzing per parser)
+test: lint test-deps
 	$(CARGO) test --workspace --release --locked --no-fail-fast
 
-## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx)
+## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx); not the soak
 bench: build
-	@for s in bench/*.sh; do echo "== $$s"; bash "$$s" || exit 1; done
+	@for s in bench/*.sh; do [ "$$s" = bench/soak.sh ] && continue; echo "== $$s"; bash "$$s" || exit 1; done
+
+## soak: 30 minutes of open-loop load through nginx reloaded every minute (SOAK_SECONDS,
+## SOAK_RATE, RELOAD_EVERY change it); prints RSS and fds of the load and the backend
+soak: build test-deps
+	bash bench/soak.sh
 
 ## fuzz: every parser fuzzed from its corpus for FUZZ_SECONDS each (default 60; make test runs a few)
 FUZZ_SECONDS ?= 60

@@ -132,7 +132,10 @@ fn failures(out: &mut String, l: &LoadSummary) {
             count(n),
             fmt::pct(n, attempts),
             bucket.to_string(),
-            l.error_messages.get(&k).map_or("-", String::as_str).to_string(),
+            l.error_messages
+                .get(&k)
+                .map_or("-", String::as_str)
+                .to_string(),
         ]);
     }
     out.push_str(&t.render());

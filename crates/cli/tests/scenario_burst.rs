@@ -1,7 +1,8 @@
 //! The built-in `burst-handling` scenario in its quick form, through the binary, against a real
-//! nginx with `limit_req`: every check (including the burst analysis' theory checks) passes, and
-//! data.json holds the nine cases with their tables, queue-depth series and counts that the
-//! leaky-bucket algorithm fixes by construction.
+//! nginx with `limit_req`: every check (including the burst analysis' theory checks, judged on the
+//! arrival times nginx logged) passes at the first attempt, and data.json holds the nine cases
+//! with their tables, queue-depth series and counts that the leaky-bucket algorithm fixes by
+//! construction.
 
 use model::CaseResult;
 mod common;
@@ -38,35 +39,73 @@ fn counts(c: &CaseResult) -> (u64, u64, u64) {
     )
 }
 
-fn within(v: u64, want: u64, tol: u64) -> bool {
-    v.abs_diff(want) <= tol
+/// The model's drift table: (model at send times, model at nginx's arrivals, what the drift
+/// moved as (low, high) in accepted requests, the largest arrival delay in ms).
+fn drift(c: &CaseResult) -> (String, String, (i64, i64), u64) {
+    let t = c
+        .tables
+        .iter()
+        .find(|t| t.title.ends_with("model at send times vs nginx's arrivals"))
+        .unwrap_or_else(|| panic!("{}: no drift table", c.name));
+    let row = |q: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[0].starts_with(q))
+            .unwrap_or_else(|| panic!("{}: no row {q}: {:?}", c.name, t.rows))
+    };
+    let accepted = row("Accepted (2xx)");
+    let moved: Vec<i64> = row("Prediction moved by the drift")[2]
+        .split(" .. ")
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let delay = row("Arrival delay after the intended send")[2]
+        .parse()
+        .unwrap();
+    (
+        accepted[1].clone(),
+        accepted[2].clone(),
+        (moved[0], *moved.last().unwrap()),
+        delay,
+    )
+}
+
+/// Whether `ok` is within `lo..=hi` give or take `tol`, once the bounds move by what the
+/// drift from the intended send times to nginx's arrivals moved in the model.
+fn between(c: &CaseResult, ok: u64, (lo, hi): (u64, u64), tol: u64) -> bool {
+    let (_, _, (dlo, dhi), _) = drift(c);
+    let (down, up) = ((-dlo).max(0) as u64, dhi.max(0) as u64);
+    ok + tol + down >= lo && ok <= hi + tol + up
+}
+
+/// [`between`] for one value.
+fn near(c: &CaseResult, ok: u64, want: u64, tol: u64) -> bool {
+    between(c, ok, (want, want), tol)
 }
 
 #[test]
 fn burst_handling_quick_passes_its_theory() {
+    // No rerun: the theory checks judge by the arrival times nginx logged, so a stall of this
+    // shared machine (which the quick form's 10-20x time compression magnifies) moves the
+    // prediction, not the verdict. What the drift moved is printed for the record.
     let tmp = tempfile::tempdir().unwrap();
-    let Quick {
-        mut r,
-        mut dir,
-        mut code,
-        mut text,
-    } = run_quick("burst-handling", &tmp.path().join("first"));
-    if !r.checks_passed() {
-        // The quick form compresses the attacks' time tenfold to twentyfold, so a stall of this
-        // shared 2-core machine weighs ten to twenty times what it would in the full form (a
-        // 150 ms scheduling stall is a 1.5 s outage there). A real model or engine fault fails
-        // every time; a stall does not repeat in the same place. So one rerun, with the first
-        // attempt's failures on record.
-        for k in r.checks.iter().filter(|k| !k.pass) {
-            eprintln!(
-                "first attempt failed: [{}] {} (expected {}, actual {})",
-                k.case.as_deref().unwrap_or("-"),
-                k.name,
-                k.expected,
-                k.actual
-            );
-        }
-        Quick { r, dir, code, text } = run_quick("burst-handling", &tmp.path().join("second"));
+    let Quick { r, dir, code, text } = run_quick("burst-handling", tmp.path());
+    for k in r.checks.iter().filter(|k| !k.pass) {
+        eprintln!(
+            "failed: [{}] {} (expected {}, actual {})",
+            k.case.as_deref().unwrap_or("-"),
+            k.name,
+            k.expected,
+            k.actual
+        );
+    }
+    for c in &r.cases {
+        let (sent, nginx, (lo, hi), delay) = drift(c);
+        let (_, ok, _) = counts(c);
+        eprintln!(
+            "{}: accepted {ok}; model at send times {sent}, at nginx's arrivals {nginx}; \
+             drift moved {lo:+}..{hi:+}; arrivals up to {delay} ms late",
+            c.name
+        );
     }
     assert_eq!(code, Some(0), "{text}");
     assert!(r.checks_passed(), "{text}");
@@ -102,10 +141,14 @@ fn burst_handling_quick_passes_its_theory() {
             .collect();
         assert!(
             mine.iter()
-                .any(|n| n.starts_with("accepted count within the limit_req model")),
+                .any(|n| n
+                    .starts_with("accepted count within the limit_req model's range for nginx's")),
             "{}: {mine:?}",
             c.name
         );
+        // The model ran on every request's logged arrival.
+        let nginx_n: u64 = c.logs.limit_req_lines.len() as u64;
+        assert_eq!(nginx_n, c.loads[0].requests, "{}", c.name);
         // nginx's own view agrees with the client's, request for request.
         let (n, ok, limited) = counts(c);
         let l = &c.logs.limit_req_status;
@@ -117,13 +160,14 @@ fn burst_handling_quick_passes_its_theory() {
 
     // Counts the algorithm fixes, identical in the quick form (rates x10 or x20, time /10 or /20).
     // A send that left late (the schedule counts them) can change one decision, and a stall of
-    // nginx's worker up to 100 ms can change a few more.
+    // the client or of nginx's worker a few more: the bounds move by what the drift moved in the
+    // model (nginx's arrivals against the intended sends).
     let late = |c: &CaseResult| c.loads[0].schedule.as_ref().map_or(0, |s| s.late);
     let c = case(&r, "2rps");
     let (n, ok, _) = counts(c);
     assert_eq!(n, 120);
     assert!(
-        ok + late(c) + 2 >= n,
+        near(c, ok, n, late(c) + 2),
         "below the limit all pass: {ok} of {n}"
     );
     // At the limit, evenly paced: between every arrival and every other one passes; the tick
@@ -132,7 +176,7 @@ fn burst_handling_quick_passes_its_theory() {
     let (n, ok, _) = counts(c);
     assert_eq!(n, 180);
     assert!(
-        ok + late(c) + 3 >= 90 && ok <= 120 + late(c) + 3,
+        between(c, ok, (90, 120), late(c) + 3),
         "3rps-even: {ok} of {n}"
     );
     // 3x the limit, burst 0: every 3rd or 4th arrival (135..180 of 540).
@@ -140,27 +184,26 @@ fn burst_handling_quick_passes_its_theory() {
     let (n, ok, _) = counts(c);
     assert_eq!(n, 540);
     assert!(
-        ok + late(c) + 4 >= 135 && ok <= 180 + late(c) + 4,
+        between(c, ok, (135, 180), late(c) + 4),
         "9rps-burst0-even: {ok}"
     );
     // Poisson at 3x: 1/(1 + 3 x 0.334) of the arrivals' 1/3 share, about 25%.
-    let (n, ok, _) = counts(case(&r, "9rps-burst0-poisson"));
-    let ratio = ok as f64 / n as f64;
-    assert!(
-        (0.18..0.32).contains(&ratio),
-        "9rps-burst0-poisson: {ok} of {n}"
-    );
+    let c = case(&r, "9rps-burst0-poisson");
+    let (n, ok, _) = counts(c);
+    assert!(near(c, ok, 135, 38), "9rps-burst0-poisson: {ok} of {n}");
     // Burst queues: accepted = limit periods of the attack + burst until the burst covers it.
     for (name, want) in [("9rps-burst100", 280), ("9rps-burst300", 480)] {
-        let (n, ok, _) = counts(case(&r, name));
+        let c = case(&r, name);
+        let (n, ok, _) = counts(c);
         assert_eq!(n, 540);
-        assert!(within(ok, want, 8), "{name}: {ok}");
+        assert!(near(c, ok, want, 8), "{name}: {ok}");
     }
     let (n, ok, limited) = counts(case(&r, "9rps-burst400"));
     assert_eq!((n, ok, limited), (540, 540, 0));
-    let (n, ok, _) = counts(case(&r, "9rps-burst400-120s"));
+    let c = case(&r, "9rps-burst400-120s");
+    let (n, ok, _) = counts(c);
     assert_eq!(n, 1080);
-    assert!(within(ok, 760, 12), "9rps-burst400-120s: {ok}");
+    assert!(near(c, ok, 760, 12), "9rps-burst400-120s: {ok}");
 
     // The queue really filled: the deepest measured queue of burst 400 is the 360 the attack's
     // excess leaves, and the 120 s case tops out at the burst.

@@ -213,6 +213,32 @@ pub struct LogSummary {
     /// logs were read. Checks on the logs fail with "no data" rather than read zeros.
     #[serde(default)]
     pub missing: Option<String>,
+    /// Access-log lines of rate-limited requests (`$limit_req_status` set), in log order, so an
+    /// analysis can replay limit_req on the arrival times nginx itself logged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limit_req_lines: Vec<LimitReqLine>,
+}
+
+/// One access-log line of a rate-limited request: when nginx read it and what limit_req did,
+/// on nginx's own clock (a stall of the client or of nginx shows in these times).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitReqLine {
+    /// When nginx read the request (`$msec - $request_time`: the request's start, taken in the
+    /// event-loop turn whose cached clock limit_req reads), ms since the Unix epoch.
+    pub start_ms: u64,
+    /// When nginx logged it (`$msec`), ms since the Unix epoch.
+    pub end_ms: u64,
+    /// `$status`.
+    pub status: u16,
+    /// `$limit_req_status`: `PASSED`, `DELAYED`, `REJECTED` or a `_DRY_RUN` form.
+    pub limit: String,
+}
+
+impl LimitReqLine {
+    /// Whether limit_req let the request through (`PASSED` or `DELAYED`).
+    pub fn accepted(&self) -> bool {
+        self.limit == "PASSED" || self.limit == "DELAYED"
+    }
 }
 
 /// Error-log lines that share a message once addresses, ids and times are removed.

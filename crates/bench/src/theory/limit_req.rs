@@ -7,10 +7,14 @@
 //! accepted (`excess = e`, and `last = now` when `now != last`) and delayed by
 //! `(e - delay*1000) / rate` seconds when `e` exceeds the `delay` threshold (`nodelay` means never).
 //!
-//! nginx's clock is `ngx_current_msec`, read from CLOCK_MONOTONIC_COARSE: it advances in kernel
-//! ticks (4 ms with HZ=250), not in milliseconds. So the outcome depends on where arrivals fall
-//! relative to tick boundaries, a phase the client cannot know; [`predict`] simulates the run at
-//! evenly spaced phases across one tick and reports the range of outcomes.
+//! nginx's clock is `ngx_current_msec`, cached once per event-loop turn. nginx 1.22 on Linux reads
+//! it from CLOCK_MONOTONIC right after `gettimeofday` (the disassembly of Debian's binary passes
+//! clock id 1), so the arrival times its access log gives (`$msec - $request_time`) are the
+//! limiter's `now` up to a constant offset and a millisecond of truncation. Seen from the client's
+//! send times, decisions fall on a coarser grid (the turns come late on a busy worker), which the
+//! send-time model takes as the coarse clock's tick (4 ms with HZ=250). Either way the outcome
+//! depends on where arrivals fall against the grid, a phase no one can see; [`predict`] simulates
+//! the run at evenly spaced phases across one tick and reports the range of outcomes.
 
 /// A `limit_req` configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -4,7 +4,7 @@
 //! Files are streamed line by line, so size does not matter, and can be read incrementally from
 //! a byte offset.
 
-use model::{LogGroup, LogSummary};
+use model::{LimitReqLine, LogGroup, LogSummary};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -17,6 +17,10 @@ pub const MAX_GROUPS: usize = 200;
 
 /// 499 lines kept verbatim as examples.
 pub const MAX_499_EXAMPLES: usize = 5;
+
+/// Most rate-limited access-log lines kept verbatim in [`LogSummary::limit_req_lines`] (the
+/// counts stay exact beyond it; an analysis that needs every line compares the two).
+pub const MAX_LIMIT_REQ_LINES: usize = 200_000;
 
 /// Summarises whole access and error logs (missing files count as empty).
 pub fn summarize(access_logs: &[PathBuf], error_logs: &[PathBuf]) -> io::Result<LogSummary> {
@@ -46,6 +50,10 @@ struct AccessLine<'a> {
     upstream_status: Cow<'a, str>,
     #[serde(default, borrow)]
     limit_req_status: Cow<'a, str>,
+    #[serde(default)]
+    msec: Option<f64>,
+    #[serde(default)]
+    request_time: Option<f64>,
 }
 
 /// Who produced a non-2xx/3xx answer: `upstream` when the last upstream attempt returned this
@@ -96,6 +104,19 @@ impl Summarizer {
         *s.limit_req_status
             .entry(or_dash(&a.limit_req_status))
             .or_insert(0) += 1;
+        if let (false, Some(msec)) = (a.limit_req_status.trim().is_empty(), a.msec) {
+            if s.limit_req_lines.len() < MAX_LIMIT_REQ_LINES {
+                // Both have millisecond resolution; round away the float's representation.
+                let end_ms = (msec * 1000.0).round() as u64;
+                let took_ms = (a.request_time.unwrap_or(0.0) * 1000.0).round() as u64;
+                s.limit_req_lines.push(LimitReqLine {
+                    start_ms: end_ms.saturating_sub(took_ms),
+                    end_ms,
+                    status: a.status,
+                    limit: a.limit_req_status.trim().to_string(),
+                });
+            }
+        }
         if a.upstream_addr.trim().is_empty() {
             *s.upstream_addr.entry("-".into()).or_insert(0) += 1;
         } else {
@@ -378,5 +399,39 @@ mod tests {
         assert_eq!(sum.limit_req_status.get("PASSED"), Some(&1));
         assert_eq!(sum.limit_req_status.get("-"), Some(&2));
         assert_eq!(sum.examples_499.len(), 1);
+        // Only the rate-limited line is kept, and it has no $msec here.
+        assert!(sum.limit_req_lines.is_empty());
+    }
+
+    #[test]
+    fn rate_limited_lines_keep_their_start_on_nginx_clock() {
+        let mut s = Summarizer::default();
+        // A request delayed 1.234 s in the queue, one refused at once, one not rate limited.
+        s.access_line(r#"{"msec":1764043810.123,"status":200,"request_time":1.234,"limit_req_status":"DELAYED"}"#);
+        s.access_line(r#"{"msec":1764043809.001,"status":503,"request_time":0.000,"limit_req_status":"REJECTED"}"#);
+        s.access_line(
+            r#"{"msec":1764043809.002,"status":200,"request_time":0.001,"limit_req_status":""}"#,
+        );
+        let sum = s.finish();
+        let got: Vec<(u64, u64, u16, &str, bool)> = sum
+            .limit_req_lines
+            .iter()
+            .map(|l| {
+                (
+                    l.start_ms,
+                    l.end_ms,
+                    l.status,
+                    l.limit.as_str(),
+                    l.accepted(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1_764_043_808_889, 1_764_043_810_123, 200, "DELAYED", true),
+                (1_764_043_809_001, 1_764_043_809_001, 503, "REJECTED", false),
+            ]
+        );
     }
 }

@@ -1,15 +1,16 @@
 //! One case's measurements beside the model: the vegeta block, the predicted-vs-measured
 //! table with its explanation, the queue-depth series and the findings.
 
+use super::logged::Logged;
 use super::measured::Measured;
 use super::prediction::{even_cycle, mixed_cycle, sigma, Lateness, Prediction};
 use super::text::{cycles, fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
 use super::{
-    model_limit, JITTER_RUNS, MODEL, NGINX_STALL_S, PHASES, REPORT, SERIES_POINTS, SIGMAS,
+    model_limit, DRIFT, JITTER_RUNS, LOG_CLOCK_US, MODEL, PHASES, REPORT, SERIES_POINTS, SIGMAS,
 };
 use crate::scenario::{ArrivalsSpec, LoadSpec};
 use crate::theory::limit_req::{self, Limit, Outcome};
-use model::{LoadSummary, RequestRecord, Series, Table};
+use model::{LoadSummary, LogSummary, RequestRecord, Series, Table};
 use proxy::config::RateLimit;
 use std::fmt::Write;
 
@@ -27,8 +28,12 @@ pub(super) struct Analysis<'a> {
     pub(super) tick_us: u64,
     /// What the client saw.
     pub(super) m: Measured,
-    /// What the model predicts for these arrivals.
-    pub(super) p: Prediction,
+    /// What the model predicts for the intended send times (informative: beside the verdict's
+    /// prediction it shows how far the generator and the machine drifted).
+    pub(super) sent: Prediction,
+    /// nginx's logged arrivals and the model's prediction on them, which the checks judge
+    /// by; or why there are none (`no data: ...`).
+    pub(super) nginx: Result<(Logged, Prediction), String>,
     /// Planned attack length (s).
     pub(super) attack_s: f64,
     /// First intended send (µs from the origin).
@@ -44,6 +49,7 @@ impl<'a> Analysis<'a> {
         summary: &'a LoadSummary,
         rl: &'a RateLimit,
         recs: &[RequestRecord],
+        logs: &LogSummary,
         tick_us: u64,
     ) -> Analysis<'a> {
         let limit = model_limit(rl);
@@ -51,12 +57,27 @@ impl<'a> Analysis<'a> {
         // Each arrival reaches the limiter some unknown time after its intended send: nginx
         // reads its coarse clock up to a tick late, and some sends left late.
         let late = Lateness::of(summary.schedule.as_ref());
-        let p = Prediction::new(limit, &m.intended, tick_us, late, &m.accepted);
+        let sent = Prediction::new(limit, &m.intended, tick_us, tick_us, late, &m.accepted);
         let start_us = m
             .intended
             .first()
             .copied()
             .unwrap_or((spec.start.0.as_secs_f64() * 1e6) as u64);
+        // limit_req reads nginx's millisecond monotonic clock in the event-loop turn whose
+        // wall-clock time the log gives, truncated to the millisecond. The two clocks' offset
+        // has an unknown sub-millisecond part (the phase) and each arrival's own sub-millisecond
+        // part is lost (the jitter), so both stay in the envelope.
+        let nginx = Logged::new(logs, &m.intended, start_us).map(|l| {
+            let p = Prediction::new(
+                limit,
+                &l.arrivals_us,
+                LOG_CLOCK_US,
+                LOG_CLOCK_US,
+                Lateness::default(),
+                &l.accepted,
+            );
+            (l, p)
+        });
         let last_us = m.completed.last().copied().unwrap_or(start_us);
         let attack_s = spec
             .duration
@@ -71,10 +92,34 @@ impl<'a> Analysis<'a> {
             tick_us,
             total_s: (last_us.saturating_sub(start_us)) as f64 / 1e6,
             m,
-            p,
+            sent,
+            nginx,
             attack_s,
             start_us,
         }
+    }
+
+    /// The prediction the verdict uses: on nginx's logged arrivals, or on the send times when
+    /// the log gave none (the checks then fail with "no data").
+    pub(super) fn p(&self) -> &Prediction {
+        match &self.nginx {
+            Ok((_, p)) => p,
+            Err(_) => &self.sent,
+        }
+    }
+
+    /// nginx's logged arrivals, when the access log had them.
+    pub(super) fn logged(&self) -> Option<&Logged> {
+        self.nginx.as_ref().ok().map(|(l, _)| l)
+    }
+
+    /// Accepted requests the drift from the intended send times to nginx's arrivals moved in
+    /// the model: (low end, high end) of the nginx envelope less the send-time one's.
+    pub(super) fn drift(&self) -> (i64, i64) {
+        let (s, n) = (&self.sent, self.p());
+        let lo = n.env_lo as i64 - s.env_lo as i64;
+        let hi = n.env_hi as i64 - s.env_hi as i64;
+        (lo.min(hi), lo.max(hi))
     }
 
     /// The attack's planned rate (r/s).
@@ -92,54 +137,21 @@ impl<'a> Analysis<'a> {
         self.summary.schedule.as_ref().map_or(0, |s| s.late)
     }
 
-    /// An upper bound on the sends that left more than `threshold_us` late, from the schedule's
-    /// summary: none past the largest lateness, at most 1% past its 99th percentile, at most the
-    /// late count past its 1 ms threshold, otherwise all of them.
-    pub(super) fn late_beyond(&self, threshold_us: f64) -> u64 {
-        let n = self.m.n();
-        let Some(s) = self.summary.schedule.as_ref() else {
-            return 0;
-        };
-        if threshold_us >= s.late_max_us as f64 {
-            0
-        } else if threshold_us >= s.late_p99_us as f64 && threshold_us >= s.late_threshold_us as f64
-        {
-            n.div_ceil(100).min(s.late)
-        } else if threshold_us >= s.late_threshold_us as f64 {
-            s.late
-        } else {
-            n
-        }
-    }
-
-    /// Decisions an unseen stall of nginx's worker can move: while the bucket is empty, a
-    /// worker kept off the CPU for [`NGINX_STALL_S`] reads the arrivals of that time together,
-    /// and the leak it could not count (rate x stall) is lost.
-    pub(super) fn stall_slack(&self) -> u64 {
-        (self.limit.rate * NGINX_STALL_S).ceil() as u64
-    }
-
-    /// Slack on the model's envelope: one request, one decision per send later than the
-    /// envelope's jitter bound, and what a stall of nginx's worker can move.
-    pub(super) fn slack(&self) -> (u64, u64) {
-        let late = self.late_beyond(self.p.jitter_us as f64);
-        (1 + late + self.stall_slack(), late)
-    }
-
     /// Predicted total length (s): from the first arrival until the last accepted request
     /// leaves the queue (or the last arrival, when nothing waits).
     pub(super) fn predicted_total_s(&self) -> (f64, f64) {
         let last = self.last_arrival_s();
-        let (a, b) = self.p.drained_ms;
+        let (a, b) = self.p().drained_ms;
         ((a as f64 / 1000.0).max(last), (b as f64 / 1000.0).max(last))
     }
 
-    /// The last intended send, seconds after the first.
+    /// The last arrival the verdict's model saw (nginx's, else the last intended send),
+    /// seconds after the first.
     pub(super) fn last_arrival_s(&self) -> f64 {
-        self.m
-            .intended
+        let arrivals = self.logged().map_or(&self.m.intended, |l| &l.arrivals_us);
+        arrivals
             .last()
-            .map_or(0.0, |&t| (t - self.start_us) as f64 / 1e6)
+            .map_or(0.0, |&t| t.saturating_sub(self.start_us) as f64 / 1e6)
     }
 
     /// Throughput from the first to the last accepted answer (r/s), the rate the queue drains at.
@@ -220,7 +232,7 @@ impl<'a> Analysis<'a> {
     /// Predicted vs measured vs nginx's log, with the notes that explain them.
     pub(super) fn model_table(&self, case: &str, logs: &model::LogSummary) -> Table {
         let n = self.m.n();
-        let (plo, phi) = (self.p.env_lo, self.p.env_hi);
+        let (plo, phi) = (self.p().env_lo, self.p().env_hi);
         let range = |a: String, b: String| if a == b { a } else { format!("{a} .. {b}") };
         let nginx_ok = log_count(logs, "PASSED") + log_count(logs, "DELAYED");
         let (tlo, thi) = self.predicted_total_s();
@@ -244,7 +256,7 @@ impl<'a> Analysis<'a> {
             ),
             row(
                 "Accepted, arrivals exactly on time",
-                range(self.p.lo.to_string(), self.p.hi.to_string()),
+                range(self.p().lo.to_string(), self.p().hi.to_string()),
                 "-".into(),
                 "-".into(),
             ),
@@ -289,12 +301,12 @@ impl<'a> Analysis<'a> {
             ),
             row(
                 "Deepest queue",
-                self.p.max_queue().to_string(),
+                self.p().max_queue().to_string(),
                 format!("{} in flight", self.m.max_in_flight()),
                 "-".into(),
             ),
         ];
-        if self.p.delayed() > 0 {
+        if self.p().delayed() > 0 {
             rows.push(row(
                 "Throughput first to last 2xx",
                 format!("{:.2}", self.limit.rate),
@@ -324,7 +336,7 @@ impl<'a> Analysis<'a> {
         }
         if self.limit.burst == 0 {
             let model: Vec<bool> = self
-                .p
+                .p()
                 .sim
                 .outcomes
                 .iter()
@@ -333,25 +345,48 @@ impl<'a> Analysis<'a> {
             rows.push(row(
                 "Arrivals per accepted request (cycles)",
                 format!("{} (on time, phase 0)", cycles(&model)),
-                cycles(&self.m.accepted),
+                cycles(self.logged().map_or(&self.m.accepted, |l| &l.accepted)),
                 "-".into(),
             ));
         }
         rows.push(row(
             "Decisions unlike the best-matching phase",
             "0".into(),
-            format!("{} of {n}", self.p.best_mismatch),
+            format!("{} of {n}", self.p().best_mismatch),
             "-".into(),
         ));
+        let what = match &self.nginx {
+            Ok(_) => format!(
+                "the arrival times nginx logged for these {n} requests ($msec - $request_time, \
+                 whole milliseconds; a stall of the client or of nginx is in them)"
+            ),
+            Err(e) => format!(
+                "these {n} requests' intended send times, because the access log gave no arrival \
+                 times ({e}), so the checks fail"
+            ),
+        };
+        let jitter = match &self.nginx {
+            Ok(_) => "each arrival read up to the millisecond the log truncates later".to_string(),
+            Err(_) => format!(
+                "each arrival read up to a tick late, and as many with the schedule's share of \
+                 late sends, each up to its 99th-percentile lateness of {} ms, later",
+                fmt_ms(self.p().jitter_us)
+            ),
+        };
+        let clock = match &self.nginx {
+            Ok(_) => "on limit_req's millisecond clock (nginx's CLOCK_MONOTONIC, read in the same \
+                      event-loop turn as the logged wall-clock time, at a sub-millisecond offset \
+                      the log cannot show)"
+                .to_string(),
+            Err(_) => format!("on a {} ms clock grid", fmt_ms(self.tick_us)),
+        };
         let mut notes = vec![format!(
-            "Predicted: the limit_req algorithm (rate {} r/s, burst {}, {}) replayed over these {n} \
-             requests' intended send times on nginx's clock, which moves in {} ms ticks. On time, \
-             at {PHASES} phases of the tick, it accepts {}; with jitter ({JITTER_RUNS} random \
-             draws of each arrival read up to a tick late, and as many with the schedule's share of \
-             late sends, each up to its 99th-percentile lateness of {} ms, later), {}. The schedule \
-             had {} sends over 1 ms late. The decisions row \
-             counts requests whose fate differs from the on-time model at its best-matching phase: \
-             jitter against the tick. nginx's own view is its access log's $limit_req_status.",
+            "Predicted: the limit_req algorithm (rate {} r/s, burst {}, {}) replayed over {what}, \
+             {clock}. At {PHASES} phases of the clock it accepts {}; with jitter ({JITTER_RUNS} \
+             random draws of the phase, {jitter}), {}. The decisions row counts requests whose \
+             fate differs from the model at its best-matching phase. nginx's own view is its \
+             access log's $limit_req_status. The model on the intended send times is in the \
+             drift table.",
             fmt_rate(self.limit.rate),
             self.limit.burst,
             if self.limit.delay == 0 {
@@ -359,11 +394,8 @@ impl<'a> Analysis<'a> {
             } else {
                 format!("delay {}", self.limit.delay)
             },
-            fmt_ms(self.tick_us),
-            range(self.p.lo.to_string(), self.p.hi.to_string()),
-            fmt_ms(self.p.jitter_us),
-            range(self.p.env_lo.to_string(), self.p.env_hi.to_string()),
-            self.late()
+            range(self.p().lo.to_string(), self.p().hi.to_string()),
+            range(self.p().env_lo.to_string(), self.p().env_hi.to_string()),
         )];
         notes.push(self.explain());
         Table {
@@ -373,6 +405,90 @@ impl<'a> Analysis<'a> {
                 .to_vec(),
             rows,
             notes,
+        }
+    }
+
+    /// The model on the intended send times beside the model on nginx's arrivals: how far the
+    /// generator and the machine drifted, and what that drift did to the prediction.
+    pub(super) fn drift_table(&self, case: &str) -> Table {
+        let n = self.m.n();
+        let s = &self.sent;
+        let range = |a: u64, b: u64| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a} .. {b}")
+            }
+        };
+        let row = |q: &str, a: String, b: String, c: String| vec![q.to_string(), a, b, c];
+        let dash = || "-".to_string();
+        let mut rows = vec![row(
+            "Accepted (2xx)",
+            range(s.env_lo, s.env_hi),
+            self.nginx
+                .as_ref()
+                .map_or_else(|e| e.clone(), |(_, p)| range(p.env_lo, p.env_hi)),
+            self.m.ok().to_string(),
+        )];
+        if let Ok((l, p)) = &self.nginx {
+            let (dlo, dhi) = self.drift();
+            let tick_ms = self.tick_us.div_ceil(1000);
+            rows.extend([
+                row(
+                    "Accepted, arrivals exactly on time",
+                    range(s.lo, s.hi),
+                    range(p.lo, p.hi),
+                    dash(),
+                ),
+                row(
+                    "Decisions unlike the best-matching phase",
+                    format!("{} of {n}", s.best_mismatch),
+                    format!("{} of {}", p.best_mismatch, l.n()),
+                    dash(),
+                ),
+                row(
+                    "Prediction moved by the drift (nginx less send times)",
+                    dash(),
+                    if dlo == dhi {
+                        format!("{dlo:+}")
+                    } else {
+                        format!("{dlo:+} .. {dhi:+}")
+                    },
+                    dash(),
+                ),
+                row(
+                    "Arrival delay after the intended send, largest (ms)",
+                    dash(),
+                    l.max_delay_ms().to_string(),
+                    dash(),
+                ),
+                row(
+                    &format!("Arrivals delayed over a tick ({tick_ms} ms)"),
+                    format!("{} sends over 1 ms late", self.late()),
+                    l.delayed_beyond(tick_ms).to_string(),
+                    dash(),
+                ),
+            ]);
+        }
+        Table {
+            title: format!("{case}: {DRIFT}"),
+            columns: [
+                "Quantity",
+                "Model at send times",
+                "Model at nginx's arrivals",
+                "Measured",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+            notes: vec![format!(
+                "Informative: the same model on the requests' intended send times (phases, a \
+                 tick of read jitter and the schedule's late sends) and on the times nginx read \
+                 them. The checks judge by nginx's arrivals, so a stall of the generator or of \
+                 the machine moves the prediction, not the verdict; this table shows by how much. \
+                 Delays pair intended sends and nginx's arrivals by rank and take out the least \
+                 (the two clocks' offset); millisecond resolution."
+            )],
         }
     }
 
@@ -514,7 +630,7 @@ impl<'a> Analysis<'a> {
                 unit: "requests".into(),
                 points: times
                     .iter()
-                    .map(|&t| (t as f64 / 1e6, self.p.queue_at(t) as f64))
+                    .map(|&t| (t as f64 / 1e6, self.p().queue_at(t) as f64))
                     .collect(),
             },
         ]
@@ -530,16 +646,25 @@ impl<'a> Analysis<'a> {
                 format!("{a} to {b}")
             }
         };
-        let mut f = vec![format!(
-            "{} of {n} requests passed ({:.2}%); the limit_req model gives {} for these arrival \
-             times on time and {} with up to {} ms of arrival jitter.",
-            self.m.ok(),
-            pct(self.m.ok(), n),
-            range(self.p.lo, self.p.hi),
-            range(self.p.env_lo, self.p.env_hi),
-            fmt_ms(self.p.jitter_us)
-        )];
-        if self.p.delayed() > 0 {
+        let mut f = vec![match &self.nginx {
+            Ok((l, p)) => format!(
+                "{} of {n} requests passed ({:.2}%); the limit_req model gives {} on the arrival \
+                 times nginx logged ({} on the intended send times; arrivals up to {} ms later \
+                 than intended).",
+                self.m.ok(),
+                pct(self.m.ok(), n),
+                range(p.env_lo, p.env_hi),
+                range(self.sent.env_lo, self.sent.env_hi),
+                l.max_delay_ms()
+            ),
+            Err(e) => format!(
+                "{} of {n} requests passed ({:.2}%); the limit_req model cannot be judged on \
+                 nginx's arrivals: {e}.",
+                self.m.ok(),
+                pct(self.m.ok(), n),
+            ),
+        }];
+        if self.p().delayed() > 0 {
             f.push(format!(
                 "The queue drained {} after the {} attack; 2xx answers came at {} r/s from first \
                  to last (limit {} r/s).",

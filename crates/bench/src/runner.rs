@@ -146,7 +146,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
         results.abort_reason = Some("interrupted".into());
     }
     if let Some(a) = &scn.analysis {
-        analysis::finish(a, scn, &mut results);
+        a.finish(scn, &mut results);
     }
     let _ = fs::remove_dir_all(&work);
     report::write_results(&dir, &results)
@@ -498,7 +498,12 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
     };
     let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(&result)).collect();
     if let Some(a) = &ctx.scenario.analysis {
-        checks.extend(analysis::case(a, ctx.scenario, case, &mut result, &records));
+        let input = analysis::CaseInput {
+            scenario: ctx.scenario,
+            case,
+            records: &records,
+        };
+        checks.extend(a.case(&input, &mut result));
     }
     if let Some(e) = abort {
         return Err((Some(Box::new(result)), e));

@@ -59,11 +59,28 @@ pub struct Scenario {
     /// One-line description.
     pub description: String,
     /// Built-in analysis that turns measurements into theory checks (catalogue scenarios).
-    pub analysis: Option<String>,
+    pub analysis: Option<AnalysisRef>,
     /// The cases, in the order they run.
     pub cases: Vec<Case>,
     /// Whether the quick layers were applied.
     pub quick: bool,
+}
+
+/// The analysis a scenario named, found in the registry when the file was parsed.
+#[derive(Clone, Copy)]
+pub struct AnalysisRef(pub &'static dyn crate::analysis::Analysis);
+
+impl std::fmt::Debug for AnalysisRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AnalysisRef({:?})", self.0.name())
+    }
+}
+
+impl std::ops::Deref for AnalysisRef {
+    type Target = dyn crate::analysis::Analysis;
+    fn deref(&self) -> &Self::Target {
+        self.0
+    }
 }
 
 /// One case: a complete stack and what happens to it.
@@ -631,18 +648,21 @@ impl Scenario {
             cases.push(case);
         }
         let (name, description, analysis) = meta.expect("at least one case is always built");
-        if let Some(a) = &analysis {
-            if !crate::analysis::KNOWN.contains(&a.get_ref().as_str()) {
-                return Err(src.error(
-                    Some(a.span()),
-                    format!(
-                        "unknown analysis '{}' (known: {})",
-                        a.get_ref(),
-                        crate::analysis::KNOWN.join(", ")
-                    ),
-                ));
-            }
-        }
+        let analysis = match &analysis {
+            None => None,
+            Some(a) => Some(AnalysisRef(crate::analysis::find(a.get_ref()).ok_or_else(
+                || {
+                    src.error(
+                        Some(a.span()),
+                        format!(
+                            "unknown analysis '{}' (known: {})",
+                            a.get_ref(),
+                            crate::analysis::names().join(", ")
+                        ),
+                    )
+                },
+            )?)),
+        };
         let name_ok = !name.get_ref().is_empty()
             && !name.get_ref().chars().all(|c| c == '.')
             && name
@@ -662,7 +682,7 @@ impl Scenario {
             file: src.file.clone(),
             name: name.into_inner(),
             description,
-            analysis: analysis.map(Spanned::into_inner),
+            analysis,
             cases,
             quick,
         })

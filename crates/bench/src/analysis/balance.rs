@@ -280,7 +280,7 @@ fn check(case: &str, name: String, expected: String, actual: String, pass: bool)
 }
 
 /// Runs the analysis on one case: shares, latency per path, a per-second series and checks.
-pub fn case(
+fn case(
     _scn: &Scenario,
     case: &Case,
     result: &mut CaseResult,
@@ -595,7 +595,7 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
 
 /// Adds the cross-case tables (each part's methods side by side) to the last case, the run's
 /// findings, and the check that in-flight-counting methods move traffic off the slow backend.
-pub fn finish(scn: &Scenario, results: &mut RunResults) {
+fn finish(scn: &Scenario, results: &mut RunResults) {
     let mut fast_slow = Vec::new();
     let mut costs = Vec::new();
     for c in &results.cases {
@@ -814,6 +814,23 @@ fn costs_table(cases: &[(CaseResult, Facts)]) -> Table {
              behind a heavy one. The cheap path's p90 and p99 are that wait."
                 .into(),
         ],
+    }
+}
+
+/// The `balance` analysis, registered in [`super::ALL`].
+pub struct Balance;
+
+impl super::Analysis for Balance {
+    fn name(&self) -> &'static str {
+        "balance"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
     }
 }
 

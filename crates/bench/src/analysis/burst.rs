@@ -57,7 +57,7 @@ const JITTER_RUNS: u32 = 512;
 const SIGMAS: f64 = 3.0;
 
 /// Runs the analysis on one case: tables, series, findings and checks for its attack load.
-pub fn case(
+fn case(
     _scn: &Scenario,
     case: &Case,
     result: &mut CaseResult,
@@ -110,7 +110,7 @@ pub fn case(
 
 /// Adds the cross-case summary (one row per case, the write-up's numbers beside ours) to the
 /// last case, and the run's findings.
-pub fn finish(scn: &Scenario, results: &mut RunResults) {
+fn finish(scn: &Scenario, results: &mut RunResults) {
     let mut t = Table {
         title: "All cases: burst handling at a glance".into(),
         columns: [
@@ -302,4 +302,21 @@ fn cell(c: &CaseResult, suffix: &str, row: &str, col: usize) -> String {
         .and_then(|t| t.rows.iter().find(|r| r.first().is_some_and(|f| f == row)))
         .and_then(|r| r.get(col).cloned())
         .unwrap_or_else(|| "-".into())
+}
+
+/// The `burst` analysis, registered in [`super::ALL`].
+pub struct Burst;
+
+impl super::Analysis for Burst {
+    fn name(&self) -> &'static str {
+        "burst"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
+    }
 }

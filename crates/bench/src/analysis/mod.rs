@@ -1,16 +1,16 @@
 //! Built-in analyses: scenario-specific theory that turns a case's measurements into predicted vs
-//! measured tables and checks. A scenario names its analysis with `analysis = "NAME"`; each
-//! analysis lives in its own module with two entry points:
+//! measured tables and checks. A scenario names its analysis with `analysis = "NAME"`; the name
+//! is looked up once, at parse time, in [`ALL`], and the run holds the [`Analysis`] itself.
 //!
-//! - `case(scn, case, result, records) -> Vec<CheckResult>`: after each case; may add tables,
-//!   series and findings to `result` and returns its checks (they join the run's checks).
-//! - `finish(scn, results)`: after the last case; cross-case tables and run findings.
+//! An analysis is a pure function of what the run recorded: the case's measurements, its
+//! per-request records and the scenario that was run. It reads nothing from the machine it runs
+//! on, so `proxybench analyse DIR` on an old results directory gives the same output.
 
 mod balance;
 mod burst;
+mod growth;
 mod overhead;
-mod scale;
-mod scaling;
+mod zero_downtime;
 
 use crate::scenario::{Case, Scenario};
 use model::{CaseResult, CheckResult, RequestRecord, RunResults};
@@ -19,35 +19,43 @@ use std::collections::BTreeMap;
 /// Per-load request records of a case, by load name (sorted by completion time).
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
 
-/// The analyses a scenario may name.
-pub const KNOWN: &[&str] = &["burst", "overhead", "balance", "scaling", "scale"];
-
-/// Runs the named analysis on one finished case.
-pub fn case(
-    name: &str,
-    scn: &Scenario,
-    case: &Case,
-    result: &mut CaseResult,
-    records: &Records,
-) -> Vec<CheckResult> {
-    match name {
-        "burst" => burst::case(scn, case, result, records),
-        "overhead" => overhead::case(scn, case, result, records),
-        "balance" => balance::case(scn, case, result, records),
-        "scaling" => scaling::case(scn, case, result, records),
-        "scale" => scale::case(scn, case, result, records),
-        _ => Vec::new(),
-    }
+/// What an analysis reads about one finished case.
+pub struct CaseInput<'a> {
+    /// The scenario that ran (in the form that ran: full or `--quick`).
+    pub scenario: &'a Scenario,
+    /// The case's specification.
+    pub case: &'a Case,
+    /// Every request of every load of the case.
+    pub records: &'a Records,
 }
 
-/// Runs the named analysis over the whole run.
-pub fn finish(name: &str, scn: &Scenario, results: &mut RunResults) {
-    match name {
-        "burst" => burst::finish(scn, results),
-        "overhead" => overhead::finish(scn, results),
-        "balance" => balance::finish(scn, results),
-        "scaling" => scaling::finish(scn, results),
-        "scale" => scale::finish(scn, results),
-        _ => {}
-    }
+/// A scenario's theory: per case, tables, series, findings and checks; over the whole run,
+/// cross-case tables and findings.
+pub trait Analysis: Sync {
+    /// The name scenarios give in `analysis = "NAME"`.
+    fn name(&self) -> &'static str;
+    /// Runs on one finished case: may add tables, series and findings to `result`, and returns
+    /// its checks (they join the run's checks).
+    fn case(&self, input: &CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult>;
+    /// Runs after the last case: cross-case tables and run findings.
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults);
+}
+
+/// Every built-in analysis, registered once.
+pub static ALL: &[&dyn Analysis] = &[
+    &burst::Burst,
+    &overhead::Overhead,
+    &balance::Balance,
+    &zero_downtime::ZeroDowntime,
+    &growth::ConfigGrowth,
+];
+
+/// The analysis a scenario names, if there is one by that name.
+pub fn find(name: &str) -> Option<&'static dyn Analysis> {
+    ALL.iter().copied().find(|a| a.name() == name)
+}
+
+/// The names scenarios may give, for error messages.
+pub fn names() -> Vec<&'static str> {
+    ALL.iter().map(|a| a.name()).collect()
 }

@@ -357,7 +357,7 @@ fn check(case: &str, name: String, expected: String, actual: String, pass: bool)
 }
 
 /// Runs the analysis on one case: the request-flow table, its explanation, and the checks.
-pub fn case(
+fn case(
     _scn: &Scenario,
     case: &Case,
     result: &mut CaseResult,
@@ -707,7 +707,7 @@ fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
 
 /// Adds the cross-case tables (setups side by side with ratios against direct; non-2xx by
 /// origin; retries) to the last case, the run's findings, and the keepalive comparison checks.
-pub fn finish(scn: &Scenario, results: &mut RunResults) {
+fn finish(scn: &Scenario, results: &mut RunResults) {
     let mut all: Vec<(String, Facts, String)> = Vec::new();
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
@@ -999,6 +999,23 @@ fn retry_table(all: &[(String, Facts, String)]) -> Table {
              by the few requests in flight when the load stopped)."
                 .into(),
         ],
+    }
+}
+
+/// The `overhead` analysis, registered in [`super::ALL`].
+pub struct Overhead;
+
+impl super::Analysis for Overhead {
+    fn name(&self) -> &'static str {
+        "overhead"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
     }
 }
 

@@ -2,7 +2,7 @@
 //! the load caused, as opposed to failed probes of a replica the case was stopping anyway.
 
 use super::plan::Plan;
-use crate::analysis::scaling::READINESS_TIMEOUT_S;
+use crate::analysis::zero_downtime::READINESS_TIMEOUT_S;
 use model::{CaseResult, Table};
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! The `scale` analysis (scenario `scale`, after the NGF v1.0.0 scale tests): a config grown step
+//! The `scale` analysis (config growth; module `growth`) (scenario `scale`, after the NGF v1.0.0 scale tests): a config grown step
 //! by step under a light load, one reload per step.
 //!
 //! Per case it reads the growth back from the records ([`steps::Growth`]: grow events, reloads,
@@ -35,7 +35,7 @@ const SUMMARY: &str = "All cases: scale at a glance";
 const AROUND_RELOAD_S: f64 = 0.25;
 
 /// Runs the analysis on one case: tables, series, findings and checks of its growth.
-pub fn case(
+fn case(
     _scn: &Scenario,
     case: &Case,
     result: &mut CaseResult,
@@ -165,7 +165,7 @@ pub fn case(
 
 /// Adds the cross-case summary (NGF's reload columns, time to ready, memory, and NGF's published
 /// numbers beside ours) to the last case, and the run's findings.
-pub fn finish(scn: &Scenario, results: &mut RunResults) {
+fn finish(scn: &Scenario, results: &mut RunResults) {
     let mut t = Table {
         title: SUMMARY.into(),
         columns: [
@@ -512,6 +512,23 @@ fn share(k: u64, n: u64) -> String {
         "-".into()
     } else {
         format!("{:.2}%", k as f64 * 100.0 / n as f64)
+    }
+}
+
+/// The `scale` analysis, registered in [`super::ALL`].
+pub struct ConfigGrowth;
+
+impl super::Analysis for ConfigGrowth {
+    fn name(&self) -> &'static str {
+        "scale"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `scaling` analysis (scenario `zero-downtime-scaling`, after NGF's zero-downtime scaling
+//! The `scaling` analysis (module `zero_downtime`) (scenario `zero-downtime-scaling`, after NGF's zero-downtime scaling
 //! tests): proxy replicas share one port with SO_REUSEPORT while HTTP and HTTPS loads run; the
 //! cases scale replicas up and down (gracefully or by SIGKILL), scale the backends (drained or
 //! killed, nginx reloaded with the new list), and reload under keep-alive load (NGF issue 1147).
@@ -38,7 +38,7 @@ pub(crate) const QUIT_MARGIN_MS: f64 = 10.0;
 pub(crate) const READINESS_TIMEOUT_S: f64 = 1.0;
 
 /// Runs the analysis on one case: tables, the size series, findings and checks.
-pub fn case(
+fn case(
     _scn: &Scenario,
     case: &Case,
     result: &mut CaseResult,
@@ -94,7 +94,7 @@ pub fn case(
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.
-pub fn finish(scn: &Scenario, results: &mut RunResults) {
+fn finish(scn: &Scenario, results: &mut RunResults) {
     summary::finish(scn, results);
 }
 
@@ -273,4 +273,21 @@ fn causes(books: &[LoadBooks]) -> String {
         .map(|(k, n)| format!("{k} {n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The `scaling` analysis, registered in [`super::ALL`].
+pub struct ZeroDowntime;
+
+impl super::Analysis for ZeroDowntime {
+    fn name(&self) -> &'static str {
+        "scaling"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
+    }
 }

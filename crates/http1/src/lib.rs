@@ -1,0 +1,35 @@
+//! proxybench's one HTTP/1.1 module, shared by the load engine, the backend fleet and the tests,
+//! kept apart from any event loop (hyper's lesson) so it can be tested and fuzzed without
+//! sockets:
+//!
+//! - [`head`]: request and response heads, parsed with httparse;
+//! - [`chunked`]: the one incremental chunked-body decoder (and a small encoder);
+//! - [`response`]: response framing (heads, interims, Content-Length, chunked, close-delimited);
+//! - [`request`]: request-body framing for a server;
+//! - [`client`]: a small blocking client for tests and control traffic.
+#![warn(missing_docs)]
+
+pub mod chunked;
+pub mod client;
+pub mod head;
+pub mod request;
+pub mod response;
+
+pub use chunked::{ChunkedDecoder, ChunkedError};
+pub use head::{
+    parse_request, parse_response, BodyKind, Malformed, RequestError, RequestHead, ResponseHead,
+    MAX_HEAD,
+};
+pub use response::{Eof, Progress, Response, ResponseParser};
+
+/// Receives the parts of a message that the caller wants to keep.
+pub trait Sink {
+    /// A header line of the final response (or a trailer), name and trimmed value.
+    fn header(&mut self, _name: &[u8], _value: &[u8]) {}
+    /// A piece of the decoded body.
+    fn body(&mut self, _data: &[u8]) {}
+}
+
+/// A sink that keeps nothing: what the load engine and the backend use.
+pub struct Discard;
+impl Sink for Discard {}

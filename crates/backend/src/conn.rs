@@ -363,7 +363,7 @@ impl Conn {
                     let path = &self.rbuf[self.rpos + h.path.0..self.rpos + h.path.1];
                     let kind = classify(path, cx.prof);
                     self.rpos += h.len;
-                    self.dec = Decoder::new(h.body);
+                    self.dec.start(h.body);
                     if h.expect_continue {
                         self.wbuf
                             .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");

@@ -153,6 +153,13 @@ impl Conn {
         self.read_response(req.method.eq_ignore_ascii_case("HEAD"))
     }
 
+    /// Sends `req` with `Connection: close` and reads its response: the connection's last.
+    pub fn request_once(mut self, req: &Request) -> io::Result<Reply> {
+        let bytes = req.encode(&self.host, true);
+        self.stream.write_all(&bytes)?;
+        self.read_response(req.method.eq_ignore_ascii_case("HEAD"))
+    }
+
     /// Reads the next response in full; `head_request` says it answers a HEAD (no body).
     /// Interim 1xx responses are skipped. Bytes after it stay for the next call.
     pub fn read_response(&mut self, head_request: bool) -> io::Result<Reply> {
@@ -205,10 +212,7 @@ fn reply(status: u16, keep: Keep, wire: usize) -> Reply {
 /// Sends one request on a fresh connection (`Connection: close`) and reads the response; the
 /// connect and every read and write time out after `timeout`.
 pub fn request(addr: SocketAddr, req: &Request, timeout: Duration) -> io::Result<Reply> {
-    let mut c = Conn::connect(addr, timeout)?;
-    let bytes = req.encode(&c.host, true);
-    c.stream.write_all(&bytes)?;
-    c.read_response(req.method.eq_ignore_ascii_case("HEAD"))
+    Conn::connect(addr, timeout)?.request_once(req)
 }
 
 /// GETs `path` from `addr` on a fresh connection: [`request`] for the common case.

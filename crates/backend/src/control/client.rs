@@ -1,12 +1,12 @@
 //! A blocking client of the control endpoint with the fleet's own operations.
 
 use super::token::Token;
-use super::wire::{encode, read_message, Added, ErrorBody, ProfileBody};
+use super::wire::{encode, Added, ErrorBody, ProfileBody};
 use crate::error::Error;
 use crate::fleet::InstanceConfig;
 use crate::profile::Profile;
-use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use http1::client::{Conn, Request};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Talks to a fleet's control endpoint (`proxybench backend --control ADDR`) from another
@@ -101,24 +101,23 @@ impl Client {
     fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<String, Error> {
         let fail =
             |e: std::io::Error| Error::Control(format!("{method} {path} at {}: {e}", self.addr));
-        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).map_err(fail)?;
-        s.set_read_timeout(Some(self.timeout)).map_err(fail)?;
         let body = body.unwrap_or_default();
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.addr,
-            self.token.as_str(),
-            body.len()
-        );
-        s.write_all(req.as_bytes()).map_err(fail)?;
-        let m = read_message(&mut s).map_err(fail)?;
-        let (line, reply) = (m.line, m.body);
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let reply = String::from_utf8_lossy(&reply).into_owned();
+        let auth = format!("Bearer {}", self.token.as_str());
+        let req = Request {
+            method,
+            path,
+            headers: &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body: body.as_bytes(),
+        };
+        let conn = Conn::connect(self.addr, Duration::from_secs(5)).map_err(fail)?;
+        conn.stream()
+            .set_read_timeout(Some(self.timeout))
+            .map_err(fail)?;
+        let r = conn.request_once(&req).map_err(fail)?;
+        let (status, reply) = (r.status, r.text());
         if (200..300).contains(&status) {
             return Ok(reply);
         }

@@ -1,4 +1,4 @@
-//! The JSON bodies of the control endpoint and the bits of HTTP both sides share.
+//! The JSON bodies of the control endpoint and the server's reading of a request.
 
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
@@ -53,9 +53,9 @@ pub(crate) fn decode(seg: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// One HTTP message as the control endpoint needs it.
+/// One request as the control endpoint needs it.
 pub(crate) struct Message {
-    /// The request or status line.
+    /// The request line.
     pub line: String,
     /// The `Authorization` header's value, if any.
     pub authorization: Option<String>,
@@ -63,17 +63,33 @@ pub(crate) struct Message {
     pub body: Vec<u8>,
 }
 
-/// Reads one HTTP message head and its Content-Length body from `r` (at most 1 MiB).
+/// The longest request head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// The longest request body accepted.
+const MAX_BODY: u64 = 1 << 20;
+
+/// Reads one request head (parsed by the workspace's `http1`) and its Content-Length body
+/// (at most 1 MiB) from `r`.
 pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<Message> {
     use std::io::{Error, ErrorKind};
+    let bad = |msg: &str| Error::new(ErrorKind::InvalidData, msg.to_string());
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
+    let mut authorization = None;
+    let head = loop {
+        let parsed = http1::parse_request(&buf, |name, value| {
+            if name.eq_ignore_ascii_case(b"authorization") {
+                authorization = Some(String::from_utf8_lossy(value).into_owned());
+            }
+        });
+        match parsed {
+            Ok(Some(h)) => break h,
+            Ok(None) => {}
+            Err(http1::RequestError::Bad) => return Err(bad("malformed request head")),
+            Err(http1::RequestError::TooManyHeaders) => return Err(bad("too many headers")),
         }
-        if buf.len() > 64 * 1024 {
-            return Err(Error::new(ErrorKind::InvalidData, "message head too large"));
+        if buf.len() > MAX_HEAD {
+            return Err(bad("message head too large"));
         }
         let n = r.read(&mut chunk)?;
         if n == 0 {
@@ -84,26 +100,17 @@ pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<Messag
         }
         buf.extend_from_slice(&chunk[..n]);
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let first = head.lines().next().unwrap_or("").to_string();
-    let mut len = 0usize;
-    let mut authorization = None;
-    for line in head.lines().skip(1) {
-        if let Some((k, v)) = line.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("authorization") {
-                authorization = Some(v.trim().to_string());
-            } else if k.trim().eq_ignore_ascii_case("content-length") {
-                len = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| Error::new(ErrorKind::InvalidData, "bad Content-Length"))?;
-            }
-        }
-    }
-    if len > 1 << 20 {
-        return Err(Error::new(ErrorKind::InvalidData, "body too large"));
-    }
-    let mut body = buf[head_end..].to_vec();
+    let len = match head.body {
+        http1::BodyKind::None => 0,
+        http1::BodyKind::Length(n) if n <= MAX_BODY => n as usize,
+        http1::BodyKind::Length(_) => return Err(bad("body too large")),
+        http1::BodyKind::Chunked => return Err(bad("send the body with Content-Length")),
+    };
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(head.len);
+    let line = String::from_utf8_lossy(&buf[..line_end])
+        .trim_end()
+        .to_string();
+    let mut body = buf[head.len..].to_vec();
     while body.len() < len {
         let n = r.read(&mut chunk)?;
         if n == 0 {
@@ -116,7 +123,7 @@ pub(crate) fn read_message(r: &mut impl std::io::Read) -> std::io::Result<Messag
     }
     body.truncate(len);
     Ok(Message {
-        line: first,
+        line,
         authorization,
         body,
     })
@@ -141,5 +148,22 @@ mod tests {
         assert_eq!(m.line, "POST /x HTTP/1.1");
         assert_eq!(m.body, b"hello");
         assert_eq!(m.authorization.as_deref(), Some("Bearer ab"));
+        let raw = b"GET /counters HTTP/1.1\r\nHost: x\r\n\r\n";
+        let m = read_message(&mut &raw[..]).unwrap();
+        assert_eq!(
+            (m.line.as_str(), m.body.len()),
+            ("GET /counters HTTP/1.1", 0)
+        );
+        assert!(m.authorization.is_none());
+        for bad in [
+            &b"GET / HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"\x01 nonsense\r\n\r\n",
+        ] {
+            let e = read_message(&mut &bad[..]).err().unwrap();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        }
+        let e = read_message(&mut &b"GET / HTTP/1.1\r\n"[..]).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

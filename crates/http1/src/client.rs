@@ -200,6 +200,30 @@ impl Conn {
     }
 }
 
+/// Parses one whole response from `bytes` (read until the server closed, say, or from a TLS
+/// stream the client drove itself); `head_request` says it answers a HEAD.
+pub fn parse_reply(bytes: &[u8], head_request: bool) -> io::Result<Reply> {
+    let mut p = ResponseParser::new();
+    p.reset(head_request);
+    let mut keep = Keep::default();
+    let (n, progress) = p
+        .feed(bytes, &mut keep)
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m.0))?;
+    let status = match progress {
+        Progress::Done(r) => r.status,
+        Progress::More => match p.eof() {
+            Eof::Done(r) => r.status,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the bytes end mid-response",
+                ))
+            }
+        },
+    };
+    Ok(reply(status, keep, n))
+}
+
 fn reply(status: u16, keep: Keep, wire: usize) -> Reply {
     Reply {
         status,

@@ -1,7 +1,7 @@
 //! The blocking client against real sockets: a std TcpListener thread plays a server that
 //! answers each connection with canned bytes, and records what it was sent.
 
-use http1::client::{get, request, Conn, Request};
+use http1::client::{get, parse_reply, request, Conn, Request};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc;
@@ -166,4 +166,17 @@ fn a_keep_alive_connection_reads_pipelined_responses_in_turn() {
     let sent = String::from_utf8(server.join().unwrap()).unwrap();
     assert!(!sent.contains("Connection: close"), "{sent}");
     assert!(sent.contains("HEAD /2 HTTP/1.1\r\n"), "{sent}");
+}
+
+#[test]
+fn whole_responses_parse_from_bytes() {
+    let r = parse_reply(b"HTTP/1.1 200 OK\r\nX-Backend: a\r\n\r\nuntil close", false).unwrap();
+    assert_eq!(
+        (r.status, r.header("X-BACKEND"), r.text().as_str()),
+        (200, Some("a"), "until close")
+    );
+    let r = parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true).unwrap();
+    assert!(r.body.is_empty());
+    let e = parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
 }

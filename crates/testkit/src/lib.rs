@@ -5,7 +5,7 @@
 #![warn(missing_docs)]
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -211,24 +211,16 @@ pub fn stop_child(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// Fetches `path` from `addr` with a bare HTTP/1.0 GET and returns (status, body). For fixture
-/// checks such as stub_status; tests of the load engine use the engine itself.
+/// Fetches `path` from `addr` with a GET (the workspace's one HTTP/1 client, `Host: localhost`,
+/// `Connection: close`) and returns (status, body). For fixture checks such as stub_status;
+/// tests of the load engine use the engine itself.
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf)?;
-    let status = buf
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = buf
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
+    let req = http1::client::Request {
+        headers: &[("Host", "localhost")],
+        ..http1::client::Request::get(path)
+    };
+    let r = http1::client::request(addr, &req, Duration::from_secs(5))?;
+    Ok((r.status, r.text()))
 }
 
 /// Parses nginx's stub_status page and returns its `requests` counter.

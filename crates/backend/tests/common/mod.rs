@@ -1,5 +1,5 @@
-//! A small blocking HTTP/1.1 client and fleet helpers for the backend's tests. It parses just
-//! enough of a response (status line, headers, Content-Length body) to check what the fleet sent.
+//! A small blocking HTTP/1.1 client and fleet helpers for the backend's tests. It sends raw bytes
+//! (the tests mean to send odd requests) and frames each response with http1's head parser.
 #![allow(dead_code)]
 
 use hdrhistogram::Histogram;
@@ -98,30 +98,36 @@ impl Client {
     }
 }
 
-/// One response from the start of `buf`, with the bytes it took; `None` if incomplete.
+/// Keeps the header lines http1's head parser shows.
+#[derive(Default)]
+struct Headers(Vec<(String, String)>);
+
+impl http1::Sink for Headers {
+    fn header(&mut self, name: &[u8], value: &[u8]) {
+        self.0.push((
+            String::from_utf8_lossy(name).into_owned(),
+            String::from_utf8_lossy(value).into_owned(),
+        ));
+    }
+}
+
+/// One response from the start of `buf`, with the bytes it took; `None` if incomplete. The head
+/// is parsed by the workspace's http1; an interim 1xx response is returned on its own (the
+/// tests check 100-continue), and bodies are framed by Content-Length only (the fleet sends
+/// nothing else).
 pub fn parse_response(buf: &[u8], head_only: bool) -> io::Result<Option<(Resp, usize)>> {
-    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) else {
-        return Ok(None);
+    let mut headers = Headers::default();
+    let head = match http1::parse_response(buf, &mut headers) {
+        Ok(Some(h)) => h,
+        Ok(None) => return Ok(None),
+        Err(m) => return Err(io::Error::new(io::ErrorKind::InvalidData, m.0)),
     };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, head.clone()))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let len: usize = if head_only || status == 204 || status == 304 || status < 200 {
+    let end = head.len;
+    let status = head.status;
+    let len = if head_only || status == 204 || status == 304 || status < 200 {
         0
     } else {
-        headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
+        head.content_length.unwrap_or(0) as usize
     };
     if buf.len() < end + len {
         return Ok(None);
@@ -130,7 +136,7 @@ pub fn parse_response(buf: &[u8], head_only: bool) -> io::Result<Option<(Resp, u
     Ok(Some((
         Resp {
             status,
-            headers,
+            headers: headers.0,
             body,
             wire: end + len,
         },

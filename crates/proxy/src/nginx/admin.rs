@@ -1,10 +1,10 @@
-//! The replica's admin server: a bare HTTP/1.0 client for it, the stub_status parser, and a
-//! cheap handle that collectors can keep on another thread.
+//! The replica's admin server: a GET on it, the stub_status parser, and a cheap handle that
+//! collectors can keep on another thread.
 
 use super::{procs, GENERATION_PATH, STUB_STATUS_PATH};
 use crate::Error;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// What a collector needs of a replica, detached from the `Replica` that owns the process:
@@ -85,23 +85,16 @@ pub(crate) fn generation(port: u16, timeout: Duration) -> io::Result<u64> {
         .map_err(|_| io::Error::other(format!("generation answered '{}'", body.trim())))
 }
 
-/// GET `path` from 127.0.0.1:`port` with HTTP/1.0; returns (status, body).
+/// GET `path` from 127.0.0.1:`port` (`Connection: close`, with the workspace's one HTTP/1
+/// client); returns (status, body).
 pub(crate) fn get(port: u16, path: &str, timeout: Duration) -> io::Result<(u16, String)> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: proxybench-admin\r\n\r\n").as_bytes())?;
-    let mut buf = Vec::with_capacity(512);
-    s.read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| io::Error::other("no HTTP status line"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    Ok((status, body.to_string()))
+    let req = http1::client::Request {
+        headers: &[("Host", "proxybench-admin")],
+        ..http1::client::Request::get(path)
+    };
+    let r = http1::client::request(addr, &req, timeout)?;
+    Ok((r.status, r.text()))
 }
 
 /// Parses nginx's stub_status page into [active, accepts, handled, requests, reading, writing,

@@ -145,24 +145,17 @@ impl Resp {
     }
 }
 
-/// Parses a whole HTTP response read until the server closed.
+/// Parses a whole HTTP response read until the server closed (with the workspace's one
+/// HTTP/1 module); panics on bytes that are no response.
 pub fn parse_response(raw: &[u8]) -> Resp {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
+    resp(http1::client::parse_reply(raw, false).expect("an HTTP response"))
+}
+
+fn resp(r: http1::client::Reply) -> Resp {
     Resp {
-        status,
-        headers,
-        body: body.to_string(),
+        status: r.status,
+        body: r.text(),
+        headers: r.headers,
     }
 }
 
@@ -179,17 +172,16 @@ pub fn try_request(
     host: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<Resp> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes())?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    Ok(parse_response(&buf))
+    let mut all = vec![("Host", host)];
+    all.extend_from_slice(headers);
+    let req = http1::client::Request {
+        method,
+        path,
+        headers: &all,
+        body: &[],
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    http1::client::request(addr, &req, Duration::from_secs(10)).map(resp)
 }
 
 /// GET with a Host header.

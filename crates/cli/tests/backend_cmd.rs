@@ -1,8 +1,9 @@
 //! `proxybench backend` as a user runs it: bad input gets one line and exit 2; a good run prints
 //! its addresses, serves, and drains on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use http1::client::{Reply, Request};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -90,22 +91,17 @@ fn a_busy_port_is_a_runtime_error() {
     );
 }
 
-fn get(addr: SocketAddr, path: &str) -> String {
-    get_with(addr, path, "")
+fn get(addr: SocketAddr, path: &str) -> Reply {
+    get_with(addr, path, &[])
 }
 
-/// A GET with extra header lines (`extra` ends with CRLF when not empty).
-fn get_with(addr: SocketAddr, path: &str, extra: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+/// A GET (`Connection: close`) with extra headers, by the workspace's one HTTP/1 client.
+fn get_with(addr: SocketAddr, path: &str, extra: &[(&str, &str)]) -> Reply {
+    let req = Request {
+        headers: extra,
+        ..Request::get(path)
+    };
+    http1::client::request(addr, &req, Duration::from_secs(10)).unwrap()
 }
 
 #[test]
@@ -160,18 +156,18 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
     let token = token.trim();
     assert_eq!(token.len(), 64, "{token}");
     let fast = get(addrs[0], "/fast");
-    assert!(fast.starts_with("HTTP/1.1 200 OK\r\n"), "{fast}");
-    assert!(fast.contains("\r\nX-Backend: backend-0\r\n"));
-    assert!(get(addrs[1], "/fast").starts_with("HTTP/1.1 503 "));
+    assert_eq!(fast.status, 200, "{fast:?}");
+    assert_eq!(fast.header("X-Backend"), Some("backend-0"));
+    assert_eq!(get(addrs[1], "/fast").status, 503);
     let refused = get(addrs[2], "/counters");
-    assert!(refused.starts_with("HTTP/1.1 401 "), "{refused}");
-    let counters = get_with(
-        addrs[2],
-        "/counters",
-        &format!("Authorization: Bearer {token}\r\n"),
+    assert_eq!(refused.status, 401, "{refused:?}");
+    let auth = format!("Bearer {token}");
+    let counters = get_with(addrs[2], "/counters", &[("Authorization", &auth)]);
+    assert_eq!(counters.status, 200, "{counters:?}");
+    assert!(
+        counters.text().contains("\"name\":\"backend-1\""),
+        "{counters:?}"
     );
-    assert!(counters.starts_with("HTTP/1.1 200 "), "{counters}");
-    assert!(counters.contains("\"name\":\"backend-1\""), "{counters}");
     // A slow request in flight when SIGTERM arrives is still answered.
     let slow_addr = addrs[0];
     let slow = std::thread::spawn(move || get(slow_addr, "/slow"));
@@ -183,8 +179,8 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
         .unwrap();
     assert!(killed.success());
     let slow = slow.join().unwrap();
-    assert!(slow.starts_with("HTTP/1.1 200 OK\r\n"), "{slow}");
-    assert!(slow.contains("\r\nConnection: close\r\n"), "{slow}");
+    assert_eq!(slow.status, 200, "{slow:?}");
+    assert_eq!(slow.header("Connection"), Some("close"), "{slow:?}");
     let status = loop {
         if let Some(s) = g.0.try_wait().unwrap() {
             break s;
@@ -239,12 +235,9 @@ fn the_default_token_file_is_named_after_the_control_port() {
     let mode = std::fs::metadata(&want).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let token = std::fs::read_to_string(&want).unwrap();
-    let ok = get_with(
-        addr,
-        "/instances",
-        &format!("Authorization: Bearer {}\r\n", token.trim()),
-    );
-    assert!(ok.contains("\"name\":\"backend-0\""), "{ok}");
+    let auth = format!("Bearer {}", token.trim());
+    let ok = get_with(addr, "/instances", &[("Authorization", &auth)]);
+    assert!(ok.text().contains("\"name\":\"backend-0\""), "{ok:?}");
     // SAFETY: a plain signal to our own child.
     unsafe { libc::kill(g.0.id() as i32, libc::SIGTERM) };
     assert!(g.0.wait().unwrap().success());

@@ -1,11 +1,15 @@
-//! The four targets: the load generator's response codec, the chunked decoders (load's and the
-//! backend's, by round trip and against each other), the backend's request parser, and the
-//! scenario parser. Each checks invariants beyond "no panic" and fingerprints its outcome.
+//! The four targets: the response codec (http1's, which the load engine uses; heads by
+//! httparse), the one chunked decoder (round trip, and raw framing alone and inside both users:
+//! response framing and the backend's request bodies), the backend's request parser (http1's
+//! request heads), and the scenario parser. Each checks invariants beyond "no panic" and
+//! fingerprints its outcome.
 
 use crate::mutate::{HTTP_TOKENS, TOML_TOKENS};
 use crate::{hash, Rng};
-use backend::http::{parse_head, BodyKind, Decoder, Feed, HeadError, ReqHead};
-use load::codec::{Eof, Progress, ResponseParser, Sink};
+use backend::http::{parse_head, HeadError, ReqHead};
+use http1::request::{Decoder, Feed};
+use http1::response::{Eof, Progress, ResponseParser};
+use http1::{BodyKind, ChunkedDecoder, ChunkedError, Sink};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// One parser under fuzzing.
@@ -347,10 +351,46 @@ fn backend_body(kind: BodyKind, data: &[u8], ends: &[usize]) -> Result<BodyEnd, 
     Ok(Ok(None))
 }
 
-/// Both chunked decoders (the load codec's and the backend's request body decoder). The input
-/// is used twice: as a body, encoded with random chunking, extensions and trailers, that both
-/// must decode exactly (round trip); and as raw chunked framing, where the two decoders, when
-/// both accept it, must agree on where the body ends.
+/// What the one chunked decoder made of some bytes: where the body ended (`Ok(Some)`), that it
+/// needs more (`Ok(None)`), or why it refused them; with what the sink was shown.
+type ChunkedOutcome = (Result<Option<usize>, ChunkedError>, Keep);
+
+/// Feeds `data` to a fresh chunked decoder in the pieces ending at `ends`, checking its
+/// contract on every call: all input consumed unless the body ended, and no more than given.
+fn chunked(data: &[u8], ends: &[usize]) -> Result<ChunkedOutcome, String> {
+    let mut d = ChunkedDecoder::new(http1::MAX_HEAD);
+    let mut keep = Keep::default();
+    let mut off = 0;
+    for &end in ends {
+        if end <= off {
+            continue;
+        }
+        let given = end - off;
+        match d.feed(&data[off..end], &mut keep) {
+            Ok((n, true)) => {
+                ensure!(
+                    n <= given && d.is_done(),
+                    "chunked decoder ended after {n} of {given} bytes at offset {off}"
+                );
+                return Ok((Ok(Some(off + n)), keep));
+            }
+            Ok((n, false)) => {
+                ensure!(
+                    n == given,
+                    "chunked decoder wants more after consuming {n} of {given} bytes at offset {off}"
+                );
+                off = end;
+            }
+            Err(e) => return Ok((Err(e), keep)),
+        }
+    }
+    Ok((Ok(None), keep))
+}
+
+/// The one chunked decoder. The input is used twice: as a body, encoded with random chunking,
+/// extensions and trailers, that must decode exactly in any split, alone and inside both of its
+/// users (round trip); and as raw chunked framing, whose verdict (ended where, needs more, or
+/// refused and why) must not depend on the split, and on which both users must agree with it.
 pub struct Chunked;
 
 impl Target for Chunked {
@@ -364,12 +404,34 @@ impl Target for Chunked {
         4096
     }
     fn run(&self, input: &[u8]) -> Result<u64, String> {
-        // Round trip.
+        // Round trip: the decoder alone...
         let mut rng = Rng::new(hash(input));
         let (encoded, trailers) = encode_chunked(input, &mut rng);
+        let mut data = encoded.clone();
+        data.extend_from_slice(NEXT);
+        for ends in [vec![data.len()], cuts(rng.next_u64(), data.len())] {
+            let (end, keep) = chunked(&data, &ends)?;
+            ensure!(
+                end == Ok(Some(encoded.len())) && keep.body == input && keep.headers == trailers,
+                "round trip (pieces {ends:?}): ended {end:?} of {} with {} body bytes of {} and trailers {:?} (sent {trailers:?}); encoding b\"{}\"",
+                encoded.len(),
+                keep.body.len(),
+                input.len(),
+                keep.headers,
+                crate::escape(&encoded)
+            );
+            // ... in the backend's request bodies...
+            let r = backend_body(BodyKind::Chunked, &data, &ends)?;
+            ensure!(
+                r == Ok(Some(encoded.len())),
+                "round trip: request body decoder gave {r:?} for {} encoded bytes (pieces {ends:?}); encoding b\"{}\"",
+                encoded.len(),
+                crate::escape(&encoded)
+            );
+        }
+        // ... and in response framing.
         let mut stream = CHUNKED_HEAD.to_vec();
-        stream.extend_from_slice(&encoded);
-        stream.extend_from_slice(NEXT);
+        stream.extend_from_slice(&data);
         let events = responses_any_split(&stream, false)?;
         match events.first() {
             Some(Event::Done {
@@ -380,20 +442,15 @@ impl Target for Chunked {
                 end,
             }) => {
                 ensure!(
-                    body == input,
-                    "round trip: decoded {} bytes, encoded {}; encoding b\"{}\"",
+                    body == input && *end == stream.len() - NEXT.len(),
+                    "round trip in a response: {} body bytes of {}, ended at {end} of {}",
                     body.len(),
                     input.len(),
-                    crate::escape(&encoded)
-                );
-                ensure!(
-                    *end == stream.len() - NEXT.len(),
-                    "round trip: body ended at {end}, encoding at {}",
                     stream.len() - NEXT.len()
                 );
                 ensure!(
                     headers.get(1..) == Some(&trailers[..]),
-                    "round trip: trailers {headers:?}, sent {trailers:?}"
+                    "round trip in a response: trailers {headers:?}, sent {trailers:?}"
                 );
             }
             other => {
@@ -403,48 +460,41 @@ impl Target for Chunked {
                 ))
             }
         }
-        let mut data = encoded.clone();
-        data.extend_from_slice(NEXT);
-        for ends in [vec![data.len()], cuts(rng.next_u64(), data.len())] {
-            let r = backend_body(BodyKind::Chunked, &data, &ends)?;
-            ensure!(
-                r == Ok(Some(encoded.len())),
-                "round trip: backend decoder gave {r:?} for {} encoded bytes (pieces {ends:?}); encoding b\"{}\"",
-                encoded.len(),
-                crate::escape(&encoded)
-            );
-        }
 
-        // Raw framing, both decoders.
+        // Raw framing: alone, whole and split...
+        let (whole, keep) = chunked(input, &[input.len()])?;
+        let split_at = cuts(hash(input) ^ 1, input.len());
+        let (split, split_keep) = chunked(input, &split_at)?;
+        ensure!(
+            whole == split && keep.body == split_keep.body && keep.headers == split_keep.headers,
+            "chunked decoder: whole {whole:?}, split at {split_at:?} {split:?}"
+        );
+        // ... in a response...
         let mut stream = CHUNKED_HEAD.to_vec();
         stream.extend_from_slice(input);
         let events = responses_any_split(&stream, false)?;
-        let load_end = match events.first() {
-            Some(Event::Done { end, .. }) => Some(end - CHUNKED_HEAD.len()),
-            _ => None,
+        let in_response = match events.first() {
+            Some(Event::Done { end, .. }) => Ok(Some(end - CHUNKED_HEAD.len())),
+            Some(Event::Malformed(m)) => Err(*m),
+            _ => Ok(None),
         };
-        let whole = backend_body(BodyKind::Chunked, input, &[input.len()])?;
-        let split_at = cuts(hash(input) ^ 1, input.len());
-        let split = backend_body(BodyKind::Chunked, input, &split_at)?;
-        // A refusal may be noticed in a later piece than the byte at fault; only the verdict
-        // (ended where / needs more / refused) must not depend on the split.
         ensure!(
-            whole.is_ok() == split.is_ok() && whole.ok() == split.ok(),
-            "backend decoder: whole {whole:?}, split at {split_at:?} {split:?}"
+            in_response == whole.map_err(ChunkedError::message),
+            "in a response the body gave {in_response:?}, alone {whole:?}"
         );
-        if let (Some(l), Ok(Some(b))) = (load_end, whole) {
-            ensure!(
-                l == b,
-                "both decoders accept the body but end it at different offsets: load {l}, backend {b}"
-            );
-        }
+        // ... and as a request body.
+        let backend = backend_body(BodyKind::Chunked, input, &[input.len()])?;
+        ensure!(
+            backend.is_ok() == whole.is_ok() && backend.ok() == whole.ok(),
+            "as a request body the framing gave {backend:?}, alone {whole:?}"
+        );
         let shape: Vec<_> = events.iter().take(2).map(Event::shape).collect();
-        let backend = match whole {
-            Ok(Some(_)) => 0,
-            Ok(None) => 1,
-            Err(_) => 2,
+        let verdict = match whole {
+            Ok(Some(_)) => "",
+            Ok(None) => "more",
+            Err(e) => e.message(),
         };
-        Ok(fingerprint((shape, backend)))
+        Ok(fingerprint((shape, verdict, keep.headers.len().min(3))))
     }
 }
 

@@ -118,8 +118,9 @@ fn response_head<S: Sink + ?Sized>(
         chunked: false,
     };
     let show = (200..=599).contains(&status) || status == 101;
+    // httparse has trimmed the values already.
     for h in resp.headers.iter() {
-        let (name, value) = (h.name.as_bytes(), trim(h.value));
+        let (name, value) = (h.name.as_bytes(), h.value);
         response_header(&mut head, name, value)?;
         if show {
             sink.header(name, value);
@@ -145,6 +146,11 @@ fn response_header(head: &mut ResponseHead, name: &[u8], value: &[u8]) -> Result
         // Only the final coding decides the framing.
         head.chunked = last_coding_is_chunked(value);
     } else if name.eq_ignore_ascii_case(b"connection") {
+        // The usual single token first.
+        if value.eq_ignore_ascii_case(b"keep-alive") {
+            head.connection.get_or_insert(true);
+            return Ok(());
+        }
         for token in value.split(|&b| b == b',').map(trim) {
             if token.eq_ignore_ascii_case(b"close") {
                 head.connection = Some(false);
@@ -253,8 +259,9 @@ pub fn parse_request(
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut expect_continue = false;
+    // httparse has trimmed the values already.
     for h in req.headers.iter() {
-        let (name, value) = (h.name.as_bytes(), trim(h.value));
+        let (name, value) = (h.name.as_bytes(), h.value);
         if name.eq_ignore_ascii_case(b"content-length") {
             let v = parse_decimal(value).ok_or(RequestError::Bad)?;
             if length.is_some_and(|l| l != v) {

@@ -15,11 +15,10 @@ use std::time::Duration;
 fn raw(addr: std::net::SocketAddr, req: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let r = http1::client::parse_reply(&out, false).unwrap();
+    (r.status, r.text())
 }
 
 #[test]

@@ -135,19 +135,19 @@ fn response_header(head: &mut ResponseHead, name: &[u8], value: &[u8]) -> Result
     if !matches!(name.len(), 10 | 14 | 17) || !matches!(name[0] | 0x20, b'c' | b't') {
         return Ok(());
     }
-    if name.eq_ignore_ascii_case(b"content-length") {
+    if eq_lower(name, b"content-length") {
         let n = parse_decimal(value).ok_or(Malformed("bad Content-Length"))?;
         if head.content_length.is_some_and(|c| c != n) {
             return Err(Malformed("conflicting Content-Length headers"));
         }
         head.content_length = Some(n);
-    } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+    } else if eq_lower(name, b"transfer-encoding") {
         head.transfer_encoding = true;
         // Only the final coding decides the framing.
         head.chunked = last_coding_is_chunked(value);
-    } else if name.eq_ignore_ascii_case(b"connection") {
+    } else if eq_lower(name, b"connection") {
         // The usual single token first.
-        if value.eq_ignore_ascii_case(b"keep-alive") {
+        if eq_lower(value, b"keep-alive") {
             head.connection.get_or_insert(true);
             return Ok(());
         }
@@ -262,18 +262,18 @@ pub fn parse_request(
     // httparse has trimmed the values already.
     for h in req.headers.iter() {
         let (name, value) = (h.name.as_bytes(), h.value);
-        if name.eq_ignore_ascii_case(b"content-length") {
+        if eq_lower(name, b"content-length") {
             let v = parse_decimal(value).ok_or(RequestError::Bad)?;
             if length.is_some_and(|l| l != v) {
                 return Err(RequestError::Bad);
             }
             length = Some(v);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        } else if eq_lower(name, b"transfer-encoding") {
             if !last_coding_is_chunked(value) {
                 return Err(RequestError::Bad);
             }
             chunked = true;
-        } else if name.eq_ignore_ascii_case(b"connection") {
+        } else if eq_lower(name, b"connection") {
             for tok in value.split(|&c| c == b',').map(trim) {
                 conn_close |= tok.eq_ignore_ascii_case(b"close");
                 conn_keep |= tok.eq_ignore_ascii_case(b"keep-alive");
@@ -307,6 +307,18 @@ pub fn parse_request(
 fn last_coding_is_chunked(value: &[u8]) -> bool {
     let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();
     trim(last).eq_ignore_ascii_case(b"chunked")
+}
+
+/// `s` equals `lower` (lowercase letters and `-`) ignoring ASCII case, for a header name or a
+/// value httparse admitted. Setting bit 5 maps only `A-Z` onto `a-z`, and only CR (which
+/// neither can contain) onto `-`, so the test is exact; without branches it is also quick.
+#[inline]
+fn eq_lower(s: &[u8], lower: &[u8]) -> bool {
+    s.len() == lower.len()
+        && s.iter()
+            .zip(lower)
+            .fold(0u8, |diff, (&a, &b)| diff | ((a | 0x20) ^ b))
+            == 0
 }
 
 /// `s` without leading and trailing spaces and tabs.
@@ -427,6 +439,25 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn eq_lower_is_exact_for_names_and_values() {
+        // Every byte a header name or an httparse-admitted value may hold, against every byte
+        // of the patterns compared with.
+        let admitted = |b: u8| b == b'\t' || b >= b' ' && b != 0x7f;
+        for b in (0..=255u8).filter(|&b| is_token(b) || admitted(b)) {
+            for c in (b'a'..=b'z').chain([b'-']) {
+                assert_eq!(
+                    eq_lower(&[b], &[c]),
+                    b.eq_ignore_ascii_case(&c),
+                    "{b:#x} {c}"
+                );
+            }
+        }
+        assert!(eq_lower(b"Content-LENGTH", b"content-length"));
+        assert!(!eq_lower(b"Content-Lengt", b"content-length"));
+        assert!(!eq_lower(b"Content_Length", b"content-length"));
     }
 
     #[test]

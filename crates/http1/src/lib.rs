@@ -7,6 +7,17 @@
 //! - [`response`]: response framing (heads, interims, Content-Length, chunked, close-delimited);
 //! - [`request`]: request-body framing for a server;
 //! - [`client`]: a small blocking client for tests and control traffic.
+//!
+//! Against the parsers it replaced (a hand-written response head parser and two chunked
+//! decoders), what a peer can now see differ:
+//! - response heads: header values with control characters and a CR not followed by LF are
+//!   refused ("bad header value", "bad line ending"), as RFC 9112 asks; empty lines before a
+//!   status line are skipped; a bad Content-Length is reported when the head is complete rather
+//!   than at its line; a name-less line reads "bad header name";
+//! - chunked bodies, one rule for both sides: a bare LF ends a line (the backend used to refuse
+//!   it), trailer lines must be `name: value` (the backend took any bytes), the size line is at
+//!   most 4 KiB and the trailers at most 64 KiB (the backend had no limits); a bad byte is
+//!   refused as it arrives, so on a line both bad and too long the reason may differ.
 #![warn(missing_docs)]
 
 pub mod chunked;

@@ -227,3 +227,64 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
     scn.cases.retain(|c| rec.selected_cases.contains(&c.name));
     Ok(scn)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{LoadSummary, RequestRecord};
+
+    fn load(name: &str) -> LoadSummary {
+        let mut s: LoadSummary = serde_json::from_str(
+            r#"{"schema":1,"name":"","url":"","method":"GET","mode":{"kind":"closed"},
+            "threads":1,"connections":1,"start_s":0,"planned_s":null,"elapsed_s":1,
+            "timeout_ms":1,"requests":0,"bytes_read":0,"bytes_written":0,"status":{},
+            "errors":{},"connects":0,"latency":{"count":0,"mean_us":0,"stdev_us":0,"min_us":0,
+            "max_us":0,"within_stdev_pct":0,"percentiles":[],"hdr":""},
+            "latency_uncorrected":null,"req_per_sec":{"mean":0,"stdev":0,"max":0,
+            "within_stdev_pct":0},"schedule":null,"timeline":[]}"#,
+        )
+        .unwrap();
+        s.name = name.into();
+        s
+    }
+
+    #[test]
+    fn names_that_cannot_be_files_go_by_index() {
+        let d = Path::new("/r");
+        assert_eq!(
+            requests_path(d, "main", 0, "coffee"),
+            Path::new("/r/requests/main/coffee.bin")
+        );
+        assert_eq!(
+            requests_path(d, "main", 2, "a/b"),
+            Path::new("/r/requests/main/by-index/2.bin")
+        );
+    }
+
+    #[test]
+    fn requests_round_trip_through_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let case = CaseResult {
+            name: "main".into(),
+            loads: vec![load("coffee"), load("x/y")],
+            ..Default::default()
+        };
+        let rec = |t_us| RequestRecord {
+            t_us,
+            latency_us: 5,
+            conn: 1,
+            bytes: 99,
+            status: 200,
+            error: None,
+        };
+        let mut all = Records::new();
+        all.insert("coffee".into(), vec![rec(1), rec(2)]);
+        all.insert("x/y".into(), vec![rec(3)]);
+        write_requests(dir.path(), &case, &all).unwrap();
+        assert!(dir.path().join("requests/main/by-index/1.bin").is_file());
+        assert_eq!(read_requests(dir.path(), &case).unwrap(), all);
+        fs::remove_file(dir.path().join("requests/main/coffee.bin")).unwrap();
+        let e = read_requests(dir.path(), &case).unwrap_err().to_string();
+        assert!(e.contains("requests/main/coffee.bin: No such file"), "{e}");
+    }
+}

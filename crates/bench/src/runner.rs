@@ -84,26 +84,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     record::write_scenario(&dir, scn).map_err(failed)?;
     let work = dir.join(".work");
     let tls = certificate(scn, &dir.join("tls"))?;
-    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
-    let mut rec = RunRecord {
-        record_version: model::RECORD_VERSION,
-        scenario_file: scn.file.clone(),
-        selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
-        aborted_case: None,
-        run: RunResults {
-            schema: model::SCHEMA_VERSION,
-            scenario: scn.name.clone(),
-            description: scn.description.clone(),
-            started_at: env::now_rfc3339(),
-            quick: scn.quick,
-            partial: false,
-            abort_reason: None,
-            env: env::capture(nginx_v),
-            cases: Vec::new(),
-            findings: Vec::new(),
-            checks: Vec::new(),
-        },
-    };
+    let mut rec = new_record(scn);
     let run_origin = Instant::now();
     let total = scn.cases.len();
     for (i, case) in scn.cases.iter().enumerate() {
@@ -152,6 +133,30 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
         ))
     })?;
     Ok(RunOutcome { dir, results })
+}
+
+/// The record of a run about to start: the scenario, the machine, no case yet.
+fn new_record(scn: &Scenario) -> RunRecord {
+    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
+    RunRecord {
+        record_version: model::RECORD_VERSION,
+        scenario_file: scn.file.clone(),
+        selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
+        aborted_case: None,
+        run: RunResults {
+            schema: model::SCHEMA_VERSION,
+            scenario: scn.name.clone(),
+            description: scn.description.clone(),
+            started_at: env::now_rfc3339(),
+            quick: scn.quick,
+            partial: false,
+            abort_reason: None,
+            env: env::capture(nginx_v),
+            cases: Vec::new(),
+            findings: Vec::new(),
+            checks: Vec::new(),
+        },
+    }
 }
 
 /// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (nginx resolves every path in

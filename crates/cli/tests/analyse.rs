@@ -89,7 +89,9 @@ fn assert_same(want: &BTreeMap<String, Vec<u8>>, got: &BTreeMap<String, Vec<u8>>
 fn analyse_reproduces_a_run_byte_for_byte_in_place_and_elsewhere() {
     let root = tempfile::tempdir().unwrap();
     let q = common::run_quick("default", root.path());
-    assert_eq!(q.code, Some(0), "{}", q.text);
+    // A check (a p99 bound) may fail on a loaded machine; what matters here is that the
+    // analysis, run again, says exactly what the run said, exit code included.
+    assert!(matches!(q.code, Some(0 | 1)), "{}", q.text);
     let dir = &q.dir;
 
     // The record: what was measured, raw.
@@ -128,7 +130,7 @@ fn analyse_reproduces_a_run_byte_for_byte_in_place_and_elsewhere() {
     // In place.
     delete_outputs(dir);
     let out = analyse(dir);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), q.code, "{}", text(&out));
     assert_same(&want, &outputs(dir), "analysed in place");
 
     // Elsewhere: the directory copied to another path, the outputs deleted there.
@@ -137,7 +139,7 @@ fn analyse_reproduces_a_run_byte_for_byte_in_place_and_elsewhere() {
     copy_dir(dir, &moved);
     delete_outputs(&moved);
     let out = analyse(&moved);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), q.code, "{}", text(&out));
     assert_same(&want, &outputs(&moved), "analysed after a copy");
 
     // A damaged request file is bad input, named.

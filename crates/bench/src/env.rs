@@ -4,7 +4,8 @@ use model::Env;
 use std::fs;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Reads kernel, CPU, cores and OS from /proc and /etc; `nginx_v` is `nginx -V` verbatim.
+/// Reads kernel, CPU, cores, OS and [`SYSCTLS`] from /proc and /etc; `nginx_v` is `nginx -V`
+/// verbatim.
 pub fn capture(nginx_v: String) -> Env {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -34,7 +35,23 @@ pub fn capture(nginx_v: String) -> Env {
             .map(|n| n.get() as u32)
             .unwrap_or(1),
         os,
+        sysctls: sysctls(),
     }
+}
+
+/// The kernel settings the analyses explain results with ([`Env::sysctls`]).
+pub const SYSCTLS: &[&str] = &["net.ipv4.tcp_migrate_req"];
+
+/// Reads every setting of [`SYSCTLS`] from /proc/sys; one that cannot be read is left out.
+fn sysctls() -> std::collections::BTreeMap<String, String> {
+    SYSCTLS
+        .iter()
+        .filter_map(|name| {
+            let path = format!("/proc/sys/{}", name.replace('.', "/"));
+            let v = fs::read_to_string(path).ok()?;
+            Some((name.to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 /// Seconds since the Unix epoch as (year, month, day, hour, minute, second) in UTC.

@@ -170,6 +170,44 @@ fn measure(g: &Group) -> Option<(Usage, u32)> {
     }
 }
 
+/// TIME_WAIT sockets whose local port (the backend's side) or remote port (the proxy's or the
+/// load's side) is one of `ports`, read from `/proc/net/tcp` (the backends listen on IPv4).
+pub fn time_wait(ports: &[u16]) -> Option<model::TimeWait> {
+    Some(parse_time_wait(
+        &fs::read_to_string("/proc/net/tcp").ok()?,
+        ports,
+    ))
+}
+
+/// [`time_wait`] on `/proc/net/tcp` text.
+pub fn parse_time_wait(text: &str, ports: &[u16]) -> model::TimeWait {
+    let port_of = |field: &str| {
+        field
+            .rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
+    let mut tw = model::TimeWait {
+        backend_side: 0,
+        peer_side: 0,
+    };
+    for line in text.lines().skip(1) {
+        let mut f = line.split_whitespace();
+        let (Some(_), Some(l), Some(r), Some(state)) = (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if state != "06" {
+            continue;
+        }
+        if port_of(l).is_some_and(|p| ports.contains(&p)) {
+            tw.backend_side += 1;
+        } else if port_of(r).is_some_and(|p| ports.contains(&p)) {
+            tw.peer_side += 1;
+        }
+    }
+    tw
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +258,18 @@ mod tests {
         assert!(spin.cpu_pct > 20.0, "{spin:?}");
         let me = out.iter().find(|x| x.group == "self").unwrap();
         assert!(me.rss_bytes > 0);
+    }
+
+    #[test]
+    fn time_wait_counts_by_side() {
+        // Port 0x1F90 = 8080 is the backend's; state 06 is TIME_WAIT, 01 ESTABLISHED.
+        let text = "  sl  local_address rem_address   st\n\
+            0: 0100007F:1F90 0100007F:A000 06 x\n\
+            1: 0100007F:1F90 0100007F:A001 06 x\n\
+            2: 0100007F:A002 0100007F:1F90 06 x\n\
+            3: 0100007F:1F90 0100007F:A003 01 x\n\
+            4: 0100007F:0050 0100007F:A004 06 x\n";
+        let tw = parse_time_wait(text, &[8080]);
+        assert_eq!((tw.backend_side, tw.peer_side), (2, 1));
     }
 }

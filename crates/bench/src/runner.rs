@@ -1,15 +1,15 @@
 //! Plays a scenario: for each case, stand the stack up, start the loads, fire the actions on time,
-//! sample the processes every second, tear everything down, and write the results directory. A
-//! stop request (Ctrl-C) or a failure ends the run early and still writes what was recorded.
+//! sample the processes every second, tear everything down, and record what was measured
+//! ([`crate::record`]); then analyse the record ([`crate::analyse`]) into the results directory.
+//! A stop request (Ctrl-C) or a failure ends the run early and still records what was measured.
 
+use crate::analysis::Records;
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
 use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
 use crate::stack::{Stack, StackSpec};
-use crate::{analysis, env, paths};
-use model::{
-    CaseResult, CheckResult, ProcSample, ReadinessSample, RequestRecord, RunResults, StubSample,
-};
+use crate::{analyse, env, paths, record};
+use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::nginx::{self, RenderContext, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
@@ -54,11 +54,14 @@ impl std::fmt::Display for RunError {
 pub struct RunOutcome {
     /// The results directory.
     pub dir: PathBuf,
-    /// What was recorded (also in `dir/data.json`).
+    /// What was recorded, analysed (also in `dir/data.json`).
     pub results: RunResults,
 }
 
-/// Runs every case of `scn` and writes the results directory.
+/// Runs every case of `scn` and writes the results directory: first the record (what was
+/// measured: record.json, scenario.toml, requests/), then, through [`analyse::analyse_dir`], the
+/// analysis outputs (data.json, CSVs, report.md, charts), exactly as `proxybench analyse DIR`
+/// would write them later.
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Names that become directories must stay under the results directory (the parser refuses
     // them already; this holds for scenarios built in code too), checked before anything is made.
@@ -76,8 +79,90 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     }
     drop(scratch);
 
+    let dir = results_dir(scn, opts)?;
+    let failed = |e: record::RecordError| RunError::Failed(format!("cannot record the run: {e}"));
+    record::write_scenario(&dir, scn).map_err(failed)?;
+    let work = dir.join(".work");
+    let tls = certificate(scn, &dir.join("tls"))?;
+    let mut rec = new_record(scn);
+    let run_origin = Instant::now();
+    let total = scn.cases.len();
+    for (i, case) in scn.cases.iter().enumerate() {
+        if opts.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let ctx = CaseCtx {
+            index: i,
+            total,
+            dir: &dir,
+            work: paths::join_plain(&work, "case name", &case.name).map_err(RunError::Invalid)?,
+            tls: tls.clone(),
+            opts,
+            start_s: run_origin.elapsed().as_secs_f64(),
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| run_case(case, &ctx))).unwrap_or_else(|p| {
+            CaseOutcome {
+                result: None,
+                records: Records::new(),
+                abort: Some(format!("internal error: {}", panic_text(&p))),
+            }
+        });
+        if let Some(r) = outcome.result {
+            record::write_requests(&dir, &r, &outcome.records).map_err(failed)?;
+            if outcome.abort.is_some() {
+                rec.aborted_case = Some(r.name.clone());
+            }
+            rec.run.cases.push(r);
+        }
+        if let Some(e) = outcome.abort {
+            rec.run.partial = true;
+            rec.run.abort_reason = Some(format!("case '{}': {e}", case.name));
+            break;
+        }
+    }
+    if opts.stop.load(Ordering::SeqCst) && !rec.run.partial {
+        rec.run.partial = true;
+        rec.run.abort_reason = Some("interrupted".into());
+    }
+    let _ = fs::remove_dir_all(&work);
+    record::write_record(&dir, &rec).map_err(failed)?;
+    let results = analyse::analyse_dir(&dir).map_err(|e| {
+        RunError::Failed(format!(
+            "the run is recorded in {}, but its analysis failed: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(RunOutcome { dir, results })
+}
+
+/// The record of a run about to start: the scenario, the machine, no case yet.
+fn new_record(scn: &Scenario) -> RunRecord {
+    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
+    RunRecord {
+        record_version: model::RECORD_VERSION,
+        scenario_file: scn.file.clone(),
+        selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
+        aborted_case: None,
+        run: RunResults {
+            schema: model::SCHEMA_VERSION,
+            scenario: scn.name.clone(),
+            description: scn.description.clone(),
+            started_at: env::now_rfc3339(),
+            quick: scn.quick,
+            partial: false,
+            abort_reason: None,
+            env: env::capture(nginx_v),
+            cases: Vec::new(),
+            findings: Vec::new(),
+            checks: Vec::new(),
+        },
+    }
+}
+
+/// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (nginx resolves every path in
+/// its config against its own prefix).
+fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
     let stamp = env::now_dir_stamp();
-    // Absolute, because nginx resolves every path in its config against its own prefix.
     let root = std::path::absolute(&opts.results_root)
         .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
     let scn_dir =
@@ -89,69 +174,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
         dir = scn_dir.join(format!("{stamp}-{n}"));
     }
     fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
-    let work = dir.join(".work");
-    let tls = certificate(scn, &dir.join("tls"))?;
-    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
-    let mut results = RunResults {
-        schema: model::SCHEMA_VERSION,
-        scenario: scn.name.clone(),
-        description: scn.description.clone(),
-        started_at: env::now_rfc3339(),
-        quick: scn.quick,
-        partial: false,
-        abort_reason: None,
-        env: env::capture(nginx_v),
-        cases: Vec::new(),
-        findings: Vec::new(),
-        checks: Vec::new(),
-    };
-    let run_origin = Instant::now();
-    let total = scn.cases.len();
-    for (i, case) in scn.cases.iter().enumerate() {
-        if opts.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let ctx = CaseCtx {
-            scenario: scn,
-            index: i,
-            total,
-            dir: &dir,
-            work: paths::join_plain(&work, "case name", &case.name).map_err(RunError::Invalid)?,
-            tls: tls.clone(),
-            opts,
-            start_s: run_origin.elapsed().as_secs_f64(),
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| run_case(case, &ctx)));
-        let (case_result, checks, failure) = match outcome {
-            Ok(Ok((r, c))) => (Some(r), c, None),
-            Ok(Err((partial, e))) => (partial.map(|b| *b), Vec::new(), Some(e)),
-            Err(p) => (
-                None,
-                Vec::new(),
-                Some(format!("internal error: {}", panic_text(&p))),
-            ),
-        };
-        if let Some(r) = case_result {
-            results.cases.push(r);
-        }
-        results.checks.extend(checks);
-        if let Some(e) = failure {
-            results.partial = true;
-            results.abort_reason = Some(format!("case '{}': {e}", case.name));
-            break;
-        }
-    }
-    if opts.stop.load(Ordering::SeqCst) && !results.partial {
-        results.partial = true;
-        results.abort_reason = Some("interrupted".into());
-    }
-    if let Some(a) = &scn.analysis {
-        a.finish(scn, &mut results);
-    }
-    let _ = fs::remove_dir_all(&work);
-    report::write_results(&dir, &results)
-        .map_err(|e| RunError::Failed(format!("cannot write results to {}: {e}", dir.display())))?;
-    Ok(RunOutcome { dir, results })
+    Ok(dir)
 }
 
 struct ScratchDir(PathBuf);
@@ -309,7 +332,6 @@ fn fd_budget(scn: &Scenario) -> Result<(), RunError> {
 }
 
 struct CaseCtx<'a> {
-    scenario: &'a Scenario,
     index: usize,
     total: usize,
     dir: &'a Path,
@@ -319,33 +341,70 @@ struct CaseCtx<'a> {
     start_s: f64,
 }
 
-/// A case that could not finish: what it recorded so far (if anything) and why it stopped.
-type CaseFailure = (Option<Box<CaseResult>>, String);
+/// What one case left: its measurements (none when it could not start), every request of its
+/// loads, and why it stopped early, if it did.
+struct CaseOutcome {
+    result: Option<CaseResult>,
+    records: Records,
+    abort: Option<String>,
+}
 
-fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResult>), CaseFailure> {
+impl CaseOutcome {
+    fn failed(e: String) -> CaseOutcome {
+        CaseOutcome {
+            result: None,
+            records: Records::new(),
+            abort: Some(e),
+        }
+    }
+}
+
+/// Plays one case: start its stack and loads, fire its steps, collect what the loads and the
+/// collectors saw, and record it. Nothing is analysed here.
+fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> CaseOutcome {
+    let mut running = match start(case, ctx) {
+        Ok(r) => r,
+        Err(e) => return CaseOutcome::failed(e),
+    };
+    let fired = fire_steps(case, ctx, &mut running);
+    let collected = collect(case, ctx, running);
+    record(case, ctx, fired, collected)
+}
+
+/// A case whose stack is up and whose loads and collector are running.
+struct Running {
+    origin: Instant,
+    stack: Stack,
+    logs_dir: PathBuf,
+    progress: Arc<Progress>,
+    /// Loads that have ended.
+    finished: Arc<AtomicUsize>,
+    loads: Vec<thread::JoinHandle<Result<load::Outcome, String>>>,
+    collecting: Arc<AtomicBool>,
+    collector: thread::JoinHandle<Samples>,
+}
+
+/// Stands the case's stack up and starts its loads (each waits for its start time) and the
+/// once-a-second collector.
+fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     let origin = Instant::now();
-    let mut stack = Stack::up(StackSpec {
+    let stack = Stack::up(StackSpec {
         backends: &case.backends,
         backend_threads: case.backend_threads,
         proxy: case.proxy.as_ref(),
         configs: &case.configs,
         tls: ctx.tls.clone(),
         work: ctx.work.clone(),
-        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
-            .map_err(|e| (None, e))?,
+        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)?,
         origin,
         seed: 1 + ctx.index as u64,
-    })
-    .map_err(|e| (None, e))?;
-    let logs_dir =
-        paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name).map_err(|e| (None, e))?;
-
+    })?;
+    let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)?;
     let configs = case
         .loads
         .iter()
         .map(|l| load_config(l, &stack, ctx.tls.as_ref()))
-        .collect::<Result<Vec<_>, String>>()
-        .map_err(|e| (None, e))?;
+        .collect::<Result<Vec<_>, String>>()?;
 
     let progress = Arc::new(Progress::new(
         format!("case {}/{} {}", ctx.index + 1, ctx.total, case.name),
@@ -354,7 +413,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         ctx.opts.progress,
     ));
     let finished = Arc::new(AtomicUsize::new(0));
-    let mut load_threads = Vec::new();
+    let mut loads = Vec::new();
     for (spec, cfg) in case.loads.iter().zip(configs) {
         let stop = ctx.opts.stop.clone();
         let finished = finished.clone();
@@ -379,57 +438,99 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
                 finished.fetch_add(1, Ordering::SeqCst);
                 out
             })
-            .map_err(|e| (None, format!("cannot start a load thread: {e}")))?;
-        load_threads.push(h);
+            .map_err(|e| format!("cannot start a load thread: {e}"))?;
+        loads.push(h);
     }
 
     let collecting = Arc::new(AtomicBool::new(true));
     let collector = spawn_collector(stack.handles(), origin, collecting.clone());
+    Ok(Running {
+        origin,
+        stack,
+        logs_dir,
+        progress,
+        finished,
+        loads,
+        collecting,
+        collector,
+    })
+}
 
-    let mut events = Vec::new();
-    let mut reloads = Vec::new();
-    let mut ready = Vec::new();
+/// What the case's steps did.
+#[derive(Default)]
+struct Fired {
+    events: Vec<model::Event>,
+    reloads: Vec<model::ReloadRecord>,
+    ready: Vec<model::ReadyRecord>,
+}
+
+/// Fires each step at its time while the loads run. Steps left when every load has ended are
+/// recorded as not run, never dropped.
+fn fire_steps(case: &Case, ctx: &CaseCtx<'_>, run: &mut Running) -> Fired {
+    let mut fired = Fired::default();
     let n_loads = case.loads.len();
-    let mut abort = None;
+    let stop = &ctx.opts.stop;
+    let finished = &run.finished;
     for (i, step) in case.steps.iter().enumerate() {
-        let at = origin + step.at;
+        let at = run.origin + step.at;
         while Instant::now() < at
             && finished.load(Ordering::SeqCst) < n_loads
-            && !ctx.opts.stop.load(Ordering::SeqCst)
+            && !stop.load(Ordering::SeqCst)
         {
             thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
         }
-        if ctx.opts.stop.load(Ordering::SeqCst) {
+        if stop.load(Ordering::SeqCst) {
             break;
         }
         if finished.load(Ordering::SeqCst) >= n_loads {
-            // Every load ended early (a `requests` load, or a failure): the actions left are
-            // recorded as not run, never dropped.
-            let t_s = origin.elapsed().as_secs_f64();
-            events.extend(case.steps[i..].iter().map(|s| model::Event {
-                t_s,
-                action: s.action.kind().to_string(),
-                detail: format!("planned at {:.2}s", s.at.as_secs_f64()),
-                duration_ms: 0.0,
-                error: Some("not run: every load had ended".into()),
-                limit: false,
-            }));
+            // Every load ended early (a `requests` load, or a failure).
+            let t_s = run.origin.elapsed().as_secs_f64();
+            fired
+                .events
+                .extend(case.steps[i..].iter().map(|s| model::Event {
+                    t_s,
+                    action: s.action.kind().to_string(),
+                    detail: format!("planned at {:.2}s", s.at.as_secs_f64()),
+                    duration_ms: 0.0,
+                    error: Some("not run: every load had ended".into()),
+                    limit: false,
+                }));
             break;
         }
-        let stop = &ctx.opts.stop;
         let keep_going =
             || finished.load(Ordering::SeqCst) < n_loads && !stop.load(Ordering::SeqCst);
-        let applied = stack.apply(&step.action, &keep_going);
+        let applied = run.stack.apply(&step.action, &keep_going);
         for ev in &applied.events {
-            progress.action(ev);
+            run.progress.action(ev);
         }
-        events.extend(applied.events);
-        reloads.extend(applied.reloads);
-        ready.extend(applied.ready);
+        fired.events.extend(applied.events);
+        fired.reloads.extend(applied.reloads);
+        fired.ready.extend(applied.ready);
     }
+    fired
+}
+
+/// Everything the case measured once its loads ended and its stack came down.
+struct Collected {
+    summaries: Vec<model::LoadSummary>,
+    records: Records,
+    /// The first load failure.
+    abort: Option<String>,
+    samples: Samples,
+    logs: model::LogSummary,
+    backends: Vec<model::BackendCounters>,
+    time_wait: Option<model::TimeWait>,
+    elapsed_s: f64,
+    down_err: Option<String>,
+}
+
+/// Joins the loads, lets the case settle, stops the collector, takes the stack down, moves the
+/// proxy's logs into the results and reads them, and counts TIME_WAIT at the backends' ports.
+fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     let mut summaries = Vec::new();
-    let mut records: BTreeMap<String, Vec<RequestRecord>> = BTreeMap::new();
-    for h in load_threads {
+    let mut records = Records::new();
+    let mut abort = None;
+    for h in run.loads {
         match h.join() {
             Ok(Ok(out)) => {
                 if let Some(r) = out.records {
@@ -445,21 +546,21 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
             }
         }
     }
-    progress.finish();
+    run.progress.finish();
     if !ctx.opts.stop.load(Ordering::SeqCst) {
         thread::sleep(case.settle);
     }
-    collecting.store(false, Ordering::SeqCst);
-    let (proc_samples, stub_samples, readiness) = collector.join().unwrap_or_default();
-    let (logs, down_err) = stack.down();
-    let backends = stack.fleet.counters();
-    drop(stack);
-    let elapsed_s = origin.elapsed().as_secs_f64();
+    run.collecting.store(false, Ordering::SeqCst);
+    let samples = run.collector.join().unwrap_or_default();
+    let (logs, down_err) = run.stack.down();
+    let backends = run.stack.fleet.counters();
+    drop(run.stack);
+    let elapsed_s = run.origin.elapsed().as_secs_f64();
 
     let mut access = Vec::new();
     let mut errors = Vec::new();
     for (replica, a, e) in &logs {
-        let to = logs_dir.join(replica);
+        let to = run.logs_dir.join(replica);
         let _ = fs::create_dir_all(&to);
         let a2 = to.join("access.log");
         let e2 = to.join("error.log");
@@ -468,50 +569,58 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         access.push(a2);
         errors.push(e2);
     }
-    let log_summary = read_logs(&access, &errors);
-
-    let end_s = elapsed_s;
-    let mut disruptions = Vec::new();
-    for s in &summaries {
-        if let Some(r) = records.get(&s.name) {
-            disruptions.extend(model::disruption_windows(&s.name, r, &events, end_s));
-        }
+    let logs = read_logs(&access, &errors);
+    let ports: Vec<u16> = backends
+        .iter()
+        .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .collect();
+    Collected {
+        summaries,
+        records,
+        abort,
+        samples,
+        logs,
+        backends,
+        time_wait: crate::procfs::time_wait(&ports),
+        elapsed_s,
+        down_err,
     }
+}
+
+/// The case's measurements as the record holds them: the analysed fields (disruptions,
+/// tables, series, checks) stay empty; a teardown failure is a finding of the run itself.
+fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOutcome {
+    let (proc_samples, stub_samples, readiness) = c.samples;
     let mut result = CaseResult {
         name: case.name.clone(),
         description: case.description.clone(),
         start_s: ctx.start_s,
-        elapsed_s,
-        loads: summaries,
-        disruptions,
-        events,
-        reloads,
-        logs: log_summary,
+        elapsed_s: c.elapsed_s,
+        loads: c.summaries,
+        disruptions: Vec::new(),
+        events: fired.events,
+        reloads: fired.reloads,
+        logs: c.logs,
         proc_samples,
         stub_samples,
         readiness,
-        ready,
-        backends,
+        ready: fired.ready,
+        backends: c.backends,
+        time_wait: c.time_wait,
         tables: Vec::new(),
         series: Vec::new(),
         findings: Vec::new(),
     };
-    let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(&result)).collect();
-    if let Some(a) = &ctx.scenario.analysis {
-        let input = analysis::CaseInput {
-            scenario: ctx.scenario,
-            case,
-            records: &records,
-        };
-        checks.extend(a.case(&input, &mut result));
+    if c.abort.is_none() {
+        if let Some(e) = c.down_err {
+            result.findings.push(format!("teardown: {e}"));
+        }
     }
-    if let Some(e) = abort {
-        return Err((Some(Box::new(result)), e));
+    CaseOutcome {
+        result: Some(result),
+        records: c.records,
+        abort: c.abort,
     }
-    if let Some(e) = down_err {
-        result.findings.push(format!("teardown: {e}"));
-    }
-    Ok((result, checks))
 }
 
 /// The proxy's logs summarised, or an empty summary that says why there is none, so that checks
@@ -698,9 +807,4 @@ fn one_line(msg: &str) -> String {
     }
 }
 
-fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
-}
+use crate::analyse::panic_text;

@@ -64,6 +64,9 @@ pub struct Scenario {
     pub cases: Vec<Case>,
     /// Whether the quick layers were applied.
     pub quick: bool,
+    /// The file's text as parsed: the run writes it to scenario.toml, so `proxybench analyse`
+    /// parses exactly what ran.
+    pub source: String,
 }
 
 /// The analysis a scenario named, found in the registry when the file was parsed.
@@ -685,6 +688,7 @@ impl Scenario {
             analysis,
             cases,
             quick,
+            source: src.text.clone(),
         })
     }
 }

@@ -1,4 +1,4 @@
-//! `proxybench run`, `scenarios`, `report` and `compare`: flags and dispatch.
+//! `proxybench run`, `scenarios`, `report`, `analyse` and `compare`: flags and dispatch.
 
 use crate::CliError;
 use bench::layers::Source;
@@ -39,6 +39,14 @@ pub struct ScenariosArgs {}
 #[derive(clap::Args)]
 pub struct ReportArgs {
     /// A results directory (holding data.json).
+    dir: PathBuf,
+}
+
+/// Flags of `proxybench analyse`.
+#[derive(clap::Args)]
+#[command(after_help = ANALYSE_EXIT_CODES)]
+pub struct AnalyseArgs {
+    /// A results directory (holding record.json, scenario.toml and requests/).
     dir: PathBuf,
 }
 
@@ -199,6 +207,38 @@ pub fn report(a: ReportArgs) -> Result<ExitCode, CliError> {
     println!("{}", a.dir.join("report.md").display());
     Ok(ExitCode::SUCCESS)
 }
+
+/// Runs `proxybench analyse DIR`: the analysis of a recorded run, again, into the same files.
+pub fn analyse(a: AnalyseArgs) -> Result<ExitCode, CliError> {
+    let r = bench::analyse::analyse_dir(&a.dir).map_err(|e| {
+        if e.is_bad_input() {
+            CliError::usage(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    })?;
+    print!("{}", report::summary_text(&r));
+    println!("report: {}", a.dir.join("report.md").display());
+    // An interrupted run's record is partial, which analysing it again does not change: 1.
+    Ok(ExitCode::from(match exit_code(&r) {
+        130 => 1,
+        c => c,
+    }))
+}
+
+/// The exit codes of `proxybench analyse`, for `--help` and the README.
+pub const ANALYSE_EXIT_CODES: &str =
+    "Reads DIR/record.json, DIR/scenario.toml and DIR/requests/ (what the run measured), \
+    runs the scenario's analysis again and rewrites data.json, the CSVs, report.md and charts/. \
+    Nothing is read from this machine, so the output is the run's own, byte for byte.\n\n\
+    Exit codes:\n  \
+    0    every check passed and every action succeeded\n  \
+    1    a check failed, an action failed, the record is partial (the run stopped early), or \
+    the outputs could not be written\n  \
+    2    bad input: no such directory, no record.json (not a results directory, or one older \
+    than this command: `proxybench report` rebuilds those), a record of another version, or a \
+    damaged record\n  \
+    3    the target was unusable: every request of some load failed";
 
 /// Runs `proxybench compare A B`.
 pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {

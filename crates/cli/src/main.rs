@@ -54,8 +54,10 @@ enum Cmd {
     Run(cmd_run::RunArgs),
     /// List the built-in scenarios.
     Scenarios(cmd_run::ScenariosArgs),
-    /// Rebuild report.md and charts from a results directory.
+    /// Rebuild report.md and charts from a results directory's data.json.
     Report(cmd_run::ReportArgs),
+    /// Analyse a results directory's record again: data.json, CSVs, report.md and charts.
+    Analyse(cmd_run::AnalyseArgs),
     /// Compare two results directories side by side.
     Compare(cmd_run::CompareArgs),
 }
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run::run(a),
         Cmd::Scenarios(a) => cmd_run::scenarios(a),
         Cmd::Report(a) => cmd_run::report(a),
+        Cmd::Analyse(a) => cmd_run::analyse(a),
         Cmd::Compare(a) => cmd_run::compare(a),
     };
     match result {

@@ -123,7 +123,7 @@ pub struct Config {
     pub cacert: Option<PathBuf>,
     /// No complete response within this long counts as a timeout (also the connect timeout).
     pub timeout: Duration,
-    /// Keep one [`model::RequestRecord`] per attempt (16 bytes each).
+    /// Keep one [`model::RequestRecord`] per attempt (24 bytes each).
     pub record_requests: bool,
     /// Write per-second histograms to this file in the HdrHistogram interval-log format.
     pub hdr_log: Option<PathBuf>,

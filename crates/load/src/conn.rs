@@ -131,6 +131,8 @@ pub struct Conn {
     pub intended: u64,
     /// When the engine issued the request, ns since the origin.
     pub issued: u64,
+    /// Response bytes read for the request in flight (for its per-request record).
+    pub read_bytes: u32,
     /// Timeout or backoff deadline, ns since the origin.
     pub deadline: u64,
     /// The socket has no more bytes until the next readiness event.
@@ -156,6 +158,7 @@ impl Conn {
             parser: ResponseParser::new(),
             intended: 0,
             issued: 0,
+            read_bytes: 0,
             deadline: 0,
             drained: false,
             hup: false,

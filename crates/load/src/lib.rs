@@ -142,6 +142,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         open: cfg.rate.map(|r| (r, cfg.arrivals, cfg.seed)),
         limit: cfg.requests,
         threads,
+        connections,
         record: cfg.record_requests,
         stop: ctl.stop.clone(),
         backend,

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod load;
+pub mod records;
 pub mod run;
 
 pub use load::*;
@@ -15,3 +16,6 @@ pub use run::*;
 
 /// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Version of `record.json`'s layout around the [`RunResults`] it holds ([`RunRecord`]).
+pub const RECORD_VERSION: u32 = 1;

@@ -319,14 +319,23 @@ impl LoadSummary {
     }
 }
 
-/// The outcome of one request, for runs that keep a per-request record (disruption windows).
-/// 16 bytes, so a million requests cost 16 MB.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The outcome of one request, for runs that keep a per-request record (disruption windows, the
+/// analyses, `requests/<case>/<load>.bin` in a results directory). 24 bytes in memory and on disk
+/// ([`crate::records`]), so a million requests cost 24 MB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct RequestRecord {
     /// Completion (or failure) time in microseconds since the origin.
     pub t_us: u64,
     /// Latency in microseconds (corrected in open loop), saturating at u32::MAX.
     pub latency_us: u32,
+    /// The connection slot it went out on (0 to connections - 1, across the load's threads); a
+    /// slot reconnects after a close, so one slot can be several TCP connections in turn.
+    #[serde(default)]
+    pub conn: u32,
+    /// Response bytes read while the request was in flight (head and body), saturating at
+    /// u32::MAX.
+    #[serde(default)]
+    pub bytes: u32,
     /// HTTP status, or 0 when the attempt failed below HTTP.
     pub status: u16,
     /// The error kind when `status` is 0.
@@ -334,6 +343,13 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// When the request was meant to leave, in microseconds since the origin: completion minus
+    /// latency. In open loop latency counts from the intended send time, so this is the schedule's
+    /// time (to within the microsecond both are rounded to); in closed loop it is the actual send.
+    pub fn intended_us(&self) -> u64 {
+        self.t_us.saturating_sub(u64::from(self.latency_us))
+    }
+
     /// True when the attempt failed: an error below HTTP, or a status outside 2xx/3xx.
     pub fn failed(&self) -> bool {
         self.error.is_some() || !(200..400).contains(&self.status)

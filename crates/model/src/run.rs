@@ -80,6 +80,32 @@ pub struct Env {
     pub cores: u32,
     /// Host OS description (PRETTY_NAME from /etc/os-release).
     pub os: String,
+    /// Kernel settings the analyses explain results with, read when the run started, by dotted
+    /// name (`net.ipv4.tcp_migrate_req` → `0`); a setting that could not be read is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctls: BTreeMap<String, String>,
+}
+
+/// `record.json`: what a run measured, before any analysis. `proxybench analyse DIR` turns it,
+/// the scenario.toml beside it and the request records under `requests/` into data.json and the
+/// report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Layout version ([`crate::RECORD_VERSION`]).
+    pub record_version: u32,
+    /// The name the scenario file was read under (`<builtin>/default.toml`, or a path), for
+    /// messages when scenario.toml is parsed again.
+    pub scenario_file: String,
+    /// The scenario's cases that were chosen to run (all of them, or those `--case` named), in
+    /// order: the analysis sees the scenario in this form.
+    pub selected_cases: Vec<String>,
+    /// The case whose failure stopped the run, when it left a result: it is analysed, but its
+    /// checks are not evaluated (a case cut short would fail them for the wrong reason).
+    #[serde(default)]
+    pub aborted_case: Option<String>,
+    /// The measurements, in data.json's schema, with the analysed fields empty: no disruptions,
+    /// tables, series or checks, and only the findings the runner made (teardown failures).
+    pub run: RunResults,
 }
 
 /// One case of a scenario: its loads and everything observed while they ran.
@@ -115,12 +141,26 @@ pub struct CaseResult {
     pub ready: Vec<ReadyRecord>,
     /// Backend counters at the end of the case.
     pub backends: Vec<BackendCounters>,
+    /// TIME_WAIT sockets at the backends' ports right after the case (read from /proc/net/tcp
+    /// at run time); `None` when they could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_wait: Option<TimeWait>,
     /// Extra tables the scenario computed (comparisons, predictions), rendered as they are.
     pub tables: Vec<Table>,
     /// Extra series the scenario computed (e.g. limiter queue depth), charted against time.
     pub series: Vec<Series>,
     /// Findings about this case, one sentence each.
     pub findings: Vec<String>,
+}
+
+/// TIME_WAIT sockets that involve the backends' ports, split by which end holds them: the side
+/// that closed first keeps the TIME_WAIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeWait {
+    /// Sockets whose local port is a backend's (the backend closed first).
+    pub backend_side: u64,
+    /// Sockets whose remote port is a backend's (the proxy or the load closed first).
+    pub peer_side: u64,
 }
 
 /// An action fired during a run (scale, reload, kill...) and how it went.
@@ -450,6 +490,7 @@ mod tests {
             latency_us: 100,
             status,
             error,
+            ..Default::default()
         }
     }
 

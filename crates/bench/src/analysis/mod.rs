@@ -27,6 +27,8 @@ pub struct CaseInput<'a> {
     pub case: &'a Case,
     /// Every request of every load of the case.
     pub records: &'a Records,
+    /// The run's machine, as recorded when it ran (never read from the machine analysing).
+    pub env: &'a model::Env,
 }
 
 /// A scenario's theory: per case, tables, series, findings and checks; over the whole run,

@@ -318,34 +318,6 @@ fn origins(f: &Facts) -> String {
         .join(", ")
 }
 
-/// TIME_WAIT sockets whose local port (the backend's side) or remote port (the proxy's or the
-/// load's side) is one of `ports`, read from `/proc/net/tcp` (the backends listen on IPv4).
-fn time_wait(ports: &[u16]) -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let port_of = |field: &str| {
-        field
-            .rsplit_once(':')
-            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-    };
-    let (mut local, mut remote) = (0, 0);
-    for line in text.lines().skip(1) {
-        let mut f = line.split_whitespace();
-        let (Some(_), Some(l), Some(r), Some(state)) = (f.next(), f.next(), f.next(), f.next())
-        else {
-            continue;
-        };
-        if state != "06" {
-            continue;
-        }
-        if port_of(l).is_some_and(|p| ports.contains(&p)) {
-            local += 1;
-        } else if port_of(r).is_some_and(|p| ports.contains(&p)) {
-            remote += 1;
-        }
-    }
-    Some((local, remote))
-}
-
 fn check(case: &str, name: String, expected: String, actual: String, pass: bool) -> CheckResult {
     CheckResult {
         name,
@@ -369,12 +341,7 @@ fn case(
             .push("overhead analysis: the case ran no load; nothing to analyse.".into());
         return Vec::new();
     };
-    let ports: Vec<u16> = result
-        .backends
-        .iter()
-        .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .collect();
-    let tw = time_wait(&ports);
+    let tw = result.time_wait.map(|t| (t.backend_side, t.peer_side));
     result.tables.push(flow_table(&case.name, &f, tw));
     result.findings.push(finding(&f));
     checks(&case.name, &f)

@@ -43,6 +43,7 @@ fn case(
     case: &Case,
     result: &mut CaseResult,
     records: &Records,
+    env: &model::Env,
 ) -> Vec<CheckResult> {
     let plan = Plan::new(case, result);
     let books: Vec<LoadBooks> = result
@@ -54,9 +55,12 @@ fn case(
     let lives = replicas::lives(&plan, result);
     let end = result.elapsed_s;
 
-    result
-        .tables
-        .push(tables::actions(&case.name, &plan, &books));
+    result.tables.push(tables::actions(
+        &case.name,
+        &plan,
+        &books,
+        &tcp_migrate_req(env),
+    ));
     if plan.has(|w| w == What::Reload) {
         result
             .tables
@@ -98,11 +102,12 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     summary::finish(scn, results);
 }
 
-/// `net.ipv4.tcp_migrate_req` as this machine has it (`unknown` when unreadable).
-pub(crate) fn tcp_migrate_req() -> String {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+/// `net.ipv4.tcp_migrate_req` as the run's machine had it (`unknown` when unreadable).
+pub(crate) fn tcp_migrate_req(env: &model::Env) -> String {
+    env.sysctls
+        .get("net.ipv4.tcp_migrate_req")
+        .cloned()
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// One sentence per outcome of the case, explained from the mechanism.
@@ -284,7 +289,7 @@ impl super::Analysis for ZeroDowntime {
     }
 
     fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
-        case(input.scenario, input.case, result, input.records)
+        case(input.scenario, input.case, result, input.records, input.env)
     }
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {

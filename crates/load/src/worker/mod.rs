@@ -94,6 +94,8 @@ pub struct Shared {
     pub limit: Option<u64>,
     /// Number of threads.
     pub threads: usize,
+    /// Connections across all threads (thread `i` holds a contiguous range of them).
+    pub connections: usize,
     /// Keep per-request records.
     pub record: bool,
     /// Set by the caller to end the run early.
@@ -133,12 +135,21 @@ struct Worker<'a> {
     late: u64,
     lateness: Option<Recorder>,
     records: Vec<RequestRecord>,
+    /// The load-wide index of this thread's first connection (records name connections by it).
+    conn_base: u32,
     /// The first failure of each kind on this thread: when (ns since the origin) and why.
     first_errors: [Option<(u64, String)>; KINDS],
     /// io_uring: when the current batch of completions was reaped. Every completion in it was
     /// posted before then, so it is their arrival time (and reading the clock once per batch
     /// instead of per response keeps later completions from being stamped late).
     batch_now: Option<u64>,
+}
+
+/// The load-wide index of thread `id`'s first connection when `connections` are dealt out to
+/// `threads` as `load::run` does (the first `connections % threads` threads get one more).
+fn first_conn(id: usize, threads: usize, connections: usize) -> usize {
+    let t = threads.max(1);
+    id * (connections / t) + id.min(connections % t)
 }
 
 /// Runs one worker thread with `conns` connections and, in closed loop, `quota` requests.
@@ -204,6 +215,7 @@ pub fn run(
         late: 0,
         lateness: open.then(Recorder::default),
         records: Vec::new(),
+        conn_base: first_conn(id, sh.threads, sh.connections) as u32,
         first_errors: std::array::from_fn(|_| None),
         batch_now: None,
     };
@@ -338,6 +350,7 @@ impl Worker<'_> {
         c.busy = true;
         c.intended = intended;
         c.issued = now;
+        c.read_bytes = 0;
         c.deadline = now + self.sh.timeout_ns;
         match c.state {
             State::Idle => self.write_request(i, now),
@@ -422,6 +435,7 @@ impl Worker<'_> {
     fn on_data(&mut self, i: usize, data: &[u8], hup: bool) -> bool {
         self.cur.bytes += data.len() as u64;
         let c = &mut self.conns[i];
+        c.read_bytes = c.read_bytes.saturating_add(data.len() as u32);
         if !c.busy {
             // Bytes nobody asked for: the connection is out of step; drop it.
             self.drop_idle(i);
@@ -527,6 +541,8 @@ impl Worker<'_> {
             self.records.push(RequestRecord {
                 t_us: now / 1000,
                 latency_us: latency_us.min(u32::MAX as u64) as u32,
+                conn: self.conn_base + i as u32,
+                bytes: c.read_bytes,
                 status,
                 error: None,
             });
@@ -557,6 +573,8 @@ impl Worker<'_> {
             self.records.push(RequestRecord {
                 t_us: now / 1000,
                 latency_us: latency_us.min(u32::MAX as u64) as u32,
+                conn: self.conn_base + i as u32,
+                bytes: c.read_bytes,
                 status: 0,
                 error: Some(kind),
             });
@@ -720,5 +738,21 @@ fn connect_kind(e: &io::Error) -> ErrorKind {
         Some(libc::ECONNREFUSED) => ErrorKind::ConnectRefused,
         Some(libc::ETIMEDOUT) => ErrorKind::ConnectTimeout,
         _ => ErrorKind::ConnectOther,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_conn;
+
+    #[test]
+    fn connection_ranges_tile_the_load() {
+        // 10 connections over 3 threads: 4, 3, 3.
+        assert_eq!(
+            (0..3).map(|i| first_conn(i, 3, 10)).collect::<Vec<_>>(),
+            [0, 4, 7]
+        );
+        assert_eq!(first_conn(0, 1, 5), 0);
+        assert_eq!(first_conn(3, 4, 4), 3);
     }
 }

@@ -287,6 +287,7 @@ mod tests {
                 latency_us: (r + 1000 - s) as u32,
                 status,
                 error: None,
+                ..Default::default()
             });
             logs.limit_req_lines.push(LimitReqLine {
                 start_ms: epoch_ms + r / 1000,

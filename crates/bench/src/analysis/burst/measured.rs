@@ -100,6 +100,7 @@ mod tests {
             latency_us: (latency_ms * 1000) as u32,
             status,
             error: None,
+            ..Default::default()
         }
     }
 

@@ -12,7 +12,7 @@ fn cols(c: &[&str]) -> Vec<String> {
 }
 
 /// What each action cost: failures per load, when they came after the action, and why.
-pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
+pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks], migrate_req: &str) -> Table {
     let mut columns = cols(&["#", "Action", "At (s)", "Took (ms)"]);
     for l in loads {
         columns.push(format!("{} lost", l.name));
@@ -49,12 +49,12 @@ pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
         title: format!("{case}: what each action cost"),
         columns,
         rows,
-        notes: explain(plan),
+        notes: explain(plan, migrate_req),
     }
 }
 
 /// One paragraph per kind of action the case has: the mechanism behind its cost.
-fn explain(plan: &Plan) -> Vec<String> {
+fn explain(plan: &Plan, migrate_req: &str) -> Vec<String> {
     let mut out = Vec::new();
     if plan.has(|w| w == What::ReplicasUp) {
         out.push(
@@ -75,7 +75,7 @@ fn explain(plan: &Plan) -> Vec<String> {
              Connections the kernel had already queued on the closing socket but nginx had not \
              yet accepted are reset too (the socket's accept queue dies with it; the kernel moves \
              them to a sibling socket only with net.ipv4.tcp_migrate_req=1, {} here).",
-            super::tcp_migrate_req()
+            migrate_req
         ));
     }
     if plan.has(|w| matches!(w, What::ReplicasDown(StopSpec::Kill | StopSpec::Fast))) {

@@ -70,6 +70,7 @@ fn case(
             chart: None,
             unit: "replicas".into(),
             points: plan.replica_steps(end),
+            ..Default::default()
         });
     }
     if plan.has(|w| matches!(w, What::BackendsUp | What::BackendsDown(_))) {
@@ -78,6 +79,7 @@ fn case(
             chart: None,
             unit: "backends".into(),
             points: plan.backend_steps(end),
+            ..Default::default()
         });
     }
     result

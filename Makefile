@@ -1,4 +1,5 @@
-# proxybench: `make run` runs the default scenario end to end, `make test` passes the whole suite.
+# proxybench: `make run` runs the default scenario end to end, `make test` passes the whole suite
+# (what CI runs), `make test-fast` the unit and codec tests for the edit loop.
 # Both install what is missing first (nginx, wrk and a C toolchain from Debian's packages, Rust
 # via rustup).
 
@@ -9,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test bench soak fuzz deps test-deps build lint clean
+.PHONY: run test test-fast bench soak fuzz deps test-deps build lint clean
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -59,6 +60,16 @@ lint: deps
 ## a few seconds of fuzzing per parser)
 test: lint test-deps
 	$(CARGO) test --workspace --release --locked --no-fail-fast
+
+## test-fast: the edit loop's tier: every crate's unit tests (--lib) plus the test binaries that
+## need no nginx and no timing: the response codec over real loopback sockets (load: responses),
+## the scenario parser's errors and fuzz regressions (bench: scenario_errors, fuzz_regressions) and
+## the results directory with its charts (report: results). No end-to-end scenario, no soak, no
+## fuzz smoke, no lint. With a warm build it takes about 10 s; after an edit, rebuilding the
+## changed crate and its dependents dominates. `make test` stays the whole suite.
+FAST_TESTS := --lib --test responses --test scenario_errors --test fuzz_regressions --test results
+test-fast: deps
+	$(CARGO) test --workspace --release --locked $(FAST_TESTS)
 
 ## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx); not the soak
 bench: build

@@ -10,7 +10,8 @@ fn clock(id: libc::clockid_t) -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer and the clock ids used here always exist on Linux.
+    // SAFETY: `ts` is a live timespec the kernel (or vDSO) writes, of exactly the type it
+    // expects; the clock ids used here always exist on Linux, so it is always written.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -44,7 +45,8 @@ pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListene
     } else {
         libc::AF_INET6
     };
-    // SAFETY: plain socket(2); the fd is owned right away.
+    // SAFETY: socket(2) takes no pointers; the fd it returns is wrapped in an OwnedFd just
+    // below, before any early return, so it is closed exactly once.
     let fd = unsafe {
         libc::socket(
             family,
@@ -55,15 +57,16 @@ pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListene
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: `fd` is a fresh socket nobody else owns.
+    // SAFETY: `fd` is a fresh, open socket that nothing else owns or will close.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds a sockaddr of `len` bytes for the socket's family.
+    // SAFETY: `storage` holds an initialised sockaddr of the socket's family and `len` is its
+    // size (within the storage); the kernel only reads it. `owned` keeps `fd` open.
     if unsafe { libc::bind(fd, &storage as *const _ as *const libc::sockaddr, len) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: listen(2) on a bound socket.
+    // SAFETY: listen(2) takes no pointers; `owned` keeps `fd` open.
     if unsafe { libc::listen(fd, 4096) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -71,7 +74,7 @@ pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListene
 }
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: the option value is an int of the size given.
+    // SAFETY: the value pointer and length describe `v`, a live i32 the kernel only reads.
     let r = unsafe {
         libc::setsockopt(
             fd,
@@ -89,7 +92,7 @@ fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
 }
 
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is valid.
+    // SAFETY: sockaddr_storage is plain integers and byte arrays, for which all-zero is valid.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     match addr {
         SocketAddr::V4(a) => {
@@ -101,7 +104,8 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin_zero: [0; 8],
             };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            // SAFETY: sockaddr_storage is, by definition, large enough and aligned for every
+            // sockaddr type, so the write stays inside `storage` and is aligned.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
             (
                 storage,
@@ -118,7 +122,7 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin6_scope_id: a.scope_id(),
             };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            // SAFETY: as above, sockaddr_storage is large enough and aligned for sockaddr_in6.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
             (
                 storage,
@@ -134,7 +138,7 @@ pub(crate) fn set_linger_zero(fd: RawFd) {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: the option value is a linger struct of the size given.
+    // SAFETY: the value pointer and length describe `l`, a live linger the kernel only reads.
     unsafe {
         libc::setsockopt(
             fd,
@@ -155,7 +159,8 @@ pub(crate) struct TimerFd {
 impl TimerFd {
     /// A new, disarmed, non-blocking timer.
     pub(crate) fn new() -> io::Result<TimerFd> {
-        // SAFETY: plain timerfd_create(2); the fd is owned right away.
+        // SAFETY: timerfd_create(2) takes no pointers; the fd is wrapped in an OwnedFd below
+        // before any other use, so it is closed exactly once.
         let fd = unsafe {
             libc::timerfd_create(
                 libc::CLOCK_MONOTONIC,
@@ -165,10 +170,9 @@ impl TimerFd {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `fd` is fresh and owned here.
-        Ok(TimerFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        // SAFETY: `fd` is a fresh, open timer fd that nothing else owns or will close.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(TimerFd { fd })
     }
 
     /// Fires once at `deadline_ns` on CLOCK_MONOTONIC (at once if that has passed).
@@ -184,7 +188,8 @@ impl TimerFd {
                 tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
             },
         };
-        // SAFETY: valid itimerspec; old value not requested.
+        // SAFETY: `spec` is a live itimerspec the kernel only reads; a null old-value pointer
+        // is allowed and means the previous setting is not returned. `self.fd` is open.
         unsafe {
             libc::timerfd_settime(
                 self.fd.as_raw_fd(),
@@ -198,7 +203,7 @@ impl TimerFd {
     /// Clears the expiration count so the next expiry raises a new edge.
     pub(crate) fn clear(&self) {
         let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into an 8-byte buffer.
+        // SAFETY: the kernel writes at most 8 bytes, the size of `buf`, which is a live local.
         unsafe {
             libc::read(
                 self.fd.as_raw_fd(),
@@ -232,19 +237,22 @@ pub(crate) fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Opti
     };
     // Room for one cmsg carrying a timespec, 8-byte aligned.
     let mut cbuf = [0u64; 8];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    // SAFETY: msghdr is integers and pointers, for which all-zero (null, empty) is valid.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
-    // SAFETY: msg describes valid, writable buffers.
+    // SAFETY: `msg` points at `iov` (which covers exactly `buf`) and at `cbuf` with its true
+    // length; all three are live locals borrowed for the call, and the kernel writes within them.
     let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     let mut age = None;
-    // SAFETY: walking the control messages the kernel wrote into `cbuf`, per cmsg(3).
+    // SAFETY: CMSG_FIRSTHDR/NXTHDR only return headers that lie wholly inside `cbuf`'s
+    // `msg_controllen` bytes the kernel filled (or null), per cmsg(3); the timespec is read
+    // unaligned because CMSG_DATA need not be aligned for it.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {

@@ -94,8 +94,9 @@ impl Default for Sampler {
 impl Sampler {
     /// A sampler with no history (the first sample of each group reports 0% CPU).
     pub fn new() -> Sampler {
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        // Both come from the auxiliary vector the kernel gave the process, as sysconf's do.
+        let hz = rustix::param::clock_ticks_per_second();
+        let page = rustix::param::page_size();
         Sampler {
             tick_hz: if hz > 0 { hz as f64 } else { 100.0 },
             page: if page > 0 { page as u64 } else { 4096 },

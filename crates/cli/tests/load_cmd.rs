@@ -201,6 +201,7 @@ fn open_files_limit() -> (u64, u64) {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: `lim` is a live rlimit the kernel writes, of exactly the type it expects.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
     (lim.rlim_cur, lim.rlim_max)
 }

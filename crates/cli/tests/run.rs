@@ -496,6 +496,7 @@ fn ctrl_c_stops_everything_and_keeps_a_partial_report() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) takes no pointers; the pid is our child's, not yet waited for.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }

@@ -96,6 +96,15 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
         assert_eq!(ttr.rows[0][2], "0", "{name}: never ready");
         let series = c.series.iter().find(|s| s.name == "time to ready").unwrap();
         assert_eq!(series.points.len(), steps.len());
+        // Charted against what grew, one point per step: x is the count each step reached.
+        assert!(
+            matches!(series.x, model::SeriesX::Count(_)),
+            "{name}: {:?}",
+            series.x
+        );
+        let counts: Vec<f64> = c.ready.iter().map(|r| f64::from(r.count)).collect();
+        let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
+        assert_eq!(xs, counts, "{name}: x is the count of each ready probe");
     }
 
     // Every server added to the upstream got its round-robin share of the light load.

@@ -208,6 +208,7 @@ fn interrupted_it_leaves_nothing_running() {
             break s;
         }
         if t.elapsed() > Duration::from_secs(30) {
+            // SAFETY: as above: no pointers, and the group is the one we created.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             panic!("the script did not exit within 30 s of SIGINT");
         }

@@ -26,16 +26,11 @@ pub fn open_now() -> u64 {
 }
 
 /// The soft and hard RLIMIT_NOFILE.
+/// Unlimited reads as `RLIM_INFINITY`, as getrlimit(2) reports it.
 fn limits() -> Result<(u64, u64), Error> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Error::Io(format!("cannot read the open-files limit: {e}")));
-    }
-    Ok((lim.rlim_cur, lim.rlim_max))
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let or_infinity = |v: Option<u64>| v.unwrap_or(libc::RLIM_INFINITY);
+    Ok((or_infinity(lim.current), or_infinity(lim.maximum)))
 }
 
 /// Makes sure `connections` sockets over `threads` threads fit under the open-files limit,
@@ -69,12 +64,13 @@ pub fn raise_for(need: u64) -> Result<u64, Error> {
         } else {
             hard
         };
-        let lim = libc::rlimit {
-            rlim_cur: target,
-            rlim_max: hard,
+        let finite = |v: u64| (v != libc::RLIM_INFINITY).then_some(v);
+        let lim = rustix::process::Rlimit {
+            current: finite(target),
+            maximum: finite(hard),
         };
         // Failing to raise it is not an error in itself: the caller compares.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+        let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, lim);
     }
     Ok(limits()?.0)
 }

@@ -25,6 +25,8 @@ impl Socket {
             SocketAddr::V4(_) => libc::AF_INET,
             SocketAddr::V6(_) => libc::AF_INET6,
         };
+        // SAFETY: socket(2) takes no pointers; the new fd is owned by `Socket` at once, so it is
+        // closed exactly once.
         let fd = cvt(unsafe {
             libc::socket(
                 domain,
@@ -34,6 +36,8 @@ impl Socket {
         })?;
         let sock = Socket(fd);
         let one: libc::c_int = 1;
+        // SAFETY: `fd` is the socket owned by `sock`; the value pointer and length describe
+        // `one`, a live c_int, which the kernel only reads.
         unsafe {
             libc::setsockopt(
                 fd,
@@ -44,6 +48,8 @@ impl Socket {
             );
         }
         let (storage, len) = sockaddr(addr);
+        // SAFETY: `storage` holds an initialised sockaddr of the socket's family and `len` is
+        // that sockaddr's size (at most the storage's); the kernel only reads it.
         let r = unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) };
         if r == 0 {
             return Ok((sock, true));
@@ -60,6 +66,8 @@ impl Socket {
     pub fn take_error(&self) -> io::Result<()> {
         let mut err: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` is a live, writable c_int and `len` says exactly its size, so the kernel
+        // writes no more than that.
         cvt(unsafe {
             libc::getsockopt(
                 self.0,
@@ -80,6 +88,8 @@ impl Socket {
     /// whose bookkeeping costs more than a percent of the client's CPU at full rate.
     #[inline]
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is borrowed
+        // mutably for the call, so nothing else reads or writes it meanwhile.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_read,
@@ -98,6 +108,8 @@ impl Socket {
     /// One `send(2)` without SIGPIPE (a raw system call, as for [`Socket::read`]).
     #[inline]
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: the kernel reads at most `buf.len()` bytes from `buf`, borrowed for the call;
+        // the null address with length 0 is how send(2) is spelt as sendto(2).
         let n = unsafe {
             libc::syscall(
                 libc::SYS_sendto,
@@ -118,6 +130,8 @@ impl Socket {
 
     /// Shuts both directions down (sends FIN; wakes anything waiting on the socket).
     pub fn shutdown(&self) {
+        // SAFETY: no pointers; `self.0` is the fd this socket owns (not yet closed: that happens
+        // only in drop).
         unsafe {
             libc::shutdown(self.0, libc::SHUT_RDWR);
         }
@@ -131,6 +145,7 @@ impl Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        // SAFETY: `Socket` owns the fd and this is its only close; nothing uses it after drop.
         unsafe {
             libc::close(self.0);
         }
@@ -138,6 +153,7 @@ impl Drop for Socket {
 }
 
 fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain integers and byte arrays, for which all-zero is valid.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
         SocketAddr::V4(a) => {
@@ -149,6 +165,8 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin_zero: [0; 8],
             };
+            // SAFETY: sockaddr_storage is, by its definition, at least as large as and aligned
+            // for every sockaddr type, sockaddr_in included; the write stays inside `storage`.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
             std::mem::size_of::<libc::sockaddr_in>()
         }
@@ -162,6 +180,7 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin6_scope_id: a.scope_id(),
             };
+            // SAFETY: as above, sockaddr_storage is large enough and aligned for sockaddr_in6.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
             std::mem::size_of::<libc::sockaddr_in6>()
         }
@@ -190,6 +209,7 @@ pub const OUT: u32 = (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32;
 impl Epoll {
     /// A new epoll set.
     pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointers; the new fd is owned by `Epoll` at once and closed in its drop.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         Ok(Epoll { fd, pwait2: true })
     }
@@ -200,6 +220,8 @@ impl Epoll {
             events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
             u64: token,
         };
+        // SAFETY: `ev` is a live epoll_event the kernel only reads; the token is data, never
+        // dereferenced.
         cvt(unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
         Ok(())
     }
@@ -212,6 +234,9 @@ impl Epoll {
                 tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
                 tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
             };
+            // SAFETY: the kernel writes at most `max` (<= `events.len()`) events into `events`,
+            // borrowed mutably for the call; `ts` is a live timespec it only reads; a null
+            // sigmask (size 0) means the mask is left alone.
             let r = unsafe {
                 libc::syscall(
                     libc::SYS_epoll_pwait2,
@@ -234,6 +259,8 @@ impl Epoll {
             }
         }
         let ms = timeout_ns.div_ceil(1_000_000).min(i32::MAX as u64) as libc::c_int;
+        // SAFETY: the kernel writes at most `max` (<= `events.len()`) events into `events`,
+        // borrowed mutably for the call.
         let r = unsafe { libc::epoll_wait(self.fd, events.as_mut_ptr(), max, ms) };
         if r < 0 {
             let err = io::Error::last_os_error();
@@ -248,6 +275,7 @@ impl Epoll {
 
 impl Drop for Epoll {
     fn drop(&mut self) {
+        // SAFETY: `Epoll` owns the fd and this is its only close.
         unsafe {
             libc::close(self.fd);
         }
@@ -257,6 +285,7 @@ impl Drop for Epoll {
 /// Makes this thread's timers fire within 1 µs of when they were asked for, instead of the
 /// default 50 µs slack, so open-loop sends leave on time.
 pub fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and changes only this thread's slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
     }

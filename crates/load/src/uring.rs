@@ -71,7 +71,9 @@ pub struct Uring {
     tail: u16,
 }
 
-// The raw pointers are owned by this struct and only touched by the thread that owns it.
+// SAFETY: the two raw pointers are allocations this struct owns outright (freed only in its
+// drop), so moving the struct to another thread moves that ownership with it; nothing is shared
+// with other threads. The kernel side belongs to the `IoUring`, which is itself `Send`.
 unsafe impl Send for Uring {}
 
 impl Uring {
@@ -99,7 +101,10 @@ impl Uring {
         .map_err(io::Error::other)?;
         let bufs_layout =
             Layout::from_size_align(nbuf as usize * BUF_SIZE, 4096).map_err(io::Error::other)?;
+        // SAFETY: both layouts have a non-zero size (`nbuf` >= 2) and a valid alignment, as
+        // `alloc_zeroed` requires; null (out of memory) is checked below.
         let entries = unsafe { alloc_zeroed(entries_layout) } as *mut types::BufRingEntry;
+        // SAFETY: as above.
         let bufs = unsafe { alloc_zeroed(bufs_layout) };
         if entries.is_null() || bufs.is_null() {
             return Err(io::ErrorKind::OutOfMemory.into());
@@ -113,6 +118,8 @@ impl Uring {
             nbuf,
             tail: 0,
         };
+        // SAFETY: `entries` is a page-aligned allocation of exactly `nbuf` entries, owned by `u`
+        // and freed only in its drop, after the ring (and with it the registration) is gone.
         unsafe {
             u.ring()
                 .submitter()
@@ -130,7 +137,12 @@ impl Uring {
     }
 
     fn put(&mut self, bid: u16) {
+        // Out of range could only be a bug, but it would hand the kernel memory past `bufs`.
+        assert!(bid < self.nbuf, "buffer id {bid} out of {}", self.nbuf);
         let mask = self.nbuf - 1;
+        // SAFETY: `tail & mask` < `nbuf`, so the entry is inside the `entries` allocation, and
+        // `bid` < `nbuf`, so the buffer address is inside `bufs`. The kernel reads only the
+        // entries between its head and the published tail, which this slot (past the tail) is not.
         unsafe {
             let e = &mut *self.entries.add((self.tail & mask) as usize);
             e.set_addr(self.bufs.add(bid as usize * BUF_SIZE) as u64);
@@ -141,6 +153,9 @@ impl Uring {
     }
 
     fn publish(&mut self) {
+        // SAFETY: `entries` is the base of the registered buffer ring, live and initialised
+        // (zeroed) since `new`; its tail is a u16 at a 2-aligned offset that the kernel reads
+        // concurrently, hence the atomic store with release ordering to publish the entries.
         unsafe {
             let tail = types::BufRingEntry::tail(self.entries) as *const AtomicU16;
             (*tail).store(self.tail, Ordering::Release);
@@ -153,19 +168,29 @@ impl Uring {
         self.publish();
     }
 
-    /// The bytes of buffer `bid`.
-    ///
-    /// # Safety
-    /// The slice is valid until `bid` is recycled; the caller must not hold it past that.
-    pub unsafe fn bytes<'a>(&self, bid: u16, len: usize) -> &'a [u8] {
-        std::slice::from_raw_parts(self.bufs.add(bid as usize * BUF_SIZE), len.min(BUF_SIZE))
+    /// Where the first `len` bytes of buffer `bid` are (at most one buffer's worth). A raw
+    /// pointer and not a slice, because the slice's lifetime is the caller's to state: the
+    /// bytes stay put only until `bid` is recycled, and the caller must go on using the worker
+    /// (`&mut`) while it reads them. Dereference it only between the completion that named
+    /// `bid` and [`Uring::recycle`] of `bid`.
+    pub fn bytes(&self, bid: u16, len: usize) -> *const [u8] {
+        assert!(bid < self.nbuf, "buffer id {bid} out of {}", self.nbuf);
+        // `wrapping_add` makes computing the address safe; `bid` < `nbuf` keeps it inside `bufs`.
+        std::ptr::slice_from_raw_parts(
+            self.bufs.wrapping_add(bid as usize * BUF_SIZE),
+            len.min(BUF_SIZE),
+        )
     }
 
-    fn push(&mut self, sqe: squeue::Entry) -> io::Result<()> {
+    /// Queues `sqe`, submitting first if the submission queue is full.
+    ///
+    /// # Safety
+    /// Every buffer `sqe` points at must stay valid (and, for one the kernel reads, unchanged)
+    /// until its completion is reaped or the ring is dropped.
+    unsafe fn push(&mut self, sqe: squeue::Entry) -> io::Result<()> {
         loop {
             let ring = self.ring();
-            // Safety: every buffer an entry points at (the request bytes, the provided buffers)
-            // outlives the ring.
+            // SAFETY: the caller promises the entry's buffers outlive the operation.
             if unsafe { ring.submission().push(&sqe) }.is_ok() {
                 return Ok(());
             }
@@ -175,36 +200,41 @@ impl Uring {
 
     /// Arms the multishot receive of a connection.
     pub fn recv(&mut self, fd: RawFd, user_data: u64) -> io::Result<()> {
-        self.push(
-            opcode::RecvMulti::new(types::Fd(fd), BGID)
-                .build()
-                .user_data(user_data),
-        )
+        let sqe = opcode::RecvMulti::new(types::Fd(fd), BGID)
+            .build()
+            .user_data(user_data);
+        // SAFETY: the receive writes only into provided buffers of group BGID, which this
+        // struct owns and frees only after the ring is dropped.
+        unsafe { self.push(sqe) }
     }
 
-    /// Queues a send of `len` bytes at `ptr` (which must stay valid until it completes).
-    pub fn send(
+    /// Queues a send of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the completion tagged
+    /// `user_data` is reaped or the ring is dropped: the kernel reads them asynchronously.
+    pub unsafe fn send(
         &mut self,
         fd: RawFd,
         ptr: *const u8,
         len: usize,
         user_data: u64,
     ) -> io::Result<()> {
-        self.push(
-            opcode::Send::new(types::Fd(fd), ptr, len as u32)
-                .flags(libc::MSG_NOSIGNAL)
-                .build()
-                .user_data(user_data),
-        )
+        let sqe = opcode::Send::new(types::Fd(fd), ptr, len as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data);
+        // SAFETY: the bytes the send reads are the caller's to keep alive, as promised above.
+        unsafe { self.push(sqe) }
     }
 
     /// Asks to be told when a connect in progress finishes (the socket turns writable).
     pub fn connect_done(&mut self, fd: RawFd, user_data: u64) -> io::Result<()> {
-        self.push(
-            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
-                .build()
-                .user_data(user_data),
-        )
+        let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
+            .build()
+            .user_data(user_data);
+        // SAFETY: a poll points at no memory.
+        unsafe { self.push(sqe) }
     }
 
     /// Submits everything queued and waits up to `timeout_ns` for at least one completion,
@@ -237,6 +267,9 @@ impl Drop for Uring {
     fn drop(&mut self) {
         // The kernel lets go of the buffer ring with the ring itself.
         drop(self.ring.take());
+        // SAFETY: both pointers came from `alloc_zeroed` with exactly these layouts and are
+        // freed only here, once; the ring, the only other user of that memory, was closed just
+        // above.
         unsafe {
             dealloc(self.entries as *mut u8, self.entries_layout);
             dealloc(self.bufs, self.bufs_layout);

@@ -415,19 +415,43 @@ pub struct Table {
     pub notes: Vec<String>,
 }
 
-/// A time series computed by a scenario (for example limiter queue depth), charted against time.
+/// A series computed by a scenario (for example limiter queue depth), charted against time or,
+/// for one value per step of a growth, against what grew.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Series {
     /// Chart title and file stem, e.g. `queue depth`.
     pub name: String,
     /// Unit of the values, e.g. `requests`.
     pub unit: String,
-    /// Points as (seconds from origin, value).
+    /// Points as (x, value); what x is says [`Series::x`].
     pub points: Vec<(f64, f64)>,
     /// Series of a case with the same chart title are drawn together on one chart (a measured
     /// line against its prediction); `None` gives the series a chart of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart: Option<String>,
+    /// What the points' x is: seconds from the origin (the default, and all that files written
+    /// before this field existed hold), or a count of what grew.
+    #[serde(default, skip_serializing_if = "SeriesX::is_time")]
+    pub x: SeriesX,
+}
+
+/// The x axis of a [`Series`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesX {
+    /// Seconds from the case origin: a line against time, with the case's actions marked.
+    #[default]
+    Time,
+    /// How many of something there were (the label, e.g. `routes`): one scattered point per
+    /// step, the way time to ready is plotted against the number of routes.
+    Count(String),
+}
+
+impl SeriesX {
+    /// True for the time axis (kept out of JSON so older files and readers stay as they were).
+    pub fn is_time(&self) -> bool {
+        matches!(self, SeriesX::Time)
+    }
 }
 
 /// Disruption windows computed from per-request records: one per (load, event) pair. The window of
@@ -483,6 +507,25 @@ pub fn disruption_windows(
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn series_x_defaults_to_time_and_a_count_axis_round_trips() {
+        let old = r#"{"name":"q","unit":"requests","points":[[0.5,1.0]]}"#;
+        let s: Series = serde_json::from_str(old).unwrap();
+        assert_eq!(s.x, SeriesX::Time);
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            old,
+            "time stays out of the JSON"
+        );
+        let c = Series {
+            x: SeriesX::Count("routes".into()),
+            ..s
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains(r#""x":{"count":"routes"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<Series>(&json).unwrap(), c);
+    }
 
     fn rec(t_ms: u64, status: u16, error: Option<ErrorKind>) -> RequestRecord {
         RequestRecord {

@@ -530,3 +530,58 @@ fn many_actions_are_summarised_not_listed() {
         }
     }
 }
+
+/// A thousand growth steps on one case: the actions become one labelled span (not a thousand
+/// markers), and time to ready is a scatter against the number of routes.
+#[test]
+fn a_growth_charts_a_span_of_actions_and_ready_times_against_routes() {
+    let mut r = fixture::run();
+    let c = &mut r.cases[0];
+    c.events = (0..999)
+        .map(|i| model::Event {
+            t_s: 1.0 + 0.01 * i as f64,
+            action: "grow".into(),
+            detail: format!("routes {i} -> {}", i + 1),
+            duration_ms: 5.0,
+            error: None,
+            limit: false,
+        })
+        .collect();
+    c.disruptions.clear();
+    c.series = vec![model::Series {
+        name: "time to ready".into(),
+        unit: "ms".into(),
+        points: (1..=999)
+            .map(|n| (n as f64, 40.0 + (n % 90) as f64))
+            .collect(),
+        x: model::SeriesX::Count("routes".into()),
+        ..Default::default()
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    let files = report::render_charts(&r, dir.path()).unwrap();
+    let svg = |suffix: &str| {
+        let f = files
+            .iter()
+            .find(|f| f.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no chart ending {suffix} in {files:?}"));
+        std::fs::read_to_string(f).unwrap()
+    };
+    let throughput = svg("coffee-throughput.svg");
+    assert!(
+        throughput.contains("999 grow actions (#1–#999)"),
+        "the span is labelled"
+    );
+    assert!(
+        throughput.contains("actions close together"),
+        "the span is in the legend"
+    );
+    let ttr = svg("series-time-to-ready.svg");
+    assert!(ttr.contains("number of routes"), "x is the count");
+    assert!(!ttr.contains("time since start"), "not against time");
+    assert!(!ttr.contains("grow actions"), "no actions on a count axis");
+    assert_eq!(
+        ttr.matches("<circle").count(),
+        999 + 1,
+        "a dot per step, and the key"
+    );
+}

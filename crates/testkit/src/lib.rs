@@ -75,6 +75,7 @@ impl Nginx {
             .replace("{port}", &port.to_string())
             .replace("{prefix}", &prefix);
         // nginx refuses to start workers as `nobody` in a 0700 scratch dir; as root run them as root.
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
         let user = if unsafe { libc::geteuid() } == 0 {
             "user root;"
         } else {
@@ -165,6 +166,8 @@ fn spawn_nginx(prefix: &Path) -> Child {
         .stderr(Stdio::piped())
         .process_group(0);
     // Die with the test process even if it is killed without unwinding.
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed; prctl(2) is a plain system call that neither allocates nor locks.
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -192,12 +195,14 @@ fn spawn_nginx(prefix: &Path) -> Child {
 /// Sends SIGTERM to the child's process group, waits up to 5 s, then SIGKILLs it.
 pub fn stop_child(child: &mut Child) {
     let pgid = child.id() as i32;
+    // SAFETY: kill(2) takes no pointers; `-pgid` is the group this child leads (process_group(0)).
     unsafe {
         libc::kill(-pgid, libc::SIGTERM);
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
+            // SAFETY: as above; the leader is gone, stragglers of its group are not.
             unsafe {
                 libc::kill(-pgid, libc::SIGKILL);
             }
@@ -205,6 +210,7 @@ pub fn stop_child(child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    // SAFETY: as above.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
@@ -239,6 +245,7 @@ impl Realtime {
     /// Raises the calling thread to SCHED_FIFO priority 1 if allowed.
     pub fn enter() -> Realtime {
         let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: `p` is a live sched_param the kernel only reads; pid 0 is this thread.
         Realtime(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0)
     }
 }
@@ -247,6 +254,7 @@ impl Drop for Realtime {
     fn drop(&mut self) {
         if self.0 {
             let p = libc::sched_param { sched_priority: 0 };
+            // SAFETY: as in `enter`: `p` is a live sched_param, read only; pid 0 is this thread.
             unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
         }
     }
@@ -270,6 +278,8 @@ impl KeepAwake {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
                     let p = libc::sched_param { sched_priority: 0 };
+                    // SAFETY: `p` is a live sched_param the kernel only reads; pid 0 is this
+                    // spinner thread.
                     unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
                     while !stop.load(Ordering::Relaxed) {
                         std::hint::spin_loop();

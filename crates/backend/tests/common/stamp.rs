@@ -16,7 +16,7 @@ fn clock(id: libc::clockid_t) -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: valid out-pointer.
+    // SAFETY: `ts` is a live timespec the kernel writes, of exactly the type it expects.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -24,7 +24,7 @@ fn clock(id: libc::clockid_t) -> u64 {
 /// Turns receive timestamps on for `fd`.
 pub fn enable(fd: RawFd) {
     let one: i32 = 1;
-    // SAFETY: an int option of the size given.
+    // SAFETY: the value pointer and length (4) describe `one`, a live i32 the kernel only reads.
     let r = unsafe {
         libc::setsockopt(
             fd,
@@ -44,19 +44,21 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
         iov_len: buf.len(),
     };
     let mut cbuf = [0u64; 8];
-    // SAFETY: zeroed msghdr, then valid buffers that outlive the call.
+    // SAFETY: msghdr is integers and pointers, for which all-zero (null, empty) is valid.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
-    // SAFETY: as above.
+    // SAFETY: `msg` points at `iov` (covering exactly `buf`) and at `cbuf` with its true length,
+    // all live for the call; the kernel writes only within them.
     let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     let mut at = None;
-    // SAFETY: walking the control messages the kernel wrote, per cmsg(3).
+    // SAFETY: CMSG_FIRSTHDR/NXTHDR return only headers wholly inside the control bytes the
+    // kernel filled (or null), per cmsg(3); the timespec is read unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {

@@ -429,6 +429,7 @@ fn slow_series(f: &Facts, case: &Case, records: &Records) -> Option<Series> {
         unit: "%".into(),
         points,
         chart: None,
+        ..Default::default()
     })
 }
 

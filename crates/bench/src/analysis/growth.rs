@@ -18,7 +18,7 @@ mod tables;
 use super::Records;
 use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
-use model::{CaseResult, CheckResult, ErrorKind, RunResults, Series, Table};
+use model::{CaseResult, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
 use steps::{nginx_samples, quarters, summary, Growth, NginxSample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
@@ -381,7 +381,8 @@ fn trend(g: &Growth<'_>) -> Option<(f64, f64)> {
     Some((low(&q[0]), low(&q[q.len() - 1])))
 }
 
-/// Series to chart against time: items in the config, time to ready, render + nginx -t, nginx -t.
+/// Series to chart: items in the config, render + nginx -t and nginx -t against time; time to
+/// ready against the number of items.
 fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
     let ok = g.ok_steps();
     let mut out = vec![Series {
@@ -391,13 +392,20 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
         points: std::iter::once((g.span().map_or(0.0, |s| s.0), f64::from(g.initial)))
             .chain(ok.iter().map(|s| (s.end_s, f64::from(s.count))))
             .collect(),
+        ..Default::default()
     }];
     if ok.iter().any(|s| s.ttr_ms.is_some()) {
         out.push(Series {
             name: "time to ready".into(),
             chart: None,
             unit: "ms".into(),
-            points: ok.iter().filter_map(|s| Some((s.t_s, s.ttr_ms?))).collect(),
+            // One point per step against how many there were, not against time: a thousand
+            // steps joined by a line fill the chart solid.
+            points: ok
+                .iter()
+                .filter_map(|s| Some((f64::from(s.count), s.ttr_ms?)))
+                .collect(),
+            x: SeriesX::Count(g.noun().into()),
         });
     }
     out.push(Series {
@@ -405,6 +413,7 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
         chart: Some("config checks before each reload".into()),
         unit: "ms".into(),
         points: ok.iter().filter_map(|s| Some((s.t_s, s.pre_ms?))).collect(),
+        ..Default::default()
     });
     out.push(Series {
         name: "nginx -t".into(),
@@ -416,6 +425,7 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
             .filter(|r| r.error.is_none())
             .map(|r| (r.t_s, r.validate_ms))
             .collect(),
+        ..Default::default()
     });
     out
 }

@@ -74,6 +74,7 @@ fn case(
             chart: None,
             unit: "replicas".into(),
             points: plan.replica_steps(end),
+            ..Default::default()
         });
     }
     if plan.has(|w| matches!(w, What::BackendsUp | What::BackendsDown(_))) {
@@ -82,6 +83,7 @@ fn case(
             chart: None,
             unit: "backends".into(),
             points: plan.backend_steps(end),
+            ..Default::default()
         });
     }
     result

@@ -133,12 +133,9 @@ pub fn simulate(limit: Limit, arrivals_ms: &[u64]) -> Simulation {
 
 /// The resolution of nginx's clock: CLOCK_MONOTONIC_COARSE's, in microseconds (1000 if unknown).
 pub fn nginx_clock_tick_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    if rc != 0 {
+    let ts = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+    if ts.tv_sec < 0 || ts.tv_nsec < 0 {
+        // Not a resolution: treat it as unknown.
         return 1000;
     }
     let us = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;

@@ -58,9 +58,15 @@ impl Worker<'_> {
     fn recv_done(&mut self, i: usize, current: bool, res: i32, more: bool, bid: Option<u16>) {
         if current {
             if res > 0 {
-                let data = match (&self.io, bid) {
-                    // Safety: the buffer is given back only below, after the bytes are parsed.
-                    (Io::Uring { ring, .. }, Some(b)) => unsafe { ring.bytes(b, res as usize) },
+                let data: &[u8] = match (&self.io, bid) {
+                    (Io::Uring { ring, .. }, Some(b)) => {
+                        let bytes = ring.bytes(b, res as usize);
+                        // SAFETY: the kernel filled buffer `b` with `res` bytes and leaves it
+                        // alone until it is recycled, which happens only below, after
+                        // `on_data` is done with the slice. The memory belongs to the ring,
+                        // boxed in `self.io`, which `on_data` neither replaces nor drops.
+                        unsafe { &*bytes }
+                    }
                     _ => &[][..],
                 };
                 let alive = self.on_data(i, data, false);
@@ -150,8 +156,9 @@ impl Worker<'_> {
         let Io::Uring { ring, .. } = &mut self.io else {
             unreachable!("uring worker");
         };
-        // The request bytes live in `Shared` for the whole run, past any send.
-        if let Err(e) = ring.send(fd, req.as_ptr(), req.len(), user_data) {
+        // SAFETY: the request bytes live in `Shared`, which the worker borrows shared (so
+        // nobody mutates it) for its whole life: they outlive every send and the ring itself.
+        if let Err(e) = unsafe { ring.send(fd, req.as_ptr(), req.len(), user_data) } {
             self.fail(i, now, ErrorKind::Write, Why::Io(e));
         }
     }

@@ -148,6 +148,8 @@ pub fn reset(s: TcpStream) {
         l_onoff: 1,
         l_linger: 0,
     };
+    // SAFETY: `s` owns the fd for the call; the value pointer and length describe `linger`,
+    // a live struct the kernel only reads.
     unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
@@ -164,6 +166,7 @@ pub fn reset(s: TcpStream) {
 pub fn cork(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let one: libc::c_int = 1;
+    // SAFETY: `s` is borrowed, so its fd is open; the value is `one`, a live c_int, read only.
     unsafe {
         libc::setsockopt(
             s.as_raw_fd(),

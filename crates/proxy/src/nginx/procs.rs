@@ -37,11 +37,14 @@ pub(crate) fn spawn(cmd: Command) -> io::Result<Child> {
 
 /// Sends `sig` to one process; false when it does not exist.
 pub(crate) fn signal(pid: u32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes no pointers; a stale pid can at worst signal the wrong process,
+    // which is not memory unsafety (and the caller's pids are its own children).
     unsafe { libc::kill(pid as i32, sig) == 0 }
 }
 
 /// Sends `sig` to every process of group `pgid`.
 pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes no pointers; the negative pid names a process group, as meant.
     unsafe { libc::kill(-(pgid as i32), sig) == 0 }
 }
 

@@ -113,7 +113,7 @@ impl<'a> Renderer<'a> {
             self.ctx.generation
         );
         // Workers need the scratch prefix; as root they would otherwise run as nobody.
-        if unsafe { libc::geteuid() } == 0 {
+        if rustix::process::geteuid().is_root() {
             o.push_str("user root;\n");
         }
         let _ = writeln!(o, "worker_processes {};", c.worker_processes);

@@ -103,6 +103,9 @@ impl Replica {
             .stdout(Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe calls are allowed; it makes one raw prctl(2) system call, which
+        // neither allocates nor takes a lock (it only sets this child's parent-death signal).
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

@@ -1,5 +1,6 @@
 //! Draws one planned chart on any plotters backend (PNG and SVG share this code): title, axes with
-//! units, the lines or stacked layers, a dashed marker per action, and a legend beside the plot.
+//! units, the lines or stacked layers, a dashed marker per action (a shaded span per dense run of
+//! actions), and a legend beside the plot.
 
 use super::plan::{Chart, Line};
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
@@ -12,6 +13,10 @@ const LEGEND_W: u32 = 250;
 const FULL_LABELS: usize = 12;
 /// Beyond this many actions, markers carry no labels at all.
 const ANY_LABELS: usize = 40;
+/// Fill of a span of dense actions.
+const SPAN_FILL: RGBColor = RGBColor(232, 232, 232);
+/// Spans are drawn at least this wide, in pixels, so one at a single instant still shows.
+const SPAN_MIN_PX: i32 = 3;
 
 /// Draws `c` filling `root`.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
@@ -54,11 +59,7 @@ fn y_bounds(c: &Chart) -> (f64, f64) {
         }
     }
     // Keep the top strip free for the action labels, a little margin otherwise.
-    let free = if !c.markers.is_empty() && c.markers.len() <= ANY_LABELS {
-        0.16
-    } else {
-        0.06
-    };
+    let free = if labelled(c) { 0.16 } else { 0.06 };
     if c.log_y {
         let lo = if min_pos.is_finite() {
             min_pos / 1.6
@@ -71,6 +72,11 @@ fn y_bounds(c: &Chart) -> (f64, f64) {
     } else {
         (0.0, if max > 0.0 { max / (1.0 - free) } else { 1.0 })
     }
+}
+
+/// True when the chart prints labels along its top: for spans, and for markers few enough.
+fn labelled(c: &Chart) -> bool {
+    !c.spans.is_empty() || (!c.markers.is_empty() && c.markers.len() <= ANY_LABELS)
 }
 
 /// Cumulative tops of stacked layers (all layers share the same x points).
@@ -158,7 +164,7 @@ where
     let span = x1 - x0;
     chart
         .configure_mesh()
-        .x_desc("time since start (s)")
+        .x_desc(c.x_desc.as_str())
         .y_desc(c.y_label.as_str())
         .x_label_formatter(&|x| {
             if span >= 10.0 {
@@ -179,6 +185,20 @@ where
     // a grey wall, so they become a rug of short ticks along the top edge.
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     let base = area.get_base_pixel();
+    for sp in &c.spans {
+        let (a, _) = chart.backend_coord(&(sp.from, lo));
+        let (b, _) = chart.backend_coord(&(sp.to, lo));
+        let (a, b) = widen_px(a, b, SPAN_MIN_PX);
+        let (a, b) = (a.max(xs.start), b.min(xs.end));
+        if a < b {
+            let (y0, y1) = (ys.start - base.1, ys.end - base.1);
+            area.draw(&Rectangle::new(
+                [(a - base.0, y0), (b - base.0, y1)],
+                SPAN_FILL.filled(),
+            ))
+            .map_err(|e| err(&e))?;
+        }
+    }
     if c.markers.len() <= ANY_LABELS {
         let marker_style = RGBColor(90, 90, 90).stroke_width(1);
         for m in &c.markers {
@@ -240,22 +260,37 @@ where
         }
     }
 
+    // Labels along the top, in time order: every span's, and the markers' when few enough.
+    let mut labels: Vec<(f64, String)> = c
+        .spans
+        .iter()
+        .map(|sp| (sp.from, sp.label.clone()))
+        .collect();
     if c.markers.len() <= ANY_LABELS {
-        let top = ys.start;
-        let font = ("sans-serif", 13).into_font().color(&RGBColor(60, 60, 60));
-        for (i, m) in c.markers.iter().enumerate() {
+        labels.extend(c.markers.iter().map(|m| {
             let label = if c.markers.len() <= FULL_LABELS {
                 format!("{} {}", m.n, m.action)
             } else {
                 m.n.to_string()
             };
-            let (px, _) = chart.backend_coord(&(m.t, lo));
+            (m.t, label)
+        }));
+    }
+    labels.sort_by(|a, b| a.0.total_cmp(&b.0));
+    {
+        let top = ys.start;
+        let font = ("sans-serif", 13).into_font().color(&RGBColor(60, 60, 60));
+        for (i, (t, label)) in labels.into_iter().enumerate() {
+            let (px, _) = chart.backend_coord(&(t, lo));
+            let px = px.clamp(xs.start, xs.end);
             // Three staggered rows keep neighbouring labels apart.
             let py = top + 3 + (i % 3) as i32 * 15;
-            let (x, y) = (px + 3 - base.0, py - base.1);
             let (tw, th) = area
                 .estimate_text_size(&label, &font)
                 .map_err(|e| err(&e))?;
+            // A long label (a span's) near the right edge is pulled back inside the plot.
+            let right = xs.end - base.0 - tw as i32 - 4;
+            let (x, y) = ((px + 3 - base.0).min(right), py - base.1);
             area.draw(&Rectangle::new(
                 [(x - 1, y - 1), (x + tw as i32 + 2, y + th as i32 + 1)],
                 WHITE.mix(0.85).filled(),
@@ -284,12 +319,16 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> 
                 tint(line.color).filled(),
             ))
             .map_err(|e| err(&e))?;
-        } else {
+        } else if line.join {
             area.draw(&PathElement::new(
                 vec![(8, y), (30, y)],
                 col.stroke_width(3),
             ))
             .map_err(|e| err(&e))?;
+        } else {
+            // Scattered points are keyed by a point.
+            area.draw(&Circle::new((19, y), 4, col.filled()))
+                .map_err(|e| err(&e))?;
         }
         area.draw(&Text::new(short(&line.name, 28), (38, y - 8), font.clone()))
             .map_err(|e| err(&e))?;
@@ -312,10 +351,31 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> 
         } else {
             "actions (see events table)"
         };
-        area.draw(&Text::new(text, (38, y - 8), font))
+        area.draw(&Text::new(text, (38, y - 8), font.clone()))
+            .map_err(|e| err(&e))?;
+        y += row;
+    }
+    if !c.spans.is_empty() {
+        area.draw(&Rectangle::new(
+            [(8, y - 6), (30, y + 6)],
+            SPAN_FILL.filled(),
+        ))
+        .map_err(|e| err(&e))?;
+        area.draw(&Text::new("actions close together", (38, y - 8), font))
             .map_err(|e| err(&e))?;
     }
     Ok(())
+}
+
+/// Widens the pixel interval `a..b` symmetrically to at least `min` pixels.
+fn widen_px(a: i32, b: i32, min: i32) -> (i32, i32) {
+    let (a, b) = (a.min(b), a.max(b));
+    let short = min - (b - a);
+    if short <= 0 {
+        (a, b)
+    } else {
+        (a - short / 2, b + short - short / 2)
+    }
 }
 
 /// Cuts a legend entry that would not fit.
@@ -332,6 +392,14 @@ fn short(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_are_widened_to_be_seen() {
+        assert_eq!(widen_px(100, 100, 3), (99, 102));
+        assert_eq!(widen_px(100, 101, 3), (99, 102));
+        assert_eq!(widen_px(10, 200, 3), (10, 200));
+        assert_eq!(widen_px(200, 10, 3), (10, 200));
+    }
 
     #[test]
     fn axis_numbers_are_compact() {

@@ -2,7 +2,7 @@
 //! link every chart by name without drawing it, and `report DIR` draws the same set again.
 
 use crate::fmt::slug;
-use model::{CaseResult, ErrorKind, LoadSummary, RunResults};
+use model::{CaseResult, ErrorKind, LoadSummary, RunResults, SeriesX};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a chart belongs in report.md.
@@ -52,6 +52,26 @@ pub struct Marker {
     pub action: String,
 }
 
+/// A run of actions too close together to mark one by one (a growth of a thousand steps): drawn
+/// as one shaded span with a count, so a thousand dashed lines do not merge into a grey wall.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    /// Seconds since the run origin of the first action.
+    pub from: f64,
+    /// Seconds since the run origin of the last action.
+    pub to: f64,
+    /// What the span stands for, e.g. `999 grow actions (#2–#1000)`.
+    pub label: String,
+}
+
+/// Actions at most this fraction of the time axis apart belong to one run of actions.
+const DENSE_GAP: f64 = 0.01;
+/// A run of at least this many actions is drawn as a [`Span`]; shorter runs stay markers.
+const DENSE_MIN: usize = 8;
+/// A per-second value whose second the load covered less than this fraction of is left out of
+/// the per-second charts: a rate over part of a second reads as a drop that did not happen.
+const FULL_SECOND: f64 = 0.95;
+
 /// One chart: what to draw and where report.md shows it.
 #[derive(Debug, Clone)]
 pub struct Chart {
@@ -67,10 +87,14 @@ pub struct Chart {
     pub stacked: bool,
     /// The data.
     pub lines: Vec<Line>,
-    /// The case's actions.
+    /// The case's actions that stand apart, one marker each.
     pub markers: Vec<Marker>,
-    /// The time axis, seconds since the run origin.
+    /// The case's actions that come in dense runs, one shaded span per run.
+    pub spans: Vec<Span>,
+    /// The x axis: seconds since the run origin, or a count for a per-step series.
     pub x_range: (f64, f64),
+    /// X axis description.
+    pub x_desc: String,
     /// Index of the case.
     pub case: usize,
     /// Index of the load within the case, for per-load charts.
@@ -116,10 +140,13 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
         } else {
             format!("{}-{}", ci + 1, slug(&case.name))
         };
+        let x_range = x_range(case);
+        let (markers, spans) = actions(markers(case), x_range);
         let base = CaseBase {
             case: ci,
-            markers: markers(case),
-            x_range: x_range(case),
+            markers,
+            spans,
+            x_range,
         };
         for (li, load) in case.loads.iter().enumerate() {
             let stem = format!("{prefix}-{}", slug(&load.name));
@@ -142,42 +169,57 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
         {
             out.push(reloads(&base, case, &prefix));
         }
-        // Series sharing a chart title go on the chart of the first of them.
-        let mut grouped: Vec<(&str, usize)> = Vec::new();
-        for (si, s) in case.series.iter().enumerate() {
-            let line = |n: usize| Line {
-                name: s.name.clone(),
-                color: color(n),
-                segments: vec![s
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|p| p.0.is_finite() && p.1.is_finite())
-                    .collect()],
-                dots: s.points.len() <= 60,
-                join: true,
-            };
-            if let Some(&(_, at)) = grouped.iter().find(|g| Some(g.0) == s.chart.as_deref()) {
-                let c: &mut Chart = &mut out[at];
-                let n = c.lines.len();
-                c.lines.push(line(n));
-                continue;
-            }
-            let title = s.chart.as_deref().unwrap_or(&s.name);
-            let mut c = base.chart(
-                format!("{prefix}-series-{}", slug(title)),
-                format!("{}: {}", case.name, title),
-                s.unit.clone(),
-                Kind::Series(si),
-            );
-            c.lines.push(line(0));
-            if let Some(k) = s.chart.as_deref() {
-                grouped.push((k, out.len()));
-            }
-            out.push(c);
-        }
+        out.extend(series_charts(&base, case, &prefix));
     }
     dedupe(&mut out);
+    out
+}
+
+/// The charts of a case's scenario series, in series order. Series sharing a chart title go on
+/// the chart of the first of them; a series against a count is a scatter with no actions on it.
+fn series_charts(base: &CaseBase, case: &CaseResult, prefix: &str) -> Vec<Chart> {
+    let mut out: Vec<Chart> = Vec::new();
+    let mut grouped: Vec<(&str, usize)> = Vec::new();
+    for (si, s) in case.series.iter().enumerate() {
+        let per_step = !s.x.is_time();
+        let line = |n: usize| Line {
+            name: s.name.clone(),
+            color: color(n),
+            segments: vec![s
+                .points
+                .iter()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect()],
+            // One value per step against a count is a scatter, as NGF plots time to ready.
+            dots: per_step || s.points.len() <= 60,
+            join: !per_step,
+        };
+        if let Some(&(_, at)) = grouped.iter().find(|g| Some(g.0) == s.chart.as_deref()) {
+            let c: &mut Chart = &mut out[at];
+            let n = c.lines.len();
+            c.lines.push(line(n));
+            continue;
+        }
+        let title = s.chart.as_deref().unwrap_or(&s.name);
+        let mut c = base.chart(
+            format!("{prefix}-series-{}", slug(title)),
+            format!("{}: {}", case.name, title),
+            s.unit.clone(),
+            Kind::Series(si),
+        );
+        if let SeriesX::Count(what) = &s.x {
+            c.x_desc = format!("number of {what}");
+            c.x_range = count_range(&s.points);
+            c.markers.clear();
+            c.spans.clear();
+        }
+        c.lines.push(line(0));
+        if let Some(k) = s.chart.as_deref() {
+            grouped.push((k, out.len()));
+        }
+        out.push(c);
+    }
     out
 }
 
@@ -185,6 +227,7 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
 struct CaseBase {
     case: usize,
     markers: Vec<Marker>,
+    spans: Vec<Span>,
     x_range: (f64, f64),
 }
 
@@ -198,7 +241,9 @@ impl CaseBase {
             stacked: false,
             lines: Vec::new(),
             markers: self.markers.clone(),
+            spans: self.spans.clone(),
             x_range: self.x_range,
+            x_desc: "time since start (s)".into(),
             case: self.case,
             load: None,
             kind,
@@ -217,6 +262,77 @@ fn markers(case: &CaseResult) -> Vec<Marker> {
             action: e.action.clone(),
         })
         .collect()
+}
+
+/// Splits the actions into the ones that stand apart (markers) and dense runs (spans): a run is
+/// actions each at most [`DENSE_GAP`] of the axis from the next, and it becomes a span when it
+/// holds [`DENSE_MIN`] or more. `markers` must be in time order (the events table's).
+fn actions(markers: Vec<Marker>, x_range: (f64, f64)) -> (Vec<Marker>, Vec<Span>) {
+    let gap = (x_range.1 - x_range.0) * DENSE_GAP;
+    let mut runs: Vec<Vec<Marker>> = Vec::new();
+    for m in markers {
+        match runs.last_mut() {
+            Some(run) if m.t - run.last().expect("runs are never empty").t <= gap => run.push(m),
+            _ => runs.push(vec![m]),
+        }
+    }
+    let (mut sparse, mut spans) = (Vec::new(), Vec::new());
+    for run in runs {
+        if run.len() < DENSE_MIN {
+            sparse.extend(run);
+            continue;
+        }
+        let (first, last) = (&run[0], &run[run.len() - 1]);
+        let what = if run.iter().all(|m| m.action == first.action) {
+            format!("{} actions", first.action)
+        } else {
+            "actions".to_string()
+        };
+        spans.push(Span {
+            from: first.t,
+            to: last.t,
+            label: format!("{} {what} (#{}–#{})", run.len(), first.n, last.n),
+        });
+    }
+    (sparse, spans)
+}
+
+/// The x axis of a per-step series: from zero (or its smallest count) to a little past its
+/// largest, so the last point is not drawn on the frame.
+fn count_range(points: &[(f64, f64)]) -> (f64, f64) {
+    let xs = points.iter().map(|p| p.0).filter(|x| x.is_finite());
+    let (lo, hi) = xs.fold((0.0f64, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    if !hi.is_finite() || hi <= lo {
+        return (lo, lo + 1.0);
+    }
+    (lo, hi + (hi - lo) * 0.02)
+}
+
+/// The seconds of `load`'s timeline that it ran through (at least [`FULL_SECOND`] of each):
+/// its last second, and its first when it started mid-second, cover only part of a second,
+/// and their counts would read as a drop. If no second is full (a load under a second), all
+/// are kept, there being nothing better to show.
+fn full_seconds(load: &LoadSummary) -> impl Iterator<Item = &model::Second> {
+    full_of(&load.timeline, load.start_s, load.elapsed_s)
+}
+
+/// [`full_seconds`] of a timeline that ran `elapsed` seconds from `start`.
+fn full_of(
+    timeline: &[model::Second],
+    start: f64,
+    elapsed: f64,
+) -> impl Iterator<Item = &model::Second> {
+    let end = start + elapsed;
+    let covered = move |s: &model::Second| {
+        let t = f64::from(s.t);
+        (end.min(t + 1.0) - start.max(t)).max(0.0)
+    };
+    let any_full = timeline.iter().any(|s| covered(s) >= FULL_SECOND);
+    timeline
+        .iter()
+        .filter(move |s| !any_full || covered(s) >= FULL_SECOND)
 }
 
 /// The case's span on the time axis: its own start and length, widened to any data outside it.
@@ -280,9 +396,7 @@ fn throughput(b: &CaseBase, li: usize, load: &LoadSummary, stem: &str) -> Chart 
         c.lines.push(Line {
             name: format!("{}xx", class + 1),
             color: CLASS_COLORS[class],
-            segments: vec![load
-                .timeline
-                .iter()
+            segments: vec![full_seconds(load)
                 .map(|s| (s.t as f64 + 0.5, s.status_class[class] as f64))
                 .collect()],
             dots: false,
@@ -309,7 +423,7 @@ fn latency(b: &CaseBase, li: usize, load: &LoadSummary, stem: &str) -> Chart {
     ];
     let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
     for (i, (name, pick)) in picks.iter().enumerate() {
-        let segments = runs(load.timeline.iter().map(|s| {
+        let segments = runs(full_seconds(load).map(|s| {
             let v = pick(s);
             let ms = (s.requests > 0 && v > 0).then(|| v as f64 / 1000.0);
             if let Some(ms) = ms {
@@ -343,9 +457,7 @@ fn errors(b: &CaseBase, li: usize, load: &LoadSummary, stem: &str) -> Chart {
     );
     c.load = Some(li);
     let per_second = |f: &dyn Fn(&model::Second) -> u64| -> Vec<Vec<(f64, f64)>> {
-        vec![load
-            .timeline
-            .iter()
+        vec![full_seconds(load)
             .map(|s| (s.t as f64 + 0.5, f(s) as f64))
             .collect()]
     };
@@ -511,6 +623,143 @@ fn dedupe(charts: &mut [Chart]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::{Second, Series};
+
+    fn second(t: u32, ok: u64) -> Second {
+        Second {
+            t,
+            requests: ok,
+            status_class: [0, ok, 0, 0, 0],
+            ..Second::default()
+        }
+    }
+
+    fn secs(v: Vec<&Second>) -> Vec<u32> {
+        v.iter().map(|s| s.t).collect()
+    }
+
+    #[test]
+    fn a_partial_last_second_is_left_out() {
+        // 3.4 s from the origin: seconds 0, 1, 2 are whole, second 3 holds 0.4 s of load.
+        let tl: Vec<Second> = (0..4).map(|t| second(t, 100)).collect();
+        assert_eq!(secs(full_of(&tl, 0.0, 3.4).collect()), vec![0, 1, 2]);
+        // Started mid-second: the first second is partial too.
+        assert_eq!(secs(full_of(&tl, 0.5, 3.0).collect()), vec![1, 2]);
+        // Started 2 ms in and ended on a whole second: every second counts (95% or more).
+        assert_eq!(secs(full_of(&tl, 0.002, 3.998).collect()), vec![0, 1, 2, 3]);
+        // Shorter than a second: nothing is whole, so everything is kept.
+        let short = [second(0, 40)];
+        assert_eq!(secs(full_of(&short, 0.0, 0.4).collect()), vec![0]);
+    }
+
+    fn marker(t: f64, n: usize, action: &str) -> Marker {
+        Marker {
+            t,
+            n,
+            action: action.into(),
+        }
+    }
+
+    #[test]
+    fn dense_actions_become_one_span_and_sparse_ones_stay_markers() {
+        // A reload at 1 s, 999 grow steps 0.1 s apart from 5 s, a reload at 150 s.
+        let mut ms = vec![marker(1.0, 1, "reload")];
+        ms.extend((0..999).map(|i| marker(5.0 + i as f64 * 0.1, i + 2, "grow")));
+        ms.push(marker(150.0, 1001, "reload"));
+        let (sparse, spans) = actions(ms, (0.0, 160.0));
+        assert_eq!(
+            sparse.iter().map(|m| m.n).collect::<Vec<_>>(),
+            vec![1, 1001]
+        );
+        assert_eq!(
+            spans,
+            vec![Span {
+                from: 5.0,
+                to: 5.0 + 998.0 * 0.1,
+                label: "999 grow actions (#2–#1000)".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_few_close_actions_stay_markers_and_mixed_runs_are_named_generally() {
+        // Seven actions in a second: under the span threshold.
+        let few: Vec<Marker> = (0..7)
+            .map(|i| marker(i as f64 * 0.1, i + 1, "reload"))
+            .collect();
+        let (sparse, spans) = actions(few, (0.0, 60.0));
+        assert_eq!((sparse.len(), spans.len()), (7, 0));
+        // Ten spaced 2% of the axis apart: not dense either.
+        let spaced: Vec<Marker> = (0..10)
+            .map(|i| marker(i as f64 * 1.2, i + 1, "scale"))
+            .collect();
+        let (sparse, spans) = actions(spaced, (0.0, 60.0));
+        assert_eq!((sparse.len(), spans.len()), (10, 0));
+        // Eight close actions of two kinds: one span, named by count only.
+        let mixed: Vec<Marker> = (0..8)
+            .map(|i| {
+                marker(
+                    i as f64 * 0.1,
+                    i + 1,
+                    if i % 2 == 0 { "scale" } else { "reload" },
+                )
+            })
+            .collect();
+        let (sparse, spans) = actions(mixed, (0.0, 60.0));
+        assert!(sparse.is_empty());
+        assert_eq!(spans[0].label, "8 actions (#1–#8)");
+    }
+
+    #[test]
+    fn a_per_step_series_is_a_scatter_against_its_count() {
+        let case = CaseResult {
+            name: "routes".into(),
+            series: vec![
+                Series {
+                    name: "time to ready".into(),
+                    unit: "ms".into(),
+                    points: vec![(10.0, 40.0), (20.0, 130.0), (30.0, 55.0)],
+                    x: SeriesX::Count("routes".into()),
+                    ..Series::default()
+                },
+                Series {
+                    name: "routes in the config".into(),
+                    unit: "items".into(),
+                    points: vec![(0.0, 10.0), (5.0, 30.0)],
+                    ..Series::default()
+                },
+            ],
+            ..CaseResult::default()
+        };
+        let base = CaseBase {
+            case: 0,
+            markers: vec![marker(1.0, 1, "grow")],
+            spans: vec![],
+            x_range: (0.0, 6.0),
+        };
+        let charts = series_charts(&base, &case, "scale");
+        let ttr = &charts[0];
+        assert_eq!(ttr.x_desc, "number of routes");
+        assert_eq!(ttr.lines[0].segments[0][1], (20.0, 130.0), "x is the count");
+        assert!(
+            ttr.lines[0].dots && !ttr.lines[0].join,
+            "points, not a line"
+        );
+        assert!(
+            ttr.markers.is_empty(),
+            "actions happen in time, not in routes"
+        );
+        assert!(
+            ttr.x_range.0 <= 10.0 && ttr.x_range.1 > 30.0,
+            "{:?}",
+            ttr.x_range
+        );
+        // A series against time keeps its line, the time axis and the actions.
+        let items = &charts[1];
+        assert_eq!(items.x_desc, "time since start (s)");
+        assert!(items.lines[0].join);
+        assert_eq!((items.x_range, items.markers.len()), ((0.0, 6.0), 1));
+    }
 
     #[test]
     fn runs_break_at_gaps() {

@@ -623,6 +623,7 @@ impl<'a> Analysis<'a> {
                     .iter()
                     .map(|&t| (t as f64 / 1e6, self.m.in_flight_at(t) as f64))
                     .collect(),
+                ..Default::default()
             },
             Series {
                 name: "queue depth predicted (held by limit_req)".into(),
@@ -632,6 +633,7 @@ impl<'a> Analysis<'a> {
                     .iter()
                     .map(|&t| (t as f64 / 1e6, self.p().queue_at(t) as f64))
                     .collect(),
+                ..Default::default()
             },
         ]
     }

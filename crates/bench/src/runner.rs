@@ -4,7 +4,7 @@
 
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
-use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
+use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use crate::stack::{Stack, StackSpec};
 use crate::{analysis, env, paths};
 use model::{
@@ -555,14 +555,17 @@ fn load_config(
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.is_empty() => h,
         _ => authority,
     };
-    let (port, ip) = match l.via.as_deref() {
-        Some(v) if v.starts_with("backend:") => {
-            let a = stack
-                .first_backend(&v["backend:".len()..])
-                .ok_or_else(|| format!("load '{}': backend group {v} has no instance", l.name))?;
+    let (port, ip) = match &l.via {
+        Some(Via::Backend(g)) => {
+            let a = stack.first_backend(g).ok_or_else(|| {
+                format!(
+                    "load '{}': backend group backend:{g} has no instance",
+                    l.name
+                )
+            })?;
             (a.port(), a.ip())
         }
-        Some(v) => (
+        Some(Via::Listener(v)) => (
             *stack
                 .ports()
                 .get(v)

@@ -62,9 +62,11 @@ pub struct RunOutcome {
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Names that become directories must stay under the results directory (the parser refuses
     // them already; this holds for scenarios built in code too), checked before anything is made.
-    paths::join_plain(Path::new(""), "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    paths::join_plain(Path::new(""), "scenario name", &scn.name)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
     for case in &scn.cases {
-        paths::join_plain(Path::new(""), "case name", &case.name).map_err(RunError::Invalid)?;
+        paths::join_plain(Path::new(""), "case name", &case.name)
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
     }
     fd_budget(scn)?;
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
@@ -80,8 +82,8 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Absolute, because nginx resolves every path in its config against its own prefix.
     let root = std::path::absolute(&opts.results_root)
         .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
-    let scn_dir =
-        paths::join_plain(&root, "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    let scn_dir = paths::join_plain(&root, "scenario name", &scn.name)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
     let mut dir = scn_dir.join(&stamp);
     let mut n = 1;
     while dir.exists() {
@@ -116,7 +118,8 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
             index: i,
             total,
             dir: &dir,
-            work: paths::join_plain(&work, "case name", &case.name).map_err(RunError::Invalid)?,
+            work: paths::join_plain(&work, "case name", &case.name)
+                .map_err(|e| RunError::Invalid(e.to_string()))?,
             tls: tls.clone(),
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
@@ -332,13 +335,13 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> Result<(CaseResult, Vec<CheckResu
         tls: ctx.tls.clone(),
         work: ctx.work.clone(),
         configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
-            .map_err(|e| (None, e))?,
+            .map_err(|e| (None, e.to_string()))?,
         origin,
         seed: 1 + ctx.index as u64,
     })
-    .map_err(|e| (None, e))?;
-    let logs_dir =
-        paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name).map_err(|e| (None, e))?;
+    .map_err(|e| (None, e.to_string()))?;
+    let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)
+        .map_err(|e| (None, e.to_string()))?;
 
     let configs = case
         .loads

@@ -1096,7 +1096,7 @@ fn build_case(
     let mut checks = Vec::new();
     for c in doc.checks {
         let span = c.span();
-        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m))?;
+        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
         for s in check.subjects() {
             if !(load_names.contains(s) || ["all", "backends", "nginx", "reloads"].contains(&s)) {
                 return Err(err(

@@ -3,7 +3,7 @@
 //! scenario parser. Each checks invariants beyond "no panic" and fingerprints its outcome.
 
 use crate::mutate::{HTTP_TOKENS, TOML_TOKENS};
-use crate::{hash, Rng};
+use crate::{hash, Rng, Violation};
 use backend::http::{parse_head, BodyKind, Decoder, Feed, HeadError, ReqHead};
 use load::codec::{Eof, Progress, ResponseParser, Sink};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -18,7 +18,7 @@ pub trait Target: Sync {
     fn max_len(&self) -> usize;
     /// Runs one input: `Ok` with a fingerprint of the outcome, or `Err` naming a broken
     /// invariant. Must not panic or hang.
-    fn run(&self, input: &[u8]) -> Result<u64, String>;
+    fn run(&self, input: &[u8]) -> Result<u64, Violation>;
 }
 
 /// Every target, in the order `make fuzz` runs them.
@@ -33,7 +33,7 @@ pub fn by_name(name: &str) -> Option<&'static dyn Target> {
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)+) => {
         if !$cond {
-            return Err(format!($($msg)+));
+            return Err(Violation(format!($($msg)+)));
         }
     };
 }
@@ -132,7 +132,7 @@ fn log2(n: usize) -> usize {
 /// Parses `input` as a stream of pipelined responses fed in the pieces ending at `ends`,
 /// checking the codec's contract on every call: all input consumed unless a response is
 /// done, and a done response consumed at least one byte and no more than it was given.
-fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, String> {
+fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, Violation> {
     let mut p = ResponseParser::new();
     p.reset(head);
     let mut sink = Keep::default();
@@ -178,14 +178,16 @@ fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, Str
     }
     let eof = p.eof();
     if let (Eof::Empty, false) = (eof, sink.body.is_empty()) {
-        return Err("eof() says Empty but body bytes were delivered".into());
+        return Err(Violation(
+            "eof() says Empty but body bytes were delivered".into(),
+        ));
     }
     events.push(Event::Eof(eof, sink.body));
     Ok(events)
 }
 
 /// Runs `input` whole and split; both must give the same events.
-fn responses_any_split(input: &[u8], head: bool) -> Result<Vec<Event>, String> {
+fn responses_any_split(input: &[u8], head: bool) -> Result<Vec<Event>, Violation> {
     let whole = responses(input, &[input.len()], head)?;
     let split_at = cuts(hash(input), input.len());
     let split = responses(input, &split_at, head)?;
@@ -210,7 +212,7 @@ impl Target for Codec {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         let head = hash(input) % 8 == 0;
         let events = responses_any_split(input, head)?;
         for e in &events {
@@ -224,7 +226,7 @@ impl Target for Codec {
 }
 
 /// A completed response framed by Content-Length alone has exactly that many body bytes.
-fn check_length(e: &Event, head: bool) -> Result<(), String> {
+fn check_length(e: &Event, head: bool) -> Result<(), Violation> {
     let Event::Done {
         status,
         headers,
@@ -245,10 +247,10 @@ fn check_length(e: &Event, head: bool) -> Result<(), String> {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
     else {
-        return Err(format!(
+        return Err(Violation(format!(
             "a response completed with Content-Length {:?}",
             crate::escape(v)
-        ));
+        )));
     };
     ensure!(
         body.len() == n,
@@ -315,7 +317,7 @@ type BodyEnd = Result<Option<usize>, usize>;
 
 /// Feeds `data` to a fresh backend body decoder in the pieces ending at `ends`; returns where
 /// the body ended (`Ok(Some)`), `Ok(None)` if more is needed, or the offset it was refused at.
-fn backend_body(kind: BodyKind, data: &[u8], ends: &[usize]) -> Result<BodyEnd, String> {
+fn backend_body(kind: BodyKind, data: &[u8], ends: &[usize]) -> Result<BodyEnd, Violation> {
     let mut d = Decoder::new(kind);
     let mut off = 0;
     for &end in ends {
@@ -363,7 +365,7 @@ impl Target for Chunked {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         // Round trip.
         let mut rng = Rng::new(hash(input));
         let (encoded, trailers) = encode_chunked(input, &mut rng);
@@ -397,10 +399,10 @@ impl Target for Chunked {
                 );
             }
             other => {
-                return Err(format!(
+                return Err(Violation(format!(
                     "round trip: a valid chunked response gave {other:?}; encoding b\"{}\"",
                     crate::escape(&encoded)
-                ))
+                )))
             }
         }
         let mut data = encoded.clone();
@@ -472,7 +474,7 @@ fn head_shape(h: &ReqHead) -> (bool, bool, bool, u8, bool, bool) {
 /// Builds a valid request from `input` (its path from the input's URL-safe bytes, the body the
 /// input itself, everything else drawn from its hash), parses it, and checks every field of the
 /// head against what was built and that the body ends exactly where its encoding does.
-fn request_round_trip(input: &[u8]) -> Result<(), String> {
+fn request_round_trip(input: &[u8]) -> Result<(), Violation> {
     let mut rng = Rng::new(hash(input) ^ 0x0072_6571_7565_7374);
     let method = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"][rng.below(6)];
     let path: String = std::iter::once('/')
@@ -562,7 +564,7 @@ impl Target for Request {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         request_round_trip(input)?;
         let mut shape = Vec::new();
         let mut pos = 0;
@@ -656,7 +658,7 @@ impl Target for Scenario {
     fn max_len(&self) -> usize {
         16 * 1024
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         let src = bench::layers::Source {
             file: SCENARIO_FILE.to_string(),
             text: String::from_utf8_lossy(input).into_owned(),

@@ -1,19 +1,10 @@
 //! What can go wrong when parsing a profile or operating the fleet.
 
-use std::fmt;
-
 /// A profile spec that does not parse; the message names the bad part, e.g.
 /// `latency: unknown distribution 'lognorml' (use fixed, uniform, normal, lognormal, exponential)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct SpecError(pub String);
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SpecError {}
 
 /// Why a fleet operation failed; every message is one line for the person at the terminal.
 #[derive(Debug, thiserror::Error)]

@@ -124,7 +124,7 @@ fn split_setting<'a>(item: &'a str, ctx: &str) -> Result<(&'a str, &'a str), Spe
 }
 
 fn set_behaviour(b: &mut Behaviour, key: &str, value: &str, ctx: &str) -> Result<(), SpecError> {
-    let wrap = |e: String| SpecError(format!("{ctx}{key}: {e}"));
+    let wrap = |e: SpecError| SpecError(format!("{ctx}{key}: {e}"));
     match key {
         "latency" => b.latency = Some(parse_dist(value, Unit::Time).map_err(wrap)?),
         "cpu" => b.cpu = Some(parse_dist(value, Unit::Time).map_err(wrap)?),
@@ -137,16 +137,16 @@ fn set_behaviour(b: &mut Behaviour, key: &str, value: &str, ctx: &str) -> Result
 }
 
 /// `500ms:1%, uniform(1s,2s):0.1%` or `none`.
-fn parse_spikes(v: &str) -> Result<Vec<Spike>, String> {
+fn parse_spikes(v: &str) -> Result<Vec<Spike>, SpecError> {
     if v == "none" {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     let mut total = 0u64;
-    for part in split_top(v, &[','], "").map_err(|e| e.0)? {
+    for part in split_top(v, &[','], "")? {
         let part = part.trim();
         let Some(colon) = last_top_colon(part) else {
-            return Err(format!(
+            return err(format!(
                 "'{part}' needs a share, e.g. 500ms:1% (a latency, a colon, a share)"
             ));
         };
@@ -156,14 +156,14 @@ fn parse_spikes(v: &str) -> Result<Vec<Spike>, String> {
         out.push(Spike { latency, share });
     }
     if total > Share::ALL.0 as u64 {
-        return Err(format!("shares add up to more than 100% in '{v}'"));
+        return err(format!("shares add up to more than 100% in '{v}'"));
     }
     Ok(out)
 }
 
 /// `503:1%, 500:0.1%` or a lone `204`.
-fn parse_status(v: &str) -> Result<Vec<StatusShare>, String> {
-    let parts = split_top(v, &[','], "").map_err(|e| e.0)?;
+fn parse_status(v: &str) -> Result<Vec<StatusShare>, SpecError> {
+    let parts = split_top(v, &[','], "")?;
     let mut out = Vec::new();
     let mut total = 0u64;
     for part in &parts {
@@ -171,43 +171,43 @@ fn parse_status(v: &str) -> Result<Vec<StatusShare>, String> {
         let (code, share) = match part.split_once(':') {
             Some((c, s)) => (c.trim(), parse_share(s.trim())?),
             None if parts.len() == 1 => (part, Share::ALL),
-            None => return Err(format!("'{part}' needs a share, e.g. {part}:1%")),
+            None => return err(format!("'{part}' needs a share, e.g. {part}:1%")),
         };
         let code: u16 = code
             .parse()
-            .map_err(|_| format!("'{code}' is not a status code"))?;
+            .map_err(|_| SpecError(format!("'{code}' is not a status code")))?;
         if !(200..=599).contains(&code) {
-            return Err(format!("status code {code} is outside 200..599"));
+            return err(format!("status code {code} is outside 200..599"));
         }
         if out.iter().any(|s: &StatusShare| s.code == code) {
-            return Err(format!("status {code} is listed twice"));
+            return err(format!("status {code} is listed twice"));
         }
         total += share.0 as u64;
         out.push(StatusShare { code, share });
     }
     if total > Share::ALL.0 as u64 {
-        return Err(format!("shares add up to more than 100% in '{v}'"));
+        return err(format!("shares add up to more than 100% in '{v}'"));
     }
     Ok(out)
 }
 
-fn parse_share(s: &str) -> Result<Share, String> {
+fn parse_share(s: &str) -> Result<Share, SpecError> {
     units::parse_fraction(s)
         .map(Share::from_fraction)
-        .map_err(|e| e.0)
+        .map_err(|e| SpecError(e.0))
 }
 
-fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
+fn parse_dist(v: &str, unit: Unit) -> Result<Dist, SpecError> {
     let v = v.trim();
     if v.is_empty() {
-        return Err("missing value".into());
+        return err("missing value");
     }
     let Some(open) = v.find('(') else {
         return Ok(Dist::Fixed(parse_value(v, unit)?));
     };
     let name = v[..open].trim();
     let Some(inner) = v[open + 1..].trim_end().strip_suffix(')') else {
-        return Err(format!("'{v}' is missing its closing ')'"));
+        return err(format!("'{v}' is missing its closing ')'"));
     };
     let params: &[&str] = match name {
         "fixed" => &["value"],
@@ -215,12 +215,12 @@ fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
         "normal" => &["mean", "sd"],
         "lognormal" => &["median", "sigma"],
         "exponential" => &["mean"],
-        _ => return Err(format!("unknown distribution '{name}' (use {DISTS})")),
+        _ => return err(format!("unknown distribution '{name}' (use {DISTS})")),
     };
     let mut vals: Vec<Option<&str>> = vec![None; params.len()];
     let args: Vec<&str> = inner.split(',').map(str::trim).collect();
     if args.len() != params.len() || args.iter().any(|a| a.is_empty()) {
-        return Err(format!(
+        return err(format!(
             "{name} takes {} ({})",
             if params.len() == 1 {
                 "one value".to_string()
@@ -237,7 +237,7 @@ fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
                 match params.iter().position(|p| *p == k) {
                     Some(j) => (j, val.trim()),
                     None => {
-                        return Err(format!(
+                        return err(format!(
                             "{name} has no parameter '{k}' (it takes {})",
                             params.join(", ")
                         ))
@@ -247,19 +247,20 @@ fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
             None => (i, *arg),
         };
         if vals[slot].is_some() {
-            return Err(format!("{name}: {} given twice", params[slot]));
+            return err(format!("{name}: {} given twice", params[slot]));
         }
         vals[slot] = Some(val);
     }
     let get = |i: usize| {
-        parse_value(vals[i].unwrap_or(""), unit).map_err(|e| format!("{name}: {}: {e}", params[i]))
+        parse_value(vals[i].unwrap_or(""), unit)
+            .map_err(|e| SpecError(format!("{name}: {}: {e}", params[i])))
     };
     let d = match name {
         "fixed" => Dist::Fixed(get(0)?),
         "uniform" => {
             let (min, max) = (get(0)?, get(1)?);
             if min > max {
-                return Err(format!("uniform: min is above max in '{v}'"));
+                return err(format!("uniform: min is above max in '{v}'"));
             }
             Dist::Uniform { min, max }
         }
@@ -272,19 +273,19 @@ fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
             let s = vals[1].unwrap_or("");
             let sigma: f64 = s
                 .parse()
-                .map_err(|_| format!("lognormal: sigma '{s}' is not a number"))?;
+                .map_err(|_| SpecError(format!("lognormal: sigma '{s}' is not a number")))?;
             if !(0.0..=5.0).contains(&sigma) {
-                return Err(format!("lognormal: sigma {s} must lie between 0 and 5"));
+                return err(format!("lognormal: sigma {s} must lie between 0 and 5"));
             }
             if median == 0 {
-                return Err("lognormal: median must be above zero".into());
+                return err("lognormal: median must be above zero");
             }
             Dist::LogNormal { median, sigma }
         }
         _ => {
             let mean = get(0)?;
             if mean == 0 {
-                return Err("exponential: mean must be above zero".into());
+                return err("exponential: mean must be above zero");
             }
             Dist::Exponential { mean }
         }
@@ -292,21 +293,21 @@ fn parse_dist(v: &str, unit: Unit) -> Result<Dist, String> {
     Ok(d)
 }
 
-fn parse_value(s: &str, unit: Unit) -> Result<u64, String> {
+fn parse_value(s: &str, unit: Unit) -> Result<u64, SpecError> {
     let s = s.trim();
     match unit {
         Unit::Time => {
-            let d = units::parse_duration(s).map_err(|e| e.0)?;
+            let d = units::parse_duration(s).map_err(|e| SpecError(e.0))?;
             let ns = d.as_nanos();
             if ns > MAX_TIME_NS as u128 {
-                return Err(format!("'{s}' is above the 1h limit"));
+                return err(format!("'{s}' is above the 1h limit"));
             }
             Ok(ns as u64)
         }
         Unit::Size => {
-            let b = units::parse_size(s).map_err(|e| e.0)?;
+            let b = units::parse_size(s).map_err(|e| SpecError(e.0))?;
             if b > MAX_SIZE {
-                return Err(format!("'{s}' is above the 1g limit"));
+                return err(format!("'{s}' is above the 1g limit"));
             }
             Ok(b)
         }

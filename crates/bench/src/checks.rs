@@ -5,6 +5,7 @@
 //! Subjects: a load's name, `all` (every load summed), `backends`, `nginx`, `reloads`.
 //! Values may carry units: `%`, `ppm`, durations (`250ms`), `r/s`; or be another `subject.metric`.
 
+pub use crate::error::CheckError;
 use model::{CaseResult, CheckResult, ErrorKind, LoadSummary};
 use std::fmt;
 
@@ -58,7 +59,7 @@ enum Kind {
 impl Check {
     /// Parses `subject.metric OP value` and checks that the metric exists for its subject; the
     /// error names the bad part.
-    pub fn parse(text: &str) -> Result<Check, String> {
+    pub fn parse(text: &str) -> Result<Check, CheckError> {
         let t = text.trim();
         let (pos, op, len) = ["<=", ">=", "==", "<", ">"]
             .iter()
@@ -134,7 +135,7 @@ impl Check {
         }
     }
 
-    fn operand(&self, o: &Operand, case: &CaseResult) -> Result<f64, String> {
+    fn operand(&self, o: &Operand, case: &CaseResult) -> Result<f64, CheckError> {
         match o {
             Operand::Value(v) => Ok(*v),
             Operand::Metric { subject, metric } => metric_value(subject, metric, case),
@@ -143,7 +144,7 @@ impl Check {
 }
 
 /// `SUBJECT.METRIC`, with the metric checked against what its subject offers.
-fn parse_metric(s: &str, whole: &str) -> Result<(Operand, Kind), String> {
+fn parse_metric(s: &str, whole: &str) -> Result<(Operand, Kind), CheckError> {
     let (subject, metric) = s.split_once('.').ok_or_else(|| {
         format!("check '{whole}': '{s}' should be SUBJECT.METRIC, e.g. coffee.p99")
     })?;
@@ -170,8 +171,12 @@ const NGINX_METRICS: &str = "errors, warns, access_lines, requests, status_CODE"
 const RELOAD_METRICS: &str = "count, errors, avg_ms, max_ms, within_500ms, within_1000ms";
 
 /// How `subject.metric` is printed, or why that metric does not exist for that subject.
-fn metric_kind(subject: &str, metric: &str) -> Result<Kind, String> {
-    let unknown = |list: &str| format!("unknown metric '{metric}' for '{subject}' ({list})");
+fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
+    let unknown = |list: &str| {
+        CheckError(format!(
+            "unknown metric '{metric}' for '{subject}' ({list})"
+        ))
+    };
     match subject {
         "backends" => match metric {
             "requests" | "count" => Ok(Kind::Count),
@@ -207,9 +212,9 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, String> {
                 _ => return Err(unknown(LOAD_METRICS)),
             };
             if subject == "all" && single_load_only(metric) {
-                return Err(format!(
+                return Err(CheckError(format!(
                     "'{metric}' is a metric of one load; name the load instead of 'all'"
-                ));
+                )));
             }
             Ok(kind)
         }
@@ -223,16 +228,20 @@ fn single_load_only(metric: &str) -> bool {
 }
 
 /// The status code of `status_CODE`.
-fn status_code(m: &str) -> Result<u16, String> {
+fn status_code(m: &str) -> Result<u16, CheckError> {
     m["status_".len()..]
         .parse::<u16>()
         .ok()
         .filter(|c| (100..=599).contains(c))
-        .ok_or_else(|| format!("'{m}': the status must be a code from 100 to 599, e.g. status_503"))
+        .ok_or_else(|| {
+            CheckError(format!(
+                "'{m}': the status must be a code from 100 to 599, e.g. status_503"
+            ))
+        })
 }
 
 /// The error kind of `error_KIND`.
-fn error_kind(m: &str) -> Result<ErrorKind, String> {
+fn error_kind(m: &str) -> Result<ErrorKind, CheckError> {
     let name = &m["error_".len()..];
     ErrorKind::ALL
         .iter()
@@ -240,23 +249,28 @@ fn error_kind(m: &str) -> Result<ErrorKind, String> {
         .find(|k| k.name() == name)
         .ok_or_else(|| {
             let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-            format!("'{m}': unknown error kind '{name}' ({})", known.join(", "))
+            CheckError(format!(
+                "'{m}': unknown error kind '{name}' ({})",
+                known.join(", ")
+            ))
         })
 }
 
 /// The percentile of `pNN` (0 < NN <= 100).
-fn percentile(m: &str) -> Result<f64, String> {
+fn percentile(m: &str) -> Result<f64, CheckError> {
     m[1..]
         .parse::<f64>()
         .ok()
         .filter(|p| *p > 0.0 && *p <= 100.0)
         .ok_or_else(|| {
-            format!("'{m}': a percentile is p followed by a number up to 100, e.g. p99.9")
+            CheckError(format!(
+                "'{m}': a percentile is p followed by a number up to 100, e.g. p99.9"
+            ))
         })
 }
 
-fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, String> {
-    let bad = |why: &str| format!("check '{whole}': value '{s}' {why}");
+fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, CheckError> {
+    let bad = |why: &str| CheckError(format!("check '{whole}': value '{s}' {why}"));
     if let Some(p) = s.strip_suffix('%') {
         let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
         return Ok(v / 100.0);
@@ -301,7 +315,7 @@ fn show(v: f64, kind: Kind) -> String {
     }
 }
 
-fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, String> {
+fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, CheckError> {
     if subject == "all" {
         if case.loads.is_empty() {
             return Err("no load ran".into());
@@ -312,10 +326,10 @@ fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>
         .iter()
         .find(|l| l.name == subject)
         .map(|l| vec![l])
-        .ok_or_else(|| format!("load '{subject}' did not run"))
+        .ok_or_else(|| CheckError(format!("load '{subject}' did not run")))
 }
 
-fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, String> {
+fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
     match subject {
         "backends" => backend_metric(metric, case),
         "nginx" => nginx_metric(metric, case),
@@ -324,19 +338,23 @@ fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, S
     }
 }
 
-fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
+fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, CheckError> {
     let sum = |f: &dyn Fn(&LoadSummary) -> u64| ls.iter().map(|l| f(l)).sum::<u64>() as f64;
     let attempts = sum(&|l| l.attempts());
     let elapsed = ls.iter().map(|l| l.elapsed_s).fold(0.0, f64::max);
-    let single = || -> Result<&LoadSummary, String> {
+    let single = || -> Result<&LoadSummary, CheckError> {
         match ls {
             [one] => Ok(one),
-            _ => Err(format!("'{metric}' needs a single load, not 'all'")),
+            _ => Err(CheckError(format!(
+                "'{metric}' needs a single load, not 'all'"
+            ))),
         }
     };
-    let answered = |what: &str| -> Result<(), String> {
+    let answered = |what: &str| -> Result<(), CheckError> {
         if sum(&|l| l.requests) == 0.0 {
-            Err(format!("no response was received, so there is no {what}"))
+            Err(CheckError(format!(
+                "no response was received, so there is no {what}"
+            )))
         } else {
             Ok(())
         }
@@ -363,9 +381,9 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
         "late_sends" | "late_max" => {
             let schedules: Vec<_> = ls.iter().filter_map(|l| l.schedule.as_ref()).collect();
             if schedules.is_empty() {
-                return Err(format!(
+                return Err(CheckError(format!(
                     "'{metric}' is kept only for open-loop loads (with a rate)"
-                ));
+                )));
             }
             if metric == "late_sends" {
                 schedules.iter().map(|s| s.late).sum::<u64>() as f64
@@ -398,11 +416,11 @@ fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, String> {
                 .percentile(p)
                 .ok_or_else(|| format!("percentile {p} was not recorded"))? as f64
         }
-        other => return Err(format!("'{other}' is not a load metric")),
+        other => return Err(CheckError(format!("'{other}' is not a load metric"))),
     })
 }
 
-fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
+fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
     let b = &case.backends;
     if b.is_empty() {
         return Err("no backend counters were recorded".into());
@@ -427,14 +445,16 @@ fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
                 .map(|x| x.by_status.get(&code).copied().unwrap_or(0))
                 .sum::<u64>() as f64
         }
-        other => return Err(format!("'{other}' is not a backends metric")),
+        other => return Err(CheckError(format!("'{other}' is not a backends metric"))),
     })
 }
 
-fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
+fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
     let logs = &case.logs;
     if let Some(why) = &logs.missing {
-        return Err(format!("the nginx logs could not be read ({why})"));
+        return Err(CheckError(format!(
+            "the nginx logs could not be read ({why})"
+        )));
     }
     let level = |names: &[&str]| {
         names
@@ -450,11 +470,11 @@ fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
             let code = status_code(m)?;
             logs.access_status.get(&code).copied().unwrap_or(0) as f64
         }
-        other => return Err(format!("'{other}' is not an nginx metric")),
+        other => return Err(CheckError(format!("'{other}' is not an nginx metric"))),
     })
 }
 
-fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
+fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
     let r = &case.reloads;
     if metric == "count" {
         return Ok(r.len() as f64);
@@ -473,7 +493,7 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, String> {
         "max_ms" => served.iter().copied().fold(0.0, f64::max),
         "within_500ms" => share(500.0),
         "within_1000ms" => share(1000.0),
-        other => return Err(format!("'{other}' is not a reloads metric")),
+        other => return Err(CheckError(format!("'{other}' is not a reloads metric"))),
     })
 }
 
@@ -592,16 +612,20 @@ mod tests {
     fn bad_checks_are_named() {
         assert!(Check::parse("coffee.p99 250ms")
             .unwrap_err()
+            .to_string()
             .contains("no comparison"));
         assert!(Check::parse("coffee.bogus < 1")
             .unwrap_err()
+            .to_string()
             .contains("unknown metric 'bogus'"));
         assert!(Check::parse("p99 < 1ms")
             .unwrap_err()
+            .to_string()
             .contains("SUBJECT.METRIC"));
         assert!(Check::parse("coffee.p99 < 10").is_ok());
         assert!(Check::parse("coffee.p99 < 1x")
             .unwrap_err()
+            .to_string()
             .contains("not a duration"));
         let r = eval("nosuch.requests > 1");
         assert!(!r.pass && r.actual.contains("no data: load 'nosuch' did not run"));
@@ -609,7 +633,7 @@ mod tests {
 
     #[test]
     fn metrics_are_checked_against_their_subject_when_parsed() {
-        let err = |e: &str| Check::parse(e).unwrap_err();
+        let err = |e: &str| Check::parse(e).unwrap_err().to_string();
         assert!(err("nginx.p99 < 1ms").contains("unknown metric 'p99' for 'nginx'"));
         assert!(err("reloads.warns == 0").contains("unknown metric 'warns' for 'reloads'"));
         assert!(err("backends.late_sends == 0").contains("for 'backends'"));

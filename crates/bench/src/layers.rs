@@ -6,7 +6,6 @@
 //! merge entry by entry on that name (new names are appended); anything else is replaced.
 
 use serde::de::DeserializeOwned;
-use std::fmt;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -14,8 +13,10 @@ use toml::Spanned;
 /// A spanned TOML table that borrows the scenario text.
 pub type Table<'i> = DeTable<'i>;
 
-/// An error in a scenario file, with the place it points at.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error in a scenario file, with the place it points at: `file:line: reason`, or
+/// `file: reason` when it has no place.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{}{message}", line.map_or(" ".to_string(), |l| format!("{l}: ")))]
 pub struct ScenarioError {
     /// File name as given (or `<builtin>/NAME.toml`).
     pub file: String,
@@ -24,17 +25,6 @@ pub struct ScenarioError {
     /// One-line reason.
     pub message: String,
 }
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {}
 
 /// A scenario's source text and the name errors are reported under.
 #[derive(Debug, Clone)]
@@ -201,6 +191,19 @@ pub fn take_table<'i>(
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn an_error_reads_file_line_reason_or_file_reason() {
+        let src = Source {
+            file: "s.toml".into(),
+            text: "a = 1\nb = 2\n".into(),
+        };
+        assert_eq!(
+            src.error(Some(6..7), "bad b").to_string(),
+            "s.toml:2: bad b"
+        );
+        assert_eq!(src.error(None, "no place").to_string(), "s.toml: no place");
+    }
 
     #[derive(Deserialize, Debug, PartialEq)]
     #[serde(deny_unknown_fields)]

@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod catalogue;
 pub mod checks;
 pub mod env;
+pub mod error;
 pub mod layers;
 pub mod paths;
 pub mod procfs;

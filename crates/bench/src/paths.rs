@@ -4,6 +4,7 @@
 //! path) or reach into a subdirectory (`/`). The scenario parser rejects such names with
 //! `file:line`; the runner joins through [`join_plain`] all the same.
 
+use crate::error::PathError;
 use std::path::{Component, Path, PathBuf};
 
 /// The longest name accepted as one path component (file systems allow 255 bytes; the runner
@@ -39,10 +40,14 @@ pub fn plain_name_problem(name: &str) -> Option<String> {
 
 /// `base/name`, refusing (with a one-line reason) a `name` that is not one plain component, so
 /// nothing is ever written outside `base`.
-pub fn join_plain(base: &Path, what: &str, name: &str) -> Result<PathBuf, String> {
+pub fn join_plain(base: &Path, what: &str, name: &str) -> Result<PathBuf, PathError> {
     match plain_name_problem(name) {
         None => Ok(base.join(name)),
-        Some(why) => Err(format!("{what} '{}' {why}", name.escape_debug())),
+        Some(why) => Err(PathError {
+            what: what.to_string(),
+            name: name.to_string(),
+            why,
+        }),
     }
 }
 
@@ -77,11 +82,16 @@ mod tests {
                 "case 'a\\0b' must not contain '\\0' (it becomes a directory name under the results)",
             ),
         ] {
-            assert_eq!(join_plain(base, "case", bad).unwrap_err(), why, "{bad:?}");
+            assert_eq!(
+                join_plain(base, "case", bad).unwrap_err().to_string(),
+                why,
+                "{bad:?}"
+            );
         }
         let long = "x".repeat(MAX_NAME + 1);
         assert!(join_plain(base, "case", &long)
             .unwrap_err()
+            .to_string()
             .ends_with("is longer than 100 bytes"));
         assert!(join_plain(base, "case", &long[1..]).is_ok());
     }
@@ -114,12 +124,12 @@ name = "first"
 name = "{case}"
 "#;
 
-    fn parse(text: &str) -> Result<crate::scenario::Scenario, String> {
+    fn parse(text: &str) -> Result<crate::scenario::Scenario, crate::layers::ScenarioError> {
         let src = crate::layers::Source {
             file: "escape.toml".into(),
             text: text.into(),
         };
-        crate::scenario::Scenario::parse(&src, false).map_err(|e| e.to_string())
+        crate::scenario::Scenario::parse(&src, false)
     }
 
     #[test]
@@ -147,11 +157,15 @@ name = "{case}"
                 "is not a name (it means this or the parent directory)",
             ),
         ] {
-            let e = parse(&TWO_CASES.replace("{case}", name)).unwrap_err();
+            let e = parse(&TWO_CASES.replace("{case}", name))
+                .unwrap_err()
+                .to_string();
             // Line 24 is the second `[[cases]]`.
             assert_eq!(e, format!("escape.toml:24: case name '{name}' {why}"));
         }
-        let e = parse(&TWO_CASES.replace("name = \"escape\"", "name = \"..\"")).unwrap_err();
+        let e = parse(&TWO_CASES.replace("name = \"escape\"", "name = \"..\""))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "escape.toml:1: scenario name '..' must be letters, digits, '-', '_' or '.', and not only dots"

@@ -5,6 +5,7 @@
 //! else: the parser refuses the first ([`check_url_host`]), the runner refuses both before any
 //! load starts ([`own_target`]).
 
+use crate::error::ReachError;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// The address every listener and backend of a run binds.
@@ -12,21 +13,18 @@ pub const RUN_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// Parse-time check of a load's url: the host, as the load engine reads it, is a name or
 /// 127.0.0.1, and the url has no user info, so it can only reach this run's processes.
-pub fn check_url_host(url: &str) -> Result<(), String> {
-    let u = load::target::Url::parse(url).map_err(|e| e.to_string())?;
+pub fn check_url_host(url: &str) -> Result<(), ReachError> {
+    let u = load::target::Url::parse(url)?;
     match u.host.parse::<IpAddr>() {
-        Ok(ip) if ip != RUN_IP => Err(format!(
-            "url host {ip} is not this run's address: loads go to the run's own listeners \
-             and backends (on {RUN_IP}); write a name (sent as Host and SNI) or {RUN_IP}"
-        )),
+        Ok(ip) if ip != RUN_IP => Err(ReachError::ForeignHost(ip)),
         _ => Ok(()),
     }
 }
 
 /// Where a load configured by `cfg` will connect, read the way the load engine reads it, if it
 /// can be known without DNS (an IP host or a matching resolve entry); `None` if DNS would decide.
-pub fn connect_addr(cfg: &load::Config) -> Result<Option<SocketAddr>, String> {
-    let u = load::target::Url::parse(&cfg.url).map_err(|e| e.to_string())?;
+pub fn connect_addr(cfg: &load::Config) -> Result<Option<SocketAddr>, ReachError> {
+    let u = load::target::Url::parse(&cfg.url)?;
     if let Ok(ip) = u.host.parse::<IpAddr>() {
         return Ok(Some(SocketAddr::new(ip, u.port)));
     }
@@ -40,17 +38,12 @@ pub fn connect_addr(cfg: &load::Config) -> Result<Option<SocketAddr>, String> {
 
 /// Refuses a load config that would connect anywhere but `own` (the listener or backend the
 /// stack chose for it), including through DNS.
-pub fn own_target(cfg: &load::Config, own: SocketAddr) -> Result<(), String> {
+pub fn own_target(cfg: &load::Config, own: SocketAddr) -> Result<(), ReachError> {
+    let url = cfg.url.clone();
     match connect_addr(cfg)? {
         Some(a) if a == own => Ok(()),
-        Some(a) => Err(format!(
-            "url '{}' would connect to {a}, not to this run's {own}",
-            cfg.url
-        )),
-        None => Err(format!(
-            "url '{}' would be resolved through DNS instead of connecting to this run's {own}",
-            cfg.url
-        )),
+        Some(to) => Err(ReachError::Elsewhere { url, to, own }),
+        None => Err(ReachError::Dns { url, own }),
     }
 }
 
@@ -82,7 +75,9 @@ mod tests {
         );
         assert_eq!(own_target(&cfg("http://127.0.0.1:8080/", &[]), own), Ok(()));
         assert_eq!(
-            own_target(&cfg("http://127.0.0.2:8080/", &[]), own).unwrap_err(),
+            own_target(&cfg("http://127.0.0.2:8080/", &[]), own)
+                .unwrap_err()
+                .to_string(),
             "url 'http://127.0.0.2:8080/' would connect to 127.0.0.2:8080, not to this run's 127.0.0.1:8080"
         );
         // The runner once split at '/' only: host "cafe.example.com?x" got the resolve entry
@@ -95,7 +90,8 @@ mod tests {
                 ),
                 own
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "url 'http://cafe.example.com?x:8080/' would be resolved through DNS instead of connecting to this run's 127.0.0.1:8080"
         );
         assert!(own_target(
@@ -113,13 +109,14 @@ mod tests {
         assert_eq!(check_url_host("http://cafe.example.com/"), Ok(()));
         assert_eq!(check_url_host("https://127.0.0.1/x"), Ok(()));
         assert_eq!(
-            check_url_host("http://10.1.2.3/").unwrap_err(),
+            check_url_host("http://10.1.2.3/").unwrap_err().to_string(),
             "url host 10.1.2.3 is not this run's address: loads go to the run's own listeners \
              and backends (on 127.0.0.1); write a name (sent as Host and SNI) or 127.0.0.1"
         );
         assert!(check_url_host("http://[::1]:80/").is_err());
         assert!(check_url_host("http://u@cafe.example.com/")
             .unwrap_err()
+            .to_string()
             .contains("user info"));
     }
 
@@ -144,19 +141,19 @@ url = "{url}"
 requests = 5
 "#;
 
-    fn parse(url: &str) -> Result<crate::scenario::Scenario, String> {
+    fn parse(url: &str) -> Result<crate::scenario::Scenario, crate::layers::ScenarioError> {
         let src = crate::layers::Source {
             file: "reach.toml".into(),
             text: ONE_LOAD.replace("{url}", url),
         };
-        crate::scenario::Scenario::parse(&src, false).map_err(|e| e.to_string())
+        crate::scenario::Scenario::parse(&src, false)
     }
 
     #[test]
     fn a_scenario_cannot_aim_a_load_at_another_address() {
         assert!(parse("http://cafe.example.com/").is_ok());
         assert_eq!(
-            parse("http://192.0.2.1:8080/").unwrap_err(),
+            parse("http://192.0.2.1:8080/").unwrap_err().to_string(),
             "reach.toml:16: load 'l': url host 192.0.2.1 is not this run's address: loads go to \
              the run's own listeners and backends (on 127.0.0.1); write a name (sent as Host and \
              SNI) or 127.0.0.1"

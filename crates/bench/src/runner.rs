@@ -6,7 +6,7 @@
 use crate::analysis::Records;
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
-use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario};
+use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use crate::stack::{Stack, StackSpec};
 use crate::{analyse, env, paths, record};
 use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
@@ -65,9 +65,11 @@ pub struct RunOutcome {
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Names that become directories must stay under the results directory (the parser refuses
     // them already; this holds for scenarios built in code too), checked before anything is made.
-    paths::join_plain(Path::new(""), "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    paths::join_plain(Path::new(""), "scenario name", &scn.name)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
     for case in &scn.cases {
-        paths::join_plain(Path::new(""), "case name", &case.name).map_err(RunError::Invalid)?;
+        paths::join_plain(Path::new(""), "case name", &case.name)
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
     }
     fd_budget(scn)?;
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
@@ -95,7 +97,8 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
             index: i,
             total,
             dir: &dir,
-            work: paths::join_plain(&work, "case name", &case.name).map_err(RunError::Invalid)?,
+            work: paths::join_plain(&work, "case name", &case.name)
+                .map_err(|e| RunError::Invalid(e.to_string()))?,
             tls: tls.clone(),
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
@@ -165,8 +168,8 @@ fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
     let stamp = env::now_dir_stamp();
     let root = std::path::absolute(&opts.results_root)
         .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
-    let scn_dir =
-        paths::join_plain(&root, "scenario name", &scn.name).map_err(RunError::Invalid)?;
+    let scn_dir = paths::join_plain(&root, "scenario name", &scn.name)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
     let mut dir = scn_dir.join(&stamp);
     let mut n = 1;
     while dir.exists() {
@@ -395,11 +398,14 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         configs: &case.configs,
         tls: ctx.tls.clone(),
         work: ctx.work.clone(),
-        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)?,
+        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
+            .map_err(|e| e.to_string())?,
         origin,
         seed: 1 + ctx.index as u64,
-    })?;
-    let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)?;
+    })
+    .map_err(|e| e.to_string())?;
+    let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)
+        .map_err(|e| e.to_string())?;
     let configs = case
         .loads
         .iter()
@@ -521,7 +527,7 @@ struct Collected {
     backends: Vec<model::BackendCounters>,
     time_wait: Option<model::TimeWait>,
     elapsed_s: f64,
-    down_err: Option<String>,
+    down_err: Option<crate::error::StackError>,
 }
 
 /// Joins the loads, lets the case settle, stops the collector, takes the stack down, moves the
@@ -664,14 +670,17 @@ fn load_config(
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.is_empty() => h,
         _ => authority,
     };
-    let (port, ip) = match l.via.as_deref() {
-        Some(v) if v.starts_with("backend:") => {
-            let a = stack
-                .first_backend(&v["backend:".len()..])
-                .ok_or_else(|| format!("load '{}': backend group {v} has no instance", l.name))?;
+    let (port, ip) = match &l.via {
+        Some(Via::Backend(g)) => {
+            let a = stack.first_backend(g).ok_or_else(|| {
+                format!(
+                    "load '{}': backend group backend:{g} has no instance",
+                    l.name
+                )
+            })?;
             (a.port(), a.ip())
         }
-        Some(v) => (
+        Some(Via::Listener(v)) => (
             *stack
                 .ports()
                 .get(v)

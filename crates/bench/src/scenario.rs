@@ -226,7 +226,7 @@ pub struct LoadSpec {
     /// Where to aim: a listener name (default: the first listener of the URL's scheme), or
     /// `backend:GROUP` to go straight to a group's first backend.
     #[serde(default)]
-    pub via: Option<String>,
+    pub via: Option<Via>,
     /// Connections.
     #[serde(default = "ten")]
     pub connections: u32,
@@ -263,6 +263,36 @@ pub struct LoadSpec {
     /// Request body.
     #[serde(default)]
     pub body: Option<String>,
+}
+
+/// A load's `via`: `"LISTENER"` aims at a proxy listener, `"backend:GROUP"` straight at a
+/// group's first backend.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub enum Via {
+    /// A listener of the proxy, by name.
+    Listener(String),
+    /// A backend group, by name (its first current instance).
+    Backend(String),
+}
+
+impl From<String> for Via {
+    fn from(s: String) -> Via {
+        match s.strip_prefix("backend:") {
+            Some(group) => Via::Backend(group.to_string()),
+            None => Via::Listener(s),
+        }
+    }
+}
+
+impl std::fmt::Display for Via {
+    /// As written in the scenario file.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Via::Listener(l) => f.write_str(l),
+            Via::Backend(g) => write!(f, "backend:{g}"),
+        }
+    }
 }
 
 /// How a removed backend leaves.
@@ -424,35 +454,213 @@ fn ready_timeout() -> Dur {
     Dur(Duration::from_secs(30))
 }
 
-/// One `[[actions]]` entry: a time and exactly one action.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[actions]]` entry: a time, an optional repeat, and exactly one action, written as a key
+/// of the same table (`at = "10s"` next to `kill_backend = "cafe-2"`).
+#[derive(Debug, Clone, PartialEq)]
 struct ActionSpec {
     at: Dur,
-    #[serde(default)]
     every: Option<Dur>,
-    #[serde(default)]
     times: Option<u32>,
-    #[serde(default)]
-    scale_backends: Option<ScaleBackends>,
-    #[serde(default)]
-    scale_replicas: Option<ScaleReplicas>,
-    #[serde(default)]
-    reload: Option<bool>,
-    #[serde(default)]
-    swap_config: Option<String>,
-    #[serde(default)]
-    set_profile: Option<SetProfile>,
-    #[serde(default)]
-    drain_backend: Option<String>,
-    #[serde(default)]
-    kill_backend: Option<String>,
-    #[serde(default)]
-    restart_backend: Option<String>,
-    #[serde(default)]
-    stop_replica: Option<StopReplica>,
-    #[serde(default)]
-    grow: Option<GrowSpec>,
+    action: ActionKind,
+}
+
+/// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
+/// Externally tagged, so each variant reads its own value with the spans (and lines) kept.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ActionKind {
+    ScaleBackends(ScaleBackends),
+    ScaleReplicas(ScaleReplicas),
+    Reload(bool),
+    SwapConfig(String),
+    SetProfile(SetProfile),
+    DrainBackend(String),
+    KillBackend(String),
+    RestartBackend(String),
+    StopReplica(StopReplica),
+    Grow(GrowSpec),
+}
+
+/// The action keys, in the order messages list them (the variants of [`ActionKind`]).
+const ACTION_KEYS: [&str; 10] = [
+    "scale_backends",
+    "scale_replicas",
+    "reload",
+    "swap_config",
+    "set_profile",
+    "drain_backend",
+    "kill_backend",
+    "restart_backend",
+    "stop_replica",
+    "grow",
+];
+
+/// Every key an `[[actions]]` entry may hold: the timing keys, then the action keys.
+const ACTION_FIELDS: [&str; 13] = [
+    "at",
+    "every",
+    "times",
+    ACTION_KEYS[0],
+    ACTION_KEYS[1],
+    ACTION_KEYS[2],
+    ACTION_KEYS[3],
+    ACTION_KEYS[4],
+    ACTION_KEYS[5],
+    ACTION_KEYS[6],
+    ACTION_KEYS[7],
+    ACTION_KEYS[8],
+    ACTION_KEYS[9],
+];
+
+impl<'de> Deserialize<'de> for ActionSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionSpec, D::Error> {
+        d.deserialize_struct("ActionSpec", &ACTION_FIELDS, action_de::EntryVisitor)
+    }
+}
+
+/// The serde plumbing of [`ActionSpec`]: the entry's keys are read one by one, and an action key
+/// and its value are handed to [`ActionKind`]'s derived (externally tagged) deserializer as if
+/// they were a one-entry table of their own.
+mod action_de {
+    use super::{ActionKind, ActionSpec, ACTION_FIELDS, ACTION_KEYS};
+    use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, VariantAccess};
+    use serde::Deserialize;
+    use std::fmt;
+
+    /// Reads an `[[actions]]` table.
+    pub(super) struct EntryVisitor;
+
+    impl<'de> de::Visitor<'de> for EntryVisitor {
+        type Value = ActionSpec;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an action table")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
+            let (mut at, mut every, mut times) = (None, None, None);
+            let mut actions = Vec::new();
+            while let Some(key) = map.next_key_seed(Key)? {
+                match key {
+                    "at" => at = Some(map.next_value()?),
+                    "every" => every = Some(map.next_value()?),
+                    "times" => times = Some(map.next_value()?),
+                    action => actions.push(map.next_value_seed(Tagged(action))?),
+                }
+            }
+            let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
+            if actions.len() != 1 {
+                return Err(de::Error::custom(format!(
+                    "an action needs exactly one of {} (found {})",
+                    ACTION_KEYS.join(", "),
+                    actions.len()
+                )));
+            }
+            Ok(ActionSpec {
+                at,
+                every,
+                times,
+                action: actions.remove(0),
+            })
+        }
+    }
+
+    /// A key of an action table; an unknown one is refused at its own line.
+    struct Key;
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = &'static str;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<&'static str, D::Error> {
+            let k = String::deserialize(d)?;
+            ACTION_FIELDS
+                .iter()
+                .find(|f| **f == k)
+                .copied()
+                .ok_or_else(|| de::Error::unknown_field(&k, &ACTION_FIELDS))
+        }
+    }
+
+    /// The value of action key `.0`, read as the [`ActionKind`] variant of that name.
+    struct Tagged(&'static str);
+
+    impl<'de> DeserializeSeed<'de> for Tagged {
+        type Value = ActionKind;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ActionKind, D::Error> {
+            ActionKind::deserialize(OneEntry {
+                tag: self.0,
+                value: d,
+            })
+        }
+    }
+
+    /// A tag and the deserializer of its value, seen as an externally tagged enum.
+    struct OneEntry<D> {
+        tag: &'static str,
+        value: D,
+    }
+
+    impl<'de, D: Deserializer<'de>> Deserializer<'de> for OneEntry<D> {
+        type Error = D::Error;
+
+        fn deserialize_any<V: de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+            v.visit_enum(self)
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+            identifier ignored_any
+        }
+    }
+
+    impl<'de, D: Deserializer<'de>> EnumAccess<'de> for OneEntry<D> {
+        type Error = D::Error;
+        type Variant = Value<D>;
+
+        fn variant_seed<S: DeserializeSeed<'de>>(
+            self,
+            seed: S,
+        ) -> Result<(S::Value, Value<D>), D::Error> {
+            let tag = seed.deserialize(de::value::StrDeserializer::<D::Error>::new(self.tag))?;
+            Ok((tag, Value(self.value)))
+        }
+    }
+
+    /// The value of a variant: every [`ActionKind`] variant holds exactly one.
+    struct Value<D>(D);
+
+    impl<'de, D: Deserializer<'de>> VariantAccess<'de> for Value<D> {
+        type Error = D::Error;
+
+        fn unit_variant(self) -> Result<(), D::Error> {
+            <()>::deserialize(self.0)
+        }
+
+        fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+            self,
+            seed: T,
+        ) -> Result<T::Value, D::Error> {
+            seed.deserialize(self.0)
+        }
+
+        fn tuple_variant<V: de::Visitor<'de>>(
+            self,
+            len: usize,
+            v: V,
+        ) -> Result<V::Value, D::Error> {
+            self.0.deserialize_tuple(len, v)
+        }
+
+        fn struct_variant<V: de::Visitor<'de>>(
+            self,
+            fields: &'static [&'static str],
+            v: V,
+        ) -> Result<V::Value, D::Error> {
+            self.0.deserialize_struct("", fields, v)
+        }
+    }
 }
 
 /// A single step of an action, at a time from the case's start.
@@ -892,7 +1100,7 @@ fn build_case(
     let mut checks = Vec::new();
     for c in doc.checks {
         let span = c.span();
-        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m))?;
+        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
         for s in check.subjects() {
             if !(load_names.contains(s) || ["all", "backends", "nginx", "reloads"].contains(&s)) {
                 return Err(err(
@@ -961,9 +1169,8 @@ fn check_load(
             l.name
         ));
     }
-    match l.via.as_deref() {
-        Some(v) if v.starts_with("backend:") => {
-            let g = &v["backend:".len()..];
+    match &l.via {
+        Some(Via::Backend(g)) => {
             if !groups.contains_key(g) {
                 return Err(format!(
                     "load '{}' goes via backend group '{g}', which is not defined",
@@ -977,7 +1184,7 @@ fn check_load(
                 ));
             }
         }
-        Some(v) => {
+        Some(Via::Listener(v)) => {
             let p = proxy.ok_or_else(|| {
                 format!(
                     "load '{}' goes via listener '{v}' but there is no [proxy]",
@@ -1035,6 +1242,8 @@ struct Sizes {
     replicas: u32,
 }
 
+/// Expands one `[[actions]]` entry into its steps (every repeat, every gradual step), checking
+/// it against the plan as it stands; `sizes` moves on to where the entry leaves the case.
 fn expand_action(
     a: &ActionSpec,
     sizes: &mut Sizes,
@@ -1042,69 +1251,10 @@ fn expand_action(
     configs: &BTreeMap<String, ProxyConfig>,
     out: &mut Vec<Step>,
 ) -> Result<(), String> {
-    let set = [
-        a.scale_backends.is_some(),
-        a.scale_replicas.is_some(),
-        a.reload.is_some(),
-        a.swap_config.is_some(),
-        a.set_profile.is_some(),
-        a.drain_backend.is_some(),
-        a.kill_backend.is_some(),
-        a.restart_backend.is_some(),
-        a.stop_replica.is_some(),
-        a.grow.is_some(),
-    ]
-    .iter()
-    .filter(|x| **x)
-    .count();
-    if set != 1 {
-        return Err(format!(
-            "an action needs exactly one of scale_backends, scale_replicas, reload, swap_config, \
-             set_profile, drain_backend, kill_backend, restart_backend, stop_replica, grow (found {set})"
-        ));
-    }
-    let times = match (a.every, a.times) {
-        (None, None) => 1,
-        (Some(_), Some(n)) if n >= 1 => n,
-        (Some(_), None) => return Err("`every` needs `times`".into()),
-        (None, Some(_)) => return Err("`times` needs `every`".into()),
-        _ => return Err("`times` must be at least 1".into()),
-    };
+    let times = repeats(a)?;
+    check_bounds(&a.action)?;
     let every = a.every.map(|d| d.0).unwrap_or_default();
-    if let Some(s) = &a.scale_backends {
-        if s.to > MAX_BACKENDS {
-            return Err(format!(
-                "scale_backends: {} instances is beyond what one machine can hold (at most {MAX_BACKENDS})",
-                s.to
-            ));
-        }
-    }
-    if let Some(s) = &a.scale_replicas {
-        if s.to > MAX_REPLICAS {
-            return Err(format!(
-                "scale_replicas: {} replicas is beyond what one machine can run (at most {MAX_REPLICAS})",
-                s.to
-            ));
-        }
-    }
-    let backend_exists = |groups: &BTreeMap<String, u32>, n: &str| -> Result<(), String> {
-        let (g, i) = n
-            .rsplit_once('-')
-            .ok_or_else(|| format!("backend '{n}' is not GROUP-INDEX"))?;
-        i.parse::<u32>()
-            .map_err(|_| format!("backend '{n}' is not GROUP-INDEX"))?;
-        // Instances added by scaling may not exist at the start; only the group must.
-        if groups.contains_key(g) {
-            Ok(())
-        } else {
-            Err(format!("backend '{n}': no backend group '{g}'"))
-        }
-    };
-    let need_proxy = || {
-        proxy
-            .map(|_| ())
-            .ok_or_else(|| "this action needs a [proxy]".to_string())
-    };
+    let plan = Plan { proxy, configs };
     for k in 0..times {
         if out.len() > MAX_STEPS {
             return Err(format!(
@@ -1115,88 +1265,162 @@ fn expand_action(
             .checked_mul(k)
             .and_then(|d| a.at.0.checked_add(d))
             .ok_or("`at` + `every` x `times` is beyond any run's length")?;
-        let mut push = |at: Duration, action: Action| out.push(Step { at, action });
-        if let Some(s) = &a.scale_backends {
-            let from = *sizes
-                .groups
-                .get(&s.group)
-                .ok_or_else(|| format!("scale_backends: no backend group '{}'", s.group))?;
-            need_proxy()?;
-            gradual(from, s.to, s.step.map(|d| d.0), at, |at, to| {
-                push(
-                    at,
-                    Action::ScaleBackends {
-                        group: s.group.clone(),
-                        to,
-                        remove: s.remove,
-                    },
-                )
-            });
-            sizes.groups.insert(s.group.clone(), s.to);
-        } else if let Some(s) = &a.scale_replicas {
-            need_proxy()?;
-            if s.to == 0 {
-                return Err("scale_replicas: `to` must be at least 1".into());
-            }
-            gradual(sizes.replicas, s.to, s.step.map(|d| d.0), at, |at, to| {
-                push(at, Action::ScaleReplicas { to, stop: s.stop })
-            });
-            sizes.replicas = s.to;
-        } else if let Some(r) = a.reload {
-            need_proxy()?;
-            if !r {
-                return Err("`reload = false` does nothing; remove the action".into());
-            }
-            push(at, Action::Reload);
-        } else if let Some(c) = &a.swap_config {
-            need_proxy()?;
-            if !configs.contains_key(c) {
-                return Err(format!(
-                    "swap_config: no [configs.{c}] (defined: {})",
-                    configs.keys().cloned().collect::<Vec<_>>().join(", ")
-                ));
-            }
-            push(at, Action::SwapConfig(c.clone()));
-        } else if let Some(s) = &a.set_profile {
-            match (&s.group, &s.backend) {
-                (Some(g), None) if sizes.groups.contains_key(g) => {}
-                (Some(g), None) => return Err(format!("set_profile: no backend group '{g}'")),
-                (None, Some(b)) => backend_exists(&sizes.groups, b)?,
-                _ => return Err("set_profile needs exactly one of `group` or `backend`".into()),
-            }
-            push(
-                at,
-                Action::SetProfile {
-                    group: s.group.clone(),
-                    backend: s.backend.clone(),
-                    profile: s.profile.clone(),
-                },
-            );
-        } else if let Some(b) = &a.drain_backend {
-            backend_exists(&sizes.groups, b)?;
-            push(at, Action::DrainBackend(b.clone()));
-        } else if let Some(b) = &a.kill_backend {
-            backend_exists(&sizes.groups, b)?;
-            push(at, Action::KillBackend(b.clone()));
-        } else if let Some(b) = &a.restart_backend {
-            backend_exists(&sizes.groups, b)?;
-            push(at, Action::RestartBackend(b.clone()));
-        } else if let Some(g) = &a.grow {
-            let p = proxy.ok_or("grow needs a [proxy]")?;
-            check_grow(g, p)?;
-            push(at, Action::Grow(g.clone()));
-        } else if let Some(s) = &a.stop_replica {
-            need_proxy()?;
-            push(
-                at,
-                Action::StopReplica {
-                    replica: s.replica.clone(),
-                    mode: s.mode,
-                },
-            );
-        }
+        plan.expand_once(&a.action, at, sizes, out)?;
     }
     Ok(())
+}
+
+/// How many times an entry fires: once, or `times` times `every` apart.
+fn repeats(a: &ActionSpec) -> Result<u32, String> {
+    match (a.every, a.times) {
+        (None, None) => Ok(1),
+        (Some(_), Some(n)) if n >= 1 => Ok(n),
+        (Some(_), None) => Err("`every` needs `times`".into()),
+        (None, Some(_)) => Err("`times` needs `every`".into()),
+        _ => Err("`times` must be at least 1".into()),
+    }
+}
+
+/// Refuses sizes beyond this machine before anything is expanded (a gradual scaling to millions
+/// would otherwise expand millions of steps first).
+fn check_bounds(action: &ActionKind) -> Result<(), String> {
+    match action {
+        ActionKind::ScaleBackends(s) if s.to > MAX_BACKENDS => Err(format!(
+            "scale_backends: {} instances is beyond what one machine can hold (at most {MAX_BACKENDS})",
+            s.to
+        )),
+        ActionKind::ScaleReplicas(s) if s.to > MAX_REPLICAS => Err(format!(
+            "scale_replicas: {} replicas is beyond what one machine can run (at most {MAX_REPLICAS})",
+            s.to
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What the actions of a case are checked against: its proxy and its alternative configs.
+struct Plan<'a> {
+    proxy: Option<&'a ProxyConfig>,
+    configs: &'a BTreeMap<String, ProxyConfig>,
+}
+
+impl Plan<'_> {
+    /// The steps of one firing of `action` at `at`.
+    fn expand_once(
+        &self,
+        action: &ActionKind,
+        at: Duration,
+        sizes: &mut Sizes,
+        out: &mut Vec<Step>,
+    ) -> Result<(), String> {
+        let mut push = |at: Duration, action: Action| out.push(Step { at, action });
+        match action {
+            ActionKind::ScaleBackends(s) => {
+                let from = *sizes
+                    .groups
+                    .get(&s.group)
+                    .ok_or_else(|| format!("scale_backends: no backend group '{}'", s.group))?;
+                self.need_proxy()?;
+                gradual(from, s.to, s.step.map(|d| d.0), at, |at, to| {
+                    let group = s.group.clone();
+                    let remove = s.remove;
+                    push(at, Action::ScaleBackends { group, to, remove })
+                });
+                sizes.groups.insert(s.group.clone(), s.to);
+            }
+            ActionKind::ScaleReplicas(s) => {
+                self.need_proxy()?;
+                if s.to == 0 {
+                    return Err("scale_replicas: `to` must be at least 1".into());
+                }
+                gradual(sizes.replicas, s.to, s.step.map(|d| d.0), at, |at, to| {
+                    push(at, Action::ScaleReplicas { to, stop: s.stop })
+                });
+                sizes.replicas = s.to;
+            }
+            ActionKind::Reload(r) => {
+                self.need_proxy()?;
+                if !r {
+                    return Err("`reload = false` does nothing; remove the action".into());
+                }
+                push(at, Action::Reload);
+            }
+            ActionKind::SwapConfig(c) => {
+                self.need_proxy()?;
+                if !self.configs.contains_key(c) {
+                    return Err(format!(
+                        "swap_config: no [configs.{c}] (defined: {})",
+                        self.configs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                push(at, Action::SwapConfig(c.clone()));
+            }
+            ActionKind::SetProfile(s) => {
+                match (&s.group, &s.backend) {
+                    (Some(g), None) if sizes.groups.contains_key(g) => {}
+                    (Some(g), None) => return Err(format!("set_profile: no backend group '{g}'")),
+                    (None, Some(b)) => backend_exists(&sizes.groups, b)?,
+                    _ => return Err("set_profile needs exactly one of `group` or `backend`".into()),
+                }
+                push(
+                    at,
+                    Action::SetProfile {
+                        group: s.group.clone(),
+                        backend: s.backend.clone(),
+                        profile: s.profile.clone(),
+                    },
+                );
+            }
+            ActionKind::DrainBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::DrainBackend(b.clone()));
+            }
+            ActionKind::KillBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::KillBackend(b.clone()));
+            }
+            ActionKind::RestartBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::RestartBackend(b.clone()));
+            }
+            ActionKind::Grow(g) => {
+                let p = self.proxy.ok_or("grow needs a [proxy]")?;
+                check_grow(g, p)?;
+                push(at, Action::Grow(g.clone()));
+            }
+            ActionKind::StopReplica(s) => {
+                self.need_proxy()?;
+                push(
+                    at,
+                    Action::StopReplica {
+                        replica: s.replica.clone(),
+                        mode: s.mode,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn need_proxy(&self) -> Result<(), String> {
+        self.proxy
+            .map(|_| ())
+            .ok_or_else(|| "this action needs a [proxy]".to_string())
+    }
+}
+
+/// Refuses a backend name that is not `GROUP-INDEX` of a known group. Instances added by scaling
+/// may not exist at the start; only the group must.
+fn backend_exists(groups: &BTreeMap<String, u32>, n: &str) -> Result<(), String> {
+    let (g, i) = n
+        .rsplit_once('-')
+        .ok_or_else(|| format!("backend '{n}' is not GROUP-INDEX"))?;
+    i.parse::<u32>()
+        .map_err(|_| format!("backend '{n}' is not GROUP-INDEX"))?;
+    if groups.contains_key(g) {
+        Ok(())
+    } else {
+        Err(format!("backend '{n}': no backend group '{g}'"))
+    }
 }
 
 fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
@@ -1265,5 +1489,80 @@ fn gradual(
             }
         }
         _ => push(at, to),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every action key reads into the variant of the same name, and `Action::kind` gives the
+    /// key back, so files, messages and events.csv agree.
+    #[test]
+    fn every_action_key_names_its_variant() {
+        let values = [
+            "{ group = \"g\", to = 2 }",
+            "{ to = 2 }",
+            "true",
+            "\"alt\"",
+            "{ group = \"g\", profile = \"\" }",
+            "\"g-0\"",
+            "\"g-0\"",
+            "\"g-0\"",
+            "{}",
+            "{ what = \"routes\", to = 2 }",
+        ];
+        for (key, value) in ACTION_KEYS.iter().zip(values) {
+            let a: ActionSpec = toml::from_str(&format!("at = \"1s\"\n{key} = {value}")).unwrap();
+            let camel: String = key
+                .split('_')
+                .map(|w| w[..1].to_uppercase() + &w[1..])
+                .collect();
+            assert!(format!("{:?}", a.action).starts_with(&camel), "{key}");
+            assert_eq!(a.at, Dur(Duration::from_secs(1)));
+        }
+        let names = [
+            Action::ScaleBackends {
+                group: String::new(),
+                to: 0,
+                remove: RemoveMode::Drain,
+            }
+            .kind(),
+            Action::ScaleReplicas {
+                to: 0,
+                stop: StopSpec::Graceful,
+            }
+            .kind(),
+            Action::Reload.kind(),
+            Action::SwapConfig(String::new()).kind(),
+            Action::SetProfile {
+                group: None,
+                backend: None,
+                profile: Profile::default(),
+            }
+            .kind(),
+            Action::DrainBackend(String::new()).kind(),
+            Action::KillBackend(String::new()).kind(),
+            Action::RestartBackend(String::new()).kind(),
+            Action::StopReplica {
+                replica: None,
+                mode: StopSpec::Graceful,
+            }
+            .kind(),
+            "grow",
+        ];
+        assert_eq!(names, ACTION_KEYS);
+    }
+
+    #[test]
+    fn via_reads_a_listener_or_a_backend_group() {
+        assert_eq!(Via::from("http".to_string()), Via::Listener("http".into()));
+        assert_eq!(
+            Via::from("backend:cafe".to_string()),
+            Via::Backend("cafe".into())
+        );
+        for text in ["http", "backend:cafe", "backend:"] {
+            assert_eq!(Via::from(text.to_string()).to_string(), text);
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! fleet, the nginx replicas sharing the listener ports, and the config they serve. Dropping a
 //! stack stops every process it started.
 
+use crate::error::StackError;
 use crate::scenario::{Action, BackendGroup, GrowSpec, GrowWhat, RemoveMode, StopSpec};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
 use model::{Event, ReadyRecord, ReloadRecord};
@@ -76,7 +77,7 @@ pub struct StackSpec<'a> {
 
 impl Stack {
     /// Starts the fleet, then the proxy replicas (each config checked by `nginx -t` first).
-    pub fn up(spec: StackSpec<'_>) -> Result<Stack, String> {
+    pub fn up(spec: StackSpec<'_>) -> Result<Stack, StackError> {
         let mut instances = Vec::new();
         let mut members = BTreeMap::new();
         let mut next_index = BTreeMap::new();
@@ -99,16 +100,19 @@ impl Stack {
             threads: spec.backend_threads,
             seed: spec.seed,
         })
-        .map_err(|e| format!("cannot start the backends: {e}"))?;
-        fs::create_dir_all(&spec.work).map_err(|e| format!("{}: {e}", spec.work.display()))?;
-        fs::create_dir_all(&spec.configs_out)
-            .map_err(|e| format!("{}: {e}", spec.configs_out.display()))?;
+        .map_err(StackError::Backends)?;
+        for dir in [&spec.work, &spec.configs_out] {
+            fs::create_dir_all(dir).map_err(|source| StackError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
         let mut ports = BTreeMap::new();
         if let Some(p) = spec.proxy {
             for l in &p.listeners {
                 let port = match l.port {
                     Some(p) => p,
-                    None => free_port().map_err(|e| format!("no free port: {e}"))?,
+                    None => free_port().map_err(StackError::NoFreePort)?,
                 };
                 ports.insert(l.name.clone(), port);
             }
@@ -181,7 +185,12 @@ impl Stack {
         *self.handles.lock().unwrap_or_else(|e| e.into_inner()) = hs;
     }
 
-    fn render_for(&self, cfg: &ProxyConfig, dir: &Path, admin_port: u16) -> Result<String, String> {
+    fn render_for(
+        &self,
+        cfg: &ProxyConfig,
+        dir: &Path,
+        admin_port: u16,
+    ) -> Result<String, StackError> {
         let addrs = self.fleet.addrs();
         let groups = self
             .members
@@ -202,7 +211,7 @@ impl Stack {
             admin_port,
             tls: self.tls.clone(),
         };
-        let text = nginx::render(cfg, &ctx).map_err(|e| e.to_string())?;
+        let text = nginx::render(cfg, &ctx)?;
         let name = dir.file_name().and_then(|s| s.to_str()).unwrap_or("nginx");
         let _ = fs::write(
             self.configs_out
@@ -212,24 +221,23 @@ impl Stack {
         Ok(text)
     }
 
-    fn start_replica(&mut self) -> Result<String, String> {
-        let cfg = self.config.clone().ok_or("no proxy in this case")?;
+    fn start_replica(&mut self) -> Result<String, StackError> {
+        let cfg = self.config.clone().ok_or(StackError::NoProxy)?;
         let name = format!("nginx-{}", self.next_replica);
         self.next_replica += 1;
         let dir = self.work.join(&name);
-        let admin = free_port().map_err(|e| format!("no free port: {e}"))?;
+        let admin = free_port().map_err(StackError::NoFreePort)?;
         let text = self.render_for(&cfg, &dir, admin)?;
-        let r = Replica::start(&name, &dir, &text, admin, self.generation)
-            .map_err(|e| e.to_string())?;
+        let r = Replica::start(&name, &dir, &text, admin, self.generation)?;
         self.replicas.push(r);
         self.publish_handles();
         Ok(name)
     }
 
     /// Re-renders the current config as a new generation and reloads every running replica.
-    fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<String>) {
+    fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
         let Some(cfg) = self.config.clone() else {
-            return (Vec::new(), Some("no proxy in this case".into()));
+            return (Vec::new(), Some(StackError::NoProxy));
         };
         self.generation += 1;
         let mut records = Vec::new();
@@ -241,7 +249,7 @@ impl Stack {
                 Ok(text) => {
                     let rec = self.replicas[i].reload(&text, self.generation, self.origin);
                     if let Some(e) = &rec.error {
-                        err.get_or_insert_with(|| e.clone());
+                        err.get_or_insert_with(|| StackError::Reload(e.clone()));
                     }
                     records.push(rec);
                 }
@@ -256,135 +264,37 @@ impl Stack {
     /// Performs one step. `keep_going` is asked between the steps of a long action (a growth) so
     /// a stop request or the end of the loads cuts it short.
     pub fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
-        if let Action::Grow(g) = action {
-            return self.grow(g, keep_going);
-        }
-        let (event, reloads) = self.apply_one(action);
-        Applied {
-            events: vec![event],
-            reloads,
-            ready: Vec::new(),
-        }
-    }
-
-    /// Performs a single-event step and reports it (plus any reloads it caused).
-    fn apply_one(&mut self, action: &Action) -> (Event, Vec<ReloadRecord>) {
         let t0 = Instant::now();
-        let t_s = t0.duration_since(self.origin).as_secs_f64();
-        let (name, detail, result, reloads) = match action {
+        let done = match action {
+            // A growth is many steps, each its own event: it has a path of its own.
+            Action::Grow(g) => return self.grow(g, keep_going),
             Action::ScaleBackends { group, to, remove } => {
-                let from = self.members.get(group).map_or(0, |m| m.len() as u32);
-                let (r, rel) = self.scale_backends(group, *to, *remove);
-                (
-                    "scale_backends",
-                    format!(
-                        "{group}: {from} -> {to}{}",
-                        if *to < from {
-                            format!(" ({remove:?})").to_lowercase()
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    r,
-                    rel,
-                )
+                self.apply_scale_backends(group, *to, *remove)
             }
-            Action::ScaleReplicas { to, stop } => {
-                let from = self.replicas.len() as u32;
-                let r = self.scale_replicas(*to, *stop);
-                (
-                    "scale_replicas",
-                    format!(
-                        "{from} -> {to}{}",
-                        if *to < from {
-                            format!(" ({stop:?})").to_lowercase()
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    r,
-                    Vec::new(),
-                )
-            }
+            Action::ScaleReplicas { to, stop } => self.apply_scale_replicas(*to, *stop),
             Action::Reload => {
-                let (rel, err) = self.reload_all();
-                (
-                    "reload",
+                let (reloads, err) = self.reload_all();
+                Done::new(
                     format!("generation {}", self.generation),
                     err.map_or(Ok(()), Err),
-                    rel,
                 )
+                .with_reloads(reloads)
             }
-            Action::SwapConfig(c) => match self.configs.get(c).cloned() {
-                Some(cfg) => {
-                    self.config = Some(cfg);
-                    let (rel, err) = self.reload_all();
-                    (
-                        "swap_config",
-                        format!("{c} (generation {})", self.generation),
-                        err.map_or(Ok(()), Err),
-                        rel,
-                    )
-                }
-                None => (
-                    "swap_config",
-                    c.clone(),
-                    Err(format!("no config '{c}'")),
-                    Vec::new(),
-                ),
-            },
+            Action::SwapConfig(c) => self.swap_config(c),
             Action::SetProfile {
                 group,
                 backend,
                 profile,
-            } => {
-                let targets = match (group, backend) {
-                    (Some(g), _) => {
-                        self.group_profiles.insert(g.clone(), profile.clone());
-                        self.members.get(g).cloned().unwrap_or_default()
-                    }
-                    (None, Some(b)) => vec![b.clone()],
-                    (None, None) => Vec::new(),
-                };
-                let mut r = Ok(());
-                for t in &targets {
-                    if let Err(e) = self.fleet.set_profile(t, profile.clone()) {
-                        r = Err(e.to_string());
-                    }
-                }
-                let who = group.clone().or(backend.clone()).unwrap_or_default();
-                ("set_profile", format!("{who}: {profile}"), r, Vec::new())
-            }
+            } => self.apply_set_profile(group.as_deref(), backend.as_deref(), profile),
             Action::DrainBackend(b) => {
-                let r = self
-                    .fleet
-                    .drain_async(b)
-                    .map(|h| self.drains.push((b.clone(), h)));
-                (
-                    "drain_backend",
-                    b.clone(),
-                    r.map_err(|e| e.to_string()),
-                    Vec::new(),
-                )
+                let r = self.fleet.drain_async(b);
+                let r = r.map(|h| self.drains.push((b.clone(), h)));
+                Done::new(b.clone(), r.map_err(StackError::from))
             }
-            Action::KillBackend(b) => (
-                "kill_backend",
-                b.clone(),
-                self.fleet.kill(b).map_err(|e| e.to_string()),
-                Vec::new(),
-            ),
-            Action::RestartBackend(b) => (
-                "restart_backend",
-                b.clone(),
-                self.fleet.restart(b).map_err(|e| e.to_string()),
-                Vec::new(),
-            ),
-            Action::Grow(_) => (
-                "grow",
-                String::new(),
-                Err("grow is applied by Stack::apply".into()),
-                Vec::new(),
-            ),
+            Action::KillBackend(b) => Done::new(b.clone(), self.fleet.kill(b).map_err(Into::into)),
+            Action::RestartBackend(b) => {
+                Done::new(b.clone(), self.fleet.restart(b).map_err(Into::into))
+            }
             Action::StopReplica { replica, mode } => {
                 let r = self.stop_replica(replica.as_deref(), *mode);
                 let detail = match (&r, replica) {
@@ -392,18 +302,75 @@ impl Stack {
                     (Err(_), Some(n)) => n.clone(),
                     (Err(_), None) => "newest".into(),
                 };
-                ("stop_replica", detail, r.map(|_| ()), Vec::new())
+                Done::new(detail, r.map(|_| ()))
             }
         };
-        let event = Event {
-            t_s,
-            action: name.to_string(),
-            detail,
-            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
-            error: result.err(),
-            limit: false,
+        Applied {
+            events: vec![done.event(action.kind(), t0, self.origin)],
+            reloads: done.reloads,
+            ready: Vec::new(),
+        }
+    }
+
+    fn apply_scale_backends(&mut self, group: &str, to: u32, remove: RemoveMode) -> Done {
+        let from = self.members.get(group).map_or(0, |m| m.len() as u32);
+        let (r, reloads) = self.scale_backends(group, to, remove);
+        let how = if to < from {
+            format!(" ({remove:?})").to_lowercase()
+        } else {
+            String::new()
         };
-        (event, reloads)
+        Done::new(format!("{group}: {from} -> {to}{how}"), r).with_reloads(reloads)
+    }
+
+    fn apply_scale_replicas(&mut self, to: u32, stop: StopSpec) -> Done {
+        let from = self.replicas.len() as u32;
+        let r = self.scale_replicas(to, stop);
+        let how = if to < from {
+            format!(" ({stop:?})").to_lowercase()
+        } else {
+            String::new()
+        };
+        Done::new(format!("{from} -> {to}{how}"), r)
+    }
+
+    fn swap_config(&mut self, c: &str) -> Done {
+        let Some(cfg) = self.configs.get(c).cloned() else {
+            return Done::new(c.to_string(), Err(StackError::NoConfig(c.to_string())));
+        };
+        self.config = Some(cfg);
+        let (reloads, err) = self.reload_all();
+        Done::new(
+            format!("{c} (generation {})", self.generation),
+            err.map_or(Ok(()), Err),
+        )
+        .with_reloads(reloads)
+    }
+
+    /// Sets the profile of a whole group (its members now, and instances added later) or of one
+    /// instance; the last refusal, if any, is the step's error.
+    fn apply_set_profile(
+        &mut self,
+        group: Option<&str>,
+        backend: Option<&str>,
+        profile: &Profile,
+    ) -> Done {
+        let targets = match (group, backend) {
+            (Some(g), _) => {
+                self.group_profiles.insert(g.to_string(), profile.clone());
+                self.members.get(g).cloned().unwrap_or_default()
+            }
+            (None, Some(b)) => vec![b.to_string()],
+            (None, None) => Vec::new(),
+        };
+        let mut r = Ok(());
+        for t in &targets {
+            if let Err(e) = self.fleet.set_profile(t, profile.clone()) {
+                r = Err(e.into());
+            }
+        }
+        let who = group.or(backend).unwrap_or_default();
+        Done::new(format!("{who}: {profile}"), r)
     }
 
     /// Grows the config step by step: each step adds `by` items, reloads every replica, and (for
@@ -433,7 +400,8 @@ impl Stack {
             let probe = match self.grow_step(g, n, add, &upstream, listener.as_deref()) {
                 Ok(p) => p,
                 Err(e) => {
-                    out.events.push(grow_event(t_s, g, n, n + add, t0, Some(e)));
+                    out.events
+                        .push(grow_event(t_s, g, n, n + add, t0, Some(e.to_string())));
                     break;
                 }
             };
@@ -463,7 +431,7 @@ impl Stack {
                 h.join()
                     .unwrap_or_else(|_| (String::new(), (None, Some("probe panicked".into()))))
             });
-            if let Some(e) = err {
+            if let Some(e) = err.map(|e| e.to_string()) {
                 let mut ev = grow_event(t_s, g, n, n + add, t0, Some(e.clone()));
                 // The refused config is the limit this growth was sent to find.
                 ev.limit = g.stop_on_error;
@@ -532,8 +500,9 @@ impl Stack {
         add: u32,
         upstream: &str,
         listener: Option<&str>,
-    ) -> Result<Option<ReadyProbe>, String> {
-        let mut cfg = self.config.clone().ok_or("no proxy")?;
+    ) -> Result<Option<ReadyProbe>, StackError> {
+        let grow = |why: &str| StackError::Grow(why.to_string());
+        let mut cfg = self.config.clone().ok_or_else(|| grow("no proxy"))?;
         let last = n + add - 1;
         let host_of = |cfg: &ProxyConfig, l: &str| {
             cfg.listener(l)
@@ -542,7 +511,9 @@ impl Stack {
         };
         let probe = match g.what {
             GrowWhat::Routes | GrowWhat::Matches => {
-                let l = listener.ok_or("no plain HTTP listener")?.to_string();
+                let l = listener
+                    .ok_or_else(|| grow("no plain HTTP listener"))?
+                    .to_string();
                 for k in n..n + add {
                     let mut r = if g.what == GrowWhat::Routes {
                         let mut r = Route::to_upstream(&format!("/route-{k}"), upstream);
@@ -557,7 +528,10 @@ impl Stack {
                     r.listener = Some(l.clone());
                     cfg.routes.push(r);
                 }
-                let port = *self.ports.get(&l).ok_or("listener without a port")?;
+                let port = *self
+                    .ports
+                    .get(&l)
+                    .ok_or_else(|| grow("listener without a port"))?;
                 let (path, header) = if g.what == GrowWhat::Routes {
                     (format!("/route-{last}"), None)
                 } else {
@@ -572,7 +546,7 @@ impl Stack {
             GrowWhat::Listeners | GrowWhat::HttpsListeners => {
                 let tls = g.what == GrowWhat::HttpsListeners;
                 if tls && self.tls.is_none() {
-                    return Err("no certificate for HTTPS listeners".into());
+                    return Err(grow("no certificate for HTTPS listeners"));
                 }
                 let names = cfg
                     .listeners
@@ -585,7 +559,7 @@ impl Stack {
                 let mut last_name = String::new();
                 for k in n..n + add {
                     let name = format!("grow-{}-{k}", g.what.name());
-                    let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+                    let port = free_port().map_err(StackError::NoFreePort)?;
                     self.ports.insert(name.clone(), port);
                     cfg.listeners.push(Listener {
                         name: name.clone(),
@@ -618,7 +592,7 @@ impl Stack {
                 let group = cfg
                     .upstream(upstream)
                     .map(|u| u.backends.clone())
-                    .ok_or_else(|| format!("no upstream '{upstream}'"))?;
+                    .ok_or_else(|| StackError::Grow(format!("no upstream '{upstream}'")))?;
                 for _ in 0..add {
                     self.add_backend(&group)?;
                 }
@@ -629,7 +603,7 @@ impl Stack {
         Ok(probe)
     }
 
-    fn add_backend(&mut self, group: &str) -> Result<String, String> {
+    fn add_backend(&mut self, group: &str) -> Result<String, StackError> {
         let idx = self.next_index.entry(group.to_string()).or_insert(0);
         let name = format!("{group}-{idx}");
         *idx += 1;
@@ -640,7 +614,10 @@ impl Stack {
         };
         self.fleet
             .add(inst)
-            .map_err(|e| format!("cannot add {name}: {e}"))?;
+            .map_err(|source| StackError::AddBackend {
+                name: name.clone(),
+                source,
+            })?;
         self.members
             .entry(group.to_string())
             .or_default()
@@ -653,7 +630,7 @@ impl Stack {
         group: &str,
         to: u32,
         remove: RemoveMode,
-    ) -> (Result<(), String>, Vec<ReloadRecord>) {
+    ) -> (Result<(), StackError>, Vec<ReloadRecord>) {
         let current = self.members.get(group).cloned().unwrap_or_default();
         let n = current.len() as u32;
         if to > n {
@@ -672,7 +649,7 @@ impl Stack {
             if remove == RemoveMode::Kill {
                 for g in &gone {
                     if let Err(e) = self.fleet.kill(g) {
-                        first_err.get_or_insert(e.to_string());
+                        first_err.get_or_insert(e.into());
                     }
                 }
             }
@@ -685,7 +662,7 @@ impl Stack {
                     match self.fleet.drain_async(&g) {
                         Ok(h) => self.drains.push((g, h)),
                         Err(e) => {
-                            first_err.get_or_insert(e.to_string());
+                            first_err.get_or_insert(e.into());
                         }
                     }
                 }
@@ -696,7 +673,7 @@ impl Stack {
         }
     }
 
-    fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<(), String> {
+    fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<(), StackError> {
         while (self.replicas.len() as u32) < to {
             self.start_replica()?;
         }
@@ -706,19 +683,19 @@ impl Stack {
         Ok(())
     }
 
-    fn stop_replica(&mut self, name: Option<&str>, mode: StopSpec) -> Result<String, String> {
+    fn stop_replica(&mut self, name: Option<&str>, mode: StopSpec) -> Result<String, StackError> {
         let idx = match name {
             Some(n) => self
                 .replicas
                 .iter()
                 .position(|r| r.name() == n)
-                .ok_or_else(|| format!("no running replica '{n}'"))?,
-            None if self.replicas.is_empty() => return Err("no running replica".into()),
+                .ok_or_else(|| StackError::NoSuchReplica(n.to_string()))?,
+            None if self.replicas.is_empty() => return Err(StackError::NoReplica),
             None => self.replicas.len() - 1,
         };
         if self.replicas.len() == 1 && name.is_none() {
             // Stopping the last replica is allowed when named explicitly only.
-            return Err("refusing to stop the last replica (name it to do so)".into());
+            return Err(StackError::LastReplica);
         }
         let mut r = self.replicas.remove(idx);
         self.publish_handles();
@@ -727,7 +704,7 @@ impl Stack {
             StopSpec::Fast => StopMode::Fast,
             StopSpec::Kill => StopMode::Kill,
         };
-        let res = r.stop(mode).map_err(|e| e.to_string());
+        let res = r.stop(mode).map_err(StackError::from);
         let n = r.name().to_string();
         self.stopped.push(r);
         res.map(|_| n)
@@ -735,18 +712,18 @@ impl Stack {
 
     /// Stops every replica gracefully and waits for drains; returns the log files of every
     /// replica that ran (access logs, error logs) and any teardown error.
-    pub fn down(&mut self) -> (Vec<(String, PathBuf, PathBuf)>, Option<String>) {
+    pub fn down(&mut self) -> (Vec<(String, PathBuf, PathBuf)>, Option<StackError>) {
         let mut err = None;
         while let Some(mut r) = self.replicas.pop() {
             if let Err(e) = r.stop(StopMode::Graceful) {
-                err.get_or_insert(e.to_string());
+                err.get_or_insert(e.into());
             }
             self.stopped.push(r);
         }
         self.publish_handles();
         for (name, h) in self.drains.drain(..) {
             if !h.wait_timeout(std::time::Duration::from_secs(10)) {
-                err.get_or_insert(format!("{name} did not finish draining within 10 s"));
+                err.get_or_insert(StackError::Drain(name));
             }
         }
         let mut logs: Vec<(String, PathBuf, PathBuf)> = self
@@ -774,6 +751,40 @@ pub struct Applied {
     pub reloads: Vec<ReloadRecord>,
     /// Times to ready of grown items.
     pub ready: Vec<ReadyRecord>,
+}
+
+/// What a single-event step did: the event's detail, its outcome, and the reloads it caused.
+struct Done {
+    detail: String,
+    result: Result<(), StackError>,
+    reloads: Vec<ReloadRecord>,
+}
+
+impl Done {
+    fn new(detail: String, result: Result<(), StackError>) -> Done {
+        Done {
+            detail,
+            result,
+            reloads: Vec::new(),
+        }
+    }
+
+    fn with_reloads(mut self, reloads: Vec<ReloadRecord>) -> Done {
+        self.reloads = reloads;
+        self
+    }
+
+    /// The step's event: action `name`, begun at `t0`, on the case's clock from `origin`.
+    fn event(&self, name: &str, t0: Instant, origin: Instant) -> Event {
+        Event {
+            t_s: t0.duration_since(origin).as_secs_f64(),
+            action: name.to_string(),
+            detail: self.detail.clone(),
+            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+            error: self.result.as_ref().err().map(|e| e.to_string()),
+            limit: false,
+        }
+    }
 }
 
 fn grow_event(
@@ -831,7 +842,7 @@ impl ReadyProbe {
         let own = host_port(&self.url).map(|(_, p)| SocketAddr::from(([127, 0, 0, 1], p)));
         match own.map(|a| crate::reach::own_target(&cfg, a)) {
             Some(Ok(())) => {}
-            Some(Err(e)) => return (None, Some(e)),
+            Some(Err(e)) => return (None, Some(e.to_string())),
             None => return (None, Some(format!("{}: no port", self.url))),
         }
         if let Some((h, v)) = &self.header {

@@ -173,3 +173,92 @@ fn sizes_beyond_one_machine_are_refused_before_expanding() {
     let e = parse(&BASE.replace("count = 2", "count = 100000"), false).unwrap_err();
     assert_eq!(e.line, Some(4), "{e}");
 }
+
+#[test]
+fn an_action_entry_names_exactly_one_known_action() {
+    let list = "scale_backends, scale_replicas, reload, swap_config, set_profile, drain_backend, \
+                kill_backend, restart_backend, stop_replica, grow";
+    // Two actions in one entry: refused at the entry's line.
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nkill_backend = \"cafe-1\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(
+        e.message,
+        format!("an action needs exactly one of {list} (found 2)")
+    );
+    // None.
+    let e = error("\n[[actions]]\nat = \"1s\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(
+        e.message,
+        format!("an action needs exactly one of {list} (found 0)")
+    );
+    // An unknown key: refused at its own line, with the keys an entry may hold.
+    let e = error("\n[[actions]]\nat = \"1s\"\nrelaod = true\n");
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(
+        e.message.starts_with(
+            "unknown field `relaod`, expected one of `at`, `every`, `times`, `scale_backends`"
+        ),
+        "{e}"
+    );
+    // A bad value: refused at the value's line, by the action's own type.
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = \"yes\"\n");
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(e.message.contains("expected a boolean"), "{e}");
+    let e = error(
+        "\n[[actions]]\nat = \"1s\"\nscale_backends = { group = \"cafe\", to = 3, bogus = 1 }\n",
+    );
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(e.message.contains("unknown field `bogus`"), "{e}");
+    // No time.
+    let e = error("\n[[actions]]\nreload = true\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(e.message, "missing field `at`");
+}
+
+#[test]
+fn via_names_a_listener_or_a_backend_group() {
+    let load = |via: &str, url: &str| {
+        format!("\n[[loads]]\nname = \"b\"\nurl = \"{url}\"\nduration = \"1s\"\nvia = \"{via}\"\n")
+    };
+    for (via, url, want) in [
+        (
+            "backend:nope",
+            "http://x/",
+            "load 'b' goes via backend group 'nope', which is not defined",
+        ),
+        (
+            "backend:cafe",
+            "https://x/",
+            "load 'b': backends speak plain HTTP, use an http:// url",
+        ),
+        (
+            "nope",
+            "http://x/",
+            "load 'b' goes via listener 'nope', which is not defined",
+        ),
+    ] {
+        let e = error(&load(via, url));
+        assert_eq!(e.line, Some(after_base(2)), "{e}");
+        assert_eq!(e.message, want);
+    }
+    use proxybench_bench::scenario::Via;
+    let scn = parse(
+        &format!(
+            "{BASE}{}{}",
+            load("backend:cafe", "http://x/"),
+            load("http", "http://y/").replace("\"b\"", "\"c\"")
+        ),
+        false,
+    )
+    .unwrap();
+    let vias: Vec<_> = scn.cases[0].loads.iter().map(|l| l.via.clone()).collect();
+    assert_eq!(
+        vias,
+        [
+            None,
+            Some(Via::Backend("cafe".into())),
+            Some(Via::Listener("http".into()))
+        ]
+    );
+}

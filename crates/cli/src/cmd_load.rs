@@ -132,10 +132,7 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
         ctl
     };
     let stopped = ctl.stop.clone();
-    let outcome = load::run(&cfg, &ctl).map_err(|e| match e {
-        load::Error::Io(m) => CliError::runtime(m),
-        other => CliError::usage(other.to_string()),
-    });
+    let outcome = load::run(&cfg, &ctl).map_err(CliError::from);
     if live {
         eprint!("\r\x1b[K");
     }

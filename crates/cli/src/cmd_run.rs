@@ -2,7 +2,7 @@
 
 use crate::CliError;
 use bench::layers::Source;
-use bench::runner::{RunError, RunOptions};
+use bench::runner::RunOptions;
 use bench::scenario::Scenario;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
             }
         }
     };
-    Scenario::parse(&src, quick).map_err(|e| CliError::usage(e.to_string()))
+    Ok(Scenario::parse(&src, quick)?)
 }
 
 /// Runs `proxybench run`; the exit code says how it went ([`EXIT_CODES`]).
@@ -110,10 +110,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             if scn.cases.len() == 1 { "" } else { "s" }
         );
     }
-    let out = bench::runner::run(&scn, &opts).map_err(|e| match e {
-        RunError::Invalid(m) => CliError::usage(m),
-        RunError::Failed(m) => CliError::runtime(m),
-    })?;
+    let out = bench::runner::run(&scn, &opts)?;
     print!("{}", report::summary_text(&out.results));
     println!("results: {}", out.dir.display());
     Ok(ExitCode::from(exit_code(&out.results)))
@@ -203,7 +200,7 @@ pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
 
 /// Runs `proxybench report DIR`.
 pub fn report(a: ReportArgs) -> Result<ExitCode, CliError> {
-    report::rebuild(&a.dir).map_err(|e| CliError::usage(e.to_string()))?;
+    report::rebuild(&a.dir)?;
     println!("{}", a.dir.join("report.md").display());
     Ok(ExitCode::SUCCESS)
 }
@@ -242,7 +239,7 @@ pub const ANALYSE_EXIT_CODES: &str =
 
 /// Runs `proxybench compare A B`.
 pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
-    let text = report::compare(&a.a, &a.b).map_err(|e| CliError::usage(e.to_string()))?;
+    let text = report::compare(&a.a, &a.b)?;
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,42 @@ pub enum CliError {
     Runtime(String),
 }
 
+/// A scenario file that does not parse or validate is bad input.
+impl From<bench::layers::ScenarioError> for CliError {
+    fn from(e: bench::layers::ScenarioError) -> CliError {
+        CliError::Usage(e.to_string())
+    }
+}
+
+/// A scenario that cannot run as written is bad input; a run that cannot begin is a failure.
+impl From<bench::runner::RunError> for CliError {
+    fn from(e: bench::runner::RunError) -> CliError {
+        match e {
+            bench::runner::RunError::Invalid(m) => CliError::Usage(m),
+            bench::runner::RunError::Failed(m) => CliError::Runtime(m),
+        }
+    }
+}
+
+/// A load that cannot start: an engine failure (threads, epoll, files) is a runtime failure,
+/// anything else (url, header, TLS files, values) is bad input.
+impl From<load::Error> for CliError {
+    fn from(e: load::Error) -> CliError {
+        match e {
+            load::Error::Io(m) => CliError::Runtime(m),
+            other => CliError::Usage(other.to_string()),
+        }
+    }
+}
+
+/// A results directory that cannot be read, or a report that cannot be written there, is
+/// reported as bad input (the directory given is the thing to check).
+impl From<report::Error> for CliError {
+    fn from(e: report::Error) -> CliError {
+        CliError::Usage(e.to_string())
+    }
+}
+
 impl CliError {
     /// Shorthand for a usage error.
     pub fn usage(msg: impl Into<String>) -> CliError {

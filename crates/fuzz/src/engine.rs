@@ -170,7 +170,7 @@ pub fn run_one(target: &dyn Target, input: &[u8]) -> Result<u64, (CrashKind, Str
     let msg = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
     match r {
         Ok(Ok(outcome)) => Ok(outcome),
-        Ok(Err(violation)) => Err((CrashKind::Violation, violation)),
+        Ok(Err(violation)) => Err((CrashKind::Violation, violation.0)),
         Err(_) => Err((CrashKind::Panic, msg)),
     }
 }

@@ -17,6 +17,12 @@ pub mod targets;
 pub use engine::{fuzz, run_one, Config, Crash, CrashKind, Stats};
 pub use targets::{by_name, Target, TARGETS};
 
+/// An input that breaks one of a target's invariants (beyond not panicking); the message names
+/// the invariant and what the input made of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Violation(pub String);
+
 use std::path::{Path, PathBuf};
 
 /// A seeded pseudo-random generator (SplitMix64): runs are reproducible from `--seed`.

@@ -5,7 +5,7 @@
 //! fingerprints its outcome.
 
 use crate::mutate::{HTTP_TOKENS, TOML_TOKENS};
-use crate::{hash, Rng};
+use crate::{hash, Rng, Violation};
 use backend::http::{parse_head, HeadError, ReqHead};
 use http1::request::{Decoder, Feed};
 use http1::response::{Eof, Progress, ResponseParser};
@@ -22,7 +22,7 @@ pub trait Target: Sync {
     fn max_len(&self) -> usize;
     /// Runs one input: `Ok` with a fingerprint of the outcome, or `Err` naming a broken
     /// invariant. Must not panic or hang.
-    fn run(&self, input: &[u8]) -> Result<u64, String>;
+    fn run(&self, input: &[u8]) -> Result<u64, Violation>;
 }
 
 /// Every target, in the order `make fuzz` runs them.
@@ -37,7 +37,7 @@ pub fn by_name(name: &str) -> Option<&'static dyn Target> {
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)+) => {
         if !$cond {
-            return Err(format!($($msg)+));
+            return Err(Violation(format!($($msg)+)));
         }
     };
 }
@@ -136,7 +136,7 @@ fn log2(n: usize) -> usize {
 /// Parses `input` as a stream of pipelined responses fed in the pieces ending at `ends`,
 /// checking the codec's contract on every call: all input consumed unless a response is
 /// done, and a done response consumed at least one byte and no more than it was given.
-fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, String> {
+fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, Violation> {
     let mut p = ResponseParser::new();
     p.reset(head);
     let mut sink = Keep::default();
@@ -182,14 +182,16 @@ fn responses(input: &[u8], ends: &[usize], head: bool) -> Result<Vec<Event>, Str
     }
     let eof = p.eof();
     if let (Eof::Empty, false) = (eof, sink.body.is_empty()) {
-        return Err("eof() says Empty but body bytes were delivered".into());
+        return Err(Violation(
+            "eof() says Empty but body bytes were delivered".into(),
+        ));
     }
     events.push(Event::Eof(eof, sink.body));
     Ok(events)
 }
 
 /// Runs `input` whole and split; both must give the same events.
-fn responses_any_split(input: &[u8], head: bool) -> Result<Vec<Event>, String> {
+fn responses_any_split(input: &[u8], head: bool) -> Result<Vec<Event>, Violation> {
     let whole = responses(input, &[input.len()], head)?;
     let split_at = cuts(hash(input), input.len());
     let split = responses(input, &split_at, head)?;
@@ -214,7 +216,7 @@ impl Target for Codec {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         let head = hash(input) % 8 == 0;
         let events = responses_any_split(input, head)?;
         for e in &events {
@@ -228,7 +230,7 @@ impl Target for Codec {
 }
 
 /// A completed response framed by Content-Length alone has exactly that many body bytes.
-fn check_length(e: &Event, head: bool) -> Result<(), String> {
+fn check_length(e: &Event, head: bool) -> Result<(), Violation> {
     let Event::Done {
         status,
         headers,
@@ -249,10 +251,10 @@ fn check_length(e: &Event, head: bool) -> Result<(), String> {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
     else {
-        return Err(format!(
+        return Err(Violation(format!(
             "a response completed with Content-Length {:?}",
             crate::escape(v)
-        ));
+        )));
     };
     ensure!(
         body.len() == n,
@@ -319,7 +321,7 @@ type BodyEnd = Result<Option<usize>, usize>;
 
 /// Feeds `data` to a fresh backend body decoder in the pieces ending at `ends`; returns where
 /// the body ended (`Ok(Some)`), `Ok(None)` if more is needed, or the offset it was refused at.
-fn backend_body(kind: BodyKind, data: &[u8], ends: &[usize]) -> Result<BodyEnd, String> {
+fn backend_body(kind: BodyKind, data: &[u8], ends: &[usize]) -> Result<BodyEnd, Violation> {
     let mut d = Decoder::new(kind);
     let mut off = 0;
     for &end in ends {
@@ -357,7 +359,7 @@ type ChunkedOutcome = (Result<Option<usize>, ChunkedError>, Keep);
 
 /// Feeds `data` to a fresh chunked decoder in the pieces ending at `ends`, checking its
 /// contract on every call: all input consumed unless the body ended, and no more than given.
-fn chunked(data: &[u8], ends: &[usize]) -> Result<ChunkedOutcome, String> {
+fn chunked(data: &[u8], ends: &[usize]) -> Result<ChunkedOutcome, Violation> {
     let mut d = ChunkedDecoder::new(http1::MAX_HEAD);
     let mut keep = Keep::default();
     let mut off = 0;
@@ -403,7 +405,7 @@ impl Target for Chunked {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         // Round trip: the decoder alone...
         let mut rng = Rng::new(hash(input));
         let (encoded, trailers) = encode_chunked(input, &mut rng);
@@ -454,10 +456,10 @@ impl Target for Chunked {
                 );
             }
             other => {
-                return Err(format!(
+                return Err(Violation(format!(
                     "round trip: a valid chunked response gave {other:?}; encoding b\"{}\"",
                     crate::escape(&encoded)
-                ))
+                )))
             }
         }
 
@@ -522,7 +524,7 @@ fn head_shape(h: &ReqHead) -> (bool, bool, bool, u8, bool, bool) {
 /// Builds a valid request from `input` (its path from the input's URL-safe bytes, the body the
 /// input itself, everything else drawn from its hash), parses it, and checks every field of the
 /// head against what was built and that the body ends exactly where its encoding does.
-fn request_round_trip(input: &[u8]) -> Result<(), String> {
+fn request_round_trip(input: &[u8]) -> Result<(), Violation> {
     let mut rng = Rng::new(hash(input) ^ 0x0072_6571_7565_7374);
     let method = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"][rng.below(6)];
     let path: String = std::iter::once('/')
@@ -612,7 +614,7 @@ impl Target for Request {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         request_round_trip(input)?;
         let mut shape = Vec::new();
         let mut pos = 0;
@@ -706,7 +708,7 @@ impl Target for Scenario {
     fn max_len(&self) -> usize {
         16 * 1024
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         let src = bench::layers::Source {
             file: SCENARIO_FILE.to_string(),
             text: String::from_utf8_lossy(input).into_owned(),

@@ -3,7 +3,9 @@
 //! file it was written to (`crates/fuzz/crashes/`); `proxybench-fuzz TARGET --replay FILE`
 //! reruns it. Also checks that the engine itself notices panics, broken invariants and hangs.
 
-use proxybench_fuzz::{by_name, corpus_dir, fuzz, load_corpus, Config, CrashKind, Target};
+use proxybench_fuzz::{
+    by_name, corpus_dir, fuzz, load_corpus, Config, CrashKind, Target, Violation,
+};
 use std::io::Write;
 use std::time::Duration;
 
@@ -83,7 +85,7 @@ impl Target for Planted {
     fn max_len(&self) -> usize {
         64
     }
-    fn run(&self, input: &[u8]) -> Result<u64, String> {
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         if input.starts_with(b"BOOM") {
             let v: Vec<u8> = Vec::new();
             return Ok(v[input.len()] as u64); // index out of bounds
@@ -106,7 +108,7 @@ impl Target for Planted {
             }
         }
         if input.starts_with(b"GET") {
-            return Err("starts with GET".into());
+            return Err(Violation("starts with GET".into()));
         }
         Ok(input.len() as u64)
     }

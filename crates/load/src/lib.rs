@@ -90,12 +90,46 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         Some(name) => Some((tls::client_config(cfg)?, tls::server_name(name)?)),
         None => None,
     };
+    let threads = thread_count(cfg);
+    let backend = io_backend(cfg.io, tls.is_some())?;
+    // Every socket must fit under the open-files limit, or the run does not start.
+    fds::ensure(cfg.connections as u64, threads as u64)?;
+    let hdr_log = hdr_log(cfg, ctl)?;
+
+    let start_ns = ctl.origin.elapsed().as_nanos() as u64;
+    let shared = worker::Shared {
+        target,
+        tls,
+        origin: ctl.origin,
+        start_ns,
+        end_ns: cfg.duration.map(|d| start_ns + d.as_nanos() as u64),
+        timeout_ns: cfg.timeout.as_nanos() as u64,
+        backoff_ns: cfg.reconnect_backoff.as_nanos() as u64,
+        open: cfg.rate.map(|r| (r, cfg.arrivals, cfg.seed)),
+        limit: cfg.requests,
+        threads,
+        connections: cfg.connections as usize,
+        record: cfg.record_requests,
+        stop: ctl.stop.clone(),
+        backend,
+    };
+    let agg = run_threads(cfg, ctl, &shared, hdr_log)?;
+    Ok(outcome(cfg, ctl, agg, threads, start_ns))
+}
+
+/// Event-loop threads: as asked, but never more than connections, nor than requests.
+fn thread_count(cfg: &Config) -> usize {
     let mut threads = cfg.threads.min(cfg.connections) as usize;
     if let Some(n) = cfg.requests {
         threads = threads.min(n.min(u32::MAX as u64) as usize);
     }
-    let connections = cfg.connections as usize;
-    let backend = match (cfg.io, tls.is_some()) {
+    threads
+}
+
+/// The kernel interface that drives the sockets: io_uring for plain http when the kernel has it
+/// (or when asked), epoll otherwise and always for https.
+fn io_backend(io: IoMode, tls: bool) -> Result<worker::Backend, Error> {
+    Ok(match (io, tls) {
         (IoMode::Epoll, _) | (IoMode::Auto, true) => worker::Backend::Epoll,
         (IoMode::Uring, true) => {
             return Err(Error::Invalid(
@@ -113,64 +147,57 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
                 worker::Backend::Epoll
             }
         }
-    };
-    // Every socket must fit under the open-files limit, or the run does not start.
-    fds::ensure(cfg.connections as u64, threads as u64)?;
-    let hdr_log = match &cfg.hdr_log {
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| Error::Io(format!("cannot create {}: {e}", path.display())))?;
-            let base = SystemTime::now() - ctl.origin.elapsed();
-            Some(aggregate::HdrLog {
-                file,
-                base,
-                tag: cfg.name.clone(),
-            })
-        }
-        None => None,
-    };
+    })
+}
 
-    let start_ns = ctl.origin.elapsed().as_nanos() as u64;
-    let shared = worker::Shared {
-        target,
-        tls,
-        origin: ctl.origin,
-        start_ns,
-        end_ns: cfg.duration.map(|d| start_ns + d.as_nanos() as u64),
-        timeout_ns: cfg.timeout.as_nanos() as u64,
-        backoff_ns: cfg.reconnect_backoff.as_nanos() as u64,
-        open: cfg.rate.map(|r| (r, cfg.arrivals, cfg.seed)),
-        limit: cfg.requests,
-        threads,
-        connections,
-        record: cfg.record_requests,
-        stop: ctl.stop.clone(),
-        backend,
+/// The HDR interval log, created before any thread starts, when one was asked for.
+fn hdr_log(cfg: &Config, ctl: &Control) -> Result<Option<aggregate::HdrLog>, Error> {
+    let Some(path) = &cfg.hdr_log else {
+        return Ok(None);
     };
+    let file = std::fs::File::create(path)
+        .map_err(|e| Error::Io(format!("cannot create {}: {e}", path.display())))?;
+    let base = SystemTime::now() - ctl.origin.elapsed();
+    Ok(Some(aggregate::HdrLog {
+        file,
+        base,
+        tag: cfg.name.clone(),
+    }))
+}
 
+/// Thread `i`'s share of `total` split over `n` threads (the first ones take the remainder).
+fn share(total: u64, n: u64, i: u64) -> u64 {
+    total / n + u64::from(i < total % n)
+}
+
+/// Starts the event-loop threads, merges their seconds on this thread as they come, and returns
+/// the merged recording once every thread has ended.
+fn run_threads(
+    cfg: &Config,
+    ctl: &Control,
+    shared: &worker::Shared,
+    hdr_log: Option<aggregate::HdrLog>,
+) -> Result<aggregate::Aggregated, Error> {
+    let threads = shared.threads;
     let (tx, rx) = mpsc::channel();
     let mut recycle = Vec::with_capacity(threads);
-    let agg = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let (back_tx, back_rx) = mpsc::channel();
             recycle.push(back_tx);
-            let conns = connections / threads + usize::from(i < connections % threads);
+            let conns = share(cfg.connections as u64, threads as u64, i as u64) as usize;
             let quota = match (cfg.rate, cfg.requests) {
-                (None, Some(n)) => {
-                    let t = threads as u64;
-                    Some(n / t + u64::from((i as u64) < n % t))
-                }
+                (None, Some(n)) => Some(share(n, threads as u64, i as u64)),
                 _ => None,
             };
             let links = worker::Links {
                 tx: tx.clone(),
                 recycled: back_rx,
             };
-            let sh = &shared;
             let spawned = std::thread::Builder::new()
                 .name(format!("pb-load-{i}"))
-                .spawn_scoped(s, move || worker::run(i, conns, quota, sh, links));
+                .spawn_scoped(s, move || worker::run(i, conns, quota, shared, links));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -189,7 +216,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         let agg = aggregate::collect(
             rx,
             std::mem::take(&mut recycle),
-            (start_ns / 1_000_000_000) as u32,
+            (shared.start_ns / 1_000_000_000) as u32,
             cfg.rate.is_some(),
             ctl.on_second.as_deref(),
             hdr_log,
@@ -206,8 +233,17 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
             Some(e) => Err(e),
             None => agg,
         }
-    })?;
+    })
+}
 
+/// The summary (and the per-request records, sorted by time) of a finished run.
+fn outcome(
+    cfg: &Config,
+    ctl: &Control,
+    agg: aggregate::Aggregated,
+    threads: usize,
+    start_ns: u64,
+) -> Outcome {
     let end_ns = agg
         .finals
         .iter()
@@ -227,5 +263,5 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         all.sort_by_key(|r| r.t_us);
         all
     });
-    Ok(Outcome { summary, records })
+    Outcome { summary, records }
 }

@@ -279,6 +279,20 @@ fn cross_references_and_duplicates_are_named() {
     c.routes[1].headers.insert("x_bad".into(), "1".into());
     assert!(invalid(&c).contains("header name 'x_bad'"));
     let mut c = base.clone();
+    c.routes[1].headers.insert("x-empty".into(), String::new());
+    assert!(
+        invalid(&c).ends_with("header 'x-empty' has an empty value"),
+        "{}",
+        invalid(&c)
+    );
+    let mut c = base.clone();
+    c.routes[1].query.insert("tier".into(), "a\nb".into());
+    assert!(
+        invalid(&c).ends_with("query argument 'tier' value contains a control character"),
+        "{}",
+        invalid(&c)
+    );
+    let mut c = base.clone();
     c.routes[0].path = "coffee".into();
     assert!(invalid(&c).contains("path must start with '/'"));
     let mut c = base.clone();

@@ -47,6 +47,19 @@ pub enum Error {
     },
 }
 
+/// What plotters said when a chart could not be drawn (its errors are generic over the drawing
+/// backend, so the text is what is kept).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DrawError(pub String);
+
+impl DrawError {
+    /// Keeps the text of a drawing backend's error.
+    pub(crate) fn of(e: impl std::fmt::Display) -> DrawError {
+        DrawError(e.to_string())
+    }
+}
+
 impl Error {
     /// Wraps an I/O error with the path it concerns.
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {

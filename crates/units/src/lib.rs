@@ -8,16 +8,9 @@ use std::fmt;
 use std::time::Duration;
 
 /// A value that could not be parsed; the message names the bad part and what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ParseError(pub String);
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 fn split_number(s: &str) -> (&str, &str) {
     let end = s

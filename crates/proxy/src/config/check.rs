@@ -309,7 +309,9 @@ impl ProxyConfig {
                     "header '{name}' is listed twice (names are case-insensitive)"
                 ));
             }
-            value_ok(&format!("header '{name}'"), value).or_else(&bad)?;
+            if let Some(why) = value_problem(&format!("header '{name}'"), value) {
+                return bad(why);
+            }
         }
         for (name, value) in &r.query {
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -317,7 +319,9 @@ impl ProxyConfig {
                     "query argument '{name}' must be letters, digits and '_'"
                 ));
             }
-            value_ok(&format!("query argument '{name}'"), value).or_else(&bad)?;
+            if let Some(why) = value_problem(&format!("query argument '{name}'"), value) {
+                return bad(why);
+            }
         }
         if let Some(m) = &r.method {
             if m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()) {
@@ -330,14 +334,15 @@ impl ProxyConfig {
     }
 }
 
-fn value_ok(what: &str, v: &str) -> Result<(), String> {
+/// Why `v` cannot be the value of `what` in nginx's config; `None` if it can.
+fn value_problem(what: &str, v: &str) -> Option<String> {
     if v.is_empty() {
-        return Err(format!("{what} has an empty value"));
+        return Some(format!("{what} has an empty value"));
     }
     if v.chars().any(|c| c.is_control()) {
-        return Err(format!("{what} value contains a control character"));
+        return Some(format!("{what} value contains a control character"));
     }
-    Ok(())
+    None
 }
 
 fn path_char(c: char) -> bool {

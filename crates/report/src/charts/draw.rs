@@ -3,6 +3,7 @@
 //! actions), and a legend beside the plot.
 
 use super::plan::{Chart, Line};
+use crate::error::DrawError;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -19,8 +20,8 @@ const SPAN_FILL: RGBColor = RGBColor(232, 232, 232);
 const SPAN_MIN_PX: i32 = 3;
 
 /// Draws `c` filling `root`.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), DrawError> {
+    root.fill(&WHITE).map_err(DrawError::of)?;
     let (w, _) = root.dim_in_pixel();
     let (plot, legend) = root.split_horizontally(w.saturating_sub(LEGEND_W));
     let (lo, hi) = y_bounds(c);
@@ -30,7 +31,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Res
         plot_in(&plot, c, lo..hi, lo, hi)?;
     }
     draw_legend(&legend, c)?;
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(DrawError::of)
 }
 
 /// The Y range: from zero (or below the smallest value on a log axis) to a little above the top.
@@ -147,12 +148,12 @@ fn plot_in<DB: DrawingBackend, Y>(
     y: Y,
     lo: f64,
     hi: f64,
-) -> Result<(), String>
+) -> Result<(), DrawError>
 where
     Y: AsRangedCoord<Value = f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
     let (x0, x1) = c.x_range;
     let mut chart = ChartBuilder::on(area)
         .caption(&c.title, ("sans-serif", 22))
@@ -303,8 +304,11 @@ where
     Ok(())
 }
 
-fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    c: &Chart,
+) -> Result<(), DrawError> {
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
     let font = ("sans-serif", 14).into_font().color(&BLACK);
     let (_, h) = area.dim_in_pixel();
     let mut y = 52i32;

@@ -81,16 +81,16 @@ fn render_one(c: &plan::Chart, dir: &Path) -> Result<[PathBuf; 2], Error> {
     let svg = dir.join(format!("{}.svg", c.stem));
     {
         let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        draw::draw(&root, c).map_err(|msg| Error::Chart {
+        draw::draw(&root, c).map_err(|e| Error::Chart {
             path: png.clone(),
-            msg,
+            msg: e.to_string(),
         })?;
     }
     {
         let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
-        draw::draw(&root, c).map_err(|msg| Error::Chart {
+        draw::draw(&root, c).map_err(|e| Error::Chart {
             path: svg.clone(),
-            msg,
+            msg: e.to_string(),
         })?;
     }
     Ok([png, svg])

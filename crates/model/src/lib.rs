@@ -9,9 +9,11 @@
 
 pub mod load;
 pub mod run;
+pub mod table;
 
 pub use load::*;
 pub use run::*;
+pub use table::*;
 
 /// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;

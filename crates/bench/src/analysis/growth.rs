@@ -18,7 +18,7 @@ mod tables;
 use super::Records;
 use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
-use model::{CaseResult, CheckResult, ErrorKind, RunResults, Series, Table};
+use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, Table};
 use steps::{nginx_samples, quarters, summary, Growth, NginxSample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
@@ -207,53 +207,54 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let (rss0, rss1) = rss_start_end(&g, &nginx);
         let light = c.loads.iter().find(|l| l.name == LIGHT);
         t.rows.push(vec![
-            c.name.clone(),
-            format!("{} {} -> {}", g.noun(), g.initial, g.reached()),
-            g.steps.len().to_string(),
-            r.total.to_string(),
-            r.errors.to_string(),
-            r.served_avg_ms.map_or("-".into(), f1),
+            Cell::text(&c.name),
+            Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
+            Cell::Int(g.steps.len() as i64),
+            Cell::Int(r.total as i64),
+            Cell::Int(r.errors as i64),
+            r.served_avg_ms.map_or_else(Cell::dash, f1),
             share(r.within_500, r.total),
             share(r.within_1000, r.total),
-            r.old_exit_avg_ms.map_or("-".into(), f1),
+            r.old_exit_avg_ms.map_or_else(Cell::dash, f1),
             match (
                 ok.first().and_then(|s| s.validate_ms),
                 ok.last().and_then(|s| s.validate_ms),
             ) {
-                (Some(a), Some(b)) => format!("{} -> {}", f1(a), f1(b)),
-                _ => "-".into(),
+                (Some(a), Some(b)) => Cell::list([f1(a), f1(b)], " -> "),
+                _ => Cell::dash(),
             },
             match summary(&ttr) {
-                Some((mean, _, p99, _)) => format!("{} / {}", f1(mean), f1(p99)),
-                None => "- (not addressable)".into(),
+                Some((mean, _, p99, _)) => Cell::list([f1(mean), f1(p99)], " / "),
+                None => Cell::Missing("- (not addressable)".into()),
             },
             if ok.iter().any(|s| s.probed) {
-                never.to_string()
+                Cell::Int(never as i64)
             } else {
-                "-".into()
+                Cell::dash()
             },
             match (rss0, rss1) {
-                (Some(a), Some(b)) => format!("{} -> {}", mib(a), mib(b)),
-                _ => "-".into(),
+                (Some(a), Some(b)) => Cell::list([mib(a), mib(b)], " -> "),
+                _ => Cell::dash(),
             },
-            light.map_or("-".into(), |l| {
-                format!(
+            light.map_or_else(Cell::dash, |l| {
+                Cell::text(format!(
                     "{} ({})",
                     l.failures(),
                     l.errors
                         .get(&ErrorKind::ReadIdleClosed)
                         .copied()
                         .unwrap_or(0)
-                )
+                ))
             }),
-            c.logs
-                .error_levels
-                .iter()
-                .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
-                .map(|(_, n)| n)
-                .sum::<u64>()
-                .to_string(),
-            g.span().map_or("-".into(), |(a, b)| f1(b - a)),
+            Cell::Int(
+                c.logs
+                    .error_levels
+                    .iter()
+                    .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
+                    .map(|(_, n)| n)
+                    .sum::<u64>() as i64,
+            ),
+            g.span().map_or_else(Cell::dash, |(a, b)| f1(b - a)),
             published(&g).into(),
         ]);
         results.findings.push(format!(
@@ -487,31 +488,35 @@ fn one_line(e: &Option<String>) -> String {
     e.as_deref().unwrap_or("").trim().replace('\n', " / ")
 }
 
-fn f1(x: f64) -> String {
+/// One decimal, `-` when there is no finite value.
+fn f1(x: f64) -> Cell {
     if x.is_finite() {
-        format!("{x:.1}")
+        Cell::num(x, 1)
     } else {
-        "-".into()
+        Cell::dash()
     }
 }
 
-fn f2(x: f64) -> String {
+/// Two decimals, `-` when there is no finite value.
+fn f2(x: f64) -> Cell {
     if x.is_finite() {
-        format!("{x:.2}")
+        Cell::num(x, 2)
     } else {
-        "-".into()
+        Cell::dash()
     }
 }
 
-fn mib(b: u64) -> String {
-    format!("{:.1}", b as f64 / (1024.0 * 1024.0))
+/// Bytes as MiB with one decimal.
+fn mib(b: u64) -> Cell {
+    Cell::num(b as f64 / (1024.0 * 1024.0), 1)
 }
 
-fn share(k: u64, n: u64) -> String {
+/// `k` of `n` as a percentage, `-` when `n` is 0.
+fn share(k: u64, n: u64) -> Cell {
     if n == 0 {
-        "-".into()
+        Cell::dash()
     } else {
-        format!("{:.2}%", k as f64 * 100.0 / n as f64)
+        Cell::pct(k as f64 / n as f64)
     }
 }
 

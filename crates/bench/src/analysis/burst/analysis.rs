@@ -6,11 +6,11 @@ use super::measured::Measured;
 use super::prediction::{even_cycle, mixed_cycle, sigma, Lateness, Prediction};
 use super::text::{cycles, fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
 use super::{
-    model_limit, DRIFT, JITTER_RUNS, LOG_CLOCK_US, MODEL, PHASES, REPORT, SERIES_POINTS, SIGMAS,
+    model_limit, sigmas, DRIFT, JITTER_RUNS, LOG_CLOCK_US, MODEL, PHASES, REPORT, SERIES_POINTS,
 };
 use crate::scenario::{ArrivalsSpec, LoadSpec};
 use crate::theory::limit_req::{self, Limit, Outcome};
-use model::{LoadSummary, LogSummary, RequestRecord, Series, Table};
+use model::{Cell, LoadSummary, LogSummary, RequestRecord, Series, Table};
 use proxy::config::RateLimit;
 use std::fmt::Write;
 
@@ -161,20 +161,21 @@ impl<'a> Analysis<'a> {
     }
 
     /// vegeta's latency cell: mean, p50, p95, p99, max.
-    pub(super) fn latency_cells(&self) -> String {
+    pub(super) fn latency_cells(&self) -> Cell {
         let l = &self.summary.latency;
         let p = |q: f64| {
             l.percentile(q)
-                .map(|v| units::fmt_us(v as f64))
-                .unwrap_or_else(|| "-".into())
+                .map_or_else(Cell::dash, |v| Cell::Us(v as f64))
         };
-        format!(
-            "{}, {}, {}, {}, {}",
-            units::fmt_us(l.mean_us),
-            p(50.0),
-            p(95.0),
-            p(99.0),
-            units::fmt_us(l.max_us as f64)
+        Cell::list(
+            [
+                Cell::Us(l.mean_us),
+                p(50.0),
+                p(95.0),
+                p(99.0),
+                Cell::Us(l.max_us as f64),
+            ],
+            ", ",
         )
     }
 
@@ -194,31 +195,30 @@ impl<'a> Analysis<'a> {
                     .map(|(k, c)| format!("{}:{c}", k.name())),
             )
             .collect();
-        let row = |a: &str, b: String| vec![a.to_string(), b];
+        let row = |a: &str, b: Cell| vec![Cell::text(a), b];
+        let secs = |s: f64| Cell::num_unit(s, 2, "s");
         Table {
             title: format!("{case}: {REPORT}"),
             columns: vec!["Metric".into(), "Value".into()],
             rows: vec![
                 row(
-                    "Requests [total, rate, throughput]",
-                    format!(
-                        "{n}, {:.2}, {:.2}",
-                        n as f64 / self.attack_s.max(1e-9),
-                        self.m.ok() as f64 / self.total_s.max(1e-9)
+                    REQUESTS_ROW,
+                    Cell::list(
+                        [
+                            Cell::Int(n as i64),
+                            Cell::num(n as f64 / self.attack_s.max(1e-9), 2),
+                            Cell::num(self.m.ok() as f64 / self.total_s.max(1e-9), 2),
+                        ],
+                        ", ",
                     ),
                 ),
                 row(
-                    "Duration [total, attack, wait]",
-                    format!(
-                        "{}, {}, {}",
-                        secs(self.total_s),
-                        secs(self.attack_s),
-                        secs(wait)
-                    ),
+                    DURATION_ROW,
+                    Cell::list([secs(self.total_s), secs(self.attack_s), secs(wait)], ", "),
                 ),
-                row("Latencies [mean, 50, 95, 99, max]", self.latency_cells()),
-                row("Success [ratio]", format!("{:.2}%", pct(self.m.ok(), n))),
-                row("Status Codes [code:count]", codes.join("  ")),
+                row(LATENCY_ROW, self.latency_cells()),
+                row(SUCCESS_ROW, Cell::num_unit(pct(self.m.ok(), n), 2, "%")),
+                row(CODES_ROW, Cell::text(codes.join("  "))),
             ],
             notes: vec![format!(
                 "As vegeta reports it: rate is requests per second of the planned attack, \
@@ -236,102 +236,101 @@ impl<'a> Analysis<'a> {
         let range = |a: String, b: String| if a == b { a } else { format!("{a} .. {b}") };
         let nginx_ok = log_count(logs, "PASSED") + log_count(logs, "DELAYED");
         let (tlo, thi) = self.predicted_total_s();
-        let row = |q: &str, pr: String, me: String, ng: String| vec![q.to_string(), pr, me, ng];
         let mut rows = vec![
-            row(
+            row4(
                 "Requests",
-                n.to_string(),
-                n.to_string(),
-                logs.access_lines.to_string(),
+                Cell::Int(n as i64),
+                Cell::Int(n as i64),
+                Cell::Int(logs.access_lines as i64),
             ),
-            row(
-                "Accepted (2xx)",
+            row4(
+                ACCEPTED_ROW,
                 range(plo.to_string(), phi.to_string()),
-                self.m.ok().to_string(),
+                Cell::Int(self.m.ok() as i64),
                 format!(
                     "{nginx_ok} (PASSED {}, DELAYED {})",
                     log_count(logs, "PASSED"),
                     log_count(logs, "DELAYED")
                 ),
             ),
-            row(
+            row4(
                 "Accepted, arrivals exactly on time",
                 range(self.p().lo.to_string(), self.p().hi.to_string()),
-                "-".into(),
-                "-".into(),
+                "-",
+                "-",
             ),
-            row(
+            row4(
                 &format!("Rejected ({})", self.rl.status),
                 range((n - phi).to_string(), (n - plo).to_string()),
                 self.m.limited.to_string(),
                 log_count(logs, "REJECTED").to_string(),
             ),
-            row(
+            row4(
                 "Success ratio",
                 range(
                     format!("{:.2}%", pct(plo, n)),
                     format!("{:.2}%", pct(phi, n)),
                 ),
                 format!("{:.2}%", pct(self.m.ok(), n)),
-                "-".into(),
+                "-",
             ),
-            row(
-                "Throughput (2xx per second of total)",
+            row4(
+                THROUGHPUT_ROW,
                 range(
                     format!("{:.2}", plo as f64 / thi.max(1e-9)),
                     format!("{:.2}", phi as f64 / tlo.max(1e-9)),
                 ),
                 format!("{:.2}", self.m.ok() as f64 / self.total_s.max(1e-9)),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Total (first send to last answer)",
                 range(secs(tlo), secs(thi)),
                 secs(self.total_s),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Drain after the attack",
                 range(
                     secs((tlo - self.attack_s).max(0.0)),
                     secs((thi - self.attack_s).max(0.0)),
                 ),
                 secs((self.total_s - self.attack_s).max(0.0)),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Deepest queue",
                 self.p().max_queue().to_string(),
                 format!("{} in flight", self.m.max_in_flight()),
-                "-".into(),
+                "-",
             ),
         ];
         if self.p().delayed() > 0 {
-            rows.push(row(
+            rows.push(row4(
                 "Throughput first to last 2xx",
                 format!("{:.2}", self.limit.rate),
                 self.queued_throughput()
                     .map(|t| format!("{t:.3}"))
                     .unwrap_or_else(|| "-".into()),
-                "-".into(),
+                "-",
             ));
         }
         if self.poisson() && self.limit.burst == 0 {
             let p = limit_req::poisson_burst0_ratio(self.limit.rate, self.attack_rate());
-            rows.push(row(
+            rows.push(row4(
                 "Poisson closed form 1/(1 + rate x gap)",
-                format!("{:.2}% ± {:.2}%", p * 100.0, SIGMAS * sigma(p, n) * 100.0),
+                format!("{:.2}% ± {:.2}%", p * 100.0, sigmas() * sigma(p, n) * 100.0),
                 format!("{:.2}%", pct(self.m.ok(), n)),
-                "-".into(),
+                "-",
             ));
         }
         if self.limit.burst == 0 && !self.poisson() && self.attack_rate() >= self.limit.rate {
             let (_, mean) = mixed_cycle(self.attack_rate(), self.limit.rate, self.tick_us);
-            rows.push(row(
+            rows.push(row4(
                 "Accepted, phase fully jittered (closed form)",
                 format!("{:.1}", n as f64 / mean),
                 self.m.ok().to_string(),
-                "-".into(),
+                "-",
             ));
         }
         if self.limit.burst == 0 {
@@ -342,18 +341,18 @@ impl<'a> Analysis<'a> {
                 .iter()
                 .map(|o| !matches!(o, Outcome::Rejected))
                 .collect();
-            rows.push(row(
+            rows.push(row4(
                 "Arrivals per accepted request (cycles)",
                 format!("{} (on time, phase 0)", cycles(&model)),
                 cycles(self.logged().map_or(&self.m.accepted, |l| &l.accepted)),
-                "-".into(),
+                "-",
             ));
         }
-        rows.push(row(
+        rows.push(row4(
             "Decisions unlike the best-matching phase",
-            "0".into(),
+            "0",
             format!("{} of {n}", self.p().best_mismatch),
-            "-".into(),
+            "-",
         ));
         let what = match &self.nginx {
             Ok(_) => format!(
@@ -420,10 +419,9 @@ impl<'a> Analysis<'a> {
                 format!("{a} .. {b}")
             }
         };
-        let row = |q: &str, a: String, b: String, c: String| vec![q.to_string(), a, b, c];
         let dash = || "-".to_string();
-        let mut rows = vec![row(
-            "Accepted (2xx)",
+        let mut rows = vec![row4(
+            ACCEPTED_ROW,
             range(s.env_lo, s.env_hi),
             self.nginx
                 .as_ref()
@@ -434,19 +432,19 @@ impl<'a> Analysis<'a> {
             let (dlo, dhi) = self.drift();
             let tick_ms = self.tick_us.div_ceil(1000);
             rows.extend([
-                row(
+                row4(
                     "Accepted, arrivals exactly on time",
                     range(s.lo, s.hi),
                     range(p.lo, p.hi),
                     dash(),
                 ),
-                row(
+                row4(
                     "Decisions unlike the best-matching phase",
                     format!("{} of {n}", s.best_mismatch),
                     format!("{} of {}", p.best_mismatch, l.n()),
                     dash(),
                 ),
-                row(
+                row4(
                     "Prediction moved by the drift (nginx less send times)",
                     dash(),
                     if dlo == dhi {
@@ -456,13 +454,13 @@ impl<'a> Analysis<'a> {
                     },
                     dash(),
                 ),
-                row(
+                row4(
                     "Arrival delay after the intended send, largest (ms)",
                     dash(),
                     l.max_delay_ms().to_string(),
                     dash(),
                 ),
-                row(
+                row4(
                     &format!("Arrivals delayed over a tick ({tick_ms} ms)"),
                     format!("{} sends over 1 ms late", self.late()),
                     l.delayed_beyond(tick_ms).to_string(),
@@ -678,4 +676,24 @@ impl<'a> Analysis<'a> {
         }
         f
     }
+}
+
+/// Row labels the cross-case summary reads back (typed cells, never parsed).
+pub(super) const REQUESTS_ROW: &str = "Requests [total, rate, throughput]";
+/// vegeta's duration row.
+pub(super) const DURATION_ROW: &str = "Duration [total, attack, wait]";
+/// vegeta's latency row.
+pub(super) const LATENCY_ROW: &str = "Latencies [mean, 50, 95, 99, max]";
+/// vegeta's success row.
+pub(super) const SUCCESS_ROW: &str = "Success [ratio]";
+/// vegeta's status-code row.
+pub(super) const CODES_ROW: &str = "Status Codes [code:count]";
+/// The accepted row of the model and drift tables.
+pub(super) const ACCEPTED_ROW: &str = "Accepted (2xx)";
+/// The throughput row of the model table.
+pub(super) const THROUGHPUT_ROW: &str = "Throughput (2xx per second of total)";
+
+/// A row of a label and three cells.
+fn row4(q: &str, a: impl Into<Cell>, b: impl Into<Cell>, c: impl Into<Cell>) -> Vec<Cell> {
+    vec![Cell::text(q), a.into(), b.into(), c.into()]
 }

@@ -4,7 +4,7 @@
 use super::steps::{Growth, NginxSample};
 use super::{f1, f2, Records, FIRST, LAST};
 use crate::scenario::Case;
-use model::{CaseResult, LoadSummary, Table};
+use model::{CaseResult, Cell, LoadSummary, Table};
 
 /// One of the two loads on a header match after the growth.
 #[derive(Debug, Clone)]
@@ -101,22 +101,22 @@ impl MatchLoads {
         let row = |m: &MatchLoad| {
             let s = &m.summary;
             let ms = |us: u64| f2(us as f64 / 1e3);
-            let p = |q: f64| s.latency.percentile(q).map_or("-".into(), ms);
+            let p = |q: f64| s.latency.percentile(q).map_or_else(Cell::dash, ms);
             vec![
-                m.name.to_string(),
-                format!(
+                Cell::text(m.name),
+                Cell::text(format!(
                     "{} (entry {})",
                     m.value,
                     m.position.map_or("-".into(), |p| p.to_string())
-                ),
-                s.requests.to_string(),
-                format!("{:.2}", s.requests as f64 / s.elapsed_s.max(1e-9)),
-                s.failures().to_string(),
+                )),
+                Cell::Int(s.requests as i64),
+                Cell::num(s.requests as f64 / s.elapsed_s.max(1e-9), 2),
+                Cell::Int(s.failures() as i64),
                 f2(s.latency.mean_us / 1e3),
                 p(50.0),
                 p(99.0),
                 ms(s.latency.max_us),
-                m.cpu_us.map_or("-".into(), f1),
+                m.cpu_us.map_or_else(Cell::dash, f1),
             ]
         };
         let mut t = Table {
@@ -141,26 +141,26 @@ impl MatchLoads {
         let (f, l) = (&self.first.summary, &self.last.summary);
         let ratio = |a: f64, b: f64| {
             if b > 0.0 {
-                format!("x{:.2}", a / b)
+                Cell::list([Cell::text("x"), Cell::num(a / b, 2)], "")
             } else {
-                "-".into()
+                Cell::dash()
             }
         };
         let rps = |s: &LoadSummary| s.requests as f64 / s.elapsed_s.max(1e-9);
         let pct = |s: &LoadSummary, q: f64| s.latency.percentile(q).unwrap_or(0) as f64;
         t.rows.push(vec![
-            "last / first".into(),
-            String::new(),
-            String::new(),
+            Cell::text("last / first"),
+            Cell::text(""),
+            Cell::text(""),
             ratio(rps(l), rps(f)),
-            String::new(),
+            Cell::text(""),
             ratio(l.latency.mean_us, f.latency.mean_us),
             ratio(pct(l, 50.0), pct(f, 50.0)),
             ratio(pct(l, 99.0), pct(f, 99.0)),
             ratio(l.latency.max_us as f64, f.latency.max_us as f64),
             match (self.last.cpu_us, self.first.cpu_us) {
                 (Some(a), Some(b)) => ratio(a, b),
-                _ => "-".into(),
+                _ => Cell::dash(),
             },
         ]);
         t.notes.push(format!(

@@ -4,7 +4,7 @@
 use super::steps::{quarters, summary, Growth, NginxSample, Step};
 use super::{f1, f2, mib, one_line, share, trend, Records, AROUND_RELOAD_S};
 use crate::scenario::GrowWhat;
-use model::{CaseResult, ErrorKind, LoadSummary, Table};
+use model::{CaseResult, Cell, ErrorKind, LoadSummary, Table};
 
 /// NGF's time-to-ready numbers for one case.
 pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
@@ -32,9 +32,9 @@ pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
         .map(String::from)
         .to_vec(),
         rows: vec![vec![
-            format!("{} {} -> {}", g.noun(), g.initial, g.reached()),
-            n.to_string(),
-            (n - v.len() as u64).to_string(),
+            Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
+            Cell::Int(n as i64),
+            Cell::Int((n - v.len() as u64) as i64),
             f1(mean),
             f1(p50),
             f1(p99),
@@ -89,7 +89,7 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     let ok = g.ok_steps();
     let mean = |v: Vec<f64>| {
         if v.is_empty() {
-            "-".to_string()
+            Cell::dash()
         } else {
             f1(v.iter().sum::<f64>() / v.len() as f64)
         }
@@ -100,11 +100,11 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
             .into_iter()
             .fold(f64::INFINITY, f64::min);
         vec![
-            label,
-            s.len().to_string(),
+            Cell::text(label),
+            Cell::Int(s.len() as i64),
             mean(col(|x| x.pre_ms)),
             mean(col(|x| x.validate_ms)),
-            if low.is_finite() { f1(low) } else { "-".into() },
+            f1(low),
             mean(col(|x| x.served_ms)),
             mean(col(|x| x.old_gone_ms)),
             mean(col(|x| x.ttr_ms)),
@@ -195,8 +195,8 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
         }
         let cpu: Vec<f64> = s.iter().map(|x| x.cpu_pct).collect();
         t.rows.push(vec![
-            label.to_string(),
-            s.len().to_string(),
+            Cell::text(label),
+            Cell::Int(s.len() as i64),
             f1(cpu.iter().sum::<f64>() / cpu.len() as f64),
             f1(cpu.iter().copied().fold(0.0, f64::max)),
             mib(s[s.len() - 1].rss),
@@ -251,10 +251,10 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
     match g.limit() {
         Some(l) => {
             t.rows.push(vec![
-                took,
+                Cell::text(took),
                 val,
-                format!("{} {}", l.count, g.noun()),
-                one_line(&l.error),
+                Cell::text(format!("{} {}", l.count, g.noun())),
+                Cell::text(one_line(&l.error)),
             ]);
             t.notes.push(
                 "nginx kept serving the last config it took (a failed nginx -t or master reload \
@@ -263,10 +263,10 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
             );
         }
         None => t.rows.push(vec![
-            took,
+            Cell::text(took),
             val,
-            "-".into(),
-            format!("none: nginx took every step up to {}", g.spec.to),
+            Cell::dash(),
+            Cell::text(format!("none: nginx took every step up to {}", g.spec.to)),
         ]),
     }
     if g.spec.what == GrowWhat::Matches {
@@ -339,12 +339,12 @@ impl LightLoss {
             .map(String::from)
             .to_vec(),
             rows: vec![vec![
-                l.attempts().to_string(),
-                self.non_2xx.to_string(),
-                self.idle_closed.to_string(),
-                self.idle_near_reload.to_string(),
-                bound.to_string(),
-                self.other.to_string(),
+                Cell::Int(l.attempts() as i64),
+                Cell::Int(self.non_2xx as i64),
+                Cell::Int(self.idle_closed as i64),
+                Cell::Int(self.idle_near_reload as i64),
+                Cell::Int(bound as i64),
+                Cell::Int(self.other as i64),
                 p(50.0),
                 p(99.0),
                 f2(l.latency.max_us as f64 / 1e3),

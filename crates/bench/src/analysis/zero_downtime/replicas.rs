@@ -3,7 +3,7 @@
 
 use super::plan::Plan;
 use crate::analysis::zero_downtime::READINESS_TIMEOUT_S;
-use model::{CaseResult, Table};
+use model::{CaseResult, Cell, Table};
 use std::collections::BTreeMap;
 
 /// One replica's life in a case.
@@ -85,7 +85,7 @@ pub fn lives(plan: &Plan, r: &CaseResult) -> Vec<ReplicaLife> {
 /// The replicas table of a case.
 pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
     let total: u64 = lives.iter().map(|l| l.requests).sum();
-    let at = |t: Option<f64>, none: &str| t.map_or(none.to_string(), |t| format!("{t:.2}"));
+    let at = |t: Option<f64>, none: &str| t.map_or(Cell::Missing(none.into()), |t| Cell::num(t, 2));
     Table {
         title: format!("{case}: replicas under load"),
         columns: [
@@ -105,19 +105,22 @@ pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
             .iter()
             .map(|l| {
                 vec![
-                    l.name.clone(),
+                    Cell::text(&l.name),
                     at(l.started, "at start"),
                     at(l.stopped, "-"),
-                    l.requests.to_string(),
+                    Cell::Int(l.requests as i64),
                     if total > 0 {
-                        format!("{:.1}%", 100.0 * l.requests as f64 / total as f64)
+                        Cell::Pct {
+                            value: l.requests as f64 / total as f64,
+                            decimals: 1,
+                        }
                     } else {
-                        "-".into()
+                        Cell::dash()
                     },
-                    l.probes.to_string(),
-                    l.failed.to_string(),
-                    l.flaps.to_string(),
-                    format!("{:.2}", l.slowest_ms),
+                    Cell::Int(l.probes as i64),
+                    Cell::Int(l.failed as i64),
+                    Cell::Int(l.flaps as i64),
+                    Cell::num(l.slowest_ms, 2),
                 ]
             })
             .collect(),

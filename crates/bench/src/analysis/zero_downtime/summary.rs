@@ -6,7 +6,7 @@ use super::ledger::Ledger;
 use super::plan::{Plan, What};
 use super::replicas;
 use crate::scenario::{RemoveMode, Scenario, StopSpec};
-use model::{CaseResult, RunResults, Table};
+use model::{CaseResult, Cell, RunResults, Table};
 
 /// One case's summary numbers.
 struct Row {
@@ -14,7 +14,7 @@ struct Row {
     failed: u64,
     retried: u64,
     error_warn: u64,
-    cells: Vec<String>,
+    cells: Vec<Cell>,
 }
 
 fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
@@ -28,12 +28,28 @@ fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
             .filter(|l| l.url.starts_with("https://") == https)
             .collect();
         if ls.is_empty() {
-            return "-".to_string();
+            return Cell::dash();
         }
         let (f, a) = ls
             .iter()
             .fold((0, 0), |(f, a), l| (f + l.failures(), a + l.attempts()));
-        format!("{f} ({})", units::fmt_ppm(f, a))
+        Cell::list(
+            [
+                Cell::Int(f as i64),
+                Cell::list(
+                    [
+                        Cell::text("("),
+                        Cell::Ppm {
+                            failures: f,
+                            total: a,
+                        },
+                        Cell::text(")"),
+                    ],
+                    "",
+                ),
+            ],
+            " ",
+        )
     };
     let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
     Row {
@@ -42,13 +58,13 @@ fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
         retried: ledger.retried,
         error_warn: ledger.error_warn,
         cells: vec![
-            c.name.clone(),
+            Cell::text(&c.name),
             proto(false),
             proto(true),
-            ledger.nginx_499.to_string(),
-            ledger.error_warn.to_string(),
-            flaps.to_string(),
-            worst(c),
+            Cell::Int(ledger.nginx_499 as i64),
+            Cell::Int(ledger.error_warn as i64),
+            Cell::Int(flaps as i64),
+            Cell::text(worst(c)),
         ],
     }
 }

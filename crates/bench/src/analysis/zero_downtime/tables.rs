@@ -5,7 +5,7 @@ use super::ledger::{Ledger, LoadBooks};
 use super::plan::{Plan, What};
 use super::OLD_WORKERS_QUIT_MS;
 use crate::scenario::{RemoveMode, StopSpec};
-use model::Table;
+use model::{Cell, Table};
 
 fn cols(c: &[&str]) -> Vec<String> {
     c.iter().map(|s| s.to_string()).collect()
@@ -22,26 +22,26 @@ pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
     let mut rows = Vec::new();
     for f in &plan.fired {
         let mut row = vec![
-            (f.index + 1).to_string(),
-            f.label(),
-            format!("{:.2}", f.t()),
-            format!("{:.0}", f.event.duration_ms),
+            Cell::Int(f.index as i64 + 1),
+            Cell::text(f.label()),
+            Cell::num(f.t(), 2),
+            Cell::num(f.event.duration_ms, 0),
         ];
         let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
         for l in loads {
             let o = l.by_action.get(&f.index).copied().unwrap_or_default();
-            row.push(o.failed.to_string());
+            row.push(Cell::Int(o.failed as i64));
             if o.failed > 0 {
                 first = first.min(o.first_ms);
                 last = last.max(o.last_ms);
             }
         }
         if first.is_finite() {
-            row.push(format!("{first:.1}"));
-            row.push(format!("{last:.1}"));
+            row.push(Cell::num(first, 1));
+            row.push(Cell::num(last, 1));
         } else {
-            row.push("-".into());
-            row.push("-".into());
+            row.push(Cell::dash());
+            row.push(Cell::dash());
         }
         rows.push(row);
     }
@@ -120,67 +120,64 @@ fn explain(plan: &Plan) -> Vec<String> {
 
 /// Requests counted by the clients, nginx and the backends.
 pub fn ledger(case: &str, l: &Ledger) -> Table {
-    let row = |what: &str, n: String, meaning: &str| vec![what.to_string(), n, meaning.to_string()];
+    let row = |what: &str, n: Cell, meaning: &str| vec![Cell::text(what), n, Cell::text(meaning)];
     Table {
         title: format!("{case}: every request counted three ways"),
         columns: cols(&["Count", "Requests", "What it is"]),
         rows: vec![
             row(
                 "clients: answers received",
-                l.client_responses.to_string(),
+                Cell::Int(l.client_responses as i64),
                 "responses of any status",
             ),
             row(
                 "clients: never answered",
-                l.client_broken.to_string(),
+                Cell::Int(l.client_broken as i64),
                 "refused, reset or closed before an answer; nginx never logged them",
             ),
             row(
                 "clients: timed out",
-                l.client_timeouts.to_string(),
+                Cell::Int(l.client_timeouts as i64),
                 "the client gave up; nginx logs 499 or the answer it sent too late",
             ),
             row(
                 "nginx: access-log lines",
-                l.nginx_lines.to_string(),
+                Cell::Int(l.nginx_lines as i64),
                 "one per request nginx read",
             ),
             row(
                 "nginx: of which 499",
-                l.nginx_499.to_string(),
+                Cell::Int(l.nginx_499 as i64),
                 "the client closed first",
             ),
             row(
                 "nginx answers - client answers",
-                format!(
-                    "{:+}",
-                    l.nginx_answered() as i64 - l.client_responses as i64
-                ),
+                Cell::Signed(l.nginx_answered() as i64 - l.client_responses as i64),
                 "0 when every answer nginx logged reached a client",
             ),
             row(
                 "backends: responses",
-                l.backend_responses.to_string(),
+                Cell::Int(l.backend_responses as i64),
                 "what the backends completed",
             ),
             row(
                 "nginx: backend answers logged",
-                l.upstream_answers.to_string(),
+                Cell::Int(l.upstream_answers as i64),
                 "upstream attempts a backend answered",
             ),
             row(
                 "lost inside nginx",
-                l.lost_in_nginx().to_string(),
+                Cell::Int(l.lost_in_nginx()),
                 "a backend answered, nginx died before it logged: only a kill does this",
             ),
             row(
                 "nginx: passed to a second backend",
-                l.retried.to_string(),
+                Cell::Int(l.retried as i64),
                 "lines with more than one upstream attempt",
             ),
             row(
                 "nginx: error/warn lines",
-                l.error_warn.to_string(),
+                Cell::Int(l.error_warn as i64),
                 "error log at warn and above",
             ),
         ],
@@ -215,21 +212,21 @@ pub fn reloads(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
             .map(|l| {
                 let idle = l.cause("read_idle_closed");
                 vec![
-                    l.name.clone(),
-                    if l.open {
-                        "open (mostly idle)".into()
+                    Cell::text(&l.name),
+                    Cell::text(if l.open {
+                        "open (mostly idle)"
                     } else {
-                        "closed (always busy)".into()
-                    },
-                    l.connections.to_string(),
-                    hups.to_string(),
-                    idle.to_string(),
-                    (l.failures - idle).to_string(),
-                    (l.connections * hups).to_string(),
-                    l.connects.saturating_sub(l.connections).to_string(),
+                        "closed (always busy)"
+                    }),
+                    Cell::Int(l.connections as i64),
+                    Cell::Int(hups as i64),
+                    Cell::Int(idle as i64),
+                    Cell::Int((l.failures - idle) as i64),
+                    Cell::Int((l.connections * hups) as i64),
+                    Cell::Int(l.connects.saturating_sub(l.connections) as i64),
                     l.sighup_gaps(plan, |w| w.reload_only())
                         .earliest
-                        .map_or("-".into(), |g| format!("{g:.1}")),
+                        .map_or_else(Cell::dash, |g| Cell::num(g, 1)),
                 ]
             })
             .collect(),

@@ -22,6 +22,7 @@ mod plan;
 mod replicas;
 mod summary;
 mod tables;
+mod text;
 
 use super::Records;
 use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};

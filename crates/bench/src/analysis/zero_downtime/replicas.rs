@@ -2,6 +2,7 @@
 //! the load caused, as opposed to failed probes of a replica the case was stopping anyway.
 
 use super::plan::Plan;
+use super::text::text;
 use crate::analysis::zero_downtime::READINESS_TIMEOUT_S;
 use model::{CaseResult, Cell, Table};
 use std::collections::BTreeMap;
@@ -125,16 +126,8 @@ pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
             })
             .collect(),
         notes: vec![
-            "Requests served is nginx's own count (stub_status, last sample before the replica \
-             stopped). A replica that joins the shared port only gets connections that clients \
-             open after it joined: established keep-alive connections stay where the kernel put \
-             them, and move only when nginx closes one (every 1000 requests, \
-             keepalive_requests) and the client reconnects."
-                .into(),
-            "Probes ask each replica's admin endpoint once a second with a 1 s timeout, as a \
-             Kubernetes readiness probe would. A probe that overlapped the replica's own stop is \
-             not counted as a failure under load; a flap is a ready replica turning not ready."
-                .into(),
+            text("replicas_served").into(),
+            text("replicas_probes").into(),
         ],
     }
 }

@@ -3,6 +3,7 @@
 
 use super::ledger::{Ledger, LoadBooks};
 use super::plan::{Plan, What};
+use super::text::{fill, text};
 use super::OLD_WORKERS_QUIT_MS;
 use crate::scenario::{RemoveMode, StopSpec};
 use model::{Cell, Table};
@@ -57,63 +58,28 @@ pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
 fn explain(plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     if plan.has(|w| w == What::ReplicasUp) {
-        out.push(
-            "Scaling up: a new replica binds the shared port with SO_REUSEPORT, and the kernel \
-             starts hashing new connections across one more listening socket. Established \
-             connections are not touched and nothing is closed, so no request can fail; the new \
-             replica gets traffic only as clients open new connections."
-                .into(),
-        );
+        out.push(text("explain_up").into());
     }
     if plan.has(|w| w == What::ReplicasDown(StopSpec::Graceful)) {
-        out.push(format!(
-            "Scaling down gracefully (SIGQUIT): the replica's worker closes its listening socket, \
-             finishes every request in flight, and closes each keep-alive connection after its \
-             last answer. A closed-loop client sends its next request the moment an answer \
-             arrives; when that request crosses the server's close, the connection is reset with \
-             no byte of answer (read_idle_closed: a reused connection closed by the server). \
-             Connections the kernel had already queued on the closing socket but nginx had not \
-             yet accepted are reset too (the socket's accept queue dies with it; the kernel moves \
-             them to a sibling socket only with net.ipv4.tcp_migrate_req=1, {} here).",
-            super::tcp_migrate_req()
+        out.push(fill(
+            "explain_graceful",
+            &[("tcp_migrate_req", &super::tcp_migrate_req())],
         ));
     }
     if plan.has(|w| matches!(w, What::ReplicasDown(StopSpec::Kill | StopSpec::Fast))) {
-        out.push(
-            "Scaling down with SIGKILL (or SIGTERM): the workers die at once and the kernel \
-             resets every connection they held. A request in flight loses its answer: on a \
-             reused keep-alive connection the reset arrives before any byte of answer, which a \
-             client cannot tell from an idle close (read_idle_closed); on a fresh connection or \
-             mid-answer it is read_reset. The backend had often answered already; those answers \
-             died inside nginx (see the three-way count)."
-                .into(),
-        );
+        out.push(text("explain_kill").into());
     }
     if plan.has(|w| w.reloads()) {
-        out.push(format!(
-            "Every backend change and reload is a SIGHUP: the master starts new workers, waits \
-             about {OLD_WORKERS_QUIT_MS:.0} ms, then tells the old ones to quit. The old workers \
-             keep their keep-alive connections until each answers its request in flight, then \
-             close it, so each connection can lose at most one request per reload, and only when \
-             the client reuses it before it sees the close."
+        out.push(fill(
+            "explain_reload",
+            &[("quit_ms", &Cell::num(OLD_WORKERS_QUIT_MS, 0))],
         ));
     }
     if plan.has(|w| w == What::BackendsDown(RemoveMode::Drain)) {
-        out.push(
-            "Removing backends by draining: nginx is reloaded without them first (old workers \
-             finish what they sent there), then the backend finishes its own requests and stops. \
-             nginx never meets a dead backend."
-                .into(),
-        );
+        out.push(text("explain_drain").into());
     }
     if plan.has(|w| w == What::BackendsDown(RemoveMode::Kill)) {
-        out.push(
-            "Removing backends by killing: the backend dies first and nginx learns of it from \
-             failed attempts (connection refused or reset) until the reload drops it. With \
-             nginx's default proxy_next_upstream error, such a GET goes to the next backend, and \
-             the first failure marks the dead one unavailable for fail_timeout (max_fails=1)."
-                .into(),
-        );
+        out.push(text("explain_kill_backends").into());
     }
     out
 }
@@ -181,13 +147,7 @@ pub fn ledger(case: &str, l: &Ledger) -> Table {
                 "error log at warn and above",
             ),
         ],
-        notes: vec![
-            "The counts must agree: nginx logs a request when it finishes it, so an answer a \
-             client received has exactly one access-log line, and a request that died before \
-             nginx read it (a reset connection) has none. Only timeouts and killed workers can \
-             make the two sides differ."
-                .into(),
-        ],
+        notes: vec![text("ledger_note").into()],
     }
 }
 
@@ -230,21 +190,6 @@ pub fn reloads(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
                 ]
             })
             .collect(),
-        notes: vec![
-            "NGF issue 1147 saw wrk report read errors whenever nginx reloaded. The mechanism: an \
-             old worker that is quitting answers the request in flight on each keep-alive \
-             connection (still saying keep-alive), then closes the connection. A closed-loop \
-             client such as wrk writes its next request at once; if it goes out before the \
-             client has read the close, the server's kernel answers it with a reset and the \
-             request is lost with no byte of answer: read_idle_closed here, a read error in wrk."
-                .into(),
-            "A connection that is idle when the old worker quits is closed at once (nginx closes \
-             idle keep-alive connections on shutdown). A client that watches its idle \
-             connections, as proxybench does, sees the close and reconnects before its next \
-             request: the Reconnects column counts connections opened again (after such a close, \
-             or after nginx's 1000-request keep-alive limit). Only a request sent in the \
-             instant between the close and the client reading it can be lost."
-                .into(),
-        ],
+        notes: vec![text("reloads_1147").into(), text("reloads_idle").into()],
     }
 }

@@ -15,10 +15,12 @@ mod matches;
 mod steps;
 mod tables;
 
+use super::common::{self, Texts};
 use super::Records;
 use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
 use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, Table};
+use std::sync::LazyLock;
 use steps::{nginx_samples, quarters, summary, Growth, NginxSample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
@@ -286,21 +288,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     if t.rows.is_empty() {
         return;
     }
-    t.notes.push(
-        "Ave reload, <= 500ms, <= 1000ms: from SIGHUP until a request is served under the new \
-         config, per replica (report.md's reload table). Old workers gone: from SIGHUP until every \
-         worker of the previous generation has exited; the nginx master starts the new workers, \
-         waits about 100 ms, then tells the old ones to quit, so it is never much under 100 ms. \
-         NGF's published reload times (125-155 ms for listeners and upstream servers, 340-370 ms \
-         at 1000 routes) sit on the same ~100 ms floor. TTR: from the start of a step (render, \
-         nginx -t, reload) until the newest item answered 200 three times in a row; upstream \
-         servers are not addressed by clients, so they have none (NGF reports none either). \
-         Light load failed: every failed request of the 50 r/s load; in brackets those that were \
-         idle keep-alive connections closed by a reload. nginx errors: error-log lines at level \
-         error or worse (NGF: 'NGINX Errors: None'). Growth took: from the first step's start to \
-         the last step's end."
-            .into(),
-    );
+    t.notes.push(text("summary_note").into());
     if let Some(last) = results.cases.last_mut() {
         last.tables.push(t);
     }
@@ -308,20 +296,48 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
 
 /// NGF v1.0.0's published result for the same growth (tests/scale/results/1.0.0).
 fn published(g: &Growth<'_>) -> &'static str {
+    let p = &DATA.published;
     match g.spec.what {
-        GrowWhat::Listeners => "128 reloads, 0 errors, 134.7 ms, 100% <= 500ms",
-        GrowWhat::HttpsListeners => "128 reloads, 0 errors, 153.7 ms, 100% <= 500ms",
-        GrowWhat::Routes if !g.spec.pause.0.is_zero() => {
-            "2 s delay: 1001 reloads, 0 errors, 341.7 ms, 83.32% <= 500ms, 100% <= 1000ms"
-        }
-        GrowWhat::Routes => {
-            "no delay: 1001 reloads, 0 errors, 369.3 ms, 75.72% <= 500ms, 100% <= 1000ms"
-        }
-        GrowWhat::UpstreamServers => "116 reloads, 0 errors, 125.4 ms, 100% <= 500ms",
-        GrowWhat::Matches => {
-            "reload failed one match past the test's count: the http_matches variable was too long"
-        }
+        GrowWhat::Listeners => &p.listeners,
+        GrowWhat::HttpsListeners => &p.https_listeners,
+        GrowWhat::Routes if !g.spec.pause.0.is_zero() => &p.routes_with_delay,
+        GrowWhat::Routes => &p.routes_no_delay,
+        GrowWhat::UpstreamServers => &p.upstream_servers,
+        GrowWhat::Matches => &p.matches,
     }
+}
+
+/// NGF v1.0.0's published results, one per kind of growth.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Published {
+    listeners: String,
+    https_listeners: String,
+    routes_with_delay: String,
+    routes_no_delay: String,
+    upstream_servers: String,
+    matches: String,
+}
+
+/// The analysis' data file: NGF's published results and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    published: Published,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("growth", include_str!("../../data/growth.toml")));
+
+/// A prose template of this analysis.
+pub(super) fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
+
+/// A prose template filled from the run.
+pub(super) fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    DATA.text.fill(key, args)
 }
 
 /// Every step reloads every replica; a growth that stopped early must have hit a refused config.
@@ -540,6 +556,20 @@ impl super::Analysis for ConfigGrowth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert!(DATA.published.matches.contains("too long"));
+        common::assert_keys(
+            "growth",
+            &DATA.text,
+            &[
+                include_str!("growth.rs"),
+                include_str!("growth/tables.rs"),
+                include_str!("growth/matches.rs"),
+            ],
+        );
+    }
     use crate::layers::Source;
 
     fn scenario(actions: &str) -> Scenario {

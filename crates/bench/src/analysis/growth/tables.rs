@@ -2,7 +2,7 @@
 //! CPU and memory by phase, limits hit, and what the light load lost.
 
 use super::steps::{quarters, summary, Growth, NginxSample, Step};
-use super::{f1, f2, mib, one_line, share, trend, Records, AROUND_RELOAD_S};
+use super::{f1, f2, fill, mib, one_line, share, text, trend, Records, AROUND_RELOAD_S};
 use crate::scenario::GrowWhat;
 use model::{CaseResult, Cell, ErrorKind, LoadSummary, Table};
 
@@ -44,44 +44,19 @@ pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
         ]],
         notes: Vec::new(),
     };
-    t.notes.push(
-        "Time to ready: from the start of a step (render, nginx -t, SIGHUP) until the newest item \
-         answered 200 three times in a row. Shares are of every probed item, so one that never \
-         answered counts against them."
-            .into(),
-    );
+    t.notes.push(text("ttr_note").into());
     t.notes.push(ttr_mechanism(g.spec.what).into());
     Some(t)
 }
 
 /// Why time to ready looks the way it does, per kind of growth.
 pub(super) fn ttr_mechanism(what: GrowWhat) -> &'static str {
-    match what {
-        GrowWhat::Listeners => {
-            "A new listener is a new port. The master opens it when it reads the new config and \
-             only the new workers inherit it, so the port answers as soon as a new worker runs \
-             (connections are refused until then): time to ready is about render + nginx -t + the \
-             master's own read of the config + a worker start, with no overlap of generations."
-        }
-        GrowWhat::HttpsListeners => {
-            "A new HTTPS listener is a new port, answered as soon as a new worker runs, as for \
-             plain listeners. Each one is a TLS server block: nginx loads its certificate and key \
-             and builds an SSL context for it, in nginx -t and again in the master on reload, so \
-             both grow with the number of HTTPS listeners, and every probe pays a TLS handshake."
-        }
-        GrowWhat::Routes | GrowWhat::Matches => {
-            "A new route (or match) lives on a port the old workers listen on too. For about \
-             100 ms after SIGHUP the master runs both generations (it starts the new workers, \
-             waits, then tells the old ones to quit), and a probe connection accepted by an old \
-             worker still gets 404. Ready needs 3 answers in a row, so time to ready lands between \
-             'new config served' and 'old workers gone', depending on which worker each probe \
-             connection reaches."
-        }
-        GrowWhat::UpstreamServers => {
-            "Upstream servers are not addressed by clients; a new one gets its round-robin share \
-             once the new workers run."
-        }
-    }
+    text(match what {
+        GrowWhat::Listeners => "ttr_listeners",
+        GrowWhat::HttpsListeners => "ttr_https_listeners",
+        GrowWhat::Routes | GrowWhat::Matches => "ttr_routes",
+        GrowWhat::UpstreamServers => "ttr_upstream_servers",
+    })
 }
 
 /// Reload work against config size: the steps nginx took, in four quarters.
@@ -139,26 +114,22 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     if !ok.is_empty() {
         t.rows.push(row("all".into(), &ok));
     }
-    t.notes.push(
-        "Means per quarter of the growth, largest configs last. Render + nginx -t runs before the \
-         signal (proxybench's own rendering and nginx parsing the whole file): the part a control \
-         plane does, like NGF's event batch processing. nginx -t builds the whole config, and the \
-         master builds it again on SIGHUP, so both it and 'SIGHUP -> served' grow with the config; \
-         'old workers gone' adds the master's ~100 ms wait before it retires the old generation."
-            .into(),
-    );
+    t.notes.push(text("size_note").into());
     if let Some((first, last)) = trend(g) {
-        t.notes.push(format!(
-            "Trend: the lowest nginx -t time of the first quarter is {} ms and of the last {} ms \
-             ({}). The lowest value of a quarter tracks the work itself: on a shared machine, \
-             scheduling noise only ever adds time.",
-            f1(first),
-            f1(last),
-            if first > 0.0 {
-                format!("x{:.2}", last / first)
-            } else {
-                "-".into()
-            }
+        t.notes.push(fill(
+            "trend",
+            &[
+                ("first", &f1(first)),
+                ("last", &f1(last)),
+                (
+                    "ratio",
+                    &if first > 0.0 {
+                        format!("x{:.2}", last / first)
+                    } else {
+                        "-".into()
+                    },
+                ),
+            ],
         ));
     }
     t
@@ -205,14 +176,14 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
     }
     let (a, b) = rss_start_end(g, nginx);
     if let (Some(a), Some(b)) = (a, b) {
-        t.notes.push(format!(
-            "nginx resident memory (master and workers summed, sampled every second) went from \
-             {} MiB before the growth to {} MiB at the end ({}{} MiB). Peaks during the growth \
-             include the old workers that are still finishing while the new ones already run.",
-            mib(a),
-            mib(b),
-            if b >= a { "+" } else { "-" },
-            mib(a.abs_diff(b))
+        t.notes.push(fill(
+            "memory",
+            &[
+                ("before", &mib(a)),
+                ("after", &mib(b)),
+                ("sign", &if b >= a { "+" } else { "-" }),
+                ("change", &mib(a.abs_diff(b))),
+            ],
         ));
     }
     t
@@ -256,11 +227,7 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
                 Cell::text(format!("{} {}", l.count, g.noun())),
                 Cell::text(one_line(&l.error)),
             ]);
-            t.notes.push(
-                "nginx kept serving the last config it took (a failed nginx -t or master reload \
-                 changes nothing), and the growth stopped there."
-                    .into(),
-            );
+            t.notes.push(text("refused").into());
         }
         None => t.rows.push(vec![
             Cell::text(took),
@@ -270,14 +237,7 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
         ]),
     }
     if g.spec.what == GrowWhat::Matches {
-        t.notes.push(
-            "NGF v1.0.0 put every match of a path into one variable, a single config parameter, \
-             and one match past its test's count made nginx refuse it as too long. proxybench \
-             renders one map entry per match, so the config grows in lines rather than in one \
-             token; nginx's ~4 KB limit on a single parameter ('too long parameter') only bites a \
-             single header value that long."
-                .into(),
-        );
+        t.notes.push(text("matches_limit").into());
     }
     t
 }
@@ -349,17 +309,12 @@ impl LightLoss {
                 p(99.0),
                 f2(l.latency.max_us as f64 / 1e3),
             ]],
-            notes: vec![format!(
-                "On SIGHUP the old workers finish what they are doing and close their idle \
-                 keep-alive client connections. A request the client sends on such a connection \
-                 as it closes fails before any byte of the answer (read_idle_closed): NGF issue \
-                 1147, a known mechanism of nginx reloads, not a lost route. Each reload can close \
-                 each of the load's {} connections at most once, hence the bound; 'around a \
-                 reload' counts those that failed between a SIGHUP and {} ms after its old \
-                 workers were gone. Anything else (non-2xx, resets mid-answer, timeouts) would \
-                 be a real loss.",
-                l.connections,
-                (AROUND_RELOAD_S * 1e3) as u64
+            notes: vec![fill(
+                "light_1147",
+                &[
+                    ("connections", &l.connections),
+                    ("around_ms", &((AROUND_RELOAD_S * 1e3) as u64)),
+                ],
             )],
         }
     }

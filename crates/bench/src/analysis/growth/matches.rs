@@ -2,7 +2,7 @@
 //! last, on the finished config, with nginx's CPU per request for each.
 
 use super::steps::{Growth, NginxSample};
-use super::{f1, f2, Records, FIRST, LAST};
+use super::{f1, f2, fill, text, Records, FIRST, LAST};
 use crate::scenario::Case;
 use model::{CaseResult, Cell, LoadSummary, Table};
 
@@ -163,30 +163,13 @@ impl MatchLoads {
                 _ => Cell::dash(),
             },
         ]);
-        t.notes.push(format!(
-            "Closed loop, as NGF's wrk runs, one after the other on the finished config. nginx \
-             tests a map's regular expressions in the order they are written and stops at the \
-             first that matches; proxybench renders each header match as one regex entry of one \
-             map, so the first match costs one test and the last costs one per entry.{} nginx CPU \
-             per request is nginx's CPU time over the seconds the load ran, divided by every \
-             request answered in them (the light load's too).",
-            match self.per_entry_ns() {
-                Some(ns) => format!(
-                    " The extra CPU of the last match over the first, spread over the entries \
-                     between them, is {} ns per entry.",
-                    f1(ns)
-                ),
-                None => String::new(),
-            }
-        ));
-        t.notes.push(
-            "NGF v1.0.0 saw no noticeable difference between its first and last match (about \
-             47 ms either way, measured across a cloud network, where the network dominates). On \
-             loopback nginx's own work is what a request costs, so the position of the match \
-             shows. A map keyed by exact strings (a hash lookup) would cost the same for every \
-             match; regexes let one key combine several conditions."
-                .into(),
-        );
+        let per_entry = match self.per_entry_ns() {
+            Some(ns) => fill("matches_per_entry", &[("ns", &f1(ns))]),
+            None => String::new(),
+        };
+        t.notes
+            .push(fill("matches_order", &[("per_entry", &per_entry)]));
+        t.notes.push(text("matches_ngf").into());
         t
     }
 

@@ -50,20 +50,22 @@ fn drift(c: &CaseResult) -> (String, String, (i64, i64), u64) {
     let row = |q: &str| {
         t.rows
             .iter()
-            .find(|r| r[0].starts_with(q))
+            .find(|r| r[0].to_string().starts_with(q))
             .unwrap_or_else(|| panic!("{}: no row {q}: {:?}", c.name, t.rows))
     };
     let accepted = row("Accepted (2xx)");
     let moved: Vec<i64> = row("Prediction moved by the drift")[2]
+        .to_string()
         .split(" .. ")
         .map(|v| v.parse().unwrap())
         .collect();
     let delay = row("Arrival delay after the intended send")[2]
+        .to_string()
         .parse()
         .unwrap();
     (
-        accepted[1].clone(),
-        accepted[2].clone(),
+        accepted[1].to_string(),
+        accepted[2].to_string(),
         (moved[0], *moved.last().unwrap()),
         delay,
     )

@@ -92,8 +92,12 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
             );
         }
         let ttr = table(c, "time to ready");
-        assert_eq!(ttr.rows[0][1], steps.len().to_string(), "{name}: probed");
-        assert_eq!(ttr.rows[0][2], "0", "{name}: never ready");
+        assert_eq!(
+            ttr.rows[0][1].to_string(),
+            steps.len().to_string(),
+            "{name}: probed"
+        );
+        assert_eq!(ttr.rows[0][2].to_string(), "0", "{name}: never ready");
         let series = c.series.iter().find(|s| s.name == "time to ready").unwrap();
         assert_eq!(series.points.len(), steps.len());
         // Charted against what grew, one point per step: x is the count each step reached.
@@ -122,10 +126,14 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
     // Matches: no limit up to 10000, and the last match costs nginx more than the first.
     let m = case(&r, "matches");
     let limits = table(m, "limits");
-    assert!(limits.rows[0][3].starts_with("none"), "{:?}", limits.rows);
+    assert!(
+        limits.rows[0][3].to_string().starts_with("none"),
+        "{:?}",
+        limits.rows
+    );
     let fl = table(m, "first match vs last match");
-    assert_eq!(fl.rows[0][1], "v0 (entry 1)");
-    assert_eq!(fl.rows[1][1], "v9999 (entry 10000)");
+    assert_eq!(fl.rows[0][1].to_string(), "v0 (entry 1)");
+    assert_eq!(fl.rows[1][1].to_string(), "v9999 (entry 10000)");
     for l in ["first-match", "last-match"] {
         let s = m.loads.iter().find(|x| x.name == l).unwrap();
         assert!(s.requests > 0 && s.failures() == 0, "{l}: {:?}", s.status);
@@ -201,9 +209,9 @@ grow = {{ what = "matches", to = 3, header = "{header}" }}
         .iter()
         .any(|e| e.action == "grow" && e.limit && e.error.is_some()));
     let limits = table(c, "limits");
-    assert_eq!(limits.rows[0][0], "0 header matches");
-    assert_eq!(limits.rows[0][2], "1 header matches");
-    assert!(limits.rows[0][3].contains("too long parameter"));
+    assert_eq!(limits.rows[0][0].to_string(), "0 header matches");
+    assert_eq!(limits.rows[0][2].to_string(), "1 header matches");
+    assert!(limits.rows[0][3].to_string().contains("too long parameter"));
     let step = r
         .checks
         .iter()

@@ -10,12 +10,14 @@
 pub mod load;
 pub mod records;
 pub mod run;
+pub mod table;
 
 pub use load::*;
 pub use run::*;
+pub use table::*;
 
 /// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Version of `record.json`'s layout around the [`RunResults`] it holds ([`RunRecord`]).
 pub const RECORD_VERSION: u32 = 1;

@@ -146,7 +146,7 @@ pub struct CaseResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_wait: Option<TimeWait>,
     /// Extra tables the scenario computed (comparisons, predictions), rendered as they are.
-    pub tables: Vec<Table>,
+    pub tables: Vec<crate::Table>,
     /// Extra series the scenario computed (e.g. limiter queue depth), charted against time.
     pub series: Vec<Series>,
     /// Findings about this case, one sentence each.
@@ -400,19 +400,6 @@ pub struct CheckResult {
     pub actual: String,
     /// Whether it held.
     pub pass: bool,
-}
-
-/// A table computed by a scenario (for example predicted vs measured), rendered verbatim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Table {
-    /// Heading above the table.
-    pub title: String,
-    /// Column headers.
-    pub columns: Vec<String>,
-    /// Rows of cells, already formatted.
-    pub rows: Vec<Vec<String>>,
-    /// Paragraphs printed under the table (explanations, caveats).
-    pub notes: Vec<String>,
 }
 
 /// A series computed by a scenario (for example limiter queue depth), charted against time or,

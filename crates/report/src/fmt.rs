@@ -5,15 +5,7 @@ use std::fmt::Write;
 
 /// An exact count with thousands separators: `788,635`.
 pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    model::fmt_count(n)
 }
 
 /// A signed count with thousands separators: `-1,204`, `+17`.

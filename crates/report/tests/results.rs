@@ -174,7 +174,7 @@ fn data_json_round_trips_exactly() {
         assert_eq!(back, r);
         let text = std::fs::read_to_string(dir.path().join("data.json")).unwrap();
         assert!(
-            text.starts_with("{\n  \"schema\": 1,"),
+            text.starts_with("{\n  \"schema\": 2,"),
             "pretty and versioned: {}",
             &text[..40]
         );
@@ -410,7 +410,7 @@ fn bad_directories_give_clear_errors() {
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
     assert!(
-        e.contains("schema version 99, but this proxybench reads version 1"),
+        e.contains("schema version 99, but this proxybench reads version 2"),
         "{e}"
     );
     std::fs::write(empty.path().join("data.json"), "{\"scenario\": \"x\"}").unwrap();
@@ -418,7 +418,7 @@ fn bad_directories_give_clear_errors() {
     assert!(e.contains("schema version none"), "{e}");
     std::fs::write(
         empty.path().join("data.json"),
-        "{\"schema\": 1, \"scenario\": ",
+        "{\"schema\": 2, \"scenario\": ",
     )
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
@@ -428,7 +428,7 @@ fn bad_directories_give_clear_errors() {
     );
     std::fs::write(
         empty.path().join("data.json"),
-        "{\"schema\": 1, \"scenario\": \"x\"}",
+        "{\"schema\": 2, \"scenario\": \"x\"}",
     )
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();

@@ -15,24 +15,53 @@
 //!
 //! Shares come from the backend counters, and from nginx's `$upstream_addr` for comparison.
 
+use super::common::{self, check, count, join, lat, or_dash, pct, ratio, us, Texts};
 use super::Records;
 use crate::scenario::{Action, Case, LoadSpec, Scenario};
 use backend::Profile;
-use model::{CaseResult, CheckResult, RequestRecord, RunResults, Series, Table};
+use model::{CaseResult, Cell, CheckResult, RequestRecord, RunResults, Series, Table};
 use proxy::config::Lb;
 use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::sync::LazyLock;
 
-/// Round robin's split may deviate from even by this share (nginx alternates exactly; the last
-/// requests in flight make the difference).
-const RR_SPREAD: f64 = 0.01;
-/// least_conn and random two over identical backends: largest deviation from even.
-const EVEN_SPREAD: f64 = 0.10;
-/// Slack on the least_conn bound for the slow backend's rate (timing of the load's edges).
-const BOUND_SLACK: f64 = 1.10;
-/// least_conn must send at most this share of round robin's share to the slow backend.
-const CLEARLY_LESS: f64 = 0.5;
-/// A backend counts as slow when its latency is this many times the fastest one's.
-const SLOW_FACTOR: f64 = 2.0;
+/// Tolerances of the checks (see `crates/bench/data/balance.toml`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tolerances {
+    /// Round robin's split may deviate from even by this share.
+    rr_spread: f64,
+    /// least_conn and random two over identical backends: largest deviation from even.
+    even_spread: f64,
+    /// Slack on the least_conn bound for the slow backend's rate.
+    bound_slack: f64,
+    /// least_conn must send at most this share of round robin's share to the slow backend.
+    clearly_less: f64,
+    /// A backend counts as slow when its latency is this many times the fastest one's.
+    slow_factor: f64,
+}
+
+/// The analysis' data file: tolerances and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    tolerances: Tolerances,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("balance", include_str!("../../data/balance.toml")));
+
+/// A prose template of this analysis.
+fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
+
+/// A prose template filled from the run.
+fn fill(key: &str, args: &[(&str, &dyn Display)]) -> String {
+    DATA.text.fill(key, args)
+}
+
 /// Title suffix of the per-case share table.
 const SHARES: &str = "per-backend share";
 /// Title suffix of the per-case latency-per-path table (different costs).
@@ -104,7 +133,9 @@ impl Facts {
             .iter()
             .enumerate()
             .max_by(|a, b| a.1.latency_us.total_cmp(&b.1.latency_us))
-            .filter(|(_, i)| i.latency_us > 0.0 && i.latency_us >= SLOW_FACTOR * fastest.max(1.0))
+            .filter(|(_, i)| {
+                i.latency_us > 0.0 && i.latency_us >= DATA.tolerances.slow_factor * fastest.max(1.0)
+            })
             .map(|(k, _)| k);
         let costly = instances
             .iter()
@@ -228,34 +259,6 @@ fn method(case: &Case) -> String {
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.2}%", v * 100.0)
-}
-
-fn lat(us: u64) -> String {
-    units::fmt_us(us as f64)
-}
-
 fn path_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     rest.find('/').map_or("/", |i| &rest[i..])
@@ -269,16 +272,6 @@ fn cpu_us(f: &Facts, l: &LoadSpec) -> f64 {
         .map_or(0.0, |d| d.mean() / 1e3)
 }
 
-fn check(case: &str, name: String, expected: String, actual: String, pass: bool) -> CheckResult {
-    CheckResult {
-        name,
-        case: Some(case.to_string()),
-        expected,
-        actual,
-        pass,
-    }
-}
-
 /// Runs the analysis on one case: shares, latency per path, a per-second series and checks.
 fn case(
     _scn: &Scenario,
@@ -288,9 +281,7 @@ fn case(
 ) -> Vec<CheckResult> {
     let f = Facts::new(case, result);
     if f.total() == 0 {
-        result
-            .findings
-            .push("balance analysis: no backend served a request; nothing to analyse.".into());
+        result.findings.push(text("no_requests").into());
         return Vec::new();
     }
     result.tables.push(share_table(&case.name, &f));
@@ -304,89 +295,26 @@ fn case(
             .tables
             .push(path_table(&case.name, &f, case, result, records));
     }
-    result.findings.push(format!(
-        "{}: {}",
-        f.method,
-        f.instances
-            .iter()
-            .map(|i| format!("{} {}", i.name, pct(f.share(i))))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
+    result
+        .findings
+        .push(format!("{}: {}", f.method, shares(&f)));
     checks(&case.name, &f)
 }
 
+/// Each backend's share, `app-0 50.00%, app-1 50.00%`.
+fn shares(f: &Facts) -> String {
+    join(
+        f.instances
+            .iter()
+            .map(|i| format!("{} {}", i.name, pct(f.share(i)))),
+        ", ",
+    )
+}
+
 fn share_table(case: &str, f: &Facts) -> Table {
-    let rows = f
-        .instances
-        .iter()
-        .map(|i| {
-            vec![
-                i.name.clone(),
-                i.profile.to_string(),
-                count(i.requests),
-                pct(f.share(i)),
-                count(i.attempts),
-                pct(ratio(i.attempts, f.total_attempts())),
-                count(i.connections),
-            ]
-        })
-        .collect();
-    let mut notes = Vec::new();
-    if f.round_robin() {
-        notes.push(
-            "Round robin gives each backend its turn in order, whatever it costs or how long it \
-             takes: the split is even by construction (one nginx worker alternates exactly)."
-                .to_string(),
-        );
-    }
-    if f.method == "least_conn" {
-        notes.push(
-            "least_conn sends each request to the backend with the fewest requests in flight \
-             (ties in round-robin order). It sees how long requests stay, not what they cost."
-                .to_string(),
-        );
-    }
-    if f.method == "random two least_conn" {
-        notes.push(
-            "random two least_conn draws two distinct backends and sends the request to the one \
-             with fewer in flight (the second draw on a tie). With two backends both are drawn \
-             every time, so it decides as least_conn does and differs only in tie-breaking."
-                .to_string(),
-        );
-    }
-    if let (Part::FastSlow, Some(bound), Some(rate)) = (f.part, f.slow_rate_bound(), f.slow_rate())
-    {
-        let s = &f.instances[f.slow.unwrap_or(0)];
-        if f.counts_in_flight() {
-            notes.push(format!(
-                "Little's law bound: choosing the backend with fewer in flight keeps the slow \
-                 one's count at most ({} + 1) / 2 of the {} connections, each request staying at \
-                 least {}, so it can serve at most {:.0} req/s; it served {:.0} req/s, {} of all \
-                 responses. The fast backend takes everything else, and the closed loop runs at \
-                 the fast backend's pace.",
-                f.connections,
-                f.connections,
-                units::fmt_us(s.latency_us),
-                bound,
-                rate,
-                pct(f.share(s))
-            ));
-        } else if f.round_robin() {
-            notes.push(format!(
-                "Every other request waits {} at {}, and in a closed loop each connection spends \
-                 most of its time on those: the loop runs at the slow backend's pace ({:.0} req/s \
-                 there, {} of responses).",
-                units::fmt_us(s.latency_us),
-                s.name,
-                rate,
-                pct(f.share(s))
-            ));
-        }
-    }
-    Table {
-        title: format!("{case}: {SHARES} ({})", f.method),
-        columns: [
+    let mut t = Table::new(
+        format!("{case}: {SHARES} ({})", f.method),
+        &[
             "Backend",
             "Profile",
             "Responses (backend counters)",
@@ -394,12 +322,55 @@ fn share_table(case: &str, f: &Facts) -> Table {
             "Attempts ($upstream_addr)",
             "Share",
             "Connections",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes,
+        ],
+    );
+    for i in &f.instances {
+        t.rows.push(vec![
+            Cell::text(&i.name),
+            Cell::text(i.profile.to_string()),
+            count(i.requests),
+            pct(f.share(i)),
+            count(i.attempts),
+            pct(ratio(i.attempts, f.total_attempts())),
+            count(i.connections),
+        ]);
     }
+    if f.round_robin() {
+        t.notes.push(text("round_robin").into());
+    }
+    if f.method == "least_conn" {
+        t.notes.push(text("least_conn").into());
+    }
+    if f.method == "random two least_conn" {
+        t.notes.push(text("random_two").into());
+    }
+    if let (Part::FastSlow, Some(bound), Some(rate)) = (f.part, f.slow_rate_bound(), f.slow_rate())
+    {
+        let s = &f.instances[f.slow.unwrap_or(0)];
+        if f.counts_in_flight() {
+            t.notes.push(fill(
+                "little_bound",
+                &[
+                    ("connections", &f.connections),
+                    ("latency", &us(s.latency_us)),
+                    ("bound", &Cell::num(bound, 0)),
+                    ("rate", &Cell::num(rate, 0)),
+                    ("share", &pct(f.share(s))),
+                ],
+            ));
+        } else if f.round_robin() {
+            t.notes.push(fill(
+                "rr_pace",
+                &[
+                    ("latency", &us(s.latency_us)),
+                    ("backend", &s.name),
+                    ("rate", &Cell::num(rate, 0)),
+                    ("share", &pct(f.share(s))),
+                ],
+            ));
+        }
+    }
+    t
 }
 
 /// The share of each second's responses that took at least the slow backend's latency: what
@@ -440,7 +411,12 @@ fn path_table(
     result: &CaseResult,
     records: &Records,
 ) -> Table {
-    let mut rows = Vec::new();
+    let mut t = Table::new(
+        format!("{case_name}: {PATHS} ({})", f.method),
+        &[
+            "Path", "Load", "CPU cost", "Req/s", "p50", "p90", "p99", "Max",
+        ],
+    );
     let heavy = case
         .loads
         .iter()
@@ -451,18 +427,17 @@ fn path_table(
             continue;
         };
         let p = |q: f64| lat(s.latency.percentile(q).unwrap_or(0));
-        rows.push(vec![
-            path_of(&l.url).to_string(),
-            l.name.clone(),
-            units::fmt_us(cpu_us(f, l)),
-            format!("{:.1}", s.req_per_sec_total()),
+        t.rows.push(vec![
+            Cell::text(path_of(&l.url)),
+            Cell::text(&l.name),
+            us(cpu_us(f, l)),
+            Cell::num(s.req_per_sec_total(), 1),
             p(50.0),
             p(90.0),
             p(99.0),
             lat(s.latency.max_us),
         ]);
     }
-    let mut notes = Vec::new();
     if let Some((h, cost)) = heavy.filter(|(_, c)| *c > 0.0) {
         let hs = result.loads.iter().find(|x| x.name == h.name);
         let rho = hs.map_or(0.0, |s| s.req_per_sec_total()) * cost / 1e6;
@@ -475,40 +450,41 @@ fn path_table(
                 .count() as u64;
             ratio(slow, ok.len() as u64)
         });
-        rows.push(vec![
-            WAITED.into(),
-            String::new(),
-            units::fmt_us(cost / 2.0),
-            String::new(),
-            format!("predicted >= {}", pct(rho / 2.0)),
-            format!("measured {}", waited.map(pct).unwrap_or_else(|| "-".into())),
-            String::new(),
-            String::new(),
+        let blank = || Cell::text("");
+        t.rows.push(vec![
+            Cell::text(WAITED),
+            blank(),
+            us(cost / 2.0),
+            blank(),
+            Cell::labelled("predicted >=", pct(rho / 2.0)),
+            Cell::labelled("measured", or_dash(waited.map(pct))),
+            blank(),
+            blank(),
         ]);
-        notes.push(format!(
-            "The backends share one event-loop thread, like two services on one core: {} burns \
-             {} of CPU per request at {:.1} req/s, keeping that thread busy at least {} of the \
-             time. Poisson arrivals find the thread busy as often as it is busy, and a cheap \
-             request that arrives meanwhile waits for the rest of the spin, whichever backend \
-             nginx chose; the rest is uniform over the spin, so at least {} of them wait half a \
-             heavy request or more (busy share / 2; evenly paced loads would instead lock onto \
-             one phase of the spin); measured {}.",
-            path_of(&h.url),
-            units::fmt_us(cost),
-            hs.map_or(0.0, |s| s.req_per_sec_total()),
-            pct(rho),
-            pct(rho / 2.0),
-            waited.map(pct).unwrap_or_else(|| "-".into()),
+        t.notes.push(fill(
+            "busy_thread",
+            &[
+                ("path", &path_of(&h.url)),
+                ("cost", &us(cost)),
+                (
+                    "rate",
+                    &Cell::num(hs.map_or(0.0, |s| s.req_per_sec_total()), 1),
+                ),
+                ("busy", &pct(rho)),
+                ("half", &pct(rho / 2.0)),
+                ("waited", &or_dash(waited.map(pct))),
+            ],
         ));
         if waited.is_some_and(|w| w > rho / 2.0) {
-            notes.push(format!(
-                "More wait than the bound: a spin takes longer than its CPU time when the thread \
-                 shares a core with nginx and the load (heavy requests took {} at p50 for {} of \
-                 CPU), and cheap requests also queue behind each other.",
-                hs.and_then(|s| s.latency.percentile(50.0))
-                    .map(lat)
-                    .unwrap_or_else(|| "-".into()),
-                units::fmt_us(cost)
+            t.notes.push(fill(
+                "more_wait",
+                &[
+                    (
+                        "p50",
+                        &or_dash(hs.and_then(|s| s.latency.percentile(50.0)).map(lat)),
+                    ),
+                    ("cost", &us(cost)),
+                ],
             ));
         }
     }
@@ -518,80 +494,87 @@ fn path_table(
         .filter_map(|l| l.schedule.as_ref().map(|s| (l, s)))
         .filter(|(_, s)| s.late > 0)
         .map(|(l, s)| {
-            format!(
-                "{} sent {} of {} requests late (worst {})",
-                l.name,
-                count(s.late),
-                count(s.sent),
-                units::fmt_us(s.late_max_us as f64)
+            fill(
+                "late_one",
+                &[
+                    ("load", &l.name),
+                    ("late", &count(s.late)),
+                    ("sent", &count(s.sent)),
+                    ("worst", &us(s.late_max_us as f64)),
+                ],
             )
         })
         .collect();
     if !late.is_empty() {
-        notes.push(format!(
-            "The loads are open loop, so their latency counts from each request's intended send \
-             time: {}. Lateness is time the whole machine spent elsewhere (other work on these \
-             two cores); it lands in every latency above and in the measured wait share, whatever \
-             the method.",
-            late.join("; ")
-        ));
+        t.notes.push(fill("late", &[("late", &late.join("; "))]));
     }
-    notes.push(
-        "No balancing method knows what a request costs. Round robin alternates; least_conn \
-         counts requests in flight, which a heavy request raises only while it runs, and here both \
-         backends slow down together because they share the CPU, so the counts stay level and \
-         the split even. On separate machines least_conn would steer the next request away from \
-         a backend busy with a heavy one, but it still could not keep heavy requests apart from \
-         cheap ones: that takes routing by path to separate pools."
-            .into(),
-    );
-    Table {
-        title: format!("{case_name}: {PATHS} ({})", f.method),
-        columns: [
-            "Path", "Load", "CPU cost", "Req/s", "p50", "p90", "p99", "Max",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes,
-    }
+    t.notes.push(text("no_method_knows").into());
+    t
 }
 
 fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
+    let tol = &DATA.tolerances;
+    let even = |limit: f64| fill("within_even", &[("spread", &pct(limit))]);
+    let deviation = || fill("largest_deviation", &[("spread", &pct(f.spread()))]);
     let mut out = Vec::new();
     if f.round_robin() {
         out.push(check(
             case,
-            "round robin splits evenly whatever each backend costs".into(),
-            format!("every backend within {} of an even share", pct(RR_SPREAD)),
-            format!("largest deviation {}", pct(f.spread())),
-            f.spread() <= RR_SPREAD,
+            text("check_rr_even"),
+            even(tol.rr_spread),
+            deviation(),
+            f.spread() <= tol.rr_spread,
         ));
     }
     if f.part == Part::FastSlow && f.counts_in_flight() {
         if let (Some(bound), Some(rate)) = (f.slow_rate_bound(), f.slow_rate()) {
             out.push(check(
                 case,
-                format!(
-                    "{} holds at most half the connections on the slow backend (Little's law)",
-                    f.method
+                fill("check_half_connections", &[("method", &f.method)]),
+                fill(
+                    "check_half_connections_expected",
+                    &[("bound", &Cell::num(bound * tol.bound_slack, 0))],
                 ),
-                format!("<= {:.0} req/s to the slow backend", bound * BOUND_SLACK),
-                format!("{rate:.0} req/s"),
-                rate <= bound * BOUND_SLACK,
+                Cell::num_unit(rate, 0, " req/s"),
+                rate <= bound * tol.bound_slack,
             ));
         }
     }
     if f.part == Part::Costs && f.counts_in_flight() {
         out.push(check(
             case,
-            format!("{} splits identical backends evenly", f.method),
-            format!("every backend within {} of an even share", pct(EVEN_SPREAD)),
-            format!("largest deviation {}", pct(f.spread())),
-            f.spread() <= EVEN_SPREAD,
+            fill("check_even", &[("method", &f.method)]),
+            even(tol.even_spread),
+            deviation(),
+            f.spread() <= tol.even_spread,
         ));
     }
     out
+}
+
+/// One case of a part, as the cross-case tables read it: its result, its facts, and (for the
+/// different-costs part) the typed wait-share cells of its per-path table, which came from
+/// the per-request records.
+struct Summary {
+    c: CaseResult,
+    f: Facts,
+    waited: Option<(Cell, Cell)>,
+}
+
+impl Summary {
+    fn new(c: &CaseResult, f: Facts) -> Summary {
+        let waited = c
+            .tables
+            .iter()
+            .find(|t| t.title.contains(PATHS))
+            .and_then(|t| t.row(WAITED))
+            .and_then(|r| Some((r.get(4)?.clone(), r.get(5)?.clone())));
+        Summary {
+            c: c.clone(),
+            f,
+            waited,
+        }
+    }
 }
 
 /// Adds the cross-case tables (each part's methods side by side) to the last case, the run's
@@ -605,71 +588,67 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         };
         let f = Facts::new(spec, c);
         match f.part {
-            Part::FastSlow => fast_slow.push((c.clone(), f)),
-            Part::Costs => costs.push((c.clone(), f)),
+            Part::FastSlow => fast_slow.push(Summary::new(c, f)),
+            Part::Costs => costs.push(Summary::new(c, f)),
             Part::Other => {}
         }
     }
     let mut tables = Vec::new();
     if !fast_slow.is_empty() {
         tables.push(fast_slow_table(&fast_slow));
-        let rr = fast_slow.iter().find(|(_, f)| f.round_robin());
+        let rr = fast_slow.iter().find(|x| x.f.round_robin());
         let slow_share = |f: &Facts| f.slow.map(|s| f.share(&f.instances[s]));
-        if let Some(rr_share) = rr.and_then(|(_, f)| slow_share(f)) {
-            for (c, f) in fast_slow.iter().filter(|(_, f)| f.counts_in_flight()) {
-                if let Some(s) = slow_share(f) {
-                    results.checks.push(CheckResult {
-                        name: format!(
-                            "{} sends clearly less to the slow backend than round robin",
-                            f.method
+        let clearly_less = DATA.tolerances.clearly_less;
+        if let Some(rr_share) = rr.and_then(|x| slow_share(&x.f)) {
+            for x in fast_slow.iter().filter(|x| x.f.counts_in_flight()) {
+                if let Some(s) = slow_share(&x.f) {
+                    results.checks.push(check(
+                        &x.c.name,
+                        fill("check_clearly_less", &[("method", &x.f.method)]),
+                        fill(
+                            "check_clearly_less_expected",
+                            &[
+                                ("bound", &pct(clearly_less * rr_share)),
+                                ("share", &pct(rr_share)),
+                            ],
                         ),
-                        case: Some(c.name.clone()),
-                        expected: format!(
-                            "<= {} (half of round robin's {})",
-                            pct(CLEARLY_LESS * rr_share),
-                            pct(rr_share)
-                        ),
-                        actual: pct(s),
-                        pass: s <= CLEARLY_LESS * rr_share,
-                    });
+                        pct(s),
+                        s <= clearly_less * rr_share,
+                    ));
                 }
             }
         }
-        results.findings.push(format!(
-            "Fast and slow backend: the slow backend's share was {}.",
-            fast_slow
-                .iter()
-                .map(|(c, f)| format!(
-                    "{} under {} (p50 {}, p99 {})",
-                    slow_share(f).map(pct).unwrap_or_else(|| "-".into()),
-                    f.method,
-                    c.loads
-                        .first()
-                        .and_then(|l| l.latency.percentile(50.0))
-                        .map(lat)
-                        .unwrap_or_else(|| "-".into()),
-                    c.loads
-                        .first()
-                        .and_then(|l| l.latency.percentile(99.0))
-                        .map(lat)
-                        .unwrap_or_else(|| "-".into())
-                ))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        let p = |c: &CaseResult, q: f64| {
+            or_dash(
+                c.loads
+                    .first()
+                    .and_then(|l| l.latency.percentile(q))
+                    .map(lat),
+            )
+        };
+        let each = fast_slow.iter().map(|x| {
+            fill(
+                "finding_fast_slow_one",
+                &[
+                    ("share", &or_dash(slow_share(&x.f).map(pct))),
+                    ("method", &x.f.method),
+                    ("p50", &p(&x.c, 50.0)),
+                    ("p99", &p(&x.c, 99.0)),
+                ],
+            )
+        });
+        results
+            .findings
+            .push(fill("finding_fast_slow", &[("shares", &join(each, ", "))]));
     }
     if !costs.is_empty() {
         tables.push(costs_table(&costs));
-        results.findings.push(format!(
-            "One service, different costs: the largest deviation from an even split was {}; no \
-             method sees what a request costs, so the cheap path waits behind the heavy one under \
-             all of them.",
-            costs
-                .iter()
-                .map(|(_, f)| format!("{} under {}", pct(f.spread()), f.method))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        let spreads = costs
+            .iter()
+            .map(|x| format!("{} under {}", pct(x.f.spread()), x.f.method));
+        results
+            .findings
+            .push(fill("finding_costs", &[("spreads", &join(spreads, ", "))]));
     }
     if tables.is_empty() {
         return;
@@ -677,49 +656,13 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     if let Some(last) = results.cases.last_mut() {
         last.tables.extend(tables);
     }
-    results.findings.push(
-        "load-balancing: the side-by-side tables are at the end of the last case's section.".into(),
-    );
+    results.findings.push(text("finding_where").into());
 }
 
-fn fast_slow_table(cases: &[(CaseResult, Facts)]) -> Table {
-    let rows = cases
-        .iter()
-        .map(|(c, f)| {
-            let l = c.loads.first();
-            let p = |q: f64| {
-                l.and_then(|l| l.latency.percentile(q))
-                    .map(lat)
-                    .unwrap_or_else(|| "-".into())
-            };
-            let slow = f.slow.map(|s| &f.instances[s]);
-            vec![
-                f.method.clone(),
-                c.name.clone(),
-                l.map(|l| format!("{:.0}", l.req_per_sec_total()))
-                    .unwrap_or_else(|| "-".into()),
-                p(50.0),
-                p(90.0),
-                p(99.0),
-                slow.map(|s| pct(f.share(s))).unwrap_or_else(|| "-".into()),
-                slow.map(|s| pct(ratio(s.attempts, f.total_attempts())))
-                    .unwrap_or_else(|| "-".into()),
-                if f.counts_in_flight() {
-                    f.slow_rate_bound()
-                        .map(|b| format!("{b:.0} req/s"))
-                        .unwrap_or_else(|| "-".into())
-                } else {
-                    "none".into()
-                },
-                f.slow_rate()
-                    .map(|r| format!("{r:.0} req/s"))
-                    .unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    Table {
-        title: "Fast and slow backend: methods side by side".into(),
-        columns: [
+fn fast_slow_table(cases: &[Summary]) -> Table {
+    let mut t = Table::new(
+        "Fast and slow backend: methods side by side",
+        &[
             "Method",
             "Case",
             "Req/s",
@@ -730,92 +673,66 @@ fn fast_slow_table(cases: &[(CaseResult, Facts)]) -> Table {
             "Slow share ($upstream_addr)",
             "Bound on the slow backend",
             "Slow backend served",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes: vec![
-            "Latency = waiting time + service time. Round robin gives the slow backend half the \
-             requests, so half the answers take the slow latency and the closed loop runs at its \
-             pace. Counting requests in flight moves traffic to the fast backend until both hold \
-             about as many; by Little's law the slow one then serves only its share of the \
-             connections divided by its latency. p99 stays at the slow latency under every method \
-             while more than 1% of requests still go there: what changes is p50, p90 and req/s."
-                .into(),
         ],
+    );
+    for Summary { c, f, .. } in cases {
+        let l = c.loads.first();
+        let p = |q: f64| or_dash(l.and_then(|l| l.latency.percentile(q)).map(lat));
+        let slow = f.slow.map(|s| &f.instances[s]);
+        let rate = |r: f64| Cell::num_unit(r, 0, " req/s");
+        t.rows.push(vec![
+            Cell::text(&f.method),
+            Cell::text(&c.name),
+            or_dash(l.map(|l| Cell::num(l.req_per_sec_total(), 0))),
+            p(50.0),
+            p(90.0),
+            p(99.0),
+            or_dash(slow.map(|s| pct(f.share(s)))),
+            or_dash(slow.map(|s| pct(ratio(s.attempts, f.total_attempts())))),
+            if f.counts_in_flight() {
+                or_dash(f.slow_rate_bound().map(rate))
+            } else {
+                Cell::Missing("none".into())
+            },
+            or_dash(f.slow_rate().map(rate)),
+        ]);
     }
+    t.notes = vec![text("fast_slow_note").into()];
+    t
 }
 
-fn costs_table(cases: &[(CaseResult, Facts)]) -> Table {
-    let mut rows = Vec::new();
-    for (c, f) in cases {
-        let lp = |name: &str, q: f64| {
-            c.loads
-                .iter()
-                .find(|l| l.name == name)
-                .and_then(|l| l.latency.percentile(q))
-                .map(lat)
-                .unwrap_or_else(|| "-".into())
-        };
-        let names: Vec<&str> = c.loads.iter().map(|l| l.name.as_str()).collect();
-        let mut row = vec![f.method.clone(), c.name.clone()];
-        for n in &names {
-            row.push(format!(
-                "{} / {} / {}",
-                lp(n, 50.0),
-                lp(n, 90.0),
-                lp(n, 99.0)
-            ));
-        }
-        row.push(
-            f.instances
-                .iter()
-                .map(|i| format!("{} {}", i.name, pct(f.share(i))))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        row.push(
-            c.tables
-                .iter()
-                .find(|t| t.title.contains(PATHS))
-                .and_then(|t| {
-                    t.rows
-                        .iter()
-                        .find(|r| r.first().map(String::as_str) == Some(WAITED))
-                })
-                .map(|r| {
-                    format!(
-                        "{}, {}",
-                        r.get(4).cloned().unwrap_or_default(),
-                        r.get(5).cloned().unwrap_or_default()
-                    )
-                })
-                .unwrap_or_else(|| "-".into()),
-        );
-        rows.push(row);
-    }
-    let loads = cases.first().map_or(0, |(c, _)| c.loads.len());
+fn costs_table(cases: &[Summary]) -> Table {
+    let loads = cases.first().map_or(0, |x| x.c.loads.len());
     let mut columns = vec!["Method".to_string(), "Case".to_string()];
     for i in 0..loads {
         let name = cases
             .first()
-            .and_then(|(c, _)| c.loads.get(i))
+            .and_then(|x| x.c.loads.get(i))
             .map_or(String::new(), |l| l.name.clone());
         columns.push(format!("{name} p50 / p90 / p99"));
     }
     columns.push("Backend shares".into());
     columns.push(WAITED.into());
-    Table {
+    let mut t = Table {
         title: "One service, different costs: methods side by side".into(),
         columns,
-        rows,
-        notes: vec![
-            "Every backend serves both paths, so over time each gets the same mix and the same \
-             cost under any method; what no method can do is keep a cheap request from landing \
-             behind a heavy one. The cheap path's p90 and p99 are that wait."
-                .into(),
-        ],
+        ..Table::default()
+    };
+    for Summary { c, f, waited } in cases {
+        let mut row = vec![Cell::text(&f.method), Cell::text(&c.name)];
+        for l in &c.loads {
+            let p = |q: f64| or_dash(l.latency.percentile(q).map(lat));
+            row.push(Cell::list([p(50.0), p(90.0), p(99.0)], " / "));
+        }
+        row.push(Cell::text(shares(f)));
+        row.push(match waited {
+            Some((predicted, measured)) => Cell::list([predicted.clone(), measured.clone()], ", "),
+            None => Cell::dash(),
+        });
+        t.rows.push(row);
     }
+    t.notes = vec![text("costs_note").into()];
+    t
 }
 
 /// The `balance` analysis, registered in [`super::ALL`].
@@ -859,6 +776,12 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert!(DATA.tolerances.rr_spread > 0.0);
+        common::assert_keys("balance", &DATA.text, &[include_str!("balance.rs")]);
     }
 
     #[test]

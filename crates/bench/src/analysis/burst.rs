@@ -24,14 +24,66 @@ mod prediction;
 mod published;
 mod text;
 
+use super::common::{self, Texts};
 use super::Records;
 use crate::scenario::{ArrivalsSpec, Case, Scenario};
 use crate::theory::limit_req::{self, Limit};
-use analysis::Analysis;
-use model::{CaseResult, CheckResult, RunResults, Table};
+use analysis::{Analysis, ACCEPTED_ROW, CODES_ROW, DURATION_ROW, LATENCY_ROW, REQUESTS_ROW};
+use analysis::{SUCCESS_ROW, THROUGHPUT_ROW};
+use model::{CaseResult, Cell, CheckResult, RunResults, Table};
 use proxy::config::RateLimit;
-use published::published;
+use published::{published, Published};
+use std::fmt::Display;
+use std::sync::LazyLock;
 use text::fmt_rate;
+
+/// Tolerances of the checks (see `crates/bench/data/burst.toml`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tolerances {
+    /// Standard deviations of the binomial spread allowed between a Poisson case's success
+    /// ratio and the closed form.
+    sigmas: f64,
+}
+
+/// The limit and attack length of the published runs.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishedRun {
+    /// Limit rate, r/s.
+    rate: f64,
+    /// Attack length, seconds.
+    attack_s: f64,
+}
+
+/// The analysis' data file: the published runs, tolerances and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    tolerances: Tolerances,
+    published: Vec<Published>,
+    published_run: PublishedRun,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("burst", include_str!("../../data/burst.toml")));
+
+/// A prose template of this analysis.
+fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
+
+/// A prose template filled from the run.
+fn fill(key: &str, args: &[(&str, &dyn Display)]) -> String {
+    DATA.text.fill(key, args)
+}
+
+/// Standard deviations of the binomial spread allowed between a Poisson case's success ratio
+/// and the closed form (from the data file).
+fn sigmas() -> f64 {
+    DATA.tolerances.sigmas
+}
 
 /// Tick phases the prediction is simulated at (a quarter millisecond apart on a 4 ms clock).
 const PHASES: u32 = 16;
@@ -52,9 +104,6 @@ const DRIFT: &str = "model at send times vs nginx's arrivals";
 /// turns on a lost sub-millisecond, so the envelope needs many draws to reach its true edges
 /// (48 left a measured 107 outside a drawn 108..115); a draw costs one pass over the arrivals.
 const JITTER_RUNS: u32 = 512;
-/// Standard deviations of the binomial spread allowed between a Poisson case's success ratio
-/// and the closed form.
-const SIGMAS: f64 = 3.0;
 
 /// Runs the analysis on one case: tables, series, findings and checks for its attack load.
 fn case(
@@ -64,32 +113,25 @@ fn case(
     records: &Records,
 ) -> Vec<CheckResult> {
     let Some(rl) = limited(case) else {
-        result.findings.push(
-            "burst analysis: no route of this case has a rate limit; nothing to model.".into(),
-        );
+        result.findings.push(text("no_limit").into());
         return Vec::new();
     };
     let Some(spec) = case.loads.iter().find(|l| l.rate.is_some()) else {
-        result
-            .findings
-            .push("burst analysis: no open-loop load in this case; nothing to model.".into());
+        result.findings.push(text("no_open_loop").into());
         return Vec::new();
     };
     if case.loads.len() > 1 {
-        result.findings.push(format!(
-            "burst analysis: only load '{}' is modelled; other loads share the limiter and \
-             make the prediction approximate.",
-            spec.name
-        ));
+        result
+            .findings
+            .push(fill("other_loads", &[("load", &spec.name)]));
     }
     let (Some(recs), Some(summary)) = (
         records.get(&spec.name),
         result.loads.iter().find(|l| l.name == spec.name).cloned(),
     ) else {
-        result.findings.push(format!(
-            "burst analysis: load '{}' left no per-request records.",
-            spec.name
-        ));
+        result
+            .findings
+            .push(fill("no_records", &[("load", &spec.name)]));
         return Vec::new();
     };
     let a = Analysis::new(
@@ -109,11 +151,11 @@ fn case(
 }
 
 /// Adds the cross-case summary (one row per case, the write-up's numbers beside ours) to the
-/// last case, and the run's findings.
+/// last case, and the run's findings. Values come from the cases' typed cells, never parsed.
 fn finish(scn: &Scenario, results: &mut RunResults) {
-    let mut t = Table {
-        title: "All cases: burst handling at a glance".into(),
-        columns: [
+    let mut t = Table::new(
+        text("summary_title"),
+        &[
             "Case",
             "Arrivals",
             "Limit",
@@ -129,12 +171,8 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             "Model at send times",
             "Measured: accepted",
             "Published run",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-        notes: Vec::new(),
-    };
+        ],
+    );
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
             continue;
@@ -144,53 +182,39 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             continue;
         };
         let report = |row: &str| cell(c, REPORT, row, 1);
-        let model = |row: &str| cell(c, MODEL, row, 1);
-        let measured = |row: &str| cell(c, MODEL, row, 2);
+        let part = |row: &str, i: usize| report(row).part(i).cloned().unwrap_or_else(Cell::dash);
+        let list = |cell: Cell, sep: &str| match cell {
+            Cell::List { items, .. } => Cell::list(items, sep),
+            other => other,
+        };
         t.rows.push(vec![
-            c.name.clone(),
-            match load.arrivals {
-                ArrivalsSpec::Even => "even".into(),
-                ArrivalsSpec::Poisson => "Poisson".into(),
-            },
-            format!("{} r/s", fmt_rate(rl.rate.0)),
-            rl.burst.to_string(),
-            report("Requests [total, rate, throughput]")
-                .split(", ")
-                .next()
-                .unwrap_or("-")
-                .to_string(),
-            format!("{:.2}", load.rate.map(|r| r.0).unwrap_or(0.0)),
-            measured("Throughput (2xx per second of total)"),
-            report("Success [ratio]"),
-            report("Status Codes [code:count]"),
-            {
-                let d = report("Duration [total, attack, wait]");
-                let mut p = d.split(", ");
-                format!("{} / {}", p.next().unwrap_or("-"), p.next().unwrap_or("-"))
-            },
-            report("Latencies [mean, 50, 95, 99, max]").replace(", ", " / "),
-            model("Accepted (2xx)"),
-            cell(c, DRIFT, "Accepted (2xx)", 1),
-            measured("Accepted (2xx)"),
-            published(rl, load)
-                .map(|p| format!("{} of {}", p.accepted, p.requests))
-                .unwrap_or_else(|| "-".into()),
+            Cell::text(&c.name),
+            Cell::text(match load.arrivals {
+                ArrivalsSpec::Even => "even",
+                ArrivalsSpec::Poisson => "Poisson",
+            }),
+            Cell::text(format!("{} r/s", fmt_rate(rl.rate.0))),
+            Cell::Int(i64::from(rl.burst)),
+            part(REQUESTS_ROW, 0),
+            Cell::num(load.rate.map(|r| r.0).unwrap_or(0.0), 2),
+            cell(c, MODEL, THROUGHPUT_ROW, 2),
+            report(SUCCESS_ROW),
+            report(CODES_ROW),
+            Cell::list([part(DURATION_ROW, 0), part(DURATION_ROW, 1)], " / "),
+            list(report(LATENCY_ROW), " / "),
+            cell(c, MODEL, ACCEPTED_ROW, 1),
+            cell(c, DRIFT, ACCEPTED_ROW, 1),
+            cell(c, MODEL, ACCEPTED_ROW, 2),
+            published(rl, load).map_or_else(Cell::dash, |p| {
+                Cell::text(format!("{} of {}", p.accepted, p.requests))
+            }),
         ]);
     }
     if t.rows.is_empty() {
         return;
     }
-    t.notes.push(
-        "Model: the limit_req algorithm replayed over the arrival times nginx logged for each \
-         case ($msec - $request_time) at every phase of limit_req's millisecond clock against the \
-         log's and with the log's millisecond of jitter (a range when the phase matters); the checks judge by it. Model at \
-         send times: the same over the intended send times with a tick of jitter and the late \
-         sends; the two differ by what the generator and the machine drifted. \
-         Published run: the counts of \
-         the vegeta write-up this scenario follows, for the case with the same rate multiple, burst \
-         and length in limit-periods (the quick form keeps them)."
-            .into(),
-    );
+    t.notes.push(text("summary_model").into());
+    let run = &DATA.published_run;
     for c in &scn.cases {
         let (Some(rl), Some(load)) = (limited(c), c.loads.iter().find(|l| l.rate.is_some())) else {
             continue;
@@ -203,73 +227,68 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let (ok, n) = (p.accepted, p.requests);
         if rl.burst > 0 && ok < n && ok != periods + u64::from(rl.burst) {
             let eff = ok.saturating_sub(periods);
-            // The published runs were at 3 r/s against 9 r/s for 60 s.
-            t.notes.push(format!(
-                "The published burst-{} run accepted {ok} of {n} in {:.1} s: the model gives that \
-                 for burst {eff} ({periods} limit periods + {eff}), whose queue also drains in \
-                 {:.1} s after a 60 s attack ({:.1} s in all). That run behaved as if its queue held \
-                 {eff}, not {}.",
-                rl.burst,
-                p.total_s,
-                eff as f64 / 3.0,
-                60.0 + eff as f64 / 3.0,
-                rl.burst
+            let drain = eff as f64 / run.rate;
+            t.notes.push(fill(
+                "published_burst",
+                &[
+                    ("burst", &rl.burst),
+                    ("ok", &ok),
+                    ("n", &n),
+                    ("total", &Cell::num(p.total_s, 1)),
+                    ("eff", &eff),
+                    ("periods", &periods),
+                    ("drain", &Cell::num(drain, 1)),
+                    ("attack", &run.attack_s),
+                    ("all", &Cell::num(run.attack_s + drain, 1)),
+                ],
             ));
         }
         if rl.burst == 0 && load.rate.is_some_and(|r| r.0 > rl.rate.0) {
-            t.notes.push(format!(
-                "The published burst-0 run at {}x the limit accepted {ok} of {n} ({:.2} r/s over \
-                 its {:.1} s) but shows answers for only {} of its {n} requests; its acceptance \
-                 rate is the jittered model's (every 3rd or 4th arrival, one boundary in three \
-                 going the early way: 9/3.67 = 2.45 r/s).",
-                (load.rate.map_or(0.0, |r| r.0) / rl.rate.0).round(),
-                ok as f64 / p.total_s,
-                p.total_s,
-                p.answered
+            t.notes.push(fill(
+                "published_burst0",
+                &[
+                    (
+                        "times",
+                        &(load.rate.map_or(0.0, |r| r.0) / rl.rate.0).round(),
+                    ),
+                    ("ok", &ok),
+                    ("n", &n),
+                    ("rate", &Cell::num(ok as f64 / p.total_s, 2)),
+                    ("total", &Cell::num(p.total_s, 1)),
+                    ("answered", &p.answered),
+                ],
             ));
         }
     }
-    t.notes.push(
-        "How to read it: below the limit every request passes. At and above it with burst 0 the \
-         limiter judges each gap, not the mean rate: a request is refused when it comes sooner than \
-         ceil(1000/rate) ms after the last accepted one, so even spacing at the limit passes 2 in 3 \
-         (3 in 5 when jitter scrambles the phase against nginx's 4 ms clock) and Poisson spacing \
-         about half. A burst queue turns refusals into waits: the queue fills at \
-         (attack - limit) per second, drains at the limit, and overflows once the excess of the whole \
-         attack exceeds the burst; the queue must be sized for the peak's excess times its duration."
-            .into(),
-    );
+    t.notes.push(text("how_to_read").into());
     if let Some(last) = results.cases.last_mut() {
         last.tables.push(t);
     }
-    results.findings.push(
-        "burst-handling: the cross-case table is at the end of the last case's section.".into(),
-    );
+    results.findings.push(text("finding_where").into());
     let by_name = |n: &str| results.cases.iter().find(|c| c.name == n);
     let ok = |c: &CaseResult| {
         format!(
             "{} of {}",
-            cell(c, MODEL, "Accepted (2xx)", 2),
+            cell(c, MODEL, ACCEPTED_ROW, 2),
             cell(c, MODEL, "Requests", 2)
         )
     };
-    let ratio = |c: &CaseResult| cell(c, REPORT, "Success [ratio]", 1);
+    let ratio = |c: &CaseResult| cell(c, REPORT, SUCCESS_ROW, 1);
     if let (Some(a), Some(b)) = (by_name("3rps-even"), by_name("3rps-poisson")) {
-        results.findings.push(format!(
-            "At the limit's own mean rate, evenly paced arrivals passed {} ({}) and Poisson arrivals \
-             {} ({}): limit_req judges the gap between requests, not their mean rate.",
-            ratio(a),
-            ok(a),
-            ratio(b),
-            ok(b)
+        results.findings.push(fill(
+            "finding_gap",
+            &[
+                ("even_ratio", &ratio(a)),
+                ("even_ok", &ok(a)),
+                ("poisson_ratio", &ratio(b)),
+                ("poisson_ok", &ok(b)),
+            ],
         ));
     }
     if let (Some(a), Some(b)) = (by_name("9rps-burst400"), by_name("9rps-burst400-120s")) {
-        results.findings.push(format!(
-            "Burst 400 absorbed 60 s of a 3x overload ({} accepted) but not 120 s ({}): the queue must \
-             hold the overload's excess for its whole duration.",
-            ok(a),
-            ok(b)
+        results.findings.push(fill(
+            "finding_duration",
+            &[("short", &ok(a)), ("long", &ok(b))],
         ));
     }
 }
@@ -294,14 +313,15 @@ fn model_limit(rl: &RateLimit) -> Limit {
     }
 }
 
-/// A cell of a table whose title ends with `suffix`, in the row whose first cell is `row`.
-fn cell(c: &CaseResult, suffix: &str, row: &str, col: usize) -> String {
+/// The typed cell of a table whose title ends with `suffix`, in the row labelled `row` (`-` when
+/// there is none).
+fn cell(c: &CaseResult, suffix: &str, row: &str, col: usize) -> Cell {
     c.tables
         .iter()
         .find(|t| t.title.ends_with(suffix))
-        .and_then(|t| t.rows.iter().find(|r| r.first().is_some_and(|f| f == row)))
+        .and_then(|t| t.row(row))
         .and_then(|r| r.get(col).cloned())
-        .unwrap_or_else(|| "-".into())
+        .unwrap_or_else(Cell::dash)
 }
 
 /// The `burst` analysis, registered in [`super::ALL`].

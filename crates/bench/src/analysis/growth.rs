@@ -15,10 +15,12 @@ mod matches;
 mod steps;
 mod tables;
 
+use super::common::{self, Texts};
 use super::Records;
 use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
-use model::{CaseResult, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
+use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
+use std::sync::LazyLock;
 use steps::{nginx_samples, quarters, summary, Growth, NginxSample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
@@ -207,53 +209,54 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let (rss0, rss1) = rss_start_end(&g, &nginx);
         let light = c.loads.iter().find(|l| l.name == LIGHT);
         t.rows.push(vec![
-            c.name.clone(),
-            format!("{} {} -> {}", g.noun(), g.initial, g.reached()),
-            g.steps.len().to_string(),
-            r.total.to_string(),
-            r.errors.to_string(),
-            r.served_avg_ms.map_or("-".into(), f1),
+            Cell::text(&c.name),
+            Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
+            Cell::Int(g.steps.len() as i64),
+            Cell::Int(r.total as i64),
+            Cell::Int(r.errors as i64),
+            r.served_avg_ms.map_or_else(Cell::dash, f1),
             share(r.within_500, r.total),
             share(r.within_1000, r.total),
-            r.old_exit_avg_ms.map_or("-".into(), f1),
+            r.old_exit_avg_ms.map_or_else(Cell::dash, f1),
             match (
                 ok.first().and_then(|s| s.validate_ms),
                 ok.last().and_then(|s| s.validate_ms),
             ) {
-                (Some(a), Some(b)) => format!("{} -> {}", f1(a), f1(b)),
-                _ => "-".into(),
+                (Some(a), Some(b)) => Cell::list([f1(a), f1(b)], " -> "),
+                _ => Cell::dash(),
             },
             match summary(&ttr) {
-                Some((mean, _, p99, _)) => format!("{} / {}", f1(mean), f1(p99)),
-                None => "- (not addressable)".into(),
+                Some((mean, _, p99, _)) => Cell::list([f1(mean), f1(p99)], " / "),
+                None => Cell::Missing("- (not addressable)".into()),
             },
             if ok.iter().any(|s| s.probed) {
-                never.to_string()
+                Cell::Int(never as i64)
             } else {
-                "-".into()
+                Cell::dash()
             },
             match (rss0, rss1) {
-                (Some(a), Some(b)) => format!("{} -> {}", mib(a), mib(b)),
-                _ => "-".into(),
+                (Some(a), Some(b)) => Cell::list([mib(a), mib(b)], " -> "),
+                _ => Cell::dash(),
             },
-            light.map_or("-".into(), |l| {
-                format!(
+            light.map_or_else(Cell::dash, |l| {
+                Cell::text(format!(
                     "{} ({})",
                     l.failures(),
                     l.errors
                         .get(&ErrorKind::ReadIdleClosed)
                         .copied()
                         .unwrap_or(0)
-                )
+                ))
             }),
-            c.logs
-                .error_levels
-                .iter()
-                .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
-                .map(|(_, n)| n)
-                .sum::<u64>()
-                .to_string(),
-            g.span().map_or("-".into(), |(a, b)| f1(b - a)),
+            Cell::Int(
+                c.logs
+                    .error_levels
+                    .iter()
+                    .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
+                    .map(|(_, n)| n)
+                    .sum::<u64>() as i64,
+            ),
+            g.span().map_or_else(Cell::dash, |(a, b)| f1(b - a)),
             published(&g).into(),
         ]);
         results.findings.push(format!(
@@ -285,21 +288,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     if t.rows.is_empty() {
         return;
     }
-    t.notes.push(
-        "Ave reload, <= 500ms, <= 1000ms: from SIGHUP until a request is served under the new \
-         config, per replica (report.md's reload table). Old workers gone: from SIGHUP until every \
-         worker of the previous generation has exited; the nginx master starts the new workers, \
-         waits about 100 ms, then tells the old ones to quit, so it is never much under 100 ms. \
-         NGF's published reload times (125-155 ms for listeners and upstream servers, 340-370 ms \
-         at 1000 routes) sit on the same ~100 ms floor. TTR: from the start of a step (render, \
-         nginx -t, reload) until the newest item answered 200 three times in a row; upstream \
-         servers are not addressed by clients, so they have none (NGF reports none either). \
-         Light load failed: every failed request of the 50 r/s load; in brackets those that were \
-         idle keep-alive connections closed by a reload. nginx errors: error-log lines at level \
-         error or worse (NGF: 'NGINX Errors: None'). Growth took: from the first step's start to \
-         the last step's end."
-            .into(),
-    );
+    t.notes.push(text("summary_note").into());
     if let Some(last) = results.cases.last_mut() {
         last.tables.push(t);
     }
@@ -307,20 +296,48 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
 
 /// NGF v1.0.0's published result for the same growth (tests/scale/results/1.0.0).
 fn published(g: &Growth<'_>) -> &'static str {
+    let p = &DATA.published;
     match g.spec.what {
-        GrowWhat::Listeners => "128 reloads, 0 errors, 134.7 ms, 100% <= 500ms",
-        GrowWhat::HttpsListeners => "128 reloads, 0 errors, 153.7 ms, 100% <= 500ms",
-        GrowWhat::Routes if !g.spec.pause.0.is_zero() => {
-            "2 s delay: 1001 reloads, 0 errors, 341.7 ms, 83.32% <= 500ms, 100% <= 1000ms"
-        }
-        GrowWhat::Routes => {
-            "no delay: 1001 reloads, 0 errors, 369.3 ms, 75.72% <= 500ms, 100% <= 1000ms"
-        }
-        GrowWhat::UpstreamServers => "116 reloads, 0 errors, 125.4 ms, 100% <= 500ms",
-        GrowWhat::Matches => {
-            "reload failed one match past the test's count: the http_matches variable was too long"
-        }
+        GrowWhat::Listeners => &p.listeners,
+        GrowWhat::HttpsListeners => &p.https_listeners,
+        GrowWhat::Routes if !g.spec.pause.0.is_zero() => &p.routes_with_delay,
+        GrowWhat::Routes => &p.routes_no_delay,
+        GrowWhat::UpstreamServers => &p.upstream_servers,
+        GrowWhat::Matches => &p.matches,
     }
+}
+
+/// NGF v1.0.0's published results, one per kind of growth.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Published {
+    listeners: String,
+    https_listeners: String,
+    routes_with_delay: String,
+    routes_no_delay: String,
+    upstream_servers: String,
+    matches: String,
+}
+
+/// The analysis' data file: NGF's published results and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    published: Published,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("growth", include_str!("../../data/growth.toml")));
+
+/// A prose template of this analysis.
+pub(super) fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
+
+/// A prose template filled from the run.
+pub(super) fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    DATA.text.fill(key, args)
 }
 
 /// Every step reloads every replica; a growth that stopped early must have hit a refused config.
@@ -497,31 +514,35 @@ fn one_line(e: &Option<String>) -> String {
     e.as_deref().unwrap_or("").trim().replace('\n', " / ")
 }
 
-fn f1(x: f64) -> String {
+/// One decimal, `-` when there is no finite value.
+fn f1(x: f64) -> Cell {
     if x.is_finite() {
-        format!("{x:.1}")
+        Cell::num(x, 1)
     } else {
-        "-".into()
+        Cell::dash()
     }
 }
 
-fn f2(x: f64) -> String {
+/// Two decimals, `-` when there is no finite value.
+fn f2(x: f64) -> Cell {
     if x.is_finite() {
-        format!("{x:.2}")
+        Cell::num(x, 2)
     } else {
-        "-".into()
+        Cell::dash()
     }
 }
 
-fn mib(b: u64) -> String {
-    format!("{:.1}", b as f64 / (1024.0 * 1024.0))
+/// Bytes as MiB with one decimal.
+fn mib(b: u64) -> Cell {
+    Cell::num(b as f64 / (1024.0 * 1024.0), 1)
 }
 
-fn share(k: u64, n: u64) -> String {
+/// `k` of `n` as a percentage, `-` when `n` is 0.
+fn share(k: u64, n: u64) -> Cell {
     if n == 0 {
-        "-".into()
+        Cell::dash()
     } else {
-        format!("{:.2}%", k as f64 * 100.0 / n as f64)
+        Cell::pct(k as f64 / n as f64)
     }
 }
 
@@ -545,6 +566,20 @@ impl super::Analysis for ConfigGrowth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert!(DATA.published.matches.contains("too long"));
+        common::assert_keys(
+            "growth",
+            &DATA.text,
+            &[
+                include_str!("growth.rs"),
+                include_str!("growth/tables.rs"),
+                include_str!("growth/matches.rs"),
+            ],
+        );
+    }
     use crate::layers::Source;
 
     fn scenario(actions: &str) -> Scenario {

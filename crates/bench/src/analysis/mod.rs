@@ -8,6 +8,7 @@
 
 mod balance;
 mod burst;
+mod common;
 mod growth;
 mod overhead;
 mod zero_downtime;

@@ -12,27 +12,60 @@
 //! retries nginx logged), and the tail (the spike shows in p99 without retries and is cut near
 //! the read timeout with them).
 
+use super::common::{self, check, count, lat, or_dash, pct, ratio, run_check, times, us, Texts};
 use super::Records;
 use crate::scenario::{Case, Scenario};
 use crate::theory::limit_req::nginx_clock_tick_us;
-use model::{CaseResult, CheckResult, ErrorKind, LoadSummary, RunResults, Table};
+use model::{CaseResult, Cell, CheckResult, ErrorKind, LoadSummary, RunResults, Table};
 use proxy::config::NextUpstream;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
-/// Closed loop: measured req/s may differ from connections / mean latency by this share (the
-/// requests still in flight when the load stops are the difference).
-const LITTLE_TOLERANCE: f64 = 0.15;
-/// With upstream keepalive, at most this share of upstream connections per request, relative to
-/// the setup without keepalive (where it is one per request).
-const KEEPALIVE_SHARE: f64 = 0.10;
-/// Spikes must cover at least this share of requests for p99 to be sure to land among them.
-const SPIKE_SHARE_FOR_P99: f64 = 0.015;
-/// Share of the spiked attempts that must show up as retries (a binomial count's low side).
-const RETRIED_SPIKES: f64 = 0.7;
-/// Title of the per-case table (the cross-case tables read TIME_WAIT back from it).
+/// Tolerances of the checks (see `crates/bench/data/overhead.toml`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tolerances {
+    /// Closed loop: measured req/s may differ from connections / mean latency by this share.
+    little: f64,
+    /// With upstream keepalive, at most this share of upstream connections per request.
+    keepalive_share: f64,
+    /// Spikes must cover at least this share of requests for p99 to be sure to land among them.
+    spike_share_for_p99: f64,
+    /// Share of the spiked attempts that must show up as retries.
+    retried_spikes: f64,
+}
+
+/// The setups' names as the tables print them.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Labels {
+    direct: String,
+    no_keepalive: String,
+    keepalive: String,
+    retry: String,
+}
+
+/// The analysis' data file: tolerances, labels and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    tolerances: Tolerances,
+    labels: Labels,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("overhead", include_str!("../../data/overhead.toml")));
+
+/// Title of the per-case table.
 const FLOW: &str = "where the requests went";
 /// Row label of the TIME_WAIT count in the per-case table.
 const TIME_WAIT_ROW: &str = "TIME_WAIT sockets at the backends' ports (after the case)";
+
+/// A prose template of this analysis.
+fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
 
 /// The four setups of the notes, told apart by the case's proxy config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,11 +101,12 @@ impl Setup {
     }
 
     fn label(self) -> &'static str {
+        let l = &DATA.labels;
         match self {
-            Setup::Direct => "direct",
-            Setup::NoKeepalive => "nginx, no upstream keepalive",
-            Setup::Keepalive => "nginx + upstream keepalive",
-            Setup::Retry => "nginx + keepalive + retries",
+            Setup::Direct => &l.direct,
+            Setup::NoKeepalive => &l.no_keepalive,
+            Setup::Keepalive => &l.keepalive,
+            Setup::Retry => &l.retry,
         }
     }
 }
@@ -274,58 +308,22 @@ impl Facts {
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn lat(us: u64) -> String {
-    units::fmt_us(us as f64)
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.2}%", v * 100.0)
-}
-
 /// The non-2xx answers by who produced them, as one cell.
-fn origins(f: &Facts) -> String {
+fn origins(f: &Facts) -> Cell {
     if f.status_origin.is_empty() {
-        return if f.proxied() {
-            "none".into()
-        } else {
-            "no proxy log".into()
-        };
+        return Cell::Missing(if f.proxied() { "none" } else { "no proxy log" }.into());
     }
-    f.status_origin
-        .iter()
-        .map(|(k, n)| format!("{k}: {}", count(*n)))
-        .collect::<Vec<_>>()
-        .join(", ")
+    Cell::list(
+        f.status_origin
+            .iter()
+            .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
+        ", ",
+    )
 }
 
-fn check(case: &str, name: String, expected: String, actual: String, pass: bool) -> CheckResult {
-    CheckResult {
-        name,
-        case: Some(case.to_string()),
-        expected,
-        actual,
-        pass,
-    }
+/// `template` filled from the run.
+fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    DATA.text.fill(key, args)
 }
 
 /// Runs the analysis on one case: the request-flow table, its explanation, and the checks.
@@ -336,9 +334,7 @@ fn case(
     _records: &Records,
 ) -> Vec<CheckResult> {
     let Some(f) = Facts::new(case, result) else {
-        result
-            .findings
-            .push("overhead analysis: the case ran no load; nothing to analyse.".into());
+        result.findings.push(text("no_load").into());
         return Vec::new();
     };
     let tw = result.time_wait.map(|t| (t.backend_side, t.peer_side));
@@ -348,200 +344,185 @@ fn case(
 }
 
 fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
-    let per = |n: u64| format!("{:.3}", ratio(n, f.requests));
-    let mut rows = vec![vec![
-        "Client responses (the load)".to_string(),
+    let per = |n: u64| Cell::num(ratio(n, f.requests), 3);
+    let row = |label: &str, n: u64| vec![Cell::text(label), count(n), per(n)];
+    let mut t = Table::new(
+        format!("{case}: {FLOW}"),
+        &["Quantity", "Count", "Per client response"],
+    );
+    t.rows.push(vec![
+        Cell::text("Client responses (the load)"),
         count(f.requests),
-        "1".into(),
-    ]];
-    rows.push(vec![
-        "Client errors below HTTP (connect / other)".into(),
-        format!(
-            "{} / {}",
-            count(f.connect_errors),
-            count(f.errors - f.connect_errors)
+        Cell::Int(1),
+    ]);
+    t.rows.push(vec![
+        Cell::text("Client errors below HTTP (connect / other)"),
+        Cell::list(
+            [count(f.connect_errors), count(f.errors - f.connect_errors)],
+            " / ",
         ),
         per(f.errors),
     ]);
     if f.proxied() {
-        rows.push(vec![
-            "nginx access-log lines".into(),
-            count(f.lines),
-            per(f.lines),
-        ]);
-        rows.push(vec![
-            "Upstream attempts (addresses in $upstream_addr)".into(),
-            count(f.attempts),
-            per(f.attempts),
-        ]);
-        rows.push(vec![
-            "Retries (attempts beyond each request's first)".into(),
-            count(f.retries()),
-            per(f.retries()),
-        ]);
-        rows.push(vec![
-            "Upstream timeouts in nginx's error log".into(),
-            count(f.timeouts_logged),
-            per(f.timeouts_logged),
-        ]);
+        t.rows.push(row("nginx access-log lines", f.lines));
+        t.rows.push(row(
+            "Upstream attempts (addresses in $upstream_addr)",
+            f.attempts,
+        ));
+        t.rows.push(row(
+            "Retries (attempts beyond each request's first)",
+            f.retries(),
+        ));
+        t.rows.push(row(
+            "Upstream timeouts in nginx's error log",
+            f.timeouts_logged,
+        ));
     }
-    rows.push(vec![
-        "Backend responses (backend counters)".into(),
-        count(f.backend_requests),
-        per(f.backend_requests),
-    ]);
-    rows.push(vec![
-        "Backend connections accepted".into(),
-        count(f.backend_connections),
-        per(f.backend_connections),
-    ]);
-    rows.push(vec![
-        TIME_WAIT_ROW.into(),
-        tw.map(|(l, _)| count(l)).unwrap_or_else(|| "n/a".into()),
-        tw.map(|(l, _)| per(l)).unwrap_or_else(|| "-".into()),
-    ]);
-    rows.push(vec![
-        "TIME_WAIT sockets on the connecting side (after the case)".into(),
-        tw.map(|(_, r)| count(r)).unwrap_or_else(|| "n/a".into()),
-        tw.map(|(_, r)| per(r)).unwrap_or_else(|| "-".into()),
-    ]);
+    t.rows.push(row(
+        "Backend responses (backend counters)",
+        f.backend_requests,
+    ));
+    t.rows
+        .push(row("Backend connections accepted", f.backend_connections));
+    let tw_row = |label: &str, n: Option<u64>| {
+        vec![
+            Cell::text(label),
+            n.map(count).unwrap_or_else(|| Cell::Missing("n/a".into())),
+            or_dash(n.map(per)),
+        ]
+    };
+    t.rows.push(tw_row(TIME_WAIT_ROW, tw.map(|(l, _)| l)));
+    t.rows.push(tw_row(
+        "TIME_WAIT sockets on the connecting side (after the case)",
+        tw.map(|(_, r)| r),
+    ));
     let cpu_row = |what: &str, secs: f64| {
         vec![
-            format!("CPU, {what} (µs per client response)"),
-            format!("{:.2} s", secs),
-            format!("{:.1}", f.cpu_us(secs)),
+            Cell::text(format!("CPU, {what} (µs per client response)")),
+            Cell::num_unit(secs, 2, " s"),
+            Cell::num(f.cpu_us(secs), 1),
         ]
     };
     if f.proxied() {
-        rows.push(cpu_row("nginx", f.cpu.nginx));
+        t.rows.push(cpu_row("nginx", f.cpu.nginx));
     }
-    rows.push(cpu_row("backends", f.cpu.backends));
-    rows.push(cpu_row("load generator", f.load_cpu()));
-    Table {
-        title: format!("{case}: {FLOW}"),
-        columns: ["Quantity", "Count", "Per client response"]
-            .map(String::from)
-            .to_vec(),
-        rows,
-        notes: notes(f, tw),
-    }
+    t.rows.push(cpu_row("backends", f.cpu.backends));
+    t.rows.push(cpu_row("load generator", f.load_cpu()));
+    t.notes = notes(f, tw);
+    t
 }
 
 fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
     let mut n = Vec::new();
+    let cpu = |secs: f64| Cell::num(f.cpu_us(secs), 1);
     if f.closed {
-        n.push(format!(
-            "Closed loop (wrk's model): {} connections each send the next request when the \
-             answer arrives, so req/s = connections / mean latency (Little's law): {} / {} = \
-             {:.0} req/s predicted, {:.0} measured. Every millisecond the path adds is req/s \
-             lost.",
-            f.connections,
-            f.connections,
-            units::fmt_us(f.mean_us),
-            f.connections as f64 / (f.mean_us / 1e6).max(1e-9),
-            f.rps
+        n.push(fill(
+            "little",
+            &[
+                ("connections", &f.connections),
+                ("mean", &us(f.mean_us)),
+                (
+                    "predicted",
+                    &Cell::num(f.connections as f64 / (f.mean_us / 1e6).max(1e-9), 0),
+                ),
+                ("rps", &Cell::num(f.rps, 0)),
+            ],
         ));
     }
     let tw_text = match tw {
-        Some((backend, proxy)) if backend >= proxy => format!(
-            "the backend closes first, so TIME_WAIT lands on its side: {} sockets at the \
-             backends' ports right after the case, {} on nginx's side. On loopback the kernel \
-             reuses such pairs for new connections (tcp_tw_reuse), so ephemeral ports are not \
-             what runs out here: the churn is CPU",
-            count(backend),
-            count(proxy)
+        Some((backend, proxy)) => fill(
+            if backend >= proxy {
+                "tw_backend_first"
+            } else {
+                "tw_proxy_first"
+            },
+            &[("backend", &count(backend)), ("proxy", &count(proxy))],
         ),
-        Some((backend, proxy)) => format!(
-            "nginx closes first, so TIME_WAIT lands on its side, one ephemeral port each: {} \
-             sockets on nginx's side right after the case, {} at the backends' ports",
-            count(proxy),
-            count(backend)
-        ),
-        None => "TIME_WAIT could not be read from /proc/net/tcp".into(),
+        None => text("tw_unread").into(),
     };
+    let conns = count(f.backend_connections);
+    let responses = count(f.backend_requests);
     match f.setup {
-        Setup::Direct => n.push(format!(
-            "Nothing stands between the load and the backend: {} connections opened once and \
-             reused for {} requests. The generator ({:.1} µs of CPU per response) and the backend \
-             ({:.1} µs) share this machine's cores, and that alone sets the pace.",
-            count(f.backend_connections),
-            count(f.backend_requests),
-            f.cpu_us(f.load_cpu()),
-            f.cpu_us(f.cpu.backends)
+        Setup::Direct => n.push(fill(
+            "direct",
+            &[
+                ("connections", &conns),
+                ("responses", &responses),
+                ("load_cpu", &cpu(f.load_cpu())),
+                ("backend_cpu", &cpu(f.cpu.backends)),
+            ],
         )),
-        Setup::NoKeepalive => n.push(format!(
-            "Without upstream keepalive nginx speaks HTTP/1.0 to the backend and closes after every \
-             answer: the backends accepted {} connections for {} responses ({:.3} per response), a \
-             TCP handshake, an accept and a close at both ends for every request. Here {tw_text}. \
-             nginx spent {:.1} µs of CPU per response and the backends {:.1} µs, on the same two \
-             cores the load uses.",
-            count(f.backend_connections),
-            count(f.backend_requests),
-            f.conns_per_request(),
-            f.cpu_us(f.cpu.nginx),
-            f.cpu_us(f.cpu.backends)
+        Setup::NoKeepalive => n.push(fill(
+            "no_keepalive",
+            &[
+                ("connections", &conns),
+                ("responses", &responses),
+                ("per", &Cell::num(f.conns_per_request(), 3)),
+                ("time_wait", &tw_text),
+                ("nginx_cpu", &cpu(f.cpu.nginx)),
+                ("backend_cpu", &cpu(f.cpu.backends)),
+            ],
         )),
-        Setup::Keepalive | Setup::Retry => n.push(format!(
-            "nginx keeps up to {} idle upstream connections per worker (HTTP/1.1, empty Connection \
-             header) and reuses them: {} connections for {} backend responses ({:.4} per response). \
-             What remains is nginx's own work per request (parse, route, log, two socket hops): \
-             {:.1} µs of CPU per response, taken from the cores the load and the backends use.",
-            f.keepalive,
-            count(f.backend_connections),
-            count(f.backend_requests),
-            f.conns_per_request(),
-            f.cpu_us(f.cpu.nginx)
+        Setup::Keepalive | Setup::Retry => n.push(fill(
+            "keepalive",
+            &[
+                ("keepalive", &f.keepalive),
+                ("connections", &conns),
+                ("responses", &responses),
+                ("per", &Cell::num(f.conns_per_request(), 4)),
+                ("nginx_cpu", &cpu(f.cpu.nginx)),
+            ],
         )),
     }
     if f.setup == Setup::Retry {
-        n.push(format!(
-            "A read past the {} read timeout is cut and the request passed to the next backend \
-             (proxy_next_upstream error timeout). nginx logged {} timeouts and {} extra attempts; \
-             the backends answered {} requests for {} client responses, {} more: a timed-out \
-             attempt is still answered by its backend, to a connection nginx has closed, so the \
-             retries cost the backends work but no client request is lost. A timed-out connection \
-             cannot be reused, which adds to the connection count. max_fails=0 keeps a backend in \
-             rotation after a timeout; nginx's default (max_fails=1, fail_timeout=10s) would take \
-             it out for 10 s at every spike.",
-            f.read_timeout_us
-                .map(units::fmt_us)
-                .unwrap_or_else(|| "-".into()),
-            count(f.timeouts_logged),
-            count(f.retries()),
-            count(f.backend_requests),
-            count(f.requests),
-            count(f.backend_requests.saturating_sub(f.requests))
+        n.push(fill(
+            "retry",
+            &[
+                ("read_timeout", &or_dash(f.read_timeout_us.map(us))),
+                ("timeouts", &count(f.timeouts_logged)),
+                ("retries", &count(f.retries())),
+                ("backend", &responses),
+                ("client", &count(f.requests)),
+                (
+                    "extra",
+                    &count(f.backend_requests.saturating_sub(f.requests)),
+                ),
+            ],
         ));
     }
     if let Some(s) = f.spikes {
-        n.push(format!(
-            "{} of requests take at least {} at the backend. In a closed loop each one holds a \
-             connection that long, so p99 lands inside the spike unless something cuts it: here \
-             p99 {} and max {}.",
-            pct(s.share),
-            units::fmt_us(s.floor_us),
-            lat(f.p99),
-            lat(f.max)
+        n.push(fill(
+            "spikes",
+            &[
+                ("share", &pct(s.share)),
+                ("floor", &us(s.floor_us)),
+                ("p99", &lat(f.p99)),
+                ("max", &lat(f.max)),
+            ],
         ));
     }
     n
 }
 
 fn finding(f: &Facts) -> String {
-    let mut s = format!(
-        "{} ({} backend): {:.0} req/s, p50 {}, p99 {}, max {}",
-        f.setup.label(),
-        f.style(),
-        f.rps,
-        lat(f.p50),
-        lat(f.p99),
-        lat(f.max)
+    let mut s = fill(
+        "finding",
+        &[
+            ("setup", &f.setup.label()),
+            ("style", &f.style()),
+            ("rps", &Cell::num(f.rps, 0)),
+            ("p50", &lat(f.p50)),
+            ("p99", &lat(f.p99)),
+            ("max", &lat(f.max)),
+        ],
     );
     if f.proxied() {
-        s.push_str(&format!(
-            "; {:.3} upstream connections and {:.3} upstream attempts per request",
-            f.conns_per_request(),
-            ratio(f.attempts, f.lines_up)
+        s.push_str(&fill(
+            "finding_proxied",
+            &[
+                ("conns", &Cell::num(f.conns_per_request(), 3)),
+                ("attempts", &Cell::num(ratio(f.attempts, f.lines_up), 3)),
+            ],
         ));
     }
     s.push('.');
@@ -549,20 +530,29 @@ fn finding(f: &Facts) -> String {
 }
 
 fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
+    let tol = &DATA.tolerances;
     let mut out = Vec::new();
     if f.closed && f.mean_us > 0.0 && f.rps > 0.0 {
         let predicted = f.connections as f64 / (f.mean_us / 1e6);
         let off = (f.rps - predicted).abs() / predicted;
         out.push(check(
             case,
-            "closed loop obeys Little's law: req/s = connections / mean latency".into(),
-            format!(
-                "{:.0} req/s within {:.0}%",
-                predicted,
-                LITTLE_TOLERANCE * 100.0
+            text("check_little"),
+            fill(
+                "check_little_expected",
+                &[
+                    ("predicted", &Cell::num(predicted, 0)),
+                    ("tolerance", &Cell::num(tol.little * 100.0, 0)),
+                ],
             ),
-            format!("{:.0} req/s ({:.1}% off)", f.rps, off * 100.0),
-            off <= LITTLE_TOLERANCE,
+            fill(
+                "check_little_actual",
+                &[
+                    ("rps", &Cell::num(f.rps, 0)),
+                    ("off", &Cell::num(off * 100.0, 1)),
+                ],
+            ),
+            off <= tol.little,
         ));
     }
     match f.setup {
@@ -570,15 +560,17 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
             let extra = f.backend_connections as i64 - f.backend_requests as i64;
             out.push(check(
                 case,
-                "without upstream keepalive every request opens its own upstream connection".into(),
-                format!(
-                    "connections - responses in [0, {}] (requests in flight at the end)",
-                    f.connections
+                text("check_no_keepalive"),
+                fill(
+                    "check_no_keepalive_expected",
+                    &[("connections", &f.connections)],
                 ),
-                format!(
-                    "{} connections for {} responses",
-                    count(f.backend_connections),
-                    count(f.backend_requests)
+                fill(
+                    "check_no_keepalive_actual",
+                    &[
+                        ("connections", &count(f.backend_connections)),
+                        ("responses", &count(f.backend_requests)),
+                    ],
                 ),
                 (0..=i64::from(f.connections)).contains(&extra),
             ));
@@ -587,14 +579,13 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
         _ => {}
     }
     if let (Some(s), false) = (f.spikes, f.setup == Setup::Retry) {
-        if s.share >= SPIKE_SHARE_FOR_P99 {
+        if s.share >= tol.spike_share_for_p99 {
             out.push(check(
                 case,
-                "without retries the spike shows in p99".into(),
-                format!(
-                    ">= {} ({} of requests spike)",
-                    units::fmt_us(s.floor_us),
-                    pct(s.share)
+                text("check_spike_p99"),
+                fill(
+                    "check_spike_p99_expected",
+                    &[("floor", &us(s.floor_us)), ("share", &pct(s.share))],
                 ),
                 lat(f.p99),
                 f.p99 as f64 >= s.floor_us,
@@ -605,10 +596,11 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
 }
 
 fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
+    let tol = &DATA.tolerances;
     let mut out = Vec::new();
     out.push(check(
         case,
-        "retries lose no request: backend responses >= client responses".into(),
+        text("check_retries_lose_none"),
         format!(">= {}", count(f.requests)),
         count(f.backend_requests),
         f.backend_requests >= f.requests,
@@ -619,51 +611,56 @@ fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
     let slack = i64::from(f.connections) + (f.requests / 1000) as i64;
     out.push(check(
         case,
-        "the backends' extra responses are the retries nginx logged".into(),
-        format!(
-            "{} (attempts - lines in $upstream_addr) +/- {}",
-            count(f.retries()),
-            slack
+        text("check_extra_are_retries"),
+        fill(
+            "check_extra_are_retries_expected",
+            &[("retries", &count(f.retries())), ("slack", &slack)],
         ),
-        format!("{} extra responses", excess),
+        fill("check_extra_are_retries_actual", &[("excess", &excess)]),
         (excess - f.retries() as i64).abs() <= slack,
     ));
     out.push(check(
         case,
-        "with keepalive few upstream connections are opened".into(),
-        format!("<= {:.0}% of backend responses", KEEPALIVE_SHARE * 100.0),
-        format!(
-            "{} for {} ({})",
-            count(f.backend_connections),
-            count(f.backend_requests),
-            pct(f.conns_per_request())
+        text("check_few_connections"),
+        fill(
+            "check_few_connections_expected",
+            &[("share", &Cell::num(tol.keepalive_share * 100.0, 0))],
         ),
-        f.conns_per_request() <= KEEPALIVE_SHARE,
+        fill(
+            "check_few_connections_actual",
+            &[
+                ("connections", &count(f.backend_connections)),
+                ("responses", &count(f.backend_requests)),
+                ("pct", &pct(f.conns_per_request())),
+            ],
+        ),
+        f.conns_per_request() <= tol.keepalive_share,
     ));
     if let (Some(s), Some(rt)) = (f.spikes, f.read_timeout_us) {
         let spiked = s.share * f.lines_up as f64;
         out.push(check(
             case,
-            "every spike is cut by the read timeout and retried".into(),
-            format!(
-                ">= {:.0} retries ({:.0}% of the {} expected spikes)",
-                RETRIED_SPIKES * spiked,
-                RETRIED_SPIKES * 100.0,
-                pct(s.share)
+            text("check_spikes_retried"),
+            fill(
+                "check_spikes_retried_expected",
+                &[
+                    ("retries", &Cell::num(tol.retried_spikes * spiked, 0)),
+                    ("share", &Cell::num(tol.retried_spikes * 100.0, 0)),
+                    ("spikes", &pct(s.share)),
+                ],
             ),
             count(f.retries()),
-            f.retries() as f64 >= RETRIED_SPIKES * spiked,
+            f.retries() as f64 >= tol.retried_spikes * spiked,
         ));
         // A retried request costs the read timeout (on nginx's coarse clock) plus one ordinary
         // answer; p90 stands for an ordinary answer under whatever load the machine is under.
         let bound = rt + nginx_clock_tick_us() as f64 + 2.0 * f.p90 as f64;
         out.push(check(
             case,
-            "retries cut the tail: p99 <= read timeout + tick + 2 x p90".into(),
-            format!(
-                "<= {} (spikes take >= {})",
-                units::fmt_us(bound),
-                units::fmt_us(s.floor_us)
+            text("check_tail_cut"),
+            fill(
+                "check_tail_cut_expected",
+                &[("bound", &us(bound)), ("floor", &us(s.floor_us))],
             ),
             lat(f.p99),
             (f.p99 as f64) <= bound,
@@ -672,57 +669,70 @@ fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
     out
 }
 
+/// One case as the cross-case tables read it: its facts and the typed TIME_WAIT cell of its
+/// flow table (read at the end of the case, so it cannot be recomputed here).
+struct Summary {
+    name: String,
+    f: Facts,
+    time_wait: Cell,
+}
+
 /// Adds the cross-case tables (setups side by side with ratios against direct; non-2xx by
 /// origin; retries) to the last case, the run's findings, and the keepalive comparison checks.
 fn finish(scn: &Scenario, results: &mut RunResults) {
-    let mut all: Vec<(String, Facts, String)> = Vec::new();
+    let mut all: Vec<Summary> = Vec::new();
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
             continue;
         };
         if let Some(f) = Facts::new(spec, c) {
-            let tw = cell(c, TIME_WAIT_ROW).unwrap_or_else(|| "-".into());
-            all.push((c.name.clone(), f, tw));
+            let time_wait = c
+                .tables
+                .iter()
+                .find(|t| t.title.ends_with(FLOW))
+                .and_then(|t| t.row(TIME_WAIT_ROW))
+                .and_then(|r| r.get(1).cloned());
+            all.push(Summary {
+                name: c.name.clone(),
+                f,
+                time_wait: or_dash(time_wait),
+            });
         }
     }
     if all.is_empty() {
         return;
     }
-    all.sort_by(|a, b| (a.1.style(), a.1.setup).cmp(&(b.1.style(), b.1.setup)));
-    let direct = |style: &str| {
-        all.iter()
-            .find(|(_, f, _)| f.setup == Setup::Direct && f.style() == style)
-            .map(|(_, f, _)| f.clone())
-    };
-    let tables = vec![
-        comparison(&all, &direct),
-        origin_table(&all),
-        retry_table(&all),
-    ];
+    all.sort_by(|a, b| (a.f.style(), a.f.setup).cmp(&(b.f.style(), b.f.setup)));
+    let tables = vec![comparison(&all), origin_table(&all), retry_table(&all)];
     let mut findings = Vec::new();
     let mut checks = Vec::new();
     for style in ["cheap", "spiky"] {
         let of = |s: Setup| {
             all.iter()
-                .find(|(_, f, _)| f.setup == s && f.style() == style)
-                .map(|(_, f, _)| f)
+                .find(|x| x.f.setup == s && x.f.style() == style)
+                .map(|x| &x.f)
         };
-        if let (Some(d), Some(nk)) = (direct(style), of(Setup::NoKeepalive)) {
-            let mut s = format!(
-                "{style} backend: nginx without upstream keepalive served {} of direct's req/s at {} \
-                 its p50",
-                times(nk.rps, d.rps),
-                times(nk.p50 as f64, d.p50 as f64)
+        if let (Some(d), Some(nk)) = (of(Setup::Direct), of(Setup::NoKeepalive)) {
+            let mut s = fill(
+                "finding_ratios",
+                &[
+                    ("style", &style),
+                    ("rps", &times(nk.rps, d.rps)),
+                    ("p50", &times(nk.p50 as f64, d.p50 as f64)),
+                ],
             );
             for (setup, what) in [
-                (Setup::Keepalive, "with keepalive"),
-                (Setup::Retry, "with keepalive + retries"),
+                (Setup::Keepalive, "with_keepalive"),
+                (Setup::Retry, "with_retries"),
             ] {
                 if let Some(k) = of(setup) {
-                    s.push_str(&format!(
-                        "; {what} {} and {}",
-                        times(k.rps, d.rps),
-                        times(k.p50 as f64, d.p50 as f64)
+                    s.push_str(&fill(
+                        "finding_ratios_more",
+                        &[
+                            ("what", &text(what)),
+                            ("rps", &times(k.rps, d.rps)),
+                            ("p50", &times(k.p50 as f64, d.p50 as f64)),
+                        ],
                     ));
                 }
             }
@@ -732,39 +742,42 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         if let Some(nk) = of(Setup::NoKeepalive) {
             for setup in [Setup::Keepalive, Setup::Retry] {
                 if let Some(k) = of(setup) {
-                    let bound = KEEPALIVE_SHARE * nk.conns_per_request();
-                    checks.push(CheckResult {
-                        name: format!(
-                            "{style}: {} opens far fewer upstream connections than no keepalive",
-                            setup.label()
+                    let share = DATA.tolerances.keepalive_share;
+                    let bound = share * nk.conns_per_request();
+                    checks.push(run_check(
+                        fill(
+                            "check_keepalive_fewer",
+                            &[("style", &style), ("setup", &setup.label())],
                         ),
-                        case: None,
-                        expected: format!(
-                            "<= {:.4} per request ({:.0}% of no keepalive's {:.3})",
-                            bound,
-                            KEEPALIVE_SHARE * 100.0,
-                            nk.conns_per_request()
+                        fill(
+                            "check_keepalive_fewer_expected",
+                            &[
+                                ("bound", &Cell::num(bound, 4)),
+                                ("share", &Cell::num(share * 100.0, 0)),
+                                ("base", &Cell::num(nk.conns_per_request(), 3)),
+                            ],
                         ),
-                        actual: format!("{:.4} per request", k.conns_per_request()),
-                        pass: k.conns_per_request() <= bound,
-                    });
+                        fill(
+                            "check_keepalive_fewer_actual",
+                            &[("conns", &Cell::num(k.conns_per_request(), 4))],
+                        ),
+                        k.conns_per_request() <= bound,
+                    ));
                 }
             }
         }
         if style == "spiky" {
-            let p99 = |s: Setup| of(s).map(|f| lat(f.p99)).unwrap_or_else(|| "-".into());
+            let p99 = |s: Setup| or_dash(of(s).map(|f| lat(f.p99)));
             if let Some(r) = of(Setup::Retry) {
-                findings.push(format!(
-                    "spiky backend: p99 direct {}, nginx + keepalive {}, + retries with a {} read \
-                     timeout {}: the timeout cuts each spike and the retry lands on a backend that \
-                     answers in milliseconds, at the cost of {} extra upstream attempts.",
-                    p99(Setup::Direct),
-                    p99(Setup::Keepalive),
-                    r.read_timeout_us
-                        .map(units::fmt_us)
-                        .unwrap_or_else(|| "-".into()),
-                    lat(r.p99),
-                    count(r.retries())
+                findings.push(fill(
+                    "finding_spiky_p99",
+                    &[
+                        ("direct", &p99(Setup::Direct)),
+                        ("keepalive", &p99(Setup::Keepalive)),
+                        ("read_timeout", &or_dash(r.read_timeout_us.map(us))),
+                        ("retry", &lat(r.p99)),
+                        ("retries", &count(r.retries())),
+                    ],
                 ));
             }
         }
@@ -772,77 +785,15 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     if let Some(last) = results.cases.last_mut() {
         last.tables.extend(tables);
     }
-    findings.push(
-        "proxy-overhead: the side-by-side tables (ratios against direct, non-2xx by origin, \
-         retries) are at the end of the last case's section."
-            .into(),
-    );
+    findings.push(text("finding_where").into());
     results.findings.extend(findings);
     results.checks.extend(checks);
 }
 
-/// `a / b` as a multiplier, with the inverse when it is a drop: `0.14× (÷7.1)`.
-fn times(a: f64, b: f64) -> String {
-    if a <= 0.0 || b <= 0.0 {
-        return "-".into();
-    }
-    let r = a / b;
-    if r < 1.0 {
-        format!("{r:.2}× (÷{:.1})", 1.0 / r)
-    } else {
-        format!("{r:.2}×")
-    }
-}
-
-/// The value cell of the row labelled `row` in the case's flow table.
-fn cell(c: &CaseResult, row: &str) -> Option<String> {
-    c.tables
-        .iter()
-        .find(|t| t.title.ends_with(FLOW))?
-        .rows
-        .iter()
-        .find(|r| r.first().map(String::as_str) == Some(row))?
-        .get(1)
-        .cloned()
-}
-
-type Direct<'a> = dyn Fn(&str) -> Option<Facts> + 'a;
-
-fn comparison(all: &[(String, Facts, String)], direct: &Direct<'_>) -> Table {
-    let mut rows = Vec::new();
-    for (name, f, tw) in all {
-        let d = direct(f.style());
-        let vs = |a: f64, pick: fn(&Facts) -> f64| {
-            d.as_ref()
-                .map(|d| times(a, pick(d)))
-                .unwrap_or_else(|| "-".into())
-        };
-        rows.push(vec![
-            f.setup.label().to_string(),
-            f.style().to_string(),
-            name.clone(),
-            format!("{:.0}", f.rps),
-            vs(f.rps, |d| d.rps),
-            lat(f.p50),
-            vs(f.p50 as f64, |d| d.p50 as f64),
-            lat(f.p99),
-            vs(f.p99 as f64, |d| d.p99 as f64),
-            lat(f.max),
-            count(f.non_2xx),
-            count(f.errors),
-            format!("{:.4}", f.conns_per_request()),
-            tw.clone(),
-            if f.proxied() {
-                format!("{:.1}", f.cpu_us(f.cpu.nginx))
-            } else {
-                "-".into()
-            },
-        ]);
-    }
-    Table {
-        title: "All cases: setups side by side (ratios against direct with the same backends)"
-            .into(),
-        columns: [
+fn comparison(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("comparison_title"),
+        &[
             "Setup",
             "Backends",
             "Case",
@@ -858,95 +809,82 @@ fn comparison(all: &[(String, Facts, String)], direct: &Direct<'_>) -> Table {
             "Backend conns / response",
             "TIME_WAIT at backends",
             "nginx CPU µs / response",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes: vec![
-            "Ratios are against the direct case with the same backend style: a req/s of 0.20× \
-             (÷5.0) is the notes' \"RPS dropped 5×\", a p50 of 5.00× their \"latency went 5×\". \
-             The numbers come from one shared 2-core machine where nginx, the backends and the load \
-             generator take turns on the same cores, so nginx's CPU per request is itself a cut in \
-             req/s; other runs on the machine add noise, which is why no check here is about speed."
-                .into(),
-            "Without keepalive every request pays a new upstream TCP connection (one per response \
-             in the connections column): handshake, accept, close, and a TIME_WAIT socket (its \
-             column). Keepalive removes that per-request work and most of the drop; what remains \
-             is the proxy's own per-request CPU. `keepalive N` is a cache of N idle connections per \
-             worker, not a pool size: with fewer slots than requests in flight (the notes' 64 \
-             against 200 connections) the connections beyond it close after use and part of the \
-             churn returns, so this scenario gives it more slots than the load has connections. Retries with a tight read timeout leave the cheap \
-             backend's numbers alone and cut the spiky backend's tail to about the timeout plus one \
-             ordinary answer."
-                .into(),
         ],
+    );
+    for x in all {
+        let f = &x.f;
+        let d = all
+            .iter()
+            .find(|d| d.f.setup == Setup::Direct && d.f.style() == f.style())
+            .map(|d| &d.f);
+        let vs = |a: f64, pick: fn(&Facts) -> f64| or_dash(d.map(|d| times(a, pick(d))));
+        t.rows.push(vec![
+            Cell::text(f.setup.label()),
+            Cell::text(f.style()),
+            Cell::text(&x.name),
+            Cell::num(f.rps, 0),
+            vs(f.rps, |d| d.rps),
+            lat(f.p50),
+            vs(f.p50 as f64, |d| d.p50 as f64),
+            lat(f.p99),
+            vs(f.p99 as f64, |d| d.p99 as f64),
+            lat(f.max),
+            count(f.non_2xx),
+            count(f.errors),
+            Cell::num(f.conns_per_request(), 4),
+            x.time_wait.clone(),
+            if f.proxied() {
+                Cell::num(f.cpu_us(f.cpu.nginx), 1)
+            } else {
+                Cell::dash()
+            },
+        ]);
     }
+    t.notes = vec![
+        text("comparison_ratios").into(),
+        text("comparison_keepalive").into(),
+    ];
+    t
 }
 
-fn origin_table(all: &[(String, Facts, String)]) -> Table {
-    let rows = all
-        .iter()
-        .map(|(name, f, _)| {
-            vec![
-                name.clone(),
-                count(f.non_2xx),
-                origins(f),
-                count(f.connect_errors),
-                if f.other_errors.is_empty() {
-                    "0".into()
-                } else {
-                    f.other_errors
-                        .iter()
-                        .map(|(k, n)| format!("{k}: {}", count(*n)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                },
-            ]
-        })
-        .collect();
-    Table {
-        title: "All cases: non-2xx by origin and client-side failures".into(),
-        columns: [
+fn origin_table(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("origin_title"),
+        &[
             "Case",
             "Non-2xx at the client",
             "By origin (nginx access log)",
             "Client connect failures",
             "Other client errors",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes: vec![
-            "Origin: \"proxy\" when nginx answered itself (502 when the upstream connection failed, \
-             504 when it timed out on every attempt, 503 when no upstream was live), \"upstream\" \
-             when the backend's own status passed through. Client connect failures are the load's \
-             connect errors (refused, timed out, or no address or file descriptor left), which in \
-             the notes were accept queues overflowing; they never reach nginx's log."
-                .into(),
         ],
+    );
+    for x in all {
+        let f = &x.f;
+        t.rows.push(vec![
+            Cell::text(&x.name),
+            count(f.non_2xx),
+            origins(f),
+            count(f.connect_errors),
+            if f.other_errors.is_empty() {
+                Cell::Count(0)
+            } else {
+                Cell::list(
+                    f.other_errors
+                        .iter()
+                        .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
+                    ", ",
+                )
+            },
+        ]);
     }
+    t.notes = vec![text("origin_note").into()];
+    t
 }
 
-fn retry_table(all: &[(String, Facts, String)]) -> Table {
-    let rows = all
-        .iter()
-        .filter(|(_, f, _)| f.proxied())
-        .map(|(name, f, _)| {
-            vec![
-                name.clone(),
-                count(f.requests),
-                count(f.lines),
-                count(f.attempts),
-                count(f.retries()),
-                count(f.timeouts_logged),
-                count(f.backend_requests),
-                format!("{:+}", f.backend_requests as i64 - f.requests as i64),
-            ]
-        })
-        .collect();
-    Table {
-        title: "All cases: requests, attempts and retries".into(),
-        columns: [
+fn retry_table(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("retry_title"),
+        &[
             "Case",
             "Client responses",
             "nginx lines",
@@ -955,20 +893,24 @@ fn retry_table(all: &[(String, Facts, String)]) -> Table {
             "Timeouts logged",
             "Backend responses",
             "Backend - client",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-        notes: vec![
-            "Every attempt is one address in $upstream_addr (\"a, b\" for a request retried once). \
-             A retry is paid by the backends, not lost: the timed-out attempt is still answered, to \
-             a closed connection, so backend responses exceed client responses by the retries (and \
-             by the few requests in flight when the load stopped)."
-                .into(),
         ],
+    );
+    for x in all.iter().filter(|x| x.f.proxied()) {
+        let f = &x.f;
+        t.rows.push(vec![
+            Cell::text(&x.name),
+            count(f.requests),
+            count(f.lines),
+            count(f.attempts),
+            count(f.retries()),
+            count(f.timeouts_logged),
+            count(f.backend_requests),
+            Cell::Signed(f.backend_requests as i64 - f.requests as i64),
+        ]);
     }
+    t.notes = vec![text("retry_note").into()];
+    t
 }
-
 /// The `overhead` analysis, registered in [`super::ALL`].
 pub struct Overhead;
 
@@ -1019,12 +961,9 @@ mod tests {
     }
 
     #[test]
-    fn ratios_print_drops_with_their_inverse() {
-        assert_eq!(times(20.0, 100.0), "0.20× (÷5.0)");
-        assert_eq!(times(500.0, 100.0), "5.00×");
-        assert_eq!(times(0.0, 100.0), "-");
-        assert_eq!(count(1_234_567), "1,234,567");
-        assert_eq!(count(999), "999");
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert!(DATA.tolerances.little > 0.0);
+        common::assert_keys("overhead", &DATA.text, &[include_str!("overhead.rs")]);
     }
 
     #[test]

@@ -22,12 +22,14 @@ mod plan;
 mod replicas;
 mod summary;
 mod tables;
+mod text;
 
 use super::Records;
 use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};
 use ledger::{Ledger, LoadBooks};
-use model::{CaseResult, CheckResult, RunResults, Series};
+use model::{CaseResult, Cell, CheckResult, RunResults, Series};
 use plan::{Plan, What};
+use text::{fill, text};
 
 /// nginx's master sleeps this long between starting new workers and telling old ones to quit.
 pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
@@ -90,11 +92,7 @@ fn case(
         .findings
         .extend(findings(&plan, &books, &ledger, &lives));
     if plan.mismatch {
-        result.findings.push(
-            "scaling analysis: an action failed or did not fire as planned; the attribution of \
-             failures to actions may be off."
-                .into(),
-        );
+        result.findings.push(text("mismatch").into());
     }
     checks::all(&case.name, &plan, &ledger, &books)
 }
@@ -132,27 +130,39 @@ fn findings(
             .filter(|r| r.started.is_some())
             .map(|r| r.requests)
             .sum();
-        out.push(format!(
-            "Scaling up {} -> {} lost {lost} of {attempts} requests: the new sockets joined the \
-             reuseport group without touching established connections, and the new replicas \
-             served {:.1}% of requests by the end, reached only as clients reconnected.",
-            plan.replicas_at_start,
-            plan.fired
-                .iter()
-                .rev()
-                .find(|f| f.what == What::ReplicasUp)
-                .map_or(0, |f| f.to),
-            if served > 0 {
-                100.0 * newcomers as f64 / served as f64
-            } else {
-                0.0
-            }
+        out.push(fill(
+            "finding_up",
+            &[
+                ("from", &plan.replicas_at_start),
+                (
+                    "to",
+                    &plan
+                        .fired
+                        .iter()
+                        .rev()
+                        .find(|f| f.what == What::ReplicasUp)
+                        .map_or(0, |f| f.to),
+                ),
+                ("lost", &lost),
+                ("attempts", &attempts),
+                (
+                    "share",
+                    &Cell::num(
+                        if served > 0 {
+                            100.0 * newcomers as f64 / served as f64
+                        } else {
+                            0.0
+                        },
+                        1,
+                    ),
+                ),
+            ],
         ));
     }
     for (mode, how) in [
-        (StopSpec::Graceful, "gracefully (SIGQUIT)"),
-        (StopSpec::Kill, "with SIGKILL"),
-        (StopSpec::Fast, "with SIGTERM"),
+        (StopSpec::Graceful, "how_graceful"),
+        (StopSpec::Kill, "how_kill"),
+        (StopSpec::Fast, "how_fast"),
     ] {
         let n = plan.stopped(mode);
         if n == 0 {
@@ -162,18 +172,22 @@ fn findings(
             .iter()
             .map(|b| b.owned_by(plan, |w| w == What::ReplicasDown(mode)))
             .sum();
-        let mut s =
-            format!("Stopping {n} replica(s) {how} lost {owned} of {attempts} requests ({causes})");
+        let mut s = fill(
+            "finding_stop",
+            &[
+                ("n", &n),
+                ("how", &text(how)),
+                ("owned", &owned),
+                ("attempts", &attempts),
+                ("causes", &causes),
+            ],
+        );
         if mode == StopSpec::Graceful {
-            s.push_str(
-                ": in-flight requests were answered, and only requests that crossed a keep-alive \
-                 close (or waited in a closing accept queue) were lost.",
-            );
+            s.push_str(text("finding_stop_graceful"));
         } else {
-            s.push_str(&format!(
-                ": requests in flight died with the workers, and {} backend answer(s) died \
-                 inside nginx.",
-                l.lost_in_nginx().max(0)
+            s.push_str(&fill(
+                "finding_stop_kill",
+                &[("died", &l.lost_in_nginx().max(0))],
             ));
         }
         out.push(s);
@@ -202,49 +216,62 @@ fn findings(
                 g.n - g.early
             })
             .sum();
-        out.push(format!(
-            "Removing {n} backend(s) by {how}: nginx logged {} error/warn line(s) and passed {} \
-             request(s) to another backend; clients lost {owned} request(s) to the backend \
-             changes ({causes}), {late} of them sent at least {:.0} ms after a SIGHUP, when old \
-             workers close their keep-alive connections.",
-            l.error_warn,
-            l.retried,
-            OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS
+        out.push(fill(
+            "finding_backends",
+            &[
+                ("n", &n),
+                ("how", &how),
+                ("lines", &l.error_warn),
+                ("retried", &l.retried),
+                ("owned", &owned),
+                ("causes", &causes),
+                ("late", &late),
+                ("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0)),
+            ],
         ));
     }
     if plan.has(|w| w == What::Reload) {
         let hups = plan.sighups();
         for b in books {
             let idle = b.cause("read_idle_closed");
+            let rate = |n: u64, d: u8| {
+                Cell::num(n as f64 / (b.connections as f64 * hups.max(1) as f64), d)
+            };
             out.push(if b.open {
-                format!(
-                    "{}: {hups} reloads over {} mostly idle keep-alive connections cost {} \
-                     request(s) ({:.3} per connection per reload); the client reopened {} \
-                     connections the old workers closed while idle{}.",
-                    b.name,
-                    b.connections,
-                    b.broken(),
-                    b.broken() as f64 / (b.connections as f64 * hups.max(1) as f64),
-                    b.connects.saturating_sub(b.connections),
-                    match b.late_max_ms {
-                        Some(ms) if b.broken() > 0 && ms >= 1.0 => format!(
-                            "; requests were lost when the client sent them before reading the \
-                             closes (its schedule ran up to {ms:.0} ms late)"
-                        ),
-                        _ => String::new(),
+                let late = match b.late_max_ms {
+                    Some(ms) if b.broken() > 0 && ms >= 1.0 => {
+                        fill("finding_reload_late", &[("ms", &Cell::num(ms, 0))])
                     }
+                    _ => String::new(),
+                };
+                fill(
+                    "finding_reload_idle",
+                    &[
+                        ("load", &b.name),
+                        ("hups", &hups),
+                        ("connections", &b.connections),
+                        ("lost", &b.broken()),
+                        ("rate", &rate(b.broken(), 3)),
+                        ("reopened", &b.connects.saturating_sub(b.connections)),
+                        ("late", &late),
+                    ],
                 )
             } else {
-                format!(
-                    "{}: {hups} reloads over {} busy keep-alive connections cost {idle} \
-                     read_idle_closed ({:.2} per connection per reload), the earliest {} after \
-                     SIGHUP.",
-                    b.name,
-                    b.connections,
-                    idle as f64 / (b.connections as f64 * hups.max(1) as f64),
-                    b.sighup_gaps(plan, |w| w == What::Reload)
-                        .earliest
-                        .map_or("-".to_string(), |g| format!("{g:.0} ms"))
+                fill(
+                    "finding_reload_busy",
+                    &[
+                        ("load", &b.name),
+                        ("hups", &hups),
+                        ("connections", &b.connections),
+                        ("idle", &idle),
+                        ("rate", &rate(idle, 2)),
+                        (
+                            "earliest",
+                            &b.sighup_gaps(plan, |w| w == What::Reload)
+                                .earliest
+                                .map_or("-".to_string(), |g| format!("{g:.0} ms")),
+                        ),
+                    ],
                 )
             });
         }
@@ -252,15 +279,9 @@ fn findings(
     let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
     let slowest = lives.iter().map(|r| r.slowest_ms).fold(0.0, f64::max);
     out.push(if flaps == 0 {
-        format!(
-            "No replica failed a readiness probe under load; the slowest answer took {slowest:.1} \
-             ms against the 1 s timeout."
-        )
+        fill("finding_no_flaps", &[("slowest", &Cell::num(slowest, 1))])
     } else {
-        format!(
-            "Replicas flapped {flaps} time(s) under load: a readiness probe got no answer within \
-             1 s while the replica was serving."
-        )
+        fill("finding_flaps", &[("flaps", &flaps)])
     });
     out
 }

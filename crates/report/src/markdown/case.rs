@@ -428,7 +428,7 @@ fn tables(out: &mut String, c: &CaseResult) {
         let _ = writeln!(out, "### {}\n", tb.title.trim());
         let mut t = Table::verbatim(&tb.columns);
         for row in &tb.rows {
-            t.row(row.iter());
+            t.row(row.iter().map(|c| c.to_string()));
         }
         out.push_str(&t.render());
         out.push('\n');

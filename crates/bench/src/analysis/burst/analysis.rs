@@ -6,13 +6,12 @@ use super::measured::Measured;
 use super::prediction::{even_cycle, mixed_cycle, sigma, Lateness, Prediction};
 use super::text::{cycles, fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
 use super::{
-    model_limit, DRIFT, JITTER_RUNS, LOG_CLOCK_US, MODEL, PHASES, REPORT, SERIES_POINTS, SIGMAS,
+    model_limit, sigmas, DRIFT, JITTER_RUNS, LOG_CLOCK_US, MODEL, PHASES, REPORT, SERIES_POINTS,
 };
 use crate::scenario::{ArrivalsSpec, LoadSpec};
 use crate::theory::limit_req::{self, Limit, Outcome};
-use model::{LoadSummary, LogSummary, RequestRecord, Series, Table};
+use model::{Cell, LoadSummary, LogSummary, RequestRecord, Series, Table};
 use proxy::config::RateLimit;
-use std::fmt::Write;
 
 /// One case's measurements and prediction, with what the report and the checks need.
 pub(super) struct Analysis<'a> {
@@ -161,20 +160,21 @@ impl<'a> Analysis<'a> {
     }
 
     /// vegeta's latency cell: mean, p50, p95, p99, max.
-    pub(super) fn latency_cells(&self) -> String {
+    pub(super) fn latency_cells(&self) -> Cell {
         let l = &self.summary.latency;
         let p = |q: f64| {
             l.percentile(q)
-                .map(|v| units::fmt_us(v as f64))
-                .unwrap_or_else(|| "-".into())
+                .map_or_else(Cell::dash, |v| Cell::Us(v as f64))
         };
-        format!(
-            "{}, {}, {}, {}, {}",
-            units::fmt_us(l.mean_us),
-            p(50.0),
-            p(95.0),
-            p(99.0),
-            units::fmt_us(l.max_us as f64)
+        Cell::list(
+            [
+                Cell::Us(l.mean_us),
+                p(50.0),
+                p(95.0),
+                p(99.0),
+                Cell::Us(l.max_us as f64),
+            ],
+            ", ",
         )
     }
 
@@ -194,38 +194,32 @@ impl<'a> Analysis<'a> {
                     .map(|(k, c)| format!("{}:{c}", k.name())),
             )
             .collect();
-        let row = |a: &str, b: String| vec![a.to_string(), b];
+        let row = |a: &str, b: Cell| vec![Cell::text(a), b];
+        let secs = |s: f64| Cell::num_unit(s, 2, "s");
         Table {
             title: format!("{case}: {REPORT}"),
             columns: vec!["Metric".into(), "Value".into()],
             rows: vec![
                 row(
-                    "Requests [total, rate, throughput]",
-                    format!(
-                        "{n}, {:.2}, {:.2}",
-                        n as f64 / self.attack_s.max(1e-9),
-                        self.m.ok() as f64 / self.total_s.max(1e-9)
+                    REQUESTS_ROW,
+                    Cell::list(
+                        [
+                            Cell::Int(n as i64),
+                            Cell::num(n as f64 / self.attack_s.max(1e-9), 2),
+                            Cell::num(self.m.ok() as f64 / self.total_s.max(1e-9), 2),
+                        ],
+                        ", ",
                     ),
                 ),
                 row(
-                    "Duration [total, attack, wait]",
-                    format!(
-                        "{}, {}, {}",
-                        secs(self.total_s),
-                        secs(self.attack_s),
-                        secs(wait)
-                    ),
+                    DURATION_ROW,
+                    Cell::list([secs(self.total_s), secs(self.attack_s), secs(wait)], ", "),
                 ),
-                row("Latencies [mean, 50, 95, 99, max]", self.latency_cells()),
-                row("Success [ratio]", format!("{:.2}%", pct(self.m.ok(), n))),
-                row("Status Codes [code:count]", codes.join("  ")),
+                row(LATENCY_ROW, self.latency_cells()),
+                row(SUCCESS_ROW, Cell::num_unit(pct(self.m.ok(), n), 2, "%")),
+                row(CODES_ROW, Cell::text(codes.join("  "))),
             ],
-            notes: vec![format!(
-                "As vegeta reports it: rate is requests per second of the planned attack, \
-                 throughput is 2xx answers per second of the total (first send to last answer), \
-                 wait is what the total runs past the attack. Latency counts from each request's \
-                 intended send time."
-            )],
+            notes: vec![text("report_note").into()],
         }
     }
 
@@ -236,102 +230,101 @@ impl<'a> Analysis<'a> {
         let range = |a: String, b: String| if a == b { a } else { format!("{a} .. {b}") };
         let nginx_ok = log_count(logs, "PASSED") + log_count(logs, "DELAYED");
         let (tlo, thi) = self.predicted_total_s();
-        let row = |q: &str, pr: String, me: String, ng: String| vec![q.to_string(), pr, me, ng];
         let mut rows = vec![
-            row(
+            row4(
                 "Requests",
-                n.to_string(),
-                n.to_string(),
-                logs.access_lines.to_string(),
+                Cell::Int(n as i64),
+                Cell::Int(n as i64),
+                Cell::Int(logs.access_lines as i64),
             ),
-            row(
-                "Accepted (2xx)",
+            row4(
+                ACCEPTED_ROW,
                 range(plo.to_string(), phi.to_string()),
-                self.m.ok().to_string(),
+                Cell::Int(self.m.ok() as i64),
                 format!(
                     "{nginx_ok} (PASSED {}, DELAYED {})",
                     log_count(logs, "PASSED"),
                     log_count(logs, "DELAYED")
                 ),
             ),
-            row(
+            row4(
                 "Accepted, arrivals exactly on time",
                 range(self.p().lo.to_string(), self.p().hi.to_string()),
-                "-".into(),
-                "-".into(),
+                "-",
+                "-",
             ),
-            row(
+            row4(
                 &format!("Rejected ({})", self.rl.status),
                 range((n - phi).to_string(), (n - plo).to_string()),
                 self.m.limited.to_string(),
                 log_count(logs, "REJECTED").to_string(),
             ),
-            row(
+            row4(
                 "Success ratio",
                 range(
                     format!("{:.2}%", pct(plo, n)),
                     format!("{:.2}%", pct(phi, n)),
                 ),
                 format!("{:.2}%", pct(self.m.ok(), n)),
-                "-".into(),
+                "-",
             ),
-            row(
-                "Throughput (2xx per second of total)",
+            row4(
+                THROUGHPUT_ROW,
                 range(
                     format!("{:.2}", plo as f64 / thi.max(1e-9)),
                     format!("{:.2}", phi as f64 / tlo.max(1e-9)),
                 ),
                 format!("{:.2}", self.m.ok() as f64 / self.total_s.max(1e-9)),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Total (first send to last answer)",
                 range(secs(tlo), secs(thi)),
                 secs(self.total_s),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Drain after the attack",
                 range(
                     secs((tlo - self.attack_s).max(0.0)),
                     secs((thi - self.attack_s).max(0.0)),
                 ),
                 secs((self.total_s - self.attack_s).max(0.0)),
-                "-".into(),
+                "-",
             ),
-            row(
+            row4(
                 "Deepest queue",
                 self.p().max_queue().to_string(),
                 format!("{} in flight", self.m.max_in_flight()),
-                "-".into(),
+                "-",
             ),
         ];
         if self.p().delayed() > 0 {
-            rows.push(row(
+            rows.push(row4(
                 "Throughput first to last 2xx",
                 format!("{:.2}", self.limit.rate),
                 self.queued_throughput()
                     .map(|t| format!("{t:.3}"))
                     .unwrap_or_else(|| "-".into()),
-                "-".into(),
+                "-",
             ));
         }
         if self.poisson() && self.limit.burst == 0 {
             let p = limit_req::poisson_burst0_ratio(self.limit.rate, self.attack_rate());
-            rows.push(row(
+            rows.push(row4(
                 "Poisson closed form 1/(1 + rate x gap)",
-                format!("{:.2}% ± {:.2}%", p * 100.0, SIGMAS * sigma(p, n) * 100.0),
+                format!("{:.2}% ± {:.2}%", p * 100.0, sigmas() * sigma(p, n) * 100.0),
                 format!("{:.2}%", pct(self.m.ok(), n)),
-                "-".into(),
+                "-",
             ));
         }
         if self.limit.burst == 0 && !self.poisson() && self.attack_rate() >= self.limit.rate {
             let (_, mean) = mixed_cycle(self.attack_rate(), self.limit.rate, self.tick_us);
-            rows.push(row(
+            rows.push(row4(
                 "Accepted, phase fully jittered (closed form)",
                 format!("{:.1}", n as f64 / mean),
                 self.m.ok().to_string(),
-                "-".into(),
+                "-",
             ));
         }
         if self.limit.burst == 0 {
@@ -342,60 +335,58 @@ impl<'a> Analysis<'a> {
                 .iter()
                 .map(|o| !matches!(o, Outcome::Rejected))
                 .collect();
-            rows.push(row(
+            rows.push(row4(
                 "Arrivals per accepted request (cycles)",
                 format!("{} (on time, phase 0)", cycles(&model)),
                 cycles(self.logged().map_or(&self.m.accepted, |l| &l.accepted)),
-                "-".into(),
+                "-",
             ));
         }
-        rows.push(row(
+        rows.push(row4(
             "Decisions unlike the best-matching phase",
-            "0".into(),
+            "0",
             format!("{} of {n}", self.p().best_mismatch),
-            "-".into(),
+            "-",
         ));
         let what = match &self.nginx {
-            Ok(_) => format!(
-                "the arrival times nginx logged for these {n} requests ($msec - $request_time, \
-                 whole milliseconds; a stall of the client or of nginx is in them)"
-            ),
-            Err(e) => format!(
-                "these {n} requests' intended send times, because the access log gave no arrival \
-                 times ({e}), so the checks fail"
-            ),
+            Ok(_) => fill("what_logged", &[("n", &n)]),
+            Err(e) => fill("what_sent", &[("n", &n), ("error", e)]),
         };
         let jitter = match &self.nginx {
-            Ok(_) => "each arrival read up to the millisecond the log truncates later".to_string(),
-            Err(_) => format!(
-                "each arrival read up to a tick late, and as many with the schedule's share of \
-                 late sends, each up to its 99th-percentile lateness of {} ms, later",
-                fmt_ms(self.p().jitter_us)
-            ),
+            Ok(_) => text("jitter_logged").to_string(),
+            Err(_) => fill("jitter_sent", &[("jitter", &fmt_ms(self.p().jitter_us))]),
         };
         let clock = match &self.nginx {
-            Ok(_) => "on limit_req's millisecond clock (nginx's CLOCK_MONOTONIC, read in the same \
-                      event-loop turn as the logged wall-clock time, at a sub-millisecond offset \
-                      the log cannot show)"
-                .to_string(),
-            Err(_) => format!("on a {} ms clock grid", fmt_ms(self.tick_us)),
+            Ok(_) => text("clock_logged").to_string(),
+            Err(_) => fill("clock_sent", &[("tick", &fmt_ms(self.tick_us))]),
         };
-        let mut notes = vec![format!(
-            "Predicted: the limit_req algorithm (rate {} r/s, burst {}, {}) replayed over {what}, \
-             {clock}. At {PHASES} phases of the clock it accepts {}; with jitter ({JITTER_RUNS} \
-             random draws of the phase, {jitter}), {}. The decisions row counts requests whose \
-             fate differs from the model at its best-matching phase. nginx's own view is its \
-             access log's $limit_req_status. The model on the intended send times is in the \
-             drift table.",
-            fmt_rate(self.limit.rate),
-            self.limit.burst,
-            if self.limit.delay == 0 {
-                "queued requests delayed".to_string()
-            } else {
-                format!("delay {}", self.limit.delay)
-            },
-            range(self.p().lo.to_string(), self.p().hi.to_string()),
-            range(self.p().env_lo.to_string(), self.p().env_hi.to_string()),
+        let mut notes = vec![fill(
+            "predicted",
+            &[
+                ("rate", &fmt_rate(self.limit.rate)),
+                ("burst", &self.limit.burst),
+                (
+                    "delay",
+                    &if self.limit.delay == 0 {
+                        text("queued_delayed").to_string()
+                    } else {
+                        format!("delay {}", self.limit.delay)
+                    },
+                ),
+                ("what", &what),
+                ("clock", &clock),
+                ("phases", &PHASES),
+                (
+                    "on_time",
+                    &range(self.p().lo.to_string(), self.p().hi.to_string()),
+                ),
+                ("runs", &JITTER_RUNS),
+                ("jitter", &jitter),
+                (
+                    "jittered",
+                    &range(self.p().env_lo.to_string(), self.p().env_hi.to_string()),
+                ),
+            ],
         )];
         notes.push(self.explain());
         Table {
@@ -420,10 +411,9 @@ impl<'a> Analysis<'a> {
                 format!("{a} .. {b}")
             }
         };
-        let row = |q: &str, a: String, b: String, c: String| vec![q.to_string(), a, b, c];
         let dash = || "-".to_string();
-        let mut rows = vec![row(
-            "Accepted (2xx)",
+        let mut rows = vec![row4(
+            ACCEPTED_ROW,
             range(s.env_lo, s.env_hi),
             self.nginx
                 .as_ref()
@@ -434,19 +424,19 @@ impl<'a> Analysis<'a> {
             let (dlo, dhi) = self.drift();
             let tick_ms = self.tick_us.div_ceil(1000);
             rows.extend([
-                row(
+                row4(
                     "Accepted, arrivals exactly on time",
                     range(s.lo, s.hi),
                     range(p.lo, p.hi),
                     dash(),
                 ),
-                row(
+                row4(
                     "Decisions unlike the best-matching phase",
                     format!("{} of {n}", s.best_mismatch),
                     format!("{} of {}", p.best_mismatch, l.n()),
                     dash(),
                 ),
-                row(
+                row4(
                     "Prediction moved by the drift (nginx less send times)",
                     dash(),
                     if dlo == dhi {
@@ -456,13 +446,13 @@ impl<'a> Analysis<'a> {
                     },
                     dash(),
                 ),
-                row(
+                row4(
                     "Arrival delay after the intended send, largest (ms)",
                     dash(),
                     l.max_delay_ms().to_string(),
                     dash(),
                 ),
-                row(
+                row4(
                     &format!("Arrivals delayed over a tick ({tick_ms} ms)"),
                     format!("{} sends over 1 ms late", self.late()),
                     l.delayed_beyond(tick_ms).to_string(),
@@ -481,14 +471,7 @@ impl<'a> Analysis<'a> {
             .map(String::from)
             .to_vec(),
             rows,
-            notes: vec![format!(
-                "Informative: the same model on the requests' intended send times (phases, a \
-                 tick of read jitter and the schedule's late sends) and on the times nginx read \
-                 them. The checks judge by nginx's arrivals, so a stall of the generator or of \
-                 the machine moves the prediction, not the verdict; this table shows by how much. \
-                 Delays pair intended sends and nginx's arrivals by rank and take out the least \
-                 (the two clocks' offset); millisecond resolution."
-            )],
+            notes: vec![text("drift_note").into()],
         }
     }
 
@@ -504,103 +487,94 @@ impl<'a> Analysis<'a> {
         if burst == 0 && !self.poisson() {
             let g = 1000.0 / arr;
             if g >= clock_gap + tick_ms {
-                return format!(
-                    "Arrivals {g:.1} ms apart are always further apart than the {gap_ms} ms \
-                     (ceil(1000/rate)) the limiter needs between accepted requests, even read on a \
-                     {} ms clock: every request passes.",
-                    fmt_ms(self.tick_us)
+                return fill(
+                    "explain_all_pass",
+                    &[
+                        ("g", &Cell::num(g, 1)),
+                        ("gap_ms", &gap_ms),
+                        ("tick", &fmt_ms(self.tick_us)),
+                    ],
                 );
             }
             let (jmin, jmax) = even_cycle(arr, rate, self.tick_us);
             let at_limit = (arr - rate).abs() < 1e-9;
-            let mut s = format!(
-                "With burst 0 nginx refuses a request that comes sooner than {gap_ms} ms \
-                 (ceil(1000/rate)) after the last accepted one, and a refusal leaves its state \
-                 untouched. Its clock moves in {} ms ticks, so a real gap of {g:.1} ms reads as a \
-                 multiple of {} and must read {clock_gap:.0} ms: after each accepted arrival the \
-                 {} one passes or, when the tick boundaries fall the other way, the {} one. \
-                 Between every {} and every {} arrival passes, {:.2} to {:.2} r/s.",
-                fmt_ms(self.tick_us),
-                fmt_ms(self.tick_us),
-                ordinal(jmin),
-                ordinal(jmax),
-                ordinal(jmin),
-                ordinal(jmax),
-                arr / jmax as f64,
-                arr / jmin as f64,
+            let mut s = fill(
+                "explain_even",
+                &[
+                    ("gap_ms", &gap_ms),
+                    ("tick", &fmt_ms(self.tick_us)),
+                    ("g", &Cell::num(g, 1)),
+                    ("clock_gap", &Cell::num(clock_gap, 0)),
+                    ("jmin", &ordinal(jmin)),
+                    ("jmax", &ordinal(jmax)),
+                    ("lo", &Cell::num(arr / jmax as f64, 2)),
+                    ("hi", &Cell::num(arr / jmin as f64, 2)),
+                ],
             );
             let (q, mean) = mixed_cycle(arr, rate, self.tick_us);
-            let _ = write!(
-                s,
-                " Held still against the tick, the phase settles into a fixed pattern (the on-time \
-                 range). Jittered by a tick or more, which nginx's coarse clock on a busy machine \
-                 does on its own, each boundary falls the early way with probability {:.2}: \
-                 {mean:.2} arrivals per accepted request, {:.2} r/s, a success ratio of {:.2}%.",
-                q,
-                arr / mean,
-                100.0 / mean
-            );
+            s.push_str(&fill(
+                "explain_jitter",
+                &[
+                    ("q", &Cell::num(q, 2)),
+                    ("mean", &Cell::num(mean, 2)),
+                    ("rate", &Cell::num(arr / mean, 2)),
+                    ("ratio", &Cell::num(100.0 / mean, 2)),
+                ],
+            ));
             if at_limit {
-                s.push_str(
-                    " At exactly the limit's rate the still phase passes 2 in 3 (the write-up's \
-                     66.11%) and full jitter 3 in 5; a generator that reports 100% at the limit is \
-                     hitting a location answered by `return`, which runs in the rewrite phase, \
-                     before limit_req, and is never limited.",
-                );
+                s.push_str(text("explain_at_limit"));
             } else {
-                s.push_str(" The write-up's run at 9 r/s saw 2.42 r/s.");
+                s.push_str(text("explain_write_up"));
             }
             return s;
         }
         if burst == 0 {
             let p = limit_req::poisson_burst0_ratio(rate, arr);
-            return format!(
-                "Poisson arrivals, burst 0: after each accepted request the limiter refuses \
-                 everything for {gap_ms} ms (on average {:.0} ms on the {} ms clock: \
-                 (ceil(gap/tick) - 1/2) ticks), then the next arrival comes an exponential wait \
-                 later (mean {:.0} ms). Accepted per second = 1/(gap + 1/rate) = {:.2} r/s, a \
-                 success ratio of {:.2}%, whatever the evenly paced case gets at the same mean \
-                 rate: the limiter judges gaps, not averages.",
-                (k - 0.5) * tick_ms,
-                fmt_ms(self.tick_us),
-                1000.0 / arr,
-                p * arr,
-                p * 100.0
+            return fill(
+                "explain_poisson",
+                &[
+                    ("gap_ms", &gap_ms),
+                    ("avg", &Cell::num((k - 0.5) * tick_ms, 0)),
+                    ("tick", &fmt_ms(self.tick_us)),
+                    ("wait", &Cell::num(1000.0 / arr, 0)),
+                    ("accepted", &Cell::num(p * arr, 2)),
+                    ("ratio", &Cell::num(p * 100.0, 2)),
+                ],
             );
         }
         let excess = (arr - rate).max(0.0);
         let whole = excess * self.attack_s;
         if whole <= burst as f64 {
-            format!(
-                "The queue grows at {:.0} - {} = {:.0} r/s for {} and holds {:.0} requests at the \
-                 end, under the burst of {burst}: nothing overflows and every request passes, but \
-                 nginx releases queued requests at {} r/s, so the last one waits {:.0} s and the \
-                 run lasts about {:.0} s; throughput is the limit's rate the whole time.",
-                arr,
-                fmt_rate(rate),
-                excess,
-                secs(self.attack_s),
-                whole,
-                fmt_rate(rate),
-                whole / rate,
-                self.attack_s + whole / rate
+            fill(
+                "explain_queue_holds",
+                &[
+                    ("arr", &Cell::num(arr, 0)),
+                    ("rate", &fmt_rate(rate)),
+                    ("excess", &Cell::num(excess, 0)),
+                    ("attack", &secs(self.attack_s)),
+                    ("whole", &Cell::num(whole, 0)),
+                    ("burst", &burst),
+                    ("wait", &Cell::num(whole / rate, 0)),
+                    ("total", &Cell::num(self.attack_s + whole / rate, 0)),
+                ],
             )
         } else {
-            format!(
-                "The queue grows at {:.0} - {} = {:.0} r/s and is full ({burst}) after {:.1} s; \
-                 from then on an arrival finds room only when one has left, at {} r/s, and the \
-                 rest are refused. Accepted = rate x attack + burst = {:.0} x {} + {burst} = {:.0}; \
-                 the queue drains {:.1} s after the attack, so successes = rate x (attack + \
-                 drain) and throughput is the limit's rate throughout.",
-                arr,
-                fmt_rate(rate),
-                excess,
-                burst as f64 / excess.max(1e-9),
-                fmt_rate(rate),
-                rate,
-                secs(self.attack_s),
-                rate * self.attack_s + burst as f64,
-                burst as f64 / rate
+            fill(
+                "explain_queue_overflows",
+                &[
+                    ("arr", &Cell::num(arr, 0)),
+                    ("rate", &fmt_rate(rate)),
+                    ("excess", &Cell::num(excess, 0)),
+                    ("burst", &burst),
+                    ("full", &Cell::num(burst as f64 / excess.max(1e-9), 1)),
+                    ("rate_num", &Cell::num(rate, 0)),
+                    ("attack", &secs(self.attack_s)),
+                    (
+                        "accepted",
+                        &Cell::num(rate * self.attack_s + burst as f64, 0),
+                    ),
+                    ("drain", &Cell::num(burst as f64 / rate, 1)),
+                ],
             )
         }
     }
@@ -648,36 +622,76 @@ impl<'a> Analysis<'a> {
                 format!("{a} to {b}")
             }
         };
+        let pct_ok = Cell::num(pct(self.m.ok(), n), 2);
         let mut f = vec![match &self.nginx {
-            Ok((l, p)) => format!(
-                "{} of {n} requests passed ({:.2}%); the limit_req model gives {} on the arrival \
-                 times nginx logged ({} on the intended send times; arrivals up to {} ms later \
-                 than intended).",
-                self.m.ok(),
-                pct(self.m.ok(), n),
-                range(p.env_lo, p.env_hi),
-                range(self.sent.env_lo, self.sent.env_hi),
-                l.max_delay_ms()
+            Ok((l, p)) => fill(
+                "finding_case",
+                &[
+                    ("ok", &self.m.ok()),
+                    ("n", &n),
+                    ("pct", &pct_ok),
+                    ("model", &range(p.env_lo, p.env_hi)),
+                    ("sent", &range(self.sent.env_lo, self.sent.env_hi)),
+                    ("delay", &l.max_delay_ms()),
+                ],
             ),
-            Err(e) => format!(
-                "{} of {n} requests passed ({:.2}%); the limit_req model cannot be judged on \
-                 nginx's arrivals: {e}.",
-                self.m.ok(),
-                pct(self.m.ok(), n),
+            Err(e) => fill(
+                "finding_case_no_log",
+                &[
+                    ("ok", &self.m.ok()),
+                    ("n", &n),
+                    ("pct", &pct_ok),
+                    ("error", e),
+                ],
             ),
         }];
         if self.p().delayed() > 0 {
-            f.push(format!(
-                "The queue drained {} after the {} attack; 2xx answers came at {} r/s from first \
-                 to last (limit {} r/s).",
-                secs((self.total_s - self.attack_s).max(0.0)),
-                secs(self.attack_s),
-                self.queued_throughput()
-                    .map(|t| format!("{t:.3}"))
-                    .unwrap_or_else(|| "-".into()),
-                fmt_rate(self.limit.rate)
+            f.push(fill(
+                "finding_drained",
+                &[
+                    ("wait", &secs((self.total_s - self.attack_s).max(0.0))),
+                    ("attack", &secs(self.attack_s)),
+                    (
+                        "throughput",
+                        &self
+                            .queued_throughput()
+                            .map(|t| format!("{t:.3}"))
+                            .unwrap_or_else(|| "-".into()),
+                    ),
+                    ("limit", &fmt_rate(self.limit.rate)),
+                ],
             ));
         }
         f
     }
+}
+
+/// A prose template of the analysis (`crates/bench/data/burst.toml`).
+fn text(key: &str) -> &'static str {
+    super::text(key)
+}
+
+/// A prose template filled from the run.
+fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    super::fill(key, args)
+}
+
+/// Row labels the cross-case summary reads back (typed cells, never parsed).
+pub(super) const REQUESTS_ROW: &str = "Requests [total, rate, throughput]";
+/// vegeta's duration row.
+pub(super) const DURATION_ROW: &str = "Duration [total, attack, wait]";
+/// vegeta's latency row.
+pub(super) const LATENCY_ROW: &str = "Latencies [mean, 50, 95, 99, max]";
+/// vegeta's success row.
+pub(super) const SUCCESS_ROW: &str = "Success [ratio]";
+/// vegeta's status-code row.
+pub(super) const CODES_ROW: &str = "Status Codes [code:count]";
+/// The accepted row of the model and drift tables.
+pub(super) const ACCEPTED_ROW: &str = "Accepted (2xx)";
+/// The throughput row of the model table.
+pub(super) const THROUGHPUT_ROW: &str = "Throughput (2xx per second of total)";
+
+/// A row of a label and three cells.
+fn row4(q: &str, a: impl Into<Cell>, b: impl Into<Cell>, c: impl Into<Cell>) -> Vec<Cell> {
+    vec![Cell::text(q), a.into(), b.into(), c.into()]
 }

@@ -5,7 +5,7 @@
 use super::analysis::Analysis;
 use super::prediction::{even_cycle, sigma};
 use super::text::{fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
-use super::{LOG_CLOCK_US, SIGMAS};
+use super::{sigmas, LOG_CLOCK_US};
 use crate::theory::limit_req;
 use model::CheckResult;
 
@@ -185,13 +185,14 @@ impl Analysis<'_> {
             // moves it too (the drift's middle), and its spread widens the band.
             let shift = (dlo + dhi) as f64 / 2.0 / nf;
             let want = pr + shift;
-            let tol = SIGMAS * s + (dhi - dlo) as f64 / 2.0 / nf;
+            let tol = sigmas() * s + (dhi - dlo) as f64 / 2.0 / nf;
             push(
                 "Poisson success ratio = 1/(1 + arrival rate x ceil(1000/limit) ms)".into(),
                 format!(
-                    "{:.2}% ± {:.2}% ({SIGMAS} binomial sigmas, n = {n}; {:+.2}% for the drift)",
+                    "{:.2}% ± {:.2}% ({} binomial sigmas, n = {n}; {:+.2}% for the drift)",
                     want * 100.0,
                     tol * 100.0,
+                    sigmas(),
                     shift * 100.0
                 ),
                 format!("{:.2}%", r * 100.0),

@@ -1,11 +1,19 @@
 //! The vegeta write-up's runs, to set beside ours in the cross-case table.
 
+use super::DATA;
 use crate::scenario::{ArrivalsSpec, LoadSpec};
 use proxy::config::RateLimit;
 
-/// One run of the vegeta write-up this scenario follows.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One run of the vegeta write-up this scenario follows (from `crates/bench/data/burst.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct Published {
+    /// Attack rate over limit rate.
+    rate_ratio: f64,
+    /// The limit's burst.
+    burst: u32,
+    /// Attack length in limit periods.
+    periods: f64,
     /// 2xx answers.
     pub(super) accepted: u64,
     /// Requests sent.
@@ -25,30 +33,22 @@ pub(super) fn published(rl: &RateLimit, load: &LoadSpec) -> Option<Published> {
     let ratio = load.rate?.0 / rl.rate.0;
     let periods = load.duration?.0.as_secs_f64() * rl.rate.0;
     let is = |a: f64, b: f64| (a - b).abs() < 1e-6;
-    // (rate ratio, burst, limit periods, accepted, requests, answered, total seconds)
-    let table: [(f64, u32, f64, u64, u64, u64, f64); 7] = [
-        (2.0 / 3.0, 0, 180.0, 120, 120, 120, 59.504),
-        (1.0, 0, 180.0, 119, 180, 180, 59.669),
-        (3.0, 0, 180.0, 145, 540, 184, 59.890),
-        (3.0, 100, 180.0, 230, 540, 540, 76.337),
-        (3.0, 300, 180.0, 280, 540, 540, 93.008),
-        (3.0, 400, 180.0, 540, 540, 540, 179.673),
-        (3.0, 400, 360.0, 760, 1080, 1080, 253.002),
-    ];
-    table
+    DATA.published
         .iter()
-        .find(|(r, b, p, ..)| is(*r, ratio) && *b == rl.burst && is(*p, periods))
-        .map(|&(.., accepted, requests, answered, total_s)| Published {
-            accepted,
-            requests,
-            answered,
-            total_s,
-        })
+        .find(|p| is(p.rate_ratio, ratio) && p.burst == rl.burst && is(p.periods, periods))
+        .copied()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert_eq!(DATA.published.len(), 7);
+        assert_eq!(DATA.tolerances.sigmas, 3.0);
+        crate::analysis::common::assert_keys("burst", &DATA.text, &[include_str!("../burst.rs")]);
+    }
 
     #[test]
     fn published_runs_are_found_by_shape_in_both_forms() {

@@ -2,9 +2,9 @@
 //! last, on the finished config, with nginx's CPU per request for each.
 
 use super::steps::{Growth, NginxSample};
-use super::{f1, f2, Records, FIRST, LAST};
+use super::{f1, f2, fill, text, Records, FIRST, LAST};
 use crate::scenario::Case;
-use model::{CaseResult, LoadSummary, Table};
+use model::{CaseResult, Cell, LoadSummary, Table};
 
 /// One of the two loads on a header match after the growth.
 #[derive(Debug, Clone)]
@@ -101,22 +101,22 @@ impl MatchLoads {
         let row = |m: &MatchLoad| {
             let s = &m.summary;
             let ms = |us: u64| f2(us as f64 / 1e3);
-            let p = |q: f64| s.latency.percentile(q).map_or("-".into(), ms);
+            let p = |q: f64| s.latency.percentile(q).map_or_else(Cell::dash, ms);
             vec![
-                m.name.to_string(),
-                format!(
+                Cell::text(m.name),
+                Cell::text(format!(
                     "{} (entry {})",
                     m.value,
                     m.position.map_or("-".into(), |p| p.to_string())
-                ),
-                s.requests.to_string(),
-                format!("{:.2}", s.requests as f64 / s.elapsed_s.max(1e-9)),
-                s.failures().to_string(),
+                )),
+                Cell::Int(s.requests as i64),
+                Cell::num(s.requests as f64 / s.elapsed_s.max(1e-9), 2),
+                Cell::Int(s.failures() as i64),
                 f2(s.latency.mean_us / 1e3),
                 p(50.0),
                 p(99.0),
                 ms(s.latency.max_us),
-                m.cpu_us.map_or("-".into(), f1),
+                m.cpu_us.map_or_else(Cell::dash, f1),
             ]
         };
         let mut t = Table {
@@ -141,52 +141,35 @@ impl MatchLoads {
         let (f, l) = (&self.first.summary, &self.last.summary);
         let ratio = |a: f64, b: f64| {
             if b > 0.0 {
-                format!("x{:.2}", a / b)
+                Cell::list([Cell::text("x"), Cell::num(a / b, 2)], "")
             } else {
-                "-".into()
+                Cell::dash()
             }
         };
         let rps = |s: &LoadSummary| s.requests as f64 / s.elapsed_s.max(1e-9);
         let pct = |s: &LoadSummary, q: f64| s.latency.percentile(q).unwrap_or(0) as f64;
         t.rows.push(vec![
-            "last / first".into(),
-            String::new(),
-            String::new(),
+            Cell::text("last / first"),
+            Cell::text(""),
+            Cell::text(""),
             ratio(rps(l), rps(f)),
-            String::new(),
+            Cell::text(""),
             ratio(l.latency.mean_us, f.latency.mean_us),
             ratio(pct(l, 50.0), pct(f, 50.0)),
             ratio(pct(l, 99.0), pct(f, 99.0)),
             ratio(l.latency.max_us as f64, f.latency.max_us as f64),
             match (self.last.cpu_us, self.first.cpu_us) {
                 (Some(a), Some(b)) => ratio(a, b),
-                _ => "-".into(),
+                _ => Cell::dash(),
             },
         ]);
-        t.notes.push(format!(
-            "Closed loop, as NGF's wrk runs, one after the other on the finished config. nginx \
-             tests a map's regular expressions in the order they are written and stops at the \
-             first that matches; proxybench renders each header match as one regex entry of one \
-             map, so the first match costs one test and the last costs one per entry.{} nginx CPU \
-             per request is nginx's CPU time over the seconds the load ran, divided by every \
-             request answered in them (the light load's too).",
-            match self.per_entry_ns() {
-                Some(ns) => format!(
-                    " The extra CPU of the last match over the first, spread over the entries \
-                     between them, is {} ns per entry.",
-                    f1(ns)
-                ),
-                None => String::new(),
-            }
-        ));
-        t.notes.push(
-            "NGF v1.0.0 saw no noticeable difference between its first and last match (about \
-             47 ms either way, measured across a cloud network, where the network dominates). On \
-             loopback nginx's own work is what a request costs, so the position of the match \
-             shows. A map keyed by exact strings (a hash lookup) would cost the same for every \
-             match; regexes let one key combine several conditions."
-                .into(),
-        );
+        let per_entry = match self.per_entry_ns() {
+            Some(ns) => fill("matches_per_entry", &[("ns", &f1(ns))]),
+            None => String::new(),
+        };
+        t.notes
+            .push(fill("matches_order", &[("per_entry", &per_entry)]));
+        t.notes.push(text("matches_ngf").into());
         t
     }
 

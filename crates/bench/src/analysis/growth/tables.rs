@@ -2,9 +2,9 @@
 //! CPU and memory by phase, limits hit, and what the light load lost.
 
 use super::steps::{quarters, summary, Growth, NginxSample, Step};
-use super::{f1, f2, mib, one_line, share, trend, Records, AROUND_RELOAD_S};
+use super::{f1, f2, fill, mib, one_line, share, text, trend, Records, AROUND_RELOAD_S};
 use crate::scenario::GrowWhat;
-use model::{CaseResult, ErrorKind, LoadSummary, Table};
+use model::{CaseResult, Cell, ErrorKind, LoadSummary, Table};
 
 /// NGF's time-to-ready numbers for one case.
 pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
@@ -32,9 +32,9 @@ pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
         .map(String::from)
         .to_vec(),
         rows: vec![vec![
-            format!("{} {} -> {}", g.noun(), g.initial, g.reached()),
-            n.to_string(),
-            (n - v.len() as u64).to_string(),
+            Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
+            Cell::Int(n as i64),
+            Cell::Int((n - v.len() as u64) as i64),
             f1(mean),
             f1(p50),
             f1(p99),
@@ -44,44 +44,19 @@ pub(super) fn ttr_table(case: &str, g: &Growth<'_>) -> Option<Table> {
         ]],
         notes: Vec::new(),
     };
-    t.notes.push(
-        "Time to ready: from the start of a step (render, nginx -t, SIGHUP) until the newest item \
-         answered 200 three times in a row. Shares are of every probed item, so one that never \
-         answered counts against them."
-            .into(),
-    );
+    t.notes.push(text("ttr_note").into());
     t.notes.push(ttr_mechanism(g.spec.what).into());
     Some(t)
 }
 
 /// Why time to ready looks the way it does, per kind of growth.
 pub(super) fn ttr_mechanism(what: GrowWhat) -> &'static str {
-    match what {
-        GrowWhat::Listeners => {
-            "A new listener is a new port. The master opens it when it reads the new config and \
-             only the new workers inherit it, so the port answers as soon as a new worker runs \
-             (connections are refused until then): time to ready is about render + nginx -t + the \
-             master's own read of the config + a worker start, with no overlap of generations."
-        }
-        GrowWhat::HttpsListeners => {
-            "A new HTTPS listener is a new port, answered as soon as a new worker runs, as for \
-             plain listeners. Each one is a TLS server block: nginx loads its certificate and key \
-             and builds an SSL context for it, in nginx -t and again in the master on reload, so \
-             both grow with the number of HTTPS listeners, and every probe pays a TLS handshake."
-        }
-        GrowWhat::Routes | GrowWhat::Matches => {
-            "A new route (or match) lives on a port the old workers listen on too. For about \
-             100 ms after SIGHUP the master runs both generations (it starts the new workers, \
-             waits, then tells the old ones to quit), and a probe connection accepted by an old \
-             worker still gets 404. Ready needs 3 answers in a row, so time to ready lands between \
-             'new config served' and 'old workers gone', depending on which worker each probe \
-             connection reaches."
-        }
-        GrowWhat::UpstreamServers => {
-            "Upstream servers are not addressed by clients; a new one gets its round-robin share \
-             once the new workers run."
-        }
-    }
+    text(match what {
+        GrowWhat::Listeners => "ttr_listeners",
+        GrowWhat::HttpsListeners => "ttr_https_listeners",
+        GrowWhat::Routes | GrowWhat::Matches => "ttr_routes",
+        GrowWhat::UpstreamServers => "ttr_upstream_servers",
+    })
 }
 
 /// Reload work against config size: the steps nginx took, in four quarters.
@@ -89,7 +64,7 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     let ok = g.ok_steps();
     let mean = |v: Vec<f64>| {
         if v.is_empty() {
-            "-".to_string()
+            Cell::dash()
         } else {
             f1(v.iter().sum::<f64>() / v.len() as f64)
         }
@@ -100,11 +75,11 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
             .into_iter()
             .fold(f64::INFINITY, f64::min);
         vec![
-            label,
-            s.len().to_string(),
+            Cell::text(label),
+            Cell::Int(s.len() as i64),
             mean(col(|x| x.pre_ms)),
             mean(col(|x| x.validate_ms)),
-            if low.is_finite() { f1(low) } else { "-".into() },
+            f1(low),
             mean(col(|x| x.served_ms)),
             mean(col(|x| x.old_gone_ms)),
             mean(col(|x| x.ttr_ms)),
@@ -139,26 +114,22 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     if !ok.is_empty() {
         t.rows.push(row("all".into(), &ok));
     }
-    t.notes.push(
-        "Means per quarter of the growth, largest configs last. Render + nginx -t runs before the \
-         signal (proxybench's own rendering and nginx parsing the whole file): the part a control \
-         plane does, like NGF's event batch processing. nginx -t builds the whole config, and the \
-         master builds it again on SIGHUP, so both it and 'SIGHUP -> served' grow with the config; \
-         'old workers gone' adds the master's ~100 ms wait before it retires the old generation."
-            .into(),
-    );
+    t.notes.push(text("size_note").into());
     if let Some((first, last)) = trend(g) {
-        t.notes.push(format!(
-            "Trend: the lowest nginx -t time of the first quarter is {} ms and of the last {} ms \
-             ({}). The lowest value of a quarter tracks the work itself: on a shared machine, \
-             scheduling noise only ever adds time.",
-            f1(first),
-            f1(last),
-            if first > 0.0 {
-                format!("x{:.2}", last / first)
-            } else {
-                "-".into()
-            }
+        t.notes.push(fill(
+            "trend",
+            &[
+                ("first", &f1(first)),
+                ("last", &f1(last)),
+                (
+                    "ratio",
+                    &if first > 0.0 {
+                        format!("x{:.2}", last / first)
+                    } else {
+                        "-".into()
+                    },
+                ),
+            ],
         ));
     }
     t
@@ -195,8 +166,8 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
         }
         let cpu: Vec<f64> = s.iter().map(|x| x.cpu_pct).collect();
         t.rows.push(vec![
-            label.to_string(),
-            s.len().to_string(),
+            Cell::text(label),
+            Cell::Int(s.len() as i64),
             f1(cpu.iter().sum::<f64>() / cpu.len() as f64),
             f1(cpu.iter().copied().fold(0.0, f64::max)),
             mib(s[s.len() - 1].rss),
@@ -205,14 +176,14 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
     }
     let (a, b) = rss_start_end(g, nginx);
     if let (Some(a), Some(b)) = (a, b) {
-        t.notes.push(format!(
-            "nginx resident memory (master and workers summed, sampled every second) went from \
-             {} MiB before the growth to {} MiB at the end ({}{} MiB). Peaks during the growth \
-             include the old workers that are still finishing while the new ones already run.",
-            mib(a),
-            mib(b),
-            if b >= a { "+" } else { "-" },
-            mib(a.abs_diff(b))
+        t.notes.push(fill(
+            "memory",
+            &[
+                ("before", &mib(a)),
+                ("after", &mib(b)),
+                ("sign", &if b >= a { "+" } else { "-" }),
+                ("change", &mib(a.abs_diff(b))),
+            ],
         ));
     }
     t
@@ -251,33 +222,22 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
     match g.limit() {
         Some(l) => {
             t.rows.push(vec![
-                took,
+                Cell::text(took),
                 val,
-                format!("{} {}", l.count, g.noun()),
-                one_line(&l.error),
+                Cell::text(format!("{} {}", l.count, g.noun())),
+                Cell::text(one_line(&l.error)),
             ]);
-            t.notes.push(
-                "nginx kept serving the last config it took (a failed nginx -t or master reload \
-                 changes nothing), and the growth stopped there."
-                    .into(),
-            );
+            t.notes.push(text("refused").into());
         }
         None => t.rows.push(vec![
-            took,
+            Cell::text(took),
             val,
-            "-".into(),
-            format!("none: nginx took every step up to {}", g.spec.to),
+            Cell::dash(),
+            Cell::text(format!("none: nginx took every step up to {}", g.spec.to)),
         ]),
     }
     if g.spec.what == GrowWhat::Matches {
-        t.notes.push(
-            "NGF v1.0.0 put every match of a path into one variable, a single config parameter, \
-             and one match past its test's count made nginx refuse it as too long. proxybench \
-             renders one map entry per match, so the config grows in lines rather than in one \
-             token; nginx's ~4 KB limit on a single parameter ('too long parameter') only bites a \
-             single header value that long."
-                .into(),
-        );
+        t.notes.push(text("matches_limit").into());
     }
     t
 }
@@ -339,27 +299,22 @@ impl LightLoss {
             .map(String::from)
             .to_vec(),
             rows: vec![vec![
-                l.attempts().to_string(),
-                self.non_2xx.to_string(),
-                self.idle_closed.to_string(),
-                self.idle_near_reload.to_string(),
-                bound.to_string(),
-                self.other.to_string(),
+                Cell::Int(l.attempts() as i64),
+                Cell::Int(self.non_2xx as i64),
+                Cell::Int(self.idle_closed as i64),
+                Cell::Int(self.idle_near_reload as i64),
+                Cell::Int(bound as i64),
+                Cell::Int(self.other as i64),
                 p(50.0),
                 p(99.0),
                 f2(l.latency.max_us as f64 / 1e3),
             ]],
-            notes: vec![format!(
-                "On SIGHUP the old workers finish what they are doing and close their idle \
-                 keep-alive client connections. A request the client sends on such a connection \
-                 as it closes fails before any byte of the answer (read_idle_closed): NGF issue \
-                 1147, a known mechanism of nginx reloads, not a lost route. Each reload can close \
-                 each of the load's {} connections at most once, hence the bound; 'around a \
-                 reload' counts those that failed between a SIGHUP and {} ms after its old \
-                 workers were gone. Anything else (non-2xx, resets mid-answer, timeouts) would \
-                 be a real loss.",
-                l.connections,
-                (AROUND_RELOAD_S * 1e3) as u64
+            notes: vec![fill(
+                "light_1147",
+                &[
+                    ("connections", &l.connections),
+                    ("around_ms", &((AROUND_RELOAD_S * 1e3) as u64)),
+                ],
             )],
         }
     }

@@ -2,8 +2,9 @@
 //! the load caused, as opposed to failed probes of a replica the case was stopping anyway.
 
 use super::plan::Plan;
+use super::text::text;
 use crate::analysis::zero_downtime::READINESS_TIMEOUT_S;
-use model::{CaseResult, Table};
+use model::{CaseResult, Cell, Table};
 use std::collections::BTreeMap;
 
 /// One replica's life in a case.
@@ -85,7 +86,7 @@ pub fn lives(plan: &Plan, r: &CaseResult) -> Vec<ReplicaLife> {
 /// The replicas table of a case.
 pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
     let total: u64 = lives.iter().map(|l| l.requests).sum();
-    let at = |t: Option<f64>, none: &str| t.map_or(none.to_string(), |t| format!("{t:.2}"));
+    let at = |t: Option<f64>, none: &str| t.map_or(Cell::Missing(none.into()), |t| Cell::num(t, 2));
     Table {
         title: format!("{case}: replicas under load"),
         columns: [
@@ -105,33 +106,28 @@ pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
             .iter()
             .map(|l| {
                 vec![
-                    l.name.clone(),
+                    Cell::text(&l.name),
                     at(l.started, "at start"),
                     at(l.stopped, "-"),
-                    l.requests.to_string(),
+                    Cell::Int(l.requests as i64),
                     if total > 0 {
-                        format!("{:.1}%", 100.0 * l.requests as f64 / total as f64)
+                        Cell::Pct {
+                            value: l.requests as f64 / total as f64,
+                            decimals: 1,
+                        }
                     } else {
-                        "-".into()
+                        Cell::dash()
                     },
-                    l.probes.to_string(),
-                    l.failed.to_string(),
-                    l.flaps.to_string(),
-                    format!("{:.2}", l.slowest_ms),
+                    Cell::Int(l.probes as i64),
+                    Cell::Int(l.failed as i64),
+                    Cell::Int(l.flaps as i64),
+                    Cell::num(l.slowest_ms, 2),
                 ]
             })
             .collect(),
         notes: vec![
-            "Requests served is nginx's own count (stub_status, last sample before the replica \
-             stopped). A replica that joins the shared port only gets connections that clients \
-             open after it joined: established keep-alive connections stay where the kernel put \
-             them, and move only when nginx closes one (every 1000 requests, \
-             keepalive_requests) and the client reconnects."
-                .into(),
-            "Probes ask each replica's admin endpoint once a second with a 1 s timeout, as a \
-             Kubernetes readiness probe would. A probe that overlapped the replica's own stop is \
-             not counted as a failure under load; a flap is a ready replica turning not ready."
-                .into(),
+            text("replicas_served").into(),
+            text("replicas_probes").into(),
         ],
     }
 }

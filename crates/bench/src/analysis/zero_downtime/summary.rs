@@ -5,8 +5,9 @@
 use super::ledger::Ledger;
 use super::plan::{Plan, What};
 use super::replicas;
+use super::text::{fill, text};
 use crate::scenario::{RemoveMode, Scenario, StopSpec};
-use model::{CaseResult, RunResults, Table};
+use model::{CaseResult, Cell, RunResults, Table};
 
 /// One case's summary numbers.
 struct Row {
@@ -14,7 +15,7 @@ struct Row {
     failed: u64,
     retried: u64,
     error_warn: u64,
-    cells: Vec<String>,
+    cells: Vec<Cell>,
 }
 
 fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
@@ -28,12 +29,28 @@ fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
             .filter(|l| l.url.starts_with("https://") == https)
             .collect();
         if ls.is_empty() {
-            return "-".to_string();
+            return Cell::dash();
         }
         let (f, a) = ls
             .iter()
             .fold((0, 0), |(f, a), l| (f + l.failures(), a + l.attempts()));
-        format!("{f} ({})", units::fmt_ppm(f, a))
+        Cell::list(
+            [
+                Cell::Int(f as i64),
+                Cell::list(
+                    [
+                        Cell::text("("),
+                        Cell::Ppm {
+                            failures: f,
+                            total: a,
+                        },
+                        Cell::text(")"),
+                    ],
+                    "",
+                ),
+            ],
+            " ",
+        )
     };
     let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
     Row {
@@ -42,13 +59,13 @@ fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
         retried: ledger.retried,
         error_warn: ledger.error_warn,
         cells: vec![
-            c.name.clone(),
+            Cell::text(&c.name),
             proto(false),
             proto(true),
-            ledger.nginx_499.to_string(),
-            ledger.error_warn.to_string(),
-            flaps.to_string(),
-            worst(c),
+            Cell::Int(ledger.nginx_499 as i64),
+            Cell::Int(ledger.error_warn as i64),
+            Cell::Int(flaps as i64),
+            Cell::text(worst(c)),
         ],
     }
 }
@@ -112,27 +129,28 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
     let kill = sum(&|w| *w == What::ReplicasDown(StopSpec::Kill), &|r| r.failed);
     let mut findings = Vec::new();
     if let (Some(u), Some(g), Some(k)) = (up, graceful, kill) {
-        findings.push(format!(
-            "Replicas: scaling up lost {u} requests in all, scaling down gracefully {g}, \
-             scaling down with SIGKILL {k}. Joining the shared port breaks nothing; leaving it \
-             costs the requests that cross a keep-alive close, and a kill adds those in flight."
+        findings.push(fill(
+            "summary_replicas",
+            &[("up", &u), ("graceful", &g), ("kill", &k)],
         ));
     }
     let drain = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Drain), f);
     let killb = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Kill), f);
     if let (Some(dl), Some(kl)) = (drain(&|r| r.failed), killb(&|r| r.failed)) {
-        findings.push(format!(
-            "Backends: draining left nginx {} error/warn lines and {} requests passed to another \
-             backend; killing left {} and {}. Clients lost {dl} (drain) and {kl} (kill): with \
-             proxy_next_upstream error, a GET that meets a dead backend is sent to a live one.",
-            drain(&|r| r.error_warn).unwrap_or(0),
-            drain(&|r| r.retried).unwrap_or(0),
-            killb(&|r| r.error_warn).unwrap_or(0),
-            killb(&|r| r.retried).unwrap_or(0),
+        findings.push(fill(
+            "summary_backends",
+            &[
+                ("drain_lines", &drain(&|r| r.error_warn).unwrap_or(0)),
+                ("drain_retried", &drain(&|r| r.retried).unwrap_or(0)),
+                ("kill_lines", &killb(&|r| r.error_warn).unwrap_or(0)),
+                ("kill_retried", &killb(&|r| r.retried).unwrap_or(0)),
+                ("drain_lost", &dl),
+                ("kill_lost", &kl),
+            ],
         ));
     }
     let table = Table {
-        title: "All cases: zero-downtime scaling at a glance".into(),
+        title: text("summary_title").into(),
         columns: [
             "Case",
             "HTTP failed (ppm)",
@@ -145,14 +163,7 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
         .map(String::from)
         .to_vec(),
         rows: rows.into_iter().map(|r| r.cells).collect(),
-        notes: vec![
-            "Failures are every attempt with no HTTP answer or a status outside 2xx/3xx, over \
-             all loads of that protocol in the case; ppm is per million attempts. 499s and \
-             error/warn lines come from nginx's logs; flaps are readiness probes (1 s timeout) \
-             that failed while the replica was serving; the worst window is the action whose \
-             window lost the most requests, and how long its failures lasted."
-                .into(),
-        ],
+        notes: vec![text("summary_note").into()],
     };
     results.findings.extend(findings);
     if let Some(last) = results.cases.last_mut() {

@@ -1,0 +1,219 @@
+//! The builders every analysis shares (ratios, counts, latencies, shares, multipliers, checks)
+//! and the loader of the data files (`crates/bench/data/*.toml`) that hold each analysis'
+//! reference numbers, tolerances and prose, so that none of it sits in Rust literals.
+
+use model::{Cell, CheckResult};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+
+/// `a / b`, 0 when `b` is 0.
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// An exact count (prints with thousands separators).
+pub fn count(n: u64) -> Cell {
+    Cell::Count(n)
+}
+
+/// A latency in whole microseconds (prints as wrk does).
+pub fn lat(us: u64) -> Cell {
+    Cell::Us(us as f64)
+}
+
+/// A duration in microseconds (prints as wrk does).
+pub fn us(us: f64) -> Cell {
+    Cell::Us(us)
+}
+
+/// A fraction as a percentage with two decimals.
+pub fn pct(v: f64) -> Cell {
+    Cell::pct(v)
+}
+
+/// `a / b` as a multiplier (`0.14× (÷7.1)`), `-` when either side is not positive.
+pub fn times(a: f64, b: f64) -> Cell {
+    if a <= 0.0 || b <= 0.0 {
+        Cell::dash()
+    } else {
+        Cell::Times(a / b)
+    }
+}
+
+/// The cell, or `-` when there is no value.
+pub fn or_dash(c: Option<Cell>) -> Cell {
+    c.unwrap_or_else(Cell::dash)
+}
+
+/// Text items joined by `sep`.
+pub fn join<T: Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    items
+        .into_iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// One check of a case.
+pub fn check(
+    case: &str,
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    actual: impl Display,
+    pass: bool,
+) -> CheckResult {
+    CheckResult {
+        name: name.into(),
+        case: Some(case.to_string()),
+        expected: expected.into(),
+        actual: actual.to_string(),
+        pass,
+    }
+}
+
+/// One check over the whole run (no case).
+pub fn run_check(
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    actual: impl Display,
+    pass: bool,
+) -> CheckResult {
+    CheckResult {
+        case: None,
+        ..check("", name, expected, actual, pass)
+    }
+}
+
+/// Parses an analysis' data file (embedded with `include_str!`). Each analysis parses its file
+/// in a unit test, so a broken file fails `cargo test`, not a user's run.
+pub fn parse<T: DeserializeOwned>(name: &str, src: &str) -> T {
+    toml::from_str(src).unwrap_or_else(|e| panic!("crates/bench/data/{name}.toml: {e}"))
+}
+
+/// Prose templates of one analysis, by key: `{name}` placeholders are filled from the run.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Texts(BTreeMap<String, String>);
+
+impl Texts {
+    /// The template `key` with no placeholders filled (panics on a missing key: every key the
+    /// code uses is checked against the file by [`Texts::keys_used_in`] in a unit test).
+    pub fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .unwrap_or_else(|| panic!("no text '{key}' in the analysis' data file"))
+    }
+
+    /// The template `key` with its `{name}` placeholders replaced by `args`.
+    pub fn fill(&self, key: &str, args: &[(&str, &dyn Display)]) -> String {
+        fill(self.get(key), args)
+    }
+
+    #[cfg(test)]
+    /// Keys that `src` (an analysis' source) looks up as `text("key"` or `fill("key"`: a
+    /// test asserts each is in the file.
+    pub fn keys_used_in(src: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for pat in ["text(\"", "fill(\""] {
+            let mut from = 0;
+            while let Some(i) = src[from..].find(pat) {
+                let at = from + i;
+                from = at + pat.len();
+                // `Cell::text("...")` and other paths are not lookups.
+                let before = src[..at].chars().next_back().unwrap_or(' ');
+                if before == ':' || before == '_' || before.is_alphanumeric() {
+                    continue;
+                }
+                if let Some(end) = src[from..].find('"') {
+                    out.push(src[from..from + end].to_string());
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    /// True when `key` is in the file.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+}
+
+/// `template` with each `{name}` replaced by the matching argument; an unknown placeholder
+/// stays as written, so a test sees it.
+pub fn fill(template: &str, args: &[(&str, &dyn Display)]) -> String {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut rest = template;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let name_end = after.find('}');
+        match name_end
+            .map(|e| &after[..e])
+            .and_then(|n| args.iter().find(|(k, _)| *k == n))
+        {
+            Some((k, v)) => {
+                out.push_str(&v.to_string());
+                rest = &after[k.len() + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Asserts that every text key `src` uses exists in `texts`, and every placeholder-free render
+/// works: the test each analysis runs on its data file.
+#[cfg(test)]
+pub fn assert_keys(name: &str, texts: &Texts, srcs: &[&str]) {
+    for src in srcs {
+        for k in Texts::keys_used_in(src) {
+            assert!(texts.has(&k), "{name}.toml has no text '{k}'");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_named_placeholders_and_leave_unknown_ones() {
+        let n = 3u64;
+        assert_eq!(
+            fill("{n} of {m} ({n})", &[("n", &n), ("m", &"ten")]),
+            "3 of ten (3)"
+        );
+        assert_eq!(fill("{x} and {", &[]), "{x} and {");
+    }
+
+    #[test]
+    fn builders_print_as_the_tables_did() {
+        assert_eq!(times(20.0, 100.0).to_string(), "0.20× (÷5.0)");
+        assert_eq!(times(500.0, 100.0).to_string(), "5.00×");
+        assert_eq!(times(0.0, 100.0).to_string(), "-");
+        assert_eq!(count(1_234_567).to_string(), "1,234,567");
+        assert_eq!(count(999).to_string(), "999");
+        assert_eq!(lat(1500).to_string(), "1.50ms");
+        assert_eq!(pct(0.5).to_string(), "50.00%");
+        assert_eq!(ratio(1, 0), 0.0);
+        let c = check("c", "n", "e", count(1000), true);
+        assert_eq!((c.case.as_deref(), c.actual.as_str()), (Some("c"), "1,000"));
+        assert_eq!(run_check("n", "e", 1, false).case, None);
+    }
+
+    #[test]
+    fn used_keys_are_found_in_source() {
+        let src = r#"text("c"); Cell::text("no"); x.fill("b", &[]); common::fill("{a}", &[])"#;
+        assert_eq!(Texts::keys_used_in(src), ["c", "b"]);
+    }
+}

@@ -169,7 +169,10 @@ fn json_and_timeline_files() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(json.contains("\"schema\": 1"), "{json}");
+    assert!(
+        json.contains(&format!("\"schema\": {}", model::SCHEMA_VERSION)),
+        "{json}"
+    );
     assert!(json.contains("\"requests\": 500,"));
     assert!(json.contains("\"kind\": \"open\""));
     assert!(json.contains("\"p\": 99.999"));

@@ -36,6 +36,7 @@ pub fn capture(nginx_v: String) -> Env {
             .unwrap_or(1),
         os,
         sysctls: sysctls(),
+        coarse_clock_us: Some(crate::theory::limit_req::nginx_clock_tick_us()),
     }
 }
 

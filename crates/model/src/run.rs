@@ -84,6 +84,10 @@ pub struct Env {
     /// name (`net.ipv4.tcp_migrate_req` → `0`); a setting that could not be read is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, String>,
+    /// Resolution of CLOCK_MONOTONIC_COARSE in microseconds (the clock nginx caches once per
+    /// event-loop turn), read at run time; `None` in records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coarse_clock_us: Option<u64>,
 }
 
 /// `record.json`: what a run measured, before any analysis. `proxybench analyse DIR` turns it,

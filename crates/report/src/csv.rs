@@ -186,18 +186,25 @@ pub fn reloads(r: &RunResults) -> String {
     out
 }
 
-/// series.csv: every point of every scenario series.
+/// series.csv: every point of every scenario series. `x_axis` says what `x` is: `t_s` (seconds
+/// from the case origin) for a series against time, or what grew (`routes`, `listeners`...) for
+/// a series against a count.
 pub fn series(r: &RunResults) -> String {
-    let mut out = String::from("case,series,unit,t_s,value\n");
+    let mut out = String::from("case,series,unit,x_axis,x,value\n");
     for case in &r.cases {
         for s in &case.series {
-            for (t, v) in &s.points {
+            let axis = match &s.x {
+                model::SeriesX::Time => "t_s",
+                model::SeriesX::Count(what) => what.as_str(),
+            };
+            for (x, v) in &s.points {
                 let _ = writeln!(
                     out,
-                    "{},{},{},{t},{v}",
+                    "{},{},{},{},{x},{v}",
                     field(&case.name),
                     field(&s.name),
-                    field(&s.unit)
+                    field(&s.unit),
+                    field(axis)
                 );
             }
         }
@@ -208,6 +215,45 @@ pub fn series(r: &RunResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_name_their_x_axis() {
+        let mut r = RunResults {
+            schema: model::SCHEMA_VERSION,
+            scenario: "s".into(),
+            description: String::new(),
+            started_at: String::new(),
+            quick: false,
+            partial: false,
+            abort_reason: None,
+            env: Default::default(),
+            cases: vec![Default::default()],
+            findings: Vec::new(),
+            checks: Vec::new(),
+        };
+        r.cases[0].name = "main".into();
+        r.cases[0].series = vec![
+            model::Series {
+                name: "queue".into(),
+                unit: "requests".into(),
+                points: vec![(1.5, 2.0)],
+                ..Default::default()
+            },
+            model::Series {
+                name: "time to ready".into(),
+                unit: "ms".into(),
+                points: vec![(10.0, 7.25)],
+                x: model::SeriesX::Count("routes".into()),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            series(&r),
+            "case,series,unit,x_axis,x,value\n\
+             main,queue,requests,t_s,1.5,2\n\
+             main,time to ready,ms,routes,10,7.25\n"
+        );
+    }
 
     #[test]
     fn fields_are_quoted_only_when_needed() {

@@ -27,7 +27,7 @@ mod text;
 use super::common::{self, Texts};
 use super::Records;
 use crate::scenario::{ArrivalsSpec, Case, Scenario};
-use crate::theory::limit_req::{self, Limit};
+use crate::theory::limit_req::Limit;
 use analysis::{Analysis, ACCEPTED_ROW, CODES_ROW, DURATION_ROW, LATENCY_ROW, REQUESTS_ROW};
 use analysis::{SUCCESS_ROW, THROUGHPUT_ROW};
 use model::{CaseResult, Cell, CheckResult, RunResults, Table};
@@ -111,6 +111,7 @@ fn case(
     case: &Case,
     result: &mut CaseResult,
     records: &Records,
+    env: &model::Env,
 ) -> Vec<CheckResult> {
     let Some(rl) = limited(case) else {
         result.findings.push(text("no_limit").into());
@@ -140,7 +141,7 @@ fn case(
         rl,
         recs,
         &result.logs,
-        limit_req::nginx_clock_tick_us(),
+        super::coarse_clock_us(env),
     );
     result.tables.push(a.report_table(&case.name));
     result.tables.push(a.model_table(&case.name, &result.logs));
@@ -333,7 +334,7 @@ impl super::Analysis for Burst {
     }
 
     fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
-        case(input.scenario, input.case, result, input.records)
+        case(input.scenario, input.case, result, input.records, input.env)
     }
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {

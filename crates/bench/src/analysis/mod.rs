@@ -58,6 +58,12 @@ pub fn find(name: &str) -> Option<&'static dyn Analysis> {
     ALL.iter().copied().find(|a| a.name() == name)
 }
 
+/// The resolution of nginx's cached clock as the run recorded it, in microseconds (1000, nginx's
+/// own millisecond, for records made before it was kept).
+pub(crate) fn coarse_clock_us(env: &model::Env) -> u64 {
+    env.coarse_clock_us.unwrap_or(1000)
+}
+
 /// The names scenarios may give, for error messages.
 pub fn names() -> Vec<&'static str> {
     ALL.iter().map(|a| a.name()).collect()

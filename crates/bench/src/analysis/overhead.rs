@@ -15,7 +15,6 @@
 use super::common::{self, check, count, lat, or_dash, pct, ratio, run_check, times, us, Texts};
 use super::Records;
 use crate::scenario::{Case, Scenario};
-use crate::theory::limit_req::nginx_clock_tick_us;
 use model::{CaseResult, Cell, CheckResult, ErrorKind, LoadSummary, RunResults, Table};
 use proxy::config::NextUpstream;
 use std::collections::BTreeMap;
@@ -332,6 +331,7 @@ fn case(
     case: &Case,
     result: &mut CaseResult,
     _records: &Records,
+    env: &model::Env,
 ) -> Vec<CheckResult> {
     let Some(f) = Facts::new(case, result) else {
         result.findings.push(text("no_load").into());
@@ -340,7 +340,7 @@ fn case(
     let tw = result.time_wait.map(|t| (t.backend_side, t.peer_side));
     result.tables.push(flow_table(&case.name, &f, tw));
     result.findings.push(finding(&f));
-    checks(&case.name, &f)
+    checks(&case.name, &f, super::coarse_clock_us(env))
 }
 
 fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
@@ -529,7 +529,7 @@ fn finding(f: &Facts) -> String {
     s
 }
 
-fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
+fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     let tol = &DATA.tolerances;
     let mut out = Vec::new();
     if f.closed && f.mean_us > 0.0 && f.rps > 0.0 {
@@ -575,7 +575,7 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
                 (0..=i64::from(f.connections)).contains(&extra),
             ));
         }
-        Setup::Retry => out.extend(retry_checks(case, f)),
+        Setup::Retry => out.extend(retry_checks(case, f, tick_us)),
         _ => {}
     }
     if let (Some(s), false) = (f.spikes, f.setup == Setup::Retry) {
@@ -595,7 +595,7 @@ fn checks(case: &str, f: &Facts) -> Vec<CheckResult> {
     out
 }
 
-fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
+fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     let tol = &DATA.tolerances;
     let mut out = Vec::new();
     out.push(check(
@@ -654,7 +654,7 @@ fn retry_checks(case: &str, f: &Facts) -> Vec<CheckResult> {
         ));
         // A retried request costs the read timeout (on nginx's coarse clock) plus one ordinary
         // answer; p90 stands for an ordinary answer under whatever load the machine is under.
-        let bound = rt + nginx_clock_tick_us() as f64 + 2.0 * f.p90 as f64;
+        let bound = rt + tick_us as f64 + 2.0 * f.p90 as f64;
         out.push(check(
             case,
             text("check_tail_cut"),
@@ -920,7 +920,7 @@ impl super::Analysis for Overhead {
     }
 
     fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
-        case(input.scenario, input.case, result, input.records)
+        case(input.scenario, input.case, result, input.records, input.env)
     }
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {

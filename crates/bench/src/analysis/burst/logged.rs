@@ -8,7 +8,8 @@ use model::LogSummary;
 /// The access log's rate-limited requests, in the order nginx read them.
 pub(super) struct Logged {
     /// When nginx read each request (µs), on the client's time base: the first logged arrival
-    /// is placed at the first intended send. Whole milliseconds, sorted.
+    /// is placed at the first intended send. Sorted; whole milliseconds where nginx read a
+    /// request later than its send time, the send time's sub-millisecond part where not.
     pub(super) arrivals_us: Vec<u64>,
     /// Whether limit_req let each one through (same order; within a millisecond the accepted
     /// come first, as the limiter decides them at one clock reading).
@@ -69,6 +70,33 @@ impl Logged {
             .map(|(&a, &i)| a as i64 - i as i64)
             .collect();
         let least = gaps.iter().copied().min().unwrap_or(0);
+        // The log truncates each arrival to its millisecond. Where it agrees with the send time
+        // (moved by the clocks' offset) within that millisecond, the send time's sub-millisecond
+        // part is kept: evenly paced arrivals stay evenly paced instead of drawing a random
+        // part each. Where nginx read a request later than that, the logged time stands.
+        // The offset is the largest gap among those arrivals, so each lands inside the
+        // millisecond nginx logged, never before it; and never earlier than the arrival before
+        // it, so the order nginx logged stays.
+        let on_time = |g: i64| g - least < 1000;
+        let offset = gaps
+            .iter()
+            .copied()
+            .filter(|&g| on_time(g))
+            .max()
+            .unwrap_or(0);
+        let mut prev = 0;
+        let arrivals_us = arrivals_us
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let t = match (gaps.get(i), intended_us.get(i)) {
+                    (Some(&g), Some(&sent)) if on_time(g) => (sent as i64 + offset).max(0) as u64,
+                    _ => a,
+                };
+                prev = t.max(prev);
+                prev
+            })
+            .collect();
         Ok(Logged {
             accepted: rows.iter().map(|r| r.1).collect(),
             delay_ms: gaps.iter().map(|g| ((g - least) / 1000) as u64).collect(),

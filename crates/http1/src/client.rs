@@ -87,11 +87,14 @@ impl<'a> Request<'a> {
     }
 }
 
-/// Keeps what the parser shows.
-#[derive(Default)]
-struct Keep {
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// Keeps what the parser shows (header lines as text, the decoded body): the sink of every
+/// one-shot client, this one and the load engine's probe.
+#[derive(Debug, Default)]
+pub struct Keep {
+    /// Header lines (and trailers), in order.
+    pub headers: Vec<(String, String)>,
+    /// The decoded body.
+    pub body: Vec<u8>,
 }
 
 impl Sink for Keep {

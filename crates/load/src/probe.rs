@@ -2,9 +2,10 @@
 //! the bench times reloads with it and polls "time to ready" (until a response carries a new
 //! header value). Each fetch opens a fresh connection, so it sees what a new client would.
 
-use crate::codec::{Eof, Progress, ResponseParser, Sink};
+use crate::codec::{Eof, Progress, ResponseParser};
 use crate::config::{Config, Error};
 use crate::target::Target;
+use http1::client::Keep;
 use model::ErrorKind;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
@@ -52,24 +53,6 @@ pub fn fetch(cfg: &Config) -> Result<ProbeResponse, ProbeError> {
     Probe::new(cfg)
         .map_err(|e| (ErrorKind::ConnectOther, e.to_string()))?
         .fetch()
-}
-
-#[derive(Default)]
-struct Keep {
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Sink for Keep {
-    fn header(&mut self, name: &[u8], value: &[u8]) {
-        self.headers.push((
-            String::from_utf8_lossy(name).into_owned(),
-            String::from_utf8_lossy(value).into_owned(),
-        ));
-    }
-    fn body(&mut self, data: &[u8]) {
-        self.body.extend_from_slice(data);
-    }
 }
 
 impl Probe {

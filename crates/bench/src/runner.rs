@@ -10,7 +10,7 @@ use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use crate::stack::{Stack, StackSpec};
 use crate::{analyse, env, paths, record};
 use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
-use proxy::nginx::{self, RenderContext, TlsFiles};
+use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
@@ -35,7 +35,7 @@ pub struct RunOptions {
 /// Why a run could not be done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunError {
-    /// The scenario cannot run as written (nginx rejects a config...); nothing was started.
+    /// The scenario cannot run as written (the proxy rejects a config...); nothing was started.
     Invalid(String),
     /// The run could not even begin (results directory, certificates...).
     Failed(String),
@@ -75,7 +75,7 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
     let tls = certificate(scn, &scratch.0)?;
     if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
-        // Keep the rendered config nginx refused: its message points into it.
+        // Keep the rendered config the proxy refused: its message points into it.
         std::mem::forget(scratch);
         return Err(e);
     }
@@ -140,7 +140,11 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
 
 /// The record of a run about to start: the scenario, the machine, no case yet.
 fn new_record(scn: &Scenario) -> RunRecord {
-    let nginx_v = nginx::version().unwrap_or_else(|e| format!("nginx -V failed: {e}"));
+    let proxy_v = proxy_kind(scn).map_or_else(String::new, |k| {
+        proxy::driver(k)
+            .version()
+            .unwrap_or_else(|e| format!("{k} version failed: {e}"))
+    });
     RunRecord {
         record_version: model::RECORD_VERSION,
         scenario_file: scn.file.clone(),
@@ -154,7 +158,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
             quick: scn.quick,
             partial: false,
             abort_reason: None,
-            env: env::capture(nginx_v),
+            env: env::capture(proxy_v),
             cases: Vec::new(),
             findings: Vec::new(),
             checks: Vec::new(),
@@ -162,8 +166,8 @@ fn new_record(scn: &Scenario) -> RunRecord {
     }
 }
 
-/// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (nginx resolves every path in
-/// its config against its own prefix).
+/// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (a proxy may resolve relative
+/// paths in its config against its own directory).
 fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
     let stamp = env::now_dir_stamp();
     let root = std::path::absolute(&opts.results_root)
@@ -227,13 +231,21 @@ fn certificate(scn: &Scenario, dir: &Path) -> Result<Option<TlsFiles>, RunError>
     if names.is_empty() {
         return Ok(None);
     }
-    nginx::tls::self_signed(&names, dir)
+    proxy::tls::self_signed(&names, dir)
         .map(Some)
         .map_err(|e| RunError::Failed(format!("cannot make the TLS certificate: {e}")))
 }
 
-/// Renders every config of every case against placeholder addresses and runs `nginx -t` on it,
-/// so a config nginx refuses stops the run before anything starts.
+/// The proxy kind the scenario runs (its first case with a proxy), if any.
+pub fn proxy_kind(scn: &Scenario) -> Option<ProxyKind> {
+    scn.cases
+        .iter()
+        .find_map(|c| c.proxy.as_ref().map(|p| p.kind))
+}
+
+/// Renders every config of every case against placeholder addresses and runs the proxy's own
+/// checker on it, so a config the proxy refuses, or a feature it cannot express, stops the run
+/// before anything starts, naming the scenario line.
 fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(), RunError> {
     for case in &scn.cases {
         let groups: BTreeMap<String, Vec<SocketAddr>> = case
@@ -268,30 +280,71 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                 groups: groups.clone(),
                 ports,
                 admin_port: 30000,
+                control_port: 30001,
                 tls: tls.cloned(),
             };
             let where_ = format!("case '{}', {what}", case.name);
-            let text = nginx::render(cfg, &ctx).map_err(|e| {
+            expressible(cfg, case, &where_, lines, &scn.file)?;
+            let driver = proxy::driver(cfg.kind);
+            let rendered = driver.render(cfg, &ctx).map_err(|e| {
                 RunError::Invalid(format!(
                     "{}:{}: {where_}: {e}",
                     scn.file,
                     lines.line_of(None)
                 ))
             })?;
-            nginx::validate(&text, scratch).map_err(|e| {
-                // nginx names a line of the rendered file; the item that line came from names
-                // the scenario line.
-                let msg = e.to_string();
-                let item = nginx::item_at(&text, &msg);
-                let line = lines.line_of(item.as_deref());
-                let item = item.map(|i| format!(" {i}")).unwrap_or_default();
-                RunError::Invalid(format!(
-                    "{}:{line}: {where_}{item}: nginx -t failed: {}",
-                    scn.file,
-                    one_line(&msg)
+            let checked = driver.check(&rendered, scratch).map_err(|e| {
+                RunError::Failed(format!(
+                    "{where_}: cannot check the {} config: {e}",
+                    cfg.kind
                 ))
             })?;
+            if let Err(refusal) = checked {
+                // The proxy names a line of the rendered file; the item that line came from
+                // names the scenario line.
+                let line = lines.line_of(refusal.item.as_deref());
+                let item = refusal.item.map(|i| format!(" {i}")).unwrap_or_default();
+                return Err(RunError::Invalid(format!(
+                    "{}:{line}: {where_}{item}: {} refused the config: {}",
+                    scn.file,
+                    cfg.kind,
+                    one_line(&refusal.message)
+                )));
+            }
         }
+    }
+    Ok(())
+}
+
+/// Refuses a config that uses a feature its proxy cannot express, or that changes the proxy
+/// kind within a case (a `swap_config` cannot turn nginx into HAProxy), naming the proxy, the
+/// feature and the scenario line of the item using it.
+fn expressible(
+    cfg: &ProxyConfig,
+    case: &Case,
+    where_: &str,
+    lines: &crate::scenario::ItemLines,
+    file: &str,
+) -> Result<(), RunError> {
+    if let Some(first) = &case.proxy {
+        if first.kind != cfg.kind {
+            return Err(RunError::Invalid(format!(
+                "{file}:{}: {where_}: kind {} differs from the case's [proxy] kind {}; one case \
+                 runs one proxy",
+                lines.line_of(None),
+                cfg.kind,
+                first.kind
+            )));
+        }
+    }
+    if let Some((u, why)) = proxy::unsupported(cfg.kind, cfg).into_iter().next() {
+        return Err(RunError::Invalid(format!(
+            "{file}:{}: {where_} {}: {} cannot express {}: {why}",
+            lines.line_of(Some(&u.item)),
+            u.item,
+            cfg.kind,
+            u.feature
+        )));
     }
     Ok(())
 }
@@ -565,17 +618,23 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
 
     let mut access = Vec::new();
     let mut errors = Vec::new();
-    for (replica, a, e) in &logs {
+    let mut format = None;
+    for (replica, files) in &logs {
         let to = run.logs_dir.join(replica);
         let _ = fs::create_dir_all(&to);
-        let a2 = to.join("access.log");
-        let e2 = to.join("error.log");
-        move_file(a, &a2);
-        move_file(e, &e2);
-        access.push(a2);
-        errors.push(e2);
+        if let Some(a) = &files.access {
+            let a2 = to.join("access.log");
+            move_file(a, &a2);
+            access.push(a2);
+        }
+        if let Some(e) = &files.error {
+            let e2 = to.join("error.log");
+            move_file(e, &e2);
+            errors.push(e2);
+        }
+        format = Some(files.format);
     }
-    let logs = read_logs(&access, &errors);
+    let logs = read_logs(format, logs.len(), &access, &errors);
     let ports: Vec<u16> = backends
         .iter()
         .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
@@ -631,18 +690,26 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
 
 /// The proxy's logs summarised, or an empty summary that says why there is none, so that checks
 /// on the logs fail instead of reading zeros.
-fn read_logs(access: &[PathBuf], errors: &[PathBuf]) -> model::LogSummary {
+fn read_logs(
+    format: Option<proxy::logs::LogFormat>,
+    replicas: usize,
+    access: &[PathBuf],
+    errors: &[PathBuf],
+) -> model::LogSummary {
     let missing = |why: String| model::LogSummary {
         missing: Some(why),
         ..Default::default()
     };
+    let Some(format) = format.filter(|_| replicas > 0) else {
+        return missing("no proxy replica ran in this case".into());
+    };
     if access.is_empty() {
-        return missing("no nginx replica ran in this case".into());
+        return missing("the proxy wrote no access log in this case".into());
     }
     if let Some(p) = access.iter().chain(errors).find(|p| !p.is_file()) {
         return missing(format!("{} is missing", p.display()));
     }
-    proxy::nginx::logs::summarize(access, errors)
+    proxy::logs::summarize(format, access, errors)
         .unwrap_or_else(|e| missing(format!("cannot read the logs: {e}")))
 }
 
@@ -740,7 +807,7 @@ const READINESS_TIMEOUT: Duration = Duration::from_secs(1);
 /// Samples CPU and memory of every group, and stub_status and readiness of every replica, once a
 /// second.
 fn spawn_collector(
-    handles: Arc<Mutex<Vec<proxy::nginx::ReplicaHandle>>>,
+    handles: Arc<Mutex<Vec<proxy::ReplicaHandle>>>,
     origin: Instant,
     running: Arc<AtomicBool>,
 ) -> thread::JoinHandle<Samples> {
@@ -760,8 +827,8 @@ fn spawn_collector(
                         let pids = h.pids();
                         (!pids.is_empty()).then(|| Group::Master {
                             name: h.name.clone(),
-                            master: h.master_pid,
-                            workers: pids.into_iter().filter(|&p| p != h.master_pid).collect(),
+                            master: h.pid,
+                            workers: pids.into_iter().filter(|&p| p != h.pid).collect(),
                         })
                     })
                     .collect();
@@ -779,7 +846,7 @@ fn spawn_collector(
                 let t = origin.elapsed().as_secs_f64();
                 procs.extend(sampler.sample(&groups, t));
                 for h in &hs {
-                    if let Ok(s) = h.stub_status(origin) {
+                    if let Some(Ok(s)) = h.status(origin) {
                         stubs.push(s);
                     }
                     let t_s = origin.elapsed().as_secs_f64();
@@ -801,8 +868,8 @@ fn spawn_collector(
         .expect("spawn the collector thread")
 }
 
-/// nginx's complaint on one line: its `[emerg]`/`[alert]`/`[crit]` lines, without the closing
-/// "test failed" line.
+/// The proxy's complaint on one line: its lines joined, without nginx's closing "test failed"
+/// line.
 fn one_line(msg: &str) -> String {
     let lines: Vec<&str> = msg
         .lines()

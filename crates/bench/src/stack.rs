@@ -1,13 +1,14 @@
 //! Everything one case stands up, and the actions that change it while the loads run: the backend
-//! fleet, the nginx replicas sharing the listener ports, and the config they serve. Dropping a
-//! stack stops every process it started.
+//! fleet, the proxy replicas sharing the listener ports (through the kind's [`proxy::Driver`],
+//! never a proxy's own module), and the config they serve. Dropping a stack stops every process
+//! it started.
 
 use crate::error::StackError;
 use crate::scenario::{Action, BackendGroup, GrowSpec, GrowWhat, RemoveMode, StopSpec};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
 use model::{Event, ReadyRecord, ReloadRecord};
 use proxy::config::{Listener, PathMatch, ProxyConfig, Route};
-use proxy::nginx::{self, RenderContext, Replica, ReplicaHandle, StopMode, TlsFiles};
+use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
@@ -25,7 +26,7 @@ pub fn free_port() -> std::io::Result<u16> {
 pub struct Stack {
     /// The backend fleet.
     pub fleet: Fleet,
-    /// Backend instances each group currently contributes to nginx's upstreams, by name.
+    /// Backend instances each group currently contributes to the proxy's upstreams, by name.
     members: BTreeMap<String, Vec<String>>,
     /// The profile new instances of each group start with.
     group_profiles: BTreeMap<String, Profile>,
@@ -33,15 +34,17 @@ pub struct Stack {
     next_index: BTreeMap<String, u32>,
     /// The config being served, if there is a proxy.
     config: Option<ProxyConfig>,
+    /// The driver of the proxy kind under test.
+    driver: &'static dyn Driver,
     /// Alternatives for `swap_config`.
     configs: BTreeMap<String, ProxyConfig>,
     generation: u64,
     ports: BTreeMap<String, u16>,
     tls: Option<TlsFiles>,
     /// Running replicas, oldest first.
-    replicas: Vec<Replica>,
+    replicas: Vec<Box<dyn Replica>>,
     /// Replicas that were stopped (their logs still count).
-    stopped: Vec<Replica>,
+    stopped: Vec<Box<dyn Replica>>,
     next_replica: u32,
     /// Where replica prefixes live.
     work: PathBuf,
@@ -76,7 +79,8 @@ pub struct StackSpec<'a> {
 }
 
 impl Stack {
-    /// Starts the fleet, then the proxy replicas (each config checked by `nginx -t` first).
+    /// Starts the fleet, then the proxy replicas (each config checked by the proxy's own checker
+    /// first).
     pub fn up(spec: StackSpec<'_>) -> Result<Stack, StackError> {
         let mut instances = Vec::new();
         let mut members = BTreeMap::new();
@@ -123,6 +127,7 @@ impl Stack {
             group_profiles,
             next_index,
             config: spec.proxy.cloned(),
+            driver: proxy::driver(spec.proxy.map(|p| p.kind).unwrap_or_default()),
             configs: spec.configs.clone(),
             generation: 1,
             ports,
@@ -189,8 +194,8 @@ impl Stack {
         &self,
         cfg: &ProxyConfig,
         dir: &Path,
-        admin_port: u16,
-    ) -> Result<String, StackError> {
+        (admin_port, control_port): (u16, u16),
+    ) -> Result<Rendered, StackError> {
         let addrs = self.fleet.addrs();
         let groups = self
             .members
@@ -209,26 +214,39 @@ impl Stack {
             groups,
             ports: self.ports.clone(),
             admin_port,
+            control_port,
             tls: self.tls.clone(),
         };
-        let text = nginx::render(cfg, &ctx)?;
-        let name = dir.file_name().and_then(|s| s.to_str()).unwrap_or("nginx");
+        let rendered = self.driver.render(cfg, &ctx)?;
+        let name = dir
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or(self.driver.name());
+        let ext = rendered.file.rsplit('.').next().unwrap_or("conf");
         let _ = fs::write(
             self.configs_out
-                .join(format!("{name}.gen{}.conf", self.generation)),
-            &text,
+                .join(format!("{name}.gen{}.{ext}", self.generation)),
+            &rendered.text,
         );
-        Ok(text)
+        Ok(rendered)
     }
 
     fn start_replica(&mut self) -> Result<String, StackError> {
         let cfg = self.config.clone().ok_or(StackError::NoProxy)?;
-        let name = format!("nginx-{}", self.next_replica);
+        let name = format!("{}-{}", self.driver.name(), self.next_replica);
         self.next_replica += 1;
         let dir = self.work.join(&name);
         let admin = free_port().map_err(StackError::NoFreePort)?;
-        let text = self.render_for(&cfg, &dir, admin)?;
-        let r = Replica::start(&name, &dir, &text, admin, self.generation)?;
+        let control = free_port().map_err(StackError::NoFreePort)?;
+        let rendered = self.render_for(&cfg, &dir, (admin, control))?;
+        let ctx = RenderContext {
+            prefix: dir.clone(),
+            generation: self.generation,
+            admin_port: admin,
+            control_port: control,
+            ..RenderContext::default()
+        };
+        let r = self.driver.start(&name, &ctx, &rendered)?;
         self.replicas.push(r);
         self.publish_handles();
         Ok(name)
@@ -244,10 +262,13 @@ impl Stack {
         let mut err = None;
         for i in 0..self.replicas.len() {
             let dir = self.replicas[i].dir().to_path_buf();
-            let admin = self.replicas[i].admin_port();
-            match self.render_for(&cfg, &dir, admin) {
-                Ok(text) => {
-                    let rec = self.replicas[i].reload(&text, self.generation, self.origin);
+            let ports = (
+                self.replicas[i].admin_port(),
+                self.replicas[i].control_port(),
+            );
+            match self.render_for(&cfg, &dir, ports) {
+                Ok(rendered) => {
+                    let rec = self.replicas[i].reload(&rendered, self.generation, self.origin);
                     if let Some(e) = &rec.error {
                         err.get_or_insert_with(|| StackError::Reload(e.clone()));
                     }
@@ -445,7 +466,7 @@ impl Stack {
                     ready_ms: None,
                     error: Some(e),
                 });
-                // nginx kept serving the previous config: go back to it.
+                // The proxy kept serving the previous config: go back to it.
                 self.config = before;
                 if g.stop_on_error {
                     break;
@@ -711,8 +732,8 @@ impl Stack {
     }
 
     /// Stops every replica gracefully and waits for drains; returns the log files of every
-    /// replica that ran (access logs, error logs) and any teardown error.
-    pub fn down(&mut self) -> (Vec<(String, PathBuf, PathBuf)>, Option<StackError>) {
+    /// replica that ran, by replica name, and any teardown error.
+    pub fn down(&mut self) -> (Vec<(String, proxy::LogFiles)>, Option<StackError>) {
         let mut err = None;
         while let Some(mut r) = self.replicas.pop() {
             if let Err(e) = r.stop(StopMode::Graceful) {
@@ -726,18 +747,12 @@ impl Stack {
                 err.get_or_insert(StackError::Drain(name));
             }
         }
-        let mut logs: Vec<(String, PathBuf, PathBuf)> = self
+        let mut logs: Vec<(String, proxy::LogFiles)> = self
             .stopped
             .iter()
-            .map(|r| {
-                (
-                    r.name().to_string(),
-                    r.access_log_path(),
-                    r.error_log_path(),
-                )
-            })
+            .map(|r| (r.name().to_string(), r.logs()))
             .collect();
-        logs.sort();
+        logs.sort_by(|a, b| a.0.cmp(&b.0));
         (logs, err)
     }
 }

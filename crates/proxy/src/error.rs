@@ -4,12 +4,13 @@
 /// text is kept verbatim).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The config model is inconsistent (unknown names, duplicates, values nginx cannot express).
+    /// The config model is inconsistent (unknown names, duplicates, values the proxy cannot express).
     #[error("{0}")]
     Invalid(String),
-    /// nginx refused the config or failed to start; the text is nginx's own output, verbatim.
+    /// The proxy refused the config or failed to start; the text is the proxy's own output,
+    /// verbatim.
     #[error("{0}")]
-    Nginx(String),
+    Refused(String),
     /// An operating-system call failed; the first part says what we were doing.
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),

@@ -1,13 +1,63 @@
 //! Proxies under test: a neutral config model ([`config`]) that scenarios embed as their `[proxy]`
-//! table, and one driver per proxy ([`nginx`] first) that renders the model, checks it with the
-//! proxy's own validator, runs replicas as child processes, reloads them, stops them and reads their
-//! logs. Nothing here knows about load generation.
+//! table, the capability table of what each proxy can express of it ([`features`]), and one
+//! driver per proxy behind one seam ([`driver`]): it renders the model, checks it with the proxy's
+//! own validator, runs replicas as child processes, reloads them, stops them and says where their
+//! logs are, which [`logs`] parses into one record shape. Nothing here knows about load
+//! generation.
 
 #![warn(missing_docs)]
 
+mod admin;
 pub mod config;
+pub mod driver;
 mod error;
+pub mod features;
+pub mod logs;
 pub mod nginx;
+mod process;
+pub mod tls;
 
-pub use config::ProxyConfig;
+pub use admin::{GENERATION_HEADER, GENERATION_PATH};
+pub use config::{ProxyConfig, ProxyKind};
+pub use driver::{
+    Checked, Driver, LogFiles, Refusal, RenderContext, Rendered, Replica, ReplicaHandle, StopMode,
+};
 pub use error::Error;
+pub use features::{Feature, Support};
+pub use process::Supervised;
+pub use tls::TlsFiles;
+
+/// The driver of a proxy kind.
+pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
+    match kind {
+        ProxyKind::Nginx => &nginx::Nginx,
+    }
+}
+
+/// Uses of features that the kind's driver cannot express, each with the driver's reason, in
+/// model order: a scenario with any is refused before anything starts.
+pub fn unsupported(kind: ProxyKind, cfg: &ProxyConfig) -> Vec<(features::Use, &'static str)> {
+    let d = driver(kind);
+    cfg.features()
+        .into_iter()
+        .filter_map(|u| match d.support(u.feature) {
+            Support::No(why) => Some((u, why)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Uses of features that the kind's driver expresses with a different behaviour, each with the
+/// driver's note (deduplicated by feature): the report says so wherever they are used.
+pub fn differences(kind: ProxyKind, cfg: &ProxyConfig) -> Vec<(Feature, &'static str)> {
+    let d = driver(kind);
+    let mut out: Vec<(Feature, &'static str)> = Vec::new();
+    for u in cfg.features() {
+        if let Support::Differs(note) = d.support(u.feature) {
+            if !out.iter().any(|(f, _)| *f == u.feature) {
+                out.push((u.feature, note));
+            }
+        }
+    }
+    out
+}

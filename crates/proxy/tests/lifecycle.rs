@@ -218,7 +218,8 @@ fn two_replicas_share_a_port_through_reuseport() {
         r1.stub_status(origin).unwrap().requests,
         s1.requests + 1 + 50
     );
-    let logs = nginx::logs::summarize(
+    let logs = proxybench_proxy::logs::summarize(
+        proxybench_proxy::logs::LogFormat::NginxJson,
         &[r0.access_log_path(), r1.access_log_path()],
         &[r0.error_log_path(), r1.error_log_path()],
     )
@@ -296,7 +297,7 @@ fn start_refuses_bad_configs_with_nginx_words() {
     ctx.prefix = dir.path().join("nginx-0");
     let conf = nginx::render(&cfg, &ctx).unwrap();
     match Replica::start("nginx-0", &ctx.prefix, &conf, ctx.admin_port, 1) {
-        Err(Error::Nginx(m)) => assert!(
+        Err(Error::Refused(m)) => assert!(
             m.starts_with("nginx: [emerg] unknown directive \"listen_harder\""),
             "{m}"
         ),

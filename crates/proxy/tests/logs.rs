@@ -4,7 +4,7 @@
 mod common;
 
 use common::{context, get, parse, scratch, start, Backend};
-use proxybench_proxy::nginx::logs::{self, Summarizer};
+use proxybench_proxy::logs::{self, LogFormat, Summarizer};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -73,7 +73,7 @@ upstream = "slow"
     // nginx notices the close, waits for nothing more, and writes the line.
     let access = r.access_log_path();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while logs::summarize(std::slice::from_ref(&access), &[])
+    while logs::summarize(LogFormat::NginxJson, std::slice::from_ref(&access), &[])
         .unwrap()
         .access_lines
         < 14
@@ -81,7 +81,7 @@ upstream = "slow"
         assert!(std::time::Instant::now() < deadline, "no 499 line");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let sum = logs::summarize(&[access], &[r.error_log_path()]).unwrap();
+    let sum = logs::summarize(LogFormat::NginxJson, &[access], &[r.error_log_path()]).unwrap();
     assert_eq!(sum.access_lines, 14);
     assert_eq!(sum.access_status.get(&200), Some(&10));
     assert_eq!(sum.access_status.get(&502), Some(&3));

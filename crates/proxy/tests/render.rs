@@ -274,7 +274,15 @@ fn cross_references_and_duplicates_are_named() {
     assert!(invalid(&c).contains("nodelay and delay exclude each other"));
     let mut c = base.clone();
     c.rate_limits[0].rate = units::Rate(1.0 / 7.0);
-    assert!(invalid(&c).contains("whole requests per second or per minute"));
+    // A rate nginx cannot write is the nginx driver's refusal, not the model's.
+    c.validate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    match render(&c, &context(&c, dir.path(), &groups())) {
+        Err(Error::Invalid(m)) => {
+            assert!(m.contains("whole requests per second or per minute"), "{m}")
+        }
+        other => panic!("expected an Invalid error, got {other:?}"),
+    }
     let mut c = base.clone();
     c.routes[1].headers.insert("x_bad".into(), "1".into());
     assert!(invalid(&c).contains("header name 'x_bad'"));
@@ -401,7 +409,7 @@ fn nginx_refusals_come_back_verbatim() {
         .unwrap()
         + 1;
     match nginx::validate(&conf, dir.path()) {
-        Err(Error::Nginx(m)) => assert_eq!(
+        Err(Error::Refused(m)) => assert_eq!(
             m.lines().next().unwrap(),
             format!(
                 "nginx: [emerg] unknown directive \"proxy_frobnicate\" in {}:{line}",

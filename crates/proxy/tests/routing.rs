@@ -210,7 +210,8 @@ status = 429
     assert_eq!(get(port, "/free", "x").status, 200);
     assert_eq!(a.requests(), 2);
     drop(r);
-    let sum = proxybench_proxy::nginx::logs::summarize(
+    let sum = proxybench_proxy::logs::summarize(
+        proxybench_proxy::logs::LogFormat::NginxJson,
         &[dir.path().join("nginx-0/access.log")],
         &[dir.path().join("nginx-0/error.log")],
     )

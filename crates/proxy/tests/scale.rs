@@ -188,12 +188,14 @@ fn a_match_value_past_nginx_token_buffer_is_refused_in_nginx_words() {
         ctx.prefix.join("nginx-test.conf").display()
     );
     match nginx::validate(&conf, &ctx.prefix) {
-        Err(Error::Nginx(m)) => assert_eq!(m.lines().next(), Some(want.as_str()), "{m}"),
+        Err(Error::Refused(m)) => assert_eq!(m.lines().next(), Some(want.as_str()), "{m}"),
         other => panic!("{other:?}"),
     }
     // Starting a replica reports the same refusal (for its own file) and starts nothing.
     match Replica::start("nginx-0", &ctx.prefix, &conf, ctx.admin_port, 1) {
-        Err(Error::Nginx(m)) => assert!(m.starts_with("nginx: [emerg] too long parameter"), "{m}"),
+        Err(Error::Refused(m)) => {
+            assert!(m.starts_with("nginx: [emerg] too long parameter"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
     // 4000 bytes still fit.

@@ -207,11 +207,8 @@ impl ProxyConfig {
         for r in &self.rate_limits {
             name_ok("rate limit", &r.name)?;
             let bad = |m: String| Err(Error::Invalid(format!("rate limit '{}': {m}", r.name)));
-            if crate::nginx::nginx_rate(r.rate.0).is_none() {
-                return bad(format!(
-                    "rate {} r/s cannot be written for nginx, which takes whole requests per second or per minute",
-                    r.rate.0
-                ));
+            if !(r.rate.0.is_finite() && r.rate.0 > 0.0) {
+                return bad(format!("rate {} r/s must be positive", r.rate.0));
             }
             if !(400..=599).contains(&r.status) {
                 return bad(format!("status {} must lie in 400-599", r.status));

@@ -42,22 +42,6 @@ impl Lb {
             Lb::Hash { .. } => return None,
         })
     }
-
-    /// The nginx directive that selects the method, or `None` for round robin (no directive).
-    pub fn directive(&self) -> Option<String> {
-        match self {
-            Lb::RoundRobin => None,
-            Lb::LeastConn => Some("least_conn;".into()),
-            Lb::Random => Some("random;".into()),
-            Lb::RandomTwoLeastConn => Some("random two least_conn;".into()),
-            Lb::IpHash => Some("ip_hash;".into()),
-            Lb::Hash { key, consistent } => Some(format!(
-                "hash {}{};",
-                crate::nginx::quote(key),
-                if *consistent { " consistent" } else { "" }
-            )),
-        }
-    }
 }
 
 impl Serialize for Lb {

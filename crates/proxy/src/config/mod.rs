@@ -19,7 +19,7 @@ use units::{Dur, Rate, Size};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// Which proxy runs (only `nginx` for now).
+    /// Which proxy runs.
     #[serde(default)]
     pub kind: ProxyKind,
     /// Proxy replicas sharing the listener ports (the stand-in for pods behind a Service).
@@ -125,12 +125,33 @@ impl ProxyConfig {
 }
 
 /// The proxy implementation a config is rendered for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProxyKind {
     /// nginx from the distribution's package.
     #[default]
     Nginx,
+}
+
+impl ProxyKind {
+    /// Every kind, in the order comparisons list them.
+    pub const ALL: &'static [ProxyKind] = &[ProxyKind::Nginx];
+
+    /// The kind as scenarios and the command line spell it.
+    pub fn name(self) -> &'static str {
+        crate::driver(self).name()
+    }
+
+    /// The kind spelled `s`, if any.
+    pub fn parse(s: &str) -> Option<ProxyKind> {
+        Self::ALL.iter().copied().find(|k| k.name() == s)
+    }
+}
+
+impl std::fmt::Display for ProxyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// nginx error-log levels, least to most severe.

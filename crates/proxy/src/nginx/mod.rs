@@ -1,32 +1,78 @@
 //! The nginx driver: render a [`ProxyConfig`](crate::ProxyConfig) into nginx.conf, check it with
 //! `nginx -t`, run replicas that share listener ports with `reuseport`, reload them with SIGHUP and
-//! time it, stop them, and summarise their logs.
+//! time it, stop them, and parse their logs. Nothing outside this module names nginx's binary,
+//! its config language or its signals.
 
 mod admin;
 pub mod logs;
-mod procs;
 mod render;
 mod replica;
-pub mod tls;
 
-pub use admin::{parse_stub_status, ReplicaHandle};
-pub use render::{render, RenderContext};
-pub use replica::{Replica, StopMode};
-pub use tls::TlsFiles;
+pub use crate::admin::{GENERATION_HEADER, GENERATION_PATH};
+pub use crate::driver::{Checked, RenderContext, StopMode};
+pub use crate::tls::{self, TlsFiles};
+pub use admin::{parse_stub_status, STUB_STATUS_PATH};
+pub use render::render;
+pub use replica::Replica;
 
-use crate::Error;
+use crate::driver::{self, Refusal, Rendered};
+use crate::features::Support;
+use crate::{Error, Feature};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Name of the response header (and admin answer) that carries the config generation.
-pub const GENERATION_HEADER: &str = "X-Config-Generation";
+/// The nginx driver, as the run sees it through [`driver::Driver`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nginx;
 
-/// Admin-server path answering the config generation as `N\n`.
-pub const GENERATION_PATH: &str = "/generation";
+impl driver::Driver for Nginx {
+    fn name(&self) -> &'static str {
+        "nginx"
+    }
 
-/// Admin-server path of `stub_status`.
-pub const STUB_STATUS_PATH: &str = "/stub_status";
+    fn version(&self) -> Result<String, Error> {
+        version()
+    }
+
+    fn support(&self, _feature: Feature) -> Support {
+        // The model was made in nginx's words: every feature is nginx's own.
+        Support::Yes
+    }
+
+    fn render(&self, cfg: &crate::ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error> {
+        Ok(Rendered {
+            text: render(cfg, ctx)?,
+            file: "nginx.conf",
+        })
+    }
+
+    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
+        match validate(&rendered.text, dir) {
+            Ok(c) => Ok(Ok(c)),
+            Err(Error::Refused(message)) => Ok(Err(Refusal {
+                item: item_at(&rendered.text, &message),
+                message,
+            })),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn start(
+        &self,
+        name: &str,
+        ctx: &RenderContext,
+        rendered: &Rendered,
+    ) -> Result<Box<dyn driver::Replica>, Error> {
+        Ok(Box::new(Replica::start(
+            name,
+            &ctx.prefix,
+            &rendered.text,
+            ctx.admin_port,
+            ctx.generation,
+        )?))
+    }
+}
 
 /// The nginx binary: `$NGINX` when set, else the Debian package's `/usr/sbin/nginx`.
 pub fn binary() -> PathBuf {
@@ -46,15 +92,6 @@ pub fn version() -> Result<String, Error> {
     let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stdout));
     Ok(text.trim_end().to_string())
-}
-
-/// What a passing `nginx -t` said: how long it took and any warnings it printed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Checked {
-    /// Time nginx took to parse and check the config.
-    pub took: Duration,
-    /// Warning lines, verbatim (`nginx: [warn] conflicting server name ...`).
-    pub warnings: Vec<String>,
 }
 
 /// Checks `conf_text` with `nginx -t`. The text is written to
@@ -98,7 +135,7 @@ pub(crate) fn test_file(prefix: &Path, conf: &Path) -> Result<Checked, Error> {
         if msg.is_empty() {
             msg = format!("nginx -t failed ({}) without a message", out.status);
         }
-        Err(Error::Nginx(msg))
+        Err(Error::Refused(msg))
     }
 }
 

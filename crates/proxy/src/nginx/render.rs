@@ -10,32 +10,12 @@
 //! server and location stamps `X-Config-Generation`, and an admin server on its own port answers
 //! the generation and `stub_status`.
 
-use super::{nginx_rate, nginx_size, nginx_time, quote, TlsFiles, GENERATION_HEADER};
+use super::{nginx_rate, nginx_size, nginx_time, quote, RenderContext, GENERATION_HEADER};
+use crate::config::Lb;
 use crate::config::{PathMatch, ProxyConfig, Route, Upstream};
 use crate::Error;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-/// What a render needs from the run: where the replica lives, its generation, the addresses of
-/// each backend group, the port of each listener, the admin port and the TLS files.
-#[derive(Debug, Clone, Default)]
-pub struct RenderContext {
-    /// The replica's directory (pid file, logs, temp dirs); absolute paths are rendered.
-    pub prefix: PathBuf,
-    /// Config generation stamped into responses and answered by the admin server.
-    pub generation: u64,
-    /// Backend group name to addresses (127.0.0.0/8 only); an empty group renders a `down`
-    /// placeholder so nginx answers 502 as a Service without endpoints would.
-    pub groups: BTreeMap<String, Vec<SocketAddr>>,
-    /// Listener name to port (overrides a listener's fixed `port`).
-    pub ports: BTreeMap<String, u16>,
-    /// The replica's own admin port (127.0.0.1, no reuseport).
-    pub admin_port: u16,
-    /// Certificate and key for TLS listeners.
-    pub tls: Option<TlsFiles>,
-}
 
 /// Renders `cfg` for one replica. Fails when the model is inconsistent or the context lacks a
 /// port, a backend group or a certificate the model needs.
@@ -186,8 +166,13 @@ impl<'a> Renderer<'a> {
         raw(o, "    ", "http", &c.raw.http);
         for l in &c.rate_limits {
             item(o, "    ", &format!("rate_limit.{}", l.name));
-            let rate = nginx_rate(l.rate.0)
-                .ok_or_else(|| Error::Invalid(format!("rate limit '{}': bad rate", l.name)))?;
+            let rate = nginx_rate(l.rate.0).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "rate limit '{}': rate {} r/s cannot be written for nginx, which takes whole \
+                     requests per second or per minute",
+                    l.name, l.rate.0
+                ))
+            })?;
             let _ = writeln!(
                 o,
                 "    limit_req_zone {} zone=rl_{}:{} rate={};",
@@ -210,7 +195,7 @@ impl<'a> Renderer<'a> {
             })?;
             item(o, "    ", &format!("upstream.{}", u.name));
             let _ = writeln!(o, "    upstream {} {{", u.name);
-            if let Some(d) = u.lb.directive() {
+            if let Some(d) = lb_directive(&u.lb) {
                 let _ = writeln!(o, "        {d}");
             }
             if let Some(z) = u.zone {
@@ -661,6 +646,22 @@ fn regex_escape(v: &str) -> String {
         s.push(c);
     }
     s
+}
+
+/// The nginx directive that selects a balancing method, or `None` for round robin (no directive).
+fn lb_directive(lb: &Lb) -> Option<String> {
+    match lb {
+        Lb::RoundRobin => None,
+        Lb::LeastConn => Some("least_conn;".into()),
+        Lb::Random => Some("random;".into()),
+        Lb::RandomTwoLeastConn => Some("random two least_conn;".into()),
+        Lb::IpHash => Some("ip_hash;".into()),
+        Lb::Hash { key, consistent } => Some(format!(
+            "hash {}{};",
+            quote(key),
+            if *consistent { " consistent" } else { "" }
+        )),
+    }
 }
 
 /// Quotes a string for nginx.conf unconditionally (map keys, return bodies).

@@ -209,6 +209,7 @@ pub fn context(cfg: &ProxyConfig, dir: &Path, groups: &[(&str, Vec<SocketAddr>)]
             .collect(),
         ports: BTreeMap::new(),
         admin_port: ports[cfg.listeners.len()],
+        control_port: 0,
         tls: None,
     };
     for (l, p) in cfg.listeners.iter().zip(&ports) {

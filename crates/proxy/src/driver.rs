@@ -1,0 +1,318 @@
+//! The one seam between a run and the proxy under test. Every proxy kind implements [`Driver`]
+//! (render the neutral model, check it with the proxy's own checker, start replicas that share
+//! the listener ports, say what it can express) and its replicas implement [`Replica`] (reload
+//! timed to the moment the new generation serves, stop gracefully or abruptly, say where their
+//! logs are). The runner, the stack, the collectors and the analyses talk only to these two
+//! traits, through [`crate::driver`](crate::driver()) for a [`ProxyKind`](crate::config::ProxyKind).
+
+use crate::config::ProxyConfig;
+use crate::features::Support;
+use crate::logs::LogFormat;
+use crate::tls::TlsFiles;
+use crate::{admin, process, Error, Feature};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What a render needs from the run: where the replica lives, its generation, the addresses of
+/// each backend group, the port of each listener, the replica's own ports and the TLS files.
+#[derive(Debug, Clone, Default)]
+pub struct RenderContext {
+    /// The replica's directory (pid file, logs, sockets, temp dirs); absolute paths are rendered.
+    pub prefix: PathBuf,
+    /// Config generation stamped into responses and answered by the admin listener.
+    pub generation: u64,
+    /// Backend group name to addresses (127.0.0.0/8 only); an empty group renders so that the
+    /// proxy answers 502/503 as a Service without endpoints would.
+    pub groups: BTreeMap<String, Vec<SocketAddr>>,
+    /// Listener name to port (overrides a listener's fixed `port`).
+    pub ports: BTreeMap<String, u16>,
+    /// The replica's own admin listener port (127.0.0.1, not shared): `GET /generation`.
+    pub admin_port: u16,
+    /// A second port of the replica's own for a proxy's control API (Caddy's admin API); 0 when
+    /// the run gives none.
+    pub control_port: u16,
+    /// Certificate and key for TLS listeners.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A rendered config: the text and the file name the proxy reads it under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The config file's text.
+    pub text: String,
+    /// Its file name in the replica directory (`nginx.conf`, `haproxy.cfg`, `caddy.json`).
+    pub file: &'static str,
+}
+
+/// What a passing check said: how long it took and any warnings the proxy printed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// Time the proxy's checker took.
+    pub took: Duration,
+    /// Warning lines, verbatim.
+    pub warnings: Vec<String>,
+}
+
+/// A config the proxy's own checker refused: its message, verbatim, and the model item
+/// (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`, `raw.BLOCK`) whose rendered
+/// lines it names, so the run can point at the scenario line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The proxy's own message, verbatim (several lines possible).
+    pub message: String,
+    /// The model item the message leads back to, when it names a rendered line.
+    pub item: Option<String>,
+}
+
+/// How to stop a replica; each driver maps it to its proxy's signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Stop accepting, finish in-flight requests, then exit.
+    Graceful,
+    /// Exit at once, dropping in-flight requests.
+    Fast,
+    /// SIGKILL to the whole process group: a crash, as a pod killed without notice.
+    Kill,
+}
+
+impl StopMode {
+    /// The default bound on waiting for the exit.
+    pub fn bound(self) -> Duration {
+        match self {
+            StopMode::Graceful => Duration::from_secs(60),
+            StopMode::Fast => Duration::from_secs(10),
+            StopMode::Kill => Duration::from_secs(5),
+        }
+    }
+}
+
+/// Reads one status sample (connections, requests) from a replica's admin port; drivers whose
+/// proxy has no such page give none.
+pub type StatusReader = fn(&ReplicaHandle, Instant) -> Result<model::StubSample, Error>;
+
+/// What a collector needs of a replica, detached from the `Replica` that owns the process: its
+/// name, root pid and admin port. Cloning it is cheap and it can move across threads.
+#[derive(Debug, Clone)]
+pub struct ReplicaHandle {
+    /// Replica name (`nginx-0`, `haproxy-1`...).
+    pub name: String,
+    /// The replica's root process (a master, or the only process).
+    pub pid: u32,
+    /// The admin listener's port on 127.0.0.1.
+    pub admin_port: u16,
+    /// The driver's status-page reader, if its proxy has one.
+    pub status: Option<StatusReader>,
+}
+
+impl ReplicaHandle {
+    /// The root process and every live descendant (workers, old workers still finishing), for
+    /// CPU and memory collectors. Empty once the root is gone.
+    pub fn pids(&self) -> Vec<u32> {
+        if !process::alive(self.pid) {
+            return Vec::new();
+        }
+        let mut v = vec![self.pid];
+        v.extend(process::descendants(self.pid));
+        v
+    }
+
+    /// One status sample stamped with seconds since `origin`, or `None` when the proxy has no
+    /// status page.
+    pub fn status(&self, origin: Instant) -> Option<Result<model::StubSample, Error>> {
+        self.status.map(|f| f(self, origin))
+    }
+
+    /// A readiness probe: how long the admin listener took to answer `/generation`, or the error
+    /// when it did not answer within `timeout` (a Kubernetes probe's `timeoutSeconds`).
+    pub fn probe(&self, timeout: Duration) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        admin::generation(self.admin_port, timeout)
+            .map(|_| t0.elapsed())
+            .map_err(|e| Error::io(format!("{}: readiness", self.name), e))
+    }
+
+    /// The config generation the admin listener answers now.
+    pub fn generation(&self) -> Result<u64, Error> {
+        admin::generation(self.admin_port, Duration::from_secs(2))
+            .map_err(|e| Error::io(format!("{}: generation", self.name), e))
+    }
+}
+
+/// Where a replica's logs are, and how they are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFiles {
+    /// The access log, if the replica writes one.
+    pub access: Option<PathBuf>,
+    /// The error log (or the process's diagnostic stream), if any.
+    pub error: Option<PathBuf>,
+    /// The access log's format.
+    pub format: LogFormat,
+}
+
+/// One proxy kind: everything the run asks of it before and while replicas run.
+pub trait Driver: Send + Sync {
+    /// The kind as scenarios spell it (`nginx`, `haproxy`, `caddy`, `external`).
+    fn name(&self) -> &'static str;
+
+    /// The proxy's version as it reports it, verbatim, for env.json.
+    fn version(&self) -> Result<String, Error>;
+
+    /// How far this proxy can express one feature of the model.
+    fn support(&self, feature: Feature) -> Support;
+
+    /// Renders the model for one replica. Fails when the model is inconsistent or the context
+    /// lacks a port, a backend group or a certificate the model needs.
+    fn render(&self, cfg: &ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error>;
+
+    /// Checks a rendered config with the proxy's own checker, in scratch directory `dir`.
+    /// `Ok(Err(refusal))` when the proxy refuses it; `Err` when the checker could not run.
+    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error>;
+
+    /// Starts one replica in `ctx.prefix` serving `rendered` (checked first) and returns once
+    /// its admin listener answers `ctx.generation`.
+    fn start(
+        &self,
+        name: &str,
+        ctx: &RenderContext,
+        rendered: &Rendered,
+    ) -> Result<Box<dyn Replica>, Error>;
+}
+
+/// A running replica of some proxy.
+pub trait Replica: Send + std::fmt::Debug {
+    /// The replica's name.
+    fn name(&self) -> &str;
+
+    /// Its directory (the `prefix` it was rendered for).
+    fn dir(&self) -> &Path;
+
+    /// Its admin listener's port (render the next generation with it).
+    fn admin_port(&self) -> u16;
+
+    /// Its control port (render the next generation with it; 0 when unused).
+    fn control_port(&self) -> u16 {
+        0
+    }
+
+    /// The generation it serves.
+    fn generation(&self) -> u64;
+
+    /// A detached handle for collectors on other threads.
+    fn handle(&self) -> ReplicaHandle;
+
+    /// Bounds how long a reload waits for the new generation and for old processes to exit.
+    fn set_wait_bound(&mut self, bound: Duration);
+
+    /// Reloads with `rendered` (checked first: a refusal leaves the running config alone and is
+    /// recorded with the proxy's message). Records milliseconds from the reload's trigger until
+    /// the admin listener answers the new generation, and until every process that served the
+    /// old one has exited. Never panics; every failure lands in `error`.
+    fn reload(
+        &mut self,
+        rendered: &Rendered,
+        generation: u64,
+        origin: Instant,
+    ) -> model::ReloadRecord;
+
+    /// Stops the replica and waits (60 s graceful, 10 s fast, 5 s kill); past the bound the
+    /// group is killed and a Timeout error returned.
+    fn stop(&mut self, mode: StopMode) -> Result<(), Error>;
+
+    /// True while the replica's root process runs.
+    fn is_running(&mut self) -> bool;
+
+    /// Where its logs are.
+    fn logs(&self) -> LogFiles;
+}
+
+/// Polls after a reload was triggered at `t_sig` until the admin port answers `generation` and
+/// every pid of `old` has exited (`old = None`: the proxy reloads in place, nothing to wait
+/// for), filling `rec`. `failed` is asked every 50 ms while the generation is not served and
+/// returns the proxy's own complaint when the reload was refused; `running` says whether the
+/// replica is still up. Returns true when the new generation served.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn await_reload(
+    rec: &mut model::ReloadRecord,
+    name: &str,
+    t_sig: Instant,
+    admin_port: u16,
+    old: Option<&[u32]>,
+    bound: Duration,
+    failed: &mut dyn FnMut() -> Option<String>,
+    running: &mut dyn FnMut() -> bool,
+) -> bool {
+    let generation = rec.generation;
+    let deadline = t_sig + bound;
+    let mut next_log_check = t_sig;
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    loop {
+        let now = Instant::now();
+        if rec.served_ms.is_none()
+            && admin::generation(admin_port, Duration::from_millis(500)).ok() == Some(generation)
+        {
+            rec.served_ms = Some(ms(t_sig));
+        }
+        if let Some(old) = old {
+            if rec.old_workers_exited_ms.is_none() && old.iter().all(|&p| !process::alive(p)) {
+                rec.old_workers_exited_ms = Some(ms(t_sig));
+            }
+        }
+        if rec.served_ms.is_some() && (old.is_none() || rec.old_workers_exited_ms.is_some()) {
+            return true;
+        }
+        if rec.served_ms.is_none() && now >= next_log_check {
+            if let Some(e) = failed() {
+                rec.error = Some(e);
+                return false;
+            }
+            next_log_check = now + Duration::from_millis(50);
+        }
+        if !running() {
+            rec.error = Some(format!("{name}: the proxy exited during the reload"));
+            return rec.served_ms.is_some();
+        }
+        if now >= deadline {
+            rec.error = Some(if rec.served_ms.is_none() {
+                format!("{name}: generation {generation} not served within {bound:?}")
+            } else {
+                format!("{name}: old processes still running after {bound:?}")
+            });
+            return rec.served_ms.is_some();
+        }
+        // Poll the admin port tightly until served; /proc reads after that are cheap.
+        let pause = if rec.served_ms.is_none() { 2 } else { 5 };
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+}
+
+/// Waits until the admin port answers `generation`, or the process exits (`exited` returns its
+/// complaint), or `bound` passes.
+pub(crate) fn await_start(
+    name: &str,
+    admin_port: u16,
+    generation: u64,
+    bound: Duration,
+    exited: &mut dyn FnMut() -> Option<String>,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + bound;
+    let mut last;
+    loop {
+        if let Some(msg) = exited() {
+            return Err(Error::Refused(format!("{name}: exited at start: {msg}")));
+        }
+        match admin::generation(admin_port, Duration::from_millis(500)) {
+            Ok(g) if g == generation => return Ok(()),
+            Ok(g) => last = format!("generation {g}"),
+            Err(e) => last = e.to_string(),
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout(format!(
+                "{name}: admin port {admin_port} did not answer generation {generation} within \
+                 {bound:?} (last: {last})"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

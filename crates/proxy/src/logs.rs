@@ -1,0 +1,582 @@
+//! Proxy logs in one record shape, summarised. Each access-log format ([`LogFormat`]: nginx's
+//! JSON, the combined format, HAProxy's and Caddy's) is parsed by its driver into an
+//! [`AccessRecord`] (time, status, upstream address and status, request time, bytes, rate-limit
+//! outcome), each error-log line into an [`ErrorRecord`] (level, message); the [`Summarizer`]
+//! counts access records by status, upstream status, rate-limit outcome and upstream address,
+//! and error records by level, grouped by message once times, pids, connection ids, addresses and
+//! numbers are taken out. Files are streamed line by line, so size does not matter, and can be
+//! read incrementally from a byte offset.
+
+use model::{LimitReqLine, LogGroup, LogSummary};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Most error-message groups kept (largest first); level counts stay exact beyond it.
+pub const MAX_GROUPS: usize = 200;
+
+/// 499 lines kept verbatim as examples.
+pub const MAX_499_EXAMPLES: usize = 5;
+
+/// Most rate-limited access-log lines kept verbatim in [`LogSummary::limit_req_lines`] (the
+/// counts stay exact beyond it; an analysis that needs every line compares the two).
+pub const MAX_LIMIT_REQ_LINES: usize = 200_000;
+
+/// How an access log (and the error log beside it) is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// nginx's `log_format pb_json` (what the nginx driver renders); nginx error-log lines.
+    #[default]
+    NginxJson,
+    /// The NCSA combined format (nginx's and Apache's default), optionally followed by
+    /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
+    Combined,
+}
+
+impl LogFormat {
+    /// The format as scenarios spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::NginxJson => "nginx-json",
+            LogFormat::Combined => "combined",
+        }
+    }
+
+    /// Parses one access-log line; `None` when it is not in this format.
+    pub fn access(self, line: &str) -> Option<AccessRecord<'_>> {
+        match self {
+            LogFormat::NginxJson => crate::nginx::logs::access(line),
+            LogFormat::Combined => combined(line),
+        }
+    }
+
+    /// Parses one error-log line; `None` when it has no level this format knows.
+    pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
+        match self {
+            LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
+        }
+    }
+}
+
+/// One access-log line in the shape every format is parsed into.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AccessRecord<'a> {
+    /// When the proxy logged it (the request's end), ms since the Unix epoch, if logged.
+    pub time_ms: Option<f64>,
+    /// The status sent to the client.
+    pub status: u16,
+    /// Upstream address per attempt (`a, b` after a retry); empty when none was tried.
+    pub upstream_addr: Cow<'a, str>,
+    /// Upstream status per attempt, in the same shape; empty when none answered.
+    pub upstream_status: Cow<'a, str>,
+    /// Time from reading the request to logging it, seconds, if logged.
+    pub request_time_s: Option<f64>,
+    /// Bytes sent to the client, if logged.
+    pub bytes: Option<u64>,
+    /// What the rate limit did (`PASSED`, `DELAYED`, `REJECTED`); empty when no limit applied.
+    pub limit: Cow<'a, str>,
+}
+
+/// One error-log line in the shape every format is parsed into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorRecord<'a> {
+    /// Level, lower case, in nginx's words (`warn`, `error`, `notice`...).
+    pub level: Cow<'a, str>,
+    /// The message without time, pid and connection id.
+    pub message: Cow<'a, str>,
+}
+
+/// Summarises whole access and error logs written in `format` (missing files count as empty).
+pub fn summarize(
+    format: LogFormat,
+    access_logs: &[PathBuf],
+    error_logs: &[PathBuf],
+) -> io::Result<LogSummary> {
+    let mut s = Summarizer::new(format);
+    for p in access_logs {
+        s.add_access_file(p, 0)?;
+    }
+    for p in error_logs {
+        s.add_error_file(p, 0)?;
+    }
+    Ok(s.finish())
+}
+
+/// Accumulates log lines into a [`LogSummary`]; feed it files (from an offset) or lines.
+#[derive(Debug, Default)]
+pub struct Summarizer {
+    format: LogFormat,
+    summary: LogSummary,
+    groups: HashMap<(String, String), (u64, String, usize)>,
+}
+
+/// Who produced a non-2xx/3xx answer: `upstream` when the last upstream attempt returned this
+/// very status (and it is not one a proxy makes up for a failed attempt, 502 or 504), else
+/// `proxy` (the proxy answered without, or instead of, the backend).
+fn origin(status: u16, upstream_status: &str) -> &'static str {
+    let last = upstream_status
+        .rsplit([',', ':'])
+        .next()
+        .map(str::trim)
+        .unwrap_or("");
+    let passed_through = last.parse::<u16>().ok() == Some(status);
+    if passed_through && status != 502 && status != 504 {
+        "upstream"
+    } else {
+        "proxy"
+    }
+}
+
+impl Summarizer {
+    /// A summarizer of logs written in `format`.
+    pub fn new(format: LogFormat) -> Summarizer {
+        Summarizer {
+            format,
+            ..Summarizer::default()
+        }
+    }
+
+    /// Adds the complete lines of an access log from byte `from`; returns the offset after the
+    /// last complete line (pass it next time to read only what is new).
+    pub fn add_access_file(&mut self, path: &Path, from: u64) -> io::Result<u64> {
+        each_line(path, from, |l| self.access_line(l))
+    }
+
+    /// Adds the complete lines of an error log from byte `from`; returns the offset after the
+    /// last complete line.
+    pub fn add_error_file(&mut self, path: &Path, from: u64) -> io::Result<u64> {
+        each_line(path, from, |l| self.error_line(l))
+    }
+
+    /// Adds one access-log line. Lines not in the format count in `access_lines` only.
+    pub fn access_line(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        self.summary.access_lines += 1;
+        if let Some(a) = self.format.access(line) {
+            self.access(&a, line);
+        }
+    }
+
+    /// Adds one parsed access record; `line` is kept verbatim when it is an example.
+    pub fn access(&mut self, a: &AccessRecord<'_>, line: &str) {
+        let s = &mut self.summary;
+        *s.access_status.entry(a.status).or_insert(0) += 1;
+        *s.upstream_status
+            .entry(or_dash(&a.upstream_status))
+            .or_insert(0) += 1;
+        *s.limit_req_status.entry(or_dash(&a.limit)).or_insert(0) += 1;
+        if let (false, Some(t)) = (a.limit.trim().is_empty(), a.time_ms) {
+            if s.limit_req_lines.len() < MAX_LIMIT_REQ_LINES {
+                // Logged times have millisecond resolution; round away the float's representation.
+                let end_ms = t.round() as u64;
+                let took_ms = (a.request_time_s.unwrap_or(0.0) * 1000.0).round() as u64;
+                s.limit_req_lines.push(LimitReqLine {
+                    start_ms: end_ms.saturating_sub(took_ms),
+                    end_ms,
+                    status: a.status,
+                    limit: a.limit.trim().to_string(),
+                });
+            }
+        }
+        if a.upstream_addr.trim().is_empty() || a.upstream_addr.trim() == "-" {
+            *s.upstream_addr.entry("-".into()).or_insert(0) += 1;
+        } else {
+            // One entry per attempt: "a, b" after a retry, "a : b" across an internal redirect.
+            for addr in a
+                .upstream_addr
+                .split([',', ' '])
+                .filter(|p| !p.is_empty() && *p != ":")
+            {
+                *s.upstream_addr.entry(addr.to_string()).or_insert(0) += 1;
+            }
+        }
+        if !(200..400).contains(&a.status) {
+            let origin = origin(a.status, &a.upstream_status);
+            *s.status_origin
+                .entry(format!("{} {origin}", a.status))
+                .or_insert(0) += 1;
+        }
+        if a.status == 499 && s.examples_499.len() < MAX_499_EXAMPLES {
+            s.examples_499.push(line.to_string());
+        }
+    }
+
+    /// Adds one error-log line; a line without a level this format knows counts as `unknown`.
+    pub fn error_line(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let (level, msg) = match self.format.error(line) {
+            Some(r) => (r.level.into_owned(), r.message.into_owned()),
+            None => ("unknown".to_string(), line.to_string()),
+        };
+        *self.summary.error_levels.entry(level.clone()).or_insert(0) += 1;
+        let order = self.groups.len();
+        let g = self
+            .groups
+            .entry((level, normalize(&msg)))
+            .or_insert_with(|| (0, line.to_string(), order));
+        g.0 += 1;
+    }
+
+    /// The summary, error groups largest first (ties in order of first appearance).
+    pub fn finish(mut self) -> LogSummary {
+        let mut groups: Vec<_> = self.groups.into_iter().collect();
+        groups.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.1 .2.cmp(&b.1 .2)));
+        self.summary.error_groups = groups
+            .into_iter()
+            .take(MAX_GROUPS)
+            .map(|((level, message), (count, example, _))| LogGroup {
+                level,
+                message,
+                count,
+                example,
+            })
+            .collect();
+        self.summary
+    }
+}
+
+/// Parses a combined-format line: `addr - user [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.1"
+/// 200 2326 "referer" "agent"`, optionally followed by `rt=0.001 ua="127.0.0.1:9101"
+/// us="200"` (request time, upstream address and status, as an nginx `log_format` can add).
+pub fn combined(line: &str) -> Option<AccessRecord<'_>> {
+    let open = line.find('[')?;
+    let close = open + line[open..].find(']')?;
+    let time_ms = clf_time(&line[open + 1..close]);
+    let rest = &line[close + 1..];
+    // The request line is quoted and may hold escaped quotes.
+    let q1 = rest.find('"')?;
+    let mut i = q1 + 1;
+    let b = rest.as_bytes();
+    while i < b.len() && b[i] != b'"' {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    let after = rest.get(i + 1..)?;
+    let mut it = after.split_whitespace();
+    let status = it.next()?.parse().ok()?;
+    let bytes = it.next().and_then(|b| b.parse().ok());
+    let mut rec = AccessRecord {
+        time_ms,
+        status,
+        bytes,
+        ..AccessRecord::default()
+    };
+    for (key, val) in kv_pairs(after) {
+        match key {
+            "rt" | "request_time" => rec.request_time_s = val.parse().ok(),
+            "ua" | "upstream_addr" => rec.upstream_addr = Cow::Borrowed(val),
+            "us" | "upstream_status" => rec.upstream_status = Cow::Borrowed(val),
+            _ => {}
+        }
+    }
+    Some(rec)
+}
+
+/// `key=value` and `key="value"` pairs in a line's tail (outside quoted runs of their own).
+fn kv_pairs(s: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(eq) = rest.find('=') {
+        let key_start = rest[..eq].rfind([' ', '"']).map_or(0, |i| i + 1);
+        let key = &rest[key_start..eq];
+        let tail = &rest[eq + 1..];
+        let (val, next) = if let Some(t) = tail.strip_prefix('"') {
+            match t.find('"') {
+                Some(e) => (&t[..e], &t[e + 1..]),
+                None => (t, ""),
+            }
+        } else {
+            let e = tail.find(' ').unwrap_or(tail.len());
+            (&tail[..e], &tail[e..])
+        };
+        if !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+            out.push((key, val));
+        }
+        rest = next;
+    }
+    out
+}
+
+/// `10/Oct/2000:13:55:36 -0700` as ms since the Unix epoch.
+pub fn clf_time(s: &str) -> Option<f64> {
+    let (dt, zone) = s.split_once(' ').unwrap_or((s, "+0000"));
+    let mut p = dt.splitn(4, [':', '/']);
+    let day: i64 = p.next()?.parse().ok()?;
+    let mon = p.next()?;
+    let year: i64 = p.next()?.parse().ok()?;
+    let hms = p.next()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| *m == mon)? as i64
+        + 1;
+    let mut t = hms.splitn(3, ':');
+    let h: i64 = t.next()?.parse().ok()?;
+    let m: i64 = t.next()?.parse().ok()?;
+    let sec: f64 = t.next()?.parse().ok()?;
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let z = zone.trim_start_matches(['+', '-']);
+    let zh: i64 = z.get(..2)?.parse().ok()?;
+    let zm: i64 = z.get(2..4)?.parse().ok()?;
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + h * 3600 + m * 60 - sign * (zh * 3600 + zm * 60);
+    Some((secs as f64 + sec) * 1000.0)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn or_dash(s: &str) -> String {
+    if s.trim().is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Calls `f` on each complete line from byte `from`; returns the offset after the last one.
+fn each_line(path: &Path, from: u64, mut f: impl FnMut(&str)) -> io::Result<u64> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(from),
+        Err(e) => return Err(e),
+    };
+    file.seek(SeekFrom::Start(from))?;
+    let mut r = BufReader::with_capacity(256 * 1024, file);
+    let mut buf = Vec::with_capacity(1024);
+    let mut offset = from;
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            // End, or a line nginx is still writing: leave it for the next call.
+            return Ok(offset);
+        }
+        offset += n as u64;
+        f(&String::from_utf8_lossy(&buf));
+    }
+}
+
+/// The message of an error-log line with what varies between occurrences taken out: the
+/// trailing context (`, client: ..., server: ..., request: ...`), IPv4 addresses (`ADDR`) and
+/// numbers (`N`), but not errno codes such as `(110: ...)`.
+pub fn normalize(msg: &str) -> String {
+    let cut = [
+        ", client: ",
+        ", server: ",
+        ", upstream: ",
+        ", request: ",
+        ", host: ",
+    ]
+    .iter()
+    .filter_map(|m| msg.find(m))
+    .min()
+    .unwrap_or(msg.len());
+    let core = &msg[..cut];
+    let b = core.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::with_capacity(core.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if !(b[i].is_ascii_digit() && (i == 0 || !word(b[i - 1]))) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+            i += 1;
+        }
+        let tok = core[start..i].trim_end_matches('.');
+        let end = start + tok.len();
+        let replacement = if tok.matches('.').count() == 3 {
+            // An IPv4 address, with its port if any.
+            let mut j = end;
+            if j + 1 < b.len() && b[j] == b':' && b[j + 1].is_ascii_digit() {
+                j += 1;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+            }
+            i = j;
+            Some("ADDR")
+        } else if (start > 0 && b[start - 1] == b'(' && b.get(end) == Some(&b':'))
+            || b.get(end).is_some_and(|&c| word(c))
+        {
+            None // an errno such as "(110:", or part of a word such as "2nd"
+        } else {
+            i = end;
+            Some("N")
+        };
+        if let Some(r) = replacement {
+            out.push_str(&core[copied..start]);
+            out.push_str(r);
+            copied = i;
+        } else {
+            i = i.max(end);
+        }
+    }
+    out.push_str(&core[copied..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_normalise() {
+        assert_eq!(
+            normalize("upstream server temporarily disabled while connecting to upstream, client: 10.X.X.X:, server: cafe.example.com"),
+            "upstream server temporarily disabled while connecting to upstream"
+        );
+        assert_eq!(
+            normalize("upstream timed out (110: Operation timed out) while connecting to upstream, client: 10.168.0.14, server: x"),
+            "upstream timed out (110: Operation timed out) while connecting to upstream"
+        );
+        assert_eq!(
+            normalize("limiting requests, excess: 0.960 by zone \"rl_ingress\", client: 127.0.0.1"),
+            "limiting requests, excess: N by zone \"rl_ingress\""
+        );
+        assert_eq!(
+            normalize("connect() to 127.0.0.1:9001 failed (111: Connection refused)"),
+            "connect() to ADDR failed (111: Connection refused)"
+        );
+        assert_eq!(
+            normalize("start worker process 1234"),
+            "start worker process N"
+        );
+        assert_eq!(
+            normalize("worker process 77 exited on signal 9"),
+            "worker process N exited on signal N"
+        );
+        assert_eq!(
+            normalize("http_502 and the 2nd try"),
+            "http_502 and the 2nd try"
+        );
+    }
+
+    #[test]
+    fn combined_lines_parse_with_their_optional_tail() {
+        let l = r#"127.0.0.1 - - [25/Nov/2026:10:20:19 +0000] "GET /a?b=\"c\" HTTP/1.1" 502 157 "-" "proxybench" rt=0.003 ua="127.0.0.1:9101, 127.0.0.1:9102" us="502, 502""#;
+        let r = combined(l).unwrap();
+        assert_eq!(r.status, 502);
+        assert_eq!(r.bytes, Some(157));
+        assert_eq!(r.request_time_s, Some(0.003));
+        assert_eq!(r.upstream_addr, "127.0.0.1:9101, 127.0.0.1:9102");
+        assert_eq!(r.upstream_status, "502, 502");
+        // 2026-11-25T10:20:19Z
+        assert_eq!(r.time_ms, Some(1_795_602_019_000.0));
+        let plain =
+            combined(r#"::1 - - [01/Jan/1970:01:00:00 +0100] "GET / HTTP/1.0" 200 -"#).unwrap();
+        assert_eq!(
+            (plain.status, plain.bytes, plain.time_ms),
+            (200, None, Some(0.0))
+        );
+        assert_eq!(combined("not a log line"), None);
+    }
+
+    #[test]
+    fn non_2xx_answers_are_attributed_to_their_origin() {
+        let mut s = Summarizer::default();
+        for line in [
+            r#"{"status":503,"upstream_addr":"127.0.0.1:1","upstream_status":"503"}"#,
+            r#"{"status":503,"upstream_addr":"","upstream_status":"","limit_req_status":"REJECTED"}"#,
+            r#"{"status":502,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 502"}"#,
+            r#"{"status":504,"upstream_addr":"127.0.0.1:1","upstream_status":"504"}"#,
+            r#"{"status":500,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 500"}"#,
+            r#"{"status":200,"upstream_addr":"127.0.0.1:1","upstream_status":"200"}"#,
+        ] {
+            s.access_line(line);
+        }
+        let sum = s.finish();
+        let got: Vec<(&str, u64)> = sum
+            .status_origin
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("500 upstream", 1),
+                ("502 proxy", 1),
+                ("503 proxy", 1),
+                ("503 upstream", 1),
+                ("504 proxy", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn access_lines_count_by_field() {
+        let mut s = Summarizer::default();
+        s.access_line(r#"{"status":200,"upstream_addr":"127.0.0.1:1","upstream_status":"200","limit_req_status":"PASSED"}"#);
+        s.access_line(r#"{"status":502,"upstream_addr":"127.0.0.1:1, 127.0.0.1:2","upstream_status":"502, 502","limit_req_status":""}"#);
+        s.access_line(
+            r#"{"status":499,"upstream_addr":"","upstream_status":"","limit_req_status":""}"#,
+        );
+        s.access_line("not json");
+        let sum = s.finish();
+        assert_eq!(sum.access_lines, 4);
+        assert_eq!(sum.access_status.values().sum::<u64>(), 3);
+        assert_eq!(sum.upstream_addr.get("127.0.0.1:1"), Some(&2));
+        assert_eq!(sum.upstream_addr.get("127.0.0.1:2"), Some(&1));
+        assert_eq!(sum.upstream_addr.get("-"), Some(&1));
+        assert_eq!(sum.upstream_status.get("502, 502"), Some(&1));
+        assert_eq!(sum.upstream_status.get("-"), Some(&1));
+        assert_eq!(sum.limit_req_status.get("PASSED"), Some(&1));
+        assert_eq!(sum.limit_req_status.get("-"), Some(&2));
+        assert_eq!(sum.examples_499.len(), 1);
+        // Only the rate-limited line is kept, and it has no $msec here.
+        assert!(sum.limit_req_lines.is_empty());
+    }
+
+    #[test]
+    fn rate_limited_lines_keep_their_start_on_nginx_clock() {
+        let mut s = Summarizer::default();
+        // A request delayed 1.234 s in the queue, one refused at once, one not rate limited.
+        s.access_line(r#"{"msec":1764043810.123,"status":200,"request_time":1.234,"limit_req_status":"DELAYED"}"#);
+        s.access_line(r#"{"msec":1764043809.001,"status":503,"request_time":0.000,"limit_req_status":"REJECTED"}"#);
+        s.access_line(
+            r#"{"msec":1764043809.002,"status":200,"request_time":0.001,"limit_req_status":""}"#,
+        );
+        let sum = s.finish();
+        let got: Vec<(u64, u64, u16, &str, bool)> = sum
+            .limit_req_lines
+            .iter()
+            .map(|l| {
+                (
+                    l.start_ms,
+                    l.end_ms,
+                    l.status,
+                    l.limit.as_str(),
+                    l.accepted(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1_764_043_808_889, 1_764_043_810_123, 200, "DELAYED", true),
+                (1_764_043_809_001, 1_764_043_809_001, 503, "REJECTED", false),
+            ]
+        );
+    }
+}

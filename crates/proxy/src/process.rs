@@ -1,0 +1,289 @@
+//! Processes of a proxy replica: spawning children that die with proxybench, signalling them,
+//! reading /proc for a master's workers, and [`Supervised`], the process group every driver runs
+//! its replicas in (so a crash of proxybench or a killed master leaves nothing behind).
+
+use crate::Error;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type Job = (Command, Sender<io::Result<Child>>);
+
+/// Spawns `cmd` from one long-lived thread. PR_SET_PDEATHSIG fires when the *thread* that forked
+/// the child exits, so spawning from a short-lived action thread would kill the child with it;
+/// this thread lives as long as the process.
+pub(crate) fn spawn(cmd: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        std::thread::Builder::new()
+            .name("pb-proxy-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("spawn the process-spawner thread");
+        Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = channel();
+    tx.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, reply_tx))
+        .map_err(|_| io::Error::other("spawner thread is gone"))?;
+    reply_rx
+        .recv()
+        .map_err(|_| io::Error::other("spawner thread is gone"))?
+}
+
+/// Sends `sig` to one process; false when it does not exist.
+pub(crate) fn signal(pid: u32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes no pointers; a stale pid can at worst signal the wrong process,
+    // which is not memory unsafety (and the caller's pids are its own children).
+    unsafe { libc::kill(pid as i32, sig) == 0 }
+}
+
+/// Sends `sig` to every process of group `pgid`.
+pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes no pointers; the negative pid names a process group, as meant.
+    unsafe { libc::kill(-(pgid as i32), sig) == 0 }
+}
+
+/// (state, ppid) of a process from /proc/PID/stat.
+fn stat(pid: u32) -> Option<(u8, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ..."; comm may hold spaces and parentheses, so cut at the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let mut it = rest.split_whitespace();
+    let state = it.next()?.bytes().next()?;
+    let ppid = it.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// True while `pid` exists and is not a zombie.
+pub(crate) fn alive(pid: u32) -> bool {
+    matches!(stat(pid), Some((s, _)) if s != b'Z' && s != b'X')
+}
+
+/// Live children of `parent` (nginx workers of a master), by scanning /proc.
+pub(crate) fn children(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| matches!(stat(pid), Some((s, pp)) if pp == parent && s != b'Z' && s != b'X'))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Every live descendant of `root` (workers of a master, their helpers), by scanning /proc once.
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let table: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| match stat(pid) {
+            Some((s, pp)) if s != b'Z' && s != b'X' => Some((pid, pp)),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(pid, pp) in &table {
+            if pp == p && !out.contains(&pid) {
+                out.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// A proxy replica's main process, run in its own process group and never left behind:
+/// PR_SET_PDEATHSIG takes it down with proxybench, a watchdog shell in the same group takes the
+/// rest of the group down too (it reads a pipe whose writer is proxybench and kills the group at
+/// end of file), and [`Supervised::kill_group`] (also run on drop) kills what is left.
+#[derive(Debug)]
+pub struct Supervised {
+    name: String,
+    main: Child,
+    watchdog: Option<Child>,
+    running: bool,
+    stderr: PathBuf,
+}
+
+impl Supervised {
+    /// Starts `cmd` (stdin and stdout null, stderr to `stderr_file`) in a new process group with
+    /// its watchdog. `name` names the replica in messages.
+    pub fn spawn(name: &str, mut cmd: Command, stderr_file: &Path) -> Result<Supervised, Error> {
+        let stderr = std::fs::File::create(stderr_file)
+            .map_err(|e| Error::io(format!("cannot create {}", stderr_file.display()), e))?;
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe calls are allowed; it makes one raw prctl(2) system call, which
+        // neither allocates nor takes a lock (it only sets this child's parent-death signal).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let main =
+            spawn(cmd).map_err(|e| Error::io(format!("{name}: cannot start {program}"), e))?;
+        let pgid = main.id();
+        let mut s = Supervised {
+            name: name.to_string(),
+            main,
+            watchdog: None,
+            running: true,
+            stderr: stderr_file.to_path_buf(),
+        };
+        // Joins the group and waits for proxybench to go; then kills the group.
+        let mut wd = Command::new("/bin/sh");
+        wd.arg("-c")
+            .arg("read x; kill -9 -$1")
+            .arg("pb-proxy-watchdog")
+            .arg(pgid.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(pgid as i32);
+        s.watchdog = Some(
+            spawn(wd).map_err(|e| Error::io(format!("{name}: cannot start the watchdog"), e))?,
+        );
+        Ok(s)
+    }
+
+    /// The main process's pid (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.main.id()
+    }
+
+    /// What the process wrote on stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// True while the main process runs.
+    pub fn is_running(&mut self) -> bool {
+        if self.running {
+            if let Ok(Some(_)) = self.main.try_wait() {
+                self.running = false;
+            }
+        }
+        self.running
+    }
+
+    /// The exit status, if the main process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let st = self.main.try_wait().ok().flatten();
+        if st.is_some() {
+            self.running = false;
+        }
+        st
+    }
+
+    /// Sends `sig` to the main process (or, with `group`, to the whole process group).
+    pub fn signal(&self, sig: i32, group: bool) -> bool {
+        if group {
+            signal_group(self.main.id(), sig)
+        } else {
+            signal(self.main.id(), sig)
+        }
+    }
+
+    /// Sends `sig` and waits up to `bound` for the main process to exit; past the bound the
+    /// group is killed and a Timeout error names `what` (the signal as the user knows it).
+    pub fn stop(
+        &mut self,
+        sig: i32,
+        group: bool,
+        bound: Duration,
+        what: &str,
+    ) -> Result<(), Error> {
+        if !self.running {
+            return Ok(());
+        }
+        self.signal(sig, group);
+        let deadline = Instant::now() + bound;
+        let mut result = Ok(());
+        loop {
+            match self.main.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    signal_group(self.main.id(), libc::SIGKILL);
+                    let _ = self.main.wait();
+                    result = Err(Error::Timeout(format!(
+                        "{}: did not exit within {bound:?} after {what}; killed",
+                        self.name
+                    )));
+                    break;
+                }
+            }
+        }
+        self.running = false;
+        self.kill_group();
+        result
+    }
+
+    /// Kills whatever is left in the process group (workers orphaned by a killed master, the
+    /// watchdog) and reaps the main process and the watchdog.
+    pub fn kill_group(&mut self) {
+        // The group id is ours only while a member is unreaped; the watchdog is reaped last.
+        if self.watchdog.is_some() {
+            signal_group(self.main.id(), libc::SIGKILL);
+        }
+        if let Ok(None) = self.main.try_wait() {
+            let _ = self.main.wait();
+        }
+        self.running = false;
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_and_liveness_of_a_real_child() {
+        let me = std::process::id();
+        let mut c = spawn({
+            let mut c = Command::new("sleep");
+            c.arg("30");
+            c
+        })
+        .unwrap();
+        assert!(alive(c.id()));
+        assert!(children(me).contains(&c.id()));
+        assert!(signal(c.id(), libc::SIGKILL));
+        c.wait().unwrap();
+        assert!(!alive(c.id()));
+        assert!(!children(me).contains(&c.id()));
+    }
+}

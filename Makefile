@@ -29,10 +29,13 @@ deps:
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 
-## test-deps: what the tests use besides nginx: openssl and curl (the TLS trust tests compare
-## with them), python3, pgrep and setsid (bench/soak.sh)
+## test-deps: what the tests use besides nginx: haproxy and caddy (the other proxies under test),
+## openssl and curl (the TLS trust tests compare with them), python3, pgrep and setsid
+## (bench/soak.sh)
 test-deps: deps
 	@need=""; \
+	 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1 || need="$$need haproxy"; \
+	 command -v caddy >/dev/null 2>&1 || need="$$need caddy"; \
 	 command -v openssl >/dev/null 2>&1 || need="$$need openssl"; \
 	 command -v curl >/dev/null 2>&1 || need="$$need curl ca-certificates"; \
 	 command -v python3 >/dev/null 2>&1 || need="$$need python3"; \

@@ -225,6 +225,14 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
         )));
     }
     scn.cases.retain(|c| rec.selected_cases.contains(&c.name));
+    if let Some(name) = &rec.proxy {
+        let kind = proxy::ProxyKind::parse(name).ok_or_else(|| {
+            bad(format!(
+                "the record ran proxy kind '{name}', which this proxybench does not know"
+            ))
+        })?;
+        scn = crate::runner::with_proxy_kind(&scn, kind);
+    }
     Ok(scn)
 }
 

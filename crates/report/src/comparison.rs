@@ -514,6 +514,15 @@ pub fn render_markdown(c: &Comparison) -> String {
             r.extend(cols.iter().map(|k| cell(k, f)));
             t.row(r);
         };
+        let no_proxy = case
+            .proxy
+            .iter()
+            .all(|m| m.cpu_s.is_none() && m.peak_rss_bytes.is_none() && m.reloads == 0);
+        if no_proxy {
+            out.push_str(&t.render());
+            out.push_str("\nNo proxy process ran in this case (the loads went to the backends).\n");
+            continue;
+        }
         add("proxy CPU per request (µs)", &|m| {
             opt(m.cpu_us_per_request, 1)
         });

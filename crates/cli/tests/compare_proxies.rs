@@ -215,3 +215,135 @@ fn bad_proxy_lists_and_configs_a_proxy_refuses_stop_before_anything_runs() {
         assert!(!results.exists(), "--proxy {arg}: results were written");
     }
 }
+
+#[test]
+fn one_kind_overrides_the_scenario_in_a_single_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kind = comparable()[0];
+    let file = tmp.path().join("scenario.toml");
+    fs::write(&file, SCENARIO).unwrap();
+    let results = tmp.path().join("results");
+    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .arg("run")
+        .arg(&file)
+        .args([
+            "--no-progress",
+            "--case",
+            "steady",
+            "--proxy",
+            kind,
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let dir = fs::read_dir(results.join("two-cases"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert!(dir.join("data.json").is_file() && !dir.join("comparison.md").exists());
+    let rec: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("record.json")).unwrap()).unwrap();
+    assert_eq!(rec["proxy"], kind);
+}
+
+#[test]
+fn ctrl_c_keeps_the_current_run_starts_no_other_and_still_writes_the_comparison() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kinds = comparable();
+    let arg = if kinds.len() > 1 {
+        kinds.join(",")
+    } else {
+        "all".to_string()
+    };
+    // A paced load long enough to be interrupted.
+    let toml = SCENARIO
+        .replace("requests = 20000", "rate = 200")
+        .replace("duration = \"30s\"", "duration = \"20s\"");
+    let file = tmp.path().join("scenario.toml");
+    fs::write(&file, toml).unwrap();
+    let results = tmp.path().join("results");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .arg("run")
+        .arg(&file)
+        .args(["--no-progress", "--proxy", &arg, "--results"])
+        .arg(&results)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first proxy's run has recorded its scenario, it is under way.
+    let first = kinds[0];
+    let started = std::time::Instant::now();
+    let root = loop {
+        let found = fs::read_dir(results.join("two-cases"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.join(first).join("scenario.toml").is_file());
+        if let Some(p) = found {
+            break p;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the first run never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid, with a valid signal number.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(root.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(json["partial"], true);
+    let proxies = json["proxies"].as_array().unwrap();
+    assert_eq!(proxies.len(), kinds.len());
+    assert_eq!(proxies[0]["status"], "partial");
+    assert_eq!(proxies[0]["detail"], "interrupted");
+    for (p, kind) in proxies.iter().zip(&kinds).skip(1) {
+        assert_eq!(p["status"], "not run", "{kind}");
+        assert!(!root.join(kind).exists(), "{kind} started after Ctrl-C");
+    }
+    // The interrupted run's own directory holds its partial results, as a single run's would.
+    let r: RunResults =
+        serde_json::from_str(&fs::read_to_string(root.join(first).join("data.json")).unwrap())
+            .unwrap();
+    assert!(r.partial);
+    let md = fs::read_to_string(root.join("comparison.md")).unwrap();
+    assert!(md.contains("**PARTIAL**"), "{md}");
+}
+
+#[test]
+fn the_capability_table_has_a_row_per_feature_and_a_column_per_kind() {
+    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .arg("capabilities")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let t = String::from_utf8(out.stdout).unwrap();
+    let head: Vec<&str> = t
+        .lines()
+        .next()
+        .unwrap()
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let mut want = vec!["Feature"];
+    want.extend(proxy::ProxyKind::ALL.iter().map(|k| k.name()));
+    assert_eq!(head, want);
+    for f in proxy::Feature::ALL {
+        let row = t
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", f.key())))
+            .unwrap_or_else(|| panic!("no row for {}", f.key()));
+        assert_eq!(row.matches(" |").count(), want.len(), "{row}");
+    }
+}

@@ -109,6 +109,9 @@ pub fn run_each(
                 print!("{}", report::summary_text(&out.results));
                 println!("results: {}", out.dir.display());
                 let code = crate::cmd_run::exit_code(&out.results);
+                if code != 0 {
+                    eprintln!("proxybench: {kind}: its run's exit code is {code}");
+                }
                 outcomes.push((kind, Ok(out.results), code));
             }
             Err(e) => {

@@ -225,6 +225,14 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
         )));
     }
     scn.cases.retain(|c| rec.selected_cases.contains(&c.name));
+    if let Some(name) = &rec.proxy {
+        let kind = proxy::ProxyKind::parse(name).ok_or_else(|| {
+            bad(format!(
+                "the record ran proxy kind '{name}', which this proxybench does not know"
+            ))
+        })?;
+        scn = crate::runner::with_proxy_kind(&scn, kind);
+    }
     Ok(scn)
 }
 
@@ -246,6 +254,45 @@ mod tests {
         .unwrap();
         s.name = name.into();
         s
+    }
+
+    #[test]
+    fn the_recorded_proxy_kind_applies_to_the_scenario_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = crate::catalogue::builtin("default").unwrap();
+        fs::write(dir.path().join(SCENARIO_TOML), &src.text).unwrap();
+        let scn = Scenario::parse(&src, true).unwrap();
+        let kind = *proxy::ProxyKind::ALL.last().unwrap();
+        let mut rec = RunRecord {
+            record_version: RECORD_VERSION,
+            scenario_file: src.file.clone(),
+            selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
+            aborted_case: None,
+            proxy: Some(kind.name().into()),
+            run: model::RunResults {
+                schema: SCHEMA_VERSION,
+                scenario: scn.name.clone(),
+                description: String::new(),
+                started_at: String::new(),
+                quick: true,
+                partial: false,
+                abort_reason: None,
+                env: model::Env::default(),
+                cases: Vec::new(),
+                findings: Vec::new(),
+                checks: Vec::new(),
+            },
+        };
+        let back = read_scenario(dir.path(), &rec).unwrap();
+        let kinds: Vec<proxy::ProxyKind> = back
+            .cases
+            .iter()
+            .flat_map(|c| c.proxy.iter().chain(c.configs.values()).map(|p| p.kind))
+            .collect();
+        assert!(!kinds.is_empty() && kinds.iter().all(|k| *k == kind));
+        rec.proxy = Some("nosuch".into());
+        let e = read_scenario(dir.path(), &rec).unwrap_err().to_string();
+        assert!(e.contains("proxy kind 'nosuch'"), "{e}");
     }
 
     #[test]

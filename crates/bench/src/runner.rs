@@ -63,30 +63,44 @@ pub struct RunOutcome {
 /// analysis outputs (data.json, CSVs, report.md, charts), exactly as `proxybench analyse DIR`
 /// would write them later.
 pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
-    // Names that become directories must stay under the results directory (the parser refuses
-    // them already; this holds for scenarios built in code too), checked before anything is made.
-    paths::join_plain(Path::new(""), "scenario name", &scn.name)
-        .map_err(|e| RunError::Invalid(e.to_string()))?;
-    for case in &scn.cases {
-        paths::join_plain(Path::new(""), "case name", &case.name)
-            .map_err(|e| RunError::Invalid(e.to_string()))?;
-    }
-    fd_budget(scn)?;
-    let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
-    let tls = certificate(scn, &scratch.0)?;
-    if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
-        // Keep the rendered config the proxy refused: its message points into it.
-        std::mem::forget(scratch);
-        return Err(e);
-    }
-    drop(scratch);
+    run_as(scn, opts, &Target::default())
+}
 
-    let dir = results_dir(scn, opts)?;
+/// Where a run goes and which proxy kind it runs, when not the scenario's own.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// Write into exactly this directory (created) instead of a new
+    /// `<results_root>/<scenario>/<stamp>/`: one proxy's directory in a comparison.
+    pub dir: Option<PathBuf>,
+    /// Run every proxy config of the scenario as this kind (`--proxy KIND`); recorded in
+    /// record.json so `proxybench analyse` sees the scenario as it ran.
+    pub proxy: Option<ProxyKind>,
+}
+
+/// [`run`], into `target.dir` when given, with the proxy kind `target.proxy` when given.
+pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunOutcome, RunError> {
+    let overridden;
+    let scn = match target.proxy {
+        Some(kind) => {
+            overridden = with_proxy_kind(scn, kind);
+            &overridden
+        }
+        None => scn,
+    };
+    check(scn)?;
+    let dir = match &target.dir {
+        Some(d) => {
+            fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
+            std::path::absolute(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?
+        }
+        None => results_dir(scn, opts)?,
+    };
     let failed = |e: record::RecordError| RunError::Failed(format!("cannot record the run: {e}"));
     record::write_scenario(&dir, scn).map_err(failed)?;
     let work = dir.join(".work");
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn);
+    rec.proxy = target.proxy.map(|k| k.name().to_string());
     let run_origin = Instant::now();
     let total = scn.cases.len();
     for (i, case) in scn.cases.iter().enumerate() {
@@ -138,6 +152,42 @@ pub fn run(scn: &Scenario, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     Ok(RunOutcome { dir, results })
 }
 
+/// Checks, without running anything, that `scn` can run as written: names that become
+/// directories, the open-files budget, the certificate, and each config rendered and checked by
+/// its proxy (a feature the proxy cannot express is refused naming the proxy, the feature and the
+/// scenario line).
+pub fn check(scn: &Scenario) -> Result<(), RunError> {
+    // Names that become directories must stay under the results directory (the parser refuses
+    // them already; this holds for scenarios built in code too), checked before anything is made.
+    paths::join_plain(Path::new(""), "scenario name", &scn.name)
+        .map_err(|e| RunError::Invalid(e.to_string()))?;
+    for case in &scn.cases {
+        paths::join_plain(Path::new(""), "case name", &case.name)
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
+    }
+    fd_budget(scn)?;
+    let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
+    let tls = certificate(scn, &scratch.0)?;
+    if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
+        // Keep the rendered config the proxy refused: its message points into it.
+        std::mem::forget(scratch);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// `scn` with every proxy config (each case's `[proxy]` and its `[configs.*]` alternatives) set
+/// to `kind`: what `--proxy KIND` runs, and what `analyse` re-parses a record of such a run into.
+pub fn with_proxy_kind(scn: &Scenario, kind: ProxyKind) -> Scenario {
+    let mut out = scn.clone();
+    for case in &mut out.cases {
+        for cfg in case.proxy.iter_mut().chain(case.configs.values_mut()) {
+            cfg.kind = kind;
+        }
+    }
+    out
+}
+
 /// The record of a run about to start: the scenario, the machine, no case yet.
 fn new_record(scn: &Scenario) -> RunRecord {
     let proxy_v = proxy_kind(scn).map_or_else(String::new, |k| {
@@ -150,6 +200,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
         scenario_file: scn.file.clone(),
         selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
         aborted_case: None,
+        proxy: None,
         run: RunResults {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),
@@ -168,7 +219,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
 
 /// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (a proxy may resolve relative
 /// paths in its config against its own directory).
-fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
+pub fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
     let stamp = env::now_dir_stamp();
     let root = std::path::absolute(&opts.results_root)
         .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;

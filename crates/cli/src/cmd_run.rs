@@ -29,6 +29,11 @@ pub struct RunArgs {
     /// Run only this case of the scenario (repeatable; cases keep the scenario's order).
     #[arg(long = "case", value_name = "NAME")]
     cases: Vec<String>,
+    /// Run the scenario's proxy configs as this kind instead of their own; several kinds
+    /// (`nginx,haproxy`), or `all`, run the scenario once per kind and write comparison.md over
+    /// them (see `proxybench capabilities` for what each kind expresses).
+    #[arg(long, value_name = "KIND[,KIND...]")]
+    proxy: Option<String>,
 }
 
 /// Flags of `proxybench scenarios`.
@@ -87,8 +92,15 @@ fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
 
 /// Runs `proxybench run`; the exit code says how it went ([`EXIT_CODES`]).
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    let choice = match &a.proxy {
+        Some(arg) => Some(crate::cmd_proxies::parse_kinds(arg)?),
+        None => None,
+    };
     let mut scn = load_scenario(&a.scenario, a.quick)?;
     select_cases(&mut scn, &a.cases)?;
+    if let Some(arg) = &a.proxy {
+        crate::cmd_proxies::has_proxy(&scn, arg)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal exits at once; the first asks the run to wind down and write results.
@@ -110,7 +122,14 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             if scn.cases.len() == 1 { "" } else { "s" }
         );
     }
-    let out = bench::runner::run(&scn, &opts)?;
+    if let Some(c) = choice.as_ref().filter(|c| c.compare) {
+        return crate::cmd_proxies::run_each(&scn, &c.kinds, &opts);
+    }
+    let target = bench::runner::Target {
+        dir: None,
+        proxy: choice.and_then(|c| c.kinds.first().copied()),
+    };
+    let out = bench::runner::run_as(&scn, &opts, &target)?;
     print!("{}", report::summary_text(&out.results));
     println!("results: {}", out.dir.display());
     Ok(ExitCode::from(exit_code(&out.results)))
@@ -118,7 +137,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
 
 /// The exit code of a finished run (see [`EXIT_CODES`]), with the reason on stderr when it is
 /// not 0.
-fn exit_code(r: &model::RunResults) -> u8 {
+pub(crate) fn exit_code(r: &model::RunResults) -> u8 {
     if r.partial && r.abort_reason.as_deref() == Some("interrupted") {
         eprintln!("proxybench: interrupted; partial results kept");
         return 130;

@@ -3,6 +3,7 @@
 
 mod cmd_backend;
 mod cmd_load;
+mod cmd_proxies;
 mod cmd_run;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +97,8 @@ enum Cmd {
     Analyse(cmd_run::AnalyseArgs),
     /// Compare two results directories side by side.
     Compare(cmd_run::CompareArgs),
+    /// Print the capability table: what each proxy kind can express of the scenario model.
+    Capabilities(cmd_proxies::CapabilitiesArgs),
 }
 
 fn main() -> ExitCode {
@@ -125,6 +128,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd_run::report(a),
         Cmd::Analyse(a) => cmd_run::analyse(a),
         Cmd::Compare(a) => cmd_run::compare(a),
+        Cmd::Capabilities(a) => cmd_proxies::capabilities(a),
     };
     match result {
         Ok(code) => code,

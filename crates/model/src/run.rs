@@ -107,6 +107,10 @@ pub struct RunRecord {
     /// checks are not evaluated (a case cut short would fail them for the wrong reason).
     #[serde(default)]
     pub aborted_case: Option<String>,
+    /// The proxy kind the run used instead of the scenario's own (`run --proxy KIND`), by name:
+    /// the analysis applies it to scenario.toml as it was read back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
     /// The measurements, in data.json's schema, with the analysed fields empty: no disruptions,
     /// tables, series or checks, and only the findings the runner made (teardown failures).
     pub run: RunResults,

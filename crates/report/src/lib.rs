@@ -6,6 +6,7 @@
 
 mod charts;
 mod compare;
+pub mod comparison;
 mod csv;
 mod error;
 mod files;

@@ -290,7 +290,7 @@ fn broken_scenarios_are_refused_before_anything_starts() {
                 "[[proxy.listeners]]",
                 "[proxy.raw]\nhttp = \"no_such_directive on;\"\n[[proxy.listeners]]",
             ),
-            "scenario.toml:12: case 'main', [proxy] raw.http: nginx -t failed: \
+            "scenario.toml:12: case 'main', [proxy] raw.http: nginx refused the config: \
              nginx: [emerg] unknown directive \"no_such_directive\"",
         ),
         (
@@ -298,7 +298,7 @@ fn broken_scenarios_are_refused_before_anything_starts() {
             THREE_BACKENDS.to_string()
                 + "\n[configs.alt]\nkeepalive_requests = 10\n[configs.alt.raw]\n\
                    server = \"bogus_server_directive 1;\"\n",
-            "scenario.toml:36: case 'main', [configs.alt] raw.server: nginx -t failed: \
+            "scenario.toml:36: case 'main', [configs.alt] raw.server: nginx refused the config: \
              nginx: [emerg] unknown directive \"bogus_server_directive\"",
         ),
         (

@@ -34,6 +34,9 @@ pub enum LogFormat {
     /// The NCSA combined format (nginx's and Apache's default), optionally followed by
     /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
     Combined,
+    /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
+    /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
+    Haproxy,
 }
 
 impl LogFormat {
@@ -42,6 +45,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => "nginx-json",
             LogFormat::Combined => "combined",
+            LogFormat::Haproxy => "haproxy",
         }
     }
 
@@ -50,6 +54,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => crate::nginx::logs::access(line),
             LogFormat::Combined => combined(line),
+            LogFormat::Haproxy => crate::haproxy::logs::access(line),
         }
     }
 
@@ -57,6 +62,7 @@ impl LogFormat {
     pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
         match self {
             LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
+            LogFormat::Haproxy => crate::haproxy::logs::error(line),
         }
     }
 }

@@ -49,6 +49,13 @@ impl LogFormat {
         }
     }
 
+    /// True for a line of an access stream that is no request at all: HAProxy also writes its
+    /// proxies' notices (`Proxy fe_http stopped ...`, also on its stderr) to the stream its
+    /// access log goes to; they are not counted as access-log lines.
+    pub fn not_a_request(self, line: &str) -> bool {
+        self == LogFormat::Haproxy && !line.starts_with("pb ")
+    }
+
     /// Parses one access-log line; `None` when it is not in this format.
     pub fn access(self, line: &str) -> Option<AccessRecord<'_>> {
         match self {
@@ -160,7 +167,7 @@ impl Summarizer {
     /// Adds one access-log line. Lines not in the format count in `access_lines` only.
     pub fn access_line(&mut self, line: &str) {
         let line = line.trim_end();
-        if line.is_empty() {
+        if line.is_empty() || self.format.not_a_request(line) {
             return;
         }
         self.summary.access_lines += 1;

@@ -168,6 +168,8 @@ fn defaults(o: &mut String, cfg: &ProxyConfig, generation: u64) {
     // next response carries `Connection: close` instead, so a client never writes a request
     // into a connection being closed.
     o.push_str("    option idle-close-on-response\n");
+    // A connection closed without a request (a keep-alive client leaving) is not a request.
+    o.push_str("    option dontlognull\n");
     let _ = writeln!(
         o,
         "    maxconn {}",
@@ -315,7 +317,7 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         }
     }
     o.push_str(
-        "    http-request return status 404 if { var(txn.pb_route) -m int -1 }\n    \
+        "    http-request return status 404 if { var(txn.pb_route) -m int lt 0 }\n    \
          http-request return status 404 if !{ var(txn.pb_route) -m found }\n",
     );
     // Rate limits: track the key, reject once the window is full, count what was accepted.

@@ -110,6 +110,18 @@ impl Replica {
             r.master.kill_group();
             return Err(e);
         }
+        // The worker serves before the master enters its loop and takes signals: a SIGUSR2 or
+        // SIGUSR1 sent in between would be lost. The master says "Loading success." just before.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !r.master.stderr_text().contains("Loading success.") {
+            if Instant::now() >= deadline || !r.master.is_running() {
+                r.master.kill_group();
+                return Err(Error::Timeout(format!(
+                    "{name}: the master did not report \"Loading success.\" within 15s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         Ok(r)
     }
 
@@ -213,6 +225,14 @@ impl Replica {
     /// [`stop`](Self::stop) with an explicit bound.
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
         let (sig, what) = signal_of(mode);
+        if mode != StopMode::Kill && self.master.is_running() {
+            // The master passes the signal on to its workers, but only once its loop runs;
+            // telling the workers directly too makes the stop independent of that moment (the
+            // master exits when its last worker has).
+            for w in process::children(self.master.pid()) {
+                process::signal(w, sig);
+            }
+        }
         self.master.stop(sig, mode == StopMode::Kill, bound, what)
     }
 

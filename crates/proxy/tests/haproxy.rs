@@ -529,12 +529,26 @@ fn stop_modes_end_every_process() {
         let mut r = start(&format!("haproxy-{i}"), &cfg, &mut ctx, dir.path());
         let pids = r.pids();
         assert_eq!(pids.len(), 2, "master and one worker: {pids:?}");
+        // Straight after a reload: the master is re-executing itself into its wait mode.
+        ctx.generation = 2;
+        let rec = r.reload(&haproxy::render(&cfg, &ctx).unwrap(), 2, Instant::now());
+        assert_eq!(rec.error, None);
+        let pids = r.pids();
         r.stop(mode).unwrap();
         assert!(!r.is_running());
         assert_eq!(
             common::wait_gone(&pids, Duration::from_secs(5)),
             Vec::<u32>::new()
         );
+        if mode == StopMode::Graceful {
+            // A soft stop, not a crash: the worker left with code 0 and the master followed.
+            let text = std::fs::read_to_string(r.stderr_path()).unwrap();
+            assert!(!text.contains("[ALERT]"), "{text}");
+            assert!(
+                text.contains("All workers exited. Exiting... (0)"),
+                "{text}"
+            );
+        }
     }
 }
 

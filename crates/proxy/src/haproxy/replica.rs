@@ -110,17 +110,12 @@ impl Replica {
             r.master.kill_group();
             return Err(e);
         }
-        // The worker serves before the master enters its loop and takes signals: a SIGUSR2 or
-        // SIGUSR1 sent in between would be lost. The master says "Loading success." just before.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !r.master.stderr_text().contains("Loading success.") {
-            if Instant::now() >= deadline || !r.master.is_running() {
-                r.master.kill_group();
-                return Err(Error::Timeout(format!(
-                    "{name}: the master did not report \"Loading success.\" within 15s"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        // The worker serves before the master takes signals (see `master_ready`).
+        if !wait_master_ready(r.master.pid(), Duration::from_secs(15)) {
+            r.master.kill_group();
+            return Err(Error::Timeout(format!(
+                "{name}: the master did not enter its wait mode within 15s"
+            )));
         }
         Ok(r)
     }
@@ -175,6 +170,8 @@ impl Replica {
             rec.error = Some(format!("cannot replace haproxy.cfg: {e}"));
             return rec;
         }
+        // A signal sent while the master is still re-executing itself would be lost.
+        wait_master_ready(self.master.pid(), self.wait_bound);
         let old = process::children(self.master.pid());
         let stderr = self.stderr_path();
         let offset = fs::metadata(&stderr).map(|m| m.len()).unwrap_or(0);
@@ -226,12 +223,11 @@ impl Replica {
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
         let (sig, what) = signal_of(mode);
         if mode != StopMode::Kill && self.master.is_running() {
-            // The master passes the signal on to its workers, but only once its loop runs;
-            // telling the workers directly too makes the stop independent of that moment (the
-            // master exits when its last worker has).
-            for w in process::children(self.master.pid()) {
-                process::signal(w, sig);
-            }
+            // The master passes the signal on to its workers once it takes signals. (Signalling
+            // the workers directly as well would race with that: a worker finishing its soft
+            // stop has dropped its handler, dies of the second SIGUSR1, and the master then
+            // kills everything as after a crash.)
+            wait_master_ready(self.master.pid(), bound.min(Duration::from_secs(15)));
         }
         self.master.stop(sig, mode == StopMode::Kill, bound, what)
     }
@@ -344,6 +340,46 @@ impl Drop for Replica {
         if self.master.is_running() {
             let _ = self.stop_within(StopMode::Kill, StopMode::Kill.bound());
         }
+    }
+}
+
+/// True once the master takes SIGUSR1 and SIGUSR2. After loading a config (at start and after
+/// each reload) HAProxy 2.6's master re-executes itself in "wait mode" to free the config's
+/// memory, with those signals blocked and then reset by the exec: a signal sent before the new
+/// image has installed its handlers is lost (or fatal). Ready means: the wait-mode image
+/// (`HAPROXY_MWORKER_WAIT_ONLY=1` in its environment) with both signals caught, not blocked.
+fn master_ready(pid: u32) -> bool {
+    let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let wait_mode = env
+        .split(|&b| b == 0)
+        .any(|v| v == b"HAPROXY_MWORKER_WAIT_ONLY=1");
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let usr = (1u64 << (libc::SIGUSR1 - 1)) | (1u64 << (libc::SIGUSR2 - 1));
+    wait_mode && mask("SigCgt:") & usr == usr && mask("SigBlk:") & usr == 0
+}
+
+/// Waits up to `bound` for [`master_ready`]; false when it never was.
+fn wait_master_ready(pid: u32, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        if master_ready(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline || !process::alive(pid) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 

@@ -12,6 +12,7 @@ pub mod config;
 pub mod driver;
 mod error;
 pub mod features;
+pub mod haproxy;
 pub mod logs;
 pub mod nginx;
 mod process;
@@ -31,6 +32,7 @@ pub use tls::TlsFiles;
 pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
     match kind {
         ProxyKind::Nginx => &nginx::Nginx,
+        ProxyKind::Haproxy => &haproxy::Haproxy,
     }
 }
 

@@ -34,6 +34,9 @@ pub enum LogFormat {
     /// The NCSA combined format (nginx's and Apache's default), optionally followed by
     /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
     Combined,
+    /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
+    /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
+    Haproxy,
 }
 
 impl LogFormat {
@@ -42,7 +45,15 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => "nginx-json",
             LogFormat::Combined => "combined",
+            LogFormat::Haproxy => "haproxy",
         }
+    }
+
+    /// True for a line of an access stream that is no request at all: HAProxy also writes its
+    /// proxies' notices (`Proxy fe_http stopped ...`, also on its stderr) to the stream its
+    /// access log goes to; they are not counted as access-log lines.
+    pub fn not_a_request(self, line: &str) -> bool {
+        self == LogFormat::Haproxy && !line.starts_with("pb ")
     }
 
     /// Parses one access-log line; `None` when it is not in this format.
@@ -50,6 +61,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => crate::nginx::logs::access(line),
             LogFormat::Combined => combined(line),
+            LogFormat::Haproxy => crate::haproxy::logs::access(line),
         }
     }
 
@@ -57,6 +69,7 @@ impl LogFormat {
     pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
         match self {
             LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
+            LogFormat::Haproxy => crate::haproxy::logs::error(line),
         }
     }
 }
@@ -154,7 +167,7 @@ impl Summarizer {
     /// Adds one access-log line. Lines not in the format count in `access_lines` only.
     pub fn access_line(&mut self, line: &str) {
         let line = line.trim_end();
-        if line.is_empty() {
+        if line.is_empty() || self.format.not_a_request(line) {
             return;
         }
         self.summary.access_lines += 1;

@@ -124,12 +124,37 @@ pub struct Supervised {
 impl Supervised {
     /// Starts `cmd` (stdin and stdout null, stderr to `stderr_file`) in a new process group with
     /// its watchdog. `name` names the replica in messages.
-    pub fn spawn(name: &str, mut cmd: Command, stderr_file: &Path) -> Result<Supervised, Error> {
+    pub fn spawn(name: &str, cmd: Command, stderr_file: &Path) -> Result<Supervised, Error> {
+        Supervised::start(name, cmd, Stdio::null(), stderr_file)
+    }
+
+    /// [`spawn`](Self::spawn), with stdout appended to `stdout_file` too: for proxies that can
+    /// write their access log only to a stream (HAProxy's `log stdout`).
+    pub fn spawn_with_stdout(
+        name: &str,
+        cmd: Command,
+        stdout_file: &Path,
+        stderr_file: &Path,
+    ) -> Result<Supervised, Error> {
+        let stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(stdout_file)
+            .map_err(|e| Error::io(format!("cannot create {}", stdout_file.display()), e))?;
+        Supervised::start(name, cmd, Stdio::from(stdout), stderr_file)
+    }
+
+    fn start(
+        name: &str,
+        mut cmd: Command,
+        stdout: Stdio,
+        stderr_file: &Path,
+    ) -> Result<Supervised, Error> {
         let stderr = std::fs::File::create(stderr_file)
             .map_err(|e| Error::io(format!("cannot create {}", stderr_file.display()), e))?;
         let program = cmd.get_program().to_string_lossy().into_owned();
         cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
         // SAFETY: the closure runs in the forked child before exec, where only

@@ -371,6 +371,73 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bounded_command_keeps_its_output_and_is_killed_past_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("o"), dir.path().join("e"));
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ran = run_bounded(
+            &argv(&["sh", "-c", "echo said; echo oops >&2; exit 3"]),
+            Duration::from_secs(30),
+            &out,
+            &err,
+        )
+        .unwrap();
+        assert_eq!(ran.status.and_then(|s| s.code()), Some(3));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "said\n");
+        assert_eq!(std::fs::read_to_string(&err).unwrap(), "oops\n");
+        // A child of the command dies with it: the whole group is killed.
+        let ran = run_bounded(
+            &argv(&["sh", "-c", "sleep 30 & echo $!; wait"]),
+            Duration::from_millis(200),
+            &out,
+            &err,
+        )
+        .unwrap();
+        assert_eq!(ran.status, None);
+        let child: u32 = std::fs::read_to_string(&out)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while alive(child) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!alive(child));
+        assert!(run_bounded(&[], Duration::from_secs(1), &out, &err).is_err());
+        assert!(run_bounded(
+            &argv(&["/no/such/program"]),
+            Duration::from_secs(1),
+            &out,
+            &err
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn processes_are_found_by_name_with_their_descendants() {
+        // A shell renamed by its script name (comm is the script's name) with a child.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("pbcommtest");
+        std::fs::write(&script, "#!/bin/sh\nsleep 30 &\nwait\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut c = spawn(Command::new(&script)).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut found = Vec::new();
+        while found.len() < 2 && Instant::now() < until {
+            found = by_comm("pbcommtest");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(found.first(), Some(&c.id()), "{found:?}");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(comm(found[1]).as_deref(), Some("sleep"));
+        assert!(signal_group(c.id(), libc::SIGKILL) || signal(c.id(), libc::SIGKILL));
+        signal(found[1], libc::SIGKILL);
+        c.wait().unwrap();
+    }
+
+    #[test]
     fn children_and_liveness_of_a_real_child() {
         let me = std::process::id();
         let mut c = spawn({

@@ -58,6 +58,20 @@ pub enum ReachError {
         /// Where it should.
         own: SocketAddr,
     },
+    /// An external target's host resolves outside loopback.
+    #[error(
+        "url '{url}' would connect to {to}, outside 127.0.0.0/8: loads go only to loopback \
+         (set proxy.external.resolve to a 127.0.0.0/8 address)"
+    )]
+    NotLoopback {
+        /// The load's url.
+        url: String,
+        /// Where it would connect.
+        to: SocketAddr,
+    },
+    /// An external target's host name did not resolve.
+    #[error("url '{0}': its host does not resolve (set proxy.external.resolve)")]
+    Unresolved(String),
     /// The host would be looked up in DNS.
     #[error("url '{url}' would be resolved through DNS instead of connecting to this run's {own}")]
     Dns {
@@ -124,4 +138,7 @@ pub enum StackError {
     /// A growth step cannot be built on the config as it stands.
     #[error("{0}")]
     Grow(String),
+    /// An `exec` action's command failed, timed out or could not run.
+    #[error("{0}")]
+    Exec(String),
 }

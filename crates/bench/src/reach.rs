@@ -47,6 +47,31 @@ pub fn own_target(cfg: &load::Config, own: SocketAddr) -> Result<(), ReachError>
     }
 }
 
+/// Where a load aimed at an external target connects: the url's port (80 or 443 when absent)
+/// and its host's address: the host itself when it is an IP, `resolve` when set, else the
+/// system's resolver's first answer. Anything outside 127.0.0.0/8 is refused.
+pub fn external_target(url: &str, resolve: Option<IpAddr>) -> Result<(u16, IpAddr), ReachError> {
+    use std::net::ToSocketAddrs;
+    let u = load::target::Url::parse(url)?;
+    let ip = match (u.host.parse::<IpAddr>(), resolve) {
+        (Ok(ip), _) => ip,
+        (Err(_), Some(ip)) => ip,
+        (Err(_), None) => (u.host.as_str(), u.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(|a| a.ip())
+            .ok_or_else(|| ReachError::Unresolved(url.to_string()))?,
+    };
+    if !(ip.is_ipv4() && ip.is_loopback()) {
+        return Err(ReachError::NotLoopback {
+            url: url.to_string(),
+            to: SocketAddr::new(ip, u.port),
+        });
+    }
+    Ok((u.port, ip))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +127,28 @@ mod tests {
             own
         )
         .is_err());
+    }
+
+    #[test]
+    fn an_external_target_is_reached_on_loopback_only() {
+        let at = |url: &str, r: Option<&str>| {
+            external_target(url, r.map(|r| r.parse().unwrap())).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            at("http://cafe.example.com:8080/", Some("127.0.0.1")),
+            Ok((8080, "127.0.0.1".parse().unwrap()))
+        );
+        assert_eq!(
+            at("http://127.0.0.1/", None),
+            Ok((80, "127.0.0.1".parse().unwrap()))
+        );
+        assert_eq!(
+            at("http://localhost:81/", None).map(|(p, ip)| (p, ip.is_loopback())),
+            Ok((81, true))
+        );
+        assert!(at("http://cafe.example.com/", Some("192.0.2.1"))
+            .unwrap_err()
+            .contains("outside 127.0.0.0/8"));
     }
 
     #[test]

@@ -190,10 +190,9 @@ pub fn with_proxy_kind(scn: &Scenario, kind: ProxyKind) -> Scenario {
 
 /// The record of a run about to start: the scenario, the machine, no case yet.
 fn new_record(scn: &Scenario) -> RunRecord {
-    let proxy_v = proxy_kind(scn).map_or_else(String::new, |k| {
-        proxy::driver(k)
-            .version()
-            .unwrap_or_else(|e| format!("{k} version failed: {e}"))
+    let first = scn.cases.iter().find_map(|c| c.proxy.as_ref());
+    let proxy_v = first.map_or_else(String::new, |cfg| {
+        proxy::version_of(cfg).unwrap_or_else(|e| format!("{} version failed: {e}", cfg.kind))
     });
     RunRecord {
         record_version: model::RECORD_VERSION,
@@ -504,6 +503,8 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         work: ctx.work.clone(),
         configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
             .map_err(|e| e.to_string())?,
+        exec_out: paths::join_plain(&ctx.dir.join("exec"), "case name", &case.name)
+            .map_err(|e| e.to_string())?,
         origin,
         seed: 1 + ctx.index as u64,
     })
@@ -670,22 +671,36 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     let mut access = Vec::new();
     let mut errors = Vec::new();
     let mut format = None;
+    let mut borrowed_without_access = false;
     for (replica, files) in &logs {
         let to = run.logs_dir.join(replica);
         let _ = fs::create_dir_all(&to);
+        // The user's own files stay where they are: the run's part is copied.
+        let take = |from: &Path, offset: u64, to: &Path| {
+            if files.borrowed {
+                copy_from(from, offset, to);
+            } else {
+                move_file(from, to);
+            }
+        };
         if let Some(a) = &files.access {
             let a2 = to.join("access.log");
-            move_file(a, &a2);
+            take(a, files.access_offset, &a2);
             access.push(a2);
         }
         if let Some(e) = &files.error {
             let e2 = to.join("error.log");
-            move_file(e, &e2);
+            take(e, files.error_offset, &e2);
             errors.push(e2);
         }
+        borrowed_without_access |= files.borrowed && files.access.is_none();
         format = Some(files.format);
     }
-    let logs = read_logs(format, logs.len(), &access, &errors);
+    let mut logs = read_logs(format, logs.len(), &access, &errors);
+    if borrowed_without_access {
+        logs.missing =
+            Some("the external target gives no access log (proxy.external.access_log)".to_string());
+    }
     let ports: Vec<u16> = backends
         .iter()
         .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
@@ -732,11 +747,50 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
             result.findings.push(format!("teardown: {e}"));
         }
     }
+    if let Some(ext) = case.proxy.as_ref().and_then(|p| p.external.as_ref()) {
+        result.findings.extend(external_gaps(ext));
+    }
     CaseOutcome {
         result: Some(result),
         records: c.records,
         abort: c.abort,
     }
+}
+
+/// What an external target cannot give, said once per case so that no absent measurement reads
+/// as a zero.
+fn external_gaps(ext: &proxy::config::External) -> Vec<String> {
+    let mut out = vec![
+        "external target: no status page and no admin listener, so no connection/request \
+         samples and no readiness probes"
+            .to_string(),
+    ];
+    if ext.reload.is_empty() {
+        out.push("external target: no reload command (proxy.external.reload)".into());
+    } else {
+        out.push(
+            "external target: a reload is timed from its command's start to the command's exit, \
+             not to the new generation serving (no admin listener shows it), and old workers' \
+             exit is not timed"
+                .into(),
+        );
+    }
+    if ext.access_log.is_none() {
+        out.push(
+            "external target: no access log (proxy.external.access_log), so no proxy-side \
+             request counts, statuses or upstream spread"
+                .into(),
+        );
+    }
+    if ext.error_log.is_none() {
+        out.push("external target: no error log (proxy.external.error_log)".into());
+    }
+    if ext.processes.is_none() {
+        out.push(
+            "external target: no `processes`, so the proxy's CPU and memory are not sampled".into(),
+        );
+    }
+    out
 }
 
 /// The proxy's logs summarised, or an empty summary that says why there is none, so that checks
@@ -764,6 +818,23 @@ fn read_logs(
         .unwrap_or_else(|e| missing(format!("cannot read the logs: {e}")))
 }
 
+/// Copies `from` beyond byte `offset` (the run's part of a log that is not proxybench's) to
+/// `to`; a file that shrank meanwhile (rotated) is copied whole.
+fn copy_from(from: &Path, offset: u64, to: &Path) {
+    use std::io::{Seek, SeekFrom};
+    let Ok(mut f) = fs::File::open(from) else {
+        return;
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let at = if len < offset { 0 } else { offset };
+    if f.seek(SeekFrom::Start(at)).is_err() {
+        return;
+    }
+    if let Ok(mut out) = fs::File::create(to) {
+        let _ = std::io::copy(&mut f, &mut out);
+    }
+}
+
 fn move_file(from: &Path, to: &Path) {
     if fs::rename(from, to).is_err() {
         let _ = fs::copy(from, to);
@@ -789,6 +860,13 @@ fn load_config(
         _ => authority,
     };
     let (port, ip) = match &l.via {
+        // An external target: the url as written, port included; its host resolved (to
+        // `resolve`, or by the system) and held to 127.0.0.0/8.
+        None if stack.external().is_some() => {
+            let resolve = stack.external().and_then(|e| e.resolve);
+            crate::reach::external_target(&l.url, resolve)
+                .map_err(|e| format!("load '{}': {e}", l.name))?
+        }
         Some(Via::Backend(g)) => {
             let a = stack.first_backend(g).ok_or_else(|| {
                 format!(
@@ -878,8 +956,8 @@ fn spawn_collector(
                         let pids = h.pids();
                         (!pids.is_empty()).then(|| Group::Master {
                             name: h.name.clone(),
-                            master: h.pid,
-                            workers: pids.into_iter().filter(|&p| p != h.pid).collect(),
+                            master: pids[0],
+                            workers: pids[1..].to_vec(),
                         })
                     })
                     .collect();
@@ -899,6 +977,10 @@ fn spawn_collector(
                 for h in &hs {
                     if let Some(Ok(s)) = h.status(origin) {
                         stubs.push(s);
+                    }
+                    if !h.has_admin() {
+                        // Nothing to probe (an external target): absent, not failed.
+                        continue;
                     }
                     let t_s = origin.elapsed().as_secs_f64();
                     let probe = h.probe(READINESS_TIMEOUT);

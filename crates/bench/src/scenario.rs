@@ -202,6 +202,10 @@ pub struct BackendGroup {
     /// Behaviour profile (the backend spec syntax); empty answers 200 at once.
     #[serde(default)]
     pub profile: Profile,
+    /// Fixed addresses: member i listens on this port + i (127.0.0.0/8 only), so that a proxy
+    /// configured by hand (an external target) can point at them; unset: ports the OS picks.
+    #[serde(default)]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// Arrival spacing as written in a scenario.
@@ -462,6 +466,10 @@ struct ActionSpec {
     every: Option<Dur>,
     times: Option<u32>,
     action: ActionKind,
+    /// `exec` only: how long the command may run.
+    timeout: Option<Dur>,
+    /// `exec` only: a non-zero exit or a timeout does not fail the run.
+    allow_fail: Option<bool>,
 }
 
 /// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
@@ -479,10 +487,11 @@ enum ActionKind {
     RestartBackend(String),
     StopReplica(StopReplica),
     Grow(GrowSpec),
+    Exec(Vec<String>),
 }
 
 /// The action keys, in the order messages list them (the variants of [`ActionKind`]).
-const ACTION_KEYS: [&str; 10] = [
+const ACTION_KEYS: [&str; 11] = [
     "scale_backends",
     "scale_replicas",
     "reload",
@@ -493,13 +502,17 @@ const ACTION_KEYS: [&str; 10] = [
     "restart_backend",
     "stop_replica",
     "grow",
+    "exec",
 ];
 
-/// Every key an `[[actions]]` entry may hold: the timing keys, then the action keys.
-const ACTION_FIELDS: [&str; 13] = [
+/// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, then the
+/// action keys.
+const ACTION_FIELDS: [&str; 16] = [
     "at",
     "every",
     "times",
+    "timeout",
+    "allow_fail",
     ACTION_KEYS[0],
     ACTION_KEYS[1],
     ACTION_KEYS[2],
@@ -510,6 +523,7 @@ const ACTION_FIELDS: [&str; 13] = [
     ACTION_KEYS[7],
     ACTION_KEYS[8],
     ACTION_KEYS[9],
+    ACTION_KEYS[10],
 ];
 
 impl<'de> Deserialize<'de> for ActionSpec {
@@ -539,12 +553,15 @@ mod action_de {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
             let (mut at, mut every, mut times) = (None, None, None);
+            let (mut timeout, mut allow_fail) = (None, None);
             let mut actions = Vec::new();
             while let Some(key) = map.next_key_seed(Key)? {
                 match key {
                     "at" => at = Some(map.next_value()?),
                     "every" => every = Some(map.next_value()?),
                     "times" => times = Some(map.next_value()?),
+                    "timeout" => timeout = Some(map.next_value()?),
+                    "allow_fail" => allow_fail = Some(map.next_value()?),
                     action => actions.push(map.next_value_seed(Tagged(action))?),
                 }
             }
@@ -556,11 +573,20 @@ mod action_de {
                     actions.len()
                 )));
             }
+            let action = actions.remove(0);
+            if !matches!(action, ActionKind::Exec(_)) && (timeout.is_some() || allow_fail.is_some())
+            {
+                return Err(de::Error::custom(
+                    "`timeout` and `allow_fail` belong to an `exec` action",
+                ));
+            }
             Ok(ActionSpec {
                 at,
                 every,
                 times,
-                action: actions.remove(0),
+                action,
+                timeout,
+                allow_fail,
             })
         }
     }
@@ -720,6 +746,15 @@ pub enum Action {
         /// How.
         mode: StopSpec,
     },
+    /// Run a command of the user's (no shell), bounded in time; its output is kept.
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Killed past this.
+        timeout: Duration,
+        /// A non-zero exit or a timeout is recorded but does not fail the run.
+        allow_fail: bool,
+    },
 }
 
 impl Action {
@@ -736,6 +771,7 @@ impl Action {
             Action::RestartBackend(_) => "restart_backend",
             Action::Grow(_) => "grow",
             Action::StopReplica { .. } => "stop_replica",
+            Action::Exec { .. } => "exec",
         }
     }
 }
@@ -987,6 +1023,7 @@ fn build_case(
                 ),
             ));
         }
+        check_listen(g.get_ref(), &doc.backends).map_err(|m| err(g.span(), m))?;
         if groups.insert(gname.clone(), g.get_ref().count).is_some() {
             return Err(err(
                 g.span(),
@@ -1135,6 +1172,54 @@ fn build_case(
     })
 }
 
+/// A group's fixed `listen` address: 127.0.0.0/8, a port, room for every member, and no
+/// overlap with another group's ports.
+fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), String> {
+    let Some(a) = g.listen else {
+        return Ok(());
+    };
+    let range = |g: &BackendGroup, a: std::net::SocketAddr| {
+        (
+            u32::from(a.port()),
+            u32::from(a.port()) + g.count.max(1) - 1,
+        )
+    };
+    if !a.ip().is_ipv4() || !a.ip().is_loopback() {
+        return Err(format!(
+            "backend group '{}': listen = \"{a}\": backends listen on 127.0.0.0/8 only",
+            g.name
+        ));
+    }
+    if a.port() == 0 {
+        return Err(format!(
+            "backend group '{}': listen = \"{a}\" needs a port (member i listens on port + i)",
+            g.name
+        ));
+    }
+    let (lo, hi) = range(g, a);
+    if hi > u32::from(u16::MAX) {
+        return Err(format!(
+            "backend group '{}': {} members from port {lo} go past port 65535",
+            g.name, g.count
+        ));
+    }
+    for o in all.iter().map(|o| o.get_ref()) {
+        if o.name == g.name {
+            continue;
+        }
+        if let Some(b) = o.listen {
+            let (olo, ohi) = range(o, b);
+            if b.ip() == a.ip() && lo <= ohi && olo <= hi {
+                return Err(format!(
+                    "backend group '{}': ports {lo}-{hi} overlap group '{}' ({olo}-{ohi})",
+                    g.name, o.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
@@ -1184,6 +1269,13 @@ fn check_load(
                 ));
             }
         }
+        Some(Via::Listener(v)) if proxy.is_some_and(|p| p.external.is_some()) => {
+            return Err(format!(
+                "load '{}' goes via listener '{v}', but an external target has no listeners: \
+                 its url is used as written, port included",
+                l.name
+            ));
+        }
         Some(Via::Listener(v)) => {
             let p = proxy.ok_or_else(|| {
                 format!(
@@ -1207,6 +1299,8 @@ fn check_load(
             }
         }
         None => match proxy {
+            // An external target's loads go where their urls say (checked by the runner).
+            Some(p) if p.external.is_some() => {}
             Some(p) => {
                 if !p.listeners.iter().any(|x| x.tls == https) {
                     return Err(format!(
@@ -1226,6 +1320,9 @@ fn check_load(
     }
     Ok(())
 }
+
+/// How long an `exec` command may run when its action says no `timeout`.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Most steps the actions of one case may expand into (every repeat and every gradual step).
 const MAX_STEPS: usize = 100_000;
@@ -1265,7 +1362,7 @@ fn expand_action(
             .checked_mul(k)
             .and_then(|d| a.at.0.checked_add(d))
             .ok_or("`at` + `every` x `times` is beyond any run's length")?;
-        plan.expand_once(&a.action, at, sizes, out)?;
+        plan.expand_once(a, at, sizes, out)?;
     }
     Ok(())
 }
@@ -1307,11 +1404,13 @@ impl Plan<'_> {
     /// The steps of one firing of `action` at `at`.
     fn expand_once(
         &self,
-        action: &ActionKind,
+        spec: &ActionSpec,
         at: Duration,
         sizes: &mut Sizes,
         out: &mut Vec<Step>,
     ) -> Result<(), String> {
+        let action = &spec.action;
+        self.external_allows(spec)?;
         let mut push = |at: Duration, action: Action| out.push(Step { at, action });
         match action {
             ActionKind::ScaleBackends(s) => {
@@ -1397,8 +1496,54 @@ impl Plan<'_> {
                     },
                 );
             }
+            ActionKind::Exec(argv) => {
+                if argv.first().is_none_or(|p| p.is_empty()) {
+                    return Err(
+                        "exec: the command is empty; write exec = [\"program\", \"arg\", ...]"
+                            .into(),
+                    );
+                }
+                let timeout = spec.timeout.map_or(EXEC_TIMEOUT, |d| d.0);
+                if timeout.is_zero() {
+                    return Err("exec: `timeout` must be more than 0".into());
+                }
+                push(
+                    at,
+                    Action::Exec {
+                        argv: argv.clone(),
+                        timeout,
+                        allow_fail: spec.allow_fail.unwrap_or(false),
+                    },
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Refuses, on an external target, the actions that would start, stop or re-render a proxy
+    /// proxybench did not start, and a reload without the command that does it.
+    fn external_allows(&self, spec: &ActionSpec) -> Result<(), String> {
+        let Some(ext) = self.proxy.and_then(|p| p.external.as_ref()) else {
+            return Ok(());
+        };
+        let what = match &spec.action {
+            ActionKind::ScaleReplicas(_) => "scale_replicas",
+            ActionKind::StopReplica(_) => "stop_replica",
+            ActionKind::SwapConfig(_) => "swap_config",
+            ActionKind::Grow(_) => "grow",
+            ActionKind::Reload(_) if ext.reload.is_empty() => {
+                return Err(
+                    "reload on an external target needs the command that reloads it: \
+                            proxy.external.reload = [\"program\", \"arg\", ...]"
+                        .into(),
+                )
+            }
+            _ => return Ok(()),
+        };
+        Err(format!(
+            "{what} on an external target: proxybench does not start, stop or re-render a \
+             proxy it did not start"
+        ))
     }
 
     fn need_proxy(&self) -> Result<(), String> {
@@ -1511,6 +1656,7 @@ mod tests {
             "\"g-0\"",
             "{}",
             "{ what = \"routes\", to = 2 }",
+            "[\"true\"]",
         ];
         for (key, value) in ACTION_KEYS.iter().zip(values) {
             let a: ActionSpec = toml::from_str(&format!("at = \"1s\"\n{key} = {value}")).unwrap();
@@ -1550,6 +1696,12 @@ mod tests {
             }
             .kind(),
             "grow",
+            Action::Exec {
+                argv: Vec::new(),
+                timeout: Duration::ZERO,
+                allow_fail: false,
+            }
+            .kind(),
         ];
         assert_eq!(names, ACTION_KEYS);
     }

@@ -32,6 +32,8 @@ pub struct Stack {
     group_profiles: BTreeMap<String, Profile>,
     /// Next instance index per group (names are never reused).
     next_index: BTreeMap<String, u32>,
+    /// Fixed first address of the groups that have one (`listen`): instance i is on port + i.
+    group_listen: BTreeMap<String, SocketAddr>,
     /// The config being served, if there is a proxy.
     config: Option<ProxyConfig>,
     /// The driver of the proxy kind under test.
@@ -50,6 +52,10 @@ pub struct Stack {
     work: PathBuf,
     /// Where each rendered config is copied (`configs/<case>/`).
     configs_out: PathBuf,
+    /// Where `exec` actions' output goes (`exec/<case>/`).
+    exec_out: PathBuf,
+    /// `exec` actions run so far (numbers their output files).
+    execs: u32,
     /// Handles for collectors on other threads, kept in step with `replicas`.
     handles: Arc<Mutex<Vec<ReplicaHandle>>>,
     drains: Vec<(String, DrainHandle)>,
@@ -72,6 +78,8 @@ pub struct StackSpec<'a> {
     pub work: PathBuf,
     /// Directory that receives every rendered config.
     pub configs_out: PathBuf,
+    /// Directory that receives the stdout and stderr of `exec` actions (made at the first).
+    pub exec_out: PathBuf,
     /// The case's time origin.
     pub origin: Instant,
     /// Seed for the fleet's random draws.
@@ -86,12 +94,16 @@ impl Stack {
         let mut members = BTreeMap::new();
         let mut next_index = BTreeMap::new();
         let mut group_profiles = BTreeMap::new();
+        let mut group_listen = BTreeMap::new();
         for g in spec.backends {
             let names: Vec<String> = (0..g.count).map(|i| format!("{}-{i}", g.name)).collect();
-            for n in &names {
+            if let Some(a) = g.listen {
+                group_listen.insert(g.name.clone(), a);
+            }
+            for (i, n) in names.iter().enumerate() {
                 instances.push(InstanceConfig {
                     name: n.clone(),
-                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    addr: member_addr(g.listen, i as u32),
                     profile: g.profile.clone(),
                 });
             }
@@ -126,6 +138,7 @@ impl Stack {
             members,
             group_profiles,
             next_index,
+            group_listen,
             config: spec.proxy.cloned(),
             driver: proxy::driver(spec.proxy.map(|p| p.kind).unwrap_or_default()),
             configs: spec.configs.clone(),
@@ -137,6 +150,8 @@ impl Stack {
             next_replica: 0,
             work: spec.work,
             configs_out: spec.configs_out,
+            exec_out: spec.exec_out,
+            execs: 0,
             handles: Arc::new(Mutex::new(Vec::new())),
             drains: Vec::new(),
             origin: spec.origin,
@@ -173,6 +188,11 @@ impl Stack {
             .into_iter()
             .find(|(n, _)| n == name)
             .map(|(_, a)| a)
+    }
+
+    /// The external target's attach settings, when the case's proxy is one the user runs.
+    pub fn external(&self) -> Option<&proxy::config::External> {
+        self.config.as_ref().and_then(|c| c.external.as_ref())
     }
 
     /// Collector handles, updated as replicas come and go.
@@ -257,6 +277,11 @@ impl Stack {
         let Some(cfg) = self.config.clone() else {
             return (Vec::new(), Some(StackError::NoProxy));
         };
+        if cfg.external.as_ref().is_some_and(|e| e.reload.is_empty()) {
+            // An external target without a reload command: the user's proxy config already
+            // names every backend port it may use; there is nothing to reload.
+            return (Vec::new(), None);
+        }
         self.generation += 1;
         let mut records = Vec::new();
         let mut err = None;
@@ -325,12 +350,77 @@ impl Stack {
                 };
                 Done::new(detail, r.map(|_| ()))
             }
+            Action::Exec {
+                argv,
+                timeout,
+                allow_fail,
+            } => self.exec(argv, *timeout, *allow_fail),
         };
         Applied {
             events: vec![done.event(action.kind(), t0, self.origin)],
             reloads: done.reloads,
             ready: Vec::new(),
         }
+    }
+
+    /// Runs an `exec` action's command, its output saved as `exec/<case>/<n>-<program>.stdout`
+    /// and `.stderr`; the detail holds the command and its exit code.
+    fn exec(&mut self, argv: &[String], timeout: Duration, allow_fail: bool) -> Done {
+        self.execs += 1;
+        let program = argv
+            .first()
+            .and_then(|p| Path::new(p).file_name())
+            .and_then(|p| p.to_str())
+            .unwrap_or("exec");
+        let safe: String = program
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = self.exec_out.join(format!("{}-{safe}", self.execs));
+        let command = argv.join(" ");
+        if let Err(source) = fs::create_dir_all(&self.exec_out) {
+            let e = StackError::Io {
+                path: self.exec_out.clone(),
+                source,
+            };
+            return Done::new(command, Err(e));
+        }
+        let out = base.with_extension("stdout");
+        let err = base.with_extension("stderr");
+        let (outcome, failure) = match proxy::run_bounded(argv, timeout, &out, &err) {
+            Ok(ran) => match ran.status {
+                Some(s) if s.success() => ("exit 0".to_string(), None),
+                Some(s) => {
+                    let said = match s.code() {
+                        Some(c) => format!("exit {c}"),
+                        None => format!("{s}"),
+                    };
+                    (said.clone(), Some(said))
+                }
+                None => (
+                    format!("timed out after {timeout:?}, killed"),
+                    Some(format!("timed out after {timeout:?}; killed")),
+                ),
+            },
+            Err(e) => ("not run".to_string(), Some(e.to_string())),
+        };
+        let allowed = if failure.is_some() && allow_fail {
+            " (allow_fail)"
+        } else {
+            ""
+        };
+        let detail = format!("`{command}`: {outcome}{allowed}");
+        let result = match failure {
+            Some(f) if !allow_fail => Err(StackError::Exec(format!("`{command}`: {f}"))),
+            _ => Ok(()),
+        };
+        Done::new(detail, result)
     }
 
     fn apply_scale_backends(&mut self, group: &str, to: u32, remove: RemoveMode) -> Done {
@@ -630,7 +720,7 @@ impl Stack {
         *idx += 1;
         let inst = InstanceConfig {
             name: name.clone(),
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            addr: member_addr(self.group_listen.get(group).copied(), *idx - 1),
             profile: self.group_profiles.get(group).cloned().unwrap_or_default(),
         };
         self.fleet
@@ -736,6 +826,11 @@ impl Stack {
     pub fn down(&mut self) -> (Vec<(String, proxy::LogFiles)>, Option<StackError>) {
         let mut err = None;
         while let Some(mut r) = self.replicas.pop() {
+            // A proxy proxybench attached to (an external target) is left running.
+            if r.attached() {
+                self.stopped.push(r);
+                continue;
+            }
             if let Err(e) = r.stop(StopMode::Graceful) {
                 err.get_or_insert(e.into());
             }
@@ -754,6 +849,15 @@ impl Stack {
             .collect();
         logs.sort_by(|a, b| a.0.cmp(&b.0));
         (logs, err)
+    }
+}
+
+/// The address of member `i` of a group: port + i of its `listen` address, or a port the OS
+/// picks.
+fn member_addr(listen: Option<SocketAddr>, i: u32) -> SocketAddr {
+    match listen {
+        Some(a) => SocketAddr::new(a.ip(), (u32::from(a.port()) + i).min(65535) as u16),
+        None => SocketAddr::from(([127, 0, 0, 1], 0)),
     }
 }
 
@@ -905,7 +1009,7 @@ fn host_port(url: &str) -> Option<(&str, u16)> {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        for r in self.replicas.iter_mut() {
+        for r in self.replicas.iter_mut().filter(|r| !r.attached()) {
             let _ = r.stop(StopMode::Kill);
         }
         self.fleet.close(std::time::Duration::from_secs(2));

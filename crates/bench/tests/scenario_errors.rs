@@ -177,7 +177,7 @@ fn sizes_beyond_one_machine_are_refused_before_expanding() {
 #[test]
 fn an_action_entry_names_exactly_one_known_action() {
     let list = "scale_backends, scale_replicas, reload, swap_config, set_profile, drain_backend, \
-                kill_backend, restart_backend, stop_replica, grow";
+                kill_backend, restart_backend, stop_replica, grow, exec";
     // Two actions in one entry: refused at the entry's line.
     let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nkill_backend = \"cafe-1\"\n");
     assert_eq!(e.line, Some(after_base(2)), "{e}");
@@ -197,7 +197,8 @@ fn an_action_entry_names_exactly_one_known_action() {
     assert_eq!(e.line, Some(after_base(4)), "{e}");
     assert!(
         e.message.starts_with(
-            "unknown field `relaod`, expected one of `at`, `every`, `times`, `scale_backends`"
+            "unknown field `relaod`, expected one of `at`, `every`, `times`, `timeout`, \
+             `allow_fail`, `scale_backends`"
         ),
         "{e}"
     );
@@ -261,4 +262,88 @@ fn via_names_a_listener_or_a_backend_group() {
             Some(Via::Listener("http".into()))
         ]
     );
+}
+
+/// A valid external scenario: a proxy the user runs, backends on fixed ports. Lines 1-16.
+const EXTERNAL: &str = r#"name = "x"
+
+[[backends]]
+name = "app"
+count = 2
+listen = "127.0.0.1:9101"
+
+[proxy]
+kind = "external"
+[proxy.external]
+processes = "nginx"
+
+[[loads]]
+name = "l"
+url = "http://127.0.0.1:8080/"
+duration = "10s"
+"#;
+
+fn external_error(text: &str) -> ScenarioError {
+    let e = parse(text, false).expect_err("should be refused");
+    assert!(e.line.is_some(), "no line: {e}");
+    assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    e
+}
+
+#[test]
+fn external_targets_are_refused_what_proxybench_cannot_do_to_them() {
+    parse(EXTERNAL, false).unwrap();
+    let e = external_error(&EXTERNAL.replace(
+        "processes = \"nginx\"\n",
+        "processes = \"nginx\"\n[[proxy.listeners]]\nname = \"http\"\n",
+    ));
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("must not carry listeners"), "{e}");
+    let e = external_error(&EXTERNAL.replace("[proxy.external]\nprocesses = \"nginx\"\n", ""));
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("needs a [proxy.external] table"), "{e}");
+    let e = external_error(&format!(
+        "{EXTERNAL}\n[[actions]]\nat = \"1s\"\nscale_replicas = {{ to = 2 }}\n"
+    ));
+    assert_eq!(e.line, Some(18), "{e}");
+    assert!(
+        e.message
+            .contains("scale_replicas on an external target: proxybench does not start, stop"),
+        "{e}"
+    );
+    let e = external_error(&format!(
+        "{EXTERNAL}\n[[actions]]\nat = \"1s\"\nreload = true\n"
+    ));
+    assert_eq!(e.line, Some(18), "{e}");
+    assert!(e.message.contains("proxy.external.reload"), "{e}");
+    let e = external_error(&EXTERNAL.replace("127.0.0.1:9101", "10.0.0.1:9101"));
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.message.contains("127.0.0.0/8 only"), "{e}");
+    let e = external_error(&EXTERNAL.replace("127.0.0.1:9101", "127.0.0.1:65535"));
+    assert!(e.message.contains("go past port 65535"), "{e}");
+}
+
+#[test]
+fn bad_exec_actions_are_refused_at_their_line() {
+    let exec = |a: &str| format!("{BASE}\n[[actions]]\nat = \"1s\"\n{a}\n");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = []\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(e.message.contains("exec: the command is empty"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"\"]\n");
+    assert!(e.message.contains("exec: the command is empty"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"true\"]\ntimeout = \"soon\"\n");
+    assert!(e.line.is_some(), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"true\"]\ntimeout = \"0s\"\n");
+    assert!(e.message.contains("`timeout` must be more than 0"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nallow_fail = true\n");
+    assert!(
+        e.message
+            .contains("`timeout` and `allow_fail` belong to an `exec` action"),
+        "{e}"
+    );
+    parse(
+        &exec("exec = [\"true\"]\ntimeout = \"5s\"\nallow_fail = true"),
+        false,
+    )
+    .unwrap();
 }

@@ -94,22 +94,29 @@ pub type StatusReader = fn(&ReplicaHandle, Instant) -> Result<model::StubSample,
 
 /// What a collector needs of a replica, detached from the `Replica` that owns the process: its
 /// name, root pid and admin port. Cloning it is cheap and it can move across threads.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ReplicaHandle {
     /// Replica name (`nginx-0`, `haproxy-1`...).
     pub name: String,
     /// The replica's root process (a master, or the only process).
     pub pid: u32,
-    /// The admin listener's port on 127.0.0.1.
+    /// The admin listener's port on 127.0.0.1; 0 when the replica has none (an external
+    /// target): no readiness probe, no generation.
     pub admin_port: u16,
     /// The driver's status-page reader, if its proxy has one.
     pub status: Option<StatusReader>,
+    /// For a proxy proxybench did not start: the process name (`/proc/PID/comm`) whose
+    /// processes, with their descendants, are the replica's (`pid` is then unused).
+    pub processes: Option<String>,
 }
 
 impl ReplicaHandle {
     /// The root process and every live descendant (workers, old workers still finishing), for
     /// CPU and memory collectors. Empty once the root is gone.
     pub fn pids(&self) -> Vec<u32> {
+        if let Some(comm) = &self.processes {
+            return process::by_comm(comm);
+        }
         if !process::alive(self.pid) {
             return Vec::new();
         }
@@ -122,6 +129,11 @@ impl ReplicaHandle {
     /// status page.
     pub fn status(&self, origin: Instant) -> Option<Result<model::StubSample, Error>> {
         self.status.map(|f| f(self, origin))
+    }
+
+    /// True when the replica has an admin listener to probe for readiness and generations.
+    pub fn has_admin(&self) -> bool {
+        self.admin_port != 0
     }
 
     /// A readiness probe: how long the admin listener took to answer `/generation`, or the error
@@ -141,7 +153,7 @@ impl ReplicaHandle {
 }
 
 /// Where a replica's logs are, and how they are written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LogFiles {
     /// The access log, if the replica writes one.
     pub access: Option<PathBuf>,
@@ -149,6 +161,13 @@ pub struct LogFiles {
     pub error: Option<PathBuf>,
     /// The access log's format.
     pub format: LogFormat,
+    /// Byte offset in the access log where this run's lines begin (0 for a log of its own).
+    pub access_offset: u64,
+    /// Byte offset in the error log where this run's lines begin.
+    pub error_offset: u64,
+    /// True when the files are not proxybench's (an external target's): the run copies the part
+    /// from the offsets instead of moving them.
+    pub borrowed: bool,
 }
 
 /// One proxy kind: everything the run asks of it before and while replicas run.
@@ -225,6 +244,12 @@ pub trait Replica: Send + std::fmt::Debug {
 
     /// Where its logs are.
     fn logs(&self) -> LogFiles;
+
+    /// True when proxybench attached to a proxy it did not start (an external target): the
+    /// stack never stops it, only detaches.
+    fn attached(&self) -> bool {
+        false
+    }
 }
 
 /// Polls after a reload was triggered at `t_sig` until the admin port answers `generation` and

@@ -11,6 +11,7 @@ mod admin;
 pub mod config;
 pub mod driver;
 mod error;
+pub mod external;
 pub mod features;
 pub mod haproxy;
 pub mod logs;
@@ -25,7 +26,7 @@ pub use driver::{
 };
 pub use error::Error;
 pub use features::{Feature, Support};
-pub use process::Supervised;
+pub use process::{run_bounded, Ran, Supervised};
 pub use tls::TlsFiles;
 
 /// The driver of a proxy kind.
@@ -33,6 +34,16 @@ pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
     match kind {
         ProxyKind::Nginx => &nginx::Nginx,
         ProxyKind::Haproxy => &haproxy::Haproxy,
+        ProxyKind::External => &external::External,
+    }
+}
+
+/// The version of the proxy a config runs, for env.json: the driver's, or for an external
+/// target what proxybench can say of a proxy it did not start.
+pub fn version_of(cfg: &ProxyConfig) -> Result<String, Error> {
+    match (cfg.kind, &cfg.external) {
+        (ProxyKind::External, Some(ext)) => Ok(external::describe(ext)),
+        (kind, _) => driver(kind).version(),
     }
 }
 

@@ -108,6 +108,106 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
     out
 }
 
+/// The name a process runs under (`/proc/PID/comm`).
+pub(crate) fn comm(pid: u32) -> Option<String> {
+    let c = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(c.trim_end_matches('\n').to_string())
+}
+
+/// Every live process named `name` (`/proc/PID/comm`) and every descendant of one: the roots
+/// (those whose parent is not named `name`) first, by pid, then the rest by pid.
+pub(crate) fn by_comm(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let table: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| match stat(pid) {
+            Some((s, pp)) if s != b'Z' && s != b'X' => Some((pid, pp)),
+            _ => None,
+        })
+        .collect();
+    let named: Vec<u32> = table
+        .iter()
+        .filter(|(pid, _)| comm(*pid).as_deref() == Some(name))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let mut roots: Vec<u32> = table
+        .iter()
+        .filter(|(pid, pp)| named.contains(pid) && !named.contains(pp))
+        .map(|(pid, _)| *pid)
+        .collect();
+    roots.sort_unstable();
+    let mut rest = Vec::new();
+    let mut frontier = roots.clone();
+    while let Some(p) = frontier.pop() {
+        for &(pid, pp) in &table {
+            if pp == p && !roots.contains(&pid) && !rest.contains(&pid) {
+                rest.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    rest.sort_unstable();
+    roots.extend(rest);
+    roots
+}
+
+/// How a bounded command ended: its exit status (`None` when it ran past its bound and was
+/// killed) and how long it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ran {
+    /// The exit status; `None` when the command was killed at its time bound.
+    pub status: Option<std::process::ExitStatus>,
+    /// From the spawn to the exit (or the kill).
+    pub took: Duration,
+}
+
+/// Runs `argv` (no shell; stdin null, stdout and stderr to the two files) in a process group of
+/// its own and waits up to `timeout`; past it the whole group is killed. For the user's commands:
+/// an external target's reload, a scenario's `exec` action.
+pub fn run_bounded(
+    argv: &[String],
+    timeout: Duration,
+    stdout: &Path,
+    stderr: &Path,
+) -> Result<Ran, Error> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| Error::Invalid("an empty command".into()))?;
+    let file = |p: &Path| {
+        std::fs::File::create(p).map_err(|e| Error::io(format!("cannot create {}", p.display()), e))
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(file(stdout)?)
+        .stderr(file(stderr)?)
+        .process_group(0);
+    let t0 = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io(format!("cannot run {program}"), e))?;
+    let deadline = t0 + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                return Ok(Ran {
+                    status: Some(status),
+                    took: t0.elapsed(),
+                })
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                let took = t0.elapsed();
+                signal_group(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+                return Ok(Ran { status: None, took });
+            }
+        }
+    }
+}
+
 /// A proxy replica's main process, run in its own process group and never left behind:
 /// PR_SET_PDEATHSIG takes it down with proxybench, a watchdog shell in the same group takes the
 /// rest of the group down too (it reads a pipe whose writer is proxybench and kills the group at
@@ -294,6 +394,73 @@ impl Drop for Supervised {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bounded_command_keeps_its_output_and_is_killed_past_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("o"), dir.path().join("e"));
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ran = run_bounded(
+            &argv(&["sh", "-c", "echo said; echo oops >&2; exit 3"]),
+            Duration::from_secs(30),
+            &out,
+            &err,
+        )
+        .unwrap();
+        assert_eq!(ran.status.and_then(|s| s.code()), Some(3));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "said\n");
+        assert_eq!(std::fs::read_to_string(&err).unwrap(), "oops\n");
+        // A child of the command dies with it: the whole group is killed.
+        let ran = run_bounded(
+            &argv(&["sh", "-c", "sleep 30 & echo $!; wait"]),
+            Duration::from_millis(200),
+            &out,
+            &err,
+        )
+        .unwrap();
+        assert_eq!(ran.status, None);
+        let child: u32 = std::fs::read_to_string(&out)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while alive(child) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!alive(child));
+        assert!(run_bounded(&[], Duration::from_secs(1), &out, &err).is_err());
+        assert!(run_bounded(
+            &argv(&["/no/such/program"]),
+            Duration::from_secs(1),
+            &out,
+            &err
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn processes_are_found_by_name_with_their_descendants() {
+        // A shell renamed by its script name (comm is the script's name) with a child.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("pbcommtest");
+        std::fs::write(&script, "#!/bin/sh\nsleep 30 &\nwait\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut c = spawn(Command::new(&script)).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut found = Vec::new();
+        while found.len() < 2 && Instant::now() < until {
+            found = by_comm("pbcommtest");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(found.first(), Some(&c.id()), "{found:?}");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(comm(found[1]).as_deref(), Some("sleep"));
+        assert!(signal_group(c.id(), libc::SIGKILL) || signal(c.id(), libc::SIGKILL));
+        signal(found[1], libc::SIGKILL);
+        c.wait().unwrap();
+    }
 
     #[test]
     fn children_and_liveness_of_a_real_child() {

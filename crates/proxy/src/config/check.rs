@@ -51,6 +51,9 @@ impl ProxyConfig {
     /// offending item (`route #4 (/tea): unknown upstream 'tea'`).
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Invalid(m));
+        if self.kind == super::ProxyKind::External || self.external.is_some() {
+            return crate::external::check_config(self);
+        }
         if self.replicas == 0 {
             return bad("proxy.replicas must be at least 1".into());
         }

@@ -62,6 +62,10 @@ pub struct ProxyConfig {
     /// Verbatim snippets for what the model cannot say.
     #[serde(default)]
     pub raw: Raw,
+    /// How to attach to a proxy the user runs (`[proxy.external]`); required iff `kind` is
+    /// `external`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<External>,
 }
 
 impl Default for ProxyConfig {
@@ -81,6 +85,7 @@ impl Default for ProxyConfig {
             routes: Vec::new(),
             rate_limits: Vec::new(),
             raw: Raw::default(),
+            external: None,
         }
     }
 }
@@ -133,11 +138,14 @@ pub enum ProxyKind {
     Nginx,
     /// HAProxy from the distribution's package.
     Haproxy,
+    /// A proxy the user already runs: proxybench starts, renders and stops nothing of it.
+    External,
 }
 
 impl ProxyKind {
     /// Every kind, in the order comparisons list them.
-    pub const ALL: &'static [ProxyKind] = &[ProxyKind::Nginx, ProxyKind::Haproxy];
+    pub const ALL: &'static [ProxyKind] =
+        &[ProxyKind::Nginx, ProxyKind::Haproxy, ProxyKind::External];
 
     /// The kind as scenarios and the command line spell it.
     pub fn name(self) -> &'static str {
@@ -474,6 +482,41 @@ pub struct Raw {
     /// Every location that serves a route.
     #[serde(default)]
     pub location: String,
+}
+
+/// `[proxy.external]`: a proxy the user already runs, configured by hand to listen where the
+/// loads' URLs say and to forward to the backends' fixed `listen` ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct External {
+    /// Where the loads' host names resolve (like curl's `--resolve`); unset: the system's
+    /// resolver. Either way the address must be in 127.0.0.0/8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve: Option<std::net::IpAddr>,
+    /// The command (no shell) a `reload = true` action runs; the reload is timed to its exit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reload: Vec<String>,
+    /// The proxy's access log and its format; read from its size at the run's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<ExternalLog>,
+    /// The proxy's error log; read from its size at the run's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_log: Option<ExternalLog>,
+    /// Process name (`/proc/PID/comm`) whose processes, with their descendants, are sampled
+    /// for CPU and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<String>,
+}
+
+/// A log file of an external proxy: its path and, for an access log, its format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalLog {
+    /// The file (absolute).
+    pub path: std::path::PathBuf,
+    /// How its lines are written (`nginx-json`, `combined`...).
+    #[serde(default)]
+    pub format: crate::logs::LogFormat,
 }
 
 fn one() -> u32 {

@@ -254,6 +254,7 @@ impl Replica {
             pid: self.master.pid(),
             admin_port: self.admin_port,
             status: Some(status::read),
+            processes: None,
         }
     }
 
@@ -331,6 +332,7 @@ impl driver::Replica for Replica {
             access: Some(self.access_log_path()),
             error: Some(self.stderr_path()),
             format: LogFormat::Haproxy,
+            ..LogFiles::default()
         }
     }
 }

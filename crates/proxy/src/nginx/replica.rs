@@ -232,6 +232,7 @@ impl Replica {
             pid: self.master.pid(),
             admin_port: self.admin_port,
             status: Some(admin::stub_status),
+            processes: None,
         }
     }
 
@@ -309,6 +310,7 @@ impl driver::Replica for Replica {
             access: Some(self.access_log_path()),
             error: Some(self.error_log_path()),
             format: LogFormat::NginxJson,
+            ..LogFiles::default()
         }
     }
 }

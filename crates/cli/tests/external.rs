@@ -1,0 +1,448 @@
+//! End to end: `proxybench run` on `kind = "external"` against an nginx this test starts itself
+//! from a config written by hand (proxybench starts, renders and stops nothing of it), with a
+//! reload by the user's command, an `exec` action, access-log counts read from the log's size at
+//! the run's start, and CPU sampled by process name.
+
+use model::RunResults;
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_proxybench")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Two consecutive free ports on 127.0.0.1 (the backends' `listen` base and the next).
+fn two_consecutive_ports() -> u16 {
+    for _ in 0..100 {
+        let a = testkit::free_port();
+        if a < u16::MAX
+            && TcpListener::bind(("127.0.0.1", a)).is_ok()
+            && TcpListener::bind(("127.0.0.1", a + 1)).is_ok()
+        {
+            return a;
+        }
+    }
+    panic!("no two consecutive free ports on 127.0.0.1");
+}
+
+/// An nginx the user runs: a config written by hand, a combined-format access log with the
+/// upstream tail, two upstream servers at the backends' fixed ports, one listener.
+struct UserNginx {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+    backends: u16,
+}
+
+impl UserNginx {
+    fn start() -> UserNginx {
+        let dir = tempfile::Builder::new()
+            .prefix("pb-user-nginx-")
+            .tempdir()
+            .unwrap();
+        let p = dir.path().display().to_string();
+        let port = testkit::free_port();
+        let backends = two_consecutive_ports();
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user root;"
+        } else {
+            ""
+        };
+        let conf = format!(
+            r#"{user}
+worker_processes 1;
+pid {p}/nginx.pid;
+error_log {p}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format pbc '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time ua="$upstream_addr" us="$upstream_status"';
+    access_log {p}/access.log pbc;
+    client_body_temp_path {p}/body;
+    proxy_temp_path {p}/proxy;
+    fastcgi_temp_path {p}/fastcgi;
+    uwsgi_temp_path {p}/uwsgi;
+    scgi_temp_path {p}/scgi;
+    upstream app {{
+        server 127.0.0.1:{b0};
+        server 127.0.0.1:{b1};
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://app; }}
+        location = /own {{ return 200 "own\n"; }}
+    }}
+}}
+"#,
+            b0 = backends,
+            b1 = backends + 1,
+        );
+        fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let mut cmd = Command::new(testkit::nginx_bin());
+        cmd.args(nginx_args(dir.path()))
+            .arg("-g")
+            .arg("daemon off;")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
+        // call that neither allocates nor locks.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("start nginx");
+        let ng = UserNginx {
+            child,
+            dir,
+            port,
+            backends,
+        };
+        testkit::wait_listening(
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(10),
+        );
+        ng
+    }
+
+    fn path(&self, f: &str) -> String {
+        self.dir.path().join(f).display().to_string()
+    }
+
+    fn access_lines(&self) -> usize {
+        fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+}
+
+/// `-p DIR -c DIR/nginx.conf -e DIR/error.log`.
+fn nginx_args(dir: &Path) -> Vec<String> {
+    vec![
+        "-p".into(),
+        dir.display().to_string(),
+        "-c".into(),
+        dir.join("nginx.conf").display().to_string(),
+        "-e".into(),
+        dir.join("error.log").display().to_string(),
+    ]
+}
+
+impl Drop for UserNginx {
+    fn drop(&mut self) {
+        testkit::stop_child(&mut self.child);
+    }
+}
+
+/// The external scenario against `ng`: `requests` requests at 200/s, a reload by nginx's own
+/// `-s reload` at 0.5 s, and `exec` at 1 s with `exec_extra` appended to its action.
+fn scenario(ng: &UserNginx, requests: u64, exec: &str) -> String {
+    let mut reload: Vec<String> = vec![testkit::nginx_bin().display().to_string()];
+    reload.extend(nginx_args(ng.dir.path()));
+    reload.extend(["-s".into(), "reload".into()]);
+    let reload: Vec<String> = reload.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        r#"name = "external"
+description = "an nginx proxybench did not start"
+
+[[backends]]
+name = "app"
+count = 2
+listen = "127.0.0.1:{b}"
+
+[proxy]
+kind = "external"
+[proxy.external]
+resolve = "127.0.0.1"
+reload = [{reload}]
+access_log = {{ path = "{access}", format = "combined" }}
+error_log = {{ path = "{error}" }}
+processes = "nginx"
+
+[[loads]]
+name = "l"
+url = "http://cafe.example.com:{port}/coffee"
+requests = {requests}
+rate = "200r/s"
+connections = 2
+
+[[actions]]
+at = "500ms"
+reload = true
+
+[[actions]]
+at = "1s"
+{exec}
+"#,
+        b = ng.backends,
+        reload = reload.join(", "),
+        access = ng.path("access.log"),
+        error = ng.path("error.log"),
+        port = ng.port,
+    )
+}
+
+/// Runs `toml` and returns the output and the run's results directory.
+fn run(dir: &Path, toml: &str) -> (Output, PathBuf) {
+    let file = dir.join("external.toml");
+    fs::write(&file, toml).unwrap();
+    let root = dir.join("results");
+    let _ = fs::remove_dir_all(&root);
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&file)
+        .arg("--results")
+        .arg(&root)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let runs = root.join("external");
+    let run = fs::read_dir(&runs)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)))
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    (out, run)
+}
+
+fn read(dir: &Path) -> RunResults {
+    serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn an_external_nginx_is_measured_without_being_started() {
+    let ng = UserNginx::start();
+    // Traffic before the run: the run reads the log from its size at the start.
+    for _ in 0..3 {
+        let (status, _) = testkit::http_get(
+            std::net::SocketAddr::from(([127, 0, 0, 1], ng.port)),
+            "/own",
+        )
+        .unwrap();
+        assert_eq!(status, 200);
+    }
+    // nginx writes the line once the response is out: wait for it.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while ng.access_lines() < 3 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(ng.access_lines(), 3);
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 400;
+    let (out, dir) = run(
+        tmp.path(),
+        &scenario(
+            &ng,
+            n,
+            "exec = [\"echo\", \"hello from exec\"]\ntimeout = \"10s\"",
+        ),
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let r = read(&dir);
+    let case = &r.cases[0];
+    let load = &case.loads[0];
+    assert_eq!(load.requests, n, "{said}");
+    assert_eq!(load.status.get(&200).copied(), Some(n), "{:?}", load.status);
+    // The user's log holds the 3 earlier lines too; the run counts only its own.
+    assert_eq!(case.logs.access_lines, n, "{:?}", case.logs.missing);
+    let served: u64 = case.backends.iter().map(|b| b.requests).sum();
+    assert_eq!(served, n);
+    assert!(case.backends.iter().all(|b| b.requests > 0));
+    assert_eq!(ng.access_lines() as u64, 3 + n);
+    assert_eq!(
+        fs::read_to_string(dir.join("logs/main/external-0/access.log"))
+            .unwrap()
+            .lines()
+            .count() as u64,
+        n
+    );
+    // The reload ran the user's command and was timed to its exit.
+    assert_eq!(case.reloads.len(), 1, "{:?}", case.reloads);
+    let rel = &case.reloads[0];
+    assert!(rel.error.is_none() && rel.served_ms.is_some(), "{rel:?}");
+    assert!(case
+        .findings
+        .iter()
+        .any(|f| f.contains("timed from its command's start to the command's exit")));
+    // CPU and memory of the processes named `nginx`; no readiness probes (no admin listener).
+    assert!(
+        case.proc_samples
+            .iter()
+            .any(|s| s.group == "external-0" && s.rss_bytes > 0 && s.procs >= 2),
+        "{:?}",
+        case.proc_samples
+    );
+    assert!(case.readiness.is_empty() && case.stub_samples.is_empty());
+    // The exec action: on the timeline with its exit code, its output kept.
+    let exec = case.events.iter().find(|e| e.action == "exec").unwrap();
+    assert!(
+        exec.error.is_none() && exec.detail.contains("exit 0"),
+        "{exec:?}"
+    );
+    assert!(exec.t_s >= 1.0, "{exec:?}");
+    assert_eq!(
+        fs::read_to_string(dir.join("exec/main/1-echo.stdout")).unwrap(),
+        "hello from exec\n"
+    );
+    assert!(dir.join("exec/main/1-echo.stderr").is_file());
+    assert!(fs::read_to_string(dir.join("events.csv"))
+        .unwrap()
+        .contains("exec"));
+    assert!(r
+        .env
+        .nginx
+        .starts_with("external (not started by proxybench)"));
+    // proxybench left the user's nginx running.
+    testkit::http_get(
+        std::net::SocketAddr::from(([127, 0, 0, 1], ng.port)),
+        "/own",
+    )
+    .unwrap();
+
+    // A failing command fails the run (exit 1) unless the action allows it.
+    let (out, dir) = run(
+        tmp.path(),
+        &scenario(&ng, 300, "exec = [\"sh\", \"-c\", \"exit 3\"]"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let exec = read(&dir).cases[0]
+        .events
+        .iter()
+        .find(|e| e.action == "exec")
+        .cloned()
+        .unwrap();
+    assert!(
+        exec.detail.contains("exit 3") && exec.error.is_some(),
+        "{exec:?}"
+    );
+    let (out, _) = run(
+        tmp.path(),
+        &scenario(
+            &ng,
+            300,
+            "exec = [\"sh\", \"-c\", \"exit 3\"]\nallow_fail = true",
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// An external scenario that parses: it needs nothing running.
+const EXTERNAL: &str = r#"name = "external"
+
+[[backends]]
+name = "app"
+count = 2
+listen = "127.0.0.1:9101"
+
+[proxy]
+kind = "external"
+[proxy.external]
+resolve = "127.0.0.1"
+
+[[loads]]
+name = "l"
+url = "http://cafe.example.com:8080/"
+requests = 10
+"#;
+
+#[test]
+fn mistakes_in_an_external_scenario_are_one_line_with_file_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("bad.toml");
+    let cases = [
+        (
+            EXTERNAL.replace(
+                "resolve = \"127.0.0.1\"\n",
+                "resolve = \"127.0.0.1\"\n[[proxy.listeners]]\nname = \"http\"\n",
+            ),
+            ":8: ",
+            "must not carry listeners",
+        ),
+        (
+            EXTERNAL.replace("[proxy.external]\nresolve = \"127.0.0.1\"\n", ""),
+            ":8: ",
+            "needs a [proxy.external] table",
+        ),
+        (
+            format!("{EXTERNAL}\n[[actions]]\nat = \"1s\"\nscale_replicas = {{ to = 2 }}\n"),
+            ":18: ",
+            "scale_replicas on an external target",
+        ),
+        (
+            format!("{EXTERNAL}\n[[actions]]\nat = \"1s\"\nexec = []\n"),
+            ":18: ",
+            "exec: the command is empty",
+        ),
+    ];
+    for (toml, line, what) in cases {
+        fs::write(&file, &toml).unwrap();
+        let out = Command::new(bin())
+            .arg("run")
+            .arg(&file)
+            .arg("--results")
+            .arg(tmp.path().join("results"))
+            .arg("--no-progress")
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("{}{line}", file.display())) && err.contains(what),
+            "{err}"
+        );
+    }
+    assert!(!tmp.path().join("results").exists());
+}
+
+#[test]
+fn a_backend_port_already_taken_is_a_clear_error() {
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = format!(
+        "name = \"external\"\n[[backends]]\nname = \"app\"\nlisten = \"127.0.0.1:{port}\"\n\
+         [[loads]]\nname = \"l\"\nurl = \"http://127.0.0.1/\"\nvia = \"backend:app\"\n\
+         requests = 10\n"
+    );
+    let (out, _) = run(tmp.path(), &scenario);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("app-0: cannot listen on 127.0.0.1:{port}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_example_external_scenario_parses_in_both_forms() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/external-example.toml");
+    let src = bench::layers::Source {
+        file: file.display().to_string(),
+        text: fs::read_to_string(&file).unwrap(),
+    };
+    let scn = bench::scenario::Scenario::parse(&src, false).unwrap();
+    let ext = scn.cases[0]
+        .proxy
+        .as_ref()
+        .unwrap()
+        .external
+        .as_ref()
+        .unwrap();
+    assert_eq!(ext.processes.as_deref(), Some("nginx"));
+    assert_eq!(scn.cases[0].steps.len(), 2);
+}

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod caddy;
 pub mod config;
 pub mod driver;
 mod error;
@@ -31,6 +32,7 @@ pub use tls::TlsFiles;
 pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
     match kind {
         ProxyKind::Nginx => &nginx::Nginx,
+        ProxyKind::Caddy => &caddy::Caddy,
     }
 }
 

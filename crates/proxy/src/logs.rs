@@ -34,6 +34,9 @@ pub enum LogFormat {
     /// The NCSA combined format (nginx's and Apache's default), optionally followed by
     /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
     Combined,
+    /// Caddy's JSON access log (`logging.logs` as the Caddy driver renders it); Caddy's own JSON
+    /// log lines (`level`, `msg`) as the error log.
+    Caddy,
 }
 
 impl LogFormat {
@@ -42,6 +45,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => "nginx-json",
             LogFormat::Combined => "combined",
+            LogFormat::Caddy => "caddy",
         }
     }
 
@@ -50,6 +54,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson => crate::nginx::logs::access(line),
             LogFormat::Combined => combined(line),
+            LogFormat::Caddy => crate::caddy::logs::access(line),
         }
     }
 
@@ -57,6 +62,7 @@ impl LogFormat {
     pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
         match self {
             LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
+            LogFormat::Caddy => crate::caddy::logs::error(line),
         }
     }
 }

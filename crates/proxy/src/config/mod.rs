@@ -131,11 +131,13 @@ pub enum ProxyKind {
     /// nginx from the distribution's package.
     #[default]
     Nginx,
+    /// Caddy from the distribution's package (JSON config loaded through its admin API).
+    Caddy,
 }
 
 impl ProxyKind {
     /// Every kind, in the order comparisons list them.
-    pub const ALL: &'static [ProxyKind] = &[ProxyKind::Nginx];
+    pub const ALL: &'static [ProxyKind] = &[ProxyKind::Nginx, ProxyKind::Caddy];
 
     /// The kind as scenarios and the command line spell it.
     pub fn name(self) -> &'static str {

@@ -117,16 +117,17 @@ fn load_cfg(port: u16, conns: u32) -> load::Config {
     c
 }
 
-/// What Caddy drops when it shuts servers down (a reload's old servers, a graceful stop) under
-/// closed-loop keep-alive load: Go's `http.Server.Shutdown` closes every connection that is idle
-/// at that moment, including one on which the client has just sent its next request and the
-/// server has not read it yet. The client sees a reused keep-alive connection closed before any
-/// byte of the answer (ReadIdleClosed). Mostly Caddy never read the request, so its access log
-/// has no line for it and no backend saw it; when Caddy had just read it, it proxies it and logs
-/// it, and the answer goes into the closed socket. This checks exactly that: every failure is of
-/// that kind, Caddy's log lines lie between the client's successes and its attempts and equal
-/// the backends' total, and each second with a failure holds a shutdown (`events`, seconds on
-/// the load's clock). Returns the failures.
+/// What Caddy drops when a reload shuts the old servers down under closed-loop keep-alive load
+/// (the driver cannot drain first there: see `caddy::DRAIN`): Go's `http.Server.Shutdown` closes
+/// every connection that is idle at that moment, including one on which the client has just sent
+/// its next request and the server has not read it yet (golang/go#65802). The client sees a
+/// reused keep-alive connection closed before any byte of the answer (ReadIdleClosed). Mostly
+/// Caddy never read the request, so its access log has no line for it and no backend saw it;
+/// when Caddy had just read it, it logs it, its upstream request is cancelled with the
+/// connection and its answer goes nowhere. This checks exactly that: every failure is of that
+/// kind, Caddy's log lines lie between the client's successes and its attempts, the backends'
+/// total between the successes and Caddy's lines, and each second with a failure holds a reload
+/// (`events`, seconds on the load's clock). Returns the failures.
 fn dropped_only_at_shutdowns(
     s: &model::LoadSummary,
     log_lines: u64,
@@ -151,9 +152,11 @@ fn dropped_only_at_shutdowns(
         (s.requests..=s.attempts()).contains(&log_lines),
         "Caddy logged {log_lines}: every answered request, and at most the dropped ones"
     );
-    assert_eq!(
-        backends, log_lines,
-        "every logged request reached a backend"
+    // Its upstream request is cancelled with the connection, so a backend may not have
+    // counted it either.
+    assert!(
+        (s.requests..=log_lines).contains(&backends),
+        "the backends answered {backends}: every answered request, and at most what Caddy logged"
     );
     for row in s.timeline.iter().filter(|r| r.error_total() > 0) {
         let t = f64::from(row.t);
@@ -195,7 +198,7 @@ fn a_counted_run_matches_caddys_log_and_the_backends_exactly() {
 }
 
 #[test]
-fn reloads_under_keepalive_load_drop_only_requests_on_connections_the_shutdown_closes() {
+fn reloads_under_keepalive_load_lose_only_requests_on_idle_connections_the_old_servers_close() {
     let f = fleet(2);
     let cfg = one_route();
     let dir = scratch("caddy-reload");
@@ -252,7 +255,7 @@ fn reloads_under_keepalive_load_drop_only_requests_on_connections_the_shutdown_c
 }
 
 #[test]
-fn a_gradual_scale_down_under_load_drops_only_requests_on_connections_the_shutdown_closes() {
+fn a_gradual_scale_down_under_load_fails_no_request() {
     let f = fleet(2);
     let cfg = one_route();
     let dir = scratch("caddy-scale");
@@ -303,14 +306,24 @@ fn a_gradual_scale_down_under_load_drops_only_requests_on_connections_the_shutdo
     let o = load.join().unwrap();
     let s = &o.summary;
     assert!(s.requests > 1000, "a real run: {}", s.requests);
-    // The 60 requests before the load are in the logs and the backends' counts too.
-    let lines = settled_lines(&logs, s.requests + 60) - 60;
-    let dropped = dropped_only_at_shutdowns(s, lines, backend_requests(&f) - 60, &events);
+    // The graceful stop drains keep-alive connections first (every answer closes its
+    // connection, the client reconnects to a replica that stays), so the shutdown finds no idle
+    // connection to close under a request: nothing fails. The 60 requests before the load are
+    // in the logs and the backends' counts too.
+    assert_eq!(s.error_total(), 0, "{:?}", s.errors);
+    assert_eq!(s.status.get(&200), Some(&s.requests));
+    assert_eq!(settled_lines(&logs, s.requests + 60), s.requests + 60);
+    assert_eq!(backend_requests(&f), s.requests + 60);
+    assert!(
+        s.connects > 24,
+        "the drained connections reconnected: {}",
+        s.connects
+    );
     eprintln!(
-        "caddy: scale-down 3 -> 1 under 24 keep-alive connections: {} of {} attempts dropped \
-         (idle keep-alive connections closed by the stopping replicas' shutdown)",
-        dropped,
-        s.attempts()
+        "caddy: scale-down 3 -> 1 at {events:?} s under 24 keep-alive connections: 0 of {} \
+         attempts failed, {} connections",
+        s.attempts(),
+        s.connects
     );
     assert!(reps[0].is_running());
 }
@@ -344,7 +357,7 @@ fn a_config_caddy_refuses_is_traced_to_its_item_and_leaves_the_running_one() {
         refusal.message
     );
     assert!(
-        refusal.message.starts_with("Error: loading http app module: provision http: server http: setting up route matchers: route 1: "),
+        refusal.message.starts_with("Error: loading http app module: provision http: server http: setting up route matchers: route 2: "),
         "{}",
         refusal.message
     );
@@ -547,15 +560,21 @@ fn the_render_maps_the_model_to_caddy_json() {
     );
     // cafe and tea hold different routes (tea-only): two host routes, then the default.
     assert_eq!(
-        routes[1]["match"][0]["host"],
+        routes[2]["match"][0]["host"],
         serde_json::json!(["cafe.example.com"])
     );
     assert_eq!(
-        routes[2]["match"][0]["host"],
+        routes[3]["match"][0]["host"],
         serde_json::json!(["tea.example.com"])
     );
-    assert!(routes[3].get("match").is_none());
-    let sub = routes[1]["handle"][0]["routes"].as_array().unwrap();
+    assert!(routes[4].get("match").is_none());
+    // While the replica drains, every answer closes its connection.
+    assert_eq!(routes[1]["match"][0]["file"]["try_files"][0], "/draining");
+    assert_eq!(
+        routes[1]["handle"][0]["response"]["set"]["Connection"][0],
+        "close"
+    );
+    let sub = routes[2]["handle"][0]["routes"].as_array().unwrap();
     let ids: Vec<&str> = sub
         .iter()
         .map(|r| r["@id"].as_str().unwrap_or("-"))

@@ -12,7 +12,7 @@ mod replica;
 
 pub use crate::driver::{Checked, RenderContext, StopMode};
 pub use render::render;
-pub use replica::Replica;
+pub use replica::{Replica, DRAIN};
 
 use crate::driver::{self, Refusal, Rendered};
 use crate::features::Support;

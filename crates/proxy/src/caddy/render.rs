@@ -29,6 +29,9 @@ pub(crate) const ACCESS_LOGGER: &str = "pb_access";
 /// The key of the admin server (listener names cannot hold ':').
 pub(crate) const ADMIN_SERVER: &str = "pb:admin";
 
+/// The file in the replica directory whose presence makes every answer close its connection.
+pub(crate) const DRAIN_FILE: &str = "draining";
+
 /// The `@id` prefix that carries GOMAXPROCS (the model's `worker_processes`) to the replica.
 pub(crate) const PROCS_ID: &str = "pb:gomaxprocs=";
 
@@ -102,6 +105,16 @@ impl Renderer<'_> {
             GENERATION_HEADER: [self.ctx.generation.to_string()]}}}]})
     }
 
+    /// While the replica directory holds [`DRAIN_FILE`], every answer says `Connection: close`:
+    /// the replica's driver drains keep-alive connections that way before a reload or a
+    /// graceful stop, so that the shutdown of the old servers finds no idle connection to close
+    /// under a request the client has already sent (see `Replica::reload`).
+    fn drain_route(&self) -> Value {
+        json!({"match": [{"file": {"root": self.ctx.prefix.to_string_lossy(),
+            "try_files": [format!("/{DRAIN_FILE}")]}}],
+            "handle": [{"handler": "headers", "response": {"set": {"Connection": ["close"]}}}]})
+    }
+
     fn config(&mut self) -> Result<String, Error> {
         let cfg = self.cfg;
         let mut servers = Map::new();
@@ -137,7 +150,7 @@ impl Renderer<'_> {
         let placements = cfg.placements();
         for (port, members) in &ports {
             let first = &cfg.listeners[members[0]];
-            let mut routes = vec![self.gen_route()];
+            let mut routes = vec![self.gen_route(), self.drain_route()];
             let on_port: Vec<_> = placements
                 .iter()
                 .filter(|p| members.contains(&p.listener))

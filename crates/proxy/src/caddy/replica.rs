@@ -2,7 +2,7 @@
 //! (never left behind), started after `caddy validate`, reloaded by loading the new config
 //! through its admin API and timed, stopped by signal.
 
-use super::render::PROCS_ID;
+use super::render::{DRAIN_FILE, PROCS_ID};
 use super::{command, CONFIG_FILE};
 use crate::driver::{self, await_reload, await_start, LogFiles, RenderContext, ReplicaHandle};
 use crate::driver::{Rendered, StopMode};
@@ -14,6 +14,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// How long keep-alive connections drain (every answer says `Connection: close`) before a
+/// graceful stop. Go's `http.Server.Shutdown`, which Caddy calls on SIGTERM (and on the old
+/// servers of a reload), closes every connection idle at that moment, even one on which the
+/// client has just sent its next request (golang/go#65802): without the drain, a closed-loop
+/// keep-alive load loses a few requests per stopped replica. A connection that got a
+/// `Connection: close` answer is closed by the server after it, so during the drain no
+/// connection sits idle, and the clients reconnect to the replicas that stay.
+pub const DRAIN: Duration = Duration::from_millis(100);
 
 /// Caddy's signal for a stop mode, and its name for messages: SIGTERM shuts the apps down
 /// gracefully (bounded by the http app's `grace_period`), SIGQUIT exits at once.
@@ -61,6 +70,7 @@ impl Replica {
             fs::create_dir_all(&p)
                 .map_err(|e| Error::io(format!("cannot create {}", p.display()), e))?;
         }
+        let _ = fs::remove_file(dir.join(DRAIN_FILE));
         super::validate(json, dir)?;
         let conf = dir.join(CONFIG_FILE);
         fs::write(&conf, json)
@@ -142,6 +152,9 @@ impl Replica {
         let body = json.as_bytes().to_vec();
         let port = self.control_port;
         let bound = self.wait_bound;
+        // No drain here (see DRAIN): during a reload Caddy binds new sockets beside the old
+        // ones (SO_REUSEPORT) and closes the old ones, resetting the connections still in their
+        // accept queues, so churning connections first loses as many requests as it saves.
         let t_sig = Instant::now();
         rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
         let poster = std::thread::Builder::new()
@@ -212,9 +225,26 @@ impl Replica {
     }
 
     /// [`stop`](Self::stop) with an explicit bound.
+    /// A graceful stop drains keep-alive connections for [`DRAIN`] first.
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
         let (sig, what) = signal_of(mode);
-        self.main.stop(sig, mode == StopMode::Kill, bound, what)
+        if mode == StopMode::Graceful && self.main.is_running() && self.drain().is_ok() {
+            std::thread::sleep(DRAIN);
+        }
+        let r = self.main.stop(sig, mode == StopMode::Kill, bound, what);
+        self.undrain();
+        r
+    }
+
+    /// Makes every answer close its connection (see [`DRAIN`]).
+    fn drain(&self) -> Result<(), String> {
+        let p = self.dir.join(DRAIN_FILE);
+        fs::write(&p, b"").map_err(|e| format!("cannot write {}: {e}", p.display()))
+    }
+
+    /// Back to keep-alive.
+    fn undrain(&self) {
+        let _ = fs::remove_file(self.dir.join(DRAIN_FILE));
     }
 
     /// True while caddy runs.

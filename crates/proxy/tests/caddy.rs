@@ -516,7 +516,7 @@ fn the_rendered_config_routes_as_nginx_would() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
-    // Nothing was written outside the replica directory, and no error was logged.
+    // No error was logged.
     let sum = logs::summarize(
         LogFormat::Caddy,
         &[r.access_log_path()],
@@ -530,6 +530,21 @@ fn the_rendered_config_routes_as_nginx_would() {
         sum.error_groups
     );
     assert_eq!(sum.access_lines, 13);
+    // The one warning is the TLS server's automatic HTTPS being off; nothing speaks of ACME or
+    // of obtaining a certificate.
+    let warns: Vec<&str> = sum
+        .error_groups
+        .iter()
+        .filter(|g| g.level == "warn")
+        .map(|g| g.message.as_str())
+        .collect();
+    assert_eq!(warns, ["automatic HTTPS is completely disabled for server"]);
+    let own = std::fs::read_to_string(r.error_log_path()).unwrap();
+    let lower = own.to_ascii_lowercase();
+    assert!(
+        !lower.contains("acme") && !lower.contains("obtain"),
+        "{own}"
+    );
 }
 
 #[test]
@@ -550,7 +565,12 @@ fn the_render_maps_the_model_to_caddy_json() {
     assert_eq!(http["grace_period"], 5_000_000_000u64);
     let s = &http["servers"]["http"];
     assert_eq!(s["listen"][0], format!("127.0.0.1:{}", ctx.ports["http"]));
-    assert_eq!(s["automatic_https"]["disable"], true);
+    // No certificate managed for the names, no redirect, and no outbound call.
+    assert_eq!(
+        s["automatic_https"],
+        serde_json::json!({"skip": ["cafe.example.com", "tea.example.com"], "disable_redirects": true})
+    );
+    assert_eq!(http["servers"]["https"]["automatic_https"]["disable"], true);
     assert_eq!(s["idle_timeout"], 30_000_000_000u64);
     assert_eq!(s["logs"]["default_logger_name"], "pb_access");
     let routes = s["routes"].as_array().unwrap();

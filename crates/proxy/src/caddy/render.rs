@@ -178,14 +178,31 @@ impl Renderer<'_> {
                 let sub = self.subroute(&default.routes)?;
                 routes.push(json!({"@id": self.id(&item), "handle": [sub], "terminal": true}));
             }
+            // Automatic HTTPS: off for a TLS server (Caddy warns at each load that it is); a
+            // plain server skips every name its host matchers hold (as written and as Caddy
+            // lowercases them), so that no certificate is managed and nothing redirects, without
+            // that warning.
+            let mut skip: Vec<String> = Vec::new();
+            for (_, names, _) in &groups {
+                for n in names {
+                    for v in [n.clone(), n.to_ascii_lowercase()] {
+                        if !skip.contains(&v) {
+                            skip.push(v);
+                        }
+                    }
+                }
+            }
             let mut server = json!({
                 "@id": self.id(&format!("listener.{}", first.name)),
                 "listen": [format!("127.0.0.1:{port}")],
-                "automatic_https": {"disable": true},
+                "automatic_https": {"skip": skip, "disable_redirects": true},
                 "protocols": ["h1", "h2"],
                 "idle_timeout": nanos(cfg.keepalive_timeout.0),
                 "routes": routes,
             });
+            if first.tls {
+                server["automatic_https"] = json!({"disable": true});
+            }
             if cfg.access_log {
                 server["logs"] = json!({"default_logger_name": ACCESS_LOGGER});
             }
@@ -253,7 +270,7 @@ impl Renderer<'_> {
     fn admin_server(&self) -> Value {
         json!({
             "listen": [format!("127.0.0.1:{}", self.ctx.admin_port)],
-            "automatic_https": {"disable": true},
+            "automatic_https": {"skip": [], "disable_redirects": true},
             "protocols": ["h1"],
             "routes": [
                 self.gen_route(),

@@ -387,6 +387,43 @@ fn a_config_caddy_refuses_is_traced_to_its_item_and_leaves_the_running_one() {
         Err(proxybench_proxy::Error::Refused(m)) => assert!(m.contains("is repeated"), "{m}"),
         other => panic!("{other:?}"),
     }
+    // A port held by a socket without SO_REUSEPORT passes `caddy validate` (which binds
+    // nothing) but not Caddy's load: the reload records Caddy's answer and the old config
+    // serves on.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    let mut grown = one_route();
+    grown.listeners.push(proxybench_proxy::config::Listener {
+        name: "extra".into(),
+        port: Some(taken),
+        ..Default::default()
+    });
+    ctx.generation = 3;
+    let json = caddy::render(&grown, &ctx).unwrap();
+    let rec = r.reload(&json, 3, Instant::now());
+    let err = rec.error.expect("the load was refused");
+    assert!(
+        err.starts_with("caddy load: 400 ") && err.contains("address already in use"),
+        "{err}"
+    );
+    assert_eq!(rec.served_ms, None);
+    assert_eq!(r.generation(), 1);
+    let resp = request(ctx.ports["http"], "GET", "/", "x", &[]);
+    assert_eq!(resp.header("X-Config-Generation"), Some("1"));
+    // A replica that cannot bind exits at start with Caddy's words, and nothing is left.
+    let mut ctx3 = context(&grown, dir.path(), &[("app", addrs(&f))]);
+    ctx3.ports.insert("extra".into(), taken);
+    ctx3.prefix = dir.path().join("caddy-3");
+    let json = caddy::render(&grown, &ctx3).unwrap();
+    match Replica::start("caddy-3", &ctx3, &json) {
+        Err(proxybench_proxy::Error::Refused(m)) => {
+            assert!(
+                m.contains("caddy exited") && m.contains("address already in use"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
     // A valid config checks, and the check is timed.
     cfg.listeners[0].server_names = vec!["cafe.example.com".into()];
     let ok = d

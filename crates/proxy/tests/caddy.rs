@@ -257,7 +257,8 @@ fn reloads_under_keepalive_load_lose_only_requests_on_idle_connections_the_old_s
 #[test]
 fn a_gradual_scale_down_under_load_fails_no_request() {
     let f = fleet(2);
-    let cfg = one_route();
+    let mut cfg = one_route();
+    cfg.replicas = 3;
     let dir = scratch("caddy-scale");
     let mut ctx = context(&cfg, dir.path(), &[("app", addrs(&f))]);
     let mut reps = Vec::new();
@@ -357,7 +358,7 @@ fn a_config_caddy_refuses_is_traced_to_its_item_and_leaves_the_running_one() {
         refusal.message
     );
     assert!(
-        refusal.message.starts_with("Error: loading http app module: provision http: server http: setting up route matchers: route 2: "),
+        refusal.message.starts_with("Error: loading http app module: provision http: server http: setting up route matchers: route 1: "),
         "{}",
         refusal.message
     );
@@ -617,21 +618,26 @@ fn the_render_maps_the_model_to_caddy_json() {
     );
     // cafe and tea hold different routes (tea-only): two host routes, then the default.
     assert_eq!(
-        routes[2]["match"][0]["host"],
+        routes[1]["match"][0]["host"],
         serde_json::json!(["cafe.example.com"])
     );
     assert_eq!(
-        routes[3]["match"][0]["host"],
+        routes[2]["match"][0]["host"],
         serde_json::json!(["tea.example.com"])
     );
-    assert!(routes[4].get("match").is_none());
-    // While the replica drains, every answer closes its connection.
-    assert_eq!(routes[1]["match"][0]["file"]["try_files"][0], "/draining");
+    assert!(routes[3].get("match").is_none());
+    assert_eq!(routes.len(), 4, "one replica: no drain route");
+    // With several replicas, every answer closes its connection while the replica drains.
+    let mut several = cfg.clone();
+    several.replicas = 3;
+    let v3: Value = serde_json::from_str(&caddy::render(&several, &ctx).unwrap()).unwrap();
+    let drain = &v3["apps"]["http"]["servers"]["http"]["routes"][1];
+    assert_eq!(drain["match"][0]["file"]["try_files"][0], "/draining");
     assert_eq!(
-        routes[1]["handle"][0]["response"]["set"]["Connection"][0],
+        drain["handle"][0]["response"]["set"]["Connection"][0],
         "close"
     );
-    let sub = routes[2]["handle"][0]["routes"].as_array().unwrap();
+    let sub = routes[1]["handle"][0]["routes"].as_array().unwrap();
     let ids: Vec<&str> = sub
         .iter()
         .map(|r| r["@id"].as_str().unwrap_or("-"))

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 /// client has just sent its next request (golang/go#65802): without the drain, a closed-loop
 /// keep-alive load loses a few requests per stopped replica. A connection that got a
 /// `Connection: close` answer is closed by the server after it, so during the drain no
-/// connection sits idle, and the clients reconnect to the replicas that stay.
+/// connection sits idle, and the clients reconnect to the replicas that stay. Only a config of
+/// several replicas renders the drain (it costs a file lookup per request).
 pub const DRAIN: Duration = Duration::from_millis(100);
 
 /// Caddy's signal for a stop mode, and its name for messages: SIGTERM shuts the apps down

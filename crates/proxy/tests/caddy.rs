@@ -720,6 +720,10 @@ fn the_render_maps_the_model_to_caddy_json() {
     };
     let err = caddy::render(&hashed, &ctx).unwrap_err().to_string();
     assert!(err.contains("can hash only"), "{err}");
+    let mut bounded = one_route();
+    bounded.keepalive_requests = 100;
+    let err = caddy::render(&bounded, &ctx).unwrap_err().to_string();
+    assert!(err.starts_with("keepalive_requests: "), "{err}");
     let mut no_control = ctx.clone();
     no_control.control_port = 0;
     assert!(caddy::render(&one_route(), &no_control).is_err());

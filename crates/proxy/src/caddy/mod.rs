@@ -106,7 +106,7 @@ pub fn support(feature: Feature) -> Support {
         F::PassiveHealth => Support::Differs(
             "Caddy remembers each failure for fail_timeout and keeps a server out while max_fails \
              are remembered; nginx counts failures within fail_timeout, then keeps the server out \
-             for fail_timeout",
+             for fail_timeout; with every server out Caddy answers 503, nginx 502",
         ),
         F::NextUpstream => Support::Differs(
             "Caddy passes a request on after a connection error, and after a failed round trip \
@@ -137,7 +137,8 @@ pub fn support(feature: Feature) -> Support {
              once), not processes",
         ),
         F::KeepaliveRequests => Support::No(
-            "Go's HTTP server, which Caddy uses, has no bound on requests per client connection",
+            "Go's HTTP server, which Caddy uses, has no bound on requests per client connection \
+             (nor the default 1000 of nginx: Caddy never closes a busy keep-alive connection)",
         ),
         F::ErrorLogLevel => Support::Differs(
             "Caddy's levels are debug, info, warn and error: notice logs as info, crit as error",

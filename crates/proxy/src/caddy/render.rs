@@ -56,6 +56,13 @@ pub fn render(cfg: &ProxyConfig, ctx: &RenderContext) -> Result<String, Error> {
             "[proxy.raw] holds nginx snippets, which Caddy cannot read".into(),
         ));
     }
+    if cfg.keepalive_requests != ProxyConfig::default().keepalive_requests {
+        return Err(Error::Invalid(
+            "keepalive_requests: Go's HTTP server, which Caddy uses, has no bound on requests per \
+             client connection"
+                .into(),
+        ));
+    }
     if ctx.admin_port == 0 {
         return Err(Error::Invalid("the run assigned no admin port".into()));
     }

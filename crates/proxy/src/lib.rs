@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod caddy;
 pub mod config;
 pub mod driver;
 mod error;
@@ -34,6 +35,7 @@ pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
     match kind {
         ProxyKind::Nginx => &nginx::Nginx,
         ProxyKind::Haproxy => &haproxy::Haproxy,
+        ProxyKind::Caddy => &caddy::Caddy,
         ProxyKind::External => &external::External,
     }
 }

@@ -37,6 +37,9 @@ pub enum LogFormat {
     /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
     /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
     Haproxy,
+    /// Caddy's JSON access log (`logging.logs` as the Caddy driver renders it); Caddy's own JSON
+    /// log lines (`level`, `msg`) as the error log.
+    Caddy,
 }
 
 impl LogFormat {
@@ -46,6 +49,7 @@ impl LogFormat {
             LogFormat::NginxJson => "nginx-json",
             LogFormat::Combined => "combined",
             LogFormat::Haproxy => "haproxy",
+            LogFormat::Caddy => "caddy",
         }
     }
 
@@ -62,6 +66,7 @@ impl LogFormat {
             LogFormat::NginxJson => crate::nginx::logs::access(line),
             LogFormat::Combined => combined(line),
             LogFormat::Haproxy => crate::haproxy::logs::access(line),
+            LogFormat::Caddy => crate::caddy::logs::access(line),
         }
     }
 
@@ -70,6 +75,7 @@ impl LogFormat {
         match self {
             LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
             LogFormat::Haproxy => crate::haproxy::logs::error(line),
+            LogFormat::Caddy => crate::caddy::logs::error(line),
         }
     }
 }

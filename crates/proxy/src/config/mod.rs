@@ -140,12 +140,18 @@ pub enum ProxyKind {
     Haproxy,
     /// A proxy the user already runs: proxybench starts, renders and stops nothing of it.
     External,
+    /// Caddy from the distribution's package (JSON config loaded through its admin API).
+    Caddy,
 }
 
 impl ProxyKind {
     /// Every kind, in the order comparisons list them.
-    pub const ALL: &'static [ProxyKind] =
-        &[ProxyKind::Nginx, ProxyKind::Haproxy, ProxyKind::External];
+    pub const ALL: &'static [ProxyKind] = &[
+        ProxyKind::Nginx,
+        ProxyKind::Haproxy,
+        ProxyKind::Caddy,
+        ProxyKind::External,
+    ];
 
     /// The kind as scenarios and the command line spell it.
     pub fn name(self) -> &'static str {

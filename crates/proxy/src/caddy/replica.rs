@@ -1,0 +1,396 @@
+//! One Caddy replica: `caddy run` in its own directory, run as a [`Supervised`] process group
+//! (never left behind), started after `caddy validate`, reloaded by loading the new config
+//! through its admin API and timed, stopped by signal.
+
+use super::render::{DRAIN_FILE, PROCS_ID};
+use super::{command, CONFIG_FILE};
+use crate::driver::{self, await_reload, await_start, LogFiles, RenderContext, ReplicaHandle};
+use crate::driver::{Rendered, StopMode};
+use crate::logs::LogFormat;
+use crate::process::Supervised;
+use crate::Error;
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long keep-alive connections drain (every answer says `Connection: close`) before a
+/// graceful stop. Go's `http.Server.Shutdown`, which Caddy calls on SIGTERM (and on the old
+/// servers of a reload), closes every connection idle at that moment, even one on which the
+/// client has just sent its next request (golang/go#65802): without the drain, a closed-loop
+/// keep-alive load loses a few requests per stopped replica. A connection that got a
+/// `Connection: close` answer is closed by the server after it, so during the drain no
+/// connection sits idle, and the clients reconnect to the replicas that stay. Only a config of
+/// several replicas renders the drain (it costs a file lookup per request).
+pub const DRAIN: Duration = Duration::from_millis(100);
+
+/// Caddy's signal for a stop mode, and its name for messages: SIGTERM shuts the apps down
+/// gracefully (bounded by the http app's `grace_period`), SIGQUIT exits at once.
+fn signal_of(mode: StopMode) -> (i32, &'static str) {
+    match mode {
+        StopMode::Graceful => (libc::SIGTERM, "SIGTERM"),
+        StopMode::Fast => (libc::SIGQUIT, "SIGQUIT"),
+        StopMode::Kill => (libc::SIGKILL, "SIGKILL"),
+    }
+}
+
+/// A running Caddy in `dir` (caddy.json, caddy.log, access.log, caddy-data...). The config must
+/// have been rendered with `RenderContext.prefix = dir`.
+#[derive(Debug)]
+pub struct Replica {
+    name: String,
+    dir: PathBuf,
+    admin_port: u16,
+    control_port: u16,
+    generation: u64,
+    main: Supervised,
+    wait_bound: Duration,
+}
+
+impl Replica {
+    /// Writes `dir/caddy.json`, checks it with `caddy validate` (Caddy's message on failure),
+    /// starts `caddy run` and waits until the admin listener answers `ctx.generation`.
+    pub fn start(name: &str, ctx: &RenderContext, json: &str) -> Result<Replica, Error> {
+        let dir = &ctx.prefix;
+        if !dir.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "{name}: {} is relative; render with an absolute replica directory",
+                dir.display()
+            )));
+        }
+        let log = dir.join("caddy.log");
+        if !json.contains(&*serde_json::to_string(&*log.to_string_lossy()).unwrap_or_default()) {
+            return Err(Error::Invalid(format!(
+                "{name}: the config was not rendered for {} (RenderContext.prefix must be the replica directory)",
+                dir.display()
+            )));
+        }
+        for d in ["", "caddy-home", "caddy-data", "caddy-config"] {
+            let p = dir.join(d);
+            fs::create_dir_all(&p)
+                .map_err(|e| Error::io(format!("cannot create {}", p.display()), e))?;
+        }
+        let _ = fs::remove_file(dir.join(DRAIN_FILE));
+        super::validate(json, dir)?;
+        let conf = dir.join(CONFIG_FILE);
+        fs::write(&conf, json)
+            .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+        let mut cmd = command(dir);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&conf)
+            .arg("--adapter")
+            .arg("")
+            .env("GOMAXPROCS", gomaxprocs(json).to_string());
+        let main = Supervised::spawn(name, cmd, &dir.join("caddy.stderr"))?;
+        let mut r = Replica {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            admin_port: ctx.admin_port,
+            control_port: ctx.control_port,
+            generation: ctx.generation,
+            main,
+            wait_bound: Duration::from_secs(60),
+        };
+        let main = &mut r.main;
+        let started = await_start(
+            name,
+            ctx.admin_port,
+            ctx.generation,
+            Duration::from_secs(15),
+            &mut || {
+                let status = main.exited()?;
+                let mut msg = error_lines(&main.stderr_text());
+                if msg.is_empty() {
+                    msg = error_lines(&fs::read_to_string(&log).unwrap_or_default());
+                }
+                Some(format!("caddy exited ({status}): {msg}"))
+            },
+        );
+        if let Err(e) = started {
+            r.main.kill_group();
+            return Err(e);
+        }
+        Ok(r)
+    }
+
+    /// Reloads with `json`: `caddy validate` first (a refusal leaves the running config and the
+    /// file on disk alone and is recorded with Caddy's message), then `POST /load` on the
+    /// control port. Caddy starts the new config in the same process, on the same listeners,
+    /// then shuts the old servers down gracefully; `served_ms` counts from the POST until the
+    /// admin listener answers the new generation. A config Caddy's load refuses is recorded with
+    /// its message (Caddy keeps the old one). Never panics.
+    pub fn reload(&mut self, json: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
+        let mut rec = model::ReloadRecord {
+            replica: self.name.clone(),
+            generation,
+            t_s: origin.elapsed().as_secs_f64(),
+            served_ms: None,
+            old_workers_exited_ms: None,
+            validate_ms: 0.0,
+            error: None,
+        };
+        if !self.main.is_running() {
+            rec.error = Some(format!("{} is not running", self.name));
+            return rec;
+        }
+        if generation == self.generation {
+            rec.error = Some(format!(
+                "{}: generation {generation} is already served; reload with a new generation",
+                self.name
+            ));
+            return rec;
+        }
+        let t0 = Instant::now();
+        let checked = super::validate(json, &self.dir);
+        rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
+        if let Err(e) = checked {
+            rec.error = Some(e.to_string());
+            return rec;
+        }
+        let (tx, rx) = mpsc::channel();
+        let body = json.as_bytes().to_vec();
+        let port = self.control_port;
+        let bound = self.wait_bound;
+        // No drain here (see DRAIN): during a reload Caddy binds new sockets beside the old
+        // ones (SO_REUSEPORT) and closes the old ones, resetting the connections still in their
+        // accept queues, so churning connections first loses as many requests as it saves.
+        let t_sig = Instant::now();
+        rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
+        let poster = std::thread::Builder::new()
+            .name(format!("{}-load", self.name))
+            .spawn(move || {
+                let _ = tx.send(load(port, &body, bound));
+            });
+        if let Err(e) = poster {
+            rec.error = Some(format!("{}: cannot start the load request: {e}", self.name));
+            return rec;
+        }
+        let mut answer: Option<Result<(), String>> = None;
+        let main = &mut self.main;
+        await_reload(
+            &mut rec,
+            &self.name,
+            t_sig,
+            self.admin_port,
+            None,
+            bound,
+            &mut || {
+                if answer.is_none() {
+                    answer = rx.try_recv().ok();
+                }
+                match &answer {
+                    Some(Err(e)) => Some(e.clone()),
+                    _ => None,
+                }
+            },
+            &mut || main.is_running(),
+        );
+        // The load returns once the old servers are shut down; wait for it so that reloads do
+        // not overlap, and record what it said.
+        if answer.is_none() {
+            answer = rx.recv_timeout(bound).ok();
+        }
+        match answer {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                if rec.error.is_none() {
+                    rec.error = Some(e);
+                }
+            }
+            None => {
+                if rec.error.is_none() {
+                    rec.error = Some(format!(
+                        "{}: the load request did not return within {bound:?}",
+                        self.name
+                    ));
+                }
+            }
+        }
+        if rec.served_ms.is_some() {
+            self.generation = generation;
+            let conf = self.dir.join(CONFIG_FILE);
+            if let Err(e) = fs::write(&conf, json) {
+                rec.error
+                    .get_or_insert_with(|| format!("cannot write {}: {e}", conf.display()));
+            }
+        }
+        rec
+    }
+
+    /// Stops the replica and waits (60 s graceful, 10 s fast, 5 s kill); past the bound the
+    /// group is killed and a Timeout error returned.
+    pub fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
+        self.stop_within(mode, mode.bound())
+    }
+
+    /// [`stop`](Self::stop) with an explicit bound.
+    /// A graceful stop drains keep-alive connections for [`DRAIN`] first.
+    pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        let (sig, what) = signal_of(mode);
+        if mode == StopMode::Graceful && self.main.is_running() && self.drain().is_ok() {
+            std::thread::sleep(DRAIN);
+        }
+        let r = self.main.stop(sig, mode == StopMode::Kill, bound, what);
+        self.undrain();
+        r
+    }
+
+    /// Makes every answer close its connection (see [`DRAIN`]).
+    fn drain(&self) -> Result<(), String> {
+        let p = self.dir.join(DRAIN_FILE);
+        fs::write(&p, b"").map_err(|e| format!("cannot write {}: {e}", p.display()))
+    }
+
+    /// Back to keep-alive.
+    fn undrain(&self) {
+        let _ = fs::remove_file(self.dir.join(DRAIN_FILE));
+    }
+
+    /// True while caddy runs.
+    pub fn is_running(&mut self) -> bool {
+        self.main.is_running()
+    }
+
+    /// The process (Caddy runs as one), for CPU and memory collectors.
+    pub fn pids(&self) -> Vec<u32> {
+        self.handle().pids()
+    }
+
+    /// A detached handle for collectors on other threads (Caddy has no stub_status page).
+    pub fn handle(&self) -> ReplicaHandle {
+        ReplicaHandle {
+            name: self.name.clone(),
+            pid: self.main.pid(),
+            admin_port: self.admin_port,
+            status: None,
+            processes: None,
+        }
+    }
+
+    /// The JSON access log.
+    pub fn access_log_path(&self) -> PathBuf {
+        self.dir.join("access.log")
+    }
+
+    /// Caddy's own log (JSON lines with `level` and `msg`).
+    pub fn error_log_path(&self) -> PathBuf {
+        self.dir.join("caddy.log")
+    }
+
+    /// The replica's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The generation it serves.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+impl driver::Replica for Replica {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+    fn admin_port(&self) -> u16 {
+        self.admin_port
+    }
+    fn control_port(&self) -> u16 {
+        self.control_port
+    }
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn handle(&self) -> ReplicaHandle {
+        Replica::handle(self)
+    }
+    fn set_wait_bound(&mut self, bound: Duration) {
+        self.wait_bound = bound;
+    }
+    fn reload(
+        &mut self,
+        rendered: &Rendered,
+        generation: u64,
+        origin: Instant,
+    ) -> model::ReloadRecord {
+        Replica::reload(self, &rendered.text, generation, origin)
+    }
+    fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
+        Replica::stop(self, mode)
+    }
+    fn is_running(&mut self) -> bool {
+        Replica::is_running(self)
+    }
+    fn logs(&self) -> LogFiles {
+        LogFiles {
+            access: Some(self.access_log_path()),
+            error: Some(self.error_log_path()),
+            format: LogFormat::Caddy,
+            ..LogFiles::default()
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if self.main.is_running() {
+            let _ = self.stop_within(StopMode::Kill, StopMode::Kill.bound());
+        }
+    }
+}
+
+/// `POST /load` of `body` to Caddy's admin API on 127.0.0.1:`port`; `Err` carries Caddy's
+/// answer when it refuses the config (it then keeps the old one).
+fn load(port: u16, body: &[u8], timeout: Duration) -> Result<(), String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Caddy's admin API accepts only its own address as Host.
+    let host = format!("127.0.0.1:{port}");
+    let req = http1::client::Request {
+        method: "POST",
+        path: "/load",
+        headers: &[("Host", &host), ("Content-Type", "application/json")],
+        body,
+    };
+    match http1::client::request(addr, &req, timeout) {
+        Ok(r) if r.status == 200 => Ok(()),
+        Ok(r) => Err(format!("caddy load: {} {}", r.status, r.text().trim_end())),
+        Err(e) => Err(format!("caddy load: {e}")),
+    }
+}
+
+/// GOMAXPROCS the rendered config asks for (its top-level `@id`), 1 when it says nothing.
+fn gomaxprocs(json: &str) -> u32 {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v.get("@id")?.as_str()?.strip_prefix(PROCS_ID)?.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+/// Caddy's `Error: ...` lines and error-level JSON lines of a text, joined, verbatim.
+fn error_lines(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("Error: ")
+                || super::logs::error(l).is_some_and(|r| r.level == "error" || r.level == "fatal")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gomaxprocs_comes_from_the_rendered_id() {
+        assert_eq!(gomaxprocs(r#"{"@id":"pb:gomaxprocs=4","apps":{}}"#), 4);
+        assert_eq!(gomaxprocs(r#"{"apps":{}}"#), 1);
+        assert_eq!(gomaxprocs("not json"), 1);
+    }
+}

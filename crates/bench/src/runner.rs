@@ -158,7 +158,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
             quick: scn.quick,
             partial: false,
             abort_reason: None,
-            env: env::capture(proxy_v),
+            env: env::capture(proxy_kind(scn).map(|k| k.name()), proxy_v),
             cases: Vec::new(),
             findings: Vec::new(),
             checks: Vec::new(),

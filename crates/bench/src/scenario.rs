@@ -1102,7 +1102,7 @@ fn build_case(
         let span = c.span();
         let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
         for s in check.subjects() {
-            if !(load_names.contains(s) || ["all", "backends", "nginx", "reloads"].contains(&s)) {
+            if !(load_names.contains(s) || crate::checks::SUBJECTS.contains(&s)) {
                 return Err(err(
                     span,
                     format!(

@@ -70,6 +70,15 @@ pub fn proxy_kind(env: &model::Env) -> &str {
     env.proxy_kind.as_deref().unwrap_or("proxy")
 }
 
+/// The proxy kind's name as its replicas and their process groups are named (`KIND-0`...): the
+/// run's recorded kind, else the case's (records that did not keep the kind).
+pub fn replica_kind(env: &model::Env, case: Option<&crate::scenario::Case>) -> String {
+    env.proxy_kind.clone().unwrap_or_else(|| {
+        case.and_then(|c| c.proxy.as_ref())
+            .map_or_else(String::new, |p| p.kind.name().to_string())
+    })
+}
+
 /// True when the run's proxy is the kind the theory models ([`MODELLED_KIND`]); records that
 /// did not keep their kind were made when it was the only kind.
 pub fn model_applies(env: &model::Env) -> bool {

@@ -50,7 +50,7 @@ fn case(
     records: &Records,
     env: &model::Env,
 ) -> Vec<CheckResult> {
-    let kind = replica_kind(env, Some(case));
+    let kind = common::replica_kind(env, Some(case));
     let plan = Plan::new(case, result, &kind);
     let books: Vec<LoadBooks> = result
         .loads
@@ -110,14 +110,6 @@ fn case(
         model_applies: common::model_applies(env),
     };
     checks::all(&case.name, &plan, &ledger, &books, &proxy)
-}
-
-/// The proxy kind's name as its replicas are named: the run's recorded kind, else the case's.
-pub(crate) fn replica_kind(env: &model::Env, case: Option<&Case>) -> String {
-    env.proxy_kind.clone().unwrap_or_else(|| {
-        case.and_then(|c| c.proxy.as_ref())
-            .map_or_else(String::new, |p| p.kind.name().to_string())
-    })
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.

@@ -105,7 +105,7 @@ fn worst(c: &CaseResult) -> String {
 
 /// Adds the summary table to the last case and the comparisons to the run's findings.
 pub fn finish(scn: &Scenario, results: &mut RunResults) {
-    let kind = super::replica_kind(&results.env, scn.cases.first());
+    let kind = crate::analysis::common::replica_kind(&results.env, scn.cases.first());
     let rows: Vec<Row> = results
         .cases
         .iter()

@@ -37,7 +37,7 @@ pub fn capture(kind: Option<&str>, proxy_v: String) -> Env {
             .unwrap_or(1),
         os,
         sysctls: sysctls(),
-        coarse_clock_us: Some(crate::theory::limit_req::nginx_clock_tick_us()),
+        coarse_clock_us: Some(crate::theory::limit_req::coarse_clock_tick_us()),
     }
 }
 

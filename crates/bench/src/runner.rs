@@ -868,8 +868,8 @@ fn spawn_collector(
         .expect("spawn the collector thread")
 }
 
-/// The proxy's complaint on one line: its lines joined, without nginx's closing "test failed"
-/// line.
+/// The proxy's complaint on one line: its lines joined, without a closing "test failed" line
+/// (the one nginx's checker ends with).
 fn one_line(msg: &str) -> String {
     let lines: Vec<&str> = msg
         .lines()

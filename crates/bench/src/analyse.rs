@@ -119,7 +119,8 @@ fn analyse_case(
         })
         .flatten()
         .collect();
-    let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(result)).collect();
+    let kind = env.proxy_kind.as_deref();
+    let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(result, kind)).collect();
     if let Some(a) = &scn.analysis {
         let input = analysis::CaseInput {
             scenario: scn,

@@ -1,13 +1,56 @@
 //! Checks: SLOs and predictions written as one-line expressions, e.g. `coffee.failure_rate <= 0.5%`,
 //! `tea.p99 <= 250ms`, `backends.spread <= 1%`, `backends.requests == all.requests`,
-//! `nginx.errors == 0`, `reloads.avg_ms < 500`. A breached check makes the run's exit code non-zero.
+//! `proxy.errors == 0`, `reloads.avg_ms < 500`. A breached check makes the run's exit code non-zero.
 //!
-//! Subjects: a load's name, `all` (every load summed), `backends`, `nginx`, `reloads`.
+//! Subjects: a load's name, `all` (every load summed), `backends`, `proxy` (the proxy under
+//! test, whatever its kind: its logs and status page; `nginx` is read as an alias, as scenarios
+//! written before other kinds existed spell it), `reloads`.
 //! Values may carry units: `%`, `ppm`, durations (`250ms`), `r/s`; or be another `subject.metric`.
+//!
+//! A check on data the run's proxy kind cannot give (no status page, no logs, no reload timing)
+//! fails with "not measurable for KIND: why": it never passes and never reads zeros.
 
 pub use crate::error::CheckError;
 use model::{CaseResult, CheckResult, ErrorKind, LoadSummary};
 use std::fmt;
+
+/// The subject of the proxy under test, whatever its kind.
+pub const PROXY_SUBJECT: &str = "proxy";
+
+/// Subjects that are not load names: scenario validation accepts these besides its loads.
+pub const SUBJECTS: &[&str] = &["all", "backends", PROXY_SUBJECT, "nginx", "reloads"];
+
+/// True for the proxy's subject or its alias `nginx` (the only kind there was once).
+fn is_proxy(subject: &str) -> bool {
+    subject == PROXY_SUBJECT || subject == "nginx"
+}
+
+/// Why a metric has no value: the run did not produce the data, or the proxy kind cannot give it.
+#[derive(Debug)]
+enum Gap {
+    /// The data could have been there but was not (no reload happened, no load ran...).
+    NoData(CheckError),
+    /// The proxy kind cannot give this data; the text says what is missing.
+    NotMeasurable(String),
+}
+
+impl From<CheckError> for Gap {
+    fn from(e: CheckError) -> Self {
+        Gap::NoData(e)
+    }
+}
+
+impl From<&str> for Gap {
+    fn from(s: &str) -> Self {
+        Gap::NoData(s.into())
+    }
+}
+
+impl From<String> for Gap {
+    fn from(s: String) -> Self {
+        Gap::NoData(CheckError(s))
+    }
+}
 
 /// A parsed check.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,9 +141,11 @@ impl Check {
             .collect()
     }
 
-    /// Evaluates the check against a finished (or partial) case. A metric whose subject never
-    /// happened (no reload, unreadable logs, no attempts) fails the check with "no data: ...".
-    pub fn eval(&self, case: &CaseResult) -> CheckResult {
+    /// Evaluates the check against a finished (or partial) case of a run whose proxy was of
+    /// kind `proxy_kind` (its name, as [`model::Env::proxy_kind`] records it). A metric whose subject
+    /// never happened (no reload, no attempts) fails the check with "no data: ..."; one the kind
+    /// cannot give (no status page, no logs, no reload timing) with "not measurable for KIND: ...".
+    pub fn eval(&self, case: &CaseResult, proxy_kind: Option<&str>) -> CheckResult {
         let l = self.operand(&self.lhs, case);
         let r = self.operand(&self.rhs, case);
         let kind = match &self.lhs {
@@ -124,7 +169,16 @@ impl Check {
                     format!("{} {}", self.op, show(b, kind)),
                 )
             }
-            (Err(e), _) | (_, Err(e)) => (false, format!("no data: {e}"), self.text.clone()),
+            (Err(Gap::NotMeasurable(why)), _) | (_, Err(Gap::NotMeasurable(why))) => {
+                let actual = match proxy_kind {
+                    Some(k) => format!("not measurable for {k}: {why}"),
+                    None => format!("no data: {why}"),
+                };
+                (false, actual, self.text.clone())
+            }
+            (Err(Gap::NoData(e)), _) | (_, Err(Gap::NoData(e))) => {
+                (false, format!("no data: {e}"), self.text.clone())
+            }
         };
         CheckResult {
             name: self.text.clone(),
@@ -135,7 +189,7 @@ impl Check {
         }
     }
 
-    fn operand(&self, o: &Operand, case: &CaseResult) -> Result<f64, CheckError> {
+    fn operand(&self, o: &Operand, case: &CaseResult) -> Result<f64, Gap> {
         match o {
             Operand::Value(v) => Ok(*v),
             Operand::Metric { subject, metric } => metric_value(subject, metric, case),
@@ -165,8 +219,9 @@ const LOAD_METRICS: &str = "requests, attempts, rps, throughput, failures, failu
     mean, max, late_max";
 /// Metrics of `backends`.
 const BACKEND_METRICS: &str = "requests, count, spread, status_CODE";
-/// Metrics of `nginx` (its logs).
-const NGINX_METRICS: &str = "errors, warns, access_lines, requests, status_CODE";
+/// Metrics of `proxy` (its logs and its status page).
+const PROXY_METRICS: &str =
+    "errors, warns, access_lines, requests, status_CODE, active_max, served";
 /// Metrics of `reloads`.
 const RELOAD_METRICS: &str = "count, errors, avg_ms, max_ms, within_500ms, within_1000ms";
 
@@ -184,10 +239,12 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
             m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
             _ => Err(unknown(BACKEND_METRICS)),
         },
-        "nginx" => match metric {
-            "errors" | "warns" | "access_lines" | "requests" => Ok(Kind::Count),
+        s if is_proxy(s) => match metric {
+            "errors" | "warns" | "access_lines" | "requests" | "active_max" | "served" => {
+                Ok(Kind::Count)
+            }
             m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
-            _ => Err(unknown(NGINX_METRICS)),
+            _ => Err(unknown(PROXY_METRICS)),
         },
         "reloads" => match metric {
             "count" | "errors" => Ok(Kind::Count),
@@ -329,12 +386,12 @@ fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>
         .ok_or_else(|| CheckError(format!("load '{subject}' did not run")))
 }
 
-fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
+fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     match subject {
-        "backends" => backend_metric(metric, case),
-        "nginx" => nginx_metric(metric, case),
+        "backends" => Ok(backend_metric(metric, case)?),
+        s if is_proxy(s) => proxy_metric(metric, case),
         "reloads" => reload_metric(metric, case),
-        _ => load_metric(&loads(subject, case)?, metric),
+        _ => Ok(load_metric(&loads(subject, case)?, metric)?),
     }
 }
 
@@ -449,11 +506,15 @@ fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
     })
 }
 
-fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
+/// The proxy's metrics: `active_max` and `served` from its status page, the rest from its logs.
+fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    if matches!(metric, "active_max" | "served") {
+        return status_page_metric(metric, case);
+    }
     let logs = &case.logs;
     if let Some(why) = &logs.missing {
-        return Err(CheckError(format!(
-            "the nginx logs could not be read ({why})"
+        return Err(Gap::NotMeasurable(format!(
+            "the proxy's logs could not be read ({why})"
         )));
     }
     let level = |names: &[&str]| {
@@ -470,11 +531,35 @@ fn nginx_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
             let code = status_code(m)?;
             logs.access_status.get(&code).copied().unwrap_or(0) as f64
         }
-        other => return Err(CheckError(format!("'{other}' is not an nginx metric"))),
+        other => return Err(format!("'{other}' is not a proxy metric").into()),
     })
 }
 
-fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
+/// `active_max` (the most active client connections one replica's status page reported) and
+/// `served` (requests each replica's page counted last, summed).
+fn status_page_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    let s = &case.stub_samples;
+    if s.is_empty() {
+        return Err(Gap::NotMeasurable(
+            "no status-page sample was recorded (the kind's replicas have no status page, or \
+             none ran)"
+                .into(),
+        ));
+    }
+    Ok(match metric {
+        "active_max" => s.iter().map(|x| x.active).max().unwrap_or(0) as f64,
+        _ => {
+            let mut last: std::collections::BTreeMap<&str, u64> = Default::default();
+            for x in s {
+                let v = last.entry(&x.replica).or_default();
+                *v = (*v).max(x.requests);
+            }
+            last.values().sum::<u64>() as f64
+        }
+    })
+}
+
+fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     let r = &case.reloads;
     if metric == "count" {
         return Ok(r.len() as f64);
@@ -483,6 +568,17 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
         return Err("no reload happened".into());
     }
     let served: Vec<f64> = r.iter().filter_map(|x| x.served_ms).collect();
+    let timed = matches!(
+        metric,
+        "avg_ms" | "max_ms" | "within_500ms" | "within_1000ms"
+    );
+    // Reloads that neither failed nor served: the kind reports no time at which the new
+    // generation served, so a time (or a share within a time) cannot be given.
+    if timed && served.is_empty() && r.iter().all(|x| x.error.is_none()) {
+        return Err(Gap::NotMeasurable(
+            "its reloads report no time at which the new generation served".into(),
+        ));
+    }
     let share = |limit: f64| served.iter().filter(|&&v| v <= limit).count() as f64 / r.len() as f64;
     Ok(match metric {
         "errors" => r.iter().filter(|x| x.error.is_some()).count() as f64,
@@ -493,7 +589,7 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
         "max_ms" => served.iter().copied().fold(0.0, f64::max),
         "within_500ms" => share(500.0),
         "within_1000ms" => share(1000.0),
-        other => return Err(CheckError(format!("'{other}' is not a reloads metric"))),
+        other => return Err(format!("'{other}' is not a reloads metric").into()),
     })
 }
 
@@ -578,7 +674,7 @@ mod tests {
     }
 
     fn eval(expr: &str) -> CheckResult {
-        Check::parse(expr).unwrap().eval(&case())
+        Check::parse(expr).unwrap().eval(&case(), Some("nginx"))
     }
 
     #[test]
@@ -605,7 +701,7 @@ mod tests {
         assert!(!eval("backends.spread <= 0.2%").pass);
         assert!(eval("reloads.avg_ms == 400").pass);
         assert!(eval("reloads.within_500ms == 50%").pass);
-        assert!(eval("nginx.errors == 0").pass);
+        assert!(eval("proxy.errors == 0").pass);
     }
 
     #[test]
@@ -644,6 +740,8 @@ mod tests {
         assert!(err("coffee.p101 < 1ms").contains("percentile"));
         assert!(err("all.p99 < 1ms").contains("name the load instead of 'all'"));
         assert!(err("coffee.failures == nginx.p99").contains("unknown metric 'p99' for 'nginx'"));
+        assert!(err("proxy.p99 < 1ms").contains("unknown metric 'p99' for 'proxy'"));
+        assert!(Check::parse("proxy.status_503 == backends.status_503").is_ok());
         assert!(Check::parse("all.failure_rate < 1%").is_ok());
         assert!(Check::parse("nginx.status_503 == backends.status_503").is_ok());
     }
@@ -658,11 +756,16 @@ mod tests {
             "reloads.avg_ms < 500",
             "reloads.within_1000ms == 100%",
         ] {
-            let r = Check::parse(e).unwrap().eval(&c);
+            let r = Check::parse(e).unwrap().eval(&c, Some("nginx"));
             assert!(!r.pass, "{e} passed without a reload: {r:?}");
             assert_eq!(r.actual, "no data: no reload happened", "{e}");
         }
-        assert!(Check::parse("reloads.count == 0").unwrap().eval(&c).pass);
+        assert!(
+            Check::parse("reloads.count == 0")
+                .unwrap()
+                .eval(&c, Some("nginx"))
+                .pass
+        );
 
         // Reloads that never served: no time to report, rather than 0 ms.
         let mut c = case();
@@ -670,7 +773,9 @@ mod tests {
             r.served_ms = None;
             r.error = Some("nginx -t failed".into());
         }
-        let r = Check::parse("reloads.max_ms <= 1000").unwrap().eval(&c);
+        let r = Check::parse("reloads.max_ms <= 1000")
+            .unwrap()
+            .eval(&c, Some("nginx"));
         assert!(
             !r.pass && r.actual == "no data: no reload was served",
             "{r:?}"
@@ -678,12 +783,17 @@ mod tests {
 
         // Unreadable logs are not zero errors.
         let mut c = case();
-        c.logs.missing = Some("no nginx replica ran in this case".into());
-        let r = Check::parse("nginx.errors == 0").unwrap().eval(&c);
+        c.logs.missing = Some("no proxy replica ran in this case".into());
+        let r = Check::parse("proxy.errors == 0")
+            .unwrap()
+            .eval(&c, Some("nginx"));
         assert!(
             !r.pass
-                && r.actual
-                    .starts_with("no data: the nginx logs could not be read")
+                && r.actual.starts_with(
+                    "not measurable for nginx: the proxy's logs could not be read \
+                     (no proxy replica ran in this case)"
+                ),
+            "{r:?}"
         );
 
         // No backends, no attempts, no responses.
@@ -692,7 +802,7 @@ mod tests {
         assert!(
             !Check::parse("backends.requests == 0")
                 .unwrap()
-                .eval(&c)
+                .eval(&c, Some("nginx"))
                 .pass
         );
         c.loads[1].requests = 0;
@@ -703,8 +813,153 @@ mod tests {
             "tea.max < 1s",
             "tea.late_sends == 0",
         ] {
-            let r = Check::parse(e).unwrap().eval(&c);
+            let r = Check::parse(e).unwrap().eval(&c, Some("nginx"));
             assert!(!r.pass && r.actual.starts_with("no data: "), "{e}: {r:?}");
         }
+    }
+
+    /// `nginx.*`, written before the proxy could be any kind, reads the same data as `proxy.*`
+    /// and gives the same verdict, for every kind.
+    #[test]
+    fn nginx_is_an_alias_of_proxy() {
+        let mut c = case();
+        c.logs.error_levels = BTreeMap::from([("warn".into(), 2), ("error".into(), 1)]);
+        c.logs.access_lines = 1995;
+        c.logs.access_status = BTreeMap::from([(200, 1990), (503, 5)]);
+        c.stub_samples = vec![stub("r-0", 1.0, 3, 700), stub("r-0", 2.0, 1, 1000)];
+        for kind in [Some("nginx"), Some("haproxy"), None] {
+            for (metric, value) in [
+                ("errors", "1"),
+                ("warns", "2"),
+                ("requests", "1995"),
+                ("access_lines", "1995"),
+                ("status_503", "5"),
+                ("active_max", "3"),
+                ("served", "1000"),
+            ] {
+                let p = Check::parse(&format!("proxy.{metric} == {value}"))
+                    .unwrap()
+                    .eval(&c, kind);
+                let n = Check::parse(&format!("nginx.{metric} == {value}"))
+                    .unwrap()
+                    .eval(&c, kind);
+                assert!(p.pass, "{kind:?} {p:?}");
+                assert_eq!(
+                    (n.pass, &n.actual, &n.expected),
+                    (p.pass, &p.actual, &p.expected)
+                );
+                assert_eq!(n.name, format!("nginx.{metric} == {value}"));
+            }
+        }
+        assert!(
+            Check::parse("nginx.requests == all.requests")
+                .unwrap()
+                .eval(&c, Some("caddy"))
+                .pass
+        );
+    }
+
+    fn stub(replica: &str, t_s: f64, active: u64, requests: u64) -> model::StubSample {
+        model::StubSample {
+            t_s,
+            replica: replica.into(),
+            active,
+            accepts: requests,
+            handled: requests,
+            requests,
+            reading: 0,
+            writing: active,
+            waiting: 0,
+        }
+    }
+
+    /// Data the kind cannot give fails the check, naming the kind, whatever the comparison:
+    /// a check that would pass on zeros (`<= 0`, `== 0`) does not.
+    #[test]
+    fn checks_on_data_the_kind_cannot_give_are_not_measurable() {
+        // No status page: no stub samples.
+        let c = case();
+        assert!(c.stub_samples.is_empty());
+        for e in [
+            "proxy.active_max <= 0",
+            "proxy.served == 0",
+            "nginx.active_max < 100",
+        ] {
+            let r = Check::parse(e).unwrap().eval(&c, Some("caddy"));
+            assert!(!r.pass, "{e}: {r:?}");
+            assert!(
+                r.actual
+                    .starts_with("not measurable for caddy: no status-page sample"),
+                "{e}: {r:?}"
+            );
+        }
+        // Also on the right-hand side.
+        let r = Check::parse("all.requests == proxy.served")
+            .unwrap()
+            .eval(&c, Some("caddy"));
+        assert!(
+            !r.pass && r.actual.starts_with("not measurable for caddy"),
+            "{r:?}"
+        );
+
+        // No logs.
+        let mut c = case();
+        c.logs.missing = Some("the proxy wrote no access log in this case".into());
+        for e in [
+            "proxy.errors == 0",
+            "proxy.warns <= 0",
+            "nginx.status_502 == 0",
+        ] {
+            let r = Check::parse(e).unwrap().eval(&c, Some("external"));
+            assert!(!r.pass, "{e}: {r:?}");
+            assert_eq!(
+                r.actual,
+                "not measurable for external: the proxy's logs could not be read (the proxy \
+                 wrote no access log in this case)",
+                "{e}"
+            );
+        }
+
+        // Reloads without a time at which the new generation served, and without an error.
+        let mut c = case();
+        for r in &mut c.reloads {
+            r.served_ms = None;
+        }
+        for e in [
+            "reloads.avg_ms < 500",
+            "reloads.max_ms <= 1000",
+            "reloads.within_1000ms >= 0%",
+        ] {
+            let r = Check::parse(e).unwrap().eval(&c, Some("external"));
+            assert!(!r.pass, "{e}: {r:?}");
+            assert_eq!(
+                r.actual,
+                "not measurable for external: its reloads report no time at which the new \
+                 generation served",
+                "{e}"
+            );
+        }
+        // What the kind does give still evaluates.
+        assert!(
+            Check::parse("reloads.count == 2")
+                .unwrap()
+                .eval(&c, Some("external"))
+                .pass
+        );
+        assert!(
+            Check::parse("reloads.errors == 0")
+                .unwrap()
+                .eval(&c, Some("external"))
+                .pass
+        );
+
+        // A record that did not keep its kind says "no data", and still fails.
+        let r = Check::parse("proxy.served == 0")
+            .unwrap()
+            .eval(&case(), None);
+        assert!(
+            !r.pass && r.actual.starts_with("no data: no status-page sample"),
+            "{r:?}"
+        );
     }
 }

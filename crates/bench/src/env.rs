@@ -4,9 +4,9 @@ use model::Env;
 use std::fs;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Reads kernel, CPU, cores, OS and [`SYSCTLS`] from /proc and /etc; `nginx_v` is `nginx -V`
-/// verbatim.
-pub fn capture(nginx_v: String) -> Env {
+/// Reads kernel, CPU, cores, OS and [`SYSCTLS`] from /proc and /etc; `kind` is the proxy kind's
+/// name (`None` when no proxy runs) and `proxy_v` its driver's version text, verbatim.
+pub fn capture(kind: Option<&str>, proxy_v: String) -> Env {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -26,7 +26,8 @@ pub fn capture(nginx_v: String) -> Env {
         .unwrap_or_default();
     Env {
         proxybench: env!("CARGO_PKG_VERSION").to_string(),
-        nginx: nginx_v.trim_end().to_string(),
+        proxy: proxy_v.trim_end().to_string(),
+        proxy_kind: kind.map(str::to_string),
         kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
@@ -36,7 +37,7 @@ pub fn capture(nginx_v: String) -> Env {
             .unwrap_or(1),
         os,
         sysctls: sysctls(),
-        coarse_clock_us: Some(crate::theory::limit_req::nginx_clock_tick_us()),
+        coarse_clock_us: Some(crate::theory::limit_req::coarse_clock_tick_us()),
     }
 }
 
@@ -111,9 +112,10 @@ mod tests {
 
     #[test]
     fn captures_this_machine() {
-        let e = capture("nginx version: nginx/1.22.1\n".into());
+        let e = capture(Some("nginx"), "nginx version: nginx/1.22.1\n".into());
         assert!(e.cores >= 1);
         assert!(!e.kernel.is_empty());
-        assert_eq!(e.nginx, "nginx version: nginx/1.22.1");
+        assert_eq!(e.proxy, "nginx version: nginx/1.22.1");
+        assert_eq!(e.proxy_kind.as_deref(), Some("nginx"));
     }
 }

@@ -111,7 +111,8 @@ pub enum StackError {
     /// The operating system handed out no port.
     #[error("no free port: {0}")]
     NoFreePort(std::io::Error),
-    /// nginx refused a config, or a replica did not start or stop (nginx's text, verbatim).
+    /// The proxy refused a config, or a replica did not start or stop (the proxy's text,
+    /// verbatim).
     #[error("{0}")]
     Proxy(#[from] proxy::Error),
     /// A reload failed; the replica's own account of it.

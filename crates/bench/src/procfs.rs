@@ -1,6 +1,6 @@
-//! CPU and memory per process group, read from /proc once a second: nginx replicas by pid (a
-//! master's reaped workers count through its cutime/cstime, so CPU of workers retired by a reload
-//! is not lost), and proxybench's own threads grouped by name prefix (`pb-load-`, `pb-backend-`).
+//! CPU and memory per process group, read from /proc once a second: proxy replicas by pid (a
+//! root process's reaped children count through its cutime/cstime, so CPU of workers retired by
+//! a reload is not lost), and proxybench's own threads grouped by name prefix (`pb-load-`, `pb-backend-`).
 
 use model::ProcSample;
 use std::collections::HashMap;
@@ -45,9 +45,10 @@ fn read_usage(path: &str, children: bool) -> Option<Usage> {
 /// A named set of processes to sample.
 #[derive(Debug, Clone)]
 pub enum Group {
-    /// An nginx replica: its master (children's time included) and its current workers.
+    /// A proxy replica: its root process, a master say (children's time included), and its
+    /// current descendants (workers).
     Master {
-        /// Group name, e.g. `nginx-0`.
+        /// Group name, the replica's (`KIND-N`: `nginx-0`, `haproxy-1`...).
         name: String,
         /// Master pid.
         master: u32,

@@ -208,7 +208,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
             quick: scn.quick,
             partial: false,
             abort_reason: None,
-            env: env::capture(proxy_v),
+            env: env::capture(proxy_kind(scn).map(|k| k.name()), proxy_v),
             cases: Vec::new(),
             findings: Vec::new(),
             checks: Vec::new(),
@@ -1001,8 +1001,8 @@ fn spawn_collector(
         .expect("spawn the collector thread")
 }
 
-/// The proxy's complaint on one line: its lines joined, without nginx's closing "test failed"
-/// line.
+/// The proxy's complaint on one line: its lines joined, without a closing "test failed" line
+/// (the one nginx's checker ends with).
 fn one_line(msg: &str) -> String {
     let lines: Vec<&str> = msg
         .lines()

@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! name = "default"
-//! description = "Three backends behind one nginx; one is killed and the config reloaded under load"
+//! description = "Three backends behind one proxy; one is killed and the config reloaded under load"
 //!
 //! [[backends]]
 //! name = "cafe"
@@ -303,10 +303,10 @@ impl std::fmt::Display for Via {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RemoveMode {
-    /// Reload nginx without it first, then drain it (no request lost).
+    /// Reload the proxy without it first, then drain it (no request lost).
     #[default]
     Drain,
-    /// Kill it first, then reload nginx without it (a crash the control plane catches up on).
+    /// Kill it first, then reload the proxy without it (a crash the control plane catches up on).
     Kill,
 }
 
@@ -367,7 +367,8 @@ pub struct SetProfile {
     pub profile: Profile,
 }
 
-/// `stop_replica = { replica = "nginx-1", mode = "kill" }` (default: the newest replica).
+/// `stop_replica = { replica = "nginx-1", mode = "kill" }` (replicas are named `KIND-N`;
+/// default: the newest replica).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StopReplica {
@@ -437,7 +438,7 @@ pub struct GrowSpec {
     /// Header of `matches` (default `x-match`, values `v0`, `v1`...).
     #[serde(default = "match_header")]
     pub header: String,
-    /// Stop growing at the first failed reload (and report nginx's message as the limit hit).
+    /// Stop growing at the first failed reload (and report the proxy's message as the limit hit).
     #[serde(default = "yes")]
     pub stop_on_error: bool,
     /// How long to wait for a new item to answer before calling it never ready.
@@ -701,7 +702,7 @@ pub struct Step {
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Set a backend group's size (one instance at a time when gradual), reloading nginx.
+    /// Set a backend group's size (one instance at a time when gradual), reloading the proxy.
     ScaleBackends {
         /// Group.
         group: String,
@@ -1139,7 +1140,7 @@ fn build_case(
         let span = c.span();
         let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
         for s in check.subjects() {
-            if !(load_names.contains(s) || ["all", "backends", "nginx", "reloads"].contains(&s)) {
+            if !(load_names.contains(s) || crate::checks::SUBJECTS.contains(&s)) {
                 return Err(err(
                     span,
                     format!(
@@ -1329,7 +1330,7 @@ const MAX_STEPS: usize = 100_000;
 /// Most backend instances of one group: each holds a listening socket and its connections, and
 /// the open-files limit here is 20000.
 const MAX_BACKENDS: u32 = 10_000;
-/// Most nginx replicas: each is a master and its workers on this machine.
+/// Most proxy replicas: each is a process tree (a master and its workers, say) on this machine.
 const MAX_REPLICAS: u32 = 64;
 
 /// Group sizes and replica count as the plan stands after the actions expanded so far, so that a

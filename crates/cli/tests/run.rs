@@ -69,7 +69,7 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 const THREE_BACKENDS: &str = r#"
 name = "spread"
 description = "Three backends behind round robin; one reload"
-checks = ["backends.spread <= 1%", "backends.requests == all.requests", "nginx.requests == all.requests"]
+checks = ["backends.spread <= 1%", "backends.requests == all.requests", "proxy.requests == all.requests"]
 
 [[backends]]
 name = "cafe"

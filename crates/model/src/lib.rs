@@ -17,7 +17,7 @@ pub use run::*;
 pub use table::*;
 
 /// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Version of `record.json`'s layout around the [`RunResults`] it holds ([`RunRecord`]).
 pub const RECORD_VERSION: u32 = 1;

@@ -70,8 +70,14 @@ impl RunResults {
 pub struct Env {
     /// proxybench's version.
     pub proxybench: String,
-    /// `nginx -V` output, verbatim.
-    pub nginx: String,
+    /// The proxy's own version text (`nginx -V`, `haproxy -vv`...), verbatim, as its driver
+    /// reports it; read as `nginx` in records from before the proxy was any kind.
+    #[serde(alias = "nginx")]
+    pub proxy: String,
+    /// The kind of proxy under test as scenarios spell it (`nginx`, `haproxy`...), so analyses
+    /// and checks know what the run could measure; `None` when no proxy ran or in old records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_kind: Option<String>,
     /// Kernel release (`uname -r`).
     pub kernel: String,
     /// CPU model name.
@@ -84,8 +90,8 @@ pub struct Env {
     /// name (`net.ipv4.tcp_migrate_req` → `0`); a setting that could not be read is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, String>,
-    /// Resolution of CLOCK_MONOTONIC_COARSE in microseconds (the clock nginx caches once per
-    /// event-loop turn), read at run time; `None` in records from before it was kept.
+    /// Resolution of CLOCK_MONOTONIC_COARSE in microseconds (the clock a proxy such as nginx
+    /// caches once per event-loop turn), read at run time; `None` in records from before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coarse_clock_us: Option<u64>,
 }
@@ -139,7 +145,8 @@ pub struct CaseResult {
     pub logs: LogSummary,
     /// CPU and memory per process group, sampled every second.
     pub proc_samples: Vec<ProcSample>,
-    /// nginx stub_status per replica, sampled every second.
+    /// The proxy's status page (nginx's stub_status) per replica, sampled every second; empty
+    /// when the kind's replicas have no status page.
     pub stub_samples: Vec<StubSample>,
     /// Readiness probes of every replica, once a second.
     #[serde(default)]
@@ -221,13 +228,15 @@ pub struct ReloadRecord {
     pub replica: String,
     /// Config generation after the reload.
     pub generation: u64,
-    /// Seconds from the run origin when SIGHUP was sent.
+    /// Seconds from the run origin when the reload was signalled.
     pub t_s: f64,
     /// Milliseconds from the signal until a request was served under the new config.
     pub served_ms: Option<f64>,
-    /// Milliseconds from the signal until every old worker had exited.
+    /// Milliseconds from the signal until every old worker (process of the old generation) had
+    /// exited.
     pub old_workers_exited_ms: Option<f64>,
-    /// Milliseconds `nginx -t` took before the signal.
+    /// Milliseconds the proxy's own config check (`nginx -t`, `haproxy -c`...) took before the
+    /// signal.
     pub validate_ms: f64,
     /// Why the reload failed, if it did.
     pub error: Option<String>,
@@ -246,13 +255,14 @@ pub struct LogSummary {
     pub access_status: BTreeMap<u16, u64>,
     /// Access-log lines by upstream status (`-` when no upstream answered).
     pub upstream_status: BTreeMap<String, u64>,
-    /// Access-log lines by `$limit_req_status` (PASSED, DELAYED, REJECTED...).
+    /// Access-log lines by rate-limit outcome (nginx's `$limit_req_status`: PASSED, DELAYED,
+    /// REJECTED...).
     pub limit_req_status: BTreeMap<String, u64>,
     /// Access-log lines by upstream address.
     pub upstream_addr: BTreeMap<String, u64>,
     /// A few example 499 lines, verbatim.
     pub examples_499: Vec<String>,
-    /// Responses outside 2xx/3xx by who produced them: `"502 proxy"` (nginx answered itself:
+    /// Responses outside 2xx/3xx by who produced them: `"502 proxy"` (the proxy answered itself:
     /// upstream connect failure or timeout, limit_req, no route, no live upstreams) or
     /// `"503 upstream"` (the backend's own status passed through).
     #[serde(default)]
@@ -262,19 +272,20 @@ pub struct LogSummary {
     #[serde(default)]
     pub missing: Option<String>,
     /// Access-log lines of rate-limited requests (`$limit_req_status` set), in log order, so an
-    /// analysis can replay limit_req on the arrival times nginx itself logged.
+    /// analysis can replay the limiter on the arrival times the proxy itself logged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limit_req_lines: Vec<LimitReqLine>,
 }
 
-/// One access-log line of a rate-limited request: when nginx read it and what limit_req did,
-/// on nginx's own clock (a stall of the client or of nginx shows in these times).
+/// One access-log line of a rate-limited request: when the proxy read it and what its limiter
+/// did, on the proxy's own clock (a stall of the client or of the proxy shows in these times).
+/// The fields follow nginx's limit_req, the model the burst analysis replays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitReqLine {
-    /// When nginx read the request (`$msec - $request_time`: the request's start, taken in the
-    /// event-loop turn whose cached clock limit_req reads), ms since the Unix epoch.
+    /// When the proxy read the request (nginx: `$msec - $request_time`, the request's start,
+    /// taken in the event-loop turn whose cached clock limit_req reads), ms since the Unix epoch.
     pub start_ms: u64,
-    /// When nginx logged it (`$msec`), ms since the Unix epoch.
+    /// When the proxy logged it (nginx: `$msec`), ms since the Unix epoch.
     pub end_ms: u64,
     /// `$status`.
     pub status: u16,
@@ -307,7 +318,7 @@ pub struct LogGroup {
 pub struct ProcSample {
     /// Seconds from the run origin.
     pub t_s: f64,
-    /// Group name, e.g. `nginx-0`, `load`, `backends`.
+    /// Group name, e.g. a replica (`nginx-0`, `haproxy-1`), `load`, `backends`.
     pub group: String,
     /// CPU used since the previous sample, in percent of one core.
     pub cpu_pct: f64,
@@ -317,7 +328,7 @@ pub struct ProcSample {
     pub procs: u32,
 }
 
-/// One sample of nginx's stub_status for one replica.
+/// One sample of a replica's status page (nginx's stub_status: connections and requests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StubSample {
     /// Seconds from the run origin.
@@ -354,8 +365,8 @@ pub struct ReadinessSample {
     pub ms: f64,
 }
 
-/// How long a config change took to reach clients: from the start of the change (render, `nginx
-/// -t`, reload) until the new item answered, counted as ready only after 3 successes in a row.
+/// How long a config change took to reach clients: from the start of the change (render, the
+/// proxy's config check, reload) until the new item answered, counted as ready only after 3 successes in a row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReadyRecord {
     /// Seconds from the case origin when the change started.

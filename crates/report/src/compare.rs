@@ -106,8 +106,10 @@ pub fn render_compare(a: &RunResults, b: &RunResults, a_label: &str, b_label: &s
     };
     t.row(["Checks", &checks(a), &checks(b)]);
     t.row(["proxybench", &a.env.proxybench, &b.env.proxybench]);
-    let nginx = |r: &RunResults| r.env.nginx.lines().next().unwrap_or("").to_string();
-    t.row(["nginx", &nginx(a), &nginx(b)]);
+    let kind = |r: &RunResults| crate::fmt::proxy_name(&r.env).to_string();
+    t.row(["Proxy kind", &kind(a), &kind(b)]);
+    let version = |r: &RunResults| r.env.proxy.lines().next().unwrap_or("").to_string();
+    t.row(["Proxy version", &version(a), &version(b)]);
     t.row(["Kernel", &a.env.kernel, &b.env.kernel]);
     t.row(["CPU", &a.env.cpu, &b.env.cpu]);
     out.push_str(&t.render());
@@ -160,7 +162,7 @@ fn case(out: &mut String, name: &str, a: &CaseResult, b: &CaseResult) {
             (None, None) => {}
         }
     }
-    let _ = writeln!(out, "## Case `{name}`: reloads and nginx logs\n");
+    let _ = writeln!(out, "## Case `{name}`: reloads and proxy logs\n");
     let mut rows = Rows::new();
     let (ra, rb) = (ReloadStats::of(&a.reloads), ReloadStats::of(&b.reloads));
     rows.ints("reloads", Some(ra.total), Some(rb.total));
@@ -197,11 +199,11 @@ fn case(out: &mut String, name: &str, a: &CaseResult, b: &CaseResult) {
         .chain(b.logs.error_levels.keys())
         .collect();
     let lines = |c: &CaseResult| c.logs.error_levels.values().sum::<u64>();
-    rows.ints("nginx error-log lines", Some(lines(a)), Some(lines(b)));
+    rows.ints("proxy error-log lines", Some(lines(a)), Some(lines(b)));
     for lv in levels {
         let get = |c: &CaseResult| c.logs.error_levels.get(lv).copied().unwrap_or(0);
         rows.ints(
-            &format!("nginx error-log `{lv}`"),
+            &format!("proxy error-log `{lv}`"),
             Some(get(a)),
             Some(get(b)),
         );

@@ -124,8 +124,8 @@ pub fn disruptions(r: &RunResults) -> String {
     out
 }
 
-/// samples.csv: process samples (`kind=proc`) and stub_status samples (`kind=stub`) in one file;
-/// columns that do not apply to a kind are empty.
+/// samples.csv: process samples (`kind=proc`) and the proxy's status-page samples (`kind=stub`)
+/// in one file; columns that do not apply to a kind are empty.
 pub fn samples(r: &RunResults) -> String {
     let mut out = String::from(
         "case,kind,t_s,name,cpu_pct,rss_bytes,procs,active,accepts,handled,requests,reading,writing,waiting\n",

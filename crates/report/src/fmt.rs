@@ -3,6 +3,12 @@
 
 use std::fmt::Write;
 
+/// The proxy under test as the run recorded its kind (`nginx`, `haproxy`...), or `proxy` for
+/// records that did not keep it: headings and labels name the proxy through this.
+pub fn proxy_name(env: &model::Env) -> &str {
+    env.proxy_kind.as_deref().unwrap_or("proxy")
+}
+
 /// An exact count with thousands separators: `788,635`.
 pub fn count(n: u64) -> String {
     model::fmt_count(n)

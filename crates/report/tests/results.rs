@@ -166,6 +166,28 @@ fn charts_are_valid_png_and_svg_with_titles() {
     assert!(svg.contains("measured") && svg.contains("predicted"));
 }
 
+/// A data.json written when the proxy could only be nginx names its version `nginx`; it reads
+/// as the neutral `proxy` field, with no kind recorded.
+#[test]
+fn env_written_as_nginx_reads_as_the_proxy() {
+    let r = fixture::run();
+    let dir = written(&r);
+    let path = dir.path().join("data.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("\"proxy\": \"nginx version: nginx/1.22.1"),
+        "{text}"
+    );
+    assert!(text.contains("\"proxy_kind\": \"nginx\""));
+    let old = text
+        .replace("\"proxy\": \"nginx version", "\"nginx\": \"nginx version")
+        .replace("\"proxy_kind\": \"nginx\",", "");
+    std::fs::write(&path, old).unwrap();
+    let back = report::read_results(dir.path()).unwrap();
+    assert_eq!(back.env.proxy, r.env.proxy);
+    assert_eq!(back.env.proxy_kind, None);
+}
+
 #[test]
 fn data_json_round_trips_exactly() {
     for r in [fixture::run(), fixture::partial()] {
@@ -174,7 +196,7 @@ fn data_json_round_trips_exactly() {
         assert_eq!(back, r);
         let text = std::fs::read_to_string(dir.path().join("data.json")).unwrap();
         assert!(
-            text.starts_with("{\n  \"schema\": 2,"),
+            text.starts_with(&format!("{{\n  \"schema\": {},", model::SCHEMA_VERSION)),
             "pretty and versioned: {}",
             &text[..40]
         );
@@ -241,7 +263,7 @@ fn report_has_every_section_in_the_seeds_shape() {
         "| 5 | 25.00 | stop_replica | nginx-2 (SIGQUIT) | 2400.00 | old workers still running after 2s |".into(),
         "**Error log:** 16 lines (error 4, warn 12).".into(),
         "  2026/11/22 10:04:17 [warn] 4242#4242: *35845 upstream server temporarily disabled".into(),
-        "499 (the client closed the connection before nginx answered): 2.".into(),
+        "499 (the client closed the connection before the proxy answered): 2.".into(),
         "Non-2xx in the access log: 499: 2, 502: 23 (25 in all).".into(),
         "| 127.0.0.2:8080 |".into(),
         "| backend-2 | 127.0.0.3:8080 | stopped | 30,100 | 22.53% |".into(),
@@ -369,7 +391,7 @@ fn compare_shows_deltas() {
         "{md}"
     );
     assert!(
-        md.contains("| nginx error-log `warn` | 12 | 20 | +8 | +66.67% |"),
+        md.contains("| proxy error-log `warn` | 12 | 20 | +8 | +66.67% |"),
         "{md}"
     );
     assert!(md.contains("| latency p99.9 (ms) |"));
@@ -410,7 +432,10 @@ fn bad_directories_give_clear_errors() {
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
     assert!(
-        e.contains("schema version 99, but this proxybench reads version 2"),
+        e.contains(&format!(
+            "schema version 99, but this proxybench reads version {}",
+            model::SCHEMA_VERSION
+        )),
         "{e}"
     );
     std::fs::write(empty.path().join("data.json"), "{\"scenario\": \"x\"}").unwrap();
@@ -418,7 +443,7 @@ fn bad_directories_give_clear_errors() {
     assert!(e.contains("schema version none"), "{e}");
     std::fs::write(
         empty.path().join("data.json"),
-        "{\"schema\": 2, \"scenario\": ",
+        format!("{{\"schema\": {}, \"scenario\": ", model::SCHEMA_VERSION),
     )
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
@@ -428,7 +453,10 @@ fn bad_directories_give_clear_errors() {
     );
     std::fs::write(
         empty.path().join("data.json"),
-        "{\"schema\": 2, \"scenario\": \"x\"}",
+        format!(
+            "{{\"schema\": {}, \"scenario\": \"x\"}}",
+            model::SCHEMA_VERSION
+        ),
     )
     .unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
@@ -445,7 +473,8 @@ fn empty_run_still_renders() {
     let dir = written(&r);
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("No load ran."));
-    assert!(md.contains("nginx: not recorded"));
+    assert!(md.contains("proxy version: not recorded"));
+    assert!(md.contains("| Proxy kind | not recorded |"));
     assert!(md.contains("No checks were defined for this run."));
     assert_eq!(report::read_results(dir.path()).unwrap(), r);
 }

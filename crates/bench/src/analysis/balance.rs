@@ -1,4 +1,5 @@
-//! The `balance` analysis (scenario `load-balancing`): how nginx's balancing methods split
+//! The `balance` analysis (scenario `load-balancing`): how the proxy's balancing methods (the
+//! model's `lb`: round robin, least_conn, random two least_conn, as nginx names them) split
 //! traffic when backends differ.
 //!
 //! Part one puts a fast and a slow backend behind one upstream. Round robin alternates, so it
@@ -13,7 +14,8 @@
 //! CPU-heavy one, loaded at once. No method can tell a heavy request from a cheap one; shares
 //! stay even and the cheap path's tail is the time spent waiting behind heavy requests.
 //!
-//! Shares come from the backend counters, and from nginx's `$upstream_addr` for comparison.
+//! Shares come from the backend counters, and from the proxy's access log (the upstream address
+//! of each attempt) for comparison.
 
 use super::common::{self, check, count, join, lat, or_dash, pct, ratio, us, Texts};
 use super::Records;

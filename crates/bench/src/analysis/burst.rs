@@ -1,6 +1,11 @@
 //! The `burst` analysis (scenario `burst-handling`): nginx's `limit_req` under an open-loop
 //! attack, measured against the leaky-bucket model of [`crate::theory::limit_req`].
 //!
+//! The model is nginx's (and the log fields it reads are nginx's). When the run's proxy is of
+//! another kind, the tables still show the model beside the measurements, but a finding says
+//! that the model is nginx's and does not apply as-is, and the model's checks fail as "not
+//! measurable for KIND": another proxy is never judged against nginx's leaky bucket silently.
+//!
 //! nginx's access log gives, for every limited request, the time nginx read it (`$msec -
 //! $request_time`, whole milliseconds of its cached clock, the turn in which limit_req read its
 //! own). Those arrivals go through the model at every phase of limit_req's millisecond clock
@@ -92,7 +97,7 @@ const SERIES_POINTS: u64 = 300;
 /// Title suffix of the vegeta-style table (the cross-case summary reads its cells back).
 const REPORT: &str = "report (vegeta's block)";
 /// Title suffix of the predicted-vs-measured table.
-const MODEL: &str = "limit_req model vs measured";
+const MODEL: &str = "nginx's limit_req model vs measured";
 /// Resolution of the clock limit_req reads and of the access log's `$msec` (µs). nginx 1.22 on
 /// Linux takes `ngx_current_msec` from CLOCK_MONOTONIC (not the coarse clock) right after
 /// `gettimeofday`, in the same update, so a logged arrival and the limiter's `now` differ by a
@@ -148,7 +153,27 @@ fn case(
     result.tables.push(a.drift_table(&case.name));
     result.series.extend(a.series());
     result.findings.extend(a.findings());
-    a.checks(&case.name, &result.logs)
+    let checks = a.checks(&case.name, &result.logs);
+    if common::model_applies(env) {
+        return checks;
+    }
+    let kind = common::proxy_kind(env);
+    let model = common::MODELLED_KIND;
+    result
+        .findings
+        .insert(0, fill("other_kind", &[("kind", &kind), ("model", &model)]));
+    let why = fill("other_kind_check", &[("model", &model)]);
+    checks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if i < checks::PROXY_NEUTRAL {
+                c
+            } else {
+                common::not_measurable(c, kind, &why)
+            }
+        })
+        .collect()
 }
 
 /// Adds the cross-case summary (one row per case, the write-up's numbers beside ours) to the

@@ -59,6 +59,42 @@ pub fn join<T: Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String
         .join(sep)
 }
 
+/// The proxy kind whose own mechanisms the built-in theory models where it is not generic
+/// (limit_req's leaky bucket, the master's reload sequence, the config checker's cost): nginx,
+/// the kind proxybench began with. Analyses compare another kind against these models only
+/// after saying that the model is this kind's.
+pub const MODELLED_KIND: &str = "nginx";
+
+/// The run's proxy kind, as it recorded it (`proxy` for records that did not keep it).
+pub fn proxy_kind(env: &model::Env) -> &str {
+    env.proxy_kind.as_deref().unwrap_or("proxy")
+}
+
+/// The proxy kind's name as its replicas and their process groups are named (`KIND-0`...): the
+/// run's recorded kind, else the case's (records that did not keep the kind).
+pub fn replica_kind(env: &model::Env, case: Option<&crate::scenario::Case>) -> String {
+    env.proxy_kind.clone().unwrap_or_else(|| {
+        case.and_then(|c| c.proxy.as_ref())
+            .map_or_else(String::new, |p| p.kind.name().to_string())
+    })
+}
+
+/// True when the run's proxy is the kind the theory models ([`MODELLED_KIND`]); records that
+/// did not keep their kind were made when it was the only kind.
+pub fn model_applies(env: &model::Env) -> bool {
+    env.proxy_kind.as_deref().is_none_or(|k| k == MODELLED_KIND)
+}
+
+/// `c` failed because the run's proxy kind cannot give its data: the same name and expectation,
+/// "not measurable for KIND: why" as its actual value. It never passes.
+pub fn not_measurable(c: CheckResult, kind: &str, why: &str) -> CheckResult {
+    CheckResult {
+        actual: format!("not measurable for {kind}: {why}"),
+        pass: false,
+        ..c
+    }
+}
+
 /// One check of a case.
 pub fn check(
     case: &str,

@@ -4,12 +4,15 @@
 //! Per case it reads the growth back from the records ([`steps::Growth`]: grow events, reloads,
 //! time-to-ready probes) and reports NGF's numbers in proxybench's words: time to ready (mean,
 //! p50, p99, max, never ready, <= 500 ms / <= 1000 ms), reload time against config size (render +
-//! `nginx -t`, `nginx -t` alone, signal to served, signal to old workers gone, per quarter of the
-//! growth), nginx CPU and memory before, during and after, what the light load lost, and for
-//! header matches the cost of the first match against the last and any limit nginx hit. The
-//! checks hold the mechanism: every step reloads every replica (or a refused config stopped the
-//! growth with nginx's message), every grown item answers, the light load loses nothing but idle
-//! keep-alive connections closed by reloads, and `nginx -t` time grows with the config.
+//! the proxy's config check, the check alone, signal to served, signal to old workers gone, per
+//! quarter of the growth), the proxy's CPU and memory before, during and after, what the light
+//! load lost, and for header matches the cost of the first match against the last and any limit
+//! the proxy hit. The checks hold the mechanism: every step reloads every replica (or a refused
+//! config stopped the growth with the proxy's message), every grown item answers, the light load
+//! loses nothing but idle keep-alive connections closed by reloads. Two checks model nginx and
+//! are made only when nginx is the kind (for another, a finding says the model is nginx's and
+//! does not apply as-is): `nginx -t` time grows with the config, and the last header match (a
+//! `map` regex tried in order) costs more CPU than the first.
 
 mod matches;
 mod steps;
@@ -21,7 +24,7 @@ use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
 use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
 use std::sync::LazyLock;
-use steps::{nginx_samples, quarters, summary, Growth, NginxSample, Step};
+use steps::{proxy_samples, quarters, summary, Growth, ProxySample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
 /// The light load every case runs during its growth.
@@ -42,7 +45,10 @@ fn case(
     case: &Case,
     result: &mut CaseResult,
     records: &Records,
+    env: &model::Env,
 ) -> Vec<CheckResult> {
+    let kind = common::replica_kind(env, Some(case));
+    let model_applies = common::model_applies(env);
     let no_data = |why: &str| {
         vec![CheckResult {
             name: "the case grows its config (scale analysis)".into(),
@@ -58,7 +64,7 @@ fn case(
     if g.steps.is_empty() {
         return no_data("no growth step ran (the loads ended, or the run stopped, before it)");
     }
-    let nginx = nginx_samples(&result.proc_samples);
+    let samples = proxy_samples(&result.proc_samples, &kind);
     let mut checks = Vec::new();
     let mut check = |name: String, expected: String, actual: String, pass: bool| {
         checks.push(CheckResult {
@@ -70,7 +76,7 @@ fn case(
         })
     };
 
-    // Every step reloaded every replica; a short growth must carry nginx's reason.
+    // Every step reloaded every replica; a short growth must carry the proxy's reason.
     let (name, expected, actual, pass) = reload_check(&g, result.reloads.len());
     check(name, expected, actual, pass);
 
@@ -119,8 +125,14 @@ fn case(
         light_table = Some(lost.table(&case.name, light, bound));
     }
 
-    // nginx -t time grows with the config (routes and matches make the config bigger per step).
-    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) {
+    // nginx -t time grows with the config (routes and matches make the config bigger per step):
+    // nginx's model, judged only when nginx is the kind.
+    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !model_applies {
+        result.findings.push(fill(
+            "other_kind_trend",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) {
         if let Some((first, last)) = trend(&g) {
             check(
                 format!("nginx -t time grows with the number of {}", g.noun()),
@@ -138,17 +150,24 @@ fn case(
         result.tables.push(t);
     }
     result.tables.push(size_table(&case.name, &g));
-    result.tables.push(resources_table(&case.name, &g, &nginx));
+    result
+        .tables
+        .push(resources_table(&case.name, &kind, &g, &samples));
     result.tables.extend(light_table);
     if g.spec.what == GrowWhat::Matches || g.limit().is_some() {
         result.tables.push(limit_table(&case.name, &g));
     }
     if g.spec.what == GrowWhat::Matches {
-        let m = MatchLoads::of(case, result, &g, &nginx, records);
+        let m = MatchLoads::of(case, result, &g, &samples, records);
         if let Some(m) = m {
             let (name, expected, actual, pass) = m.ran_after_growth(&g);
             check(name, expected, actual, pass);
-            if let (Some(f), Some(l)) = (m.first.cpu_us, m.last.cpu_us) {
+            if !model_applies {
+                result.findings.push(fill(
+                    "other_kind_matches",
+                    &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+                ));
+            } else if let (Some(f), Some(l)) = (m.first.cpu_us, m.last.cpu_us) {
                 check(
                     "the last header match costs nginx more CPU per request than the first (map regexes are tried in order)".into(),
                     format!("last > first ({} us per request)", f1(f)),
@@ -161,13 +180,16 @@ fn case(
         }
     }
     result.series.extend(series(&g, result));
-    result.findings.extend(findings(&g, result, &nginx));
+    result
+        .findings
+        .extend(findings(&g, result, &samples, &kind));
     checks
 }
 
 /// Adds the cross-case summary (NGF's reload columns, time to ready, memory, and NGF's published
 /// numbers beside ours) to the last case, and the run's findings.
 fn finish(scn: &Scenario, results: &mut RunResults) {
+    let kind = common::replica_kind(&results.env, scn.cases.first());
     let mut t = Table {
         title: SUMMARY.into(),
         columns: [
@@ -180,12 +202,12 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             "<= 500ms",
             "<= 1000ms",
             "Old workers gone, mean (ms)",
-            "nginx -t first -> last (ms)",
+            "Config check first -> last (ms)",
             "TTR mean / p99 (ms)",
             "Never ready",
-            "nginx RSS start -> end (MiB)",
+            "Proxy RSS start -> end (MiB)",
             "Light load failed (idle closes)",
-            "nginx errors",
+            "Proxy errors",
             "Growth took (s)",
             "NGF v1.0.0 published",
         ]
@@ -205,8 +227,8 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let ok = g.ok_steps();
         let ttr: Vec<f64> = ok.iter().filter_map(|s| s.ttr_ms).collect();
         let never = ok.iter().filter(|s| s.probed && s.ttr_ms.is_none()).count();
-        let nginx = nginx_samples(&c.proc_samples);
-        let (rss0, rss1) = rss_start_end(&g, &nginx);
+        let samples = proxy_samples(&c.proc_samples, &kind);
+        let (rss0, rss1) = rss_start_end(&g, &samples);
         let light = c.loads.iter().find(|l| l.name == LIGHT);
         t.rows.push(vec![
             Cell::text(&c.name),
@@ -277,7 +299,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         ));
         if let Some(l) = g.limit() {
             results.findings.push(format!(
-                "{}: nginx refused the config at {} {}: {}",
+                "{}: {kind} refused the config at {} {}: {}",
                 c.name,
                 l.count,
                 g.noun(),
@@ -352,7 +374,7 @@ fn reload_check(g: &Growth<'_>, reloads: usize) -> (String, String, String, bool
         g.spec.by
     );
     let expected = format!(
-        "{} steps x {} replica(s) = {} reloads, or a refused config that stopped the growth with nginx's message",
+        "{} steps x {} replica(s) = {} reloads, or a refused config that stopped the growth with the proxy's message",
         g.planned,
         g.replicas,
         g.planned as usize * g.replicas as usize
@@ -370,7 +392,7 @@ fn reload_check(g: &Growth<'_>, reloads: usize) -> (String, String, String, bool
         false
     } else if let Some(l) = g.limit() {
         actual.push_str(&format!(
-            "; nginx refused {} {}: {}",
+            "; the proxy refused {} {}: {}",
             l.count,
             g.noun(),
             one_line(&l.error)
@@ -387,7 +409,8 @@ fn reload_check(g: &Growth<'_>, reloads: usize) -> (String, String, String, bool
     (name, expected, actual.replace('\n', " / "), pass)
 }
 
-/// Lowest `nginx -t` time of the first and of the last quarter of the steps nginx took.
+/// Lowest config-check time (`nginx -t` for nginx) of the first and of the last quarter of the
+/// steps the proxy took.
 fn trend(g: &Growth<'_>) -> Option<(f64, f64)> {
     let v: Vec<f64> = g.ok_steps().iter().filter_map(|s| s.validate_ms).collect();
     if v.len() < 4 {
@@ -398,7 +421,7 @@ fn trend(g: &Growth<'_>) -> Option<(f64, f64)> {
     Some((low(&q[0]), low(&q[q.len() - 1])))
 }
 
-/// Series to chart: items in the config, render + nginx -t and nginx -t against time; time to
+/// Series to chart: items in the config, render + config check and the check against time; time to
 /// ready against the number of items.
 fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
     let ok = g.ok_steps();
@@ -426,14 +449,14 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
         });
     }
     out.push(Series {
-        name: "render + nginx -t before each reload".into(),
+        name: "render + config check before each reload".into(),
         chart: Some("config checks before each reload".into()),
         unit: "ms".into(),
         points: ok.iter().filter_map(|s| Some((s.t_s, s.pre_ms?))).collect(),
         ..Default::default()
     });
     out.push(Series {
-        name: "nginx -t".into(),
+        name: "config check".into(),
         chart: Some("config checks before each reload".into()),
         unit: "ms".into(),
         points: result
@@ -448,12 +471,17 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
 }
 
 /// One sentence each: the growth, its reload and ready times, memory.
-fn findings(g: &Growth<'_>, result: &CaseResult, nginx: &[NginxSample]) -> Vec<String> {
+fn findings(
+    g: &Growth<'_>,
+    result: &CaseResult,
+    samples: &[ProxySample],
+    kind: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
     let ok = g.ok_steps();
     let r = report::ReloadStats::of(&result.reloads);
     out.push(format!(
-        "Grew {} from {} to {} in {} steps of {}{}: {} reloads, {} failed, average {} ms from SIGHUP to the new config served.",
+        "Grew {} from {} to {} in {} steps of {}{}: {} reloads, {} failed, average {} ms from the reload signal to the new config served.",
         g.noun(),
         g.initial,
         g.reached(),
@@ -471,7 +499,7 @@ fn findings(g: &Growth<'_>, result: &CaseResult, nginx: &[NginxSample]) -> Vec<S
     if let (Some(a), Some(b)) = (ok.first(), ok.last()) {
         if let (Some(va), Some(vb)) = (a.validate_ms, b.validate_ms) {
             out.push(format!(
-                "nginx -t took {} ms at {} {} and {} ms at {}.",
+                "{kind}'s config check took {} ms at {} {} and {} ms at {}.",
                 f1(va),
                 a.count,
                 g.noun(),
@@ -491,16 +519,16 @@ fn findings(g: &Growth<'_>, result: &CaseResult, nginx: &[NginxSample]) -> Vec<S
             ttr.len()
         ));
     }
-    if let (Some(a), Some(b)) = rss_start_end(g, nginx) {
+    if let (Some(a), Some(b)) = rss_start_end(g, samples) {
         out.push(format!(
-            "nginx resident memory {} MiB before the growth, {} MiB at the end.",
+            "{kind} resident memory {} MiB before the growth, {} MiB at the end.",
             mib(a),
             mib(b)
         ));
     }
     if let Some(l) = g.limit() {
         out.push(format!(
-            "nginx refused the config at {} {}: {}",
+            "{kind} refused the config at {} {}: {}",
             l.count,
             g.noun(),
             one_line(&l.error)
@@ -509,7 +537,7 @@ fn findings(g: &Growth<'_>, result: &CaseResult, nginx: &[NginxSample]) -> Vec<S
     out
 }
 
-/// nginx's message (several lines when it prints several) on one line.
+/// The proxy's message (several lines when it prints several) on one line.
 fn one_line(e: &Option<String>) -> String {
     e.as_deref().unwrap_or("").trim().replace('\n', " / ")
 }
@@ -555,7 +583,7 @@ impl super::Analysis for ConfigGrowth {
     }
 
     fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
-        case(input.scenario, input.case, result, input.records)
+        case(input.scenario, input.case, result, input.records, input.env)
     }
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
@@ -600,14 +628,26 @@ mod tests {
     fn a_case_without_growth_fails_its_check_instead_of_having_none() {
         let scn = scenario("");
         let mut result = CaseResult::default();
-        let checks = case(&scn, &scn.cases[0], &mut result, &Records::new());
+        let checks = case(
+            &scn,
+            &scn.cases[0],
+            &mut result,
+            &Records::new(),
+            &model::Env::default(),
+        );
         assert_eq!(checks.len(), 1, "{checks:?}");
         assert!(!checks[0].pass);
         assert!(checks[0].actual.starts_with("no data: "), "{checks:?}");
 
         // A grow action that never ran (no grow event recorded) is no data either.
         let scn = scenario("[[actions]]\nat = \"1s\"\ngrow = { what = \"routes\", to = 5 }\n");
-        let checks = case(&scn, &scn.cases[0], &mut result, &Records::new());
+        let checks = case(
+            &scn,
+            &scn.cases[0],
+            &mut result,
+            &Records::new(),
+            &model::Env::default(),
+        );
         assert_eq!(checks.len(), 1, "{checks:?}");
         assert!(!checks[0].pass && checks[0].actual.contains("no growth step ran"));
     }

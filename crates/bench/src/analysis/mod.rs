@@ -58,8 +58,9 @@ pub fn find(name: &str) -> Option<&'static dyn Analysis> {
     ALL.iter().copied().find(|a| a.name() == name)
 }
 
-/// The resolution of nginx's cached clock as the run recorded it, in microseconds (1000, nginx's
-/// own millisecond, for records made before it was kept).
+/// The resolution of the coarse clock a proxy caches (nginx's `ngx_current_msec` reads it) as the
+/// run recorded it, in microseconds (1000, nginx's own millisecond, for records made before it
+/// was kept).
 pub(crate) fn coarse_clock_us(env: &model::Env) -> u64 {
     env.coarse_clock_us.unwrap_or(1000)
 }

@@ -1,16 +1,17 @@
 //! The `overhead` analysis (scenario `proxy-overhead`): what a reverse proxy costs a closed-loop
 //! client, and what upstream keepalive and retries buy back (after the "learning nginx" notes).
 //!
-//! Each case is one setup (direct, nginx without upstream keepalive, with keepalive, with
+//! Each case is one setup (direct, the proxy without upstream keepalive, with keepalive, with
 //! keepalive plus retries under tight timeouts) against one backend style (cheap, or spiky: a
 //! share of requests takes far longer). Requests are followed from the client to the backends
-//! with exact counts: client responses, nginx's access-log lines, upstream attempts
+//! with exact counts: client responses, the proxy's access-log lines, upstream attempts
 //! (`$upstream_addr` lists one address per attempt), backend responses and accepted connections,
 //! and the TIME_WAIT sockets that connection churn leaves behind. The checks are about mechanism,
 //! never raw speed: Little's law for a closed loop, one upstream connection per request without
 //! keepalive and few with it, no request lost to a retry (the backends' extra answers are the
-//! retries nginx logged), and the tail (the spike shows in p99 without retries and is cut near
-//! the read timeout with them).
+//! retries the proxy logged), and the tail (the spike shows in p99 without retries and is cut near
+//! the read timeout with them). The prose explains by nginx's directives, as the notes do; for
+//! another kind a finding says so.
 
 use super::common::{self, check, count, lat, or_dash, pct, ratio, run_check, times, us, Texts};
 use super::Records;
@@ -71,9 +72,9 @@ fn text(key: &str) -> &'static str {
 enum Setup {
     /// No proxy: the load talks to a backend.
     Direct,
-    /// nginx with no upstream keepalive.
+    /// The proxy with no upstream keepalive.
     NoKeepalive,
-    /// nginx reusing upstream connections.
+    /// The proxy reusing upstream connections.
     Keepalive,
     /// Keepalive plus a tight read timeout that passes slow requests to the next server.
     Retry,
@@ -142,13 +143,17 @@ fn spikes(case: &Case) -> Option<Spikes> {
 /// CPU seconds spent during a case, per process group.
 #[derive(Debug, Clone, Copy, Default)]
 struct Cpu {
-    nginx: f64,
+    /// Every replica of the proxy under test.
+    proxy: f64,
     backends: f64,
     /// The whole proxybench process (load generator, backends, collectors).
     process: f64,
 }
 
-fn cpu(r: &CaseResult) -> Cpu {
+/// CPU seconds of the case's process groups; the proxy's are the groups of the replicas of kind
+/// `kind` (`KIND-0`, `KIND-1`...).
+fn cpu(r: &CaseResult, kind: &str) -> Cpu {
+    let replica = format!("{kind}-");
     let mut by_group: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for s in &r.proc_samples {
         by_group
@@ -163,8 +168,8 @@ fn cpu(r: &CaseResult) -> Cpu {
             .windows(2)
             .map(|w| w[1].1 / 100.0 * (w[1].0 - w[0].0).max(0.0))
             .sum();
-        if g.starts_with("nginx") {
-            out.nginx += secs;
+        if g.starts_with(&replica) {
+            out.proxy += secs;
         } else if g == "backends" {
             out.backends += secs;
         } else if g == "proxybench" {
@@ -196,7 +201,7 @@ struct Facts {
     connect_errors: u64,
     other_errors: BTreeMap<&'static str, u64>,
     status_origin: BTreeMap<String, u64>,
-    /// Access-log lines nginx wrote (JSON lines it could parse).
+    /// Access-log lines the proxy wrote (lines its driver could parse).
     lines: u64,
     /// Lines whose request reached an upstream.
     lines_up: u64,
@@ -209,7 +214,7 @@ struct Facts {
 }
 
 impl Facts {
-    fn new(case: &Case, r: &CaseResult) -> Option<Facts> {
+    fn new(case: &Case, r: &CaseResult, kind: &str) -> Option<Facts> {
         let l: &LoadSummary = r.loads.first()?;
         let p = |q: f64| l.latency.percentile(q).unwrap_or(0);
         let connect = [
@@ -266,7 +271,7 @@ impl Facts {
                 .sum(),
             backend_requests: r.backends.iter().map(|b| b.requests).sum(),
             backend_connections: r.backends.iter().map(|b| b.connections).sum(),
-            cpu: cpu(r),
+            cpu: cpu(r, kind),
         })
     }
 
@@ -333,14 +338,41 @@ fn case(
     _records: &Records,
     env: &model::Env,
 ) -> Vec<CheckResult> {
-    let Some(f) = Facts::new(case, result) else {
+    let kind = common::replica_kind(env, Some(case));
+    let Some(f) = Facts::new(case, result, &kind) else {
         result.findings.push(text("no_load").into());
         return Vec::new();
     };
     let tw = result.time_wait.map(|t| (t.backend_side, t.peer_side));
     result.tables.push(flow_table(&case.name, &f, tw));
     result.findings.push(finding(&f));
-    checks(&case.name, &f, super::coarse_clock_us(env))
+    if f.proxied() && !common::model_applies(env) {
+        result.findings.push(fill(
+            "other_kind",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    }
+    let mut out = checks(&case.name, &f, super::coarse_clock_us(env));
+    // The retry checks count attempts and timeouts in the proxy's logs: without them they are
+    // not measurable, never zeros.
+    if let (Some(why), true) = (&result.logs.missing, f.setup == Setup::Retry) {
+        let logged = [
+            text("check_extra_are_retries"),
+            text("check_spikes_retried"),
+        ];
+        let why = format!("the proxy's logs could not be read ({why})");
+        out = out
+            .into_iter()
+            .map(|c| {
+                if logged.contains(&c.name.as_str()) {
+                    common::not_measurable(c, common::proxy_kind(env), &why)
+                } else {
+                    c
+                }
+            })
+            .collect();
+    }
+    out
 }
 
 fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
@@ -364,7 +396,7 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
         per(f.errors),
     ]);
     if f.proxied() {
-        t.rows.push(row("nginx access-log lines", f.lines));
+        t.rows.push(row("Proxy access-log lines", f.lines));
         t.rows.push(row(
             "Upstream attempts (addresses in $upstream_addr)",
             f.attempts,
@@ -374,7 +406,7 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
             f.retries(),
         ));
         t.rows.push(row(
-            "Upstream timeouts in nginx's error log",
+            "Upstream timeouts in the proxy's error log",
             f.timeouts_logged,
         ));
     }
@@ -404,7 +436,7 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
         ]
     };
     if f.proxied() {
-        t.rows.push(cpu_row("nginx", f.cpu.nginx));
+        t.rows.push(cpu_row("proxy", f.cpu.proxy));
     }
     t.rows.push(cpu_row("backends", f.cpu.backends));
     t.rows.push(cpu_row("load generator", f.load_cpu()));
@@ -459,7 +491,7 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
                 ("responses", &responses),
                 ("per", &Cell::num(f.conns_per_request(), 3)),
                 ("time_wait", &tw_text),
-                ("nginx_cpu", &cpu(f.cpu.nginx)),
+                ("proxy_cpu", &cpu(f.cpu.proxy)),
                 ("backend_cpu", &cpu(f.cpu.backends)),
             ],
         )),
@@ -470,7 +502,7 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
                 ("connections", &conns),
                 ("responses", &responses),
                 ("per", &Cell::num(f.conns_per_request(), 4)),
-                ("nginx_cpu", &cpu(f.cpu.nginx)),
+                ("proxy_cpu", &cpu(f.cpu.proxy)),
             ],
         )),
     }
@@ -606,7 +638,7 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
         f.backend_requests >= f.requests,
     ));
     // The backends' excess over the client is the retries, give or take the requests in flight
-    // when the load stopped (logged by nginx, answered by a backend, never read by the client).
+    // when the load stopped (logged by the proxy, answered by a backend, never read by the client).
     let excess = f.backend_requests as i64 - f.requests as i64;
     let slack = i64::from(f.connections) + (f.requests / 1000) as i64;
     out.push(check(
@@ -652,7 +684,7 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
             count(f.retries()),
             f.retries() as f64 >= tol.retried_spikes * spiked,
         ));
-        // A retried request costs the read timeout (on nginx's coarse clock) plus one ordinary
+        // A retried request costs the read timeout (on the proxy's coarse clock) plus one ordinary
         // answer; p90 stands for an ordinary answer under whatever load the machine is under.
         let bound = rt + tick_us as f64 + 2.0 * f.p90 as f64;
         out.push(check(
@@ -680,12 +712,13 @@ struct Summary {
 /// Adds the cross-case tables (setups side by side with ratios against direct; non-2xx by
 /// origin; retries) to the last case, the run's findings, and the keepalive comparison checks.
 fn finish(scn: &Scenario, results: &mut RunResults) {
+    let kind = common::replica_kind(&results.env, scn.cases.first());
     let mut all: Vec<Summary> = Vec::new();
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
             continue;
         };
-        if let Some(f) = Facts::new(spec, c) {
+        if let Some(f) = Facts::new(spec, c, &kind) {
             let time_wait = c
                 .tables
                 .iter()
@@ -808,7 +841,7 @@ fn comparison(all: &[Summary]) -> Table {
             "Errors",
             "Backend conns / response",
             "TIME_WAIT at backends",
-            "nginx CPU µs / response",
+            "Proxy CPU µs / response",
         ],
     );
     for x in all {
@@ -834,7 +867,7 @@ fn comparison(all: &[Summary]) -> Table {
             Cell::num(f.conns_per_request(), 4),
             x.time_wait.clone(),
             if f.proxied() {
-                Cell::num(f.cpu_us(f.cpu.nginx), 1)
+                Cell::num(f.cpu_us(f.cpu.proxy), 1)
             } else {
                 Cell::dash()
             },
@@ -853,7 +886,7 @@ fn origin_table(all: &[Summary]) -> Table {
         &[
             "Case",
             "Non-2xx at the client",
-            "By origin (nginx access log)",
+            "By origin (proxy access log)",
             "Client connect failures",
             "Other client errors",
         ],
@@ -887,7 +920,7 @@ fn retry_table(all: &[Summary]) -> Table {
         &[
             "Case",
             "Client responses",
-            "nginx lines",
+            "Proxy lines",
             "Upstream attempts",
             "Retries",
             "Timeouts logged",
@@ -977,17 +1010,19 @@ mod tests {
         };
         let r = CaseResult {
             proc_samples: vec![
+                s(0.0, "caddy-0", 0.0),
+                s(1.0, "caddy-0", 50.0),
+                s(3.0, "caddy-0", 25.0),
                 s(0.0, "nginx-0", 0.0),
-                s(1.0, "nginx-0", 50.0),
-                s(3.0, "nginx-0", 25.0),
+                s(3.0, "nginx-0", 100.0),
                 s(0.0, "backends", 0.0),
                 s(2.0, "backends", 100.0),
                 s(2.0, "proxybench", 150.0),
             ],
             ..Default::default()
         };
-        let c = cpu(&r);
-        assert!((c.nginx - 1.0).abs() < 1e-9, "{c:?}");
+        let c = cpu(&r, "caddy");
+        assert!((c.proxy - 1.0).abs() < 1e-9, "{c:?}");
         assert!((c.backends - 2.0).abs() < 1e-9, "{c:?}");
         assert_eq!(c.process, 0.0, "a single sample has no interval");
     }

@@ -1,7 +1,8 @@
 //! The `scaling` analysis (module `zero_downtime`) (scenario `zero-downtime-scaling`, after NGF's zero-downtime scaling
 //! tests): proxy replicas share one port with SO_REUSEPORT while HTTP and HTTPS loads run; the
 //! cases scale replicas up and down (gracefully or by SIGKILL), scale the backends (drained or
-//! killed, nginx reloaded with the new list), and reload under keep-alive load (NGF issue 1147).
+//! killed, the proxy reloaded with the new list), and reload under keep-alive load (NGF issue
+//! 1147).
 //!
 //! Every request is recorded, so each failure is placed against the action that caused it. The
 //! theory is the mechanism of each action (see [`tables`] for the words the report uses):
@@ -9,9 +10,10 @@
 //! - a replica leaving gracefully answers what it has in flight, then closes its keep-alive
 //!   connections; a client that already sent its next request loses it (`read_idle_closed`),
 //!   and connections queued on the closing socket are reset: at most two per connection;
-//! - SIGKILL also loses the requests in flight (`read_reset`) and answers inside nginx;
-//! - a reload is the same close, done by old workers about 100 ms after SIGHUP;
-//! - drained backends are never met by nginx; killed ones are, and GETs are passed on.
+//! - SIGKILL also loses the requests in flight (`read_reset`) and answers inside the proxy;
+//! - a reload is the same close, done by old workers (in nginx, about 100 ms after SIGHUP:
+//!   the timing check models nginx's sequence and is made only when nginx is the kind);
+//! - drained backends are never met by the proxy; killed ones are, and GETs are passed on.
 //!
 //! The checks hold what the mechanism makes certain (zero, a bound, an ordering in time) and
 //! the three-way count (clients, access log, backends) that must agree.
@@ -24,14 +26,15 @@ mod summary;
 mod tables;
 mod text;
 
-use super::Records;
+use super::{common, Records};
 use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};
 use ledger::{Ledger, LoadBooks};
 use model::{CaseResult, Cell, CheckResult, RunResults, Series};
 use plan::{Plan, What};
 use text::{fill, text};
 
-/// nginx's master sleeps this long between starting new workers and telling old ones to quit.
+/// nginx's master sleeps this long between starting new workers and telling old ones to quit
+/// (nginx's reload sequence: the reload-timing check models it, and only it).
 pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
 /// How much sooner than [`OLD_WORKERS_QUIT_MS`] a lost request may leave: a request that
 /// arrived while the old worker was busy is still unread when it closes (one event-loop pass).
@@ -47,7 +50,8 @@ fn case(
     records: &Records,
     env: &model::Env,
 ) -> Vec<CheckResult> {
-    let plan = Plan::new(case, result);
+    let kind = common::replica_kind(env, Some(case));
+    let plan = Plan::new(case, result, &kind);
     let books: Vec<LoadBooks> = result
         .loads
         .iter()
@@ -94,7 +98,18 @@ fn case(
     if plan.mismatch {
         result.findings.push(text("mismatch").into());
     }
-    checks::all(&case.name, &plan, &ledger, &books)
+    if !common::model_applies(env) {
+        result.findings.push(fill(
+            "other_kind",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    }
+    let proxy = checks::Proxy {
+        kind: common::proxy_kind(env),
+        logs_missing: result.logs.missing.as_deref(),
+        model_applies: common::model_applies(env),
+    };
+    checks::all(&case.name, &plan, &ledger, &books, &proxy)
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.
@@ -187,7 +202,7 @@ fn findings(
         } else {
             s.push_str(&fill(
                 "finding_stop_kill",
-                &[("died", &l.lost_in_nginx().max(0))],
+                &[("died", &l.lost_in_proxy().max(0))],
             ));
         }
         out.push(s);

@@ -15,6 +15,10 @@
 //! send-time model takes as the coarse clock's tick (4 ms with HZ=250). Either way the outcome
 //! depends on where arrivals fall against the grid, a phase no one can see; [`predict`] simulates
 //! the run at evenly spaced phases across one tick and reports the range of outcomes.
+//!
+//! It is nginx's algorithm, not a proxy-neutral one: another kind limits its own way (HAProxy's
+//! stick-table rates, for one), and the burst analysis says so before showing this model beside
+//! such a run.
 
 /// A `limit_req` configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -131,8 +135,9 @@ pub fn simulate(limit: Limit, arrivals_ms: &[u64]) -> Simulation {
     }
 }
 
-/// The resolution of nginx's clock: CLOCK_MONOTONIC_COARSE's, in microseconds (1000 if unknown).
-pub fn nginx_clock_tick_us() -> u64 {
+/// The resolution of CLOCK_MONOTONIC_COARSE in microseconds (1000 if unknown): the clock nginx
+/// caches once per event-loop turn, which limit_req reads.
+pub fn coarse_clock_tick_us() -> u64 {
     let ts = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
     if ts.tv_sec < 0 || ts.tv_nsec < 0 {
         // Not a resolution: treat it as unknown.
@@ -263,7 +268,7 @@ mod tests {
         let arr = even_arrivals_us(3.0, 180);
         let (lo, hi, _) = predict(Limit::queued(3.0, 0), &arr, 4000, 16);
         assert!(lo >= 118 && hi <= 122, "{lo}..{hi}");
-        let tick = nginx_clock_tick_us();
+        let tick = coarse_clock_tick_us();
         assert!((1..=100_000).contains(&tick));
     }
 

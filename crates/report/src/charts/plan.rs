@@ -18,7 +18,7 @@ pub enum Kind {
     Cpu,
     /// Resident memory per process group.
     Memory,
-    /// stub_status connections per replica.
+    /// Status-page connections per replica.
     Stub,
     /// Reload times against time.
     Reloads,
@@ -160,7 +160,7 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
             out.extend(procs(&base, case, &prefix));
         }
         if !case.stub_samples.is_empty() {
-            out.push(stub(&base, case, &prefix));
+            out.push(stub(&base, fmt_proxy(r), case, &prefix));
         }
         if case
             .reloads
@@ -532,10 +532,18 @@ fn procs(b: &CaseBase, case: &CaseResult, prefix: &str) -> [Chart; 2] {
     [cpu, mem]
 }
 
-fn stub(b: &CaseBase, case: &CaseResult, prefix: &str) -> Chart {
+/// The proxy kind's name for chart titles.
+fn fmt_proxy(r: &RunResults) -> &str {
+    crate::fmt::proxy_name(&r.env)
+}
+
+fn stub(b: &CaseBase, proxy: &str, case: &CaseResult, prefix: &str) -> Chart {
     let mut c = b.chart(
         format!("{prefix}-stub-status"),
-        format!("{}: nginx connections per replica (stub_status)", case.name),
+        format!(
+            "{}: {proxy} connections per replica (status page)",
+            case.name
+        ),
         "connections".into(),
         Kind::Stub,
     );
@@ -576,7 +584,7 @@ fn reloads(b: &CaseBase, case: &CaseResult, prefix: &str) -> Chart {
     let mut c = b.chart(
         format!("{prefix}-reloads"),
         format!("{}: reload times", case.name),
-        "time after SIGHUP (ms)".into(),
+        "time after the reload signal (ms)".into(),
         Kind::Reloads,
     );
     type Pick = fn(&model::ReloadRecord) -> Option<f64>;

@@ -1,5 +1,5 @@
 //! One case's section of report.md: its loads, the actions fired, reloads, logs, backends,
-//! process and stub_status samples, and the scenario's own tables and series.
+//! process and status-page samples, and the scenario's own tables and series.
 
 use super::{chart_line, load, logs};
 use crate::charts::plan::{Chart, Kind};
@@ -41,11 +41,12 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
         load::render(out, ci, c, li, l, charts);
     }
     events(out, c);
+    let proxy = fmt::proxy_name(&r.env);
     reloads(out, c, ci, charts);
-    logs::render(out, &c.logs);
+    logs::render(out, proxy, &c.logs);
     backends(out, c);
     procs(out, c, ci, charts);
-    stub(out, c, ci, charts);
+    stub(out, proxy, c, ci, charts);
     readiness(out, c);
     tables(out, c);
     series(out, c, ci, charts);
@@ -197,7 +198,7 @@ fn reloads(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
     out.push('\n');
     let _ = writeln!(
         out,
-        "A reload's time runs from SIGHUP until the first request served under the new \
+        "A reload's time runs from the reload signal until the first request served under the new \
          configuration; {} of {} reloads had one (slowest {} ms). Shares are of all reloads, so a \
          reload that never served counts against them.\n",
         count(s.served),
@@ -222,7 +223,7 @@ fn reloads(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
             "Replica",
             ">Generation",
             ">At (s)",
-            ">nginx -t (ms)",
+            ">Config check (ms)",
             ">Served (ms)",
             ">Old workers exited (ms)",
             "Error",
@@ -352,11 +353,11 @@ fn procs(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
     case_charts(out, charts, ci, |k| matches!(k, Kind::Cpu | Kind::Memory));
 }
 
-fn stub(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
+fn stub(out: &mut String, proxy: &str, c: &CaseResult, ci: usize, charts: &[Chart]) {
     if c.stub_samples.is_empty() {
         return;
     }
-    out.push_str("### nginx connections (stub_status)\n\n");
+    let _ = writeln!(out, "### {proxy} connections (status page)\n");
     let mut by: BTreeMap<&str, Vec<&model::StubSample>> = BTreeMap::new();
     for s in &c.stub_samples {
         by.entry(&s.replica).or_default().push(s);

@@ -1,5 +1,5 @@
 //! The proxy's logs in report.md: error-log levels and grouped messages with one example each,
-//! access-log statuses, non-2xx and 499 counts, upstream spread and limit_req outcomes.
+//! access-log statuses, non-2xx and 499 counts, upstream spread and rate-limit outcomes.
 
 use crate::fmt::{self, code_block, count, Table};
 use model::LogSummary;
@@ -10,11 +10,12 @@ use std::fmt::Write;
 const GROUPS_SHOWN: usize = 20;
 
 /// Writes the logs section (omitted when the case recorded no log at all).
-pub fn render(out: &mut String, logs: &LogSummary) {
+/// `proxy` is the proxy kind's name, for the heading.
+pub fn render(out: &mut String, proxy: &str, logs: &LogSummary) {
     if *logs == LogSummary::default() {
         return;
     }
-    out.push_str("### NGINX logs\n\n");
+    let _ = writeln!(out, "### {proxy} logs\n");
     if let Some(why) = &logs.missing {
         let _ = writeln!(out, "No log summary: {why}.\n");
         return;
@@ -122,7 +123,7 @@ fn access_log(out: &mut String, logs: &LogSummary) {
     }
     if !logs.status_origin.is_empty() {
         out.push_str(&spread(
-            "Non-2xx/3xx by origin (`proxy`: nginx answered itself, e.g. a failed upstream connect, a timeout or a limit; `upstream`: the backend's own status):",
+            "Non-2xx/3xx by origin (`proxy`: the proxy answered itself, e.g. a failed upstream connect, a timeout or a limit; `upstream`: the backend's own status):",
             "Status and origin",
             &logs.status_origin,
         ));
@@ -130,7 +131,7 @@ fn access_log(out: &mut String, logs: &LogSummary) {
     let n499 = logs.access_status.get(&499).copied().unwrap_or(0);
     let _ = writeln!(
         out,
-        "499 (the client closed the connection before nginx answered): {}.\n",
+        "499 (the client closed the connection before the proxy answered): {}.\n",
         count(n499)
     );
     if !logs.examples_499.is_empty() {

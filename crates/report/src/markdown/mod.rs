@@ -83,13 +83,23 @@ fn versions(out: &mut String, r: &RunResults) {
     t.row(["Kernel".to_string(), or_unknown(&e.kernel)]);
     t.row(["CPU".to_string(), or_unknown(&e.cpu)]);
     t.row(["Cores".to_string(), e.cores.to_string()]);
+    t.row([
+        "Proxy kind".to_string(),
+        e.proxy_kind
+            .clone()
+            .unwrap_or_else(|| "not recorded".to_string()),
+    ]);
     out.push_str(&t.render());
     out.push('\n');
-    if e.nginx.trim().is_empty() {
-        out.push_str("nginx: not recorded (this run had no nginx, or `nginx -V` failed).\n\n");
+    let name = fmt::proxy_name(e);
+    if e.proxy.trim().is_empty() {
+        let _ = writeln!(
+            out,
+            "{name} version: not recorded (this run had no proxy, or its version command failed).\n"
+        );
     } else {
-        out.push_str("nginx, as `nginx -V` prints it:\n\n");
-        out.push_str(&code_block("text", &e.nginx));
+        let _ = writeln!(out, "{name}, as its version command prints it:\n");
+        out.push_str(&code_block("text", &e.proxy));
         out.push('\n');
     }
 }
@@ -202,7 +212,7 @@ fn files(out: &mut String) {
          latency percentiles).\n\
          - `events.csv`, `disruptions.csv`, `reloads.csv`: the actions, their disruption windows, \
          the reloads.\n\
-         - `samples.csv`, `series.csv`: CPU, memory and stub_status samples; scenario series.\n\
+         - `samples.csv`, `series.csv`: CPU, memory and status-page samples; scenario series.\n\
          - `charts/`: every chart as PNG and SVG.\n",
     );
 }

@@ -9,8 +9,12 @@ use super::{sigmas, LOG_CLOCK_US};
 use crate::theory::limit_req;
 use model::CheckResult;
 
+/// How many of [`Analysis::checks`]' checks come first and hold for any proxy (every request
+/// answered 2xx or the limit's status); the rest judge nginx's limit_req model.
+pub(super) const PROXY_NEUTRAL: usize = 1;
+
 impl Analysis<'_> {
-    /// The case's theory checks.
+    /// The case's theory checks: [`PROXY_NEUTRAL`] for any proxy first, then nginx's model.
     pub(super) fn checks(&self, case: &str, logs: &model::LogSummary) -> Vec<CheckResult> {
         let n = self.m.n();
         let ok = self.m.ok();

@@ -1,7 +1,7 @@
 //! The matches case's comparison: a closed-loop load on the first header match and one on the
-//! last, on the finished config, with nginx's CPU per request for each.
+//! last, on the finished config, with the proxy's CPU per request for each.
 
-use super::steps::{Growth, NginxSample};
+use super::steps::{Growth, ProxySample};
 use super::{f1, f2, fill, text, Records, FIRST, LAST};
 use crate::scenario::Case;
 use model::{CaseResult, Cell, LoadSummary, Table};
@@ -15,7 +15,7 @@ pub(super) struct MatchLoad {
     pub(super) position: Option<u32>,
     pub(super) summary: LoadSummary,
     pub(super) start_s: f64,
-    /// nginx CPU per request while it ran (all loads' requests in the same seconds).
+    /// The proxy's CPU per request while it ran (all loads' requests in the same seconds).
     pub(super) cpu_us: Option<f64>,
 }
 
@@ -30,7 +30,7 @@ impl MatchLoads {
         case: &Case,
         result: &CaseResult,
         g: &Growth<'_>,
-        nginx: &[NginxSample],
+        samples: &[ProxySample],
         records: &Records,
     ) -> Option<MatchLoads> {
         let one = |name: &'static str| -> Option<MatchLoad> {
@@ -51,7 +51,7 @@ impl MatchLoads {
                 name,
                 value,
                 position,
-                cpu_us: cpu_per_request(nginx, records, from, to),
+                cpu_us: cpu_per_request(samples, records, from, to),
                 start_s: spec.start.0.as_secs_f64(),
                 summary,
             })
@@ -131,7 +131,7 @@ impl MatchLoads {
                 "p50 (ms)",
                 "p99 (ms)",
                 "Max (ms)",
-                "nginx CPU per request (us)",
+                "Proxy CPU per request (us)",
             ]
             .map(String::from)
             .to_vec(),
@@ -178,7 +178,7 @@ impl MatchLoads {
         let p50 = |s: &LoadSummary| s.latency.percentile(50.0).unwrap_or(0) as f64 / 1e3;
         format!(
             "First match ({}) vs last match ({}): {:.0} vs {:.0} requests/s, p50 {} vs {} ms, \
-             nginx CPU {} vs {} us per request{}.",
+             proxy CPU {} vs {} us per request{}.",
             self.first.value,
             self.last.value,
             rps(&self.first.summary),
@@ -195,16 +195,16 @@ impl MatchLoads {
     }
 }
 
-/// nginx CPU microseconds per request answered, over the whole sample intervals inside
+/// The proxy's CPU microseconds per request answered, over the whole sample intervals inside
 /// `[from_s, to_s]` (every load's requests count: they share the worker).
 pub(super) fn cpu_per_request(
-    nginx: &[NginxSample],
+    samples: &[ProxySample],
     records: &Records,
     from_s: f64,
     to_s: f64,
 ) -> Option<f64> {
     let (mut cpu_s, mut n) = (0.0, 0u64);
-    for w in nginx.windows(2) {
+    for w in samples.windows(2) {
         let (a, b) = (w[0].t_s, w[1].t_s);
         if a < from_s || b > to_s {
             continue;

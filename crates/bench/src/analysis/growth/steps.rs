@@ -1,6 +1,6 @@
 //! A growth as the records tell it: one [`Step`] per config generation the `grow` action made,
 //! joined from the case's grow events, reloads and time-to-ready records, plus the small
-//! statistics the scale tables need (nearest-rank percentiles, quarters, nginx samples).
+//! statistics the scale tables need (nearest-rank percentiles, quarters, the proxy's samples).
 
 use crate::scenario::{Action, Case, GrowSpec, GrowWhat};
 use model::{CaseResult, ProcSample, ReadyRecord};
@@ -8,17 +8,18 @@ use model::{CaseResult, ProcSample, ReadyRecord};
 /// One step of a growth: a new config generation with `count` items.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
-    /// Seconds from the case origin when the step started (render, `nginx -t`, reload).
+    /// Seconds from the case origin when the step started (render, the proxy's config check,
+    /// reload).
     pub t_s: f64,
     /// Seconds from the case origin when the step ended (reloads done, item ready or given up).
     pub end_s: f64,
     /// Items the config holds (or would have held) after the step.
     pub count: u32,
-    /// Why the step failed: nginx's own message when it refused the config.
+    /// Why the step failed: the proxy's own message when it refused the config.
     pub error: Option<String>,
-    /// From the step's start to the first SIGHUP: rendering, writing and `nginx -t`.
+    /// From the step's start to the first reload signal: rendering, writing and the config check.
     pub pre_ms: Option<f64>,
-    /// `nginx -t`, mean over the replicas.
+    /// The proxy's config check (`nginx -t`, `haproxy -c`...), mean over the replicas.
     pub validate_ms: Option<f64>,
     /// SIGHUP to the new config answering, slowest replica.
     pub served_ms: Option<f64>,
@@ -37,7 +38,7 @@ pub struct Step {
 }
 
 impl Step {
-    /// True when nginx took the step's config (every replica reloaded without error).
+    /// True when the proxy took the step's config (every replica reloaded without error).
     pub fn ok(&self) -> bool {
         self.error.is_none()
     }
@@ -117,7 +118,7 @@ impl<'a> Growth<'a> {
         })
     }
 
-    /// Items the config held after the last step nginx took.
+    /// Items the config held after the last step the proxy took.
     pub fn reached(&self) -> u32 {
         self.steps
             .iter()
@@ -131,7 +132,7 @@ impl<'a> Growth<'a> {
         self.reached() >= self.spec.to
     }
 
-    /// The step nginx refused (a reload error), which stopped the growth: the limit hit.
+    /// The step the proxy refused (a reload error), which stopped the growth: the limit hit.
     pub fn limit(&self) -> Option<&Step> {
         self.steps.iter().find(|s| s.reload_errors > 0)
     }
@@ -146,7 +147,7 @@ impl<'a> Growth<'a> {
         Some((self.steps.first()?.t_s, self.steps.last()?.end_s))
     }
 
-    /// The steps nginx took, in order.
+    /// The steps the proxy took, in order.
     pub fn ok_steps(&self) -> Vec<&Step> {
         self.steps.iter().filter(|s| s.ok()).collect()
     }
@@ -212,9 +213,9 @@ pub fn quarters<T: Copy>(items: &[T]) -> Vec<Vec<T>> {
         .collect()
 }
 
-/// One round of nginx samples: every replica's CPU and memory summed.
+/// One round of the proxy's samples: every replica's CPU and memory summed.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NginxSample {
+pub struct ProxySample {
     /// Seconds from the case origin.
     pub t_s: f64,
     /// CPU since the previous round, % of one core, all replicas.
@@ -223,16 +224,18 @@ pub struct NginxSample {
     pub rss: u64,
 }
 
-/// nginx's samples, summed over replicas per round (a round shares one timestamp).
-pub fn nginx_samples(samples: &[ProcSample]) -> Vec<NginxSample> {
-    let mut out: Vec<NginxSample> = Vec::new();
-    for s in samples.iter().filter(|s| s.group.starts_with("nginx")) {
+/// The samples of the replicas of kind `kind` (groups `KIND-0`, `KIND-1`...), summed over
+/// replicas per round (a round shares one timestamp).
+pub fn proxy_samples(samples: &[ProcSample], kind: &str) -> Vec<ProxySample> {
+    let prefix = format!("{kind}-");
+    let mut out: Vec<ProxySample> = Vec::new();
+    for s in samples.iter().filter(|s| s.group.starts_with(&prefix)) {
         match out.last_mut() {
             Some(last) if last.t_s == s.t_s => {
                 last.cpu_pct += s.cpu_pct;
                 last.rss += s.rss_bytes;
             }
-            _ => out.push(NginxSample {
+            _ => out.push(ProxySample {
                 t_s: s.t_s,
                 cpu_pct: s.cpu_pct,
                 rss: s.rss_bytes,
@@ -264,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn nginx_rounds_sum_replicas() {
+    fn replica_rounds_sum_replicas() {
         let s = |t: f64, g: &str, cpu: f64, rss: u64| ProcSample {
             t_s: t,
             group: g.into(),
@@ -272,12 +275,16 @@ mod tests {
             rss_bytes: rss,
             procs: 2,
         };
-        let out = nginx_samples(&[
-            s(1.0, "nginx-0", 10.0, 100),
-            s(1.0, "nginx-1", 5.0, 50),
-            s(1.0, "load", 99.0, 999),
-            s(2.0, "nginx-0", 1.0, 120),
-        ]);
+        let out = proxy_samples(
+            &[
+                s(1.0, "haproxy-0", 10.0, 100),
+                s(1.0, "haproxy-1", 5.0, 50),
+                s(1.0, "load", 99.0, 999),
+                s(1.0, "backends", 9.0, 99),
+                s(2.0, "haproxy-0", 1.0, 120),
+            ],
+            "haproxy",
+        );
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].cpu_pct, out[0].rss), (15.0, 150));
         assert_eq!((out[1].cpu_pct, out[1].rss), (1.0, 120));

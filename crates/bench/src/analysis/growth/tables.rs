@@ -1,7 +1,7 @@
-//! The scale analysis' per-case tables: time to ready, reload time against config size, nginx
+//! The scale analysis' per-case tables: time to ready, reload time against config size, proxy
 //! CPU and memory by phase, limits hit, and what the light load lost.
 
-use super::steps::{quarters, summary, Growth, NginxSample, Step};
+use super::steps::{quarters, summary, Growth, ProxySample, Step};
 use super::{f1, f2, fill, mib, one_line, share, text, trend, Records, AROUND_RELOAD_S};
 use crate::scenario::GrowWhat;
 use model::{CaseResult, Cell, ErrorKind, LoadSummary, Table};
@@ -59,7 +59,7 @@ pub(super) fn ttr_mechanism(what: GrowWhat) -> &'static str {
     })
 }
 
-/// Reload work against config size: the steps nginx took, in four quarters.
+/// Reload work against config size: the steps the proxy took, in four quarters.
 pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     let ok = g.ok_steps();
     let mean = |v: Vec<f64>| {
@@ -90,9 +90,9 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
         columns: [
             "Items after the step",
             "Steps",
-            "Render + nginx -t (ms)",
-            "nginx -t (ms)",
-            "nginx -t lowest (ms)",
+            "Render + config check (ms)",
+            "Config check (ms)",
+            "Config check lowest (ms)",
             "SIGHUP -> served (ms)",
             "SIGHUP -> old workers gone (ms)",
             "Time to ready (ms)",
@@ -135,8 +135,13 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
     t
 }
 
-/// nginx CPU and memory before, during and after the growth.
-pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample]) -> Table {
+/// The proxy's CPU and memory before, during and after the growth; `kind` names it.
+pub(super) fn resources_table(
+    case: &str,
+    kind: &str,
+    g: &Growth<'_>,
+    samples: &[ProxySample],
+) -> Table {
     let (start, end) = g.span().unwrap_or((f64::INFINITY, f64::INFINITY));
     // Each phase is the samples with lo < t <= hi.
     let phases = [
@@ -145,7 +150,7 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
         ("after the growth", end + 1.0, f64::INFINITY),
     ];
     let mut t = Table {
-        title: format!("{case}: nginx CPU and memory"),
+        title: format!("{case}: {kind} CPU and memory"),
         columns: [
             "Phase",
             "Samples",
@@ -160,7 +165,10 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
         notes: Vec::new(),
     };
     for (label, lo, hi) in phases {
-        let s: Vec<&NginxSample> = nginx.iter().filter(|x| x.t_s > lo && x.t_s <= hi).collect();
+        let s: Vec<&ProxySample> = samples
+            .iter()
+            .filter(|x| x.t_s > lo && x.t_s <= hi)
+            .collect();
         if s.is_empty() {
             continue;
         }
@@ -174,7 +182,7 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
             mib(s.iter().map(|x| x.rss).max().unwrap_or(0)),
         ]);
     }
-    let (a, b) = rss_start_end(g, nginx);
+    let (a, b) = rss_start_end(g, samples);
     if let (Some(a), Some(b)) = (a, b) {
         t.notes.push(fill(
             "memory",
@@ -189,28 +197,28 @@ pub(super) fn resources_table(case: &str, g: &Growth<'_>, nginx: &[NginxSample])
     t
 }
 
-/// nginx RSS at the last sample before the growth and at the last sample of the case.
-pub(super) fn rss_start_end(g: &Growth<'_>, nginx: &[NginxSample]) -> (Option<u64>, Option<u64>) {
+/// The proxy's RSS at the last sample before the growth and at the last sample of the case.
+pub(super) fn rss_start_end(g: &Growth<'_>, samples: &[ProxySample]) -> (Option<u64>, Option<u64>) {
     let start = g.span().map_or(f64::INFINITY, |s| s.0);
-    let before = nginx
+    let before = samples
         .iter()
         .rev()
         .find(|s| s.t_s <= start)
-        .or(nginx.first())
+        .or(samples.first())
         .map(|s| s.rss);
-    (before, nginx.last().map(|s| s.rss))
+    (before, samples.last().map(|s| s.rss))
 }
 
-/// What nginx said when it refused the config, or that it never did.
+/// What the proxy said when it refused the config, or that it never did.
 pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
     let largest = g.ok_steps().last().copied();
     let mut t = Table {
         title: format!("{case}: limits"),
         columns: [
-            "Largest config nginx took",
-            "nginx -t there (ms)",
+            "Largest config the proxy took",
+            "Config check there (ms)",
             "Refused at",
-            "nginx's message",
+            "The proxy's message",
         ]
         .map(String::from)
         .to_vec(),
@@ -233,7 +241,10 @@ pub(super) fn limit_table(case: &str, g: &Growth<'_>) -> Table {
             Cell::text(took),
             val,
             Cell::dash(),
-            Cell::text(format!("none: nginx took every step up to {}", g.spec.to)),
+            Cell::text(format!(
+                "none: the proxy took every step up to {}",
+                g.spec.to
+            )),
         ]),
     }
     if g.spec.what == GrowWhat::Matches {

@@ -5,9 +5,19 @@ use super::ledger::{Ledger, LoadBooks};
 use super::plan::{Plan, What};
 use super::text::{fill, text};
 use super::{OLD_WORKERS_QUIT_MS, QUIT_MARGIN_MS};
-use crate::analysis::common::check;
+use crate::analysis::common::{check, not_measurable};
 use crate::scenario::{RemoveMode, StopSpec};
 use model::{Cell, CheckResult};
+
+/// What the checks must know of the proxy under test.
+pub struct Proxy<'a> {
+    /// Its kind's name, for "not measurable for KIND".
+    pub kind: &'a str,
+    /// Why its logs are missing, when they are: the checks that count log lines cannot be made.
+    pub logs_missing: Option<&'a str>,
+    /// True when it is the kind whose reload sequence the timing check models.
+    pub model_applies: bool,
+}
 
 /// What every check of a case reads.
 struct Input<'a> {
@@ -20,7 +30,16 @@ struct Input<'a> {
 }
 
 /// Every check that applies to the case's actions.
-pub fn all(case: &str, plan: &Plan, ledger: &Ledger, loads: &[LoadBooks]) -> Vec<CheckResult> {
+/// Checks that count the proxy's log lines (conservation, backend answers, error/warn lines)
+/// fail as "not measurable" when its logs are missing; the reload-timing check, which models
+/// nginx's reload sequence, is made only for that kind (the analysis says so for others).
+pub fn all(
+    case: &str,
+    plan: &Plan,
+    ledger: &Ledger,
+    loads: &[LoadBooks],
+    proxy: &Proxy<'_>,
+) -> Vec<CheckResult> {
     let i = Input {
         case,
         plan,
@@ -28,21 +47,38 @@ pub fn all(case: &str, plan: &Plan, ledger: &Ledger, loads: &[LoadBooks]) -> Vec
         loads,
         killed: plan.stopped(StopSpec::Kill) + plan.stopped(StopSpec::Fast),
     };
-    let mut out = vec![conservation(&i)];
+    let logged = |c: CheckResult| match proxy.logs_missing {
+        Some(why) => not_measurable(
+            c,
+            proxy.kind,
+            &format!("the proxy's logs could not be read ({why})"),
+        ),
+        None => c,
+    };
+    let mut out = vec![logged(conservation(&i))];
     out.extend(in_spans(&i));
-    out.extend(replicas(&i));
-    out.extend(reloads(&i));
+    out.extend(replicas(&i).into_iter().map(
+        |(c, uses_logs)| {
+            if uses_logs {
+                logged(c)
+            } else {
+                c
+            }
+        },
+    ));
+    out.extend(reloads(&i, proxy.model_applies));
     out.extend(idle_and_busy(&i));
-    out.extend(backends(&i));
+    out.extend(backends(&i).into_iter().map(logged));
     out
 }
 
-/// Conservation: one access-log line per answer nginx sent, one response per answer received.
+/// Conservation: one access-log line per answer the proxy sent, one response per answer
+/// received.
 fn conservation(i: &Input<'_>) -> CheckResult {
     let (ledger, killed) = (i.ledger, i.killed);
     let connections: u64 = i.loads.iter().map(|l| l.connections).sum();
     let tolerance = ledger.client_timeouts + connections * killed as u64;
-    let diff = ledger.nginx_answered() as i64 - ledger.client_responses as i64;
+    let diff = ledger.proxy_answered() as i64 - ledger.client_responses as i64;
     check(
         i.case,
         text("check_conservation"),
@@ -61,7 +97,7 @@ fn conservation(i: &Input<'_>) -> CheckResult {
                 ),
             ],
         ),
-        format!("{} ({})", ledger.nginx_answered(), Cell::Signed(diff)),
+        format!("{} ({})", ledger.proxy_answered(), Cell::Signed(diff)),
         diff.unsigned_abs() <= tolerance,
     )
 }
@@ -85,66 +121,80 @@ fn in_spans(i: &Input<'_>) -> Option<CheckResult> {
     ))
 }
 
-/// Replicas joining, stopping or dying: what each may cost.
-fn replicas(i: &Input<'_>) -> Vec<CheckResult> {
+/// Replicas joining, stopping or dying: what each may cost; each with whether it reads the
+/// proxy's logs.
+fn replicas(i: &Input<'_>) -> Vec<(CheckResult, bool)> {
     let (case, plan, ledger, loads, killed) = (i.case, i.plan, i.ledger, i.loads, i.killed);
     let mut out = Vec::new();
     let only_up = plan.has(|w| w == What::ReplicasUp)
         && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
     if only_up {
         let broken: u64 = loads.iter().map(|l| l.broken()).sum();
-        out.push(check(
-            case,
-            text("check_join"),
-            text("check_join_expected"),
-            broken,
-            broken == 0,
+        out.push((
+            check(
+                case,
+                text("check_join"),
+                text("check_join_expected"),
+                broken,
+                broken == 0,
+            ),
+            false,
         ));
     }
     let kills = killed > 0 || plan.has(|w| w == What::BackendsDown(RemoveMode::Kill));
     if !kills {
-        out.push(check(
-            case,
-            text("check_nothing_dies"),
-            ledger.upstream_answers.to_string(),
-            ledger.backend_responses,
-            ledger.lost_in_nginx() == 0,
+        out.push((
+            check(
+                case,
+                text("check_nothing_dies"),
+                ledger.upstream_answers.to_string(),
+                ledger.backend_responses,
+                ledger.lost_in_proxy() == 0,
+            ),
+            true,
         ));
     }
     if killed > 0 {
-        let lost = ledger.lost_in_nginx().max(0) as u64;
-        out.push(check(
-            case,
-            text("check_killed_answers"),
-            fill(
-                "check_killed_answers_expected",
-                &[("broken", &ledger.client_broken)],
+        let lost = ledger.lost_in_proxy().max(0) as u64;
+        out.push((
+            check(
+                case,
+                text("check_killed_answers"),
+                fill(
+                    "check_killed_answers_expected",
+                    &[("broken", &ledger.client_broken)],
+                ),
+                lost,
+                lost <= ledger.client_broken,
             ),
-            lost,
-            lost <= ledger.client_broken,
+            true,
         ));
     }
     let stopped = plan.stopped(StopSpec::Graceful) + killed;
     if stopped > 0 {
         for l in loads {
             let bound = 2 * l.connections * stopped as u64;
-            out.push(check(
-                case,
-                fill(
-                    "check_stop_cost",
-                    &[("load", &l.name), ("stopped", &stopped)],
+            out.push((
+                check(
+                    case,
+                    fill(
+                        "check_stop_cost",
+                        &[("load", &l.name), ("stopped", &stopped)],
+                    ),
+                    format!("<= {bound}"),
+                    l.broken(),
+                    l.broken() <= bound,
                 ),
-                format!("<= {bound}"),
-                l.broken(),
-                l.broken() <= bound,
+                false,
             ));
         }
     }
     out
 }
 
-/// Reloads alone: at most one request per connection each, lost when the old workers quit.
-fn reloads(i: &Input<'_>) -> Vec<CheckResult> {
+/// Reloads alone: at most one request per connection each, lost when the old workers quit (the
+/// timing of that quit is nginx's, checked only when `model_applies`).
+fn reloads(i: &Input<'_>, model_applies: bool) -> Vec<CheckResult> {
     let (case, plan, loads) = (i.case, i.plan, i.loads);
     let mut out = Vec::new();
     let hups = plan.sighups() as u64;
@@ -173,7 +223,7 @@ fn reloads(i: &Input<'_>) -> Vec<CheckResult> {
         .iter()
         .filter_map(|g| g.earliest)
         .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |x| x.min(g))));
-    if let Some(first) = first {
+    if let (Some(first), true) = (first, model_applies) {
         out.push(check(
             case,
             text("check_reload_timing"),

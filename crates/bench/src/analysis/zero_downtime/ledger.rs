@@ -1,5 +1,5 @@
 //! The books of one case: what every load lost and when (relative to the action that caused
-//! it), and the three-way count of requests as the clients, nginx's access log and the backends
+//! it), and the three-way count of requests as the clients, the proxy's access log and the backends
 //! saw them.
 
 use super::plan::{Plan, What};
@@ -167,7 +167,7 @@ impl LoadBooks {
     }
 }
 
-/// Requests counted three ways: by the clients, in nginx's access log, at the backends.
+/// Requests counted three ways: by the clients, in the proxy's access log, at the backends.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ledger {
     /// Responses the clients received (any status).
@@ -177,13 +177,13 @@ pub struct Ledger {
     /// Client attempts that failed below HTTP other than timeouts (never answered).
     pub client_broken: u64,
     /// Access-log lines.
-    pub nginx_lines: u64,
+    pub proxy_lines: u64,
     /// Access-log lines with status 499 (the client went away first).
-    pub nginx_499: u64,
+    pub proxy_499: u64,
     /// Responses the backends completed.
     pub backend_responses: u64,
     /// Upstream attempts in the access log that a backend answered (a status other than the
-    /// 502/504 nginx writes for a failed attempt).
+    /// 502/504 the proxy writes for a failed attempt).
     pub upstream_answers: u64,
     /// Access-log lines that needed more than one upstream attempt.
     pub retried: u64,
@@ -201,8 +201,8 @@ impl Ledger {
                 .iter()
                 .map(|s| s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0))
                 .sum(),
-            nginx_lines: r.logs.access_lines,
-            nginx_499: r.logs.access_status.get(&499).copied().unwrap_or(0),
+            proxy_lines: r.logs.access_lines,
+            proxy_499: r.logs.access_status.get(&499).copied().unwrap_or(0),
             backend_responses: r.backends.iter().map(|b| b.requests).sum(),
             error_warn: r
                 .logs
@@ -233,14 +233,14 @@ impl Ledger {
         l
     }
 
-    /// Access-log lines that carry an answer nginx sent (all but 499).
-    pub fn nginx_answered(&self) -> u64 {
-        self.nginx_lines - self.nginx_499
+    /// Access-log lines that carry an answer the proxy sent (all but 499).
+    pub fn proxy_answered(&self) -> u64 {
+        self.proxy_lines - self.proxy_499
     }
 
     /// Backend responses that never made it into the access log: requests that died inside
-    /// nginx after the backend answered (a killed worker).
-    pub fn lost_in_nginx(&self) -> i64 {
+    /// the proxy after the backend answered (a killed worker).
+    pub fn lost_in_proxy(&self) -> i64 {
         self.backend_responses as i64 - self.upstream_answers as i64
     }
 }

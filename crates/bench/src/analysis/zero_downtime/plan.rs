@@ -18,9 +18,9 @@ pub enum What {
     ReplicasUp,
     /// Replicas left, stopped this way.
     ReplicasDown(StopSpec),
-    /// Backends added (nginx reloaded with the longer list).
+    /// Backends added (the proxy reloaded with the longer list).
     BackendsUp,
-    /// Backends removed this way (nginx reloaded with the shorter list).
+    /// Backends removed this way (the proxy reloaded with the shorter list).
     BackendsDown(RemoveMode),
     /// A plain reload.
     Reload,
@@ -29,7 +29,7 @@ pub enum What {
 }
 
 impl What {
-    /// True when nginx reloads as part of the action.
+    /// True when the proxy reloads as part of the action.
     pub fn reloads(self) -> bool {
         matches!(
             self,
@@ -100,8 +100,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Matches the case's planned steps with the events that fired.
-    pub fn new(case: &Case, result: &CaseResult) -> Plan {
+    /// Matches the case's planned steps with the events that fired; `kind` is the proxy kind's
+    /// name, which names its replicas (`KIND-0`, `KIND-1`...) as the stack does.
+    pub fn new(case: &Case, result: &CaseResult, kind: &str) -> Plan {
         let replicas = case.proxy.as_ref().map_or(0, |p| p.replicas);
         let mut sizes: BTreeMap<String, u32> = case
             .backends
@@ -113,7 +114,7 @@ impl Plan {
             backends_at_start: sizes.values().sum(),
             ..Plan::default()
         };
-        let mut running: Vec<String> = (0..replicas).map(|i| format!("nginx-{i}")).collect();
+        let mut running: Vec<String> = (0..replicas).map(|i| format!("{kind}-{i}")).collect();
         for name in &running {
             plan.lifetimes.insert(name.clone(), (None, None));
         }
@@ -138,7 +139,7 @@ impl Plan {
                         What::ReplicasDown(*stop)
                     };
                     while (running.len() as u32) < *to {
-                        let name = format!("nginx-{next}");
+                        let name = format!("{kind}-{next}");
                         next += 1;
                         plan.lifetimes.insert(name.clone(), (Some(event.t_s), None));
                         running.push(name);
@@ -232,7 +233,7 @@ impl Plan {
         pts
     }
 
-    /// Backends in nginx's upstream over time (summed over groups), as a step series.
+    /// Backends in the proxy's upstream over time (summed over groups), as a step series.
     pub fn backend_steps(&self, end_s: f64) -> Vec<(f64, f64)> {
         let mut now = self.backends_at_start as f64;
         let mut pts = vec![(0.0, now)];

@@ -1,4 +1,4 @@
-//! Replicas under load: how many requests each served (stub_status), and readiness flaps that
+//! Replicas under load: how many requests each served (its status page), and readiness flaps that
 //! the load caused, as opposed to failed probes of a replica the case was stopping anyway.
 
 use super::plan::Plan;
@@ -16,7 +16,7 @@ pub struct ReplicaLife {
     pub started: Option<f64>,
     /// Stopped by an action at this time, or ran to the end.
     pub stopped: Option<f64>,
-    /// Requests served by the last stub_status sample.
+    /// Requests served by the last status-page sample (0 when the kind has no status page).
     pub requests: u64,
     /// Probes made.
     pub probes: u64,

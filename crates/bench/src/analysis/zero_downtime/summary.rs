@@ -18,8 +18,8 @@ struct Row {
     cells: Vec<Cell>,
 }
 
-fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
-    let plan = Plan::new(case, c);
+fn row(case: &crate::scenario::Case, c: &CaseResult, kind: &str) -> Row {
+    let plan = Plan::new(case, c, kind);
     let ledger = Ledger::new(c);
     let lives = replicas::lives(&plan, c);
     let proto = |https: bool| {
@@ -62,7 +62,7 @@ fn row(case: &crate::scenario::Case, c: &CaseResult) -> Row {
             Cell::text(&c.name),
             proto(false),
             proto(true),
-            Cell::Int(ledger.nginx_499 as i64),
+            Cell::Int(ledger.proxy_499 as i64),
             Cell::Int(ledger.error_warn as i64),
             Cell::Int(flaps as i64),
             Cell::text(worst(c)),
@@ -105,6 +105,7 @@ fn worst(c: &CaseResult) -> String {
 
 /// Adds the summary table to the last case and the comparisons to the run's findings.
 pub fn finish(scn: &Scenario, results: &mut RunResults) {
+    let kind = crate::analysis::common::replica_kind(&results.env, scn.cases.first());
     let rows: Vec<Row> = results
         .cases
         .iter()
@@ -112,7 +113,7 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
             scn.cases
                 .iter()
                 .find(|k| k.name == c.name)
-                .map(|k| row(k, c))
+                .map(|k| row(k, c, &kind))
         })
         .collect();
     if rows.is_empty() {

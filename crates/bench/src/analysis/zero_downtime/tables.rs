@@ -84,7 +84,7 @@ fn explain(plan: &Plan, migrate_req: &str) -> Vec<String> {
     out
 }
 
-/// Requests counted by the clients, nginx and the backends.
+/// Requests counted by the clients, the proxy and the backends.
 pub fn ledger(case: &str, l: &Ledger) -> Table {
     let row = |what: &str, n: Cell, meaning: &str| vec![Cell::text(what), n, Cell::text(meaning)];
     Table {
@@ -99,27 +99,27 @@ pub fn ledger(case: &str, l: &Ledger) -> Table {
             row(
                 "clients: never answered",
                 Cell::Int(l.client_broken as i64),
-                "refused, reset or closed before an answer; nginx never logged them",
+                "refused, reset or closed before an answer; the proxy never logged them",
             ),
             row(
                 "clients: timed out",
                 Cell::Int(l.client_timeouts as i64),
-                "the client gave up; nginx logs 499 or the answer it sent too late",
+                "the client gave up; the proxy logs 499 or the answer it sent too late",
             ),
             row(
-                "nginx: access-log lines",
-                Cell::Int(l.nginx_lines as i64),
-                "one per request nginx read",
+                "proxy: access-log lines",
+                Cell::Int(l.proxy_lines as i64),
+                "one per request the proxy read",
             ),
             row(
-                "nginx: of which 499",
-                Cell::Int(l.nginx_499 as i64),
+                "proxy: of which 499",
+                Cell::Int(l.proxy_499 as i64),
                 "the client closed first",
             ),
             row(
-                "nginx answers - client answers",
-                Cell::Signed(l.nginx_answered() as i64 - l.client_responses as i64),
-                "0 when every answer nginx logged reached a client",
+                "proxy answers - client answers",
+                Cell::Signed(l.proxy_answered() as i64 - l.client_responses as i64),
+                "0 when every answer the proxy logged reached a client",
             ),
             row(
                 "backends: responses",
@@ -127,22 +127,22 @@ pub fn ledger(case: &str, l: &Ledger) -> Table {
                 "what the backends completed",
             ),
             row(
-                "nginx: backend answers logged",
+                "proxy: backend answers logged",
                 Cell::Int(l.upstream_answers as i64),
                 "upstream attempts a backend answered",
             ),
             row(
-                "lost inside nginx",
-                Cell::Int(l.lost_in_nginx()),
-                "a backend answered, nginx died before it logged: only a kill does this",
+                "lost inside the proxy",
+                Cell::Int(l.lost_in_proxy()),
+                "a backend answered, the proxy died before it logged: only a kill does this",
             ),
             row(
-                "nginx: passed to a second backend",
+                "proxy: passed to a second backend",
                 Cell::Int(l.retried as i64),
                 "lines with more than one upstream attempt",
             ),
             row(
-                "nginx: error/warn lines",
+                "proxy: error/warn lines",
                 Cell::Int(l.error_warn as i64),
                 "error log at warn and above",
             ),

@@ -101,6 +101,7 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
         scenario_file: src.file.clone(),
         selected_cases: vec![case.name.clone()],
         aborted_case: None,
+        proxy: None,
         run: RunResults {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),

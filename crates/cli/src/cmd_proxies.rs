@@ -11,9 +11,6 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-/// The kind a comparison refuses: the user's own proxy, not a variant of the scenario.
-const EXTERNAL: &str = "external";
-
 /// What `--proxy` asks for: the kinds, and whether to compare them (several kinds, or `all`).
 pub struct ProxyChoice {
     /// The kinds, in the order given.
@@ -30,7 +27,7 @@ pub fn parse_kinds(arg: &str) -> Result<ProxyChoice, CliError> {
             kinds: ProxyKind::ALL
                 .iter()
                 .copied()
-                .filter(|k| k.name() != EXTERNAL)
+                .filter(|k| *k != ProxyKind::External)
                 .collect(),
             compare: true,
         });
@@ -51,9 +48,9 @@ pub fn parse_kinds(arg: &str) -> Result<ProxyChoice, CliError> {
         }
         kinds.push(kind);
     }
-    if kinds.len() > 1 && kinds.iter().any(|k| k.name() == EXTERNAL) {
+    if kinds.len() > 1 && kinds.contains(&ProxyKind::External) {
         return Err(CliError::usage(format!(
-            "--proxy {arg}: {EXTERNAL} cannot be compared: it is a proxy you run yourself, not a \
+            "--proxy {arg}: external cannot be compared: it is a proxy you run yourself, not a \
              variant of the scenario"
         )));
     }

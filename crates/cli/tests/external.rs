@@ -304,7 +304,7 @@ fn an_external_nginx_is_measured_without_being_started() {
         .contains("exec"));
     assert!(r
         .env
-        .nginx
+        .proxy
         .starts_with("external (not started by proxybench)"));
     // proxybench left the user's nginx running.
     testkit::http_get(

@@ -207,7 +207,7 @@ pub fn build(
                     },
                     results.abort_reason.clone(),
                     Some(*exit_code),
-                    results.env.nginx.lines().next().unwrap_or("").to_string(),
+                    results.env.proxy.lines().next().unwrap_or("").to_string(),
                     results.started_at.clone(),
                     (
                         results.checks.iter().filter(|c| c.pass).count() as u64,

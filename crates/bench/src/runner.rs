@@ -472,8 +472,10 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> CaseOutcome {
         Ok(r) => r,
         Err(e) => return CaseOutcome::failed(e),
     };
-    let fired = fire_steps(case, ctx, &mut running);
+    let mut fired = fire_steps(case, ctx, &mut running);
     let collected = collect(case, ctx, running);
+    // Old generations still exiting when their reload served were timed meanwhile.
+    proxy::driver::settle_reloads(&mut fired.reloads);
     record(case, ctx, fired, collected)
 }
 

@@ -13,6 +13,7 @@ use crate::{admin, process, Error, Feature};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What a render needs from the run: where the replica lives, its generation, the addresses of
@@ -252,11 +253,17 @@ pub trait Replica: Send + std::fmt::Debug {
     }
 }
 
-/// Polls after a reload was triggered at `t_sig` until the admin port answers `generation` and
-/// every pid of `old` has exited (`old = None`: the proxy reloads in place, nothing to wait
-/// for), filling `rec`. `failed` is asked every 50 ms while the generation is not served and
-/// returns the proxy's own complaint when the reload was refused; `running` says whether the
-/// replica is still up. Returns true when the new generation served.
+/// Polls after a reload was triggered at `t_sig` until the admin port answers `generation`,
+/// filling `rec`. `failed` is asked every 50 ms while the generation is not served and returns
+/// the proxy's own complaint when the reload was refused; `running` says whether the replica is
+/// still up. Returns true when the new generation served.
+///
+/// The processes of the old generation (`old`; `None`: the proxy reloads in place) may take long
+/// to exit (HAProxy's old worker waits for each idle keep-alive client to send again), and the
+/// reload is done for the scenario once the new generation serves: the next action must not wait
+/// for them. So when they are still running then, a watcher thread times their exit on the same
+/// clock (bounded by `bound` from the trigger), and [`settle_reloads`] writes that time into the
+/// record at the case's end.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn await_reload(
     rec: &mut model::ReloadRecord,
@@ -274,20 +281,20 @@ pub(crate) fn await_reload(
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     loop {
         let now = Instant::now();
-        if rec.served_ms.is_none()
-            && admin::generation(admin_port, Duration::from_millis(500)).ok() == Some(generation)
-        {
-            rec.served_ms = Some(ms(t_sig));
-        }
         if let Some(old) = old {
             if rec.old_workers_exited_ms.is_none() && old.iter().all(|&p| !process::alive(p)) {
                 rec.old_workers_exited_ms = Some(ms(t_sig));
             }
         }
-        if rec.served_ms.is_some() && (old.is_none() || rec.old_workers_exited_ms.is_some()) {
+        if admin::generation(admin_port, Duration::from_millis(500)).ok() == Some(generation) {
+            rec.served_ms = Some(ms(t_sig));
+            if let (Some(old), None) = (old, rec.old_workers_exited_ms) {
+                let key = (name.to_string(), generation, rec.t_s.to_bits());
+                watch_old(key, t_sig, old.to_vec(), deadline);
+            }
             return true;
         }
-        if rec.served_ms.is_none() && now >= next_log_check {
+        if now >= next_log_check {
             if let Some(e) = failed() {
                 rec.error = Some(e);
                 return false;
@@ -296,19 +303,86 @@ pub(crate) fn await_reload(
         }
         if !running() {
             rec.error = Some(format!("{name}: the proxy exited during the reload"));
-            return rec.served_ms.is_some();
+            return false;
         }
         if now >= deadline {
-            rec.error = Some(if rec.served_ms.is_none() {
-                format!("{name}: generation {generation} not served within {bound:?}")
-            } else {
-                format!("{name}: old processes still running after {bound:?}")
-            });
-            return rec.served_ms.is_some();
+            rec.error = Some(format!(
+                "{name}: generation {generation} not served within {bound:?}"
+            ));
+            return false;
         }
-        // Poll the admin port tightly until served; /proc reads after that are cheap.
-        let pause = if rec.served_ms.is_none() { 2 } else { 5 };
-        std::thread::sleep(Duration::from_millis(pause));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The exit time of an old generation's processes, as a watcher thread measures it: `Ok(ms
+/// since the reload's trigger)` or `Err(why not)`.
+type Exit = Arc<OnceLock<Result<f64, String>>>;
+
+/// Which reload a watcher belongs to: its record's replica, generation and start time (bits).
+type ReloadKey = (String, u64, u64);
+
+/// Old generations still being watched, with the watcher's verdict.
+static WATCHED: Mutex<Vec<(ReloadKey, Exit)>> = Mutex::new(Vec::new());
+
+/// Starts a thread that times the exit of `old` from `t_sig`, giving up at `deadline`.
+fn watch_old(key: ReloadKey, t_sig: Instant, old: Vec<u32>, deadline: Instant) {
+    let exit: Exit = Arc::new(OnceLock::new());
+    let slot = exit.clone();
+    let who = key.0.clone();
+    let spawned = std::thread::Builder::new()
+        .name("pb-reload-watch".into())
+        .spawn(move || loop {
+            if old.iter().all(|&p| !process::alive(p)) {
+                let _ = slot.set(Ok(t_sig.elapsed().as_secs_f64() * 1e3));
+                return;
+            }
+            if Instant::now() >= deadline {
+                let _ = slot.set(Err(format!(
+                    "{who}: old processes still running {:?} after the reload",
+                    deadline - t_sig
+                )));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        });
+    if spawned.is_err() {
+        let _ = exit.set(Err(format!("{}: cannot watch the old processes", key.0)));
+    }
+    WATCHED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, exit));
+}
+
+/// Writes the exit times of old generations that were still running when their reload served
+/// into `records` (matched by replica and generation), waiting for each watcher's verdict: call
+/// it once the case's replicas are down, before the reloads are recorded. A generation whose
+/// processes outlived the bound gets the error instead.
+pub fn settle_reloads(records: &mut [model::ReloadRecord]) {
+    for rec in records.iter_mut() {
+        let key = (rec.replica.clone(), rec.generation, rec.t_s.to_bits());
+        let exit = {
+            let mut w = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+            match w.iter().position(|(k, _)| *k == key) {
+                Some(i) => w.swap_remove(i).1,
+                None => continue,
+            }
+        };
+        let verdict = loop {
+            if let Some(v) = exit.get() {
+                break v.clone();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        {
+            match verdict {
+                Ok(ms) => rec.old_workers_exited_ms = Some(ms),
+                Err(e) => {
+                    rec.error.get_or_insert(e);
+                }
+            }
+        }
     }
 }
 

@@ -106,7 +106,15 @@ pub struct ErrorRecord<'a> {
     pub level: Cow<'a, str>,
     /// The message without time, pid and connection id.
     pub message: Cow<'a, str>,
+    /// The proxy's own start, reload or stop message (HAProxy logs `Proxy X stopped` as a
+    /// warning at every reload, Caddy `automatic HTTPS is completely disabled` at every load),
+    /// whatever level it is logged at: counted under the level `lifecycle`, so it is never taken
+    /// for a warning about the traffic.
+    pub lifecycle: bool,
 }
+
+/// The level under which lifecycle lines ([`ErrorRecord::lifecycle`]) are counted.
+pub const LIFECYCLE: &str = "lifecycle";
 
 /// Summarises whole access and error logs written in `format` (missing files count as empty).
 pub fn summarize(
@@ -233,6 +241,7 @@ impl Summarizer {
             return;
         }
         let (level, msg) = match self.format.error(line) {
+            Some(r) if r.lifecycle => (LIFECYCLE.to_string(), r.message.into_owned()),
             Some(r) => (r.level.into_owned(), r.message.into_owned()),
             None => ("unknown".to_string(), line.to_string()),
         };

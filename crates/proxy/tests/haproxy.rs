@@ -154,6 +154,8 @@ fn reloads_under_keepalive_load_fail_no_request() {
         stop.store(true, Ordering::SeqCst);
         (records, load.join().unwrap())
     });
+    let mut records = records;
+    proxybench_proxy::driver::settle_reloads(&mut records);
     let s = &out.summary;
     eprintln!(
         "haproxy reloads under load: {} requests; served_ms {:?}; old_workers_exited_ms {:?}",

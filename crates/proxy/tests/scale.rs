@@ -69,7 +69,8 @@ fn listeners_routes_and_upstream_servers_at_ngf_scale() {
     cfg.routes.push(Route::to_upstream("/route-new", "small"));
     ctx.generation = 2;
     let conf2 = nginx::render(&cfg, &ctx).unwrap();
-    let rec = r.reload(&conf2, 2, Instant::now());
+    let mut rec = r.reload(&conf2, 2, Instant::now());
+    proxybench_proxy::driver::settle_reloads(std::slice::from_mut(&mut rec));
     assert_eq!(rec.error, None);
     let resp = get(http7, "/route-new", "http-7.example.com");
     assert_eq!(

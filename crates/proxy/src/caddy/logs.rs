@@ -70,11 +70,33 @@ pub fn error(line: &str) -> Option<ErrorRecord<'_>> {
     if l.level.is_empty() {
         return None;
     }
+    let lifecycle = LIFECYCLE.iter().any(|p| l.msg.starts_with(p));
     Some(ErrorRecord {
         level: Cow::Owned(l.level.to_ascii_lowercase()),
         message: l.msg,
+        lifecycle,
     })
 }
+
+/// Beginnings of the messages Caddy prints at every start, config load and stop (two at `warn`
+/// level): the process's life, not the traffic's.
+const LIFECYCLE: &[&str] = &[
+    "automatic HTTPS is completely disabled",
+    "exiting",
+    "shutting down",
+    "stopping now",
+    "server running",
+    "serving initial configuration",
+    "load complete",
+    "stopped previous server",
+    "admin endpoint started",
+    "started background certificate maintenance",
+    "stopped background certificate maintenance",
+    "redirected default logger",
+    "autosaved config",
+    "servers shutting down",
+    "HTTP/2 skipped",
+];
 
 #[cfg(test)]
 mod tests {
@@ -141,5 +163,14 @@ mod tests {
         assert_eq!(sum.upstream_addr.get("-"), Some(&1));
         assert_eq!(sum.status_origin.get("502 proxy"), Some(&1));
         assert_eq!(sum.error_levels.get("error"), Some(&1));
+    }
+
+    #[test]
+    fn load_and_exit_messages_are_lifecycle() {
+        let l = error(r#"{"level":"warn","ts":1795602888.98,"logger":"http","msg":"automatic HTTPS is completely disabled for server","server_name":"https"}"#).unwrap();
+        assert!(l.lifecycle);
+        let e = error(r#"{"level":"error","ts":1795602888.98,"logger":"http.log.error","msg":"dial tcp 127.0.0.1:9: connect: connection refused"}"#).unwrap();
+        assert!(!e.lifecycle);
+        assert_eq!(e.level, "error");
     }
 }

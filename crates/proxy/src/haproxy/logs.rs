@@ -73,8 +73,28 @@ pub fn error(line: &str) -> Option<ErrorRecord<'_>> {
     Some(ErrorRecord {
         level: Cow::Borrowed(level),
         message: Cow::Borrowed(message),
+        lifecycle: LIFECYCLE.iter().any(|p| message.starts_with(p)),
     })
 }
+
+/// Beginnings of the messages HAProxy's master and workers print at every start, reload and
+/// stop (several at WARNING level): the process's life, not the traffic's.
+const LIFECYCLE: &[&str] = &[
+    "Proxy ",
+    "Former worker",
+    "Current worker",
+    "All workers exited",
+    "Exiting Master process",
+    "Reexecuting Master process",
+    "Loading success",
+    "New worker",
+    "haproxy version is",
+    "path to executable is",
+    "Stopping ",
+    "Pausing ",
+    "Resuming ",
+    "Enabling ",
+];
 
 #[cfg(test)]
 mod tests {
@@ -126,5 +146,24 @@ mod tests {
             ("alert", "config : parsing [h.cfg:9] : bad")
         );
         assert_eq!(error("random text"), None);
+    }
+
+    #[test]
+    fn reload_notices_are_lifecycle_not_warnings_about_traffic() {
+        let stopped =
+            error("[WARNING]  (4242) : Proxy fe_http stopped (cumulated conns: FE: 12, BE: 0).")
+                .unwrap();
+        assert_eq!((stopped.level.as_ref(), stopped.lifecycle), ("warn", true));
+        let down = error(
+            "[WARNING]  (4243) : Server be_cafe/s1 is DOWN, reason: Layer4 connection problem.",
+        )
+        .unwrap();
+        assert_eq!((down.level.as_ref(), down.lifecycle), ("warn", false));
+        let mut s = crate::logs::Summarizer::new(crate::logs::LogFormat::Haproxy);
+        s.error_line("[WARNING]  (4242) : Former worker (4100) exited with code 0 (Exit)");
+        s.error_line("[WARNING]  (4243) : Server be_cafe/s1 is DOWN, reason: x.");
+        let sum = s.finish();
+        assert_eq!(sum.error_levels.get("warn"), Some(&1));
+        assert_eq!(sum.error_levels.get(crate::logs::LIFECYCLE), Some(&1));
     }
 }

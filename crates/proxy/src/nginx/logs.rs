@@ -41,6 +41,8 @@ pub fn error(line: &str) -> Option<ErrorRecord<'_>> {
     parse_error_line(line).map(|(level, message)| ErrorRecord {
         level: Cow::Borrowed(level),
         message: Cow::Borrowed(message),
+        // nginx logs its signals, starts and exits at notice: no line needs setting apart.
+        lifecycle: false,
     })
 }
 

@@ -208,7 +208,10 @@ impl Ledger {
                 .logs
                 .error_levels
                 .iter()
-                .filter(|(lvl, _)| !matches!(lvl.as_str(), "notice" | "info" | "debug"))
+                .filter(|(lvl, _)| {
+                    !matches!(lvl.as_str(), "notice" | "info" | "debug")
+                        && lvl.as_str() != proxy::logs::LIFECYCLE
+                })
                 .map(|(_, n)| n)
                 .sum(),
             ..Ledger::default()

@@ -645,6 +645,15 @@ fn the_rendered_config_speaks_haproxy() {
     ] {
         assert!(has(&text, line), "missing {line:?} in\n{text}");
     }
+    // Passive health as nginx's max_fails; max_fails = 0 turns it off (nginx's meaning), so no
+    // server is observed at all rather than an error-limit of 0 HAProxy refuses.
+    cfg.upstreams[0].max_fails = Some(3);
+    let text = haproxy::render(&cfg, &ctx).unwrap();
+    assert!(text.contains("observe layer4 error-limit 3 on-error mark-down"), "{text}");
+    cfg.upstreams[0].max_fails = Some(0);
+    let text = haproxy::render(&cfg, &ctx).unwrap();
+    assert!(!text.contains("observe layer4"), "{text}");
+    cfg.upstreams[0].max_fails = None;
     // A retry on 429 has no HAProxy equivalent: refused at render, naming the upstream.
     cfg.upstreams[0].next_upstream = Some(vec![proxybench_proxy::config::NextUpstream::Http429]);
     let err = haproxy::render(&cfg, &ctx).unwrap_err().to_string();

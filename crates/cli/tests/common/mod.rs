@@ -27,9 +27,21 @@ pub fn run_quick(scenario: &str, root: &Path) -> Quick {
 /// Runs `proxybench run SCENARIO [--quick] --no-progress --results ROOT` (a built-in name or a
 /// file) into a root of its own.
 pub fn run(scenario: &str, quick: bool, root: &Path) -> Quick {
+    run_args(scenario, quick, root, &[])
+}
+
+/// [`run_quick`] with the proxy kind overridden (`--proxy KIND`).
+#[allow(dead_code)] // not every test binary runs other proxies
+pub fn run_quick_as(scenario: &str, kind: &str, root: &Path) -> Quick {
+    run_args(scenario, true, root, &["--proxy", kind])
+}
+
+/// [`run`] with extra arguments.
+fn run_args(scenario: &str, quick: bool, root: &Path, extra: &[&str]) -> Quick {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
     cmd.args(["run", scenario, "--no-progress", "--results"])
-        .arg(root);
+        .arg(root)
+        .args(extra);
     if quick {
         cmd.arg("--quick");
     }

@@ -301,6 +301,9 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         let list: Vec<String> = ids.iter().map(usize::to_string).collect();
         format!("{{ var(txn.pb_route) -m int {} }}", list.join(" "))
     };
+    // HAProxy reads at most 64 words per line: a long list of routes is tested in chunks, one
+    // line each.
+    let chunks = |ids: &[usize]| -> Vec<String> { ids.chunks(ROUTES_PER_LINE).map(is).collect() };
     // Routes used on this listener, by what they do.
     let mut used: Vec<usize> = rules
         .iter()
@@ -331,8 +334,11 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         let l = cfg.rate_limit(name).expect("validated");
         let (_, window_max) = window(l)?;
         let key = sample(&l.key).ok_or_else(|| untranslatable("rate limit", name, &l.key))?;
-        let on = is(ids);
         item(o, "    ", &format!("rate_limit.{name}"));
+        for c in chunks(ids) {
+            let _ = writeln!(o, "    http-request set-var(txn.pb_rl_on) str({name}) if {c}");
+        }
+        let on = format!("{{ var(txn.pb_rl_on) -m str {name} }}");
         let _ = writeln!(
             o,
             "    http-request track-sc0 {key} table st_{name} if {on}\n    \
@@ -350,13 +356,18 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         }
     }
     for (u, ids) in &by_upstream {
-        let _ = writeln!(o, "    use_backend be_{u} if {}", is(ids));
+        for c in chunks(ids) {
+            let _ = writeln!(o, "    use_backend be_{u} if {c}");
+        }
     }
     Ok(())
 }
 
 /// The Host header without its port, lower case.
 const HOST: &str = "req.hdr(host),field(1,:),lower";
+
+/// Route ids tested on one line (HAProxy splits a line into at most 64 words).
+const ROUTES_PER_LINE: usize = 48;
 
 /// A route's header, query and method conditions as anonymous ACLs.
 fn conditions(r: &Route) -> Vec<String> {
@@ -435,7 +446,8 @@ fn backend(o: &mut String, u: &Upstream, ctx: &RenderContext) -> Result<(), Erro
             let _ = write!(params, " pool-purge-delay {}", time(t.0));
         }
     }
-    if u.max_fails.is_some() || u.fail_timeout.is_some() {
+    // max_fails = 0 turns passive health off, as in nginx: no observing at all.
+    if (u.max_fails.is_some() || u.fail_timeout.is_some()) && u.max_fails != Some(0) {
         let fails = u.max_fails.unwrap_or(1);
         let every = u.fail_timeout.map_or(Duration::from_secs(10), |t| t.0);
         let _ = write!(

@@ -205,7 +205,11 @@ fn zero_downtime_scaling_quick_on_other_proxies() {
     for kind in ["haproxy", "caddy"] {
         let tmp = tempfile::tempdir().unwrap();
         let Quick { r, dir, code, text } = run_quick_as("zero-downtime-scaling", kind, tmp.path());
-        assert!(r.quick && !r.partial, "{kind}: {:?}\n{text}", r.abort_reason);
+        assert!(
+            r.quick && !r.partial,
+            "{kind}: {:?}\n{text}",
+            r.abort_reason
+        );
         assert_eq!(r.env.proxy_kind.as_deref(), Some(kind));
         let names: Vec<&str> = r.cases.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, CASES, "{kind}");
@@ -220,7 +224,11 @@ fn zero_downtime_scaling_quick_on_other_proxies() {
             );
             assert!(c.logs.missing.is_none(), "{kind}/{}", c.name);
             for x in &c.reloads {
-                assert!(x.error.is_none() && x.served_ms.is_some(), "{kind}/{}: {x:?}", c.name);
+                assert!(
+                    x.error.is_none() && x.served_ms.is_some(),
+                    "{kind}/{}: {x:?}",
+                    c.name
+                );
             }
         }
         for name in ["gradual-up", "abrupt-up"] {
@@ -231,8 +239,10 @@ fn zero_downtime_scaling_quick_on_other_proxies() {
             assert_eq!(code, Some(0), "{kind}: every check must pass\n{text}");
         } else {
             assert!(
-                failed.iter().all(|c| c.name.starts_with("every answer is counted twice")
-                    || c.name.starts_with("nothing dies inside the proxy")),
+                failed
+                    .iter()
+                    .all(|c| c.name.starts_with("every answer is counted twice")
+                        || c.name.starts_with("nothing dies inside the proxy")),
                 "{kind}: {failed:#?}"
             );
         }

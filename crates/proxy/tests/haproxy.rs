@@ -649,7 +649,10 @@ fn the_rendered_config_speaks_haproxy() {
     // server is observed at all rather than an error-limit of 0 HAProxy refuses.
     cfg.upstreams[0].max_fails = Some(3);
     let text = haproxy::render(&cfg, &ctx).unwrap();
-    assert!(text.contains("observe layer4 error-limit 3 on-error mark-down"), "{text}");
+    assert!(
+        text.contains("observe layer4 error-limit 3 on-error mark-down"),
+        "{text}"
+    );
     cfg.upstreams[0].max_fails = Some(0);
     let text = haproxy::render(&cfg, &ctx).unwrap();
     assert!(!text.contains("observe layer4"), "{text}");

@@ -336,7 +336,10 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         let key = sample(&l.key).ok_or_else(|| untranslatable("rate limit", name, &l.key))?;
         item(o, "    ", &format!("rate_limit.{name}"));
         for c in chunks(ids) {
-            let _ = writeln!(o, "    http-request set-var(txn.pb_rl_on) str({name}) if {c}");
+            let _ = writeln!(
+                o,
+                "    http-request set-var(txn.pb_rl_on) str({name}) if {c}"
+            );
         }
         let on = format!("{{ var(txn.pb_rl_on) -m str {name} }}");
         let _ = writeln!(

@@ -764,11 +764,14 @@ impl Stack {
                     }
                 }
             }
-            let (rel, err) = self.reload_all();
+            let (mut rel, err) = self.reload_all();
             if let Some(e) = err {
                 first_err.get_or_insert(e);
             }
             if remove == RemoveMode::Drain {
+                // A drained backend must never meet the proxy again: wait until the processes
+                // of the old generation, which still route to it, have exited.
+                proxy::driver::settle_reloads(&mut rel);
                 for g in gone {
                     match self.fleet.drain_async(&g) {
                         Ok(h) => self.drains.push((g, h)),

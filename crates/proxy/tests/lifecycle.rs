@@ -242,8 +242,7 @@ fn every_stop_mode_ends_every_process() {
         let dir = scratch("stop");
         let mut ctx = context(&cfg, dir.path(), &group(&a));
         let mut r = start("nginx-0", &cfg, &mut ctx, dir.path());
-        let pids = r.pids();
-        assert_eq!(pids.len(), 3);
+        let pids = all_workers_up(&r);
         let port = ctx.ports["http"];
         // A request in flight when the stop arrives.
         let inflight = std::thread::spawn(move || {
@@ -283,8 +282,7 @@ fn dropping_a_replica_leaves_no_process() {
     let dir = scratch("drop");
     let mut ctx = context(&cfg, dir.path(), &group(&a));
     let r = start("nginx-0", &cfg, &mut ctx, dir.path());
-    let pids = r.pids();
-    assert_eq!(pids.len(), 3);
+    let pids = all_workers_up(&r);
     let handle = r.handle();
     assert_eq!(handle.pids(), pids);
     drop(r);
@@ -410,4 +408,18 @@ fn killing_the_parent_takes_nginx_down() {
         Vec::<u32>::new(),
         "nginx processes outlived their parent"
     );
+}
+
+/// The master and its two workers, once both workers are forked: a replica counts as started when
+/// its admin listener answers, which one worker is enough for, so the second may still be coming.
+fn all_workers_up(r: &Replica) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids = r.pids();
+        if pids.len() == 3 || Instant::now() >= deadline {
+            assert_eq!(pids.len(), 3, "master and two workers: {pids:?}");
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

@@ -208,6 +208,24 @@ pub fn run_bounded(
     }
 }
 
+/// What `program args...` prints (stdout, then stderr, trimmed): a proxy's version for
+/// env.json, whichever stream it prints it on (nginx -V writes to stderr, caddy to stdout).
+pub(crate) fn output_text(program: &Path, args: &[&str]) -> Result<String, Error> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            Error::io(
+                format!("cannot run {} {}", program.display(), args.join(" ")),
+                e,
+            )
+        })?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok(text.trim_end().to_string())
+}
+
 /// A proxy replica's main process, run in its own process group and never left behind:
 /// PR_SET_PDEATHSIG takes it down with proxybench, a watchdog shell in the same group takes the
 /// rest of the group down too (it reads a pipe whose writer is proxybench and kills the group at
@@ -477,5 +495,17 @@ mod tests {
         c.wait().unwrap();
         assert!(!alive(c.id()));
         assert!(!children(me).contains(&c.id()));
+    }
+
+    #[test]
+    fn output_text_takes_both_streams() {
+        let t = output_text(Path::new("/bin/sh"), &["-c", "echo out; echo err >&2"]).unwrap();
+        assert_eq!(t, "out\nerr");
+        let e = output_text(Path::new("/nonexistent/pb-proxy"), &["-v"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot run /nonexistent/pb-proxy -v"),
+            "{e}"
+        );
     }
 }

@@ -167,14 +167,7 @@ pub(crate) fn command(dir: &Path) -> Command {
 
 /// `caddy version`, verbatim, for env.json.
 pub fn version() -> Result<String, Error> {
-    let out = Command::new(binary())
-        .arg("version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::io(format!("cannot run {} version", binary().display()), e))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Ok(text.trim_end().to_string())
+    crate::process::output_text(&binary(), &["version"])
 }
 
 /// Checks `json` with `caddy validate`, written to `dir/caddy-test.json` (the directory is

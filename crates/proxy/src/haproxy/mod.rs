@@ -189,14 +189,7 @@ pub fn binary() -> PathBuf {
 
 /// `haproxy -v`, verbatim, for env.json.
 pub fn version() -> Result<String, Error> {
-    let out = Command::new(binary())
-        .arg("-v")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::io(format!("cannot run {} -v", binary().display()), e))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Ok(text.trim_end().to_string())
+    crate::process::output_text(&binary(), &["-v"])
 }
 
 /// Checks `conf_text` with `haproxy -c`, written to `dir/haproxy-test.cfg` (the directory is

@@ -83,15 +83,7 @@ pub fn binary() -> PathBuf {
 
 /// `nginx -V`, verbatim (version, compiler, OpenSSL and configure arguments), for env.json.
 pub fn version() -> Result<String, Error> {
-    let out = Command::new(binary())
-        .arg("-V")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::io(format!("cannot run {} -V", binary().display()), e))?;
-    // nginx prints -V to stderr.
-    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stdout));
-    Ok(text.trim_end().to_string())
+    crate::process::output_text(&binary(), &["-V"])
 }
 
 /// Checks `conf_text` with `nginx -t`. The text is written to

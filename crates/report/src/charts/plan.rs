@@ -822,6 +822,7 @@ mod tests {
             markers: vec![marker(1.0, 1, "grow")],
             spans: vec![],
             x_range: (0.0, 6.0),
+            ready: Vec::new(),
         };
         let charts = series_charts(&base, &case, "scale");
         let ttr = &charts[0];
@@ -845,6 +846,45 @@ mod tests {
         assert_eq!(items.x_desc, "time since start (s)");
         assert!(items.lines[0].join);
         assert_eq!((items.x_range, items.markers.len()), ((0.0, 6.0), 1));
+    }
+
+    #[test]
+    fn ready_steps_count_ready_pods_per_role_and_hold_to_the_end() {
+        let pod = |t: f64, pod: &str, phase: &str, ready: bool| model::PodChange {
+            t_s: t,
+            pod: pod.into(),
+            role: "proxy".into(),
+            phase: phase.into(),
+            ready,
+            terminating: false,
+        };
+        let case = CaseResult {
+            cluster: Some(model::ClusterRecord {
+                pods: vec![
+                    pod(1.0, "a", "Running", true),
+                    pod(2.0, "b", "Running", true),
+                    pod(3.0, "a", "Deleted", true),
+                ],
+                ..Default::default()
+            }),
+            ..CaseResult::default()
+        };
+        let lines = ready_lines(&case, (0.0, 5.0));
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            lines[0].segments[0],
+            [
+                (0.0, 0.0),
+                (1.0, 0.0),
+                (1.0, 1.0),
+                (2.0, 1.0),
+                (2.0, 2.0),
+                (3.0, 2.0),
+                (3.0, 1.0),
+                (5.0, 1.0)
+            ]
+        );
+        assert!(ready_lines(&CaseResult::default(), (0.0, 5.0)).is_empty());
     }
 
     #[test]

@@ -576,7 +576,9 @@ fn pods(out: &mut String, k: &model::ClusterRecord) {
         return;
     }
     // Fewest and most Ready per role, after the role's first pod became Ready.
-    let mut roles: BTreeMap<&str, (BTreeMap<&str, bool>, Option<usize>, usize)> = BTreeMap::new();
+    /// A role's pods (Ready or not), and its fewest and most Ready at once.
+    type Role<'a> = (BTreeMap<&'a str, bool>, Option<usize>, usize);
+    let mut roles: BTreeMap<&str, Role<'_>> = BTreeMap::new();
     for p in &k.pods {
         let (pods, min, max) = roles.entry(&p.role).or_default();
         pods.insert(&p.pod, p.ready && p.phase != "Deleted");

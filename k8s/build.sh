@@ -10,14 +10,15 @@
 #    out of the module cache, drops go.work and the replace block, and pins every staging module
 #    to its published v0.X.Y tag (docs/kubernetes.md, "Building").
 #
-# Env: K8S_VERSION (v1.34.4), K8S_CACHE (~/.cache/proxybench/k8s), GO (go on PATH or
-# /usr/local/go/bin/go), K8S_SKIP_APT=1 skips the package check.
+# Env: K8S_VERSION (v1.34.4), K8S_CACHE (~/.cache/proxybench/k8s), K8S_SKIP_APT=1 skips the
+# package check. Go: `go` on PATH, else /usr/local/go/bin/go (only needed when the cache is cold).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 K8S_CACHE=${K8S_CACHE:-$HOME/.cache/proxybench/k8s}
 OUT=$K8S_CACHE/$K8S_VERSION
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+work="" # the build's scratch directory, removed on exit
 here=$(cd "$(dirname "$0")" && pwd)
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -78,7 +79,7 @@ build_kube() {
     else die "go is not installed (needs Go >= 1.24 at /usr/local/go/bin or on PATH) to build Kubernetes $K8S_VERSION once"
     fi
     export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=$(nproc)" CGO_ENABLED=0
-    local t0=$SECONDS work
+    local t0=$SECONDS
     work=$(mktemp -d "${TMPDIR:-/tmp}/proxybench-k8s-build.XXXXXX")
     trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 

@@ -377,7 +377,7 @@ cmd_up() {
         --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-cluster "proxybench=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
-        --listen-metrics-urls "" --log-level warn --logger zap --enable-v2=false
+        --log-level warn --logger zap --enable-v2=false
     wait_until 30 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health" || { need_alive etcd; die "etcd not healthy after 30 s; $D/logs/etcd.log"; }
     phase_done "etcd healthy"
 

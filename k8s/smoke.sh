@@ -147,8 +147,8 @@ lap "20 x 200 from the host, both backends"
 echo "upstreams that answered: ${!seen[*]}"
 
 # the platform's reload path: exec into the pod, rewrite the config with busybox sed, reload
-k exec nginx -- sh -c "sed 's/worker_connections 256/worker_connections 512/' /config/nginx.conf >/tmp/nginx.conf && nginx -c /tmp/nginx.conf -s reload" \
-    || fail "exec + reload failed"
+out=$(k exec nginx -- sh -c "sed 's/worker_connections 256/worker_connections 512/' /config/nginx.conf >/tmp/nginx.conf && nginx -c /tmp/nginx.conf -s reload" 2>&1) \
+    || fail "exec + reload failed: $out"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/")
 [ "$code" = 200 ] || fail "after the reload: status $code"
 lap "exec: sed + nginx -s reload, then 200"

@@ -125,8 +125,8 @@ test-k8s: deps k8s-build image
 	   bash k8s/cluster.sh up || exit 1; \
 	 fi; \
 	 export PROXYBENCH_TEST_KUBECONFIG=$$D/admin.kubeconfig; \
-	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' target/image/names); \
-	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' target/image/names); \
+	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
+	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 echo "test-k8s: KUBECONFIG=$$PROXYBENCH_TEST_KUBECONFIG images $$PROXYBENCH_TEST_IMAGE $$PROXYBENCH_TEST_NGINX_IMAGE"; \
 	 $(CARGO) test --workspace --release --locked -- $(K8S_TESTS)
 

@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test test-fast bench soak fuzz deps test-deps build lint clean image k8s-build k8s-up k8s-down test-k8s
+.PHONY: run test test-fast bench soak fuzz deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -92,6 +92,16 @@ fuzz: deps
 ## image: OCI image tarballs without Docker (proxybench, nginx with busybox, pause) in target/image/
 image: build
 	bash k8s/image.sh
+
+## image-musl: the proxybench image from a static musl build instead (a second full release build;
+## needs the rustup target and musl-tools, installed when absent). The default image is the glibc
+## binary with its libraries: the same binary, and the same allocator, as local runs.
+MUSL := x86_64-unknown-linux-musl
+image-musl: deps
+	@rustup target list --installed | grep -qx $(MUSL) || rustup target add $(MUSL)
+	@command -v musl-gcc >/dev/null 2>&1 || $(APT) install -y -qq musl-tools
+	$(CARGO) build --release --locked -p proxybench --target $(MUSL)
+	PROXYBENCH_IMAGE_BIN=$${CARGO_TARGET_DIR:-target}/$(MUSL)/release/proxybench bash k8s/image.sh proxybench
 
 ## k8s-build: the local test cluster's parts: Debian packages (etcd, containerd, runc, CNI plugins)
 ## and Kubernetes $(K8S_VERSION) built from its Go module once (about 6 min cold on 2 cores),

@@ -8,8 +8,9 @@
 #
 #  - proxybench: target/release/proxybench (stripped) with its `ldd` libraries, entrypoint
 #    /proxybench, named localhost/proxybench:<crate version> (the git revision is in the image's
-#    org.opencontainers.image.revision label). PROXYBENCH_IMAGE_BIN picks another binary; a
-#    static (musl) binary goes in without libraries.
+#    org.opencontainers.image.revision label). PROXYBENCH_IMAGE_BIN picks another binary (a
+#    static musl binary goes in without libraries: `make image-musl`), PROXYBENCH_IMAGE_TAG
+#    another tag.
 #  - nginx: Debian's /usr/sbin/nginx with its libraries and mime.types, plus busybox-static
 #    (/bin/sh, sed, cat, wget, kill, sleep and the other applets) so that the platform code can exec
 #    into the pod, write a config and run `nginx -s reload`. Config /etc/nginx/nginx.conf, entrypoint
@@ -17,7 +18,8 @@
 #    localhost/proxybench-nginx:<nginx version>.
 #  - pause: a static pause binary (the pod sandbox), localhost/pause:1.
 #
-# Env: PROXYBENCH_IMAGE_DIR (target/image), PROXYBENCH_IMAGE_BIN, CARGO_TARGET_DIR.
+# Env: PROXYBENCH_IMAGE_DIR (target/image), PROXYBENCH_IMAGE_BIN, PROXYBENCH_IMAGE_TAG,
+# CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -124,7 +126,7 @@ image_proxybench() {
     base "$root"
     copy_with_libs "$root" "$bin" /proxybench
     strip "$root/proxybench" 2>/dev/null || true
-    pack proxybench "localhost/proxybench:$version" "$root" \
+    pack proxybench "localhost/proxybench:${PROXYBENCH_IMAGE_TAG:-$version}" "$root" \
         "{\"Entrypoint\":[\"/proxybench\"],$PATH_ENV,\"WorkingDir\":\"/\",\"Labels\":{\"org.opencontainers.image.version\":\"$version\",\"org.opencontainers.image.revision\":\"$rev\"}}"
 }
 

@@ -567,7 +567,12 @@ cmd_down() {
     local t0
     t0=$(now_ms)
     if [ ! -d "$D" ]; then
-        # nothing recorded; still sweep what can only be ours
+        # Nothing recorded. Sweep the bridge and kubepods cgroups (names only this script uses)
+        # unless some cluster still runs: those would be another state dir's.
+        if pgrep -x kubelet >/dev/null 2>&1 || pgrep -x containerd >/dev/null 2>&1; then
+            log "no cluster state in $D, and a kubelet or containerd runs (another state dir?): nothing touched"
+            return 0
+        fi
         remove_links
         remove_cgroups || true
         log "no cluster state in $D: nothing to tear down"

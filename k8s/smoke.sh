@@ -5,7 +5,8 @@
 # 198.18.0.x), a headless Service whose EndpointSlice must list those pod IPs, and an nginx
 # hostNetwork pod on 127.0.0.1:$SMOKE_PORT (reuseport) proxying to the pod IPs, with a busybox exec
 # readiness probe. curl from the host must get 200s from both backends; an exec into the nginx pod
-# must rewrite its config and reload it; the pod logs must carry nginx's access log. Then the
+# must rewrite its config and reload it; the pod logs must carry nginx's access log; the pods must
+# have no route but 198.18.0.0/24 and the host must not forward. Then the
 # namespace is deleted. Each phase is timed.
 # Env: KUBECONFIG (default: the admin kubeconfig of k8s/cluster.sh), SMOKE_PORT (18180),
 # PROXYBENCH_IMAGE_DIR (target/image: its `names` file gives the image names).
@@ -85,6 +86,16 @@ pod_ips=$(k get pods -l app=backend -o jsonpath='{range .items[*]}{.status.podIP
 [ "$ips" = "$pod_ips" ] || fail "EndpointSlice IPs ($ips) differ from the pod IPs ($pod_ips)"
 lap "EndpointSlice lists both pod IPs"
 echo "backend pod IPs: $(tr '\n' ' ' <<<"$ips")"
+
+# host-only: the pods have the on-link route and nothing else, and the host does not forward
+[ "$(sysctl -n net.ipv4.ip_forward)" = 0 ] || fail "net.ipv4.ip_forward is not 0"
+netns=$(find "$D/containerd/state/io.containerd.grpc.v1.cri/netns" -type f 2>/dev/null || true)
+[ -n "$netns" ] || fail "no pod network namespace under $D/containerd/state"
+for n in $netns; do
+    routes=$(nsenter --net="$n" ip -4 route show | grep -v '^198\.18\.0\.0/24 dev eth0 ' || true)
+    [ -z "$routes" ] || fail "pod netns $n has routes besides 198.18.0.0/24: $routes"
+done
+lap "pods: only the on-link route, no forwarding"
 
 servers=""
 for ip in $ips; do servers+="        server $ip:8080;"$'\n'; done

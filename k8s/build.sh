@@ -19,7 +19,6 @@ K8S_CACHE=${K8S_CACHE:-$HOME/.cache/proxybench/k8s}
 OUT=$K8S_CACHE/$K8S_VERSION
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 work="" # the build's scratch directory, removed on exit
-here=$(cd "$(dirname "$0")" && pwd)
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf 'k8s/build.sh: %s\n' "$*" >&2; exit 1; }
@@ -51,7 +50,8 @@ apt_install() {
         $SUDO chmod +x $policy
         made_policy=1
     fi
-    local apt=(env DEBIAN_FRONTEND=noninteractive $SUDO apt-get)
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+    [ -n "$SUDO" ] && apt=("$SUDO" "${apt[@]}")
     local rc=0
     "${apt[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
         || { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq --no-install-recommends "${need[@]}"; } \
@@ -78,7 +78,9 @@ build_kube() {
     elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
     else die "go is not installed (needs Go >= 1.24 at /usr/local/go/bin or on PATH) to build Kubernetes $K8S_VERSION once"
     fi
-    export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=$(nproc)" CGO_ENABLED=0
+    local cores
+    cores=$(nproc)
+    export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=$cores" CGO_ENABLED=0
     local t0=$SECONDS
     work=$(mktemp -d "${TMPDIR:-/tmp}/proxybench-k8s-build.XXXXXX")
     trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT

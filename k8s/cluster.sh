@@ -77,7 +77,7 @@ wait_until() {
     shift 2
     local deadline=$(($(now_ms) + limit * 1000))
     until "$@" >/dev/null 2>&1; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
+        [ "$(now_ms)" -lt "$deadline" ] || { log "timed out after $limit s waiting for $what"; return 1; }
         sleep 0.1
     done
 }
@@ -495,8 +495,8 @@ stray_pids() {
 }
 
 kill_strays() {
-    local pids i
-    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    local pids
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
         pids=$(stray_pids)
         [ -z "$pids" ] && return 0
         # shellcheck disable=SC2086
@@ -507,8 +507,8 @@ kill_strays() {
 }
 
 unmount_all() {
-    local i m left
-    for i in 1 2 3 4 5; do
+    local m left
+    for _ in 1 2 3 4 5; do
         # mount points under $D, deepest first (mountinfo field 5, octal escapes decoded)
         left=$(awk -v d="$D/" '{ p = $5; gsub(/\\040/, " ", p); if (index(p, d) == 1) print p }' /proc/self/mountinfo | sort -r)
         [ -z "$left" ] && return 0
@@ -521,8 +521,8 @@ unmount_all() {
 }
 
 remove_cgroups() {
-    local i dirs
-    for i in $(seq 1 40); do
+    local dirs
+    for _ in $(seq 1 40); do
         dirs=$(ls -d /sys/fs/cgroup/*/kubepods* 2>/dev/null || true)
         [ -z "$dirs" ] && return 0
         for d in $dirs; do

@@ -328,7 +328,7 @@ api_ready() { curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PK
 
 cmd_up() {
     [ "$(id -u)" = 0 ] || die "needs root (mounts, cgroups, a bridge): run it as root"
-    for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+    for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
         [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run k8s/build.sh (make k8s-build) first"
     done
     for c in etcd containerd runc ctr openssl curl ip; do

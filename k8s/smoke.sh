@@ -6,9 +6,11 @@
 # hostNetwork pod on 127.0.0.1:$SMOKE_PORT (reuseport) proxying to the pod IPs, with a busybox exec
 # readiness probe. curl from the host must get 200s from both backends; an exec into the nginx pod
 # must rewrite its config and reload it; the pod logs must carry nginx's access log; the pods must
-# have no route but 198.18.0.0/24 and the host must not forward. Then the
+# have no route but 198.18.0.0/24 and the host must not forward; a port-forward to a backend pod
+# must answer 200. Then the
 # namespace is deleted. Each phase is timed.
-# Env: KUBECONFIG (default: the admin kubeconfig of k8s/cluster.sh), SMOKE_PORT (18180),
+# Env: KUBECONFIG (default: the admin kubeconfig of k8s/cluster.sh), SMOKE_PORT (18180; the
+# port-forward uses SMOKE_PORT+1),
 # PROXYBENCH_IMAGE_DIR (target/image: its `names` file gives the image names).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -166,6 +168,21 @@ lap "exec: sed + nginx -s reload, then 200"
 
 [ "$(k logs nginx | grep -c '"GET / HTTP/1.1" 200')" -ge 20 ] || fail "the pod logs lack nginx's 20 access-log lines"
 lap "pod logs carry the access log"
+
+# port-forward through the API server and the kubelet to a bridge-mode pod
+pod=$(k get pods -l app=backend -o jsonpath='{.items[0].metadata.name}')
+k port-forward "pod/$pod" "$((PORT + 1)):8080" >/dev/null 2>&1 &
+pf=$!
+code=000
+for _ in $(seq 1 50); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((PORT + 1))/" || true)
+    [ "$code" = 200 ] && break
+    sleep 0.1
+done
+kill "$pf" 2>/dev/null || true
+wait "$pf" 2>/dev/null || true
+[ "$code" = 200 ] || fail "port-forward to $pod: status $code"
+lap "port-forward to a backend pod, 200"
 
 "$KUBECTL" delete namespace "$NS" --wait=true --timeout=120s >/dev/null
 lap "namespace deleted (pods gone)"

@@ -171,7 +171,7 @@ lap "pod logs carry the access log"
 
 # port-forward through the API server and the kubelet to a bridge-mode pod
 pod=$(k get pods -l app=backend -o jsonpath='{.items[0].metadata.name}')
-k port-forward "pod/$pod" "$((PORT + 1)):8080" >/dev/null 2>&1 &
+"$KUBECTL" -n "$NS" port-forward "pod/$pod" "$((PORT + 1)):8080" >/dev/null 2>&1 &
 pf=$!
 code=000
 for _ in $(seq 1 50); do

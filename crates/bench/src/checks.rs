@@ -630,6 +630,7 @@ mod tests {
             req_per_sec: RateStats::default(),
             schedule: None,
             timeline: vec![],
+            http2: None,
         }
     }
 

@@ -42,7 +42,7 @@ fn bad_input_exits_2_with_one_line() {
         (&["-H", "no colon", url], "bad header 'no colon'"),
         (&["-H", "bad name: x", url], "bad header"),
         (
-            &["-m", "get", url],
+            &["-X", "get", url],
             "method 'get' must be upper-case letters",
         ),
         (&["--resolve", "h:80", url], "bad --resolve 'h:80'"),

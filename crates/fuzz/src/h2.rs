@@ -118,7 +118,7 @@ pub fn run(input: &[u8]) -> Result<u64, Violation> {
         .events
         .iter()
         .take(4)
-        .map(|e| std::mem::discriminant(e))
+        .map(std::mem::discriminant)
         .collect();
     let mut h = DefaultHasher::new();
     (kinds, whole.error, whole.open.len()).hash(&mut h);

@@ -44,6 +44,10 @@ impl Worker<'_> {
     /// Writes (the rest of) the request.
     #[inline]
     pub(super) fn epoll_write(&mut self, i: usize, now: u64) {
+        if self.sh.streams.is_some() {
+            self.h2_flush(i, now);
+            return;
+        }
         match self.conns[i].send(&self.sh.target.request) {
             Step::Done => self.conns[i].state = State::Reading,
             Step::Again => {}

@@ -73,6 +73,11 @@ impl std::fmt::Display for TlsFail {
             TlsFail::Rustls(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::Other(o),
             )) => write!(f, "invalid peer certificate: {}", o.0),
+            TlsFail::Rustls(rustls::Error::AlertReceived(
+                rustls::AlertDescription::NoApplicationProtocol,
+            )) => f.write_str(
+                "the server does not offer h2 in ALPN (it answered the no_application_protocol alert)",
+            ),
             TlsFail::Rustls(e) => write!(f, "{e}"),
             TlsFail::Io(e) => write!(f, "socket error under TLS: {e}"),
             TlsFail::Eof => f.write_str("peer closed the connection during the TLS handshake"),

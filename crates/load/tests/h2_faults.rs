@@ -29,7 +29,7 @@ fn client_frames(
             buf.drain(..frame::PREFACE.len());
             preface = true;
         }
-        while preface {
+        while preface && !buf.is_empty() {
             let Some(h) = frame::Head::parse(&buf) else {
                 break;
             };

@@ -754,20 +754,24 @@ impl ClientConn {
         let mut first = true;
         let mut bad: Option<&'static str> = None;
         self.decoder
-            .decode(block, |n, v| {
-                if n == b":status" {
-                    if !first {
-                        bad.get_or_insert(":status not the first field");
+            .decode_some(
+                block,
+                |n| n == b":status",
+                |n, v| {
+                    if n == b":status" {
+                        if !first {
+                            bad.get_or_insert(":status not the first field");
+                        }
+                        status = v.and_then(parse_status);
+                        if status.is_none() {
+                            bad.get_or_insert("a :status that is not 3 digits");
+                        }
+                    } else if n.first() == Some(&b':') {
+                        bad.get_or_insert("a pseudo-header other than :status");
                     }
-                    status = parse_status(v);
-                    if status.is_none() {
-                        bad.get_or_insert("a :status that is not 3 digits");
-                    }
-                } else if n.first() == Some(&b':') {
-                    bad.get_or_insert("a pseudo-header other than :status");
-                }
-                first = false;
-            })
+                    first = false;
+                },
+            )
             .map_err(|_| {
                 err(
                     code::COMPRESSION_ERROR,

@@ -1,19 +1,28 @@
-//! HPACK (RFC 7541). Decoding (dynamic table, Huffman) is `loona-hpack`'s; encoding a request is
-//! done here, once per load: the static table's indices for the pseudo-headers it has, and
+//! HPACK (RFC 7541): a decoder (dynamic table, Huffman with a four-bit state machine), and the
+//! encoding of a request, done once per load: the static table's indices for the pseudo-headers it has, and
 //! literals "without indexing" for the rest, so the block is the same bytes on every request and
 //! on every connection (no dynamic-table state on our side).
+
+use crate::tables;
 
 /// A header block HPACK cannot decode: the compression context is lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HpackError;
 
-/// A response header block decoder with its dynamic table (one per connection).
-pub struct Decoder(loona_hpack::Decoder<'static>);
+/// The dynamic table size a client has by default (SETTINGS_HEADER_TABLE_SIZE).
+pub const TABLE_SIZE: usize = 4096;
 
-impl std::fmt::Debug for Decoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("hpack::Decoder")
-    }
+/// A response header block decoder with its dynamic table (one per connection). Values are
+/// decoded only when asked for (or when the table keeps them): a load needs `:status`, not the
+/// Date header, so the Huffman decoding of most values is skipped.
+#[derive(Debug)]
+pub struct Decoder {
+    /// Newest entry first.
+    table: std::collections::VecDeque<(Box<[u8]>, Box<[u8]>)>,
+    size: usize,
+    max: usize,
+    name: Vec<u8>,
+    value: Vec<u8>,
 }
 
 impl Default for Decoder {
@@ -22,24 +31,299 @@ impl Default for Decoder {
     }
 }
 
+/// Where a field's name is.
+#[derive(Clone, Copy)]
+enum Name {
+    Static(usize),
+    Dynamic(usize),
+    Scratch,
+}
+
 impl Decoder {
-    /// A decoder with the default 4096-byte dynamic table (what a client advertises by default).
+    /// A decoder with the default 4096-byte dynamic table.
     pub fn new() -> Decoder {
-        let mut d = loona_hpack::Decoder::new();
-        d.set_max_allowed_table_size(4096);
-        Decoder(d)
+        Decoder {
+            table: std::collections::VecDeque::new(),
+            size: 0,
+            max: TABLE_SIZE,
+            name: Vec::with_capacity(64),
+            value: Vec::with_capacity(256),
+        }
     }
 
-    /// Decodes one complete header block, calling `cb(name, value)` for each field in order.
-    /// An error means the compression context is lost (a connection error, COMPRESSION_ERROR).
+    /// Decodes one complete header block, calling `cb(name, value)` for each field in order,
+    /// with every value decoded.
     pub fn decode(
         &mut self,
         block: &[u8],
         mut cb: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), HpackError> {
-        self.0
-            .decode_with_cb(block, |n, v| cb(&n, &v))
-            .map_err(|_| HpackError)
+        self.decode_some(block, |_| true, |n, v| cb(n, v.unwrap_or_default()))
+    }
+
+    /// Decodes one complete header block, calling `cb(name, value)` for each field; `value` is
+    /// `None` when `want(name)` is false and the field's value did not have to be decoded.
+    pub fn decode_some(
+        &mut self,
+        block: &[u8],
+        want: impl Fn(&[u8]) -> bool,
+        mut cb: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> Result<(), HpackError> {
+        let mut p = 0;
+        let mut fields = 0;
+        while p < block.len() {
+            let b = block[p];
+            if b & 0x80 != 0 {
+                let (i, n) = integer_at(&block[p..], 7)?;
+                p += n;
+                let (name, value) = self.entry(i)?;
+                cb(name, Some(value));
+            } else if b & 0xc0 == 0x40 {
+                let (i, n) = integer_at(&block[p..], 6)?;
+                p += n;
+                let name = self.name_at(i, block, &mut p)?;
+                p += string_at(&block[p..], &mut self.value)?;
+                let name: Box<[u8]> = self.name_of(name).into();
+                let value: Box<[u8]> = self.value.as_slice().into();
+                cb(&name, Some(&value));
+                self.insert(name, value);
+            } else if b & 0xe0 == 0x20 {
+                if fields > 0 {
+                    return Err(HpackError);
+                }
+                let (size, n) = integer_at(&block[p..], 5)?;
+                p += n;
+                if size > TABLE_SIZE {
+                    return Err(HpackError);
+                }
+                self.max = size;
+                self.evict(0);
+                continue;
+            } else {
+                // Without indexing (0000) or never indexed (0001): a 4-bit name index.
+                let (i, n) = integer_at(&block[p..], 4)?;
+                p += n;
+                let name = self.name_at(i, block, &mut p)?;
+                if want(self.name_of(name)) {
+                    p += string_at(&block[p..], &mut self.value)?;
+                    cb(self.name_of(name), Some(&self.value));
+                } else {
+                    p += skip_string(&block[p..])?;
+                    cb(self.name_of(name), None);
+                }
+            }
+            fields += 1;
+        }
+        Ok(())
+    }
+
+    /// Entry `i` of the static and dynamic tables (2.3.3).
+    fn entry(&self, i: usize) -> Result<(&[u8], &[u8]), HpackError> {
+        match i {
+            0 => Err(HpackError),
+            1..=61 => Ok(tables::STATIC[i - 1]),
+            _ => self
+                .table
+                .get(i - 62)
+                .map(|(n, v)| (&n[..], &v[..]))
+                .ok_or(HpackError),
+        }
+    }
+
+    /// The name of a literal field: indexed (`i` > 0) or a string that follows.
+    fn name_at(&mut self, i: usize, block: &[u8], p: &mut usize) -> Result<Name, HpackError> {
+        match i {
+            0 => {
+                *p += string_at(&block[*p..], &mut self.name)?;
+                Ok(Name::Scratch)
+            }
+            1..=61 => Ok(Name::Static(i - 1)),
+            _ if i - 62 < self.table.len() => Ok(Name::Dynamic(i - 62)),
+            _ => Err(HpackError),
+        }
+    }
+
+    fn name_of(&self, n: Name) -> &[u8] {
+        match n {
+            Name::Static(k) => tables::STATIC[k].0,
+            Name::Dynamic(k) => &self.table[k].0,
+            Name::Scratch => &self.name,
+        }
+    }
+
+    /// Adds an entry, evicting the oldest ones to make room (4.4).
+    fn insert(&mut self, name: Box<[u8]>, value: Box<[u8]>) {
+        let size = name.len() + value.len() + 32;
+        self.evict(size);
+        if size <= self.max {
+            self.size += size;
+            self.table.push_front((name, value));
+        }
+    }
+
+    /// Evicts until `room` more bytes fit (everything when they cannot).
+    fn evict(&mut self, room: usize) {
+        while self.size + room > self.max {
+            match self.table.pop_back() {
+                Some((n, v)) => self.size -= n.len() + v.len() + 32,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Decodes an integer with an `n`-bit prefix at the start of `b`: (value, bytes used) (5.1).
+fn integer_at(b: &[u8], n: u8) -> Result<(usize, usize), HpackError> {
+    let max = (1usize << n) - 1;
+    let first = *b.first().ok_or(HpackError)? as usize & max;
+    if first < max {
+        return Ok((first, 1));
+    }
+    let mut v = max;
+    let mut shift = 0;
+    for (k, &byte) in b.iter().enumerate().skip(1) {
+        v += ((byte & 0x7f) as usize) << shift;
+        if byte & 0x80 == 0 {
+            return Ok((v, k + 1));
+        }
+        shift += 7;
+        if shift > 21 {
+            // Nothing in a header block is 2^28 or more.
+            return Err(HpackError);
+        }
+    }
+    Err(HpackError)
+}
+
+/// The string literal at the start of `b` (5.2), decoded into `out`; returns the bytes used.
+fn string_at(b: &[u8], out: &mut Vec<u8>) -> Result<usize, HpackError> {
+    let huffman = b.first().ok_or(HpackError)? & 0x80 != 0;
+    let (len, n) = integer_at(b, 7)?;
+    let raw = b.get(n..n + len).ok_or(HpackError)?;
+    out.clear();
+    if huffman {
+        huffman_decode(raw, out)?;
+    } else {
+        out.extend_from_slice(raw);
+    }
+    Ok(n + len)
+}
+
+/// The length of the string literal at the start of `b`, without decoding it.
+fn skip_string(b: &[u8]) -> Result<usize, HpackError> {
+    let (len, n) = integer_at(b, 7)?;
+    if b.len() < n + len {
+        return Err(HpackError);
+    }
+    Ok(n + len)
+}
+
+/// One step of the Huffman decoder: from a tree node, four more bits.
+#[derive(Clone, Copy, Default)]
+struct Step {
+    /// The node reached.
+    next: u8,
+    /// The symbol completed on the way (256: none).
+    sym: u16,
+    /// The bits reached EOS (an error inside a string).
+    fail: bool,
+}
+
+/// The decoder's tables: per internal node, the 16 four-bit steps and whether ending there is
+/// valid padding (at most 7 bits, all ones).
+struct Huffman {
+    steps: Vec<[Step; 16]>,
+    accept: Vec<bool>,
+}
+
+fn huffman() -> &'static Huffman {
+    static H: std::sync::OnceLock<Huffman> = std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        // The code tree: internal nodes 0..256, children either a node or a symbol leaf.
+        #[derive(Clone, Copy)]
+        enum Child {
+            None,
+            Node(usize),
+            Leaf(u16),
+        }
+        let mut kids: Vec<[Child; 2]> = vec![[Child::None; 2]];
+        let mut depth = vec![0u8];
+        let mut ones = vec![true];
+        for (sym, &(code, len)) in tables::HUFFMAN.iter().enumerate() {
+            let mut node = 0;
+            for bit in (0..len).rev() {
+                let b = ((code >> bit) & 1) as usize;
+                if bit == 0 {
+                    kids[node][b] = Child::Leaf(sym as u16);
+                } else {
+                    node = match kids[node][b] {
+                        Child::Node(k) => k,
+                        _ => {
+                            kids.push([Child::None; 2]);
+                            depth.push(depth[node] + 1);
+                            ones.push(ones[node] && b == 1);
+                            let k = kids.len() - 1;
+                            kids[node][b] = Child::Node(k);
+                            k
+                        }
+                    };
+                }
+            }
+        }
+        let steps = (0..kids.len())
+            .map(|start| {
+                let mut row = [Step::default(); 16];
+                for (x, step) in row.iter_mut().enumerate() {
+                    let (mut node, mut sym, mut fail) = (start, 256u16, false);
+                    for bit in (0..4).rev() {
+                        match kids[node][(x >> bit) & 1] {
+                            Child::Node(k) => node = k,
+                            Child::Leaf(256) | Child::None => {
+                                fail = true;
+                                node = 0;
+                            }
+                            Child::Leaf(s) => {
+                                sym = s;
+                                node = 0;
+                            }
+                        }
+                    }
+                    *step = Step {
+                        next: node as u8,
+                        sym,
+                        fail,
+                    };
+                }
+                row
+            })
+            .collect();
+        let accept = (0..kids.len())
+            .map(|k| k == 0 || (ones[k] && depth[k] <= 7))
+            .collect();
+        Huffman { steps, accept }
+    })
+}
+
+/// Decodes a Huffman-coded string (5.2, Appendix B) into `out`.
+pub fn huffman_decode(raw: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
+    let h = huffman();
+    let mut state = 0usize;
+    for &byte in raw {
+        for nibble in [byte >> 4, byte & 0xf] {
+            let s = h.steps[state][nibble as usize];
+            if s.fail {
+                return Err(HpackError);
+            }
+            if s.sym < 256 {
+                out.push(s.sym as u8);
+            }
+            state = s.next as usize;
+        }
+    }
+    if h.accept[state] {
+        Ok(())
+    } else {
+        Err(HpackError)
     }
 }
 
@@ -224,6 +508,91 @@ mod tests {
         assert!(d
             .decode(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff], |_, _| {})
             .is_err());
+    }
+
+    /// Huffman-encodes `s` (for the tests).
+    fn huffman_encode(s: &[u8]) -> Vec<u8> {
+        let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
+        for &b in s {
+            let (code, len) = tables::HUFFMAN[b as usize];
+            acc = (acc << len) | code as u64;
+            bits += len as u32;
+            while bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+            }
+        }
+        if bits > 0 {
+            out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
+        }
+        out
+    }
+
+    #[test]
+    fn huffman_round_trips_every_symbol_and_refuses_bad_padding() {
+        let all: Vec<u8> = (0..=255).collect();
+        for chunk in all.chunks(7).chain([&b"www.example.com"[..], b""]) {
+            let mut out = Vec::new();
+            huffman_decode(&huffman_encode(chunk), &mut out).unwrap();
+            assert_eq!(out, chunk);
+        }
+        let mut out = Vec::new();
+        // 8 bits of padding, and a padding of zeros, are errors (5.2).
+        assert!(huffman_decode(&[0xff], &mut out).is_err());
+        assert!(huffman_decode(&[0x00], &mut out).is_err());
+        // EOS inside a string is an error.
+        assert!(huffman_decode(&[0xff, 0xff, 0xff, 0xff], &mut out).is_err());
+    }
+
+    #[test]
+    fn agrees_with_loona_hpack_on_generated_blocks() {
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ours = Decoder::new();
+        let mut theirs = loona_hpack::Decoder::new();
+        for _ in 0..300 {
+            let mut block = Vec::new();
+            for _ in 0..1 + rnd(6) {
+                let name: Vec<u8> = (0..1 + rnd(12)).map(|_| b'a' + rnd(26) as u8).collect();
+                let value: Vec<u8> = (0..rnd(40)).map(|_| rnd(256) as u8).collect();
+                let lit = |out: &mut Vec<u8>, s: &[u8], huff: bool| {
+                    if huff {
+                        let h = huffman_encode(s);
+                        integer(out, 0x80, 7, h.len());
+                        out.extend_from_slice(&h);
+                    } else {
+                        string(out, s);
+                    }
+                };
+                match rnd(4) {
+                    0 => integer(&mut block, 0x80, 7, 1 + rnd(61) as usize),
+                    1 => {
+                        block.push(0x40);
+                        lit(&mut block, &name, rnd(2) == 0);
+                        lit(&mut block, &value, rnd(2) == 0);
+                    }
+                    2 => {
+                        integer(&mut block, 0x00, 4, 1 + rnd(61) as usize);
+                        lit(&mut block, &value, rnd(2) == 0);
+                    }
+                    _ => {
+                        block.push(0x10);
+                        lit(&mut block, &name, rnd(2) == 0);
+                        lit(&mut block, &value, rnd(2) == 0);
+                    }
+                }
+            }
+            let mut a = Vec::new();
+            ours.decode(&block, |n, v| a.push((n.to_vec(), v.to_vec())))
+                .unwrap();
+            let b = theirs.decode(&block).unwrap();
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! proxybench's HTTP/2 client codec, kept apart from any I/O as the HTTP/1.1 one is, so it can be
-//! tested and fuzzed without sockets: `frame` (the frame layer, RFC 9113), `hpack` (RFC 7541:
-//! decoding by `loona-hpack`, request blocks encoded here) and `client` (one connection's state:
+//! tested and fuzzed without sockets: `frame` (the frame layer, RFC 9113), `hpack` (RFC 7541,
+//! with its `tables`) and `client` (one connection's state:
 //! SETTINGS, flow control, streams, GOAWAY and RST_STREAM).
 
 #![warn(missing_docs)]
@@ -8,6 +8,7 @@
 pub mod client;
 pub mod frame;
 pub mod hpack;
+pub mod tables;
 
 pub use client::{ClientConn, ConnError, Event};
 

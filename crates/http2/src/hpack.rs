@@ -12,13 +12,16 @@ pub struct HpackError;
 /// The dynamic table size a client has by default (SETTINGS_HEADER_TABLE_SIZE).
 pub const TABLE_SIZE: usize = 4096;
 
+/// A dynamic table entry: name and value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// A response header block decoder with its dynamic table (one per connection). Values are
 /// decoded only when asked for (or when the table keeps them): a load needs `:status`, not the
 /// Date header, so the Huffman decoding of most values is skipped.
 #[derive(Debug)]
 pub struct Decoder {
     /// Newest entry first.
-    table: std::collections::VecDeque<(Box<[u8]>, Box<[u8]>)>,
+    table: std::collections::VecDeque<Entry>,
     size: usize,
     max: usize,
     name: Vec<u8>,

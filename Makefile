@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test test-fast bench bench-deps soak fuzz deps test-deps build lint clean
+.PHONY: run test test-fast bench bench-deps soak fuzz deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -60,9 +60,10 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets --release --locked -- -D warnings
 
 ## test: the whole suite (lint, unit tests, end-to-end tests against real nginx, a 60 s soak,
-## a few seconds of fuzzing per parser)
+## a few seconds of fuzzing per parser), then the Kubernetes tests on a real local cluster (test-k8s)
 test: lint test-deps
 	$(CARGO) test --workspace --release --locked --no-fail-fast
+	@$(MAKE) --no-print-directory test-k8s
 
 ## test-fast: the edit loop's tier: every crate's unit tests (--lib) plus the test binaries that
 ## need no nginx and no timing: the response codec over real loopback sockets (load: responses),
@@ -93,6 +94,57 @@ soak: build test-deps
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	$(CARGO) run --release --locked -p proxybench-fuzz -- all --seconds $(FUZZ_SECONDS)
+
+## image: OCI image tarballs without Docker (proxybench, nginx with busybox, pause) in target/image/
+image: build
+	bash k8s/image.sh
+
+## image-musl: the proxybench image from a static musl build instead (a second full release build;
+## needs the rustup target and musl-tools, installed when absent). The default image is the glibc
+## binary with its libraries: the same binary, and the same allocator, as local runs.
+MUSL := x86_64-unknown-linux-musl
+image-musl: deps
+	@rustup target list --installed | grep -qx $(MUSL) || rustup target add $(MUSL)
+	@command -v musl-gcc >/dev/null 2>&1 || $(APT) install -y -qq musl-tools
+	$(CARGO) build --release --locked -p proxybench --target $(MUSL)
+	PROXYBENCH_IMAGE_BIN=$${CARGO_TARGET_DIR:-target}/$(MUSL)/release/proxybench bash k8s/image.sh proxybench
+
+## k8s-build: the local test cluster's parts: Debian packages (etcd, containerd, runc, CNI plugins)
+## and Kubernetes $(K8S_VERSION) built from its Go module once (about 6 min cold on 2 cores),
+## cached under ~/.cache/proxybench/k8s/$(K8S_VERSION)
+K8S_VERSION ?= v1.34.4
+export K8S_VERSION
+k8s-build:
+	bash k8s/build.sh
+
+## k8s-up: a real single-node cluster on loopback (docs/kubernetes.md); the last line it prints is
+## `export KUBECONFIG=...`. k8s-down removes it and everything it made.
+k8s-up: k8s-build image
+	@bash k8s/cluster.sh up
+
+k8s-down:
+	@bash k8s/cluster.sh down
+
+## test-k8s: the Kubernetes tests (ignored tests named k8s_*) against a local cluster it starts
+## and always tears down, even when the tests fail; the exit status is the tests'. When a cluster
+## is already running (make k8s-up) it loads the fresh images into it, uses it and leaves it up.
+K8S_TESTS := --ignored k8s_ --test-threads=1
+test-k8s: deps k8s-build image
+	@D=$${PROXYBENCH_K8S_DIR:-$$HOME/.cache/proxybench/k8s-run}; \
+	 trap 'exit 130' INT TERM; \
+	 if bash k8s/cluster.sh status >/dev/null 2>&1; then \
+	   echo "test-k8s: using the cluster already running in $$D (left running)"; \
+	   bash k8s/load-images.sh >/dev/null || exit 1; \
+	 else \
+	   [ ! -d "$$D" ] || bash k8s/cluster.sh down || exit 1; \
+	   trap 'bash k8s/cluster.sh down' EXIT; \
+	   bash k8s/cluster.sh up || exit 1; \
+	 fi; \
+	 export PROXYBENCH_TEST_KUBECONFIG=$$D/admin.kubeconfig; \
+	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
+	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
+	 echo "test-k8s: KUBECONFIG=$$PROXYBENCH_TEST_KUBECONFIG images $$PROXYBENCH_TEST_IMAGE $$PROXYBENCH_TEST_NGINX_IMAGE"; \
+	 $(CARGO) test --workspace --release --locked -- $(K8S_TESTS)
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# k8s/load-images.sh [TAR]...: (re)imports OCI image tarballs into the running local test cluster's
+# containerd (default: every target/image/*.tar), so that `make image && k8s/load-images.sh`
+# puts a changed binary under the same image name. Pods already running keep their old image;
+# pods created afterwards (imagePullPolicy: Never) get the new one.
+# Env: PROXYBENCH_K8S_DIR (the cluster's state dir), PROXYBENCH_IMAGE_DIR (target/image).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+D=${PROXYBENCH_K8S_DIR:-$HOME/.cache/proxybench/k8s-run}
+IMAGE_DIR=${PROXYBENCH_IMAGE_DIR:-$here/../target/image}
+SOCK=$D/containerd/containerd.sock
+[ -S "$SOCK" ] || { echo "k8s/load-images.sh: no cluster running ($SOCK absent); k8s/up.sh first" >&2; exit 1; }
+[ $# -gt 0 ] || set -- "$IMAGE_DIR"/*.tar
+for t in "$@"; do
+    [ -e "$t" ] || { echo "k8s/load-images.sh: $t: no such image tarball (make image)" >&2; exit 1; }
+    ctr --address "$SOCK" -n k8s.io images import "$t" >/dev/null
+    echo "imported $t"
+done
+ctr --address "$SOCK" -n k8s.io images ls -q | grep -v '^sha256:'

@@ -696,6 +696,7 @@ mod tests {
             req_per_sec: RateStats::default(),
             schedule: None,
             timeline: vec![],
+            http2: None,
         }
     }
 

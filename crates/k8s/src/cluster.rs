@@ -2,7 +2,7 @@
 //! methods, so that proxybench's threads never see async. Namespaces live here too.
 
 use crate::error::{chain, Error};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Discovery;
@@ -111,6 +111,10 @@ impl Cluster {
                 Error::Config(format!("{source}: context {ctx:?}: {}", chain(&e)))
             })?;
             config.connect_timeout = Some(Duration::from_secs(5));
+            // kube's default retries a 503 fifteen times with backoff up to minutes: a pod proxy
+            // to a closed port (503) would hold a scrape for about 5 minutes. Each caller here
+            // has its own bound and retry.
+            config.default_retry = false;
             let server = config.cluster_url.to_string();
             let ns = config.default_namespace.clone();
             let client = Client::try_from(config).map_err(|e| {
@@ -194,8 +198,9 @@ impl Cluster {
         self.block_on(async { Ok(self.discovery(false).await?.has_group(group)) })
     }
 
-    /// Creates namespace `name` labelled [`MANAGED_BY`] (plus `labels`); an existing namespace of
-    /// that name is an error, so two runs never share one.
+    /// Creates namespace `name` labelled [`MANAGED_BY`] (plus `labels`) and waits (at most 30 s)
+    /// for its `default` ServiceAccount, without which no pod is admitted; an existing namespace
+    /// of that name is an error, so two runs never share one.
     pub fn create_namespace(&self, name: &str, labels: &[(&str, &str)]) -> Result<(), Error> {
         let mut l = BTreeMap::new();
         l.insert(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string());
@@ -213,7 +218,27 @@ impl Cluster {
         let api: Api<Namespace> = Api::all(self.client());
         self.block_on(api.create(&PostParams::default(), &ns))
             .map_err(|e| Error::api(format!("create namespace {name}"), e))?;
-        Ok(())
+        let sa: Api<ServiceAccount> = Api::namespaced(self.client(), name);
+        let bound = Duration::from_secs(30);
+        let t0 = Instant::now();
+        self.block_on(async {
+            loop {
+                let state = match sa.get_opt("default").await {
+                    Ok(Some(_)) => return Ok(()),
+                    Ok(None) => "no default ServiceAccount yet (kube-controller-manager makes it)"
+                        .to_string(),
+                    Err(e) => crate::error::split(e).0,
+                };
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what: format!("namespace {name} ready"),
+                        after: bound,
+                        state,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
     }
 
     /// Deletes namespace `name` and waits until it is gone (its pods' grace periods included),

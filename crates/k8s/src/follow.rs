@@ -229,7 +229,14 @@ async fn follow(
             Ok(r) => r,
             Err(e) => {
                 let (m, code) = split(e);
-                if code == 404 {
+                // The log API answers 404 for a pod not yet bound to a node, too.
+                let gone = code == 404
+                    && match api.get_opt(&pod).await {
+                        Ok(Some(p)) => p.metadata.uid.as_deref() != Some(uid.as_str()),
+                        Ok(None) => true,
+                        Err(_) => false,
+                    };
+                if gone {
                     let mut l = log.lock().expect("log");
                     if l.lines == 0 {
                         l.error = Some(format!(
@@ -243,7 +250,7 @@ async fn follow(
                 // 400 "is waiting to start": not started yet (or already ended with no log).
                 if stopping {
                     let mut l = log.lock().expect("log");
-                    if code == 400 && l.lines == 0 {
+                    if (code == 400 || code == 404) && l.lines == 0 {
                         l.complete = true;
                     } else {
                         l.error = Some(format!("final read of {pod}/{container}: {m}"));
@@ -252,7 +259,7 @@ async fn follow(
                 }
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => {}
-                    _ = tokio::time::sleep(Duration::from_millis(if code == 400 { 100 } else { 500 })) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(if code == 400 || code == 404 { 100 } else { 500 })) => {}
                 }
                 continue;
             }

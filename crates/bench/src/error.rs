@@ -142,4 +142,7 @@ pub enum StackError {
     /// An `exec` action's command failed, timed out or could not run.
     #[error("{0}")]
     Exec(String),
+    /// The platform (the Kubernetes API server) refused or failed an operation; its message.
+    #[error("{0}")]
+    Platform(String),
 }

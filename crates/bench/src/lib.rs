@@ -12,6 +12,7 @@ pub mod env;
 pub mod error;
 pub mod layers;
 pub mod paths;
+pub mod platform;
 pub mod procfs;
 pub mod progress;
 pub mod reach;

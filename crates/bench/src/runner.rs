@@ -4,10 +4,11 @@
 //! A stop request (Ctrl-C) or a failure ends the run early and still records what was measured.
 
 use crate::analysis::Records;
+use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
 use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
-use crate::stack::{Stack, StackSpec};
+use crate::stack::StackSpec;
 use crate::{analyse, env, paths, record};
 use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
@@ -75,6 +76,9 @@ pub struct Target {
     /// Run every proxy config of the scenario as this kind (`--proxy KIND`); recorded in
     /// record.json so `proxybench analyse` sees the scenario as it ran.
     pub proxy: Option<ProxyKind>,
+    /// Run on this platform instead of the scenario's `[platform]` (`--platform` and its
+    /// flags).
+    pub platform: Option<crate::scenario::PlatformSpec>,
 }
 
 /// [`run`], into `target.dir` when given, with the proxy kind `target.proxy` when given.
@@ -101,6 +105,13 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn);
     rec.proxy = target.proxy.map(|k| k.name().to_string());
+    let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
+    let stamp = dir
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("run")
+        .to_string();
+    let mut platform = platform::open(platform_spec, &stamp).map_err(RunError::Failed)?;
     let run_origin = Instant::now();
     let total = scn.cases.len();
     for (i, case) in scn.cases.iter().enumerate() {
@@ -116,6 +127,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             tls: tls.clone(),
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
+            platform: platform.as_ref(),
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| run_case(case, &ctx))).unwrap_or_else(|p| {
             CaseOutcome {
@@ -137,6 +149,8 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             break;
         }
     }
+    // The platform cleans up after an interrupted or failed run too.
+    rec.run.findings.extend(platform.close());
     if opts.stop.load(Ordering::SeqCst) && !rec.run.partial {
         rec.run.partial = true;
         rec.run.abort_reason = Some("interrupted".into());
@@ -332,6 +346,7 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                 admin_port: 30000,
                 control_port: 30001,
                 tls: tls.cloned(),
+                ..RenderContext::default()
             };
             let where_ = format!("case '{}', {what}", case.name);
             expressible(cfg, case, &where_, lines, &scn.file)?;
@@ -445,6 +460,8 @@ struct CaseCtx<'a> {
     tls: Option<TlsFiles>,
     opts: &'a RunOptions,
     start_s: f64,
+    /// Where the case's backends and proxy run.
+    platform: &'a dyn Platform,
 }
 
 /// What one case left: its measurements (none when it could not start), every request of its
@@ -482,7 +499,7 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> CaseOutcome {
 /// A case whose stack is up and whose loads and collector are running.
 struct Running {
     origin: Instant,
-    stack: Stack,
+    stack: Box<dyn Stage>,
     logs_dir: PathBuf,
     progress: Arc<Progress>,
     /// Loads that have ended.
@@ -496,7 +513,7 @@ struct Running {
 /// once-a-second collector.
 fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     let origin = Instant::now();
-    let stack = Stack::up(StackSpec {
+    let spec = StackSpec {
         backends: &case.backends,
         backend_threads: case.backend_threads,
         proxy: case.proxy.as_ref(),
@@ -509,14 +526,14 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
             .map_err(|e| e.to_string())?,
         origin,
         seed: 1 + ctx.index as u64,
-    })
-    .map_err(|e| e.to_string())?;
+    };
+    let stack = ctx.platform.stage(case, spec).map_err(|e| e.to_string())?;
     let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)
         .map_err(|e| e.to_string())?;
     let configs = case
         .loads
         .iter()
-        .map(|l| load_config(l, &stack, ctx.tls.as_ref()))
+        .map(|l| load_config(l, stack.as_ref(), ctx.tls.as_ref()))
         .collect::<Result<Vec<_>, String>>()?;
 
     let progress = Arc::new(Progress::new(
@@ -635,6 +652,8 @@ struct Collected {
     time_wait: Option<model::TimeWait>,
     elapsed_s: f64,
     down_err: Option<crate::error::StackError>,
+    /// What the cluster showed (Kubernetes only).
+    cluster: Option<model::ClusterRecord>,
 }
 
 /// Joins the loads, lets the case settle, stops the collector, takes the stack down, moves the
@@ -665,8 +684,12 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     }
     run.collecting.store(false, Ordering::SeqCst);
     let samples = run.collector.join().unwrap_or_default();
-    let (logs, down_err) = run.stack.down();
-    let backends = run.stack.fleet.counters();
+    let platform::Down {
+        logs,
+        backends,
+        cluster,
+        err: down_err,
+    } = run.stack.down();
     drop(run.stack);
     let elapsed_s = run.origin.elapsed().as_secs_f64();
 
@@ -717,6 +740,7 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         time_wait: crate::procfs::time_wait(&ports),
         elapsed_s,
         down_err,
+        cluster,
     }
 }
 
@@ -743,6 +767,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         tables: Vec::new(),
         series: Vec::new(),
         findings: Vec::new(),
+        cluster: c.cluster,
     };
     if c.abort.is_none() {
         if let Some(e) = c.down_err {
@@ -846,7 +871,7 @@ fn move_file(from: &Path, to: &Path) {
 /// Builds the engine's config for one scenario load, aimed at its listener or backend.
 fn load_config(
     l: &LoadSpec,
-    stack: &Stack,
+    stack: &dyn Stage,
     tls: Option<&TlsFiles>,
 ) -> Result<load::Config, String> {
     let (scheme, rest) = l

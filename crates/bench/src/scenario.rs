@@ -45,6 +45,7 @@ use backend::Profile;
 use proxy::config::ProxyConfig;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
 use units::{Dur, Rate};
@@ -67,6 +68,80 @@ pub struct Scenario {
     /// The file's text as parsed: the run writes it to scenario.toml, so `proxybench analyse`
     /// parses exactly what ran.
     pub source: String,
+    /// Where the cases run (`[platform]`): processes on this machine unless it says otherwise.
+    pub platform: PlatformSpec,
+}
+
+/// Which platform runs a scenario's backends and proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlatformKind {
+    /// Processes on this machine.
+    #[default]
+    Local,
+    /// A Kubernetes cluster, through its API.
+    Kubernetes,
+}
+
+impl PlatformKind {
+    /// The name as written in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlatformKind::Local => "local",
+            PlatformKind::Kubernetes => "kubernetes",
+        }
+    }
+
+    /// Parses a name as written in scenario files and on the command line.
+    pub fn parse(s: &str) -> Option<PlatformKind> {
+        match s {
+            "local" => Some(PlatformKind::Local),
+            "kubernetes" | "k8s" => Some(PlatformKind::Kubernetes),
+            _ => None,
+        }
+    }
+}
+
+/// A scenario's `[platform]` table, with the command line's overrides applied.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlatformSpec {
+    /// Where the cases run.
+    pub kind: PlatformKind,
+    /// Kubeconfig file (default: `KUBECONFIG`, then `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: its current context).
+    pub context: Option<String>,
+    /// Namespace to run in (default: a new `proxybench-<stamp>` per run, deleted at the end).
+    pub namespace: Option<String>,
+    /// Keep the namespace and its objects after the run.
+    pub keep: bool,
+    /// The proxybench image the backend pods run.
+    pub image: Option<String>,
+    /// The proxy image the proxy pods run.
+    pub proxy_image: Option<String>,
+    /// Namespaces whose pods and events the collectors watch besides the run's own (the user's
+    /// gateway).
+    pub watch_namespaces: Vec<String>,
+    /// Label selectors of the user's pods to watch (`app=gateway`); their logs are read too.
+    pub watch_selectors: Vec<String>,
+    /// The optional Prometheus scrape of a pod port.
+    pub prometheus: Option<ScrapeSpec>,
+    /// The `[platform]` table's line, for errors (0 when it came from the command line).
+    pub line: usize,
+}
+
+/// A Prometheus text endpoint scraped on the watched or proxy pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeSpec {
+    /// Label selector of the pods to scrape.
+    pub selector: String,
+    /// Pod port.
+    pub port: u16,
+    /// Path (`/metrics`).
+    pub path: String,
+    /// Metric names kept (every metric when empty).
+    pub metrics: Vec<String>,
+    /// Time between scrapes.
+    pub every: Duration,
 }
 
 /// The analysis a scenario named, found in the registry when the file was parsed.
@@ -756,6 +831,32 @@ pub enum Action {
         /// A non-zero exit or a timeout is recorded but does not fail the run.
         allow_fail: bool,
     },
+    /// Kubernetes: apply a manifest file (any objects, server-side apply).
+    Apply(PathBuf),
+    /// Kubernetes: delete the objects a manifest file names.
+    Delete(PathBuf),
+    /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does
+    /// (`deployment/NAME`).
+    RolloutRestart(String),
+    /// Kubernetes: delete pods chosen by a label selector.
+    DeletePod {
+        /// Label selector (`app=x`).
+        selector: String,
+        /// How many of the matching pods (the oldest first).
+        count: u32,
+        /// Grace period; zero kills.
+        grace: Duration,
+    },
+    /// Kubernetes: scale a workload (`deployment/NAME`) to `to` replicas, one replica every
+    /// `step` (all at once when `step` is zero).
+    Scale {
+        /// The workload, `KIND/NAME`.
+        target: String,
+        /// Replicas after this step.
+        to: u32,
+        /// Time between one-replica steps; zero scales at once.
+        step: Duration,
+    },
 }
 
 impl Action {
@@ -773,7 +874,24 @@ impl Action {
             Action::Grow(_) => "grow",
             Action::StopReplica { .. } => "stop_replica",
             Action::Exec { .. } => "exec",
+            Action::Apply(_) => "apply",
+            Action::Delete(_) => "delete",
+            Action::RolloutRestart(_) => "rollout_restart",
+            Action::DeletePod { .. } => "delete_pod",
+            Action::Scale { .. } => "scale",
         }
+    }
+
+    /// Whether the action exists only on the Kubernetes platform.
+    pub fn needs_cluster(&self) -> bool {
+        matches!(
+            self,
+            Action::Apply(_)
+                | Action::Delete(_)
+                | Action::RolloutRestart(_)
+                | Action::DeletePod { .. }
+                | Action::Scale { .. }
+        )
     }
 }
 
@@ -934,6 +1052,7 @@ impl Scenario {
             cases,
             quick,
             source: src.text.clone(),
+            platform: PlatformSpec::default(),
         })
     }
 }

@@ -236,6 +236,7 @@ impl Stack {
             admin_port,
             control_port,
             tls: self.tls.clone(),
+            ..RenderContext::default()
         };
         let rendered = self.driver.render(cfg, &ctx)?;
         let name = dir
@@ -355,6 +356,18 @@ impl Stack {
                 timeout,
                 allow_fail,
             } => self.exec(argv, *timeout, *allow_fail),
+            // The parser refuses them off Kubernetes; a scenario built in code may still hold one.
+            Action::Apply(_)
+            | Action::Delete(_)
+            | Action::RolloutRestart(_)
+            | Action::DeletePod { .. }
+            | Action::Scale { .. } => Done::new(
+                String::new(),
+                Err(StackError::Platform(format!(
+                    "{} needs the kubernetes platform",
+                    action.kind()
+                ))),
+            ),
         };
         Applied {
             events: vec![done.event(action.kind(), t0, self.origin)],
@@ -363,63 +376,10 @@ impl Stack {
         }
     }
 
-    /// Runs an `exec` action's command, its output saved as `exec/<case>/<n>-<program>.stdout`
-    /// and `.stderr`; the detail holds the command and its exit code.
+    /// Runs an `exec` action's command (see [`run_exec`]).
     fn exec(&mut self, argv: &[String], timeout: Duration, allow_fail: bool) -> Done {
         self.execs += 1;
-        let program = argv
-            .first()
-            .and_then(|p| Path::new(p).file_name())
-            .and_then(|p| p.to_str())
-            .unwrap_or("exec");
-        let safe: String = program
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let base = self.exec_out.join(format!("{}-{safe}", self.execs));
-        let command = argv.join(" ");
-        if let Err(source) = fs::create_dir_all(&self.exec_out) {
-            let e = StackError::Io {
-                path: self.exec_out.clone(),
-                source,
-            };
-            return Done::new(command, Err(e));
-        }
-        let out = base.with_extension("stdout");
-        let err = base.with_extension("stderr");
-        let (outcome, failure) = match proxy::run_bounded(argv, timeout, &out, &err) {
-            Ok(ran) => match ran.status {
-                Some(s) if s.success() => ("exit 0".to_string(), None),
-                Some(s) => {
-                    let said = match s.code() {
-                        Some(c) => format!("exit {c}"),
-                        None => format!("{s}"),
-                    };
-                    (said.clone(), Some(said))
-                }
-                None => (
-                    format!("timed out after {timeout:?}, killed"),
-                    Some(format!("timed out after {timeout:?}; killed")),
-                ),
-            },
-            Err(e) => ("not run".to_string(), Some(e.to_string())),
-        };
-        let allowed = if failure.is_some() && allow_fail {
-            " (allow_fail)"
-        } else {
-            ""
-        };
-        let detail = format!("`{command}`: {outcome}{allowed}");
-        let result = match failure {
-            Some(f) if !allow_fail => Err(StackError::Exec(format!("`{command}`: {f}"))),
-            _ => Ok(()),
-        };
+        let (detail, result) = run_exec(&self.exec_out, self.execs, argv, timeout, allow_fail);
         Done::new(detail, result)
     }
 
@@ -1017,4 +977,70 @@ impl Drop for Stack {
         }
         self.fleet.close(std::time::Duration::from_secs(2));
     }
+}
+
+/// Runs an `exec` action's command (the `n`th of the case), its output saved as
+/// `<exec_out>/<n>-<program>.stdout` and `.stderr`: the event's detail (the command and its exit
+/// code) and its outcome. Every platform runs `exec` on this machine.
+pub fn run_exec(
+    exec_out: &Path,
+    n: u32,
+    argv: &[String],
+    timeout: Duration,
+    allow_fail: bool,
+) -> (String, Result<(), StackError>) {
+    let program = argv
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|p| p.to_str())
+        .unwrap_or("exec");
+    let safe: String = program
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = exec_out.join(format!("{n}-{safe}"));
+    let command = argv.join(" ");
+    if let Err(source) = fs::create_dir_all(exec_out) {
+        let e = StackError::Io {
+            path: exec_out.to_path_buf(),
+            source,
+        };
+        return (command, Err(e));
+    }
+    let out = base.with_extension("stdout");
+    let err = base.with_extension("stderr");
+    let (outcome, failure) = match proxy::run_bounded(argv, timeout, &out, &err) {
+        Ok(ran) => match ran.status {
+            Some(s) if s.success() => ("exit 0".to_string(), None),
+            Some(s) => {
+                let said = match s.code() {
+                    Some(c) => format!("exit {c}"),
+                    None => format!("{s}"),
+                };
+                (said.clone(), Some(said))
+            }
+            None => (
+                format!("timed out after {timeout:?}, killed"),
+                Some(format!("timed out after {timeout:?}; killed")),
+            ),
+        },
+        Err(e) => ("not run".to_string(), Some(e.to_string())),
+    };
+    let allowed = if failure.is_some() && allow_fail {
+        " (allow_fail)"
+    } else {
+        ""
+    };
+    let detail = format!("`{command}`: {outcome}{allowed}");
+    let result = match failure {
+        Some(f) if !allow_fail => Err(StackError::Exec(format!("`{command}`: {f}"))),
+        _ => Ok(()),
+    };
+    (detail, result)
 }

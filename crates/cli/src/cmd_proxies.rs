@@ -99,6 +99,7 @@ pub fn run_each(
         let target = Target {
             dir: Some(root.join(kind.name())),
             proxy: Some(kind),
+            platform: None,
         };
         println!("== {kind} ==");
         match bench::runner::run_as(scn, opts, &target) {

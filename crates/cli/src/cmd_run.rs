@@ -128,6 +128,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let target = bench::runner::Target {
         dir: None,
         proxy: choice.and_then(|c| c.kinds.first().copied()),
+        platform: None,
     };
     let out = bench::runner::run_as(&scn, &opts, &target)?;
     print!("{}", report::summary_text(&out.results));

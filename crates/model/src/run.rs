@@ -166,6 +166,112 @@ pub struct CaseResult {
     pub series: Vec<Series>,
     /// Findings about this case, one sentence each.
     pub findings: Vec<String>,
+    /// What the cluster showed during the case (Kubernetes platform only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterRecord>,
+}
+
+/// What a case saw on a Kubernetes cluster: pods coming and going, restarts, Warning events,
+/// and the optional metrics. Each collector that could not gather its data says why in
+/// `absent`, so a missing series is never read as zeros.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ClusterRecord {
+    /// The namespace the case ran in.
+    pub namespace: String,
+    /// The kubeconfig context used.
+    pub context: String,
+    /// The API server's version (`v1.34.4`).
+    pub server_version: String,
+    /// Every pod phase and readiness change, in time order.
+    pub pods: Vec<PodChange>,
+    /// Container restarts, each with the count after it.
+    pub restarts: Vec<RestartRecord>,
+    /// Warning events of the watched namespaces.
+    pub warnings: Vec<ClusterEvent>,
+    /// CPU and memory per pod from the metrics API, once a second.
+    pub metrics: Vec<PodMetric>,
+    /// Samples from the optional Prometheus scrape.
+    pub scrapes: Vec<ScrapeSample>,
+    /// Why a collector has no data, one sentence each (`metrics API: not served by this
+    /// cluster`).
+    pub absent: Vec<String>,
+}
+
+/// One observed state of one pod: recorded whenever its phase or readiness changes, and when
+/// it is deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodChange {
+    /// Seconds from the case origin.
+    pub t_s: f64,
+    /// Pod name.
+    pub pod: String,
+    /// What the pod is to the run: `proxy`, `backend`, or `watched` (the user's own).
+    pub role: String,
+    /// Pod phase (`Pending`, `Running`, `Succeeded`, `Failed`, `Deleted`).
+    pub phase: String,
+    /// Whether the pod's Ready condition is true.
+    pub ready: bool,
+    /// Whether a deletion was requested (the pod is terminating).
+    #[serde(default)]
+    pub terminating: bool,
+}
+
+/// A container restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartRecord {
+    /// Seconds from the case origin.
+    pub t_s: f64,
+    /// Pod name.
+    pub pod: String,
+    /// Container name.
+    pub container: String,
+    /// The restart count after it.
+    pub count: u32,
+    /// Why the previous instance ended (`Error`, `OOMKilled`), when the API says.
+    pub reason: String,
+}
+
+/// A Warning event (or any event the collector keeps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterEvent {
+    /// Seconds from the case origin (the event's last time).
+    pub t_s: f64,
+    /// The object it is about (`Pod/nginx-abc`).
+    pub object: String,
+    /// Its reason (`Unhealthy`, `BackOff`).
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+    /// How many times the API server counted it.
+    pub count: u32,
+}
+
+/// One metrics API sample of one pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodMetric {
+    /// Seconds from the case origin.
+    pub t_s: f64,
+    /// Pod name.
+    pub pod: String,
+    /// CPU in millicores.
+    pub cpu_millicores: f64,
+    /// Memory working set in bytes.
+    pub memory_bytes: u64,
+}
+
+/// One Prometheus sample scraped from a pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeSample {
+    /// Seconds from the case origin.
+    pub t_s: f64,
+    /// Pod name.
+    pub pod: String,
+    /// Metric name.
+    pub metric: String,
+    /// Labels as `k="v",...` (empty when none).
+    pub labels: String,
+    /// The value.
+    pub value: f64,
 }
 
 /// TIME_WAIT sockets that involve the backends' ports, split by which end holds them: the side

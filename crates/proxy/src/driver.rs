@@ -36,6 +36,41 @@ pub struct RenderContext {
     pub control_port: u16,
     /// Certificate and key for TLS listeners.
     pub tls: Option<TlsFiles>,
+    /// Logs go to stdout (access) and stderr (errors) instead of files in `prefix`: on
+    /// Kubernetes they are read through the log API, so they outlive a deleted pod.
+    pub stdio_logs: bool,
+    /// The admin listener's address as written into the config instead of
+    /// `127.0.0.1:admin_port`: on Kubernetes a placeholder the pod replaces with its own address
+    /// (hostNetwork pods share every port).
+    pub admin_listen: Option<String>,
+    /// The upstream addresses come from the cluster (EndpointSlices), so they need not be on
+    /// loopback; locally every backend is on 127.0.0.0/8.
+    pub cluster_upstreams: bool,
+}
+
+impl RenderContext {
+    /// Refuses an upstream address the run may not send to: loopback always, any other address
+    /// only when the platform found it in the cluster.
+    pub fn check_upstream(&self, upstream: &str, a: &SocketAddr) -> Result<(), Error> {
+        if a.ip().is_loopback() || self.cluster_upstreams {
+            return Ok(());
+        }
+        Err(Error::Invalid(format!(
+            "upstream '{upstream}': backend {a} is not on loopback (127.0.0.0/8 only)"
+        )))
+    }
+
+    /// The admin listener's address: the platform's placeholder, or the replica's own
+    /// loopback port.
+    pub fn admin_address(&self) -> Result<String, Error> {
+        if let Some(a) = &self.admin_listen {
+            return Ok(a.clone());
+        }
+        if self.admin_port == 0 {
+            return Err(Error::Invalid("the run assigned no admin port".into()));
+        }
+        Ok(format!("127.0.0.1:{}", self.admin_port))
+    }
 }
 
 /// A rendered config: the text and the file name the proxy reads it under.

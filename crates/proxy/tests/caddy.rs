@@ -72,6 +72,7 @@ fn context(cfg: &ProxyConfig, dir: &Path, groups: &[(&str, Vec<SocketAddr>)]) ->
         admin_port: ports[n],
         control_port: ports[n + 1],
         tls: None,
+        ..RenderContext::default()
     };
     for (l, p) in cfg.listeners.iter().zip(&ports) {
         ctx.ports.insert(l.name.clone(), *p);

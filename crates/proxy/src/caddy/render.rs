@@ -412,12 +412,7 @@ impl Renderer<'_> {
         })?;
         let mut upstreams = Vec::new();
         for a in addrs {
-            if !a.ip().is_loopback() {
-                return Err(Error::Invalid(format!(
-                    "upstream '{}': backend {a} is not on loopback (127.0.0.0/8 only)",
-                    u.name
-                )));
-            }
+            self.ctx.check_upstream(&u.name, a)?;
             upstreams.push(json!({"dial": a.to_string()}));
         }
         if upstreams.is_empty() {

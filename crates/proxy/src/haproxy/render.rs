@@ -463,12 +463,7 @@ fn backend(o: &mut String, u: &Upstream, ctx: &RenderContext) -> Result<(), Erro
         o.push_str("    # the group is empty: HAProxy answers 503\n");
     }
     for (i, a) in addrs.iter().enumerate() {
-        if !a.ip().is_loopback() {
-            return Err(Error::Invalid(format!(
-                "upstream '{}': backend {a} is not on loopback (127.0.0.0/8 only)",
-                u.name
-            )));
-        }
+        ctx.check_upstream(&u.name, a)?;
         let _ = writeln!(o, "    server s{i} {a}{params}");
     }
     Ok(())

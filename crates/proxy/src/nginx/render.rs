@@ -101,7 +101,11 @@ impl<'a> Renderer<'a> {
         let _ = writeln!(
             o,
             "error_log {} {};",
-            self.path("error.log"),
+            if self.ctx.stdio_logs {
+                "stderr".to_string()
+            } else {
+                self.path("error.log")
+            },
             c.error_log_level.as_str()
         );
         if let Some(t) = c.worker_shutdown_timeout {
@@ -131,7 +135,12 @@ impl<'a> Renderer<'a> {
         );
         let _ = writeln!(o, "\"generation\":{}}}';", self.ctx.generation);
         if c.access_log {
-            let _ = writeln!(o, "    access_log {} pb_json;", self.path("access.log"));
+            let to = if self.ctx.stdio_logs {
+                "/dev/stdout".to_string()
+            } else {
+                self.path("access.log")
+            };
+            let _ = writeln!(o, "    access_log {to} pb_json;");
         } else {
             o.push_str("    access_log off;\n");
         }
@@ -215,12 +224,7 @@ impl<'a> Renderer<'a> {
                 o.push_str("        server 127.0.0.1:1 down;\n");
             }
             for a in addrs {
-                if !a.ip().is_loopback() {
-                    return Err(Error::Invalid(format!(
-                        "upstream '{}': backend {a} is not on loopback (127.0.0.0/8 only)",
-                        u.name
-                    )));
-                }
+                self.ctx.check_upstream(&u.name, a)?;
                 let _ = writeln!(o, "        server {a}{params};");
             }
             if u.keepalive > 0 {
@@ -522,17 +526,14 @@ impl<'a> Renderer<'a> {
     }
 
     fn admin(&self, o: &mut String) -> Result<(), Error> {
-        if self.ctx.admin_port == 0 {
-            return Err(Error::Invalid("the run assigned no admin port".into()));
-        }
+        let listen = self.ctx.admin_address()?;
         let g = self.ctx.generation;
         let _ = writeln!(
             o,
             "    # admin: generation and stub_status for proxybench\n    server {{\n        \
-             listen 127.0.0.1:{};\n        access_log off;\n        {}\n        \
+             listen {listen};\n        access_log off;\n        {}\n        \
              location = {} {{ return 200 \"{g}\\n\"; }}\n        \
              location = {} {{ stub_status; }}\n        location / {{ return 404; }}\n    }}",
-            self.ctx.admin_port,
             self.gen_header(),
             super::GENERATION_PATH,
             super::STUB_STATUS_PATH,

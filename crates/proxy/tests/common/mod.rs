@@ -211,6 +211,7 @@ pub fn context(cfg: &ProxyConfig, dir: &Path, groups: &[(&str, Vec<SocketAddr>)]
         admin_port: ports[cfg.listeners.len()],
         control_port: 0,
         tls: None,
+        ..RenderContext::default()
     };
     for (l, p) in cfg.listeners.iter().zip(&ports) {
         ctx.ports.insert(l.name.clone(), *p);

@@ -1,0 +1,127 @@
+//! Where a case's backends and proxy run: the seam between the runner and a platform.
+//!
+//! A [`Platform`] lives for a whole run (on Kubernetes: the API connection and the run's
+//! namespace); for each case it stands up a [`Stage`], the case's running backends and proxy,
+//! which applies the case's actions and, at the end, hands back what only it can read (the
+//! proxy's logs, the backends' counters, what the cluster showed). The runner, the loads and
+//! the collectors talk only to these two traits.
+//!
+//! - `local` ([`Local`]): processes on this machine ([`crate::stack::Stack`]).
+//! - `kubernetes`: Deployments on a cluster, through its API.
+
+use crate::error::StackError;
+use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
+use crate::stack::{Applied, Stack, StackSpec};
+use model::{BackendCounters, ClusterRecord};
+use proxy::{LogFiles, ReplicaHandle};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// A run's platform: stands up each case's [`Stage`] and cleans up after the run.
+pub trait Platform {
+    /// The platform's name (`local`, `kubernetes`).
+    fn name(&self) -> &'static str;
+    /// Stands up one case: its backends, then its proxy replicas.
+    fn stage(&self, case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError>;
+    /// Ends the run on the platform (on Kubernetes: deletes the run's namespace unless kept);
+    /// what it could not undo, one sentence each. Runs after an interrupted run too.
+    fn close(&mut self) -> Vec<String>;
+}
+
+/// One case's running backends and proxy, as the runner, the loads and the actions see them.
+pub trait Stage {
+    /// Listener name to the port clients reach it on (127.0.0.1).
+    fn ports(&self) -> &BTreeMap<String, u16>;
+    /// The port of the first listener that is (or is not) TLS.
+    fn listener_port(&self, tls: bool) -> Option<u16>;
+    /// The address of a group's first current member (for loads that bypass the proxy).
+    fn first_backend(&self, group: &str) -> Option<SocketAddr>;
+    /// The external target's attach settings, when the case's proxy is one the user runs.
+    fn external(&self) -> Option<&proxy::config::External>;
+    /// Handles of the proxy processes on this machine for the /proc and status collectors,
+    /// kept current as replicas come and go (empty when the proxy runs elsewhere).
+    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>>;
+    /// Applies one step's action now; `keep_going` turns false when the loads have ended or the
+    /// run is interrupted (long actions stop early then).
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied;
+    /// Stops the proxy and the backends and gathers what only the stage can read.
+    fn down(&mut self) -> Down;
+}
+
+/// What a stage hands back when it comes down.
+#[derive(Debug, Default)]
+pub struct Down {
+    /// The log files of every proxy replica (or pod) that ran, by name.
+    pub logs: Vec<(String, LogFiles)>,
+    /// Every backend's counters at the end.
+    pub backends: Vec<BackendCounters>,
+    /// What the cluster showed (Kubernetes only).
+    pub cluster: Option<ClusterRecord>,
+    /// The first teardown failure.
+    pub err: Option<StackError>,
+}
+
+/// Processes on this machine.
+pub struct Local;
+
+impl Platform for Local {
+    fn name(&self) -> &'static str {
+        PlatformKind::Local.name()
+    }
+
+    fn stage(&self, _case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError> {
+        Ok(Box::new(Stack::up(spec)?))
+    }
+
+    fn close(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
+pub fn open(spec: &PlatformSpec, run_stamp: &str) -> Result<Box<dyn Platform>, String> {
+    match spec.kind {
+        PlatformKind::Local => Ok(Box::new(Local)),
+        PlatformKind::Kubernetes => {
+            let _ = run_stamp;
+            Err("the kubernetes platform is not in this build yet".into())
+        }
+    }
+}
+
+impl Stage for Stack {
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        Stack::ports(self)
+    }
+
+    fn listener_port(&self, tls: bool) -> Option<u16> {
+        Stack::listener_port(self, tls)
+    }
+
+    fn first_backend(&self, group: &str) -> Option<SocketAddr> {
+        Stack::first_backend(self, group)
+    }
+
+    fn external(&self) -> Option<&proxy::config::External> {
+        Stack::external(self)
+    }
+
+    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
+        Stack::handles(self)
+    }
+
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        Stack::apply(self, action, keep_going)
+    }
+
+    fn down(&mut self) -> Down {
+        let (logs, err) = Stack::down(self);
+        Down {
+            logs,
+            backends: self.fleet.counters(),
+            cluster: None,
+            err,
+        }
+    }
+}

@@ -14,6 +14,7 @@ use kube::runtime::WatchStreamExt;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch as signal;
@@ -35,8 +36,9 @@ pub struct FollowedLog {
     pub first_t_s: Option<f64>,
     /// Seconds since the origin when the last line arrived.
     pub last_t_s: Option<f64>,
-    /// True when the log was read to its end: the container exited and its stream ended, or a
-    /// final read at stop caught up with a container still running.
+    /// True when the log was read to its end: the container exited and its stream ended, a
+    /// final read at stop caught up with a container still running, or the pod went away before
+    /// any of its containers started (no line was ever written).
     pub complete: bool,
     /// Why the log may be incomplete (the pod was deleted before its log could be read...).
     pub error: Option<String>,
@@ -78,7 +80,9 @@ impl Cluster {
         let manager = self.handle().spawn(async move {
             let mut stop = rx.clone();
             let mut stream = watcher(api.clone(), cfg).default_backoff().boxed();
-            let mut started: BTreeMap<String, ()> = BTreeMap::new();
+            // Per pod UID: whether any of its containers has started (so that a pod deleted
+            // before its log was read is a loss only if it ever ran).
+            let mut started: BTreeMap<String, Arc<AtomicBool>> = BTreeMap::new();
             loop {
                 let ev = tokio::select! {
                     _ = stop.wait_for(|s| *s) => break,
@@ -90,9 +94,28 @@ impl Cluster {
                     None => break,
                 };
                 let uid = p.metadata.uid.clone().unwrap_or_default();
-                if started.insert(uid.clone(), ()).is_some() {
+                let ran = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.state.as_ref().is_some_and(|s| {
+                                s.running.is_some()
+                                    || s.terminated
+                                        .as_ref()
+                                        .is_some_and(|t| t.started_at.is_some())
+                            })
+                        })
+                    });
+                if let Some(flag) = started.get(&uid) {
+                    if ran {
+                        flag.store(true, Ordering::SeqCst);
+                    }
                     continue;
                 }
+                let flag = Arc::new(AtomicBool::new(ran));
+                started.insert(uid.clone(), flag.clone());
                 let pod = p.metadata.name.clone().unwrap_or_default();
                 let containers: Vec<String> = p
                     .spec
@@ -113,7 +136,8 @@ impl Cluster {
                         error: None,
                     }));
                     st.lock().expect("followers").push(log.clone());
-                    let task = handle.spawn(follow(api.clone(), log, origin, rx.clone()));
+                    let task =
+                        handle.spawn(follow(api.clone(), log, flag.clone(), origin, rx.clone()));
                     ts.lock().expect("followers").push(task);
                 }
             }
@@ -194,6 +218,7 @@ struct Position {
 async fn follow(
     api: Api<Pod>,
     log: Arc<Mutex<FollowedLog>>,
+    ran: Arc<AtomicBool>,
     origin: Instant,
     mut stop: signal::Receiver<bool>,
 ) {
@@ -214,6 +239,7 @@ async fn follow(
     let mut out = std::io::BufWriter::new(file);
     let mut pos = Position::default();
     let mut stopping = false;
+    let mut last_refusal: Option<String> = None;
     loop {
         if !stopping && *stop.borrow() {
             stopping = true;
@@ -238,9 +264,13 @@ async fn follow(
                     };
                 if gone {
                     let mut l = log.lock().expect("log");
-                    if l.lines == 0 {
+                    if l.lines == 0 && ran.load(Ordering::SeqCst) {
                         l.error = Some(format!(
-                            "pod {pod} was gone before its log could be read: {m}"
+                            "pod {pod} was gone before its log could be read: {m}{}",
+                            last_refusal
+                                .as_deref()
+                                .map(|r| format!(" (before that: {r})"))
+                                .unwrap_or_default()
                         ));
                     } else {
                         l.complete = true;
@@ -257,6 +287,7 @@ async fn follow(
                     }
                     break;
                 }
+                last_refusal = Some(m);
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => {}
                     _ = tokio::time::sleep(Duration::from_millis(if code == 400 || code == 404 { 100 } else { 500 })) => {}

@@ -12,9 +12,6 @@
 //!   Prometheus scrape, and every proxy pod's log followed into a file from its start (deleted
 //!   pods included), split at `down` into access and error lines.
 
-// Constructed by the run-level platform (kube_run.rs), which the merger wires in.
-#![allow(dead_code)]
-
 use super::{Down, Stage};
 use crate::error::StackError;
 use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
@@ -57,7 +54,7 @@ const BOUND: Duration = Duration::from_secs(120);
 
 /// One case on a cluster.
 pub(crate) struct KubeStage {
-    cluster: Arc<Cluster>,
+    cluster: Cluster,
     namespace: String,
     driver: &'static dyn Driver,
     config: Option<ProxyConfig>,
@@ -186,7 +183,7 @@ impl KubeStage {
     /// the proxy Deployment (config checked by the proxy's own checker first), the collectors
     /// and the log followers; returns once every pod is Ready.
     pub(crate) fn up(
-        cluster: Arc<Cluster>,
+        cluster: Cluster,
         namespace: &str,
         spec: &PlatformSpec,
         case: &Case,
@@ -716,87 +713,6 @@ impl KubeStage {
         (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
     }
 
-    /// The Kubernetes-only actions, on any object of the run's namespace.
-    fn cluster_action(&mut self, action: &Action) -> (String, Result<(), StackError>) {
-        let ns = self.namespace.clone();
-        let c = &self.cluster;
-        let deployment_of = |target: &str| -> Result<String, StackError> {
-            match target.split_once('/') {
-                Some(("deployment" | "deploy" | "deployments", n)) => Ok(n.to_string()),
-                _ => Err(platform(format!(
-                    "{target}: only deployment/NAME is supported"
-                ))),
-            }
-        };
-        match action {
-            Action::Apply(f) => {
-                let r = c.apply(f, &ns);
-                (f.display().to_string(), r.map(|_| ()).map_err(platform))
-            }
-            Action::Delete(f) => {
-                let r = c.delete(f, &ns);
-                (f.display().to_string(), r.map(|_| ()).map_err(platform))
-            }
-            Action::RolloutRestart(t) => {
-                let r = deployment_of(t).and_then(|d| {
-                    c.rollout_restart(&ns, &d).map_err(platform)?;
-                    c.wait_rollout(&ns, &d, BOUND).map_err(platform).map(|_| ())
-                });
-                (t.clone(), r)
-            }
-            Action::DeletePod {
-                selector,
-                count,
-                grace,
-            } => {
-                let r = c
-                    .pods(&ns, Some(selector))
-                    .map_err(platform)
-                    .and_then(|mut pods| {
-                        pods.retain(|p| !p.deleting);
-                        pods.sort_by(|a, b| a.created.cmp(&b.created));
-                        let mut names = Vec::new();
-                        for p in pods.iter().take(*count as usize) {
-                            c.delete_pod(&ns, &p.name, Some(*grace)).map_err(platform)?;
-                            names.push(p.name.clone());
-                        }
-                        Ok(names)
-                    });
-                match r {
-                    Ok(n) => (format!("{selector}: {}", n.join(", ")), Ok(())),
-                    Err(e) => (selector.clone(), Err(e)),
-                }
-            }
-            Action::Scale { target, to, step } => {
-                let r = deployment_of(target).and_then(|d| {
-                    let from = c.deployment_replicas(&ns, &d).map_err(platform)?.desired;
-                    let to = *to as i32;
-                    let mut n = from;
-                    while n != to {
-                        n = if step.is_zero() {
-                            to
-                        } else if n < to {
-                            n + 1
-                        } else {
-                            n - 1
-                        };
-                        c.scale_deployment(&ns, &d, n).map_err(platform)?;
-                        if !step.is_zero() {
-                            c.wait_deployment_ready(&ns, &d, n, BOUND)
-                                .map_err(platform)?;
-                            std::thread::sleep(*step);
-                        }
-                    }
-                    c.wait_deployment_ready(&ns, &d, to, BOUND)
-                        .map_err(platform)
-                        .map(|_| ())
-                });
-                (format!("{target} -> {to}"), r)
-            }
-            _ => (String::new(), Err(platform("not a cluster action"))),
-        }
-    }
-
     /// What the collectors gathered, as the case's cluster record.
     fn record(&mut self) -> ClusterRecord {
         let info = self.cluster.info();
@@ -952,7 +868,7 @@ impl Stage for KubeStage {
         self.handles.clone()
     }
 
-    fn apply(&mut self, action: &Action, _keep_going: &dyn Fn() -> bool) -> Applied {
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
         let t0 = Instant::now();
         let mut reloads = Vec::new();
         let (detail, result): (String, Result<(), StackError>) = match action {
@@ -1013,7 +929,9 @@ impl Stage for KubeStage {
             | Action::Delete(_)
             | Action::RolloutRestart(_)
             | Action::DeletePod { .. }
-            | Action::Scale { .. } => self.cluster_action(action),
+            | Action::Scale { .. } => {
+                super::kube_run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
+            }
             Action::SetProfile { .. } | Action::RestartBackend(_) | Action::Grow(_) => (
                 String::new(),
                 Err(platform(format!(
@@ -1166,7 +1084,7 @@ duration = "1s"
     fn k8s_stage_serves_scales_reloads_and_keeps_every_pods_log() {
         let kc = std::env::var_os("PROXYBENCH_TEST_KUBECONFIG")
             .expect("PROXYBENCH_TEST_KUBECONFIG is unset: these tests need the test cluster");
-        let cluster = Arc::new(Cluster::connect(Some(std::path::Path::new(&kc)), None).unwrap());
+        let cluster = Cluster::connect(Some(std::path::Path::new(&kc)), None).unwrap();
         let ns = k8s::namespace_name("kube-stage");
         cluster.create_namespace(&ns, &[]).unwrap();
         let scn = Scenario::parse(

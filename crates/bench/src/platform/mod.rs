@@ -9,8 +9,6 @@
 //! - `local` ([`Local`]): processes on this machine ([`crate::stack::Stack`]).
 //! - `kubernetes`: Deployments on a cluster, through its API.
 
-mod kube;
-
 use crate::error::StackError;
 use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
 use crate::stack::{Applied, Stack, StackSpec};

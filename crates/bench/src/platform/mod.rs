@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+mod kube;
+mod kube_run;
+
 /// A run's platform: stands up each case's [`Stage`] and cleans up after the run.
 pub trait Platform {
     /// The platform's name (`local`, `kubernetes`).
@@ -85,7 +88,7 @@ pub fn open(spec: &PlatformSpec, run_stamp: &str) -> Result<Box<dyn Platform>, S
         PlatformKind::Local => Ok(Box::new(Local)),
         PlatformKind::Kubernetes => {
             let _ = run_stamp;
-            Err("the kubernetes platform is not in this build yet".into())
+            Ok(Box::new(kube_run::Kubernetes::open(spec)?))
         }
     }
 }

@@ -1,0 +1,1195 @@
+//! The `kubernetes` platform's [`Stage`]: one case's backends and proxy as Deployments in the
+//! run's namespace, driven through the API ([`k8s::Cluster`]).
+//!
+//! - Each backend group is a Deployment of the proxybench image (`proxybench backend`) in bridge
+//!   mode, with a headless Service whose EndpointSlices give the pod IPs (198.18.0.x on the test
+//!   cluster): the upstream addresses the proxy config is rendered with, as a gateway controller
+//!   fills its upstreams.
+//! - The proxy is one hostNetwork Deployment of the proxy image, its config rendered by the same
+//!   driver as locally (`stdio_logs`, a placeholder admin address each pod replaces with its own
+//!   loopback address, listeners on `127.0.0.1:PORT reuseport` shared by every replica).
+//! - Collectors: pod phases and readiness, restarts, Warning events, the metrics API, an optional
+//!   Prometheus scrape, and every proxy pod's log followed into a file from its start (deleted
+//!   pods included), split at `down` into access and error lines.
+
+use super::{Down, Stage};
+use crate::error::StackError;
+use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
+use crate::stack::{free_port, Applied, StackSpec};
+use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
+use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s::k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction,
+    Lifecycle, LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, Volume,
+    VolumeMount,
+};
+use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s::{Cluster, LogFollowers};
+use model::{ClusterRecord, Event, ReloadRecord};
+use proxy::config::{ProxyConfig, ProxyKind};
+use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The image backend pods run when the platform names none.
+pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
+/// The image proxy pods run when the platform names none.
+pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
+/// The backends' port in their pods.
+const BACKEND_PORT: u16 = 8080;
+/// Where the proxy's prefix (pid file, temp dirs) is in its pod.
+const POD_PREFIX: &str = "/tmp/pb";
+/// The placeholder the rendered config carries for the pod's own admin address.
+const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
+/// The label every object of a case carries.
+const ROLE: &str = "proxybench/role";
+/// How long a wait for pods may take.
+const BOUND: Duration = Duration::from_secs(120);
+
+/// One case on a cluster.
+pub(crate) struct KubeStage {
+    cluster: Cluster,
+    namespace: String,
+    driver: &'static dyn Driver,
+    config: Option<ProxyConfig>,
+    configs: BTreeMap<String, ProxyConfig>,
+    generation: u64,
+    ports: BTreeMap<String, u16>,
+    admin_port: u16,
+    groups: Vec<String>,
+    tls: bool,
+    configs_out: PathBuf,
+    exec_out: PathBuf,
+    execs: u32,
+    logs_dir: PathBuf,
+    origin: Instant,
+    handles: Arc<Mutex<Vec<ReplicaHandle>>>,
+    pods: Option<Collector<PodTimeline>>,
+    warnings: Option<Collector<Vec<WarningEvent>>>,
+    metrics: Option<Collector<Vec<PodUsage>>>,
+    scrape: Option<Collector<Vec<Scrape>>>,
+    followers: Option<LogFollowers>,
+    first_backend: BTreeMap<String, SocketAddr>,
+}
+
+fn platform(e: impl std::fmt::Display) -> StackError {
+    StackError::Platform(e.to_string())
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn meta(name: &str, l: &BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        labels: Some(l.clone()),
+        ..Default::default()
+    }
+}
+
+/// A Deployment of one container with our defaults: no service account token, no cluster DNS
+/// (the test cluster has none), no service links.
+fn deployment(
+    name: &str,
+    l: &BTreeMap<String, String>,
+    replicas: u32,
+    mut pod: PodSpec,
+) -> Deployment {
+    pod.automount_service_account_token = Some(false);
+    pod.enable_service_links = Some(false);
+    pod.dns_policy = Some("Default".into());
+    Deployment {
+        metadata: meta(name, l),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas as i32),
+            selector: LabelSelector {
+                match_labels: Some(l.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(meta(name, l)),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// The proxy pod's commands for a proxy kind: its entry script (derive a loopback address from
+/// the pod name, write it to /run/pb/admin, put it into the config, start the proxy) and its
+/// reload (the next config arrives on stdin). Only nginx runs on Kubernetes in this build.
+fn pod_commands(kind: ProxyKind, admin_port: u16) -> Result<(String, String), StackError> {
+    if kind != ProxyKind::Nginx {
+        return Err(platform(format!(
+            "the kubernetes platform runs the nginx driver only in this build, not {kind:?}"
+        )));
+    }
+    let addr = format!(
+        "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
+         h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
+         a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
+         echo \"$a\" > /run/pb/admin"
+    );
+    let entry = format!(
+        "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
+         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /config/nginx.conf > /run/pb/nginx.conf; \
+         exec /usr/sbin/nginx -c /run/pb/nginx.conf -g 'daemon off;'"
+    );
+    let reload = format!(
+        "set -e; cat > /run/pb/next.conf; \
+         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /run/pb/next.conf > /run/pb/nginx.conf; \
+         /usr/sbin/nginx -c /run/pb/nginx.conf -t -q; /usr/sbin/nginx -c /run/pb/nginx.conf -s reload"
+    );
+    Ok((entry, reload))
+}
+
+/// `GET /generation` of a pod's admin listener (an address on the host's loopback, since the
+/// proxy pods share the host's network).
+fn generation_at(addr: &str, timeout: Duration) -> Result<u64, String> {
+    let sa: SocketAddr = addr
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad admin address {addr:?}"))?;
+    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET /generation HTTP/1.0\r\nHost: admin\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
+    let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default();
+    body.trim()
+        .parse()
+        .map_err(|_| format!("{sa}: no generation in {body:?}"))
+}
+
+impl KubeStage {
+    /// Stands up one case in `namespace`: backend Deployments and their headless Services, then
+    /// the proxy Deployment (config checked by the proxy's own checker first), the collectors
+    /// and the log followers; returns once every pod is Ready.
+    pub(crate) fn up(
+        cluster: Cluster,
+        namespace: &str,
+        spec: &PlatformSpec,
+        case: &Case,
+        stack: StackSpec<'_>,
+    ) -> Result<KubeStage, StackError> {
+        let origin = stack.origin;
+        let ns = namespace.to_string();
+        let c = &cluster;
+        let logs_dir = stack.work.join("pod-logs");
+        for d in [&stack.work, &stack.configs_out] {
+            std::fs::create_dir_all(d).map_err(|source| StackError::Io {
+                path: d.clone(),
+                source,
+            })?;
+        }
+        let mut st = KubeStage {
+            cluster: cluster.clone(),
+            namespace: ns.clone(),
+            driver: proxy::driver(stack.proxy.map(|p| p.kind).unwrap_or_default()),
+            config: stack.proxy.cloned(),
+            configs: stack.configs.clone(),
+            generation: 1,
+            ports: BTreeMap::new(),
+            admin_port: 0,
+            groups: Vec::new(),
+            tls: stack.tls.is_some(),
+            configs_out: stack.configs_out.clone(),
+            exec_out: stack.exec_out.clone(),
+            execs: 0,
+            logs_dir: logs_dir.clone(),
+            origin,
+            handles: Arc::new(Mutex::new(Vec::new())),
+            pods: Some(c.watch_pods(&ns, "", origin)),
+            warnings: Some(c.watch_warnings(&ns, origin)),
+            metrics: None,
+            scrape: None,
+            followers: None,
+            first_backend: BTreeMap::new(),
+        };
+        st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        if let Some(p) = &spec.prometheus {
+            let target = PromTarget {
+                port: p.port,
+                path: p.path.clone(),
+                keep: p.metrics.clone(),
+            };
+            st.scrape = Some(c.scrape_prometheus(&ns, &p.selector, &target, origin, p.every));
+        }
+        // Backends.
+        let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
+        for g in &case.backends {
+            st.groups.push(g.name.clone());
+            let name = format!("backend-{}", g.name);
+            let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
+            let pod = PodSpec {
+                termination_grace_period_seconds: Some(5),
+                containers: vec![Container {
+                    name: "backend".into(),
+                    image: Some(image.clone()),
+                    image_pull_policy: Some("Never".into()),
+                    args: Some(vec![
+                        "backend".into(),
+                        "--listen".into(),
+                        format!("0.0.0.0:{BACKEND_PORT}"),
+                        "--name".into(),
+                        g.name.clone(),
+                        "--profile".into(),
+                        g.profile.to_string(),
+                    ]),
+                    ports: Some(vec![ContainerPort {
+                        container_port: BACKEND_PORT.into(),
+                        name: Some("http".into()),
+                        ..Default::default()
+                    }]),
+                    readiness_probe: Some(Probe {
+                        tcp_socket: Some(TCPSocketAction {
+                            port: IntOrString::Int(BACKEND_PORT.into()),
+                            ..Default::default()
+                        }),
+                        period_seconds: Some(1),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
+                .map_err(platform)?;
+            let svc = Service {
+                metadata: meta(&name, &l),
+                spec: Some(ServiceSpec {
+                    cluster_ip: Some("None".into()),
+                    selector: Some(l.clone()),
+                    ports: Some(vec![ServicePort {
+                        name: Some("http".into()),
+                        port: BACKEND_PORT.into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            c.apply_object(&ns, &svc).map_err(platform)?;
+        }
+        for g in &case.backends {
+            c.wait_deployment_ready(&ns, &format!("backend-{}", g.name), g.count as i32, BOUND)
+                .map_err(platform)?;
+        }
+        // The proxy.
+        let Some(cfg) = st.config.clone() else {
+            return Ok(st);
+        };
+        for l in &cfg.listeners {
+            let port = match l.port {
+                Some(p) => p,
+                None => free_port().map_err(StackError::NoFreePort)?,
+            };
+            st.ports.insert(l.name.clone(), port);
+        }
+        st.admin_port = free_port().map_err(StackError::NoFreePort)?;
+        let (entry, _) = pod_commands(cfg.kind, st.admin_port)?;
+        let rendered = st.render(&cfg)?;
+        check_locally(&st, &cfg, stack.tls.clone())?;
+        let pl = labels(&[(ROLE, "proxy")]);
+        let mut data = BTreeMap::new();
+        data.insert("nginx.conf".to_string(), rendered.text.clone());
+        c.apply_object(
+            &ns,
+            &ConfigMap {
+                metadata: meta("proxy", &pl),
+                data: Some(data),
+                ..Default::default()
+            },
+        )
+        .map_err(platform)?;
+        let mut volumes = vec![Volume {
+            name: "config".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: "proxy".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        let mut mounts = vec![VolumeMount {
+            name: "config".into(),
+            mount_path: "/config".into(),
+            ..Default::default()
+        }];
+        if let Some(t) = &stack.tls {
+            let read = |p: &PathBuf| {
+                std::fs::read_to_string(p).map_err(|source| StackError::Io {
+                    path: p.clone(),
+                    source,
+                })
+            };
+            let mut sd = BTreeMap::new();
+            sd.insert("cert.pem".to_string(), read(&t.cert)?);
+            sd.insert("key.pem".to_string(), read(&t.key)?);
+            c.apply_object(
+                &ns,
+                &Secret {
+                    metadata: meta("proxy-tls", &pl),
+                    string_data: Some(sd),
+                    ..Default::default()
+                },
+            )
+            .map_err(platform)?;
+            volumes.push(Volume {
+                name: "tls".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some("proxy-tls".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            mounts.push(VolumeMount {
+                name: "tls".into(),
+                mount_path: "/tls".into(),
+                ..Default::default()
+            });
+        }
+        let grace = 30;
+        let pod = PodSpec {
+            host_network: Some(true),
+            termination_grace_period_seconds: Some(grace),
+            volumes: Some(volumes),
+            containers: vec![Container {
+                name: "proxy".into(),
+                image: Some(
+                    spec.proxy_image
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_PROXY_IMAGE.into()),
+                ),
+                image_pull_policy: Some("Never".into()),
+                command: Some(sh(&entry)),
+                env: Some(vec![EnvVar {
+                    name: "POD_NAME".into(),
+                    value_from: Some(EnvVarSource {
+                        field_ref: Some(ObjectFieldSelector {
+                            field_path: "metadata.name".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                volume_mounts: Some(mounts),
+                readiness_probe: Some(Probe {
+                    exec: Some(ExecAction {
+                        command: Some(sh(
+                            "wget -q -O- \"http://$(cat /run/pb/admin)/generation\" >/dev/null",
+                        )),
+                    }),
+                    period_seconds: Some(1),
+                    failure_threshold: Some(1),
+                    ..Default::default()
+                }),
+                // Stay in rotation a moment after the deletion, then the image's stop signal
+                // (SIGQUIT: graceful).
+                lifecycle: Some(Lifecycle {
+                    pre_stop: Some(LifecycleHandler {
+                        sleep: Some(SleepAction { seconds: 1 }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        st.followers = Some(
+            c.follow_logs(&ns, &format!("{ROLE}=proxy"), &logs_dir, origin)
+                .map_err(platform)?,
+        );
+        c.apply_object(&ns, &deployment("proxy", &pl, cfg.replicas, pod))
+            .map_err(platform)?;
+        c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, BOUND)
+            .map_err(platform)?;
+        Ok(st)
+    }
+
+    /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
+    fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
+        let mut out = BTreeMap::new();
+        for g in &self.groups {
+            let eps = self
+                .cluster
+                .endpoints(&self.namespace, &format!("backend-{g}"))
+                .map_err(platform)?;
+            let addrs: Vec<SocketAddr> = eps
+                .iter()
+                .filter(|e| e.ready)
+                .map(|e| SocketAddr::new(e.ip, BACKEND_PORT))
+                .collect();
+            if let Some(a) = addrs.first() {
+                self.first_backend.insert(g.clone(), *a);
+            }
+            out.insert(g.clone(), addrs);
+        }
+        Ok(out)
+    }
+
+    /// Renders `cfg` as the current generation with the pod-side paths and the cluster's
+    /// upstreams, and keeps a copy in the case's configs directory.
+    fn render(&mut self, cfg: &ProxyConfig) -> Result<proxy::Rendered, StackError> {
+        let groups = self.group_addrs()?;
+        let ctx = self.context(groups);
+        let r = self.driver.render(cfg, &ctx)?;
+        let _ = std::fs::write(
+            self.configs_out
+                .join(format!("pod.gen{}.conf", self.generation)),
+            &r.text,
+        );
+        Ok(r)
+    }
+
+    fn context(&self, groups: BTreeMap<String, Vec<SocketAddr>>) -> RenderContext {
+        RenderContext {
+            prefix: PathBuf::from(POD_PREFIX),
+            generation: self.generation,
+            groups,
+            ports: self.ports.clone(),
+            admin_port: self.admin_port,
+            tls: self.tls.then(|| proxy::TlsFiles {
+                cert: "/tls/cert.pem".into(),
+                key: "/tls/key.pem".into(),
+                ca: "/tls/ca.pem".into(),
+            }),
+            stdio_logs: true,
+            admin_listen: Some(ADMIN_PLACEHOLDER.into()),
+            cluster_upstreams: true,
+            ..RenderContext::default()
+        }
+    }
+
+    /// The proxy pods that run and are not terminating.
+    fn proxy_pods(&self) -> Result<Vec<k8s::PodInfo>, StackError> {
+        let pods = self
+            .cluster
+            .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
+            .map_err(platform)?;
+        Ok(pods
+            .into_iter()
+            .filter(|p| !p.deleting && p.phase == "Running")
+            .collect())
+    }
+
+    /// Renders the next generation and writes it into every proxy pod, each reload timed to the
+    /// moment that pod's admin listener answers the new generation.
+    fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
+        let Some(cfg) = self.config.clone() else {
+            return (Vec::new(), Some(StackError::NoProxy));
+        };
+        self.generation += 1;
+        let rendered = match self.render(&cfg) {
+            Ok(r) => r,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let (_, reload) = match pod_commands(cfg.kind, self.admin_port) {
+            Ok(c) => c,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let pods = match self.proxy_pods() {
+            Ok(p) => p,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let mut out = Vec::new();
+        let mut err = None;
+        for p in pods {
+            let t0 = Instant::now();
+            let mut rec = ReloadRecord {
+                replica: p.name.clone(),
+                generation: self.generation,
+                t_s: t0.duration_since(self.origin).as_secs_f64(),
+                served_ms: None,
+                old_workers_exited_ms: None,
+                validate_ms: 0.0,
+                error: None,
+            };
+            let r = self.cluster.exec(
+                &self.namespace,
+                &p.name,
+                None,
+                &["/bin/sh", "-c", &reload],
+                Some(rendered.text.as_bytes()),
+                Duration::from_secs(30),
+            );
+            let failed = match r {
+                Ok(o) if o.code == 0 => None,
+                Ok(o) => Some(format!(
+                    "{}: reload exited {}: {}",
+                    p.name,
+                    o.code,
+                    o.text().trim()
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+            if failed.is_none() {
+                let admin = self
+                    .cluster
+                    .exec(
+                        &self.namespace,
+                        &p.name,
+                        None,
+                        &["cat", "/run/pb/admin"],
+                        None,
+                        Duration::from_secs(10),
+                    )
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+                match admin {
+                    Ok(a) => loop {
+                        if generation_at(&a, Duration::from_millis(500))
+                            .is_ok_and(|g| g >= self.generation)
+                        {
+                            rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
+                            break;
+                        }
+                        if t0.elapsed() > Duration::from_secs(30) {
+                            rec.error = Some(format!(
+                                "{}: generation {} not served within 30 s",
+                                p.name, self.generation
+                            ));
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    },
+                    Err(e) => rec.error = Some(e.to_string()),
+                }
+            } else {
+                rec.error = failed;
+            }
+            if let Some(e) = &rec.error {
+                err.get_or_insert_with(|| StackError::Reload(e.clone()));
+            }
+            out.push(rec);
+        }
+        (out, err)
+    }
+
+    /// Scales the proxy Deployment to `to`, one replica per step waiting for Ready when growing;
+    /// when shrinking, the pods the Deployment picks get their grace (graceful), 1 s (fast) or 0
+    /// (kill).
+    fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<String, StackError> {
+        let ns = self.namespace.clone();
+        let r = self
+            .cluster
+            .deployment_replicas(&ns, "proxy")
+            .map_err(platform)?;
+        let from = r.desired as u32;
+        if to >= from {
+            for n in from + 1..=to {
+                self.cluster
+                    .scale_deployment(&ns, "proxy", n as i32)
+                    .map_err(platform)?;
+                self.cluster
+                    .wait_deployment_ready(&ns, "proxy", n as i32, BOUND)
+                    .map_err(platform)?;
+            }
+            return Ok(format!("{from} -> {to}"));
+        }
+        let before: Vec<String> = self.proxy_pods()?.into_iter().map(|p| p.name).collect();
+        self.cluster
+            .scale_deployment(&ns, "proxy", to as i32)
+            .map_err(platform)?;
+        if stop != StopSpec::Graceful {
+            let grace = Duration::from_secs(if stop == StopSpec::Kill { 0 } else { 1 });
+            let t = Instant::now();
+            let mut victims = Vec::new();
+            while victims.len() < (from - to) as usize && t.elapsed() < BOUND {
+                let all = self
+                    .cluster
+                    .pods(&ns, Some(&format!("{ROLE}=proxy")))
+                    .map_err(platform)?;
+                victims = all
+                    .into_iter()
+                    .filter(|p| p.deleting && before.contains(&p.name))
+                    .collect();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            for v in &victims {
+                self.cluster
+                    .delete_pod(&ns, &v.name, Some(grace))
+                    .map_err(platform)?;
+            }
+        }
+        self.cluster
+            .wait_deployment_ready(&ns, "proxy", to as i32, BOUND)
+            .map_err(platform)?;
+        Ok(format!("{from} -> {to} ({stop:?})").to_lowercase())
+    }
+
+    /// Deletes one proxy pod (the named one, or the newest): its own grace period (graceful),
+    /// 1 s (fast) or 0 (kill). The Deployment replaces it.
+    fn stop_replica(&mut self, name: Option<&str>, stop: StopSpec) -> Result<String, StackError> {
+        let mut pods = self.proxy_pods()?;
+        pods.sort_by(|a, b| a.created.cmp(&b.created));
+        let p = match name {
+            Some(n) => pods
+                .into_iter()
+                .find(|p| p.name == n)
+                .ok_or_else(|| StackError::NoSuchReplica(n.into()))?,
+            None => pods.pop().ok_or(StackError::NoReplica)?,
+        };
+        let grace = match stop {
+            StopSpec::Graceful => None,
+            StopSpec::Fast => Some(Duration::from_secs(1)),
+            StopSpec::Kill => Some(Duration::ZERO),
+        };
+        self.cluster
+            .delete_pod(&self.namespace, &p.name, grace)
+            .map_err(platform)?;
+        Ok(format!("{} ({stop:?})", p.name).to_lowercase())
+    }
+
+    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod of the group by age, or a pod
+    /// name): at once (`kill`) or with its grace period (drain).
+    fn delete_backend(&mut self, b: &str, kill: bool) -> Result<String, StackError> {
+        let (group, idx) = b
+            .rsplit_once('-')
+            .and_then(|(g, i)| Some((g, i.parse::<usize>().ok()?)))
+            .unwrap_or((b, 0));
+        let mut pods = self
+            .cluster
+            .pods(&self.namespace, Some(&format!("proxybench/group={group}")))
+            .map_err(platform)?;
+        pods.retain(|p| !p.deleting);
+        pods.sort_by(|a, b| a.created.cmp(&b.created));
+        let p = pods
+            .iter()
+            .find(|p| p.name == b)
+            .or(pods.get(idx))
+            .ok_or_else(|| platform(format!("no running pod for backend {b}")))?;
+        let grace = kill.then_some(Duration::ZERO);
+        self.cluster
+            .delete_pod(&self.namespace, &p.name, grace)
+            .map_err(platform)?;
+        Ok(format!("{b}: pod {}", p.name))
+    }
+
+    /// Scales a backend group's Deployment, waits for its pods, and reloads the proxy with the
+    /// EndpointSlices' addresses.
+    fn scale_backends(
+        &mut self,
+        group: &str,
+        to: u32,
+    ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
+        let name = format!("backend-{group}");
+        let r = self
+            .cluster
+            .scale_deployment(&self.namespace, &name, to as i32)
+            .and_then(|_| {
+                self.cluster
+                    .wait_deployment_ready(&self.namespace, &name, to as i32, BOUND)
+            });
+        if let Err(e) = r {
+            return (Err(platform(e)), Vec::new());
+        }
+        // The EndpointSlice controller follows the pods a moment later.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            match self.cluster.endpoints(&self.namespace, &name) {
+                Ok(e) if e.iter().filter(|e| e.ready).count() == to as usize => break,
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        let (rel, err) = self.reload_all();
+        (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
+    }
+
+    /// What the collectors gathered, as the case's cluster record.
+    fn record(&mut self) -> ClusterRecord {
+        let info = self.cluster.info();
+        let mut rec = ClusterRecord {
+            namespace: self.namespace.clone(),
+            context: info.context.clone(),
+            server_version: info.version.clone(),
+            ..ClusterRecord::default()
+        };
+        let mut absent = |what: &str, a: &Option<String>| {
+            if let Some(a) = a {
+                rec.absent.push(format!("{what}: {a}"));
+            }
+        };
+        let pods: Option<Collected<PodTimeline>> = self.pods.take().map(Collector::stop);
+        let warnings = self.warnings.take().map(Collector::stop);
+        let metrics = self.metrics.take().map(Collector::stop);
+        let scrape = self.scrape.take().map(Collector::stop);
+        if let Some(p) = &pods {
+            absent("pod watch", &p.absent);
+        }
+        if let Some(w) = &warnings {
+            absent("events", &w.absent);
+        }
+        if let Some(m) = &metrics {
+            absent("metrics API", &m.absent);
+        }
+        if let Some(s) = &scrape {
+            absent("Prometheus scrape", &s.absent);
+        }
+        if let Some(p) = pods {
+            for c in p.data.changes {
+                let role = if c.pod.starts_with("proxy-") {
+                    "proxy"
+                } else if c.pod.starts_with("backend-") {
+                    "backend"
+                } else {
+                    "watched"
+                };
+                rec.pods.push(model::PodChange {
+                    t_s: c.t_s,
+                    pod: c.pod,
+                    role: role.into(),
+                    phase: if c.gone { "Deleted".into() } else { c.phase },
+                    ready: c.ready,
+                    terminating: c.deleting,
+                });
+            }
+            for r in p.data.restarts {
+                rec.restarts.push(model::RestartRecord {
+                    t_s: r.t_s,
+                    pod: r.pod,
+                    container: r.container,
+                    count: r.restarts.max(0) as u32,
+                    reason: r.reason.unwrap_or_default(),
+                });
+            }
+        }
+        for w in warnings.map(|w| w.data).unwrap_or_default() {
+            rec.warnings.push(model::ClusterEvent {
+                t_s: w.t_s,
+                object: w.object,
+                reason: w.reason,
+                message: w.message,
+                count: w.count.max(0) as u32,
+            });
+        }
+        for m in metrics.map(|m| m.data).unwrap_or_default() {
+            rec.metrics.push(model::PodMetric {
+                t_s: m.t_s,
+                pod: m.pod,
+                cpu_millicores: m.cpu_cores * 1e3,
+                memory_bytes: m.memory_bytes as u64,
+            });
+        }
+        for s in scrape.map(|s| s.data).unwrap_or_default() {
+            for x in s.samples {
+                let labels = x
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                rec.scrapes.push(model::ScrapeSample {
+                    t_s: s.t_s,
+                    pod: s.pod.clone(),
+                    metric: x.metric,
+                    labels,
+                    value: x.value,
+                });
+            }
+        }
+        rec
+    }
+}
+
+/// Checks `cfg` with the proxy's own checker on this machine before any pod gets it: rendered
+/// with host paths (a scratch prefix, the run's certificate files, a loopback admin address).
+fn check_locally(
+    st: &KubeStage,
+    cfg: &ProxyConfig,
+    tls: Option<proxy::TlsFiles>,
+) -> Result<(), StackError> {
+    let dir = st.configs_out.join("check");
+    std::fs::create_dir_all(&dir).map_err(|source| StackError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let groups = st
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.clone(),
+                vec![SocketAddr::from(([127, 0, 0, 1], BACKEND_PORT))],
+            )
+        })
+        .collect();
+    let mut ctx = st.context(groups);
+    ctx.prefix = dir.clone();
+    ctx.admin_listen = None;
+    ctx.tls = tls;
+    let rendered = st.driver.render(cfg, &ctx)?;
+    match st.driver.check(&rendered, &dir)? {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err(platform(format!(
+            "the proxy's checker refused the config: {}",
+            refusal.message
+        ))),
+    }
+}
+
+impl Stage for KubeStage {
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        &self.ports
+    }
+
+    fn listener_port(&self, tls: bool) -> Option<u16> {
+        let cfg = self.config.as_ref()?;
+        let l = cfg.listeners.iter().find(|l| l.tls == tls)?;
+        self.ports.get(&l.name).copied()
+    }
+
+    fn first_backend(&self, group: &str) -> Option<SocketAddr> {
+        self.first_backend.get(group).copied()
+    }
+
+    fn external(&self) -> Option<&proxy::config::External> {
+        self.config.as_ref().and_then(|c| c.external.as_ref())
+    }
+
+    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
+        self.handles.clone()
+    }
+
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        let t0 = Instant::now();
+        let mut reloads = Vec::new();
+        let (detail, result): (String, Result<(), StackError>) = match action {
+            Action::ScaleReplicas { to, stop } => match self.scale_replicas(*to, *stop) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (format!("-> {to}"), Err(e)),
+            },
+            Action::StopReplica { replica, mode } => {
+                match self.stop_replica(replica.as_deref(), *mode) {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (replica.clone().unwrap_or_else(|| "newest".into()), Err(e)),
+                }
+            }
+            Action::Reload => {
+                let (rel, err) = self.reload_all();
+                reloads = rel;
+                (
+                    format!("generation {}", self.generation),
+                    err.map_or(Ok(()), Err),
+                )
+            }
+            Action::SwapConfig(name) => match self.configs.get(name).cloned() {
+                Some(cfg) => {
+                    self.config = Some(cfg);
+                    let (rel, err) = self.reload_all();
+                    reloads = rel;
+                    (
+                        format!("{name} (generation {})", self.generation),
+                        err.map_or(Ok(()), Err),
+                    )
+                }
+                None => (name.clone(), Err(StackError::NoConfig(name.clone()))),
+            },
+            Action::KillBackend(b) | Action::DrainBackend(b) => {
+                let kill = matches!(action, Action::KillBackend(_));
+                match self.delete_backend(b, kill) {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::ScaleBackends { group, to, .. } => {
+                let (r, rel) = self.scale_backends(group, *to);
+                reloads = rel;
+                match r {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (group.clone(), Err(e)),
+                }
+            }
+            Action::Exec {
+                argv,
+                timeout,
+                allow_fail,
+            } => {
+                self.execs += 1;
+                crate::stack::run_exec(&self.exec_out, self.execs, argv, *timeout, *allow_fail)
+            }
+            Action::Apply(_)
+            | Action::Delete(_)
+            | Action::RolloutRestart(_)
+            | Action::DeletePod { .. }
+            | Action::Scale { .. } => {
+                super::kube_run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
+            }
+            Action::SetProfile { .. } | Action::RestartBackend(_) | Action::Grow(_) => (
+                String::new(),
+                Err(platform(format!(
+                    "{} is not supported on the kubernetes platform in this build",
+                    action.kind()
+                ))),
+            ),
+        };
+        Applied {
+            events: vec![Event {
+                t_s: t0.duration_since(self.origin).as_secs_f64(),
+                action: action.kind().to_string(),
+                detail,
+                duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+                error: result.err().map(|e| e.to_string()),
+                limit: false,
+            }],
+            reloads,
+            ready: Vec::new(),
+        }
+    }
+
+    fn down(&mut self) -> Down {
+        let mut err = None;
+        // Delete our Deployments so that the proxy pods end (their logs end with them).
+        let mut names = vec!["proxy".to_string()];
+        names.extend(self.groups.iter().map(|g| format!("backend-{g}")));
+        for n in &names {
+            if let Err(e) = self.cluster.scale_deployment(&self.namespace, n, 0) {
+                if !e.is_not_found() {
+                    err.get_or_insert(platform(e));
+                }
+            }
+        }
+        let t = Instant::now();
+        while t.elapsed() < BOUND {
+            match self
+                .cluster
+                .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
+            {
+                Ok(p) if p.is_empty() => break,
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        let followed = self
+            .followers
+            .take()
+            .map(|f| f.stop(Duration::from_secs(30)))
+            .unwrap_or_default();
+        let mut logs = Vec::new();
+        for f in followed {
+            let access = self.logs_dir.join(format!("{}.access.log", f.pod));
+            let error = self.logs_dir.join(format!("{}.error.log", f.pod));
+            match std::fs::read_to_string(&f.path) {
+                Ok(text) => {
+                    let (mut a, mut e) = (String::new(), String::new());
+                    for line in text.lines() {
+                        let to = if line.starts_with('{') {
+                            &mut a
+                        } else {
+                            &mut e
+                        };
+                        to.push_str(line);
+                        to.push('\n');
+                    }
+                    let _ = std::fs::write(&access, a);
+                    let _ = std::fs::write(&error, e);
+                }
+                Err(source) => {
+                    err.get_or_insert(StackError::Io {
+                        path: f.path.clone(),
+                        source,
+                    });
+                }
+            }
+            if let Some(e) = &f.error {
+                err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
+            }
+            logs.push((
+                f.pod.clone(),
+                LogFiles {
+                    access: Some(access),
+                    error: Some(error),
+                    format: proxy::logs::LogFormat::NginxJson,
+                    ..LogFiles::default()
+                },
+            ));
+        }
+        logs.sort_by(|a, b| a.0.cmp(&b.0));
+        let cluster = Some(self.record());
+        Down {
+            logs,
+            backends: Vec::new(),
+            cluster,
+            err,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stage against the shared test cluster (`PROXYBENCH_TEST_KUBECONFIG`), without the
+    //! runner: up, requests through the proxy pods, scale, reload, kill, down.
+
+    use super::*;
+    use crate::layers::Source;
+    use crate::scenario::Scenario;
+
+    const SCENARIO: &str = r#"
+name = "kube-stage"
+[[backends]]
+name = "cafe"
+count = 2
+[proxy]
+replicas = 1
+worker_processes = 1
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+[[loads]]
+name = "l"
+url = "http://localhost/"
+connections = 1
+duration = "1s"
+"#;
+
+    /// One GET through the proxy; true on a 200.
+    fn get(port: u16) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut b = String::new();
+        let _ = s.read_to_string(&mut b);
+        b.starts_with("HTTP/1.1 200")
+    }
+
+    #[test]
+    #[ignore = "needs the test cluster (make test-k8s)"]
+    fn k8s_stage_serves_scales_reloads_and_keeps_every_pods_log() {
+        let kc = std::env::var_os("PROXYBENCH_TEST_KUBECONFIG")
+            .expect("PROXYBENCH_TEST_KUBECONFIG is unset: these tests need the test cluster");
+        let cluster = Cluster::connect(Some(std::path::Path::new(&kc)), None).unwrap();
+        let ns = k8s::namespace_name("kube-stage");
+        cluster.create_namespace(&ns, &[]).unwrap();
+        let scn = Scenario::parse(
+            &Source {
+                file: "s.toml".into(),
+                text: SCENARIO.into(),
+            },
+            false,
+        )
+        .unwrap();
+        let case = &scn.cases[0];
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StackSpec {
+            backends: &case.backends,
+            backend_threads: 1,
+            proxy: case.proxy.as_ref(),
+            configs: &case.configs,
+            tls: None,
+            work: dir.path().join("work"),
+            configs_out: dir.path().join("configs"),
+            exec_out: dir.path().join("exec"),
+            origin: Instant::now(),
+            seed: 1,
+        };
+        let pspec = PlatformSpec {
+            image: std::env::var("PROXYBENCH_TEST_IMAGE").ok(),
+            ..PlatformSpec::default()
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut st = KubeStage::up(cluster.clone(), &ns, &pspec, case, spec)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let port = st.listener_port(false).unwrap();
+            let mut ok = 0u64;
+            let mut sent = 0u64;
+            let burst = |n: u32, ok: &mut u64, sent: &mut u64| {
+                for _ in 0..n {
+                    *sent += 1;
+                    *ok += u64::from(get(port));
+                }
+            };
+            burst(50, &mut ok, &mut sent);
+            let noop = || true;
+            for a in [
+                Action::ScaleReplicas {
+                    to: 2,
+                    stop: StopSpec::Graceful,
+                },
+                Action::Reload,
+                Action::StopReplica {
+                    replica: None,
+                    mode: StopSpec::Kill,
+                },
+                Action::ScaleReplicas {
+                    to: 1,
+                    stop: StopSpec::Graceful,
+                },
+            ] {
+                let applied = st.apply(&a, &noop);
+                eprintln!("{:?}", applied.events);
+                assert!(
+                    applied.events.iter().all(|e| e.error.is_none()),
+                    "{:?}",
+                    applied.events
+                );
+                if matches!(a, Action::Reload) {
+                    assert_eq!(applied.reloads.len(), 2);
+                    assert!(
+                        applied.reloads.iter().all(|r| r.served_ms.is_some()),
+                        "{:?}",
+                        applied.reloads
+                    );
+                }
+                burst(50, &mut ok, &mut sent);
+            }
+            let down = st.down();
+            for p in &down.cluster.as_ref().unwrap().pods {
+                eprintln!(
+                    "{:7.3} {} {} {} ready={} terminating={}",
+                    p.t_s, p.role, p.pod, p.phase, p.ready, p.terminating
+                );
+            }
+            assert!(down.err.is_none(), "{:?}", down.err);
+            let mut access = 0u64;
+            for (pod, files) in &down.logs {
+                let n = std::fs::read_to_string(files.access.as_ref().unwrap())
+                    .unwrap()
+                    .lines()
+                    .count() as u64;
+                eprintln!("{pod}: {n} access lines");
+                access += n;
+            }
+            let rec = down.cluster.unwrap();
+            eprintln!("{} pod changes, absent: {:?}", rec.pods.len(), rec.absent);
+            assert!(
+                down.logs.len() >= 3,
+                "every proxy pod that ran: {:?}",
+                down.logs
+            );
+            assert_eq!(ok, sent, "no failed request outside the kill");
+            assert_eq!(access, ok, "every request is an access line of some pod");
+            assert!(rec.pods.iter().any(|p| p.role == "proxy" && p.ready));
+        }));
+        let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    }
+}

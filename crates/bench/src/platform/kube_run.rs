@@ -1,0 +1,288 @@
+//! The Kubernetes platform for a whole run: the API connection, the run's namespace (made at
+//! the start, deleted at the end unless kept, also after Ctrl-C or a failed case), and the
+//! actions that act on any cluster object: `apply`, `delete`, `rollout_restart`, `delete_pod`
+//! and `scale`. Each case's backends and proxy are the [`super::kube::KubeStage`].
+
+use super::{Platform, Stage};
+use crate::error::StackError;
+use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
+use crate::stack::StackSpec;
+use std::time::{Duration, Instant};
+
+/// How long the run's namespace may take to go (its pods' grace periods included).
+const NAMESPACE_BOUND: Duration = Duration::from_secs(120);
+
+/// How long a workload may take to be ready after a `scale` or `rollout_restart`.
+const WORKLOAD_BOUND: Duration = Duration::from_secs(180);
+
+/// A run on a Kubernetes cluster.
+pub(crate) struct Kubernetes {
+    cluster: k8s::Cluster,
+    namespace: String,
+    /// The run made the namespace (so it deletes it).
+    created: bool,
+    spec: PlatformSpec,
+    closed: bool,
+}
+
+impl Kubernetes {
+    /// Connects and makes the run's namespace: `spec.namespace` when given (an existing one is
+    /// used and left in place), else a new `proxybench-<stamp>`.
+    pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, String> {
+        let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
+            .map_err(|e| e.to_string())?;
+        let (namespace, created) = match &spec.namespace {
+            Some(ns) => match cluster.create_namespace(ns, &[]) {
+                Ok(()) => (ns.clone(), true),
+                Err(k8s::Error::Api { code: 409, .. }) => (ns.clone(), false),
+                Err(e) => return Err(e.to_string()),
+            },
+            None => {
+                let ns = k8s::namespace_name("proxybench");
+                cluster
+                    .create_namespace(&ns, &[])
+                    .map_err(|e| e.to_string())?;
+                (ns, true)
+            }
+        };
+        Ok(Kubernetes {
+            cluster,
+            namespace,
+            created,
+            spec: spec.clone(),
+            closed: false,
+        })
+    }
+
+    /// Deletes the namespace the run made, unless it is kept; what could not be done.
+    fn clean_up(&mut self) -> Vec<String> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        if !self.created {
+            return Vec::new();
+        }
+        if self.spec.keep {
+            return vec![format!(
+                "namespace {} was kept (--keep): delete it with `kubectl delete namespace {}`",
+                self.namespace, self.namespace
+            )];
+        }
+        match self
+            .cluster
+            .delete_namespace(&self.namespace, NAMESPACE_BOUND)
+        {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![format!("the run's namespace is left behind: {e}")],
+        }
+    }
+}
+
+impl Platform for Kubernetes {
+    fn name(&self) -> &'static str {
+        PlatformKind::Kubernetes.name()
+    }
+
+    fn stage(&self, case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError> {
+        let stage = super::kube::KubeStage::up(
+            self.cluster.clone(),
+            &self.namespace,
+            &self.spec,
+            case,
+            spec,
+        )?;
+        Ok(Box::new(stage))
+    }
+
+    fn close(&mut self) -> Vec<String> {
+        self.clean_up()
+    }
+}
+
+impl Drop for Kubernetes {
+    /// A run that unwinds before `close` still deletes its namespace.
+    fn drop(&mut self) {
+        let _ = self.clean_up();
+    }
+}
+
+/// A `KIND/NAME` target split, with the kind checked against what proxybench can act on.
+fn workload(target: &str) -> Result<&str, StackError> {
+    match target.split_once('/') {
+        Some((kind, name))
+            if ["deployment", "deployments", "deploy"]
+                .contains(&kind.to_ascii_lowercase().as_str())
+                && !name.is_empty() =>
+        {
+            Ok(name)
+        }
+        _ => Err(StackError::Platform(format!(
+            "{target}: only deployment/NAME can be scaled or restarted"
+        ))),
+    }
+}
+
+fn api(e: k8s::Error) -> StackError {
+    StackError::Platform(e.to_string())
+}
+
+/// Applies one of the actions that act on any cluster object, in `namespace` unless a manifest
+/// names its own: the event's detail and outcome. `keep_going` ends a stepped `scale` early.
+pub(crate) fn cluster_action(
+    cluster: &k8s::Cluster,
+    namespace: &str,
+    action: &Action,
+    keep_going: &dyn Fn() -> bool,
+) -> (String, Result<(), StackError>) {
+    match action {
+        Action::Apply(file) | Action::Delete(file) => {
+            let done = if matches!(action, Action::Apply(_)) {
+                cluster.apply(file, namespace)
+            } else {
+                cluster.delete(file, namespace)
+            };
+            let name = file.display().to_string();
+            match done {
+                Ok(outcomes) => {
+                    let what: Vec<String> = outcomes
+                        .iter()
+                        .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
+                        .collect();
+                    (format!("{name}: {}", what.join(", ")), Ok(()))
+                }
+                Err(e) => (name, Err(api(e))),
+            }
+        }
+        Action::RolloutRestart(target) => {
+            let r = workload(target).and_then(|name| {
+                cluster.rollout_restart(namespace, name).map_err(api)?;
+                cluster
+                    .wait_rollout(namespace, name, WORKLOAD_BOUND)
+                    .map_err(api)
+            });
+            match r {
+                Ok(took) => (
+                    format!("{target}: rolled out in {:.1}s", took.as_secs_f64()),
+                    Ok(()),
+                ),
+                Err(e) => (target.clone(), Err(e)),
+            }
+        }
+        Action::DeletePod {
+            selector,
+            count,
+            grace,
+        } => {
+            let r = delete_pods(cluster, namespace, selector, *count, *grace);
+            match r {
+                Ok(names) => (
+                    format!(
+                        "{selector}: {} (grace {}s)",
+                        names.join(", "),
+                        grace.as_secs()
+                    ),
+                    Ok(()),
+                ),
+                Err(e) => (selector.clone(), Err(e)),
+            }
+        }
+        Action::Scale { target, to, step } => {
+            match scale(cluster, namespace, target, *to, *step, keep_going) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (format!("{target} -> {to}"), Err(e)),
+            }
+        }
+        other => (
+            String::new(),
+            Err(StackError::Platform(format!(
+                "{} is not a cluster action",
+                other.kind()
+            ))),
+        ),
+    }
+}
+
+/// Deletes the `count` oldest running pods that match `selector` (terminating ones are skipped):
+/// their names.
+fn delete_pods(
+    cluster: &k8s::Cluster,
+    namespace: &str,
+    selector: &str,
+    count: u32,
+    grace: Duration,
+) -> Result<Vec<String>, StackError> {
+    let mut pods: Vec<k8s::PodInfo> = cluster
+        .pods(namespace, Some(selector))
+        .map_err(api)?
+        .into_iter()
+        .filter(|p| !p.deleting)
+        .collect();
+    pods.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
+    if pods.is_empty() {
+        return Err(StackError::Platform(format!(
+            "no pod matches {selector} in {namespace}"
+        )));
+    }
+    let mut names = Vec::new();
+    for p in pods.iter().take(count as usize) {
+        cluster
+            .delete_pod(namespace, &p.name, Some(grace))
+            .map_err(api)?;
+        names.push(p.name.clone());
+    }
+    if names.len() < count as usize {
+        return Err(StackError::Platform(format!(
+            "only {} of {count} pods match {selector} in {namespace}: deleted {}",
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    Ok(names)
+}
+
+/// Scales a Deployment to `to`: at once when `step` is zero, else one replica every `step`;
+/// then waits for `to` Ready replicas. The detail says how long that took.
+fn scale(
+    cluster: &k8s::Cluster,
+    namespace: &str,
+    target: &str,
+    to: u32,
+    step: Duration,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<String, StackError> {
+    let name = workload(target)?;
+    let t0 = Instant::now();
+    let from = cluster
+        .deployment_replicas(namespace, name)
+        .map_err(api)?
+        .desired;
+    let to = i32::try_from(to).unwrap_or(i32::MAX);
+    if step.is_zero() || from == to {
+        cluster.scale_deployment(namespace, name, to).map_err(api)?;
+    } else {
+        let mut n = from;
+        while n != to {
+            n += if to > n { 1 } else { -1 };
+            cluster.scale_deployment(namespace, name, n).map_err(api)?;
+            if n != to {
+                let until = Instant::now() + step;
+                while Instant::now() < until {
+                    if !keep_going() {
+                        return Ok(format!(
+                            "{target}: {from} -> {n} of {to} (stopped: the loads ended)"
+                        ));
+                    }
+                    std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+                }
+            }
+        }
+    }
+    cluster
+        .wait_deployment_ready(namespace, name, to, WORKLOAD_BOUND)
+        .map_err(api)?;
+    Ok(format!(
+        "{target}: {from} -> {to}, ready after {:.1}s",
+        t0.elapsed().as_secs_f64()
+    ))
+}

@@ -1,0 +1,748 @@
+//! Collectors that run in the background during a case, each stoppable, each stamping what it
+//! saw with seconds since the case's `Instant` origin (`t_s`): pod phase/readiness/deletion
+//! changes and container restarts ([`Cluster::watch_pods`]), Warning events
+//! ([`Cluster::watch_warnings`]), CPU and memory from the metrics API
+//! ([`Cluster::sample_metrics`]) and a Prometheus scrape through the API server's pod proxy
+//! ([`Cluster::scrape_prometheus`]). A collector that got no data says why (`absent`); it never
+//! makes up zeros.
+
+use crate::cluster::Cluster;
+use crate::error::{split, Error};
+use crate::pods::PodInfo;
+use crate::prom::{parse_prometheus, Sample};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::WatchStreamExt;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch as signal;
+
+/// What a collector gathered, and why it has nothing when it has nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Collected<T> {
+    /// The data.
+    pub data: T,
+    /// Why there is no data (the API is not served, the watch was refused...), when there is none.
+    pub absent: Option<String>,
+    /// Errors met along the way (a watch restarted, one scrape failed), each once, in order.
+    pub errors: Vec<String>,
+}
+
+impl<T> Collected<T> {
+    fn error(&mut self, e: String) {
+        if !self.errors.contains(&e) {
+            self.errors.push(e);
+        }
+    }
+}
+
+/// A background collector on the cluster's runtime; [`Collector::stop`] ends it and hands back
+/// what it gathered. Dropping it stops it too (and loses the data).
+pub struct Collector<T> {
+    what: String,
+    state: Arc<Mutex<Collected<T>>>,
+    stop: signal::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    cluster: Cluster,
+}
+
+impl<T: Clone + Send + 'static> Collector<T> {
+    fn spawn<F, Fut>(cluster: &Cluster, what: String, init: T, f: F) -> Collector<T>
+    where
+        F: FnOnce(Arc<Mutex<Collected<T>>>, signal::Receiver<bool>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let state = Arc::new(Mutex::new(Collected {
+            data: init,
+            absent: None,
+            errors: Vec::new(),
+        }));
+        let (tx, rx) = signal::channel(false);
+        let task = cluster.handle().spawn(f(state.clone(), rx));
+        Collector {
+            what,
+            state,
+            stop: tx,
+            task: Some(task),
+            cluster: cluster.clone(),
+        }
+    }
+
+    /// What it collects, for messages (`pods app=web in ns`).
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// A copy of what it gathered so far.
+    pub fn snapshot(&self) -> Collected<T> {
+        self.state.lock().expect("collector state").clone()
+    }
+
+    /// Stops it (waiting at most 5 s for it to finish its current request) and returns what it
+    /// gathered.
+    pub fn stop(mut self) -> Collected<T> {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            let done = self
+                .cluster
+                .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+            if done.is_err() {
+                abort.abort();
+                self.state.lock().expect("collector state").error(format!(
+                    "{}: did not stop within 5 s; stopped abruptly",
+                    self.what
+                ));
+            }
+        }
+        self.snapshot()
+    }
+}
+
+impl<T> Drop for Collector<T> {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// Resolves when `rx` says stop (or its sender is gone).
+async fn stopped(rx: &mut signal::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// One pod's state changed, as a pod watcher saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodChange {
+    /// Seconds since the case's origin when the watch delivered it.
+    pub t_s: f64,
+    /// The watched selector (`app=web`; empty for every pod of the namespace).
+    pub selector: String,
+    /// The pod's name.
+    pub pod: String,
+    /// `status.phase`.
+    pub phase: String,
+    /// The pod's Ready condition is True.
+    pub ready: bool,
+    /// The pod is terminating (deletion requested).
+    pub deleting: bool,
+    /// The pod object is gone.
+    pub gone: bool,
+    /// The pod IP, once assigned.
+    pub ip: Option<String>,
+    /// Part of the state found when the watch started, not a change seen happening.
+    pub initial: bool,
+    /// After this change: pods of the selector that are Ready and not terminating.
+    pub ready_pods: u32,
+    /// After this change: pods of the selector that exist (terminating ones included).
+    pub pods: u32,
+}
+
+/// A container's restart count went up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartChange {
+    /// Seconds since the case's origin when the watch delivered it.
+    pub t_s: f64,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// Its restart count now.
+    pub restarts: i32,
+    /// Why the previous instance ended (`lastState.terminated.reason`: `OOMKilled`, `Error`...).
+    pub reason: Option<String>,
+    /// The previous instance's exit code.
+    pub exit_code: Option<i32>,
+}
+
+/// What a pod watcher saw: every phase/readiness/deletion change, and every restart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodTimeline {
+    /// Pod state changes, in the order seen.
+    pub changes: Vec<PodChange>,
+    /// Container restarts, in the order seen.
+    pub restarts: Vec<RestartChange>,
+}
+
+/// A Warning event of the watched namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarningEvent {
+    /// Seconds since the case's origin when the watch delivered it.
+    pub t_s: f64,
+    /// The object it is about (`Pod/web-1`).
+    pub object: String,
+    /// The event's reason (`BackOff`, `Unhealthy`, `FailedScheduling`...).
+    pub reason: String,
+    /// The event's message.
+    pub message: String,
+    /// How many times it happened so far (the event's count).
+    pub count: i32,
+}
+
+/// One metrics-API sample of one pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodUsage {
+    /// Seconds since the case's origin when the sample was read.
+    pub t_s: f64,
+    /// The pod's name.
+    pub pod: String,
+    /// CPU in cores, summed over its containers.
+    pub cpu_cores: f64,
+    /// Memory (working set) in bytes, summed over its containers.
+    pub memory_bytes: f64,
+}
+
+/// What to scrape on each pod: a port, a path, and the metrics worth keeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromTarget {
+    /// The pod's port.
+    pub port: u16,
+    /// The path (`/metrics`).
+    pub path: String,
+    /// Metric name prefixes to keep; every metric when empty.
+    pub keep: Vec<String>,
+}
+
+/// One Prometheus scrape of one pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scrape {
+    /// Seconds since the case's origin when the scrape answered.
+    pub t_s: f64,
+    /// The pod's name.
+    pub pod: String,
+    /// Its samples (only the metrics asked for, when a filter was given).
+    pub samples: Vec<Sample>,
+}
+
+fn t_s(origin: Instant) -> f64 {
+    origin.elapsed().as_secs_f64()
+}
+
+/// The per-pod state a pod watcher compares against.
+#[derive(Clone, PartialEq)]
+struct Seen {
+    name: String,
+    phase: String,
+    ready: bool,
+    deleting: bool,
+    ip: Option<String>,
+}
+
+/// A pod watcher's memory: each pod's last state and each container's restart count.
+struct PodState {
+    selector: String,
+    pods: BTreeMap<String, Seen>,
+    restarts: BTreeMap<(String, String), i32>,
+}
+
+impl PodState {
+    /// Records pod `p` as seen at `t` if its state changed, and any restart of its containers.
+    fn record(
+        &mut self,
+        p: &Pod,
+        t: f64,
+        initial: bool,
+        gone: bool,
+        st: &mut Collected<PodTimeline>,
+    ) {
+        let i = PodInfo::of(p);
+        let seen = Seen {
+            name: i.name.clone(),
+            phase: i.phase.clone(),
+            ready: i.ready,
+            deleting: i.deleting,
+            ip: i.ip.map(|ip| ip.to_string()),
+        };
+        let changed = if gone {
+            self.pods.remove(&i.uid).is_some()
+        } else {
+            self.pods.insert(i.uid.clone(), seen.clone()).as_ref() != Some(&seen)
+        };
+        if changed {
+            let ready_pods = self
+                .pods
+                .values()
+                .filter(|s| s.ready && !s.deleting)
+                .count() as u32;
+            st.data.changes.push(PodChange {
+                t_s: t,
+                selector: self.selector.clone(),
+                pod: i.name.clone(),
+                phase: i.phase.clone(),
+                ready: i.ready && !gone,
+                deleting: i.deleting,
+                gone,
+                ip: seen.ip,
+                initial,
+                ready_pods,
+                pods: self.pods.len() as u32,
+            });
+        }
+        let statuses = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        for cs in statuses.into_iter().flatten() {
+            let before = self
+                .restarts
+                .insert((i.uid.clone(), cs.name.clone()), cs.restart_count);
+            let up = match before {
+                Some(b) => cs.restart_count > b,
+                None => !initial && cs.restart_count > 0,
+            };
+            if up {
+                let term = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
+                st.data.restarts.push(RestartChange {
+                    t_s: t,
+                    pod: i.name.clone(),
+                    container: cs.name.clone(),
+                    restarts: cs.restart_count,
+                    reason: term.and_then(|t| t.reason.clone()),
+                    exit_code: term.map(|t| t.exit_code),
+                });
+            }
+        }
+        if gone {
+            self.restarts.retain(|(uid, _), _| *uid != i.uid);
+        }
+    }
+}
+
+impl Cluster {
+    /// Watches the pods of `namespace` matching `selector` (every pod when empty): each
+    /// phase, readiness or deletion change, and each container restart, stamped against
+    /// `origin`.
+    pub fn watch_pods(
+        &self,
+        namespace: &str,
+        selector: &str,
+        origin: Instant,
+    ) -> Collector<PodTimeline> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let what = format!(
+            "pods {} in {namespace}",
+            if selector.is_empty() {
+                "(all)"
+            } else {
+                selector
+            }
+        );
+        let mut cfg = watcher::Config::default();
+        if !selector.is_empty() {
+            cfg = cfg.labels(selector);
+        }
+        let selector = selector.to_string();
+        let w = what.clone();
+        Collector::spawn(
+            self,
+            what,
+            PodTimeline::default(),
+            move |state, mut stop| async move {
+                let mut stream = watcher(api, cfg).default_backoff().boxed();
+                let mut ps = PodState {
+                    selector,
+                    pods: BTreeMap::new(),
+                    restarts: BTreeMap::new(),
+                };
+                let mut listing: Option<BTreeSet<String>> = None;
+                let mut first_listing = true;
+                let mut got_any = false;
+                loop {
+                    let ev = tokio::select! {
+                        _ = stopped(&mut stop) => break,
+                        ev = stream.next() => ev,
+                    };
+                    let Some(ev) = ev else { break };
+                    let t = t_s(origin);
+                    let mut st = state.lock().expect("collector state");
+                    let ev = match ev {
+                        Ok(ev) => ev,
+                        Err(e) => {
+                            st.error(format!("{w}: watch: {}", crate::error::chain(&e)));
+                            continue;
+                        }
+                    };
+                    got_any = true;
+                    match ev {
+                        watcher::Event::Init => listing = Some(BTreeSet::new()),
+                        watcher::Event::InitApply(p) => {
+                            if let Some(l) = listing.as_mut() {
+                                l.insert(p.metadata.uid.clone().unwrap_or_default());
+                            }
+                            ps.record(&p, t, first_listing, false, &mut st);
+                        }
+                        watcher::Event::InitDone => {
+                            // Pods that went away while the watch was down.
+                            let listed = listing.take().unwrap_or_default();
+                            let vanished: Vec<(String, Seen)> = ps
+                                .pods
+                                .iter()
+                                .filter(|(uid, _)| !listed.contains(*uid))
+                                .map(|(u, s)| (u.clone(), s.clone()))
+                                .collect();
+                            for (uid, s) in vanished {
+                                let mut p = Pod::default();
+                                p.metadata.uid = Some(uid);
+                                p.metadata.name = Some(s.name);
+                                p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                                    phase: Some(s.phase),
+                                    ..Default::default()
+                                });
+                                ps.record(&p, t, false, true, &mut st);
+                            }
+                            first_listing = false;
+                        }
+                        watcher::Event::Apply(p) => ps.record(&p, t, false, false, &mut st),
+                        watcher::Event::Delete(p) => ps.record(&p, t, false, true, &mut st),
+                    }
+                }
+                let mut st = state.lock().expect("collector state");
+                if !got_any {
+                    st.absent = Some(match st.errors.first() {
+                        Some(e) => format!("pod watch got no data: {e}"),
+                        None => "pod watch got no data before it was stopped".into(),
+                    });
+                }
+            },
+        )
+    }
+
+    /// Watches the Warning events of `namespace` that happen from now on (older ones are
+    /// skipped), stamped against `origin`.
+    pub fn watch_warnings(&self, namespace: &str, origin: Instant) -> Collector<Vec<WarningEvent>> {
+        let api: Api<Event> = Api::namespaced(self.client(), namespace);
+        let what = format!("Warning events in {namespace}");
+        let w = what.clone();
+        // Event times have one-second resolution: keep what happened in the second before.
+        let since = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1);
+        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+            let cfg = watcher::Config::default().fields("type=Warning");
+            let mut stream = watcher(api, cfg).default_backoff().boxed();
+            let mut seen: BTreeSet<(String, i32)> = BTreeSet::new();
+            let mut got_any = false;
+            loop {
+                let ev = tokio::select! {
+                    _ = stopped(&mut stop) => break,
+                    ev = stream.next() => ev,
+                };
+                let Some(ev) = ev else { break };
+                let t = t_s(origin);
+                let mut st = state.lock().expect("collector state");
+                let e = match ev {
+                    Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => e,
+                    Ok(_) => {
+                        got_any = true;
+                        continue;
+                    }
+                    Err(e) => {
+                        st.error(format!("{w}: watch: {}", crate::error::chain(&e)));
+                        continue;
+                    }
+                };
+                got_any = true;
+                let when = e
+                    .last_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or(e.event_time.as_ref().map(|t| t.0))
+                    .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                if when.is_some_and(|w| w < since) {
+                    continue;
+                }
+                let count = e
+                    .count
+                    .or(e.series.as_ref().and_then(|s| s.count))
+                    .unwrap_or(1);
+                if !seen.insert((e.metadata.uid.clone().unwrap_or_default(), count)) {
+                    continue;
+                }
+                let o = &e.involved_object;
+                st.data.push(WarningEvent {
+                    t_s: t,
+                    object: format!(
+                        "{}/{}",
+                        o.kind.clone().unwrap_or_default(),
+                        o.name.clone().unwrap_or_default()
+                    ),
+                    reason: e.reason.clone().unwrap_or_default(),
+                    message: e.message.clone().unwrap_or_default(),
+                    count,
+                });
+            }
+            let mut st = state.lock().expect("collector state");
+            if !got_any {
+                st.absent = Some(match st.errors.first() {
+                    Some(e) => format!("event watch got no data: {e}"),
+                    None => "event watch got no data before it was stopped".into(),
+                });
+            }
+        })
+    }
+
+    /// Samples CPU and memory of the pods of `namespace` matching `selector` from the metrics
+    /// API (`metrics.k8s.io` PodMetrics) every `every`. When the cluster does not serve that API
+    /// the collector holds no data and says so.
+    pub fn sample_metrics(
+        &self,
+        namespace: &str,
+        selector: &str,
+        origin: Instant,
+        every: Duration,
+    ) -> Collector<Vec<PodUsage>> {
+        let what = format!("metrics of pods {selector} in {namespace}");
+        let resource = self.block_on(async {
+            let d = self.discovery(false).await?;
+            Ok::<_, Error>(
+                d.get("metrics.k8s.io")
+                    .and_then(|g| g.recommended_kind("PodMetrics")),
+            )
+        });
+        let client = self.client();
+        let (namespace, selector) = (namespace.to_string(), selector.to_string());
+        let w = what.clone();
+        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+            let ar = match resource {
+                Ok(Some((ar, _))) => ar,
+                Ok(None) => {
+                    state.lock().expect("collector state").absent = Some(
+                        "metrics API not served: the API server has no metrics.k8s.io group (no metrics-server)"
+                            .into(),
+                    );
+                    return;
+                }
+                Err(e) => {
+                    state.lock().expect("collector state").absent =
+                        Some(format!("metrics API not known: {e}"));
+                    return;
+                }
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &ar);
+            let mut lp = ListParams::default();
+            if !selector.is_empty() {
+                lp = lp.labels(&selector);
+            }
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped(&mut stop) => break,
+                    _ = tick.tick() => {}
+                }
+                let r = api.list(&lp).await;
+                let t = t_s(origin);
+                let mut st = state.lock().expect("collector state");
+                match r {
+                    Ok(list) => {
+                        for m in list.items {
+                            let mut cpu = 0.0;
+                            let mut mem = 0.0;
+                            for c in m.data["containers"].as_array().into_iter().flatten() {
+                                cpu += c["usage"]["cpu"]
+                                    .as_str()
+                                    .and_then(parse_quantity)
+                                    .unwrap_or(0.0);
+                                mem += c["usage"]["memory"]
+                                    .as_str()
+                                    .and_then(parse_quantity)
+                                    .unwrap_or(0.0);
+                            }
+                            st.data.push(PodUsage {
+                                t_s: t,
+                                pod: m.metadata.name.clone().unwrap_or_default(),
+                                cpu_cores: cpu,
+                                memory_bytes: mem,
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        let (m, _) = split(e);
+                        st.error(format!("{w}: {m}"));
+                    }
+                }
+            }
+            let mut st = state.lock().expect("collector state");
+            if st.data.is_empty() {
+                st.absent = Some(match st.errors.first() {
+                    Some(e) => format!("metrics API gave no sample: {e}"),
+                    None => "metrics API gave no sample before the collector stopped".into(),
+                });
+            }
+        })
+    }
+
+    /// Scrapes `target` on every running pod of `namespace` matching `selector` every `every`,
+    /// through the API server's pod proxy. The API server proxies only to routable pod IPs, not
+    /// to hostNetwork pods on loopback: those scrapes fail, and the collector says so.
+    pub fn scrape_prometheus(
+        &self,
+        namespace: &str,
+        selector: &str,
+        target: &PromTarget,
+        origin: Instant,
+        every: Duration,
+    ) -> Collector<Vec<Scrape>> {
+        let PromTarget { port, path, keep } = target.clone();
+        let what = format!(
+            "Prometheus scrape of :{port}/{} of pods {selector} in {namespace}",
+            path.trim_start_matches('/')
+        );
+        let cluster = self.clone();
+        let (namespace, selector) = (namespace.to_string(), selector.to_string());
+        let w = what.clone();
+        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+            let pods: Api<Pod> = Api::namespaced(cluster.client(), &namespace);
+            let mut lp = ListParams::default();
+            if !selector.is_empty() {
+                lp = lp.labels(&selector);
+            }
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped(&mut stop) => break,
+                    _ = tick.tick() => {}
+                }
+                let names: Vec<String> = match pods.list(&lp).await {
+                    Ok(l) => l
+                        .items
+                        .iter()
+                        .map(PodInfo::of)
+                        .filter(|p| p.phase == "Running" && !p.deleting)
+                        .map(|p| p.name)
+                        .collect(),
+                    Err(e) => {
+                        state
+                            .lock()
+                            .expect("collector state")
+                            .error(format!("{w}: {}", split(e).0));
+                        continue;
+                    }
+                };
+                for pod in names {
+                    let r = cluster.scrape_async(&namespace, &pod, port, &path).await;
+                    let t = t_s(origin);
+                    let mut st = state.lock().expect("collector state");
+                    match r {
+                        Ok(mut samples) => {
+                            if !keep.is_empty() {
+                                samples.retain(|s| {
+                                    keep.iter().any(|k| s.metric.starts_with(k.as_str()))
+                                });
+                            }
+                            st.data.push(Scrape {
+                                t_s: t,
+                                pod,
+                                samples,
+                            });
+                        }
+                        Err(e) => st.error(e.to_string()),
+                    }
+                }
+            }
+            let mut st = state.lock().expect("collector state");
+            if st.data.is_empty() {
+                st.absent = Some(match st.errors.first() {
+                    Some(e) => format!("no scrape answered: {e}"),
+                    None => "no running pod to scrape before the collector stopped".into(),
+                });
+            }
+        })
+    }
+
+    /// One Prometheus scrape of `path` on `port` of pod `name`, through the API server's pod
+    /// proxy (`/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH`), parsed.
+    pub fn scrape(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        path: &str,
+    ) -> Result<Vec<Sample>, Error> {
+        self.block_on(self.scrape_async(namespace, name, port, path))
+    }
+
+    async fn scrape_async(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        path: &str,
+    ) -> Result<Vec<Sample>, Error> {
+        let uri = format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/{}",
+            path.trim_start_matches('/')
+        );
+        let what = format!("scrape {uri}");
+        let req = http::Request::get(&uri)
+            .body(Vec::new())
+            .map_err(|e| Error::Api {
+                what: what.clone(),
+                message: e.to_string(),
+                code: 0,
+            })?;
+        let text = self
+            .client()
+            .request_text(req)
+            .await
+            .map_err(|e| Error::api(&what, e))?;
+        Ok(parse_prometheus(&text))
+    }
+}
+
+/// A Kubernetes quantity (`250m`, `123456n`, `1.5`, `64Mi`, `1G`, `1e3`) as a number.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    // Sub-unit suffixes divide, so that `250m` is exactly 0.25 as written.
+    let suffixes: [(&str, f64); 16] = [
+        ("Ki", 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Ti", 1024f64.powi(4)),
+        ("Pi", 1024f64.powi(5)),
+        ("Ei", 1024f64.powi(6)),
+        ("n", -1e9),
+        ("u", -1e6),
+        ("m", -1e3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+        ("", 1.0),
+    ];
+    for (suf, mult) in suffixes {
+        if let Some(num) = s.strip_suffix(suf) {
+            if suf.is_empty() || !num.is_empty() {
+                if let Ok(v) = num.parse::<f64>() {
+                    return Some(if mult < 0.0 { v / -mult } else { v * mult });
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_quantity;
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("250m"), Some(0.25));
+        assert_eq!(parse_quantity("123456789n"), Some(0.123456789));
+        assert_eq!(parse_quantity("2"), Some(2.0));
+        assert_eq!(parse_quantity("64Mi"), Some(64.0 * 1048576.0));
+        assert_eq!(parse_quantity("1k"), Some(1000.0));
+        assert_eq!(parse_quantity("1e3"), Some(1000.0));
+        assert_eq!(parse_quantity("x"), None);
+        assert_eq!(parse_quantity("Mi"), None);
+    }
+}

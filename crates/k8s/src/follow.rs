@@ -1,0 +1,407 @@
+//! Log followers: every container of every pod matching a selector, followed through the log
+//! API from the container's start into a file, so that no line goes away with a deleted pod
+//! (the stream ends when the container exits, after its last line). A reconnect (the API
+//! server ended the stream, the container restarted) resumes after the last line written, by
+//! the kubelet's timestamps.
+
+use crate::cluster::Cluster;
+use crate::error::{split, Error};
+use futures::{AsyncBufReadExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, LogParams};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::WatchStreamExt;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch as signal;
+
+/// One followed container log and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowedLog {
+    /// The pod's name.
+    pub pod: String,
+    /// The pod's UID.
+    pub uid: String,
+    /// The container's name.
+    pub container: String,
+    /// The file its lines went to (`DIR/POD_CONTAINER.log`), without the kubelet's timestamps.
+    pub path: PathBuf,
+    /// Lines written.
+    pub lines: u64,
+    /// Seconds since the origin when the first line arrived.
+    pub first_t_s: Option<f64>,
+    /// Seconds since the origin when the last line arrived.
+    pub last_t_s: Option<f64>,
+    /// True when the log was read to its end: the container exited and its stream ended, a
+    /// final read at stop caught up with a container still running, or the pod went away before
+    /// any of its containers started (no line was ever written).
+    pub complete: bool,
+    /// Why the log may be incomplete (the pod was deleted before its log could be read...).
+    pub error: Option<String>,
+}
+
+/// The followers of one selector; [`LogFollowers::stop`] ends them and returns every log,
+/// those of deleted pods included.
+pub struct LogFollowers {
+    state: Arc<Mutex<Vec<Arc<Mutex<FollowedLog>>>>>,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    stop: signal::Sender<bool>,
+    manager: Option<tokio::task::JoinHandle<()>>,
+    cluster: Cluster,
+}
+
+impl Cluster {
+    /// Follows the logs of every container of every pod of `namespace` matching `selector`,
+    /// present or future, into files under `dir` (created if missing), stamping arrivals
+    /// against `origin`.
+    pub fn follow_logs(
+        &self,
+        namespace: &str,
+        selector: &str,
+        dir: &Path,
+        origin: Instant,
+    ) -> Result<LogFollowers, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let state: Arc<Mutex<Vec<Arc<Mutex<FollowedLog>>>>> = Arc::default();
+        let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (tx, rx) = signal::channel(false);
+        let mut cfg = watcher::Config::default();
+        if !selector.is_empty() {
+            cfg = cfg.labels(selector);
+        }
+        let (st, ts, dir) = (state.clone(), tasks.clone(), dir.to_path_buf());
+        let handle = self.handle().clone();
+        let manager = self.handle().spawn(async move {
+            let mut stop = rx.clone();
+            let mut stream = watcher(api.clone(), cfg).default_backoff().boxed();
+            // Per pod UID: whether any of its containers has started (so that a pod deleted
+            // before its log was read is a loss only if it ever ran).
+            let mut started: BTreeMap<String, Arc<AtomicBool>> = BTreeMap::new();
+            loop {
+                let ev = tokio::select! {
+                    _ = stop.wait_for(|s| *s) => break,
+                    ev = stream.next() => ev,
+                };
+                let p = match ev {
+                    Some(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => p,
+                    Some(_) => continue,
+                    None => break,
+                };
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                let ran = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.state.as_ref().is_some_and(|s| {
+                                s.running.is_some()
+                                    || s.terminated
+                                        .as_ref()
+                                        .is_some_and(|t| t.started_at.is_some())
+                            })
+                        })
+                    });
+                if let Some(flag) = started.get(&uid) {
+                    if ran {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                let flag = Arc::new(AtomicBool::new(ran));
+                started.insert(uid.clone(), flag.clone());
+                let pod = p.metadata.name.clone().unwrap_or_default();
+                let containers: Vec<String> = p
+                    .spec
+                    .as_ref()
+                    .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                    .unwrap_or_default();
+                for container in containers {
+                    let path = dir.join(format!("{pod}_{container}.log"));
+                    let log = Arc::new(Mutex::new(FollowedLog {
+                        pod: pod.clone(),
+                        uid: uid.clone(),
+                        container: container.clone(),
+                        path,
+                        lines: 0,
+                        first_t_s: None,
+                        last_t_s: None,
+                        complete: false,
+                        error: None,
+                    }));
+                    st.lock().expect("followers").push(log.clone());
+                    let task =
+                        handle.spawn(follow(api.clone(), log, flag.clone(), origin, rx.clone()));
+                    ts.lock().expect("followers").push(task);
+                }
+            }
+        });
+        Ok(LogFollowers {
+            state,
+            tasks,
+            stop: tx,
+            manager: Some(manager),
+            cluster: self.clone(),
+        })
+    }
+}
+
+impl LogFollowers {
+    /// The logs followed so far, as they stand.
+    pub fn snapshot(&self) -> Vec<FollowedLog> {
+        self.state
+            .lock()
+            .expect("followers")
+            .iter()
+            .map(|l| l.lock().expect("log").clone())
+            .collect()
+    }
+
+    /// Stops following: streams of containers still running get a final read up to now; waits
+    /// at most `bound` for that, then returns every log (those not finished say so).
+    pub fn stop(mut self, bound: Duration) -> Vec<FollowedLog> {
+        let _ = self.stop.send(true);
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().expect("followers"));
+        let manager = self.manager.take();
+        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+        let finished = self.cluster.block_on(async {
+            if let Some(m) = manager {
+                let _ = m.await;
+            }
+            tokio::time::timeout(bound, futures::future::join_all(tasks))
+                .await
+                .is_ok()
+        });
+        if !finished {
+            for a in aborts {
+                a.abort();
+            }
+        }
+        let mut v = self.snapshot();
+        for l in &mut v {
+            if !l.complete && l.error.is_none() {
+                l.error = Some(format!("the final read did not end within {bound:?}"));
+            }
+        }
+        v
+    }
+}
+
+impl Drop for LogFollowers {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(m) = self.manager.take() {
+            m.abort();
+        }
+        for t in self.tasks.lock().expect("followers").drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Where a follower is in its log: the last kubelet timestamp written and how many lines
+/// carried exactly it, so that a re-read skips what was written already.
+#[derive(Default)]
+struct Position {
+    last: Option<jiff::Timestamp>,
+    at_last: u32,
+}
+
+/// Follows one container's log until its stream ends for good or `stop` says so (then a final
+/// non-following read catches up).
+async fn follow(
+    api: Api<Pod>,
+    log: Arc<Mutex<FollowedLog>>,
+    ran: Arc<AtomicBool>,
+    origin: Instant,
+    mut stop: signal::Receiver<bool>,
+) {
+    let (pod, uid, container, path) = {
+        let l = log.lock().expect("log");
+        (
+            l.pod.clone(),
+            l.uid.clone(),
+            l.container.clone(),
+            l.path.clone(),
+        )
+    };
+    let fail = |m: String| log.lock().expect("log").error = Some(m);
+    let file = match std::fs::File::create(&path) {
+        Ok(f) => f,
+        Err(e) => return fail(format!("create {}: {e}", path.display())),
+    };
+    let mut out = std::io::BufWriter::new(file);
+    let mut pos = Position::default();
+    let mut stopping = false;
+    let mut last_refusal: Option<String> = None;
+    loop {
+        if !stopping && *stop.borrow() {
+            stopping = true;
+        }
+        let lp = LogParams {
+            container: Some(container.clone()),
+            follow: !stopping,
+            timestamps: true,
+            since_time: pos.last,
+            ..Default::default()
+        };
+        let reader = match api.log_stream(&pod, &lp).await {
+            Ok(r) => r,
+            Err(e) => {
+                let (m, code) = split(e);
+                // The log API answers 404 for a pod not yet bound to a node, too.
+                let gone = code == 404
+                    && match api.get_opt(&pod).await {
+                        Ok(Some(p)) => p.metadata.uid.as_deref() != Some(uid.as_str()),
+                        Ok(None) => true,
+                        Err(_) => false,
+                    };
+                if gone {
+                    let mut l = log.lock().expect("log");
+                    if l.lines == 0 && ran.load(Ordering::SeqCst) {
+                        l.error = Some(format!(
+                            "pod {pod} was gone before its log could be read: {m}{}",
+                            last_refusal
+                                .as_deref()
+                                .map(|r| format!(" (before that: {r})"))
+                                .unwrap_or_default()
+                        ));
+                    } else {
+                        l.complete = true;
+                    }
+                    break;
+                }
+                // 400 "is waiting to start": not started yet (or already ended with no log).
+                if stopping {
+                    let mut l = log.lock().expect("log");
+                    if (code == 400 || code == 404) && l.lines == 0 {
+                        l.complete = true;
+                    } else {
+                        l.error = Some(format!("final read of {pod}/{container}: {m}"));
+                    }
+                    break;
+                }
+                last_refusal = Some(m);
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(if code == 400 || code == 404 { 100 } else { 500 })) => {}
+                }
+                continue;
+            }
+        };
+        let mut reader = Box::pin(reader);
+        let mut seen_same = 0u32;
+        let mut unflushed = 0u32;
+        let mut buf = Vec::with_capacity(512);
+        let mut stopped_mid_stream = false;
+        loop {
+            buf.clear();
+            let n = if stopping {
+                reader.read_until(b'\n', &mut buf).await
+            } else {
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => { stopped_mid_stream = true; break; }
+                    n = reader.read_until(b'\n', &mut buf) => n,
+                }
+            };
+            match n {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    log.lock().expect("log").error =
+                        Some(format!("reading {pod}/{container}: {e}"));
+                    break;
+                }
+            }
+            let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let Some(sp) = line.iter().position(|b| *b == b' ') else {
+                continue;
+            };
+            let Some(ts) = std::str::from_utf8(&line[..sp])
+                .ok()
+                .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+            else {
+                continue;
+            };
+            match pos.last {
+                Some(last) if ts < last => continue,
+                Some(last) if ts == last => {
+                    if seen_same < pos.at_last {
+                        seen_same += 1;
+                        continue;
+                    }
+                    pos.at_last += 1;
+                    seen_same += 1;
+                }
+                _ => {
+                    pos.last = Some(ts);
+                    pos.at_last = 1;
+                    seen_same = 1;
+                }
+            }
+            let t = origin.elapsed().as_secs_f64();
+            if let Err(e) = out
+                .write_all(&line[sp + 1..])
+                .and_then(|_| out.write_all(b"\n"))
+            {
+                return fail(format!("write {}: {e}", path.display()));
+            }
+            unflushed += 1;
+            if unflushed >= 256 {
+                let _ = out.flush();
+                unflushed = 0;
+            }
+            let mut l = log.lock().expect("log");
+            l.lines += 1;
+            l.first_t_s.get_or_insert(t);
+            l.last_t_s = Some(t);
+        }
+        let _ = out.flush();
+        if stopped_mid_stream {
+            stopping = true;
+            continue;
+        }
+        if stopping {
+            log.lock().expect("log").complete = true;
+            break;
+        }
+        // The stream ended by itself: the container exited, or the connection did.
+        match api.get_opt(&pod).await {
+            Ok(None) => {
+                log.lock().expect("log").complete = true;
+                break;
+            }
+            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(uid.as_str()) => {
+                log.lock().expect("log").complete = true;
+                break;
+            }
+            Ok(Some(p)) => {
+                let st = p.status.clone().unwrap_or_default();
+                let terminated = st
+                    .container_statuses
+                    .iter()
+                    .flatten()
+                    .find(|c| c.name == container)
+                    .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()));
+                let done_for_good = p.metadata.deletion_timestamp.is_some()
+                    || matches!(st.phase.as_deref(), Some("Succeeded" | "Failed"));
+                if terminated && done_for_good {
+                    log.lock().expect("log").complete = true;
+                    break;
+                }
+            }
+            Err(_) => {}
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => {}
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,35 @@
+//! The Kubernetes API as proxybench uses it, through kube-rs, behind a small synchronous facade:
+//! a [`Cluster`] owns a one-worker tokio runtime, so that proxybench's plain threads call
+//! blocking methods and never see async. It connects with a kubeconfig and context, makes and
+//! deletes namespaces, applies and deletes any manifest through discovery and server-side apply,
+//! applies proxybench's own objects, scales Deployments and waits for them, deletes pods,
+//! execs commands in them and reads their logs; in the background it watches pods, restarts and
+//! Warning events, follows container logs into files, samples the metrics API and scrapes
+//! Prometheus endpoints through the API server's pod proxy ([`collect`], [`follow`]).
+//! It never shells out to kubectl.
+
+#![warn(missing_docs)]
+
+mod cluster;
+pub mod collect;
+mod error;
+pub mod follow;
+pub mod manifest;
+mod pods;
+pub mod prom;
+mod workload;
+
+pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY};
+pub use collect::{
+    Collected, Collector, PodChange, PodTimeline, PodUsage, PromTarget, RestartChange, Scrape,
+    WarningEvent,
+};
+pub use error::Error;
+pub use follow::{FollowedLog, LogFollowers};
+pub use manifest::{Document, Outcome};
+pub use pods::{Endpoint, ExecOutput, PodInfo};
+pub use prom::Sample;
+pub use workload::Replicas;
+
+/// The Kubernetes object types (k8s-openapi, API v1.34), for building proxybench's own specs.
+pub use k8s_openapi;

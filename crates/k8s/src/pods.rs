@@ -1,0 +1,329 @@
+//! Pods: list by selector, delete with a grace period, exec a command (stdin in, exit status and
+//! output back), read logs, and the addresses a headless Service's EndpointSlices give.
+
+use crate::cluster::Cluster;
+use crate::error::{split, Error};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What a run needs to know of a pod at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// The pod's name.
+    pub name: String,
+    /// Its UID (a re-created pod of the same name differs).
+    pub uid: String,
+    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
+    pub phase: String,
+    /// The `Ready` condition is True.
+    pub ready: bool,
+    /// A deletion was requested (`metadata.deletionTimestamp` set): terminating.
+    pub deleting: bool,
+    /// `status.podIP` once assigned.
+    pub ip: Option<IpAddr>,
+    /// The sum of its containers' restart counts.
+    pub restarts: i32,
+    /// Its containers' names, in spec order.
+    pub containers: Vec<String>,
+    /// `metadata.creationTimestamp` (RFC 3339), for ordering.
+    pub created: String,
+}
+
+impl PodInfo {
+    /// The facts of a pod object.
+    pub fn of(p: &Pod) -> PodInfo {
+        let st = p.status.clone().unwrap_or_default();
+        PodInfo {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+            phase: st.phase.clone().unwrap_or_else(|| "Unknown".into()),
+            ready: st
+                .conditions
+                .as_ref()
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            deleting: p.metadata.deletion_timestamp.is_some(),
+            ip: st.pod_ip.as_deref().and_then(|s| s.parse().ok()),
+            restarts: st
+                .container_statuses
+                .as_ref()
+                .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+                .unwrap_or(0),
+            containers: p
+                .spec
+                .as_ref()
+                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
+            created: p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What a command run in a container gave back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The exit status (0 for success).
+    pub code: i32,
+    /// Everything it wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
+    pub stderr: Vec<u8>,
+}
+
+impl ExecOutput {
+    /// stdout and stderr as text, for messages.
+    pub fn text(&self) -> String {
+        let mut s = String::from_utf8_lossy(&self.stdout).into_owned();
+        s.push_str(&String::from_utf8_lossy(&self.stderr));
+        s
+    }
+}
+
+/// One address of a Service's EndpointSlices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The pod IP.
+    pub ip: IpAddr,
+    /// The endpoint's `ready` condition (absent counts as ready, as the API says).
+    pub ready: bool,
+    /// The pod it belongs to (`targetRef`), when named.
+    pub pod: Option<String>,
+}
+
+impl Cluster {
+    /// The pods of `namespace` matching label `selector` (all of them when `None`), by name.
+    pub fn pods(&self, namespace: &str, selector: Option<&str>) -> Result<Vec<PodInfo>, Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let mut lp = ListParams::default();
+        if let Some(s) = selector {
+            lp = lp.labels(s);
+        }
+        let list = self.block_on(api.list(&lp)).map_err(|e| {
+            Error::api(
+                format!("list pods {} in {namespace}", selector.unwrap_or("(all)")),
+                e,
+            )
+        })?;
+        let mut v: Vec<PodInfo> = list.items.iter().map(PodInfo::of).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    /// Deletes a pod with `grace` as its grace period (`Some(ZERO)` kills it at once: SIGKILL,
+    /// as `gracePeriodSeconds=0`), or the pod's own `terminationGracePeriodSeconds` when `None`.
+    /// Returns as soon as the API server accepted it; a pod already gone is not an error.
+    pub fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace: Option<Duration>,
+    ) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let mut dp = DeleteParams::default();
+        if let Some(g) = grace {
+            dp = dp.grace_period(g.as_secs().try_into().unwrap_or(u32::MAX));
+        }
+        match self.block_on(api.delete(name, &dp)) {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(Error::api(format!("delete pod {name} in {namespace}"), e)),
+        }
+    }
+
+    /// Waits until pod `name` (of UID `uid` when given: a re-created namesake does not count) no
+    /// longer exists, at most `bound`; returns how long it took.
+    pub fn wait_pod_gone(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+        bound: Duration,
+    ) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        self.block_on(async {
+            loop {
+                let state = match api.get_opt(name).await {
+                    Ok(None) => return Ok(t0.elapsed()),
+                    Ok(Some(p)) if uid.is_some_and(|u| p.metadata.uid.as_deref() != Some(u)) => {
+                        return Ok(t0.elapsed())
+                    }
+                    Ok(Some(p)) => {
+                        let i = PodInfo::of(&p);
+                        format!(
+                            "{}{}",
+                            i.phase,
+                            if i.deleting { ", terminating" } else { "" }
+                        )
+                    }
+                    Err(e) => split(e).0,
+                };
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what: format!("pod {name} in {namespace} gone"),
+                        after: bound,
+                        state,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
+    /// Runs `command` in a container of pod `name` (its first container when `container` is
+    /// `None`) with `stdin` fed to it and closed, at most `bound`; returns its exit status and
+    /// output. A command that ran and failed is an `Ok` with a non-zero code.
+    pub fn exec(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: Option<&str>,
+        command: &[&str],
+        stdin: Option<&[u8]>,
+        bound: Duration,
+    ) -> Result<ExecOutput, Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let what = format!("exec {:?} in pod {name} in {namespace}", command.join(" "));
+        let mut ap = AttachParams::default()
+            .stdin(stdin.is_some())
+            .stdout(true)
+            .stderr(true);
+        if let Some(c) = container {
+            ap = ap.container(c);
+        }
+        let cmd: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+        let input = stdin.map(<[u8]>::to_vec);
+        let run = async {
+            let mut p = api
+                .exec(name, cmd, &ap)
+                .await
+                .map_err(|e| Error::api(&what, e))?;
+            let status = p.take_status().expect("status is taken once");
+            let mut out = p.stdout().expect("stdout was asked for");
+            let mut err = p.stderr().expect("stderr was asked for");
+            let writer = async {
+                if let (Some(data), Some(mut w)) = (input, p.stdin()) {
+                    w.write_all(&data).await?;
+                    w.shutdown().await?;
+                }
+                Ok::<(), std::io::Error>(())
+            };
+            let (mut o, mut e) = (Vec::new(), Vec::new());
+            let (w, ro, re) =
+                tokio::join!(writer, out.read_to_end(&mut o), err.read_to_end(&mut e));
+            w.and(ro).and(re).map_err(|e| Error::io(&what, e))?;
+            let status = status.await;
+            let code = exit_code(status.as_ref()).map_err(|message| Error::Api {
+                what: what.clone(),
+                message,
+                code: 0,
+            })?;
+            let _ = p.join().await;
+            Ok(ExecOutput {
+                code,
+                stdout: o,
+                stderr: e,
+            })
+        };
+        self.block_on(async {
+            match tokio::time::timeout(bound, run).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout {
+                    what: what.clone(),
+                    after: bound,
+                    state: "running".into(),
+                }),
+            }
+        })
+    }
+
+    /// The whole log of a container of pod `name` (first container when `None`); `previous`
+    /// reads the container instance before its last restart.
+    pub fn logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: Option<&str>,
+        previous: bool,
+    ) -> Result<String, Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let lp = LogParams {
+            container: container.map(str::to_string),
+            previous,
+            ..Default::default()
+        };
+        self.block_on(api.logs(name, &lp))
+            .map_err(|e| Error::api(format!("logs of pod {name} in {namespace}"), e))
+    }
+
+    /// The addresses of Service `service`'s EndpointSlices (label
+    /// `kubernetes.io/service-name`), sorted and deduplicated: the pod IPs a headless Service
+    /// selects, the way a gateway controller fills its upstreams.
+    pub fn endpoints(&self, namespace: &str, service: &str) -> Result<Vec<Endpoint>, Error> {
+        let api: Api<EndpointSlice> = Api::namespaced(self.client(), namespace);
+        let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let list = self.block_on(api.list(&lp)).map_err(|e| {
+            Error::api(
+                format!("list endpointslices of service {service} in {namespace}"),
+                e,
+            )
+        })?;
+        let mut v = Vec::new();
+        for s in list.items {
+            for e in s.endpoints {
+                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                let pod = e.target_ref.as_ref().and_then(|t| t.name.clone());
+                for a in &e.addresses {
+                    if let Ok(ip) = a.parse() {
+                        v.push(Endpoint {
+                            ip,
+                            ready,
+                            pod: pod.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        v.sort_by_key(|a| a.ip);
+        v.dedup_by(|a, b| a.ip == b.ip);
+        Ok(v)
+    }
+}
+
+/// The exit status a remote command's final `Status` carries: Success is 0, `NonZeroExitCode`
+/// has the code as its `ExitCode` cause; anything else is the server's message.
+fn exit_code(
+    status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
+) -> Result<i32, String> {
+    let Some(s) = status else {
+        return Err("the exec stream ended without an exit status".into());
+    };
+    if s.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    let reason = s.reason.clone().unwrap_or_default();
+    if reason == "NonZeroExitCode" {
+        if let Some(code) = s
+            .details
+            .as_ref()
+            .and_then(|d| d.causes.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+            .and_then(|c| c.message.as_deref())
+            .and_then(|m| m.parse().ok())
+        {
+            return Ok(code);
+        }
+    }
+    Err(match s.message.as_deref() {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => format!("exec failed: {reason}"),
+    })
+}

@@ -153,7 +153,7 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
                 uncorrected: args.u_latency,
             },
         ),
-        Format::Json => summary.to_json_pretty() + "\n",
+        Format::Json => result_of(&outcome).to_json_pretty(),
     };
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
@@ -164,6 +164,20 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             Ok(ExitCode::from(3))
         }
         None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The result file of a local run: the summary, its wall-clock origin and per-second histograms.
+pub fn result_of(o: &load::Outcome) -> model::LoadResult {
+    model::LoadResult {
+        summary: o.summary.clone(),
+        ext: model::ResultExt {
+            result_version: model::RESULT_VERSION,
+            origin_unix_ns: o.origin_unix_ns,
+            seconds_hdr: o.seconds_hdr.clone(),
+            agent: None,
+            agents: Vec::new(),
+        },
     }
 }
 

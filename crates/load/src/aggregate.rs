@@ -31,6 +31,8 @@ pub struct Aggregated {
     pub thread_seconds: Vec<(u32, u64)>,
     /// Each thread's final totals.
     pub finals: Vec<ThreadFinal>,
+    /// Each timeline second's histograms, serialized (for exact merging across results).
+    pub seconds_hdr: Vec<model::SecondHdr>,
 }
 
 /// Where the per-second histograms go in the HdrHistogram interval-log format.
@@ -79,6 +81,7 @@ pub fn collect(
         bytes: 0,
         thread_seconds: Vec::new(),
         finals: Vec::new(),
+        seconds_hdr: Vec::new(),
     };
     let mut pending: VecDeque<Box<SecondBlock>> = VecDeque::new();
     let mut spare: Vec<Box<SecondBlock>> = Vec::new();
@@ -142,6 +145,14 @@ pub fn collect(
                 .map_err(|e| io_err(&e))?;
             }
             fold(&mut agg, &acc);
+            agg.seconds_hdr.push(model::SecondHdr {
+                t,
+                hdr: crate::summary::encode(&acc.latency.hist),
+                hdr_uncorrected: acc
+                    .uncorrected
+                    .as_ref()
+                    .map(|u| crate::summary::encode(&u.hist)),
+            });
             agg.timeline.push(row);
             next_emit = t + 1;
             spare.push(acc);

@@ -127,6 +127,10 @@ pub struct Config {
     pub record_requests: bool,
     /// Write per-second histograms to this file in the HdrHistogram interval-log format.
     pub hdr_log: Option<PathBuf>,
+    /// When the run begins, measured from [`crate::Control::origin`]; `None` starts it at once.
+    /// Distributed agents share one origin and start at phase offsets from it, so that their
+    /// open-loop schedules interleave evenly.
+    pub start_at: Option<Duration>,
     /// The load's name in reports.
     pub name: String,
     /// Closed loop only: how long a connection waits before reconnecting after a failed
@@ -163,6 +167,7 @@ impl Config {
             timeout: Duration::from_secs(2),
             record_requests: false,
             hdr_log: None,
+            start_at: None,
             name: "load".to_string(),
             reconnect_backoff: Duration::from_millis(10),
             io: IoMode::Auto,

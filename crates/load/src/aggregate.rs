@@ -54,6 +54,7 @@ pub fn collect(
     open_loop: bool,
     on_second: Option<&(dyn Fn(&Second) + Send + Sync)>,
     hdr_log: Option<HdrLog>,
+    on_hdr: Option<&crate::config::SecondHdrSink>,
 ) -> Result<Aggregated, Error> {
     let threads = recycle.len();
     let io_err = |e: &dyn std::fmt::Display| Error::Io(format!("hdr log: {e}"));
@@ -145,14 +146,18 @@ pub fn collect(
                 .map_err(|e| io_err(&e))?;
             }
             fold(&mut agg, &acc);
-            agg.seconds_hdr.push(model::SecondHdr {
+            let hdr = model::SecondHdr {
                 t,
                 hdr: crate::summary::encode(&acc.latency.hist),
                 hdr_uncorrected: acc
                     .uncorrected
                     .as_ref()
                     .map(|u| crate::summary::encode(&u.hist)),
-            });
+            };
+            if let Some(f) = on_hdr {
+                (f.0)(&row, &hdr);
+            }
+            agg.seconds_hdr.push(hdr);
             agg.timeline.push(row);
             next_emit = t + 1;
             spare.push(acc);

@@ -27,7 +27,7 @@ mod tls;
 mod uring;
 mod worker;
 
-pub use config::{parse_header_line, Config, Error, IoMode, Resolve};
+pub use config::{parse_header_line, Config, Error, IoMode, Resolve, SecondHdrSink};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::Rng;
@@ -238,6 +238,7 @@ fn run_threads(
             cfg.rate.is_some(),
             ctl.on_second.as_deref(),
             hdr_log,
+            cfg.on_second_hdr.as_ref(),
         );
         let mut failure = None;
         for h in handles {

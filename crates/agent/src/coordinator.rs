@@ -224,7 +224,9 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         match ev {
             Event::Started(i, at) => started[i] = Some(at),
             Event::Second(i, b) => {
-                per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] = Some(b.0.requests);
+                if progress.is_some() {
+                    per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] = Some(b.0.requests);
+                }
                 seconds[i].push(*b);
             }
             Event::Result(i, r) => results[i] = Some(*r),

@@ -257,10 +257,8 @@ pub fn agent_row(r: &LoadResult) -> AgentRow {
     }
 }
 
-/// One merged second: its row, its histogram and (open loop) its uncorrected histogram.
-type MergedSecond = (Second, Histogram<u64>, Option<Histogram<u64>>);
-
-/// The merged per-second rows and histograms, on the merged origin's seconds.
+/// The merged per-second rows and histograms, on the merged origin's seconds. Seconds are
+/// merged one at a time into two reused histograms, so memory does not grow with run length.
 fn merge_timeline(
     inputs: &[LoadResult],
     shift: &[u32],
@@ -271,43 +269,48 @@ fn merge_timeline(
             .iter()
             .any(|h| h.hdr_uncorrected.is_some())
     });
-    let mut rows: BTreeMap<u32, MergedSecond> = BTreeMap::new();
+    // Per merged second, the (row, histograms) of every input that has it, in input order.
+    let mut at: BTreeMap<u32, Vec<(&Second, Option<&SecondHdr>)>> = BTreeMap::new();
     for (r, &sh) in inputs.iter().zip(shift) {
         let hdrs: BTreeMap<u32, &SecondHdr> = r.ext.seconds_hdr.iter().map(|h| (h.t, h)).collect();
         for row in &r.summary.timeline {
-            let t = row.t + sh;
-            let e = rows.entry(t).or_insert_with(|| {
-                (
-                    Second {
-                        t,
-                        ..Second::default()
-                    },
-                    new_hist(),
-                    open.then(new_hist),
-                )
-            });
-            e.0.requests += row.requests;
+            at.entry(row.t + sh)
+                .or_default()
+                .push((row, hdrs.get(&row.t).copied()));
+        }
+    }
+    let add = |h: &mut Histogram<u64>, s: &str| -> Result<(), String> {
+        h.add(decode(s)?)
+            .map_err(|e| format!("histogram bounds differ: {e:?}"))
+    };
+    let mut h = new_hist();
+    let mut u = new_hist();
+    let mut timeline = Vec::with_capacity(at.len());
+    let mut hdrs = Vec::with_capacity(at.len());
+    for (t, parts) in at {
+        h.reset();
+        u.reset();
+        let mut row = Second {
+            t,
+            ..Second::default()
+        };
+        for (r, hdr) in parts {
+            row.requests += r.requests;
             for i in 0..5 {
-                e.0.status_class[i] += row.status_class[i];
+                row.status_class[i] += r.status_class[i];
             }
-            for (k, n) in &row.errors {
-                *e.0.errors.entry(*k).or_insert(0) += n;
+            for (k, n) in &r.errors {
+                *row.errors.entry(*k).or_insert(0) += n;
             }
-            e.0.bytes += row.bytes;
-            e.0.max_us = e.0.max_us.max(row.max_us);
-            if let Some(h) = hdrs.get(&row.t) {
-                e.1.add(decode(&h.hdr)?)
-                    .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
-                if let (Some(u), Some(x)) = (&mut e.2, &h.hdr_uncorrected) {
-                    u.add(decode(x)?)
-                        .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
+            row.bytes += r.bytes;
+            row.max_us = row.max_us.max(r.max_us);
+            if let Some(x) = hdr {
+                add(&mut h, &x.hdr)?;
+                if let Some(y) = &x.hdr_uncorrected {
+                    add(&mut u, y)?;
                 }
             }
         }
-    }
-    let mut timeline = Vec::with_capacity(rows.len());
-    let mut hdrs = Vec::with_capacity(rows.len());
-    for (t, (mut row, h, u)) in rows {
         row.p50_us = percentile(&h, 50.0, row.max_us);
         row.p90_us = percentile(&h, 90.0, row.max_us);
         row.p99_us = percentile(&h, 99.0, row.max_us);
@@ -315,7 +318,7 @@ fn merge_timeline(
         hdrs.push(SecondHdr {
             t,
             hdr: load::encode_hdr(&h),
-            hdr_uncorrected: u.as_ref().map(load::encode_hdr),
+            hdr_uncorrected: open.then(|| load::encode_hdr(&u)),
         });
     }
     Ok((timeline, hdrs))

@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test test-fast bench soak fuzz deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
+.PHONY: run test test-fast bench bench-deps soak fuzz deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -75,8 +75,14 @@ FAST_TESTS := --lib --test responses --test scenario_errors --test fuzz_regressi
 test-fast: deps
 	$(CARGO) test --workspace --release --locked $(FAST_TESTS)
 
-## bench: side-by-side performance scripts (proxybench vs wrk, backend vs nginx); not the soak
-bench: build
+## bench-deps: what the benchmarks compare with besides wrk: h2load (bench/vs-h2load.sh)
+bench-deps: test-deps
+	@command -v h2load >/dev/null 2>&1 || { \
+	   echo "installing from Debian packages: nghttp2-client"; \
+	   $(APT) install -y -qq nghttp2-client >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq nghttp2-client; }; }
+
+## bench: side-by-side performance scripts (proxybench vs wrk and h2load, backend vs nginx); not the soak
+bench: build bench-deps
 	@for s in bench/*.sh; do [ "$$s" = bench/soak.sh ] && continue; echo "== $$s"; bash "$$s" || exit 1; done
 
 ## soak: 30 minutes of open-loop load through nginx reloaded every minute (SOAK_SECONDS,

@@ -68,4 +68,25 @@ mod tests {
             }
         }
     }
+
+    /// The same files run on both platforms: each parses with `--platform kubernetes` too.
+    #[test]
+    fn every_builtin_parses_on_kubernetes() {
+        use crate::scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
+        let opts = ParseOptions {
+            platform: PlatformOverride {
+                kind: Some(PlatformKind::Kubernetes),
+                ..PlatformOverride::default()
+            },
+            skip_file_checks: false,
+        };
+        for (name, _) in BUILTIN {
+            let src = builtin(name).unwrap();
+            for quick in [false, true] {
+                let s = Scenario::parse_with(&src, quick, &opts)
+                    .unwrap_or_else(|e| panic!("{name} (quick={quick}): {e}"));
+                assert_eq!(s.platform.kind, PlatformKind::Kubernetes);
+            }
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! Subjects: a load's name, `all` (every load summed), `backends`, `proxy` (the proxy under
 //! test, whatever its kind: its logs and status page; `nginx` is read as an alias, as scenarios
-//! written before other kinds existed spell it), `reloads`.
+//! written before other kinds existed spell it), `reloads`, `cluster` (Kubernetes only: container
+//! restarts, Warning events, the fewest and most proxy pods Ready).
 //! Values may carry units: `%`, `ppm`, durations (`250ms`), `r/s`; or be another `subject.metric`.
 //!
 //! A check on data the run's proxy kind cannot give (no status page, no logs, no reload timing)
@@ -18,7 +19,17 @@ use std::fmt;
 pub const PROXY_SUBJECT: &str = "proxy";
 
 /// Subjects that are not load names: scenario validation accepts these besides its loads.
-pub const SUBJECTS: &[&str] = &["all", "backends", PROXY_SUBJECT, "nginx", "reloads"];
+pub const SUBJECTS: &[&str] = &[
+    "all",
+    "backends",
+    PROXY_SUBJECT,
+    "nginx",
+    "reloads",
+    CLUSTER_SUBJECT,
+];
+
+/// The subject of what a Kubernetes cluster showed (pods, restarts, Warning events).
+pub const CLUSTER_SUBJECT: &str = "cluster";
 
 /// True for the proxy's subject or its alias `nginx` (the only kind there was once).
 fn is_proxy(subject: &str) -> bool {
@@ -32,6 +43,8 @@ enum Gap {
     NoData(CheckError),
     /// The proxy kind cannot give this data; the text says what is missing.
     NotMeasurable(String),
+    /// The platform the case ran on cannot give this data (cluster metrics off Kubernetes).
+    OffPlatform(String),
 }
 
 impl From<CheckError> for Gap {
@@ -169,6 +182,9 @@ impl Check {
                     format!("{} {}", self.op, show(b, kind)),
                 )
             }
+            (Err(Gap::OffPlatform(why)), _) | (_, Err(Gap::OffPlatform(why))) => {
+                (false, format!("not measurable: {why}"), self.text.clone())
+            }
             (Err(Gap::NotMeasurable(why)), _) | (_, Err(Gap::NotMeasurable(why))) => {
                 let actual = match proxy_kind {
                     Some(k) => format!("not measurable for {k}: {why}"),
@@ -224,6 +240,8 @@ const PROXY_METRICS: &str =
     "errors, warns, access_lines, requests, status_CODE, active_max, served";
 /// Metrics of `reloads`.
 const RELOAD_METRICS: &str = "count, errors, avg_ms, max_ms, within_500ms, within_1000ms";
+/// Metrics of `cluster`.
+const CLUSTER_METRICS: &str = "restarts, warnings, ready_pods_min, ready_pods_max, pods_deleted";
 
 /// How `subject.metric` is printed, or why that metric does not exist for that subject.
 fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
@@ -245,6 +263,12 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
             }
             m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
             _ => Err(unknown(PROXY_METRICS)),
+        },
+        CLUSTER_SUBJECT => match metric {
+            "restarts" | "warnings" | "ready_pods_min" | "ready_pods_max" | "pods_deleted" => {
+                Ok(Kind::Count)
+            }
+            _ => Err(unknown(CLUSTER_METRICS)),
         },
         "reloads" => match metric {
             "count" | "errors" => Ok(Kind::Count),
@@ -391,7 +415,49 @@ fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, G
         "backends" => Ok(backend_metric(metric, case)?),
         s if is_proxy(s) => proxy_metric(metric, case),
         "reloads" => reload_metric(metric, case),
+        CLUSTER_SUBJECT => cluster_metric(metric, case),
         _ => Ok(load_metric(&loads(subject, case)?, metric)?),
+    }
+}
+
+/// `cluster.*`: what the cluster showed during the case. Off Kubernetes there is no cluster,
+/// and the check says so rather than reading zeros.
+fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    let Some(k) = &case.cluster else {
+        return Err(Gap::OffPlatform(
+            "the case ran on no Kubernetes cluster (cluster.* needs --platform kubernetes)".into(),
+        ));
+    };
+    match metric {
+        // Each record is one restart (its count is the container's total after it).
+        "restarts" => Ok(k.restarts.len() as f64),
+        "warnings" => Ok(k.warnings.iter().map(|w| f64::from(w.count.max(1))).sum()),
+        "pods_deleted" => Ok(k
+            .pods
+            .iter()
+            .filter(|p| p.role == "proxy" && p.phase == "Deleted")
+            .count() as f64),
+        "ready_pods_min" | "ready_pods_max" => {
+            let mut ready: std::collections::BTreeMap<&str, bool> = Default::default();
+            let (mut min, mut max) = (None::<usize>, 0usize);
+            for p in k.pods.iter().filter(|p| p.role == "proxy") {
+                ready.insert(&p.pod, p.ready && p.phase != "Deleted");
+                let n = ready.values().filter(|r| **r).count();
+                max = max.max(n);
+                // The fewest counts from the first time a proxy pod was Ready.
+                if max > 0 {
+                    min = Some(min.map_or(n, |m| m.min(n)));
+                }
+            }
+            if metric == "ready_pods_max" {
+                return Ok(max as f64);
+            }
+            min.map(|m| m as f64)
+                .ok_or_else(|| Gap::NoData(CheckError("no proxy pod was ever Ready".to_string())))
+        }
+        _ => Err(Gap::NoData(CheckError(format!(
+            "unknown metric '{metric}'"
+        )))),
     }
 }
 
@@ -630,6 +696,7 @@ mod tests {
             req_per_sec: RateStats::default(),
             schedule: None,
             timeline: vec![],
+            http2: None,
         }
     }
 
@@ -675,6 +742,65 @@ mod tests {
 
     fn eval(expr: &str) -> CheckResult {
         Check::parse(expr).unwrap().eval(&case(), Some("nginx"))
+    }
+
+    #[test]
+    fn cluster_metrics_come_from_the_cluster_record_and_are_not_measurable_off_kubernetes() {
+        let r = eval("cluster.restarts == 0");
+        assert!(!r.pass);
+        assert_eq!(
+            r.actual,
+            "not measurable: the case ran on no Kubernetes cluster (cluster.* needs --platform kubernetes)"
+        );
+        let pod = |t: f64, pod: &str, phase: &str, ready: bool| model::PodChange {
+            t_s: t,
+            pod: pod.into(),
+            role: "proxy".into(),
+            phase: phase.into(),
+            ready,
+            terminating: false,
+        };
+        let mut c = case();
+        c.cluster = Some(model::ClusterRecord {
+            pods: vec![
+                pod(0.5, "a", "Pending", false),
+                pod(1.0, "a", "Running", true),
+                pod(2.0, "b", "Running", true),
+                pod(3.0, "c", "Running", true),
+                pod(4.0, "a", "Deleted", false),
+                pod(4.5, "b", "Running", false),
+            ],
+            restarts: vec![model::RestartRecord {
+                t_s: 2.0,
+                pod: "b".into(),
+                container: "nginx".into(),
+                count: 1,
+                reason: "Error".into(),
+            }],
+            warnings: vec![model::ClusterEvent {
+                t_s: 2.0,
+                object: "Pod/b".into(),
+                reason: "Unhealthy".into(),
+                message: "probe".into(),
+                count: 3,
+            }],
+            ..Default::default()
+        });
+        let on = |e: &str| Check::parse(e).unwrap().eval(&c, Some("nginx"));
+        assert!(on("cluster.restarts == 1").pass);
+        assert!(on("cluster.warnings == 3").pass);
+        assert!(on("cluster.ready_pods_max == 3").pass);
+        // Pending before the first Ready does not count; c alone was Ready at the end.
+        assert!(
+            on("cluster.ready_pods_min == 1").pass,
+            "{:?}",
+            on("cluster.ready_pods_min == 1")
+        );
+        assert!(on("cluster.pods_deleted == 1").pass);
+        assert!(Check::parse("cluster.pods == 1")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown metric 'pods' for 'cluster'"));
     }
 
     #[test]

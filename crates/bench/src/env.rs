@@ -38,6 +38,7 @@ pub fn capture(kind: Option<&str>, proxy_v: String) -> Env {
         os,
         sysctls: sysctls(),
         coarse_clock_us: Some(crate::theory::limit_req::coarse_clock_tick_us()),
+        platform: None,
     }
 }
 

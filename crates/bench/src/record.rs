@@ -9,7 +9,7 @@
 
 use crate::analysis::Records;
 use crate::layers::Source;
-use crate::scenario::Scenario;
+use crate::scenario::{ParseOptions, PlatformKind, Scenario};
 use model::{records, CaseResult, RequestRecord, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -202,6 +202,25 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RecordError> {
     serde_json::from_str(&text).map_err(parse)
 }
 
+/// How scenario.toml is parsed again: on the platform the run used (so its cluster actions
+/// parse), without requiring its manifests to be where they were.
+fn parse_options(rec: &RunRecord) -> Result<ParseOptions, String> {
+    let mut opts = ParseOptions {
+        skip_file_checks: true,
+        ..ParseOptions::default()
+    };
+    if let Some(p) = &rec.run.env.platform {
+        let kind = PlatformKind::parse(&p.kind).ok_or_else(|| {
+            format!(
+                "the record ran on platform '{}', which this proxybench does not know",
+                p.kind
+            )
+        })?;
+        opts.platform.kind = Some(kind);
+    }
+    Ok(opts)
+}
+
 /// Parses scenario.toml in the form that ran (`--quick` or not) and keeps the cases that ran.
 pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordError> {
     let path = dir.join(SCENARIO_TOML);
@@ -214,7 +233,8 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
         path: path.clone(),
         msg,
     };
-    let mut scn = Scenario::parse(&src, rec.run.quick).map_err(|e| bad(e.to_string()))?;
+    let mut scn = Scenario::parse_with(&src, rec.run.quick, &parse_options(rec).map_err(&bad)?)
+        .map_err(|e| bad(e.to_string()))?;
     if let Some(missing) = rec
         .selected_cases
         .iter()
@@ -293,6 +313,48 @@ mod tests {
         rec.proxy = Some("nosuch".into());
         let e = read_scenario(dir.path(), &rec).unwrap_err().to_string();
         assert!(e.contains("proxy kind 'nosuch'"), "{e}");
+    }
+
+    #[test]
+    fn the_recorded_platform_applies_to_the_scenario_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = crate::catalogue::builtin("default").unwrap();
+        src.text
+            .push_str("\n[[actions]]\nat = \"1s\"\napply = \"gone.yaml\"\n");
+        fs::write(dir.path().join(SCENARIO_TOML), &src.text).unwrap();
+        let mut rec = RunRecord {
+            record_version: RECORD_VERSION,
+            scenario_file: src.file.clone(),
+            selected_cases: vec!["main".into()],
+            aborted_case: None,
+            proxy: None,
+            run: model::RunResults {
+                schema: SCHEMA_VERSION,
+                scenario: "default".into(),
+                description: String::new(),
+                started_at: String::new(),
+                quick: false,
+                partial: false,
+                abort_reason: None,
+                env: model::Env::default(),
+                cases: Vec::new(),
+                findings: Vec::new(),
+                checks: Vec::new(),
+            },
+        };
+        // Run locally, the cluster action does not parse; on the recorded platform it does,
+        // though its manifest is not here.
+        let e = read_scenario(dir.path(), &rec).unwrap_err().to_string();
+        assert!(e.contains("apply needs [platform]"), "{e}");
+        rec.run.env.platform = Some(model::PlatformInfo {
+            kind: "kubernetes".into(),
+            ..Default::default()
+        });
+        let back = read_scenario(dir.path(), &rec).unwrap();
+        assert_eq!(back.platform.kind, PlatformKind::Kubernetes);
+        rec.run.env.platform.as_mut().unwrap().kind = "mesos".into();
+        let e = read_scenario(dir.path(), &rec).unwrap_err().to_string();
+        assert!(e.contains("platform 'mesos'"), "{e}");
     }
 
     #[test]

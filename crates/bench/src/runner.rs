@@ -106,6 +106,14 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let mut rec = new_record(scn);
     rec.proxy = target.proxy.map(|k| k.name().to_string());
     let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
+    if target.platform.is_some() || platform_spec.kind != crate::scenario::PlatformKind::Local {
+        rec.run.env.platform = Some(model::PlatformInfo {
+            kind: platform_spec.kind.name().to_string(),
+            context: platform_spec.context.clone().unwrap_or_default(),
+            namespace: platform_spec.namespace.clone().unwrap_or_default(),
+            kept: platform_spec.keep,
+        });
+    }
     let stamp = dir
         .file_name()
         .and_then(|s| s.to_str())
@@ -151,6 +159,18 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     }
     // The platform cleans up after an interrupted or failed run too.
     rec.run.findings.extend(platform.close());
+    // The namespace and context the platform chose (a run's own namespace, the kubeconfig's
+    // current context) are known from what the cluster showed.
+    if let Some(info) = rec.run.env.platform.as_mut() {
+        if let Some(c) = rec.run.cases.iter().find_map(|c| c.cluster.as_ref()) {
+            if info.namespace.is_empty() {
+                info.namespace.clone_from(&c.namespace);
+            }
+            if info.context.is_empty() {
+                info.context.clone_from(&c.context);
+            }
+        }
+    }
     if opts.stop.load(Ordering::SeqCst) && !rec.run.partial {
         rec.run.partial = true;
         rec.run.abort_reason = Some("interrupted".into());

@@ -144,6 +144,467 @@ pub struct ScrapeSpec {
     pub every: Duration,
 }
 
+/// The command line's overrides of a scenario's `[platform]` (`--platform`, `--context`...),
+/// also read back from a run's record so `proxybench analyse` parses the scenario as it ran.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlatformOverride {
+    /// `--platform`.
+    pub kind: Option<PlatformKind>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `--namespace`.
+    pub namespace: Option<String>,
+    /// `--keep`.
+    pub keep: bool,
+    /// `--image`.
+    pub image: Option<String>,
+    /// `--proxy-image`.
+    pub proxy_image: Option<String>,
+}
+
+impl PlatformOverride {
+    /// True when no flag was given.
+    pub fn is_empty(&self) -> bool {
+        *self == PlatformOverride::default()
+    }
+
+    /// Checks each flag's value on its own: one line naming the flag, for exit 2.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(c) = &self.context {
+            if c.trim().is_empty() {
+                return Err("--context: the context name is empty".into());
+            }
+        }
+        if let Some(n) = &self.namespace {
+            dns_label(n).map_err(|e| format!("--namespace {n}: {e}"))?;
+        }
+        for (flag, v) in [
+            ("--image", &self.image),
+            ("--proxy-image", &self.proxy_image),
+        ] {
+            if let Some(i) = v {
+                image_ref(i).map_err(|e| format!("{flag} {i}: {e}"))?;
+            }
+        }
+        if let Some(k) = &self.kubeconfig {
+            if k.as_os_str().is_empty() {
+                return Err("--kubeconfig: the path is empty".into());
+            }
+        }
+        if self.kind == Some(PlatformKind::Local) {
+            if let Some(flag) = self.cluster_flag() {
+                return Err(format!("{flag} needs --platform kubernetes, not local"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first flag given that only means something on Kubernetes.
+    pub fn cluster_flag(&self) -> Option<&'static str> {
+        [
+            ("--kubeconfig", self.kubeconfig.is_some()),
+            ("--context", self.context.is_some()),
+            ("--namespace", self.namespace.is_some()),
+            ("--keep", self.keep),
+            ("--image", self.image.is_some()),
+            ("--proxy-image", self.proxy_image.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(f, _)| f)
+    }
+
+    /// `spec` with these flags applied; `--platform local` drops the file's cluster settings.
+    pub fn apply(&self, spec: &mut PlatformSpec) {
+        if let Some(kind) = self.kind {
+            if kind == PlatformKind::Local && spec.kind != PlatformKind::Local {
+                *spec = PlatformSpec {
+                    line: spec.line,
+                    ..PlatformSpec::default()
+                };
+            }
+            spec.kind = kind;
+        }
+        let set = |slot: &mut Option<String>, v: &Option<String>| {
+            if v.is_some() {
+                slot.clone_from(v);
+            }
+        };
+        if self.kubeconfig.is_some() {
+            spec.kubeconfig.clone_from(&self.kubeconfig);
+        }
+        set(&mut spec.context, &self.context);
+        set(&mut spec.namespace, &self.namespace);
+        set(&mut spec.image, &self.image);
+        set(&mut spec.proxy_image, &self.proxy_image);
+        spec.keep |= self.keep;
+    }
+}
+
+/// How a scenario is parsed beyond its text.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// The command line's (or the record's) overrides of `[platform]`.
+    pub platform: PlatformOverride,
+    /// Don't require the manifests that `apply` and `delete` name to exist: a recorded run is
+    /// analysed where its manifests may no longer be.
+    pub skip_file_checks: bool,
+}
+
+/// `[platform]` as written, with the spans of its values for errors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlatformDoc {
+    #[serde(default)]
+    kind: Option<Spanned<String>>,
+    #[serde(default)]
+    kubeconfig: Option<Spanned<String>>,
+    #[serde(default)]
+    context: Option<Spanned<String>>,
+    #[serde(default)]
+    namespace: Option<Spanned<String>>,
+    #[serde(default)]
+    keep: Option<Spanned<bool>>,
+    #[serde(default)]
+    image: Option<Spanned<String>>,
+    #[serde(default)]
+    proxy_image: Option<Spanned<String>>,
+    #[serde(default)]
+    watch: Option<Spanned<WatchDoc>>,
+    #[serde(default)]
+    prometheus: Option<Spanned<PrometheusDoc>>,
+}
+
+/// `watch = { namespaces = [...], selectors = [...] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchDoc {
+    #[serde(default)]
+    namespaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    selectors: Vec<Spanned<String>>,
+}
+
+/// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrometheusDoc {
+    selector: String,
+    port: u16,
+    #[serde(default = "metrics_path")]
+    path: String,
+    #[serde(default)]
+    metrics: Vec<String>,
+    #[serde(default = "one_second")]
+    every: Dur,
+}
+
+fn metrics_path() -> String {
+    "/metrics".into()
+}
+fn one_second() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+
+/// Reads `[platform]` (already removed from the document) into a spec, applies the overrides,
+/// and checks the result: bad values and cluster settings on the local platform are refused at
+/// their line.
+fn parse_platform(
+    src: &Source,
+    table: Option<Spanned<Table<'_>>>,
+    over: &PlatformOverride,
+) -> Result<PlatformSpec, ScenarioError> {
+    let mut spec = PlatformSpec::default();
+    // Where each cluster-only setting was written, to refuse it on the local platform.
+    let mut cluster_keys: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+    if let Some(t) = table {
+        let span = t.span();
+        spec.line = layers::line_of(&src.text, span.start);
+        let mut root = Table::new();
+        root.insert(
+            Spanned::new(span.clone(), "platform".into()),
+            Spanned::new(span.clone(), toml::de::DeValue::Table(t.into_inner())),
+        );
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Only {
+            platform: PlatformDoc,
+        }
+        let doc = src.deserialize::<Only>(root)?.platform;
+        let at = |s: std::ops::Range<usize>, m: String| src.error(Some(s), m);
+        if let Some(k) = &doc.kind {
+            spec.kind = PlatformKind::parse(k.get_ref()).ok_or_else(|| {
+                at(
+                    k.span(),
+                    format!(
+                        "platform kind '{}' is not one of local, kubernetes",
+                        k.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if let Some(k) = &doc.kubeconfig {
+            if k.get_ref().is_empty() {
+                return Err(at(k.span(), "platform.kubeconfig is empty".into()));
+            }
+            spec.kubeconfig = Some(relative_to_file(src, k.get_ref()));
+            cluster_keys.push(("kubeconfig", k.span()));
+        }
+        if let Some(c) = &doc.context {
+            if c.get_ref().trim().is_empty() {
+                return Err(at(c.span(), "platform.context is empty".into()));
+            }
+            spec.context = Some(c.get_ref().clone());
+            cluster_keys.push(("context", c.span()));
+        }
+        if let Some(n) = &doc.namespace {
+            dns_label(n.get_ref()).map_err(|e| {
+                at(
+                    n.span(),
+                    format!("platform.namespace '{}': {e}", n.get_ref()),
+                )
+            })?;
+            spec.namespace = Some(n.get_ref().clone());
+            cluster_keys.push(("namespace", n.span()));
+        }
+        if let Some(k) = &doc.keep {
+            spec.keep = *k.get_ref();
+            cluster_keys.push(("keep", k.span()));
+        }
+        for (key, v, slot) in [
+            ("image", &doc.image, &mut spec.image),
+            ("proxy_image", &doc.proxy_image, &mut spec.proxy_image),
+        ] {
+            if let Some(i) = v {
+                image_ref(i.get_ref())
+                    .map_err(|e| at(i.span(), format!("platform.{key} '{}': {e}", i.get_ref())))?;
+                *slot = Some(i.get_ref().clone());
+                cluster_keys.push((key, i.span()));
+            }
+        }
+        if let Some(w) = &doc.watch {
+            for n in &w.get_ref().namespaces {
+                dns_label(n.get_ref()).map_err(|e| {
+                    at(
+                        n.span(),
+                        format!("platform.watch.namespaces: '{}': {e}", n.get_ref()),
+                    )
+                })?;
+                spec.watch_namespaces.push(n.get_ref().clone());
+            }
+            for s in &w.get_ref().selectors {
+                label_selector(s.get_ref()).map_err(|e| {
+                    at(
+                        s.span(),
+                        format!("platform.watch.selectors: '{}': {e}", s.get_ref()),
+                    )
+                })?;
+                spec.watch_selectors.push(s.get_ref().clone());
+            }
+            cluster_keys.push(("watch", w.span()));
+        }
+        if let Some(p) = &doc.prometheus {
+            let d = p.get_ref();
+            let bad = |m: String| at(p.span(), format!("platform.prometheus: {m}"));
+            label_selector(&d.selector)
+                .map_err(|e| bad(format!("selector '{}': {e}", d.selector)))?;
+            if d.port == 0 {
+                return Err(bad("port must be 1-65535".into()));
+            }
+            if !d.path.starts_with('/') {
+                return Err(bad(format!("path '{}' must start with '/'", d.path)));
+            }
+            if d.every.0.is_zero() {
+                return Err(bad("`every` must be more than 0".into()));
+            }
+            if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
+                return Err(bad(format!("'{m}' is not a Prometheus metric name")));
+            }
+            spec.prometheus = Some(ScrapeSpec {
+                selector: d.selector.clone(),
+                port: d.port,
+                path: d.path.clone(),
+                metrics: d.metrics.clone(),
+                every: d.every.0,
+            });
+            cluster_keys.push(("prometheus", p.span()));
+        }
+    }
+    let file_kind = spec.kind;
+    over.apply(&mut spec);
+    if spec.kind == PlatformKind::Local && file_kind == PlatformKind::Local {
+        if let Some((key, span)) = cluster_keys.first() {
+            return Err(src.error(
+                Some(span.clone()),
+                format!("platform.{key} needs [platform] kind = \"kubernetes\""),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+/// `path` as written in the scenario, relative to the scenario file's directory (a built-in
+/// scenario's to the working directory).
+fn relative_to_file(src: &Source, path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() || src.file.starts_with("<builtin>") {
+        return p;
+    }
+    match std::path::Path::new(&src.file).parent() {
+        Some(dir) => dir.join(p),
+        None => p,
+    }
+}
+
+/// Checks a Kubernetes object name of the DNS-1123 label form (namespaces, most names).
+pub fn dns_label(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err("must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit".into())
+    }
+}
+
+/// Checks a DNS-1123 subdomain (Deployment names and the like).
+fn dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 {
+        return Err("must be 1-253 characters".into());
+    }
+    s.split('.')
+        .try_for_each(dns_label)
+        .map_err(|_| "must be lowercase letters, digits, '-' and '.'".to_string())
+}
+
+/// Checks an image reference: no spaces, not empty.
+fn image_ref(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err("an image reference has no spaces and is not empty".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a label selector in the API's string form: comma-separated `key=value`, `key==value`,
+/// `key!=value`, `key`, `!key`, `key in (a,b)`, `key notin (a,b)`.
+pub fn label_selector(s: &str) -> Result<(), String> {
+    if s.trim().is_empty() {
+        return Err("the selector is empty".into());
+    }
+    // Split on commas outside parentheses.
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err("unbalanced ')'".into());
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced '('".into());
+    }
+    terms.push(&s[start..]);
+    for t in terms {
+        let t = t.trim();
+        let bad = || format!("'{t}' is not key=value, key!=value, key, !key or key in (...)");
+        let (key, value) = if let Some((k, v)) = t.split_once("!=") {
+            (k, Some(v))
+        } else if let Some((k, v)) = t.split_once("==") {
+            (k, Some(v))
+        } else if let Some((k, v)) = t.split_once('=') {
+            (k, Some(v))
+        } else if let Some((k, rest)) = t.split_once(" in ").or_else(|| t.split_once(" notin ")) {
+            let rest = rest.trim();
+            let inner = rest
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(bad)?;
+            for v in inner.split(',') {
+                label_value(v.trim()).map_err(|_| bad())?;
+            }
+            (k, None)
+        } else {
+            (t.strip_prefix('!').unwrap_or(t), None)
+        };
+        label_key(key.trim()).map_err(|_| bad())?;
+        if let Some(v) = value {
+            label_value(v.trim()).map_err(|_| bad())?;
+        }
+    }
+    Ok(())
+}
+
+fn label_key(k: &str) -> Result<(), ()> {
+    let name = match k.rsplit_once('/') {
+        Some((prefix, name)) => {
+            dns_subdomain(prefix).map_err(|_| ())?;
+            name
+        }
+        None => k,
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Err(());
+    }
+    label_value(name)
+}
+
+fn label_value(v: &str) -> Result<(), ()> {
+    let ok = v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes().next().is_none_or(|b| b.is_ascii_alphanumeric())
+        && v.bytes().last().is_none_or(|b| b.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+fn prometheus_name(m: &str) -> bool {
+    let mut b = m.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Workload kinds a `rollout_restart` or `scale` may name.
+const WORKLOAD_KINDS: [&str; 3] = ["deployment", "statefulset", "daemonset"];
+
+/// Checks `KIND/NAME` of a workload; `scalable` refuses daemonsets.
+fn workload(action: &str, s: &str, scalable: bool) -> Result<(), String> {
+    let (kind, name) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
+    let kinds: &[&str] = if scalable {
+        &WORKLOAD_KINDS[..2]
+    } else {
+        &WORKLOAD_KINDS
+    };
+    if !kinds.contains(&kind) {
+        return Err(format!(
+            "{action}: kind '{kind}' is not one of {}",
+            kinds.join(", ")
+        ));
+    }
+    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))
+}
+
 /// The analysis a scenario named, found in the registry when the file was parsed.
 #[derive(Clone, Copy)]
 pub struct AnalysisRef(pub &'static dyn crate::analysis::Analysis);
@@ -521,6 +982,37 @@ pub struct GrowSpec {
     pub ready_timeout: Dur,
 }
 
+/// `delete_pod = { selector = "app=x", count = 1, grace = "0s" }` (Kubernetes only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeletePods {
+    /// Label selector of the pods.
+    pub selector: String,
+    /// How many of the matching pods.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Grace period (`0s` kills); Kubernetes' default of 30 s when absent.
+    #[serde(default = "thirty_seconds")]
+    pub grace: Dur,
+}
+
+/// `scale = { target = "deployment/NAME", to = N, step = "10s" }` (Kubernetes only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleWorkload {
+    /// The workload, `KIND/NAME`.
+    pub target: String,
+    /// Replicas after the action.
+    pub to: u32,
+    /// One replica every `step` (gradual); absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+}
+
+fn thirty_seconds() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+
 fn match_path() -> String {
     "/match".to_string()
 }
@@ -564,10 +1056,15 @@ enum ActionKind {
     StopReplica(StopReplica),
     Grow(GrowSpec),
     Exec(Vec<String>),
+    Apply(String),
+    Delete(String),
+    RolloutRestart(String),
+    DeletePod(DeletePods),
+    Scale(ScaleWorkload),
 }
 
 /// The action keys, in the order messages list them (the variants of [`ActionKind`]).
-const ACTION_KEYS: [&str; 11] = [
+const ACTION_KEYS: [&str; 16] = [
     "scale_backends",
     "scale_replicas",
     "reload",
@@ -579,11 +1076,16 @@ const ACTION_KEYS: [&str; 11] = [
     "stop_replica",
     "grow",
     "exec",
+    "apply",
+    "delete",
+    "rollout_restart",
+    "delete_pod",
+    "scale",
 ];
 
 /// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, then the
 /// action keys.
-const ACTION_FIELDS: [&str; 16] = [
+const ACTION_FIELDS: [&str; 21] = [
     "at",
     "every",
     "times",
@@ -600,6 +1102,11 @@ const ACTION_FIELDS: [&str; 16] = [
     ACTION_KEYS[8],
     ACTION_KEYS[9],
     ACTION_KEYS[10],
+    ACTION_KEYS[11],
+    ACTION_KEYS[12],
+    ACTION_KEYS[13],
+    ACTION_KEYS[14],
+    ACTION_KEYS[15],
 ];
 
 impl<'de> Deserialize<'de> for ActionSpec {
@@ -942,8 +1449,18 @@ impl Scenario {
     /// Parses and validates a scenario; `quick` applies the `[quick]` layers. The other form is
     /// validated too, so a mistake in `[quick]` (or in the full form) is found in every run.
     pub fn parse(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
-        let scn = Scenario::parse_form(src, quick)?;
-        Scenario::parse_form(src, !quick).map_err(|mut e| {
+        Scenario::parse_with(src, quick, &ParseOptions::default())
+    }
+
+    /// [`Scenario::parse`] with the command line's platform overrides applied before the
+    /// actions are checked against the platform.
+    pub fn parse_with(
+        src: &Source,
+        quick: bool,
+        opts: &ParseOptions,
+    ) -> Result<Scenario, ScenarioError> {
+        let scn = Scenario::parse_form(src, quick, opts)?;
+        Scenario::parse_form(src, !quick, opts).map_err(|mut e| {
             let form = if quick { "full" } else { "--quick" };
             e.message = format!("in the {form} form: {}", e.message);
             e
@@ -952,7 +1469,11 @@ impl Scenario {
     }
 
     /// Parses one form of the scenario (the full form, or the `--quick` one).
-    fn parse_form(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
+    fn parse_form(
+        src: &Source,
+        quick: bool,
+        opts: &ParseOptions,
+    ) -> Result<Scenario, ScenarioError> {
         let mut root = src.parse()?;
         let top_quick = layers::take_table(src, &mut root, "quick")?;
         if quick {
@@ -960,6 +1481,13 @@ impl Scenario {
                 layers::merge(&mut root, q.into_inner());
             }
         }
+        let platform_table = layers::take_table(src, &mut root, "platform")?;
+        let platform = parse_platform(src, platform_table, &opts.platform)?;
+        let on = Where {
+            src,
+            kind: platform.kind,
+            check_files: !opts.skip_file_checks,
+        };
         let case_tables = layers::take_tables(src, &mut root, "cases")?;
         let configs = layers::take_table(src, &mut root, "configs")?;
         let mut cases = Vec::new();
@@ -1009,7 +1537,7 @@ impl Scenario {
                     parsed.analysis.clone(),
                 )
             });
-            let mut case = build_case(src, parsed, case_name, case_desc, case_span, alt)?;
+            let mut case = build_case(&on, parsed, case_name, case_desc, case_span, alt)?;
             case.proxy_lines = proxy_lines;
             cases.push(case);
         }
@@ -1052,7 +1580,7 @@ impl Scenario {
             cases,
             quick,
             source: src.text.clone(),
-            platform: PlatformSpec::default(),
+            platform,
         })
     }
 }
@@ -1115,14 +1643,23 @@ fn resolve_configs(
     Ok(out)
 }
 
+/// What a case's actions are checked against besides the case: the file (for manifest paths)
+/// and the platform.
+struct Where<'a> {
+    src: &'a Source,
+    kind: PlatformKind,
+    check_files: bool,
+}
+
 fn build_case(
-    src: &Source,
+    on: &Where<'_>,
     doc: CaseDoc,
     name: String,
     description: String,
     case_span: Option<std::ops::Range<usize>>,
     spanned_configs: BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>,
 ) -> Result<Case, ScenarioError> {
+    let src = on.src;
     let err = |span: std::ops::Range<usize>, msg: String| src.error(Some(span), msg);
     let mut groups = BTreeMap::new();
     for g in &doc.backends {
@@ -1236,7 +1773,7 @@ fn build_case(
         let span = a.span();
         let spec = a.into_inner();
         let first = steps.len();
-        expand_action(&spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
+        expand_action(on, &spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
             .map_err(|m| err(span.clone(), m))?;
         if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
             if late >= end {
@@ -1462,6 +1999,7 @@ struct Sizes {
 /// Expands one `[[actions]]` entry into its steps (every repeat, every gradual step), checking
 /// it against the plan as it stands; `sizes` moves on to where the entry leaves the case.
 fn expand_action(
+    on: &Where<'_>,
     a: &ActionSpec,
     sizes: &mut Sizes,
     proxy: Option<&ProxyConfig>,
@@ -1471,7 +2009,7 @@ fn expand_action(
     let times = repeats(a)?;
     check_bounds(&a.action)?;
     let every = a.every.map(|d| d.0).unwrap_or_default();
-    let plan = Plan { proxy, configs };
+    let plan = Plan { proxy, configs, on };
     for k in 0..times {
         if out.len() > MAX_STEPS {
             return Err(format!(
@@ -1518,6 +2056,7 @@ fn check_bounds(action: &ActionKind) -> Result<(), String> {
 struct Plan<'a> {
     proxy: Option<&'a ProxyConfig>,
     configs: &'a BTreeMap<String, ProxyConfig>,
+    on: &'a Where<'a>,
 }
 
 impl Plan<'_> {
@@ -1531,6 +2070,7 @@ impl Plan<'_> {
     ) -> Result<(), String> {
         let action = &spec.action;
         self.external_allows(spec)?;
+        self.platform_allows(action)?;
         let mut push = |at: Duration, action: Action| out.push(Step { at, action });
         match action {
             ActionKind::ScaleBackends(s) => {
@@ -1636,8 +2176,80 @@ impl Plan<'_> {
                     },
                 );
             }
+            ActionKind::Apply(f) => push(at, Action::Apply(self.manifest("apply", f)?)),
+            ActionKind::Delete(f) => push(at, Action::Delete(self.manifest("delete", f)?)),
+            ActionKind::RolloutRestart(w) => {
+                workload("rollout_restart", w, false)?;
+                push(at, Action::RolloutRestart(w.clone()));
+            }
+            ActionKind::DeletePod(d) => {
+                label_selector(&d.selector)
+                    .map_err(|e| format!("delete_pod: selector '{}': {e}", d.selector))?;
+                if d.count == 0 {
+                    return Err("delete_pod: `count` must be at least 1".into());
+                }
+                push(
+                    at,
+                    Action::DeletePod {
+                        selector: d.selector.clone(),
+                        count: d.count,
+                        grace: d.grace.0,
+                    },
+                );
+            }
+            ActionKind::Scale(w) => {
+                workload("scale", &w.target, true)?;
+                if w.step.is_some_and(|s| s.0.is_zero()) {
+                    return Err(
+                        "scale: `step` must be more than 0 (leave it out to scale at once)".into(),
+                    );
+                }
+                push(
+                    at,
+                    Action::Scale {
+                        target: w.target.clone(),
+                        to: w.to,
+                        step: w.step.map(|d| d.0).unwrap_or_default(),
+                    },
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Refuses the Kubernetes-only actions on the local platform.
+    fn platform_allows(&self, action: &ActionKind) -> Result<(), String> {
+        let key = match action {
+            ActionKind::Apply(_) => "apply",
+            ActionKind::Delete(_) => "delete",
+            ActionKind::RolloutRestart(_) => "rollout_restart",
+            ActionKind::DeletePod(_) => "delete_pod",
+            ActionKind::Scale(_) => "scale",
+            _ => return Ok(()),
+        };
+        if self.on.kind == PlatformKind::Kubernetes {
+            return Ok(());
+        }
+        Err(format!(
+            "{key} needs [platform] kind = \"kubernetes\" (or `run --platform kubernetes`)"
+        ))
+    }
+
+    /// The manifest an `apply` or `delete` names, relative to the scenario file, which must
+    /// exist when the run starts.
+    fn manifest(&self, action: &str, f: &str) -> Result<PathBuf, String> {
+        if f.is_empty() {
+            return Err(format!("{action}: the manifest path is empty"));
+        }
+        let path = relative_to_file(self.on.src, f);
+        if self.on.check_files {
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => return Err(format!("{action}: {} is not a file", path.display())),
+                Err(e) => return Err(format!("{action}: {}: {e}", path.display())),
+            }
+        }
+        Ok(path)
     }
 
     /// Refuses, on an external target, the actions that would start, stop or re-render a proxy
@@ -1777,6 +2389,11 @@ mod tests {
             "{}",
             "{ what = \"routes\", to = 2 }",
             "[\"true\"]",
+            "\"m.yaml\"",
+            "\"m.yaml\"",
+            "\"deployment/x\"",
+            "{ selector = \"app=x\" }",
+            "{ target = \"deployment/x\", to = 2 }",
         ];
         for (key, value) in ACTION_KEYS.iter().zip(values) {
             let a: ActionSpec = toml::from_str(&format!("at = \"1s\"\n{key} = {value}")).unwrap();
@@ -1822,8 +2439,45 @@ mod tests {
                 allow_fail: false,
             }
             .kind(),
+            Action::Apply(PathBuf::new()).kind(),
+            Action::Delete(PathBuf::new()).kind(),
+            Action::RolloutRestart(String::new()).kind(),
+            Action::DeletePod {
+                selector: String::new(),
+                count: 1,
+                grace: Duration::ZERO,
+            }
+            .kind(),
+            Action::Scale {
+                target: String::new(),
+                to: 1,
+                step: Duration::ZERO,
+            }
+            .kind(),
         ];
         assert_eq!(names, ACTION_KEYS);
+    }
+
+    #[test]
+    fn label_selectors_in_the_api_string_form_are_accepted() {
+        for ok in [
+            "app=x",
+            "app==x,tier!=db",
+            "app.kubernetes.io/name=nginx",
+            "!canary",
+            "env in (a, b),app",
+            "env notin (a)",
+        ] {
+            label_selector(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in ["", "app=", "=x", "a b=c", "env in a", "app=(x", "app=x,"] {
+            if bad == "app=" {
+                // An empty value is allowed by the API (`app=` selects app with value "").
+                label_selector(bad).unwrap();
+                continue;
+            }
+            assert!(label_selector(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

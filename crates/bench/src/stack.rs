@@ -637,6 +637,7 @@ impl Stack {
                         tls,
                         server_names: names.clone(),
                         port: None,
+                        http2: false,
                     });
                     let mut r = Route::to_upstream("/", upstream);
                     r.name = Some(format!("{name}-root"));

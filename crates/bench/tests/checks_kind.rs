@@ -71,6 +71,7 @@ fn load(requests: u64) -> LoadSummary {
         req_per_sec: RateStats::default(),
         schedule: None,
         timeline: vec![],
+        http2: None,
     }
 }
 

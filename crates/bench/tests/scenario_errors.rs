@@ -2,7 +2,7 @@
 //! file and the line of the mistake, whichever form (`--quick` or full) it sits in.
 
 use proxybench_bench::layers::{ScenarioError, Source};
-use proxybench_bench::scenario::Scenario;
+use proxybench_bench::scenario::{Action, ParseOptions, PlatformKind, PlatformOverride, Scenario};
 
 /// A valid scenario: one backend group, one nginx listener, one 10 s load. Lines 1-20.
 const BASE: &str = r#"name = "t"
@@ -177,7 +177,8 @@ fn sizes_beyond_one_machine_are_refused_before_expanding() {
 #[test]
 fn an_action_entry_names_exactly_one_known_action() {
     let list = "scale_backends, scale_replicas, reload, swap_config, set_profile, drain_backend, \
-                kill_backend, restart_backend, stop_replica, grow, exec";
+                kill_backend, restart_backend, stop_replica, grow, exec, apply, delete, \
+                rollout_restart, delete_pod, scale";
     // Two actions in one entry: refused at the entry's line.
     let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nkill_backend = \"cafe-1\"\n");
     assert_eq!(e.line, Some(after_base(2)), "{e}");
@@ -346,4 +347,305 @@ fn bad_exec_actions_are_refused_at_their_line() {
         false,
     )
     .unwrap();
+}
+
+/// `BASE` on Kubernetes, with `extra` appended.
+fn kube(extra: &str) -> String {
+    format!("{BASE}{extra}\n[platform]\nkind = \"kubernetes\"\n")
+}
+
+#[test]
+fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
+    let scn = parse(
+        &BASE.replacen(
+            "\n[[backends]]",
+            "\n[platform]\nkind = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"bench-1\"\n\
+             keep = true\nimage = \"localhost/proxybench:0.1.0\"\nproxy_image = \"nginx:1.27\"\n\
+             watch = { namespaces = [\"gw\"], selectors = [\"app=gateway\"] }\n\
+             prometheus = { selector = \"app=gateway\", port = 9113, metrics = [\"nginx_up\"] }\n\
+             \n[[backends]]",
+            1,
+        ),
+        true,
+    )
+    .unwrap();
+    let p = &scn.platform;
+    assert_eq!(p.kind, PlatformKind::Kubernetes);
+    assert_eq!(p.context.as_deref(), Some("lab"));
+    assert_eq!(p.namespace.as_deref(), Some("bench-1"));
+    assert!(p.keep);
+    assert_eq!(p.image.as_deref(), Some("localhost/proxybench:0.1.0"));
+    assert_eq!(p.proxy_image.as_deref(), Some("nginx:1.27"));
+    assert_eq!(p.watch_namespaces, ["gw"]);
+    assert_eq!(p.watch_selectors, ["app=gateway"]);
+    let prom = p.prometheus.as_ref().unwrap();
+    assert_eq!(
+        (prom.port, prom.path.as_str(), prom.every),
+        (9113, "/metrics", std::time::Duration::from_secs(1))
+    );
+    assert_eq!(p.line, 4);
+    // No [platform]: local.
+    assert_eq!(
+        parse(BASE, false).unwrap().platform.kind,
+        PlatformKind::Local
+    );
+
+    let bad = |table: &str, line: usize, needle: &str| {
+        let e = error(&format!("\n[platform]\n{table}\n"));
+        assert_eq!(e.line, Some(after_base(line)), "{table}: {e}");
+        assert!(e.message.contains(needle), "{table}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad(
+        "kind = \"nomad\"",
+        3,
+        "platform kind 'nomad' is not one of local, kubernetes",
+    );
+    bad(
+        "kind = \"kubernetes\"\nflavour = 1",
+        4,
+        "unknown field `flavour`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nnamespace = \"Bench_1\"",
+        4,
+        "platform.namespace 'Bench_1'",
+    );
+    bad(
+        "kind = \"kubernetes\"\ncontext = \"\"",
+        4,
+        "platform.context is empty",
+    );
+    bad("kind = \"kubernetes\"\nkeep = \"yes\"", 4, "invalid type");
+    bad(
+        "kind = \"kubernetes\"\nimage = \"a b\"",
+        4,
+        "platform.image 'a b'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nwatch = { selectors = [\"app=(x\"] }",
+        4,
+        "platform.watch.selectors",
+    );
+    bad(
+        "kind = \"kubernetes\"\nwatch = { pods = [] }",
+        4,
+        "unknown field `pods`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 0 }",
+        4,
+        "platform.prometheus: port must be 1-65535",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 80, path = \"metrics\" }",
+        4,
+        "path 'metrics' must start with '/'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 80, every = \"0s\" }",
+        4,
+        "`every` must be more than 0",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80 }",
+        4,
+        "missing field `selector`",
+    );
+    // Cluster settings on the local platform mean nothing: refused at their line.
+    bad(
+        "namespace = \"x\"",
+        3,
+        "platform.namespace needs [platform] kind = \"kubernetes\"",
+    );
+    bad(
+        "kind = \"local\"\nkeep = true",
+        4,
+        "platform.keep needs [platform] kind",
+    );
+    // [platform] belongs to the whole scenario, not to a case.
+    let e = error("\n[[cases]]\nname = \"a\"\n[cases.platform]\nkind = \"kubernetes\"\n");
+    assert!(e.message.contains("unknown field `platform`"), "{e}");
+}
+
+#[test]
+fn cluster_actions_are_refused_on_the_local_platform() {
+    for (action, key) in [
+        ("apply = \"m.yaml\"", "apply"),
+        ("delete = \"m.yaml\"", "delete"),
+        ("rollout_restart = \"deployment/web\"", "rollout_restart"),
+        ("delete_pod = { selector = \"app=x\" }", "delete_pod"),
+        ("scale = { target = \"deployment/web\", to = 3 }", "scale"),
+    ] {
+        let e = error(&format!("\n[[actions]]\nat = \"1s\"\n{action}\n"));
+        assert_eq!(e.line, Some(after_base(2)), "{e}");
+        assert!(
+            e.message
+                .contains(&format!("{key} needs [platform] kind = \"kubernetes\"")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("route.yaml"), "kind: ConfigMap\n").unwrap();
+    let file = dir.path().join("s.toml");
+    let on = |extra: &str| Source {
+        file: file.display().to_string(),
+        text: kube(&format!("\n[[actions]]\nat = \"1s\"\n{extra}\n")),
+    };
+    // The blank line, then [[actions]].
+    let line = after_base(2);
+    let ok = |extra: &str| {
+        let s = Scenario::parse(&on(extra), false).unwrap_or_else(|e| panic!("{extra}: {e}"));
+        s.cases[0].steps[0].action.clone()
+    };
+    assert_eq!(
+        ok("apply = \"route.yaml\""),
+        Action::Apply(dir.path().join("route.yaml"))
+    );
+    assert_eq!(
+        ok("delete = \"route.yaml\""),
+        Action::Delete(dir.path().join("route.yaml"))
+    );
+    assert_eq!(
+        ok("rollout_restart = \"deployment/web\""),
+        Action::RolloutRestart("deployment/web".into())
+    );
+    assert_eq!(
+        ok("delete_pod = { selector = \"app=x\", count = 2, grace = \"0s\" }"),
+        Action::DeletePod {
+            selector: "app=x".into(),
+            count: 2,
+            grace: std::time::Duration::ZERO
+        }
+    );
+    assert_eq!(
+        ok("scale = { target = \"deployment/web\", to = 3, step = \"2s\" }"),
+        Action::Scale {
+            target: "deployment/web".into(),
+            to: 3,
+            step: std::time::Duration::from_secs(2)
+        }
+    );
+    let bad = |extra: &str, needle: &str| {
+        let e = Scenario::parse(&on(extra), false).expect_err(extra);
+        // The entry's line, or the line of the action's own value (serde's errors).
+        assert!(
+            e.line == Some(line) || e.line == Some(line + 2),
+            "{extra}: {e}"
+        );
+        assert!(e.message.contains(needle), "{extra}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad("apply = \"missing.yaml\"", "apply: ");
+    bad("apply = \"missing.yaml\"", "missing.yaml");
+    bad("delete = \"\"", "delete: the manifest path is empty");
+    bad(
+        "rollout_restart = \"web\"",
+        "rollout_restart: 'web' is not KIND/NAME",
+    );
+    bad(
+        "rollout_restart = \"pod/web\"",
+        "rollout_restart: kind 'pod' is not one of",
+    );
+    bad(
+        "rollout_restart = \"deployment/Web\"",
+        "rollout_restart: name 'Web'",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", count = 0 }",
+        "`count` must be at least 1",
+    );
+    bad(
+        "delete_pod = { selector = \"a b\" }",
+        "delete_pod: selector 'a b'",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", force = true }",
+        "unknown field `force`",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", grace = \"soon\" }",
+        "",
+    );
+    bad(
+        "scale = { target = \"daemonset/x\", to = 2 }",
+        "scale: kind 'daemonset' is not one of deployment, statefulset",
+    );
+    bad(
+        "scale = { target = \"deployment/x\" }",
+        "missing field `to`",
+    );
+    bad(
+        "scale = { target = \"deployment/x\", to = 2, step = \"0s\" }",
+        "`step` must be more than 0",
+    );
+    // A record is analysed where its manifests may be gone.
+    let gone = on("apply = \"gone.yaml\"");
+    let opts = ParseOptions {
+        skip_file_checks: true,
+        ..ParseOptions::default()
+    };
+    Scenario::parse_with(&gone, false, &opts).unwrap();
+}
+
+#[test]
+fn the_command_line_platform_overrides_the_file() {
+    let over = |o: PlatformOverride| ParseOptions {
+        platform: o,
+        skip_file_checks: false,
+    };
+    let src = |text: String| Source {
+        file: "t.toml".into(),
+        text,
+    };
+    let restart = format!("{BASE}\n[[actions]]\nat = \"1s\"\nrollout_restart = \"deployment/x\"\n");
+    // --platform kubernetes lets a file without [platform] use the cluster actions.
+    let k = PlatformOverride {
+        kind: Some(PlatformKind::Kubernetes),
+        namespace: Some("mine".into()),
+        keep: true,
+        ..PlatformOverride::default()
+    };
+    let s = Scenario::parse_with(&src(restart.clone()), true, &over(k)).unwrap();
+    assert_eq!(s.platform.kind, PlatformKind::Kubernetes);
+    assert_eq!(s.platform.namespace.as_deref(), Some("mine"));
+    assert!(s.platform.keep);
+    // --platform local on a kubernetes file drops the file's cluster settings, and refuses its
+    // cluster actions at their line.
+    let local = PlatformOverride {
+        kind: Some(PlatformKind::Local),
+        ..PlatformOverride::default()
+    };
+    let text = format!("{restart}\n[platform]\nkind = \"kubernetes\"\nnamespace = \"n\"\n");
+    let e = Scenario::parse_with(&src(text.clone()), false, &over(local.clone())).unwrap_err();
+    assert!(
+        e.message.contains("rollout_restart needs [platform]"),
+        "{e}"
+    );
+    let plain = text.replace("rollout_restart = \"deployment/x\"", "reload = true");
+    let s = Scenario::parse_with(&src(plain), false, &over(local)).unwrap();
+    assert_eq!(s.platform.kind, PlatformKind::Local);
+    assert_eq!(s.platform.namespace, None);
+    // Flag values are checked on their own, one line naming the flag.
+    let flag = |o: PlatformOverride| o.validate().unwrap_err();
+    let e = flag(PlatformOverride {
+        namespace: Some("Not_A_Label".into()),
+        ..PlatformOverride::default()
+    });
+    assert!(e.starts_with("--namespace Not_A_Label: "), "{e}");
+    let e = flag(PlatformOverride {
+        kind: Some(PlatformKind::Local),
+        context: Some("lab".into()),
+        ..PlatformOverride::default()
+    });
+    assert_eq!(e, "--context needs --platform kubernetes, not local");
+    let e = flag(PlatformOverride {
+        proxy_image: Some("a b".into()),
+        ..PlatformOverride::default()
+    });
+    assert!(e.starts_with("--proxy-image a b: "), "{e}");
 }

@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering;
 #[command(after_help = "Examples:\n  \
     proxybench load -t1 -c50 -d10s --latency http://127.0.0.1:8080/\n  \
     proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
-    proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n\n\
+    proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n  \
+    proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n\n\
 Exit status:\n  \
     0  the load ran and at least one request got a 2xx or 3xx response\n  \
     1  the load could not run to its end (a thread or file failed)\n  \
@@ -55,8 +56,14 @@ pub struct Args {
     #[arg(long, default_value = "2s")]
     timeout: String,
     /// Request method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    #[arg(short = 'X', long, default_value = "GET")]
     method: String,
+    /// Speak HTTP/2: over TLS negotiated by ALPN (h2), over http:// with prior knowledge (h2c).
+    #[arg(long)]
+    http2: bool,
+    /// HTTP/2: concurrent streams on each connection (as h2load's -m).
+    #[arg(short = 'm', long, default_value_t = 1)]
+    streams: u32,
     /// Request header 'Name: value' (repeatable).
     #[arg(short = 'H', long = "header")]
     headers: Vec<String>,
@@ -386,6 +393,8 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
         return Err(CliError::usage("--timeout must be positive"));
     }
     cfg.method = a.method.clone();
+    cfg.http2 = a.http2;
+    cfg.streams = a.streams;
     for h in &a.headers {
         cfg.add_header_line(h).map_err(|e| usage(&e))?;
     }

@@ -81,6 +81,7 @@ pub fn run_each(
     scn: &Scenario,
     kinds: &[ProxyKind],
     opts: &RunOptions,
+    platform: Option<&bench::scenario::PlatformSpec>,
 ) -> Result<ExitCode, CliError> {
     for &k in kinds {
         bench::runner::check(&bench::runner::with_proxy_kind(scn, k))?;
@@ -99,7 +100,7 @@ pub fn run_each(
         let target = Target {
             dir: Some(root.join(kind.name())),
             proxy: Some(kind),
-            platform: None,
+            platform: platform.cloned(),
         };
         println!("== {kind} ==");
         match bench::runner::run_as(scn, opts, &target) {

@@ -3,7 +3,7 @@
 use crate::CliError;
 use bench::layers::Source;
 use bench::runner::RunOptions;
-use bench::scenario::Scenario;
+use bench::scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,52 @@ pub struct RunArgs {
     /// them (see `proxybench capabilities` for what each kind expresses).
     #[arg(long, value_name = "KIND[,KIND...]")]
     proxy: Option<String>,
+    /// Where the cases run: `local` (processes on this machine) or `kubernetes` (Deployments
+    /// on a cluster); overrides the scenario's `[platform]`.
+    #[arg(long, value_name = "local|kubernetes")]
+    platform: Option<String>,
+    /// Kubernetes: the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubernetes: the kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Kubernetes: run in this existing namespace (default: a new proxybench-<time> namespace,
+    /// deleted at the end).
+    #[arg(long, value_name = "NAME")]
+    namespace: Option<String>,
+    /// Kubernetes: keep the namespace and its objects after the run.
+    #[arg(long)]
+    keep: bool,
+    /// Kubernetes: the proxybench image the backend pods run.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// Kubernetes: the image the proxy pods run.
+    #[arg(long = "proxy-image", alias = "nginx-image", value_name = "IMAGE")]
+    proxy_image: Option<String>,
+}
+
+impl RunArgs {
+    /// The platform flags, each value checked: one line naming the flag when one is wrong.
+    fn platform_flags(&self) -> Result<PlatformOverride, CliError> {
+        let kind = match &self.platform {
+            None => None,
+            Some(p) => Some(PlatformKind::parse(p).ok_or_else(|| {
+                CliError::usage(format!("--platform {p}: not one of local, kubernetes"))
+            })?),
+        };
+        let o = PlatformOverride {
+            kind,
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            keep: self.keep,
+            image: self.image.clone(),
+            proxy_image: self.proxy_image.clone(),
+        };
+        o.validate().map_err(CliError::Usage)?;
+        Ok(o)
+    }
 }
 
 /// Flags of `proxybench scenarios`.
@@ -64,7 +110,7 @@ pub struct CompareArgs {
     b: PathBuf,
 }
 
-fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
+fn load_scenario(arg: &str, quick: bool, opts: &ParseOptions) -> Result<Scenario, CliError> {
     let src = match bench::catalogue::builtin(arg) {
         Some(s) => s,
         None => {
@@ -87,7 +133,7 @@ fn load_scenario(arg: &str, quick: bool) -> Result<Scenario, CliError> {
             }
         }
     };
-    Ok(Scenario::parse(&src, quick)?)
+    Ok(Scenario::parse_with(&src, quick, opts)?)
 }
 
 /// Runs `proxybench run`; the exit code says how it went ([`EXIT_CODES`]).
@@ -96,7 +142,23 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         Some(arg) => Some(crate::cmd_proxies::parse_kinds(arg)?),
         None => None,
     };
-    let mut scn = load_scenario(&a.scenario, a.quick)?;
+    let flags = a.platform_flags()?;
+    let parse_opts = ParseOptions {
+        platform: flags.clone(),
+        skip_file_checks: false,
+    };
+    let mut scn = load_scenario(&a.scenario, a.quick, &parse_opts)?;
+    if scn.platform.kind == PlatformKind::Local {
+        if let Some(flag) = flags.cluster_flag() {
+            return Err(CliError::usage(format!(
+                "{flag} needs --platform kubernetes (scenario '{}' runs on local)",
+                scn.name
+            )));
+        }
+    }
+    // The flags are applied to the scenario's [platform] already; the runner is told so the
+    // record says the platform came from the command line.
+    let platform = (!flags.is_empty()).then(|| scn.platform.clone());
     select_cases(&mut scn, &a.cases)?;
     if let Some(arg) = &a.proxy {
         crate::cmd_proxies::has_proxy(&scn, arg)?;
@@ -123,12 +185,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         );
     }
     if let Some(c) = choice.as_ref().filter(|c| c.compare) {
-        return crate::cmd_proxies::run_each(&scn, &c.kinds, &opts);
+        return crate::cmd_proxies::run_each(&scn, &c.kinds, &opts, platform.as_ref());
     }
     let target = bench::runner::Target {
         dir: None,
         proxy: choice.and_then(|c| c.kinds.first().copied()),
-        platform: None,
+        platform,
     };
     let out = bench::runner::run_as(&scn, &opts, &target)?;
     print!("{}", report::summary_text(&out.results));

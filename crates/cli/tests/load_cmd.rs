@@ -42,10 +42,15 @@ fn bad_input_exits_2_with_one_line() {
         (&["-H", "no colon", url], "bad header 'no colon'"),
         (&["-H", "bad name: x", url], "bad header"),
         (
-            &["-m", "get", url],
+            &["-X", "get", url],
             "method 'get' must be upper-case letters",
         ),
         (&["--resolve", "h:80", url], "bad --resolve 'h:80'"),
+        (
+            &["-m", "4", url],
+            "concurrent streams (-m) need HTTP/2 (--http2)",
+        ),
+        (&["--http2", "--io", "uring", url], "HTTP/2 runs on epoll"),
         (
             &["--body", "@/nonexistent/file", url],
             "--body: cannot read /nonexistent/file",

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod engine;
+pub mod h2;
 pub mod mutate;
 pub mod targets;
 

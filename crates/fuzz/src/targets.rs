@@ -26,11 +26,29 @@ pub trait Target: Sync {
 }
 
 /// Every target, in the order `make fuzz` runs them.
-pub static TARGETS: &[&dyn Target] = &[&Codec, &Chunked, &Request, &Scenario];
+pub static TARGETS: &[&dyn Target] = &[&Codec, &Chunked, &Request, &Scenario, &H2];
 
 /// The target called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Target> {
     TARGETS.iter().copied().find(|t| t.name() == name)
+}
+
+/// The HTTP/2 client connection of the load engine (`crate::h2`).
+pub struct H2;
+
+impl Target for H2 {
+    fn name(&self) -> &'static str {
+        "h2"
+    }
+    fn dictionary(&self) -> &'static [&'static [u8]] {
+        crate::h2::H2_TOKENS
+    }
+    fn max_len(&self) -> usize {
+        4096
+    }
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+        crate::h2::run(input)
+    }
 }
 
 /// Returns `Err` with the formatted message unless `cond` holds.

@@ -58,6 +58,11 @@ fn codec() {
 }
 
 #[test]
+fn h2() {
+    smoke("h2");
+}
+
+#[test]
 fn chunked() {
     smoke("chunked");
 }

@@ -154,6 +154,11 @@ pub struct Config {
     pub reconnect_backoff: Duration,
     /// The kernel interface for the sockets.
     pub io: IoMode,
+    /// Speak HTTP/2: negotiated by ALPN over TLS (`https`), with prior knowledge (h2c) over
+    /// cleartext.
+    pub http2: bool,
+    /// HTTP/2: concurrent streams on each connection (h2load's `-m`); 1 for HTTP/1.1.
+    pub streams: u32,
 }
 
 impl Config {
@@ -188,6 +193,8 @@ impl Config {
             name: "load".to_string(),
             reconnect_backoff: Duration::from_millis(10),
             io: IoMode::Auto,
+            http2: false,
+            streams: 1,
         })
     }
 
@@ -223,6 +230,18 @@ impl Config {
             if r > 1e8 {
                 return inv("rate must be at most 100000000 per second");
             }
+        }
+        if self.streams == 0 {
+            return inv("streams per connection must be at least 1");
+        }
+        if self.streams > 1 && !self.http2 {
+            return inv("concurrent streams (-m) need HTTP/2 (--http2)");
+        }
+        if self.streams > 65_536 {
+            return inv("streams per connection must be at most 65536");
+        }
+        if self.http2 && self.io == IoMode::Uring {
+            return inv("HTTP/2 runs on epoll; io_uring drives HTTP/1.1 only");
         }
         if self.timeout.is_zero() {
             return inv("timeout must be positive");

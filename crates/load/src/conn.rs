@@ -73,6 +73,11 @@ impl std::fmt::Display for TlsFail {
             TlsFail::Rustls(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::Other(o),
             )) => write!(f, "invalid peer certificate: {}", o.0),
+            TlsFail::Rustls(rustls::Error::AlertReceived(
+                rustls::AlertDescription::NoApplicationProtocol,
+            )) => f.write_str(
+                "the server does not offer h2 in ALPN (it answered the no_application_protocol alert)",
+            ),
             TlsFail::Rustls(e) => write!(f, "{e}"),
             TlsFail::Io(e) => write!(f, "socket error under TLS: {e}"),
             TlsFail::Eof => f.write_str("peer closed the connection during the TLS handshake"),
@@ -142,6 +147,58 @@ pub struct Conn {
     /// Shut the socket down before closing it (io_uring: ends the multishot receive, which
     /// holds its own reference to the socket).
     pub shutdown_on_close: bool,
+    /// HTTP/2: the session and its stream slots (the slots outlive reconnects).
+    pub h2: Option<Box<H2>>,
+}
+
+/// One request slot of an HTTP/2 connection: a stream in flight, or a request waiting for one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Slot {
+    /// A request occupies the slot.
+    pub busy: bool,
+    /// Its stream is open on the current session (else it waits for the connection or for
+    /// the server's concurrency limit).
+    pub opened: bool,
+    /// Intended send time, ns since the origin.
+    pub intended: u64,
+    /// When the engine issued it, ns since the origin.
+    pub issued: u64,
+    /// Timeout deadline, ns since the origin.
+    pub deadline: u64,
+}
+
+/// The HTTP/2 side of a connection slot.
+#[derive(Debug)]
+pub struct H2 {
+    /// The session on the current socket (none before the TLS handshake or after a close).
+    pub codec: Option<http2::ClientConn>,
+    /// `-m` request slots.
+    pub slots: Vec<Slot>,
+    /// Free slot indices.
+    pub free: Vec<u32>,
+    /// Busy slots whose stream is not open yet, oldest first.
+    pub pending: std::collections::VecDeque<u32>,
+    /// The server must acknowledge our SETTINGS by then, ns since the origin.
+    pub settings_deadline: u64,
+    /// Bytes of the codec's output already written (plain text).
+    pub wpos: usize,
+    /// Output waits to be flushed at the end of the loop turn.
+    pub dirty: bool,
+}
+
+impl H2 {
+    /// `streams` free slots and no session.
+    pub fn new(streams: u32) -> H2 {
+        H2 {
+            codec: None,
+            slots: vec![Slot::default(); streams as usize],
+            free: (0..streams).rev().collect(),
+            pending: std::collections::VecDeque::with_capacity(streams as usize),
+            settings_deadline: 0,
+            wpos: 0,
+            dirty: false,
+        }
+    }
 }
 
 impl Conn {
@@ -163,6 +220,7 @@ impl Conn {
             drained: false,
             hup: false,
             shutdown_on_close: false,
+            h2: None,
         }
     }
 
@@ -180,6 +238,11 @@ impl Conn {
         self.reused = false;
         self.drained = false;
         self.hup = false;
+        if let Some(h) = &mut self.h2 {
+            h.codec = None;
+            h.wpos = 0;
+            h.dirty = false;
+        }
     }
 
     /// Drives the TLS handshake as far as the socket allows.

@@ -96,7 +96,8 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         None => None,
     };
     let threads = thread_count(cfg);
-    let backend = io_backend(cfg.io, tls.is_some())?;
+    // HTTP/2 runs on epoll (its writes are frames of many streams, not one request's bytes).
+    let backend = io_backend(cfg.io, tls.is_some() || cfg.http2)?;
     // Every socket must fit under the open-files limit, or the run does not start.
     fds::ensure(cfg.connections as u64, threads as u64)?;
     let hdr_log = hdr_log(cfg, ctl)?;
@@ -130,6 +131,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         record: cfg.record_requests,
         stop: ctl.stop.clone(),
         backend,
+        streams: if cfg.http2 { Some(cfg.streams) } else { None },
     };
     let agg = run_threads(cfg, ctl, &shared, hdr_log)?;
     Ok(outcome(cfg, ctl, agg, threads, start_ns))

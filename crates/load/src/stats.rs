@@ -214,6 +214,56 @@ pub struct ThreadFinal {
     pub end_ns: u64,
     /// When the thread stopped issuing requests (end of the send window), ns since the origin.
     pub send_end_ns: u64,
+    /// HTTP/2 loads: the thread's session, stream and GOAWAY counts.
+    pub h2: Option<H2Counts>,
+}
+
+/// Error codes counted one by one; higher (unknown) codes share the last bucket.
+pub const H2_CODES: usize = 15;
+
+/// What one thread counted below the responses of an HTTP/2 load.
+#[derive(Debug, Clone, Default)]
+pub struct H2Counts {
+    /// Sessions started (the preface sent).
+    pub connections: u64,
+    /// Streams opened.
+    pub streams: u64,
+    /// Most streams open at once on one connection.
+    pub max_concurrent: u32,
+    /// GOAWAY frames received, by code.
+    pub goaways: [u64; H2_CODES],
+    /// Streams above a GOAWAY's last-stream-id.
+    pub refused: u64,
+    /// RST_STREAM frames received, by code.
+    pub rst: [u64; H2_CODES],
+    /// Connection errors we sent, by code.
+    pub conn_errors: [u64; H2_CODES],
+    /// SETTINGS not acknowledged in time.
+    pub settings_timeouts: u64,
+    /// Request bodies that waited for window.
+    pub stalls: u64,
+}
+
+impl H2Counts {
+    /// The bucket of error code `c`.
+    pub fn bucket(c: u32) -> usize {
+        (c as usize).min(H2_CODES - 1)
+    }
+
+    /// Adds `o` into this.
+    pub fn merge(&mut self, o: &H2Counts) {
+        self.connections += o.connections;
+        self.streams += o.streams;
+        self.max_concurrent = self.max_concurrent.max(o.max_concurrent);
+        for k in 0..H2_CODES {
+            self.goaways[k] += o.goaways[k];
+            self.rst[k] += o.rst[k];
+            self.conn_errors[k] += o.conn_errors[k];
+        }
+        self.refused += o.refused;
+        self.settings_timeouts += o.settings_timeouts;
+        self.stalls += o.stalls;
+    }
 }
 
 /// Messages from the workers to the aggregator.

@@ -76,6 +76,38 @@ pub fn build(cfg: &Config, agg: &Aggregated, facts: &RunFacts) -> LoadSummary {
         req_per_sec: req_per_sec(agg, facts, elapsed_s),
         schedule,
         timeline: agg.timeline.clone(),
+        http2: cfg.http2.then(|| http2_stats(cfg, agg)),
+    }
+}
+
+/// The HTTP/2 counts of all threads, with error codes by name.
+fn http2_stats(cfg: &Config, agg: &Aggregated) -> model::Http2Stats {
+    let mut c = crate::stats::H2Counts::default();
+    for f in &agg.finals {
+        if let Some(h) = &f.h2 {
+            c.merge(h);
+        }
+    }
+    let by_name = |v: &[u64]| -> BTreeMap<String, u64> {
+        v.iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| (http2::frame::code_name(k as u32).to_string(), n))
+            .collect()
+    };
+    model::Http2Stats {
+        streams_per_connection: cfg.streams,
+        connections: c.connections,
+        streams: c.streams,
+        max_concurrent_streams: c.max_concurrent,
+        goaways_graceful: c.goaways[0],
+        goaways_error: c.goaways[1..].iter().sum(),
+        goaway_codes: by_name(&c.goaways),
+        refused: c.refused,
+        rst_stream: by_name(&c.rst),
+        connection_errors: by_name(&c.conn_errors),
+        settings_timeouts: c.settings_timeouts,
+        flow_control_stalls: c.stalls,
     }
 }
 

@@ -126,6 +126,10 @@ pub struct Target {
     pub request: Arc<[u8]>,
     /// The method is HEAD: responses have no body.
     pub head: bool,
+    /// HTTP/2: the request's HPACK header block, the same bytes for every stream.
+    pub h2_block: Option<Arc<[u8]>>,
+    /// HTTP/2: the request body, sent in DATA frames.
+    pub h2_body: Option<Arc<[u8]>>,
 }
 
 impl Target {
@@ -139,7 +143,15 @@ impl Target {
             _ => url.host.clone(),
         });
         let request = serialize_request(cfg, &url);
+        let h2_block = cfg.http2.then(|| h2_block(cfg, &url).into());
+        let h2_body = cfg
+            .body
+            .as_ref()
+            .filter(|_| cfg.http2)
+            .map(|b| Arc::from(b.as_slice()));
         Ok(Target {
+            h2_block,
+            h2_body,
             head: cfg.method == "HEAD",
             url,
             addr,
@@ -176,6 +188,29 @@ pub fn serialize_request(cfg: &Config, url: &Url) -> Vec<u8> {
         out.extend_from_slice(body);
     }
     out
+}
+
+/// The HTTP/2 header block: `:authority` is the Host override, a `-H Host:`, or the URL's;
+/// a Content-Length goes with a body.
+pub fn h2_block(cfg: &Config, url: &Url) -> Vec<u8> {
+    let authority = cfg
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.clone())
+        .or_else(|| cfg.host.clone())
+        .unwrap_or_else(|| url.authority());
+    let mut headers = cfg.headers.clone();
+    if let Some(body) = &cfg.body {
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        {
+            headers.push(("content-length".to_string(), body.len().to_string()));
+        }
+    }
+    let scheme = if url.tls { "https" } else { "http" };
+    http2::hpack::request_block(&cfg.method, scheme, &authority, &url.path, &headers)
 }
 
 #[cfg(test)]

@@ -64,6 +64,11 @@ pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, Error> {
             }
         }
     };
+    let mut config = config;
+    if cfg.http2 {
+        // HTTP/2 over TLS is negotiated by ALPN alone (RFC 9113 3.2).
+        config.alpn_protocols = vec![b"h2".to_vec()];
+    }
     Ok(Arc::new(config))
 }
 

@@ -277,6 +277,43 @@ pub struct LoadSummary {
     pub schedule: Option<Schedule>,
     /// The per-second timeline.
     pub timeline: Vec<Second>,
+    /// HTTP/2 loads only: sessions, streams, GOAWAY, RST_STREAM and connection errors.
+    /// Absent for HTTP/1.1 (and in files written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Stats>,
+}
+
+/// What an HTTP/2 load saw below the responses. Each failed request is also counted once in
+/// [`LoadSummary::errors`]: a stream the server refused (above a GOAWAY's last-stream-id, or
+/// RST_STREAM REFUSED_STREAM: never processed, safe to retry) as `read_idle_closed`, any other
+/// RST_STREAM and a connection closed under open streams as `read_reset`, a connection error
+/// we detected (the server broke the protocol) as `malformed`, a SETTINGS timeout as `timeout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Http2Stats {
+    /// Concurrent streams asked for on each connection (`-m`).
+    pub streams_per_connection: u32,
+    /// HTTP/2 sessions started (the preface sent on a connected socket).
+    pub connections: u64,
+    /// Streams opened (requests sent).
+    pub streams: u64,
+    /// The most streams open at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// GOAWAY frames received with NO_ERROR (graceful shutdown, e.g. a reload).
+    pub goaways_graceful: u64,
+    /// GOAWAY frames received with an error code.
+    pub goaways_error: u64,
+    /// GOAWAY frames received, by error code name.
+    pub goaway_codes: BTreeMap<String, u64>,
+    /// Streams above a GOAWAY's last-stream-id: refused, never processed.
+    pub refused: u64,
+    /// RST_STREAM frames received, by error code name.
+    pub rst_stream: BTreeMap<String, u64>,
+    /// Connection errors we ended a connection with (our GOAWAY), by error code name.
+    pub connection_errors: BTreeMap<String, u64>,
+    /// Connections whose SETTINGS the server did not acknowledge within the timeout.
+    pub settings_timeouts: u64,
+    /// Times a request body waited for flow-control window.
+    pub flow_control_stalls: u64,
 }
 
 impl LoadSummary {

@@ -94,6 +94,27 @@ pub struct Env {
     /// caches once per event-loop turn), read at run time; `None` in records from before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coarse_clock_us: Option<u64>,
+    /// The platform the run's cases ran on, when not this machine (`None`: local processes,
+    /// and every record from before platforms): `proxybench analyse` parses scenario.toml for
+    /// it again, and the report names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<PlatformInfo>,
+}
+
+/// Where a run's cases ran, as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlatformInfo {
+    /// `kubernetes` (or `local`).
+    pub kind: String,
+    /// The kubeconfig context used (empty when unknown).
+    #[serde(default)]
+    pub context: String,
+    /// The namespace the run's objects lived in (empty when unknown).
+    #[serde(default)]
+    pub namespace: String,
+    /// Whether the namespace was kept after the run.
+    #[serde(default)]
+    pub kept: bool,
 }
 
 /// `record.json`: what a run measured, before any analysis. `proxybench analyse DIR` turns it,

@@ -29,6 +29,7 @@ fn listeners_routes_and_upstream_servers_at_ngf_scale() {
                 tls,
                 server_names: vec![format!("{kind}-{i}.example.com")],
                 port: None,
+                http2: false,
             });
         }
     }

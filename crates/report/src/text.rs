@@ -40,6 +40,9 @@ fn wrk_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
         "  {} threads and {} connections",
         s.threads, s.connections
     );
+    if let Some(h) = &s.http2 {
+        http2_lines(out, h);
+    }
     let _ = writeln!(
         out,
         "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
@@ -105,6 +108,43 @@ fn wrk_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
         "Transfer/sec: {:>10}B",
         wrk_binary(s.bytes_read as f64 / secs)
     );
+}
+
+/// The HTTP/2 lines under wrk's "threads and connections": sessions, streams, GOAWAYs, and
+/// the frames and errors by code when any occurred.
+fn http2_lines(out: &mut String, h: &model::Http2Stats) {
+    let _ = writeln!(
+        out,
+        "  HTTP/2: {} sessions, {} streams ({} per connection asked, at most {} open at once)",
+        h.connections, h.streams, h.streams_per_connection, h.max_concurrent_streams
+    );
+    let _ = writeln!(
+        out,
+        "  GOAWAY: {} graceful, {} with errors; {} streams refused above last-stream-id",
+        h.goaways_graceful, h.goaways_error, h.refused
+    );
+    let codes = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(c, n)| format!("{c}={n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if !h.goaway_codes.is_empty() {
+        let _ = writeln!(out, "  GOAWAY codes: {}", codes(&h.goaway_codes));
+    }
+    if !h.rst_stream.is_empty() {
+        let _ = writeln!(out, "  RST_STREAM: {}", codes(&h.rst_stream));
+    }
+    if !h.connection_errors.is_empty() {
+        let _ = writeln!(out, "  Connection errors: {}", codes(&h.connection_errors));
+    }
+    if h.settings_timeouts + h.flow_control_stalls > 0 {
+        let _ = writeln!(
+            out,
+            "  SETTINGS timeouts: {}, flow-control stalls: {}",
+            h.settings_timeouts, h.flow_control_stalls
+        );
+    }
 }
 
 fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
@@ -343,6 +383,7 @@ mod tests {
             },
             schedule: None,
             timeline: vec![],
+            http2: None,
         }
     }
 

@@ -614,3 +614,146 @@ fn a_growth_charts_a_span_of_actions_and_ready_times_against_routes() {
         "a dot per step, and the key"
     );
 }
+
+/// A case that ran on a cluster: report.md has its Cluster section (pod timeline, restarts,
+/// Warning events, scrapes) with each absent collector's sentence verbatim and no table for
+/// what was absent; every time chart carries the pods-Ready steps, and the pods-Ready chart
+/// exists; the header names the platform.
+#[test]
+fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
+    let mut r = fixture::run();
+    r.env.platform = Some(model::PlatformInfo {
+        kind: "kubernetes".into(),
+        context: "lab".into(),
+        namespace: "proxybench-20261125t140000z".into(),
+        kept: false,
+    });
+    let pod = |t: f64, pod: &str, role: &str, phase: &str, ready: bool| model::PodChange {
+        t_s: t,
+        pod: pod.into(),
+        role: role.into(),
+        phase: phase.into(),
+        ready,
+        terminating: false,
+    };
+    let c = &mut r.cases[0];
+    c.events.push(model::Event {
+        t_s: 18.0,
+        action: "delete_pod".into(),
+        detail: "app=proxy: nginx-7d9-x2 (grace 0s)".into(),
+        duration_ms: 31.0,
+        error: None,
+        limit: false,
+    });
+    c.cluster = Some(model::ClusterRecord {
+        namespace: "proxybench-20261125t140000z".into(),
+        context: "lab".into(),
+        server_version: "v1.34.4".into(),
+        pods: vec![
+            pod(0.2, "cafe-5f-a", "backend", "Running", true),
+            pod(0.4, "nginx-7d9-x1", "proxy", "Running", true),
+            pod(5.3, "nginx-7d9-x2", "proxy", "Pending", false),
+            pod(6.1, "nginx-7d9-x2", "proxy", "Running", true),
+            pod(18.0, "nginx-7d9-x2", "proxy", "Deleted", false),
+        ],
+        restarts: vec![model::RestartRecord {
+            t_s: 12.5,
+            pod: "cafe-5f-a".into(),
+            container: "backend".into(),
+            count: 1,
+            reason: "Error".into(),
+        }],
+        warnings: vec![model::ClusterEvent {
+            t_s: 17.9,
+            object: "Pod/nginx-7d9-x2".into(),
+            reason: "Unhealthy".into(),
+            message: "Readiness probe failed: connection refused".into(),
+            count: 2,
+        }],
+        metrics: Vec::new(),
+        scrapes: vec![model::ScrapeSample {
+            t_s: 3.0,
+            pod: "nginx-7d9-x1".into(),
+            metric: "nginx_connections_active".into(),
+            labels: String::new(),
+            value: 7.0,
+        }],
+        absent: vec![
+            "metrics API: not served by this cluster (metrics.k8s.io has no endpoint)".into(),
+        ],
+    });
+    let dir = written(&r);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains(
+            "| Platform | kubernetes (context `lab`, namespace `proxybench-20261125t140000z`) |"
+        ),
+        "{md}"
+    );
+    let section = &md[md.find("### Cluster").expect("a Cluster section")..];
+    let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
+    for want in [
+        "Namespace `proxybench-20261125t140000z`, context `lab`, API server `v1.34.4`.",
+        "- metrics API: not served by this cluster (metrics.k8s.io has no endpoint)",
+        "| proxy | 2 | 1 | 2 |",
+        "| 18.00 | nginx-7d9-x2 | proxy | Deleted | no | - |",
+        "| 12.50 | cafe-5f-a | backend | 1 | Error |",
+        "| 17.90 | Pod/nginx-7d9-x2 | Unhealthy | 2 | Readiness probe failed: connection refused |",
+        "| nginx_connections_active | - | 1 | 1 | 7.00 | 7.00 | 7.00 |",
+    ] {
+        assert!(section.contains(want), "missing {want:?} in:\n{section}");
+    }
+    assert!(
+        !section.contains("metrics API)"),
+        "no metrics table when the metrics API was absent:\n{section}"
+    );
+    // The delete_pod action is on the timeline like any other.
+    assert!(
+        md.contains("| delete_pod | app=proxy: nginx-7d9-x2 (grace 0s) |"),
+        "{md}"
+    );
+    let charts = linked_charts(&md);
+    let pods = charts
+        .iter()
+        .find(|c| c.ends_with("pods-ready.png"))
+        .expect("a pods-Ready chart");
+    check_png(&dir.path().join("charts").join(pods));
+    let ready_svg =
+        std::fs::read_to_string(dir.path().join("charts").join(pods.replace(".png", ".svg")))
+            .unwrap();
+    assert!(ready_svg.contains("proxy pods Ready"), "{ready_svg}");
+    assert!(ready_svg.contains("backend pods Ready"));
+    let coffee = charts
+        .iter()
+        .find(|c| c.ends_with("coffee-throughput.png"))
+        .expect("the throughput chart")
+        .replace(".png", ".svg");
+    let svg = std::fs::read_to_string(dir.path().join("charts").join(coffee)).unwrap();
+    assert!(
+        svg.contains("proxy pods Ready (right)"),
+        "the steps are keyed"
+    );
+    assert!(svg.contains("delete_pod"), "the action is marked");
+    if let Ok(keep) = std::env::var("PROXYBENCH_KEEP_CHARTS") {
+        let _ = std::fs::create_dir_all(&keep);
+        for f in std::fs::read_dir(dir.path().join("charts")).unwrap() {
+            let f = f.unwrap();
+            let _ = std::fs::copy(f.path(), Path::new(&keep).join(f.file_name()));
+        }
+    }
+    // The other case ran without a cluster: no Cluster section, no steps.
+    assert_eq!(md.matches("### Cluster").count(), 1);
+    let back: model::RunResults =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("data.json")).unwrap())
+            .unwrap();
+    assert_eq!(back.cases[0].cluster, r.cases[0].cluster);
+}
+
+/// A run with no platform recorded ran on this machine, and says so.
+#[test]
+fn a_local_run_names_its_platform() {
+    let dir = written(&fixture::run());
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("| Platform | local (processes on this machine) |"));
+    assert!(!md.contains("### Cluster"));
+}

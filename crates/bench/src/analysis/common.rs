@@ -253,3 +253,107 @@ mod tests {
         assert_eq!(Texts::keys_used_in(src), ["c", "b"]);
     }
 }
+
+/// Ready pods of `role` against time, as steps (the count before and after each change), held
+/// to `end`: the pods-Ready line the analyses chart on Kubernetes. Empty when the role had no
+/// pod.
+pub fn ready_steps(k: &model::ClusterRecord, role: &str, end: f64) -> Vec<(f64, f64)> {
+    let mut ready: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut pts = Vec::new();
+    let mut n = 0.0;
+    let mut changes: Vec<&model::PodChange> = k.pods.iter().filter(|p| p.role == role).collect();
+    changes.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    for p in changes {
+        ready.insert(&p.pod, p.ready && p.phase != "Deleted");
+        let m = ready.values().filter(|r| **r).count() as f64;
+        pts.push((p.t_s, n));
+        pts.push((p.t_s, m));
+        n = m;
+    }
+    if let Some(&(t, _)) = pts.last() {
+        pts.push((end.max(t), n));
+    }
+    pts
+}
+
+/// The fewest and most pods of `role` Ready at once, counted from the first time one was
+/// Ready (`None` when none ever was).
+pub fn ready_range(k: &model::ClusterRecord, role: &str) -> Option<(u64, u64)> {
+    let pts = ready_steps(k, role, 0.0);
+    let first = pts.iter().position(|p| p.1 > 0.0)?;
+    let vals = pts[first..].iter().map(|p| p.1 as u64);
+    Some((vals.clone().min()?, vals.max()?))
+}
+
+/// One sentence on what the cluster showed in a case, for the analyses' findings: the proxy
+/// pods' Ready range, restarts and Warning events, and each absent collector's reason.
+pub fn cluster_finding(k: &model::ClusterRecord) -> String {
+    let ready = match ready_range(k, "proxy") {
+        Some((lo, hi)) => format!("between {lo} and {hi} proxy pods were Ready at once"),
+        None => "no proxy pod was ever Ready".to_string(),
+    };
+    let mut s = format!(
+        "On Kubernetes (namespace {}): {ready}; {} container restart(s); {} Warning event(s).",
+        if k.namespace.is_empty() {
+            "not recorded"
+        } else {
+            &k.namespace
+        },
+        k.restarts.len(),
+        k.warnings.len()
+    );
+    for a in &k.absent {
+        s.push_str(&format!(" Absent: {}", a.trim()));
+        if !s.ends_with('.') {
+            s.push('.');
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use super::*;
+
+    #[test]
+    fn ready_steps_and_the_cluster_sentence_come_from_the_pod_changes() {
+        let pod = |t: f64, pod: &str, phase: &str, ready: bool| model::PodChange {
+            t_s: t,
+            pod: pod.into(),
+            role: "proxy".into(),
+            phase: phase.into(),
+            ready,
+            terminating: false,
+        };
+        let k = model::ClusterRecord {
+            namespace: "ns".into(),
+            pods: vec![
+                pod(1.0, "a", "Running", true),
+                pod(2.0, "b", "Running", true),
+                pod(3.0, "a", "Deleted", false),
+            ],
+            absent: vec!["metrics API: not served by this cluster".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            ready_steps(&k, "proxy", 4.0),
+            [
+                (1.0, 0.0),
+                (1.0, 1.0),
+                (2.0, 1.0),
+                (2.0, 2.0),
+                (3.0, 2.0),
+                (3.0, 1.0),
+                (4.0, 1.0)
+            ]
+        );
+        assert!(ready_steps(&k, "backend", 4.0).is_empty());
+        assert_eq!(ready_range(&k, "proxy"), Some((1, 2)));
+        assert_eq!(
+            cluster_finding(&k),
+            "On Kubernetes (namespace ns): between 1 and 2 proxy pods were Ready at once; 0 \
+             container restart(s); 0 Warning event(s). Absent: metrics API: not served by this \
+             cluster."
+        );
+    }
+}

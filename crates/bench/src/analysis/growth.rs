@@ -183,6 +183,15 @@ fn case(
     result
         .findings
         .extend(findings(&g, result, &samples, &kind));
+    if let Some(k) = result.cluster.clone() {
+        result.findings.push(common::cluster_finding(&k));
+        if samples.is_empty() {
+            result.findings.push(
+                "The proxy's CPU and memory from /proc are absent on kubernetes: the proxy                  runs in pods, not as processes of this machine (the Cluster section has the                  metrics API's samples when the cluster serves them)."
+                    .into(),
+            );
+        }
+    }
     checks
 }
 

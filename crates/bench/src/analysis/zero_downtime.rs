@@ -92,6 +92,27 @@ fn case(
             ..Default::default()
         });
     }
+    if let Some(k) = result.cluster.clone() {
+        // On Kubernetes the replicas are pods: the kubelet's readiness is the pods-Ready line,
+        // and the per-replica status page and probes of the local stack are absent.
+        let points = common::ready_steps(&k, "proxy", end);
+        if !points.is_empty() {
+            result.series.push(Series {
+                name: "proxy pods Ready".into(),
+                chart: None,
+                unit: "pods".into(),
+                points,
+                ..Default::default()
+            });
+        }
+        result.findings.push(common::cluster_finding(&k));
+        if result.stub_samples.is_empty() && result.readiness.is_empty() {
+            result.findings.push(
+                "The replicas table's requests served and probes are absent on kubernetes:                  the proxy pods' status pages and readiness probes are not sampled from this                  machine (the Cluster section has the kubelet's readiness of every pod)."
+                    .into(),
+            );
+        }
+    }
     result
         .findings
         .extend(findings(&plan, &books, &ledger, &lives));

@@ -44,6 +44,10 @@ impl Worker<'_> {
     /// Writes (the rest of) the request.
     #[inline]
     pub(super) fn epoll_write(&mut self, i: usize, now: u64) {
+        if self.sh.streams.is_some() {
+            self.h2_flush(i, now);
+            return;
+        }
         match self.conns[i].send(&self.sh.target.request) {
             Step::Done => self.conns[i].state = State::Reading,
             Step::Again => {}
@@ -78,7 +82,10 @@ impl Worker<'_> {
                 if events & (sys::OUT | sys::IN) != 0 {
                     let now = now_ns(&self.sh.origin);
                     match c.sock.as_ref().map(Socket::take_error) {
-                        Some(Ok(())) => self.connected(i, now),
+                        Some(Ok(())) => {
+                            self.connected(i, now);
+                            self.h2_read_early(i, gen);
+                        }
                         Some(Err(e)) => self.fail(i, now, connect_kind(&e), Why::Connect(e)),
                         None => {}
                     }
@@ -87,6 +94,7 @@ impl Worker<'_> {
             State::Handshake => {
                 let now = now_ns(&self.sh.origin);
                 self.handshake(i, now);
+                self.h2_read_early(i, gen);
             }
             State::Writing => {
                 if events & sys::OUT != 0 {
@@ -103,6 +111,19 @@ impl Worker<'_> {
                 }
             }
             State::Closed | State::Backoff => {}
+        }
+    }
+
+    /// HTTP/2: the server speaks first (its SETTINGS), and its bytes may have come with the
+    /// readiness that finished the connect or the handshake (or sit in the TLS buffer): read
+    /// them now, as no new edge will announce them.
+    fn h2_read_early(&mut self, i: usize, gen: u32) {
+        if self.sh.streams.is_none() {
+            return;
+        }
+        let c = &self.conns[i];
+        if c.gen == gen && matches!(c.state, State::Idle | State::Writing) {
+            self.read(i);
         }
     }
 

@@ -5,12 +5,13 @@
 //! (`epoll.rs`, also TLS) or io_uring (`uring.rs`, plain HTTP).
 
 mod epoll;
+mod h2;
 mod uring;
 
 use crate::codec::{Discard, Eof, Progress};
 use crate::conn::{Conn, State, TlsFail};
 use crate::pacer::Pacer;
-use crate::stats::{kind_index, Msg, Recorder, SecondBlock, ThreadFinal, KINDS};
+use crate::stats::{kind_index, H2Counts, Msg, Recorder, SecondBlock, ThreadFinal, KINDS};
 use crate::sys::{self, Epoll, Socket};
 use crate::target::Target;
 use crate::uring::{Done, Uring};
@@ -70,6 +71,8 @@ pub(crate) enum Why {
     Text(&'static str),
     /// A deadline passed: what did not happen within the request timeout.
     Late(&'static str),
+    /// An HTTP/2 frame with an error code.
+    H2(&'static str, u32),
 }
 
 /// What every worker of one run shares (read-only).
@@ -102,6 +105,8 @@ pub struct Shared {
     pub stop: Arc<AtomicBool>,
     /// The I/O backend.
     pub backend: Backend,
+    /// HTTP/2: concurrent streams per connection (`None` for HTTP/1.1).
+    pub streams: Option<u32>,
 }
 
 /// Channels between a worker and the aggregator.
@@ -143,6 +148,10 @@ struct Worker<'a> {
     /// posted before then, so it is their arrival time (and reading the clock once per batch
     /// instead of per response keeps later completions from being stamped late).
     batch_now: Option<u64>,
+    /// HTTP/2 counts.
+    h2c: H2Counts,
+    /// HTTP/2 connections with frames to write at the end of the loop turn.
+    h2_dirty: Vec<usize>,
 }
 
 /// The load-wide index of thread `id`'s first connection when `connections` are dealt out to
@@ -196,7 +205,9 @@ pub fn run(
             .collect(),
         pacer,
         free: if open {
-            (0..conns).collect()
+            // One entry per free stream, spread over the connections.
+            let per = sh.streams.unwrap_or(1) as usize;
+            (0..conns * per).map(|k| k % conns.max(1)).collect()
         } else {
             VecDeque::new()
         },
@@ -218,6 +229,8 @@ pub fn run(
         conn_base: first_conn(id, sh.threads, sh.connections) as u32,
         first_errors: std::array::from_fn(|_| None),
         batch_now: None,
+        h2c: H2Counts::default(),
+        h2_dirty: Vec::new(),
     };
     w.main_loop()
 }
@@ -234,11 +247,13 @@ impl Worker<'_> {
         }
         self.next_scan = now + self.sh.timeout_ns;
         if self.pacer.is_none() {
-            for i in 0..self.conns.len() {
-                if !self.may_issue() {
-                    break;
+            'rounds: for _ in 0..self.sh.streams.unwrap_or(1) {
+                for i in 0..self.conns.len() {
+                    if !self.may_issue() {
+                        break 'rounds;
+                    }
+                    self.issue(i, now, now);
                 }
-                self.issue(i, now, now);
             }
         }
         loop {
@@ -263,6 +278,9 @@ impl Worker<'_> {
                 if self.may_issue() {
                     self.issue(i, now, now);
                 }
+            }
+            if !self.h2_dirty.is_empty() {
+                self.h2_flush_dirty(now);
             }
             if self.in_flight == 0 && (self.draining || !self.may_issue()) {
                 break;
@@ -344,6 +362,10 @@ impl Worker<'_> {
     /// Starts a request on connection `i`: `intended` is when it should have left, `now` when
     /// it does.
     fn issue(&mut self, i: usize, intended: u64, now: u64) {
+        if self.sh.streams.is_some() {
+            self.h2_issue(i, intended, now);
+            return;
+        }
         self.issued += 1;
         self.in_flight += 1;
         let c = &mut self.conns[i];
@@ -408,7 +430,9 @@ impl Worker<'_> {
 
     /// The connection is usable: send the waiting request, or wait for one.
     fn ready(&mut self, i: usize, now: u64) {
-        if self.conns[i].busy {
+        if self.sh.streams.is_some() {
+            self.h2_ready(i, now);
+        } else if self.conns[i].busy {
             self.write_request(i, now);
         } else {
             self.conns[i].state = State::Idle;
@@ -433,6 +457,9 @@ impl Worker<'_> {
     /// Returns false when the connection was closed or replaced (stop reading it).
     #[inline]
     fn on_data(&mut self, i: usize, data: &[u8], hup: bool) -> bool {
+        if self.sh.streams.is_some() {
+            return self.h2_on_data(i, data);
+        }
         self.cur.bytes += data.len() as u64;
         let c = &mut self.conns[i];
         c.read_bytes = c.read_bytes.saturating_add(data.len() as u32);
@@ -470,6 +497,14 @@ impl Worker<'_> {
 
     /// The peer closed connection `i`.
     fn on_eof(&mut self, i: usize) {
+        if self.sh.streams.is_some() {
+            self.h2_on_closed(
+                i,
+                ErrorKind::ReadReset,
+                Why::Text("the server closed the connection with streams open"),
+            );
+            return;
+        }
         if !self.conns[i].busy {
             self.drop_idle(i);
             return;
@@ -501,6 +536,15 @@ impl Worker<'_> {
 
     /// Reading connection `i` failed (a reset, or the TLS layer).
     fn on_read_failed(&mut self, i: usize, why: Why) {
+        if self.sh.streams.is_some() {
+            let kind = if matches!(why, Why::Tls(_)) {
+                ErrorKind::Tls
+            } else {
+                ErrorKind::ReadReset
+            };
+            self.h2_on_closed(i, kind, why);
+            return;
+        }
         let c = &self.conns[i];
         if !c.busy {
             self.drop_idle(i);
@@ -559,26 +603,16 @@ impl Worker<'_> {
     }
 
     fn fail(&mut self, i: usize, now: u64, kind: ErrorKind, why: Why) {
+        if self.sh.streams.is_some() {
+            self.h2_conn_failed(i, now, kind, why, false);
+            return;
+        }
         if now >= self.next_boundary {
             self.rotate(now);
         }
-        let k = kind_index(kind);
-        if self.first_errors[k].is_none() {
-            self.first_errors[k] = Some((now, self.message(why)));
-        }
+        let (intended, bytes) = (self.conns[i].intended, self.conns[i].read_bytes);
+        self.account_failure(i, now, kind, why, intended, bytes);
         let c = &mut self.conns[i];
-        let latency_us = now.saturating_sub(c.intended) / 1000;
-        self.cur.errors[k] += 1;
-        if self.sh.record {
-            self.records.push(RequestRecord {
-                t_us: now / 1000,
-                latency_us: latency_us.min(u32::MAX as u64) as u32,
-                conn: self.conn_base + i as u32,
-                bytes: c.read_bytes,
-                status: 0,
-                error: Some(kind),
-            });
-        }
         let was_busy = c.busy;
         c.busy = false;
         c.close();
@@ -607,6 +641,37 @@ impl Worker<'_> {
         }
     }
 
+    /// Counts one failed attempt on connection `i` (intended at `intended`, `bytes` read).
+    fn account_failure(
+        &mut self,
+        i: usize,
+        now: u64,
+        kind: ErrorKind,
+        why: Why,
+        intended: u64,
+        bytes: u32,
+    ) {
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        let k = kind_index(kind);
+        if self.first_errors[k].is_none() {
+            self.first_errors[k] = Some((now, self.message(why)));
+        }
+        let latency_us = now.saturating_sub(intended) / 1000;
+        self.cur.errors[k] += 1;
+        if self.sh.record {
+            self.records.push(RequestRecord {
+                t_us: now / 1000,
+                latency_us: latency_us.min(u32::MAX as u64) as u32,
+                conn: self.conn_base + i as u32,
+                bytes,
+                status: 0,
+                error: Some(kind),
+            });
+        }
+    }
+
     /// The one-line message for a failure (only formatted for a thread's first of a kind).
     fn message(&self, why: Why) -> String {
         match why {
@@ -614,6 +679,7 @@ impl Worker<'_> {
             Why::Io(e) => e.to_string(),
             Why::Tls(t) => t.to_string(),
             Why::Text(t) => t.to_string(),
+            Why::H2(what, c) => format!("{what}: {}", http2::frame::code_name(c)),
             Why::Late(what) => format!(
                 "{what} within the timeout ({:?})",
                 std::time::Duration::from_nanos(self.sh.timeout_ns)
@@ -650,6 +716,11 @@ impl Worker<'_> {
         // Scans cost O(connections): with many deadlines spread over time, look at most once
         // per granule (10 ms, or a tenth of the timeout) rather than once per deadline.
         let granule = (self.sh.timeout_ns / 10).min(10_000_000);
+        if self.sh.streams.is_some() {
+            let next = self.h2_scan(now);
+            self.next_scan = next.max(now + granule);
+            return;
+        }
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.busy && now >= c.deadline {
@@ -722,6 +793,7 @@ impl Worker<'_> {
             first_errors: std::mem::replace(&mut self.first_errors, std::array::from_fn(|_| None)),
             end_ns: now,
             send_end_ns: end,
+            h2: self.h2_final(),
         };
         let _ = self.links.tx.send(Msg::Done(Box::new(fin)));
     }

@@ -210,7 +210,13 @@ impl Renderer<'_> {
                 "@id": self.id(&format!("listener.{}", first.name)),
                 "listen": [format!("127.0.0.1:{port}")],
                 "automatic_https": {"skip": skip, "disable_redirects": true},
-                "protocols": ["h1", "h2"],
+                // h2c (prior knowledge) only when a plain listener asks for HTTP/2; over TLS,
+                // h2 by ALPN is Caddy's default.
+                "protocols": if first.http2 && !first.tls {
+                    json!(["h1", "h2", "h2c"])
+                } else {
+                    json!(["h1", "h2"])
+                },
                 "idle_timeout": nanos(cfg.keepalive_timeout.0),
                 "routes": routes,
             });

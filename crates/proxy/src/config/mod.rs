@@ -215,6 +215,10 @@ pub struct Listener {
     /// A fixed port; normally the run assigns one.
     #[serde(default)]
     pub port: Option<u16>,
+    /// Serve HTTP/2 as well: by ALPN (h2 and http/1.1) on a TLS listener, with prior knowledge
+    /// (h2c) on a plain one. nginx 1.22's plain `listen ... http2` then speaks h2c only.
+    #[serde(default)]
+    pub http2: bool,
 }
 
 /// A named pool of backends and how nginx balances, retries and times out against it.

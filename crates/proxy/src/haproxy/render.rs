@@ -67,8 +67,11 @@ pub fn render(cfg: &ProxyConfig, ctx: &RenderContext) -> Result<String, Error> {
     for (li, l) in cfg.listeners.iter().enumerate() {
         item(&mut o, "", &format!("listener.{}", l.name));
         let _ = writeln!(o, "frontend fe_{}", l.name);
-        let ssl = match (&pem, l.tls) {
-            (Some(p), true) => format!(" ssl crt {}", quote(p)),
+        let ssl = match (&pem, l.tls, l.http2) {
+            (Some(p), true, true) => format!(" ssl crt {} alpn h2,http/1.1", quote(p)),
+            (Some(p), true, false) => format!(" ssl crt {}", quote(p)),
+            // Plain HTTP/2: h2c with prior knowledge.
+            (_, _, true) => " proto h2".to_string(),
             _ => String::new(),
         };
         let _ = writeln!(o, "    bind 127.0.0.1:{}{ssl}", ports[li]);

@@ -276,6 +276,14 @@ impl<'a> Renderer<'a> {
                     )));
                 }
             }
+            if let Some(&(other, _)) = port_tls.get(&port) {
+                if cfg.listeners[other].http2 != l.http2 {
+                    return Err(Error::Invalid(format!(
+                        "listeners '{}' and '{}' share port {port} but only one of them is HTTP/2",
+                        cfg.listeners[other].name, l.name
+                    )));
+                }
+            }
             port_tls.entry(port).or_insert((li, l.tls));
             if l.tls && self.ctx.tls.is_none() {
                 return Err(Error::Invalid(format!(
@@ -296,10 +304,12 @@ impl<'a> Renderer<'a> {
                 ""
             };
             let ssl = if l.tls { " ssl" } else { "" };
+            // nginx 1.22's syntax: `http2` is a parameter of `listen`.
+            let http2 = if l.http2 { " http2" } else { "" };
             item(&mut out, "    ", &format!("listener.{}", l.name));
             let _ = writeln!(
                 out,
-                "    server {{\n        listen 127.0.0.1:{port}{ssl}{reuseport};"
+                "    server {{\n        listen 127.0.0.1:{port}{ssl}{http2}{reuseport};"
             );
             if let Some(h) = &p.host {
                 self.server_names += 1;

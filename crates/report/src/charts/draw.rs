@@ -261,6 +261,8 @@ where
         }
     }
 
+    ready_steps(area, c, (xs.clone(), ys.clone()))?;
+
     // Labels along the top, in time order: every span's, and the markers' when few enough.
     let mut labels: Vec<(f64, String)> = c
         .spans
@@ -304,6 +306,65 @@ where
     Ok(())
 }
 
+/// The pods-Ready steps over the data, on a scale of their own (0 at the bottom, the most
+/// Ready pods near the top), with that scale's numbers inside the plot's right edge.
+fn ready_steps<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    c: &Chart,
+    (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> Result<(), DrawError> {
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
+    let top = c
+        .ready
+        .iter()
+        .flat_map(|l| l.segments.iter().flatten())
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max);
+    if c.ready.is_empty() {
+        return Ok(());
+    }
+    let top = top.max(1.0);
+    let base = area.get_base_pixel();
+    let (x0, x1) = c.x_range;
+    let x_of = |t: f64| {
+        let f = ((t - x0) / (x1 - x0)).clamp(0.0, 1.0);
+        xs.start + (f * f64::from(xs.end - xs.start)).round() as i32 - base.0
+    };
+    // The scale's top is a little under the plot's, clear of the action labels.
+    let (bottom_px, top_px) = (ys.end - base.1, ys.start - base.1 + 50);
+    let y_of = |v: f64| bottom_px - ((v / top) * f64::from(bottom_px - top_px)).round() as i32;
+    for line in &c.ready {
+        let style = rgb(line.color).stroke_width(2);
+        for seg in &line.segments {
+            let px: Vec<(i32, i32)> = seg
+                .iter()
+                .filter(|p| finite(p))
+                .map(|&(t, v)| (x_of(t), y_of(v)))
+                .collect();
+            if px.len() > 1 {
+                area.draw(&PathElement::new(px, style))
+                    .map_err(|e| err(&e))?;
+            }
+        }
+    }
+    let font = ("sans-serif", 12).into_font().color(&RGBColor(0, 0, 0));
+    let step = if top <= 6.0 { 1.0 } else { (top / 4.0).ceil() };
+    let mut v = 0.0;
+    while v <= top {
+        let y = y_of(v);
+        let x = xs.end - base.0;
+        area.draw(&PathElement::new(
+            vec![(x - 6, y), (x, y)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?;
+        area.draw(&Text::new(format!("{v:.0}"), (x - 20, y - 6), font.clone()))
+            .map_err(|e| err(&e))?;
+        v += step;
+    }
+    Ok(())
+}
+
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     c: &Chart,
@@ -341,6 +402,16 @@ fn draw_legend<DB: DrawingBackend>(
     if shown < c.lines.len() {
         let more = format!("… and {} more", c.lines.len() - shown);
         area.draw(&Text::new(more, (38, y - 8), font.clone()))
+            .map_err(|e| err(&e))?;
+        y += row;
+    }
+    for line in &c.ready {
+        area.draw(&PathElement::new(
+            vec![(8, y), (19, y), (19, y - 6), (30, y - 6)],
+            rgb(line.color).stroke_width(2),
+        ))
+        .map_err(|e| err(&e))?;
+        area.draw(&Text::new(short(&line.name, 28), (38, y - 8), font.clone()))
             .map_err(|e| err(&e))?;
         y += row;
     }

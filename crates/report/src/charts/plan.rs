@@ -24,6 +24,8 @@ pub enum Kind {
     Reloads,
     /// The case's scenario series with this index.
     Series(usize),
+    /// Ready pods per role (Kubernetes).
+    Pods,
 }
 
 /// One drawn line (or stacked layer), possibly broken where there was nothing to plot.
@@ -101,6 +103,9 @@ pub struct Chart {
     pub load: Option<usize>,
     /// What the chart shows.
     pub kind: Kind,
+    /// Ready pods per role against time (Kubernetes), drawn as steps on a scale of their own
+    /// on the right: every time chart of a case that ran on a cluster carries them.
+    pub ready: Vec<Line>,
 }
 
 /// A palette that stays tellable apart on white, in a fixed order.
@@ -147,6 +152,7 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
             markers,
             spans,
             x_range,
+            ready: ready_lines(case, x_range),
         };
         for (li, load) in case.loads.iter().enumerate() {
             let stem = format!("{prefix}-{}", slug(&load.name));
@@ -170,6 +176,19 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
             out.push(reloads(&base, case, &prefix));
         }
         out.extend(series_charts(&base, case, &prefix));
+        if !base.ready.is_empty() {
+            let mut c = base.chart(
+                format!("{prefix}-pods-ready"),
+                format!("{}: pods Ready", case.name),
+                "pods Ready".into(),
+                Kind::Pods,
+            );
+            c.lines = std::mem::take(&mut c.ready);
+            for l in &mut c.lines {
+                l.name = l.name.replace(" (right)", "");
+            }
+            out.push(c);
+        }
     }
     dedupe(&mut out);
     out
@@ -213,6 +232,7 @@ fn series_charts(base: &CaseBase, case: &CaseResult, prefix: &str) -> Vec<Chart>
             c.x_range = count_range(&s.points);
             c.markers.clear();
             c.spans.clear();
+            c.ready.clear();
         }
         c.lines.push(line(0));
         if let Some(k) = s.chart.as_deref() {
@@ -229,6 +249,7 @@ struct CaseBase {
     markers: Vec<Marker>,
     spans: Vec<Span>,
     x_range: (f64, f64),
+    ready: Vec<Line>,
 }
 
 impl CaseBase {
@@ -247,8 +268,65 @@ impl CaseBase {
             case: self.case,
             load: None,
             kind,
+            ready: self.ready.clone(),
         }
     }
+}
+
+/// Colours of the pods-Ready steps, by role: proxy, backend, watched (the user's own).
+const READY_COLORS: [(u8, u8, u8); 3] = [(0, 0, 0), (110, 110, 110), (148, 103, 189)];
+
+/// The pods-Ready steps of a case that ran on a cluster: for each role seen (`proxy`,
+/// `backend`, `watched`), how many of its pods were Ready from each change to the next, held to
+/// the end of the axis. Empty off Kubernetes.
+pub fn ready_lines(case: &CaseResult, x_range: (f64, f64)) -> Vec<Line> {
+    let Some(cluster) = &case.cluster else {
+        return Vec::new();
+    };
+    let mut roles: Vec<&str> = Vec::new();
+    for p in &cluster.pods {
+        if !roles.contains(&p.role.as_str()) {
+            roles.push(&p.role);
+        }
+    }
+    let rank = |r: &str| match r {
+        "proxy" => 0,
+        "backend" => 1,
+        _ => 2,
+    };
+    roles.sort_by_key(|r| (rank(r), r.to_string()));
+    let mut out = Vec::new();
+    for role in roles {
+        let mut ready: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        let mut changes: Vec<&model::PodChange> =
+            cluster.pods.iter().filter(|p| p.role == role).collect();
+        changes.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        let mut n = 0.0;
+        for ch in changes.into_iter().filter(|c| c.t_s.is_finite()) {
+            let now = ch.ready && ch.phase != "Deleted";
+            ready.insert(&ch.pod, now);
+            let m = ready.values().filter(|r| **r).count() as f64;
+            if pts.is_empty() {
+                pts.push((ch.t_s.min(x_range.0), 0.0));
+            }
+            // A step: the old count up to this instant, then the new one.
+            pts.push((ch.t_s, n));
+            pts.push((ch.t_s, m));
+            n = m;
+        }
+        if let Some(&(t, _)) = pts.last() {
+            pts.push((t.max(x_range.1), n));
+        }
+        out.push(Line {
+            name: format!("{role} pods Ready (right)"),
+            color: READY_COLORS[rank(role)],
+            segments: vec![pts],
+            dots: false,
+            join: true,
+        });
+    }
+    out
 }
 
 fn markers(case: &CaseResult) -> Vec<Marker> {
@@ -744,6 +822,7 @@ mod tests {
             markers: vec![marker(1.0, 1, "grow")],
             spans: vec![],
             x_range: (0.0, 6.0),
+            ready: Vec::new(),
         };
         let charts = series_charts(&base, &case, "scale");
         let ttr = &charts[0];
@@ -767,6 +846,45 @@ mod tests {
         assert_eq!(items.x_desc, "time since start (s)");
         assert!(items.lines[0].join);
         assert_eq!((items.x_range, items.markers.len()), ((0.0, 6.0), 1));
+    }
+
+    #[test]
+    fn ready_steps_count_ready_pods_per_role_and_hold_to_the_end() {
+        let pod = |t: f64, pod: &str, phase: &str, ready: bool| model::PodChange {
+            t_s: t,
+            pod: pod.into(),
+            role: "proxy".into(),
+            phase: phase.into(),
+            ready,
+            terminating: false,
+        };
+        let case = CaseResult {
+            cluster: Some(model::ClusterRecord {
+                pods: vec![
+                    pod(1.0, "a", "Running", true),
+                    pod(2.0, "b", "Running", true),
+                    pod(3.0, "a", "Deleted", true),
+                ],
+                ..Default::default()
+            }),
+            ..CaseResult::default()
+        };
+        let lines = ready_lines(&case, (0.0, 5.0));
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            lines[0].segments[0],
+            [
+                (0.0, 0.0),
+                (1.0, 0.0),
+                (1.0, 1.0),
+                (2.0, 1.0),
+                (2.0, 2.0),
+                (3.0, 2.0),
+                (3.0, 1.0),
+                (5.0, 1.0)
+            ]
+        );
+        assert!(ready_lines(&CaseResult::default(), (0.0, 5.0)).is_empty());
     }
 
     #[test]

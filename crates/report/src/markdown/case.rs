@@ -48,6 +48,7 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     procs(out, c, ci, charts);
     stub(out, proxy, c, ci, charts);
     readiness(out, c);
+    cluster(out, c, ci, charts);
     tables(out, c);
     series(out, c, ci, charts);
 }
@@ -422,6 +423,210 @@ fn readiness(out: &mut String, c: &CaseResult) {
     }
     out.push_str(&t.render());
     out.push('\n');
+}
+
+/// Pod timeline rows listed one by one up to this many; beyond, the first and last are shown.
+const POD_ROWS: usize = 80;
+
+/// What the cluster showed (Kubernetes): the pods-Ready chart, every pod change, restarts,
+/// Warning events, metrics and scrapes, and each collector's reason for having no data, said as
+/// it was recorded (an absent collector is never shown as zeros).
+fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
+    let Some(k) = &c.cluster else {
+        return;
+    };
+    out.push_str(
+        "### Cluster
+
+",
+    );
+    let or = |s: &str, what: &str| {
+        if s.is_empty() {
+            format!("{what} not recorded")
+        } else {
+            format!("`{s}`")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "Namespace {}, context {}, API server {}.\n",
+        or(&k.namespace, "namespace"),
+        or(&k.context, "context"),
+        or(&k.server_version, "version")
+    );
+    case_charts(out, charts, ci, |kind| kind == Kind::Pods);
+    if !k.absent.is_empty() {
+        out.push_str("Data a collector could not gather (nothing below stands in for it):\n\n");
+        for a in &k.absent {
+            let _ = writeln!(out, "- {}", a.trim());
+        }
+        out.push('\n');
+    }
+    pods(out, k);
+    out.push_str("#### Container restarts\n\n");
+    if k.restarts.is_empty() {
+        out.push_str("No container restarted.\n\n");
+    } else {
+        let mut t = Table::new(&[">Time (s)", "Pod", "Container", ">Restarts", "Last state"]);
+        for r in &k.restarts {
+            t.row([
+                fmt::secs(r.t_s),
+                r.pod.clone(),
+                r.container.clone(),
+                r.count.to_string(),
+                if r.reason.is_empty() {
+                    "-".into()
+                } else {
+                    r.reason.clone()
+                },
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    out.push_str("#### Warning events\n\n");
+    if k.warnings.is_empty() {
+        out.push_str("No Warning events.\n\n");
+    } else {
+        let mut t = Table::new(&[">Time (s)", "Object", "Reason", ">Count", "Message"]);
+        for e in &k.warnings {
+            t.row([
+                fmt::secs(e.t_s),
+                e.object.clone(),
+                e.reason.clone(),
+                e.count.to_string(),
+                e.message.clone(),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    if !k.metrics.is_empty() {
+        out.push_str("#### Pod CPU and memory (metrics API)\n\n");
+        #[derive(Default)]
+        struct Agg {
+            n: u64,
+            cpu_sum: f64,
+            cpu_max: f64,
+            mem_max: u64,
+        }
+        let mut by: BTreeMap<&str, Agg> = BTreeMap::new();
+        for m in &k.metrics {
+            let a = by.entry(&m.pod).or_default();
+            a.n += 1;
+            a.cpu_sum += m.cpu_millicores;
+            a.cpu_max = a.cpu_max.max(m.cpu_millicores);
+            a.mem_max = a.mem_max.max(m.memory_bytes);
+        }
+        let mut t = Table::new(&[
+            "Pod",
+            ">Samples",
+            ">CPU mean (millicores)",
+            ">CPU max",
+            ">Memory max (MiB)",
+        ]);
+        for (pod, a) in &by {
+            t.row([
+                pod.to_string(),
+                count(a.n),
+                fmt::f2(a.cpu_sum / a.n as f64),
+                fmt::f2(a.cpu_max),
+                fmt::f2(a.mem_max as f64 / (1024.0 * 1024.0)),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    if !k.scrapes.is_empty() {
+        out.push_str("#### Prometheus scrape\n\n");
+        let mut by: BTreeMap<(&str, &str), Vec<&model::ScrapeSample>> = BTreeMap::new();
+        for s in &k.scrapes {
+            by.entry((&s.metric, &s.labels)).or_default().push(s);
+        }
+        let mut t = Table::new(&[
+            "Metric", "Labels", ">Samples", ">Pods", ">Min", ">Max", ">Last",
+        ]);
+        for ((metric, labels), v) in &by {
+            let pods: std::collections::BTreeSet<&str> = v.iter().map(|s| s.pod.as_str()).collect();
+            let vals = v.iter().map(|s| s.value);
+            t.row([
+                metric.to_string(),
+                if labels.is_empty() {
+                    "-".into()
+                } else {
+                    labels.to_string()
+                },
+                count(v.len() as u64),
+                count(pods.len() as u64),
+                fmt::f2(vals.clone().fold(f64::INFINITY, f64::min)),
+                fmt::f2(vals.fold(f64::NEG_INFINITY, f64::max)),
+                fmt::f2(v.last().map_or(f64::NAN, |s| s.value)),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+}
+
+/// The pods' readiness: per role the fewest and most Ready at once, then every change.
+fn pods(out: &mut String, k: &model::ClusterRecord) {
+    out.push_str("#### Pod readiness\n\n");
+    if k.pods.is_empty() {
+        out.push_str("No pod change was recorded.\n\n");
+        return;
+    }
+    // Fewest and most Ready per role, after the role's first pod became Ready.
+    /// A role's pods (Ready or not), and its fewest and most Ready at once.
+    type Role<'a> = (BTreeMap<&'a str, bool>, Option<usize>, usize);
+    let mut roles: BTreeMap<&str, Role<'_>> = BTreeMap::new();
+    for p in &k.pods {
+        let (pods, min, max) = roles.entry(&p.role).or_default();
+        pods.insert(&p.pod, p.ready && p.phase != "Deleted");
+        let n = pods.values().filter(|r| **r).count();
+        *max = (*max).max(n);
+        if *max > 0 {
+            *min = Some(min.map_or(n, |m| m.min(n)));
+        }
+    }
+    let mut t = Table::new(&["Role", ">Pods seen", ">Fewest Ready", ">Most Ready"]);
+    for (role, (pods, min, max)) in &roles {
+        t.row([
+            role.to_string(),
+            count(pods.len() as u64),
+            min.map_or("never Ready".to_string(), |m| m.to_string()),
+            max.to_string(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    let mut t = Table::new(&[">Time (s)", "Pod", "Role", "Phase", "Ready", "Terminating"]);
+    let rows = |t: &mut Table, ps: &[model::PodChange]| {
+        for p in ps {
+            t.row([
+                fmt::secs(p.t_s),
+                p.pod.clone(),
+                p.role.clone(),
+                p.phase.clone(),
+                if p.ready { "yes" } else { "no" }.to_string(),
+                if p.terminating { "yes" } else { "-" }.to_string(),
+            ]);
+        }
+    };
+    if k.pods.len() <= POD_ROWS {
+        rows(&mut t, &k.pods);
+        out.push_str(&t.render());
+        out.push('\n');
+    } else {
+        let half = POD_ROWS / 2;
+        rows(&mut t, &k.pods[..half]);
+        rows(&mut t, &k.pods[k.pods.len() - half..]);
+        out.push_str(&t.render());
+        let _ = writeln!(
+            out,
+            "\n{} pod changes; the first and last {half} are listed (data.json has them all).\n",
+            count(k.pods.len() as u64)
+        );
+    }
 }
 
 fn tables(out: &mut String, c: &CaseResult) {

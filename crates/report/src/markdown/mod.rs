@@ -61,10 +61,36 @@ fn header(out: &mut String, r: &RunResults) {
             "full"
         },
     ]);
+    t.row(["Platform", &platform(r)]);
     t.row(["Cases", &r.cases.len().to_string()]);
     t.row(["Outcome", if r.partial { "PARTIAL" } else { "complete" }]);
     out.push_str(&t.render());
     out.push('\n');
+}
+
+/// Where the cases ran, in one cell.
+fn platform(r: &RunResults) -> String {
+    match &r.env.platform {
+        None => "local (processes on this machine)".into(),
+        Some(p) => {
+            let mut s = p.kind.clone();
+            let mut parts = Vec::new();
+            if !p.context.is_empty() {
+                parts.push(format!("context `{}`", p.context));
+            }
+            if !p.namespace.is_empty() {
+                parts.push(format!(
+                    "namespace `{}`{}",
+                    p.namespace,
+                    if p.kept { ", kept" } else { "" }
+                ));
+            }
+            if !parts.is_empty() {
+                s.push_str(&format!(" ({})", parts.join(", ")));
+            }
+            s
+        }
+    }
 }
 
 fn versions(out: &mut String, r: &RunResults) {

@@ -267,6 +267,7 @@ mod tests {
             req_per_sec: Default::default(),
             schedule: None,
             timeline: vec![],
+            http2: None,
         }
     }
 

@@ -1,0 +1,115 @@
+//! `proxybench run`'s platform flags: a bad value, or a cluster flag on the local platform, is
+//! one line naming the flag, exit 2, before anything is written; a cluster action in a scenario
+//! run locally is refused at its line.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `proxybench run ARGS --results ROOT`.
+fn run(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["run", "--no-progress", "--quick", "--results"])
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bad_platform_flags_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--platform", "nomad"],
+            "--platform nomad: not one of local, kubernetes",
+        ),
+        (
+            &["--platform", "local", "--namespace", "x"],
+            "--namespace needs --platform kubernetes, not local",
+        ),
+        (
+            &["--platform", "kubernetes", "--namespace", "Not_A_Label"],
+            "--namespace Not_A_Label: must be 1-63 lowercase letters",
+        ),
+        (
+            &["--context", "lab"],
+            "--context needs --platform kubernetes (scenario 'default' runs on local)",
+        ),
+        (
+            &["--keep"],
+            "--keep needs --platform kubernetes (scenario 'default' runs on local)",
+        ),
+        (
+            &["--platform", "kubernetes", "--proxy-image", "a b"],
+            "--proxy-image a b: an image reference has no spaces",
+        ),
+        (
+            &["--platform", "kubernetes", "--nginx-image", ""],
+            "--proxy-image : an image reference has no spaces",
+        ),
+        (
+            &["--platform", "kubernetes", "--image", "x y"],
+            "--image x y: an image reference has no spaces",
+        ),
+        (
+            &["--platform", "kubernetes", "--context", ""],
+            "--context: the context name is empty",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = args.to_vec();
+        all.push("default");
+        let out = run(&root, &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("proxybench: {want}")),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!root.exists(), "{} was created", root.display());
+}
+
+#[test]
+fn a_cluster_action_run_locally_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/default.toml"),
+    )
+    .unwrap();
+    let mut text = default.replace("name = \"default\"", "name = \"k\"");
+    let line = text.lines().count() + 2;
+    text.push_str("\n[[actions]]\nat = \"1s\"\nrollout_restart = \"deployment/web\"\n");
+    let file = dir.path().join("k.toml");
+    std::fs::write(&file, &text).unwrap();
+    let root = dir.path().join("r");
+    let out = run(&root, &[file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    // (default's `[quick]` replaces its actions, so the full form is the one refused.)
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "proxybench: {}:{line}: in the full form: rollout_restart needs [platform] kind = \"kubernetes\" (or `run --platform kubernetes`)",
+            file.display()
+        )
+    );
+    // The same file with a manifest that is not there, on Kubernetes: the path at its line.
+    let text = text.replace(
+        "rollout_restart = \"deployment/web\"",
+        "apply = \"routes.yaml\"",
+    );
+    std::fs::write(&file, &text).unwrap();
+    let out = run(&root, &["--platform", "kubernetes", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let want = format!(
+        "proxybench: {}:{line}: in the full form: apply: {}: ",
+        file.display(),
+        dir.path().join("routes.yaml").display()
+    );
+    assert!(err.starts_with(&want), "{err}");
+    assert!(!root.exists(), "{} was created", root.display());
+}

@@ -1,0 +1,239 @@
+//! HTTP/2 frames (RFC 9113 section 4 and 6): the 9-byte header, the type, flag, setting and
+//! error-code numbers, and the encoders a client needs. No I/O: encoders append to a `Vec<u8>`.
+
+/// The client connection preface (RFC 9113 3.4), sent before the first SETTINGS.
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Length of a frame header.
+pub const HEAD_LEN: usize = 9;
+/// The default (and smallest allowed) SETTINGS_MAX_FRAME_SIZE.
+pub const DEFAULT_MAX_FRAME: u32 = 16_384;
+/// The default SETTINGS_INITIAL_WINDOW_SIZE and connection window.
+pub const DEFAULT_WINDOW: u32 = 65_535;
+/// The largest flow-control window (2^31 - 1).
+pub const MAX_WINDOW: u32 = 0x7fff_ffff;
+/// The largest stream identifier.
+pub const MAX_STREAM_ID: u32 = 0x7fff_ffff;
+
+/// DATA frame type.
+pub const DATA: u8 = 0x0;
+/// HEADERS frame type.
+pub const HEADERS: u8 = 0x1;
+/// PRIORITY frame type.
+pub const PRIORITY: u8 = 0x2;
+/// RST_STREAM frame type.
+pub const RST_STREAM: u8 = 0x3;
+/// SETTINGS frame type.
+pub const SETTINGS: u8 = 0x4;
+/// PUSH_PROMISE frame type.
+pub const PUSH_PROMISE: u8 = 0x5;
+/// PING frame type.
+pub const PING: u8 = 0x6;
+/// GOAWAY frame type.
+pub const GOAWAY: u8 = 0x7;
+/// WINDOW_UPDATE frame type.
+pub const WINDOW_UPDATE: u8 = 0x8;
+/// CONTINUATION frame type.
+pub const CONTINUATION: u8 = 0x9;
+
+/// END_STREAM flag (DATA, HEADERS).
+pub const END_STREAM: u8 = 0x1;
+/// ACK flag (SETTINGS, PING).
+pub const ACK: u8 = 0x1;
+/// END_HEADERS flag (HEADERS, CONTINUATION).
+pub const END_HEADERS: u8 = 0x4;
+/// PADDED flag (DATA, HEADERS).
+pub const PADDED: u8 = 0x8;
+/// PRIORITY flag (HEADERS).
+pub const PRIORITY_FLAG: u8 = 0x20;
+
+/// SETTINGS_HEADER_TABLE_SIZE.
+pub const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
+/// SETTINGS_ENABLE_PUSH.
+pub const SETTINGS_ENABLE_PUSH: u16 = 0x2;
+/// SETTINGS_MAX_CONCURRENT_STREAMS.
+pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+/// SETTINGS_INITIAL_WINDOW_SIZE.
+pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+/// SETTINGS_MAX_FRAME_SIZE.
+pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+/// SETTINGS_MAX_HEADER_LIST_SIZE.
+pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
+
+/// HTTP/2 error codes (RFC 9113 section 7).
+pub mod code {
+    /// Graceful shutdown, or no error.
+    pub const NO_ERROR: u32 = 0x0;
+    /// A protocol error was detected.
+    pub const PROTOCOL_ERROR: u32 = 0x1;
+    /// An implementation fault.
+    pub const INTERNAL_ERROR: u32 = 0x2;
+    /// Flow-control limits were violated.
+    pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+    /// SETTINGS were not acknowledged in time.
+    pub const SETTINGS_TIMEOUT: u32 = 0x4;
+    /// A frame arrived on a half-closed stream.
+    pub const STREAM_CLOSED: u32 = 0x5;
+    /// A frame had an invalid size.
+    pub const FRAME_SIZE_ERROR: u32 = 0x6;
+    /// The stream was refused before any processing.
+    pub const REFUSED_STREAM: u32 = 0x7;
+    /// The stream is no longer needed.
+    pub const CANCEL: u32 = 0x8;
+    /// The header compression context cannot be kept.
+    pub const COMPRESSION_ERROR: u32 = 0x9;
+    /// A CONNECT tunnel failed.
+    pub const CONNECT_ERROR: u32 = 0xa;
+    /// The peer is generating excessive load.
+    pub const ENHANCE_YOUR_CALM: u32 = 0xb;
+    /// The transport's security is insufficient.
+    pub const INADEQUATE_SECURITY: u32 = 0xc;
+    /// HTTP/1.1 is required.
+    pub const HTTP_1_1_REQUIRED: u32 = 0xd;
+}
+
+/// The RFC name of an error code (`unknown` for codes it does not define), for reports.
+pub fn code_name(c: u32) -> &'static str {
+    const NAMES: [&str; 14] = [
+        "NO_ERROR",
+        "PROTOCOL_ERROR",
+        "INTERNAL_ERROR",
+        "FLOW_CONTROL_ERROR",
+        "SETTINGS_TIMEOUT",
+        "STREAM_CLOSED",
+        "FRAME_SIZE_ERROR",
+        "REFUSED_STREAM",
+        "CANCEL",
+        "COMPRESSION_ERROR",
+        "CONNECT_ERROR",
+        "ENHANCE_YOUR_CALM",
+        "INADEQUATE_SECURITY",
+        "HTTP_1_1_REQUIRED",
+    ];
+    NAMES.get(c as usize).copied().unwrap_or("UNKNOWN")
+}
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Payload length (24 bits).
+    pub len: u32,
+    /// Frame type.
+    pub kind: u8,
+    /// Flags.
+    pub flags: u8,
+    /// Stream identifier (the reserved bit cleared).
+    pub stream: u32,
+}
+
+impl Head {
+    /// Decodes the first 9 bytes of `b`, or `None` when there are fewer.
+    #[inline]
+    pub fn parse(b: &[u8]) -> Option<Head> {
+        if b.len() < HEAD_LEN {
+            return None;
+        }
+        Some(Head {
+            len: u32::from_be_bytes([0, b[0], b[1], b[2]]),
+            kind: b[3],
+            flags: b[4],
+            stream: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & MAX_STREAM_ID,
+        })
+    }
+
+    /// Appends this header to `out`.
+    #[inline]
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let l = self.len.to_be_bytes();
+        out.extend_from_slice(&[l[1], l[2], l[3], self.kind, self.flags]);
+        out.extend_from_slice(&self.stream.to_be_bytes());
+    }
+}
+
+/// Appends a frame header.
+#[inline]
+pub fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    Head {
+        len: len as u32,
+        kind,
+        flags,
+        stream,
+    }
+    .write(out)
+}
+
+/// Appends a SETTINGS frame with these (identifier, value) pairs.
+pub fn settings(out: &mut Vec<u8>, pairs: &[(u16, u32)]) {
+    head(out, pairs.len() * 6, SETTINGS, 0, 0);
+    for (id, v) in pairs {
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Appends a SETTINGS acknowledgement.
+pub fn settings_ack(out: &mut Vec<u8>) {
+    head(out, 0, SETTINGS, ACK, 0);
+}
+
+/// Appends a WINDOW_UPDATE.
+pub fn window_update(out: &mut Vec<u8>, stream: u32, increment: u32) {
+    head(out, 4, WINDOW_UPDATE, 0, stream);
+    out.extend_from_slice(&increment.to_be_bytes());
+}
+
+/// Appends an RST_STREAM.
+pub fn rst_stream(out: &mut Vec<u8>, stream: u32, error: u32) {
+    head(out, 4, RST_STREAM, 0, stream);
+    out.extend_from_slice(&error.to_be_bytes());
+}
+
+/// Appends a GOAWAY without debug data.
+pub fn goaway(out: &mut Vec<u8>, last_stream: u32, error: u32) {
+    head(out, 8, GOAWAY, 0, 0);
+    out.extend_from_slice(&last_stream.to_be_bytes());
+    out.extend_from_slice(&error.to_be_bytes());
+}
+
+/// Appends a PING acknowledgement echoing `data`.
+pub fn ping_ack(out: &mut Vec<u8>, data: &[u8; 8]) {
+    head(out, 8, PING, ACK, 0);
+    out.extend_from_slice(data);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let mut out = Vec::new();
+        head(&mut out, 0x01_02_03, HEADERS, END_HEADERS | END_STREAM, 7);
+        assert_eq!(out, [1, 2, 3, 1, 5, 0, 0, 0, 7]);
+        let h = Head::parse(&out).unwrap();
+        assert_eq!(
+            h,
+            Head {
+                len: 0x01_02_03,
+                kind: HEADERS,
+                flags: 5,
+                stream: 7
+            }
+        );
+        // The reserved bit is ignored on receipt (RFC 9113 4.1).
+        let r = Head::parse(&[0, 0, 0, 0, 0, 0x80, 0, 0, 1]).unwrap();
+        assert_eq!(r.stream, 1);
+        assert!(Head::parse(&out[..8]).is_none());
+    }
+
+    #[test]
+    fn control_frames() {
+        let mut out = Vec::new();
+        settings(&mut out, &[(SETTINGS_ENABLE_PUSH, 0)]);
+        assert_eq!(out, [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]);
+        out.clear();
+        goaway(&mut out, 5, code::PROTOCOL_ERROR);
+        assert_eq!(out, [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1]);
+        assert_eq!(code_name(code::REFUSED_STREAM), "REFUSED_STREAM");
+        assert_eq!(code_name(99), "UNKNOWN");
+    }
+}

@@ -319,5 +319,6 @@ fn model_template(cfg: &load::Config, job: &Job) -> model::LoadSummary {
         req_per_sec: model::RateStats::default(),
         schedule: None,
         timeline: Vec::new(),
+        http2: None,
     }
 }

@@ -221,6 +221,7 @@ pub fn merge(inputs: &[LoadResult]) -> Result<LoadResult, String> {
         req_per_sec: merge_rates(&sums),
         schedule: merge_schedules(&sums),
         timeline,
+        http2: merge_http2(&sums),
     };
     let agents = inputs.iter().map(agent_row).collect();
     Ok(LoadResult {
@@ -353,6 +354,35 @@ fn merge_rates(sums: &[&LoadSummary]) -> RateStats {
             .sum::<f64>()
             / w,
     }
+}
+
+/// HTTP/2 counters added (maps key by key); the most concurrent streams is the largest.
+fn merge_http2(sums: &[&LoadSummary]) -> Option<model::Http2Stats> {
+    let all: Vec<&model::Http2Stats> = sums.iter().filter_map(|s| s.http2.as_ref()).collect();
+    let first = all.first()?;
+    let add = |m: &mut BTreeMap<String, u64>, o: &BTreeMap<String, u64>| {
+        for (k, n) in o {
+            *m.entry(k.clone()).or_insert(0) += n;
+        }
+    };
+    let mut out = model::Http2Stats {
+        streams_per_connection: first.streams_per_connection,
+        ..model::Http2Stats::default()
+    };
+    for h in &all {
+        out.connections += h.connections;
+        out.streams += h.streams;
+        out.max_concurrent_streams = out.max_concurrent_streams.max(h.max_concurrent_streams);
+        out.goaways_graceful += h.goaways_graceful;
+        out.goaways_error += h.goaways_error;
+        add(&mut out.goaway_codes, &h.goaway_codes);
+        out.refused += h.refused;
+        add(&mut out.rst_stream, &h.rst_stream);
+        add(&mut out.connection_errors, &h.connection_errors);
+        out.settings_timeouts += h.settings_timeouts;
+        out.flow_control_stalls += h.flow_control_stalls;
+    }
+    Some(out)
 }
 
 /// Open loop: counts added; the worst lateness kept; the mean weighted by sends; the p99 is the

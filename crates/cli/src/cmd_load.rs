@@ -95,6 +95,36 @@ pub struct Args {
     /// Kernel interface: io_uring (plain http) when available, else epoll; or force one.
     #[arg(long, value_enum, default_value_t = IoArg::Auto)]
     io: IoArg,
+    /// Run the load from these `proxybench agent`s (comma-separated host:port), each doing an
+    /// exact share, started at one instant; their results are merged.
+    #[arg(long = "agent-hosts", value_name = "H:P,...", value_delimiter = ',')]
+    agent_hosts: Vec<String>,
+    /// The token the agents were started with (--agent-hosts).
+    #[arg(long = "token-file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// With --agent-hosts: also write each agent's result to DIR/agent-N.json (N from 0, in
+    /// --agent-hosts order), the files `proxybench merge` reads.
+    #[arg(long = "save-agents", value_name = "DIR")]
+    save_agents: Option<PathBuf>,
+}
+
+/// `proxybench load`'s flags alone, for an agent parsing the arguments a coordinator forwards.
+#[derive(clap::Parser)]
+#[command(name = "load")]
+struct LoadOnly {
+    #[command(flatten)]
+    args: Args,
+}
+
+/// The engine config for the `load` arguments a coordinator forwarded to an agent.
+pub fn agent_config(argv: &[String]) -> Result<load::Config, String> {
+    use clap::Parser;
+    let parsed =
+        LoadOnly::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
+            .map_err(|e| crate::clap_one_line(&e))?;
+    config(&parsed.args).map_err(|e| match e {
+        CliError::Usage(m) | CliError::Runtime(m) => m,
+    })
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -119,6 +149,14 @@ enum Format {
 /// Runs `proxybench load`.
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let cfg = config(&args)?;
+    if !args.agent_hosts.is_empty() {
+        return distributed(&args, &cfg);
+    }
+    if args.token_file.is_some() || args.save_agents.is_some() {
+        return Err(CliError::usage(
+            "--token-file and --save-agents go with --agent-hosts",
+        ));
+    }
     let ctl = load::Control::new();
     load::stop_on_interrupt(&ctl.stop).map_err(|e| CliError::runtime(e.to_string()))?;
     let live = std::io::stderr().is_terminal();
@@ -160,11 +198,115 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
                 uncorrected: args.u_latency,
             },
         ),
-        Format::Json => summary.to_json_pretty() + "\n",
+        Format::Json => result_of(&outcome).to_json_pretty(),
     };
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
+    match unusable(summary) {
+        Some(why) => {
+            eprintln!("proxybench: the target was unusable: {why}");
+            Ok(ExitCode::from(3))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The result file of a local run: the summary, its wall-clock origin and per-second histograms.
+pub fn result_of(o: &load::Outcome) -> model::LoadResult {
+    model::LoadResult {
+        summary: o.summary.clone(),
+        ext: model::ResultExt {
+            result_version: model::RESULT_VERSION,
+            origin_unix_ns: o.origin_unix_ns,
+            seconds_hdr: o.seconds_hdr.clone(),
+            agent: None,
+            agents: Vec::new(),
+        },
+    }
+}
+
+/// `load --agent-hosts`: the coordinator's side of a distributed run.
+fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
+    let token_file = args
+        .token_file
+        .as_ref()
+        .ok_or_else(|| CliError::usage("--agent-hosts needs --token-file"))?;
+    if args.timeline.is_some() || args.hdr_log.is_some() {
+        return Err(CliError::usage(
+            "--timeline and --hdr-log are for a local run; with --agent-hosts use --save-agents",
+        ));
+    }
+    let token = agent::proto::read_token(token_file).map_err(CliError::usage)?;
+    // Everything after `load` is forwarded; the agents ignore the coordinator-only flags.
+    let argv: Vec<String> = std::env::args().skip(2).collect();
+    let plan = agent::coordinator::Plan {
+        hosts: &args.agent_hosts,
+        token: &token,
+        argv: &argv,
+        cfg,
+    };
+    let live = std::io::stderr().is_terminal();
+    let show = |t: u32, total: u64, per: &[Option<u64>]| {
+        let each: Vec<String> = per
+            .iter()
+            .map(|c| c.map_or("-".to_string(), |n| n.to_string()))
+            .collect();
+        eprint!(
+            "\r\x1b[K[t={t:>4}] {total:>9} req/s  agents {}",
+            each.join(" ")
+        );
+    };
+    let run = agent::coordinator::run(&plan, if live { Some(&show) } else { None });
+    if live {
+        eprint!("\r\x1b[K");
+    }
+    let run = run.map_err(|e| {
+        if e.starts_with('-') {
+            CliError::usage(e)
+        } else {
+            CliError::runtime(e)
+        }
+    })?;
+    if let Some(dir) = &args.save_agents {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
+        for (i, p) in run.parts.iter().enumerate() {
+            let path = dir.join(format!("agent-{i}.json"));
+            std::fs::write(&path, p.to_json_pretty())
+                .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
+        }
+    }
+    for a in &run.parts {
+        if let Some(info) = &a.ext.agent {
+            eprintln!(
+                "proxybench: agent {} clock offset {} us (+/- {} us), start skew {} us",
+                info.host, info.clock_offset_us, info.clock_uncertainty_us, info.start_skew_us
+            );
+        }
+    }
+    let summary = &run.merged.summary;
+    let text = match args.format {
+        Format::Text => {
+            report::text::render(
+                summary,
+                &report::text::TextOptions {
+                    latency_distribution: args.latency,
+                    uncorrected: args.u_latency,
+                },
+            ) + &agent::merge::agent_table(&run.merged.ext.agents)
+        }
+        Format::Json => run.merged.to_json_pretty(),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    for l in &run.lost {
+        eprintln!("proxybench: {l}");
+    }
+    if !run.lost.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
     match unusable(summary) {
         Some(why) => {
             eprintln!("proxybench: the target was unusable: {why}");

@@ -1,8 +1,10 @@
 //! `proxybench`: argument parsing and dispatch, nothing else. Each subcommand's flags live in a
 //! module of their own and hand a validated config to a library crate.
 
+mod cmd_agent;
 mod cmd_backend;
 mod cmd_load;
+mod cmd_merge;
 mod cmd_proxies;
 mod cmd_run;
 
@@ -97,6 +99,10 @@ enum Cmd {
     Analyse(cmd_run::AnalyseArgs),
     /// Compare two results directories side by side.
     Compare(cmd_run::CompareArgs),
+    /// Serve as a load agent for `proxybench load --agent-hosts` coordinators.
+    Agent(cmd_agent::Args),
+    /// Merge result files (`load --format json`) exactly: histograms and counts added.
+    Merge(cmd_merge::Args),
     /// Print the capability table: what each proxy kind can express of the scenario model.
     Capabilities(cmd_proxies::CapabilitiesArgs),
 }
@@ -129,6 +135,8 @@ fn main() -> ExitCode {
         Cmd::Analyse(a) => cmd_run::analyse(a),
         Cmd::Compare(a) => cmd_run::compare(a),
         Cmd::Capabilities(a) => cmd_proxies::capabilities(a),
+        Cmd::Agent(a) => cmd_agent::main(a),
+        Cmd::Merge(a) => cmd_merge::main(a),
     };
     match result {
         Ok(code) => code,
@@ -144,7 +152,7 @@ fn main() -> ExitCode {
 }
 
 /// clap's first line without its `error: ` prefix, e.g. `unexpected argument '--foo' found`.
-fn clap_one_line(e: &clap::Error) -> String {
+pub(crate) fn clap_one_line(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
     let first = rendered
         .lines()

@@ -31,6 +31,8 @@ pub struct Aggregated {
     pub thread_seconds: Vec<(u32, u64)>,
     /// Each thread's final totals.
     pub finals: Vec<ThreadFinal>,
+    /// Each timeline second's histograms, serialized (for exact merging across results).
+    pub seconds_hdr: Vec<model::SecondHdr>,
 }
 
 /// Where the per-second histograms go in the HdrHistogram interval-log format.
@@ -52,6 +54,7 @@ pub fn collect(
     open_loop: bool,
     on_second: Option<&(dyn Fn(&Second) + Send + Sync)>,
     hdr_log: Option<HdrLog>,
+    on_hdr: Option<&crate::config::SecondHdrSink>,
 ) -> Result<Aggregated, Error> {
     let threads = recycle.len();
     let io_err = |e: &dyn std::fmt::Display| Error::Io(format!("hdr log: {e}"));
@@ -79,6 +82,7 @@ pub fn collect(
         bytes: 0,
         thread_seconds: Vec::new(),
         finals: Vec::new(),
+        seconds_hdr: Vec::new(),
     };
     let mut pending: VecDeque<Box<SecondBlock>> = VecDeque::new();
     let mut spare: Vec<Box<SecondBlock>> = Vec::new();
@@ -142,6 +146,18 @@ pub fn collect(
                 .map_err(|e| io_err(&e))?;
             }
             fold(&mut agg, &acc);
+            let hdr = model::SecondHdr {
+                t,
+                hdr: crate::summary::encode(&acc.latency.hist),
+                hdr_uncorrected: acc
+                    .uncorrected
+                    .as_ref()
+                    .map(|u| crate::summary::encode(&u.hist)),
+            };
+            if let Some(f) = on_hdr {
+                (f.0)(&row, &hdr);
+            }
+            agg.seconds_hdr.push(hdr);
             agg.timeline.push(row);
             next_emit = t + 1;
             spare.push(acc);

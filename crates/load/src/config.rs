@@ -87,6 +87,19 @@ impl Resolve {
     }
 }
 
+/// The callback behind a [`SecondHdrSink`].
+pub type SecondHdrFn = dyn Fn(&model::Second, &model::SecondHdr) + Send + Sync;
+
+/// A listener for each second's row with its histograms ([`Config::on_second_hdr`]).
+#[derive(Clone)]
+pub struct SecondHdrSink(pub std::sync::Arc<SecondHdrFn>);
+
+impl std::fmt::Debug for SecondHdrSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecondHdrSink")
+    }
+}
+
 /// Everything one load is asked to do. Build with [`Config::new`], then set fields.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -127,6 +140,13 @@ pub struct Config {
     pub record_requests: bool,
     /// Write per-second histograms to this file in the HdrHistogram interval-log format.
     pub hdr_log: Option<PathBuf>,
+    /// When the run begins, measured from [`crate::Control::origin`]; `None` starts it at once.
+    /// Distributed agents share one origin and start at phase offsets from it, so that their
+    /// open-loop schedules interleave evenly.
+    pub start_at: Option<Duration>,
+    /// Called once per completed second with that second's row and serialized histograms (an
+    /// agent streams them to its coordinator, so a lost agent's seconds still merge exactly).
+    pub on_second_hdr: Option<SecondHdrSink>,
     /// The load's name in reports.
     pub name: String,
     /// Closed loop only: how long a connection waits before reconnecting after a failed
@@ -168,6 +188,8 @@ impl Config {
             timeout: Duration::from_secs(2),
             record_requests: false,
             hdr_log: None,
+            start_at: None,
+            on_second_hdr: None,
             name: "load".to_string(),
             reconnect_backoff: Duration::from_millis(10),
             io: IoMode::Auto,

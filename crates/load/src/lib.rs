@@ -27,11 +27,11 @@ mod tls;
 mod uring;
 mod worker;
 
-pub use config::{parse_header_line, Config, Error, IoMode, Resolve};
+pub use config::{parse_header_line, Config, Error, IoMode, Resolve, SecondHdrSink};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::Rng;
-pub use summary::PERCENTILES;
+pub use summary::{encode as encode_hdr, PERCENTILES};
 pub use worker::LATE_THRESHOLD_NS;
 
 use std::sync::atomic::AtomicBool;
@@ -79,6 +79,11 @@ pub struct Outcome {
     pub summary: model::LoadSummary,
     /// One record per attempt sorted by time, when [`Config::record_requests`] was set.
     pub records: Option<Vec<model::RequestRecord>>,
+    /// Every timeline second's histograms, serialized, so results merge exactly per second.
+    pub seconds_hdr: Vec<model::SecondHdr>,
+    /// Wall-clock time of [`Control::origin`] in ns since the Unix epoch, so results from
+    /// several machines line up.
+    pub origin_unix_ns: u64,
 }
 
 /// Runs one load to its end (duration, request count, or [`Control::stop`]). Errors are setup
@@ -97,7 +102,20 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
     fds::ensure(cfg.connections as u64, threads as u64)?;
     let hdr_log = hdr_log(cfg, ctl)?;
 
-    let start_ns = ctl.origin.elapsed().as_nanos() as u64;
+    let start_ns = match cfg.start_at {
+        Some(at) => {
+            // Sleep to the asked instant (unless stopped first); the schedule counts from it.
+            while ctl.origin.elapsed() < at && !ctl.stop.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                std::thread::sleep(
+                    (at.saturating_sub(ctl.origin.elapsed()))
+                        .min(std::time::Duration::from_millis(20)),
+                );
+            }
+            at.as_nanos() as u64
+        }
+        None => ctl.origin.elapsed().as_nanos() as u64,
+    };
     let shared = worker::Shared {
         target,
         tls,
@@ -222,6 +240,7 @@ fn run_threads(
             cfg.rate.is_some(),
             ctl.on_second.as_deref(),
             hdr_log,
+            cfg.on_second_hdr.as_ref(),
         );
         let mut failure = None;
         for h in handles {
@@ -259,11 +278,22 @@ fn outcome(
         end_ns,
     };
     let summary = summary::build(cfg, &agg, &facts);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let origin_unix_ns = now.saturating_sub(ctl.origin.elapsed().as_nanos() as u64);
+    let seconds_hdr = agg.seconds_hdr.clone();
     let records = cfg.record_requests.then(|| {
         let mut all: Vec<model::RequestRecord> =
             agg.finals.into_iter().flat_map(|f| f.records).collect();
         all.sort_by_key(|r| r.t_us);
         all
     });
-    Outcome { summary, records }
+    Outcome {
+        summary,
+        records,
+        seconds_hdr,
+        origin_unix_ns,
+    }
 }

@@ -399,3 +399,116 @@ impl LoadSummary {
         serde_json::to_string_pretty(self).expect("a LoadSummary holds only finite numbers")
     }
 }
+
+/// Version of the fields a result file adds around a [`LoadSummary`] ([`LoadResult`]).
+pub const RESULT_VERSION: u32 = 1;
+
+/// One timeline second's latency histograms, V2-deflate serialized and base64 encoded like
+/// [`Latency::hdr`], so per-second percentiles of merged results are exact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SecondHdr {
+    /// The second ([`Second::t`]) it belongs to.
+    pub t: u32,
+    /// Latency (corrected in open loop) of the responses completed in that second.
+    pub hdr: String,
+    /// Open loop only: latency from the actual send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr_uncorrected: Option<String>,
+}
+
+/// Where a result came from when an agent measured it for a coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AgentInfo {
+    /// The agent's address as the coordinator named it (`host:port`).
+    pub host: String,
+    /// The agent's clock minus the coordinator's, in µs, as an NTP-style exchange measured it.
+    pub clock_offset_us: i64,
+    /// Half the round trip of that exchange: the offset's uncertainty, in µs.
+    pub clock_uncertainty_us: u64,
+    /// When the agent began, minus the instant it was given, on the coordinator's clock, in µs.
+    pub start_skew_us: i64,
+    /// The agent went away before it sent its result: the counts are what it sent per second.
+    pub lost: bool,
+}
+
+/// One row of a merged result's per-agent table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AgentRow {
+    /// The agent (its host, or the file's load name when it has none).
+    pub agent: String,
+    /// Complete responses.
+    pub requests: u64,
+    /// Failed attempts below HTTP.
+    pub errors: u64,
+    /// Responses per second over its elapsed time.
+    pub req_per_sec: f64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// Largest latency, µs.
+    pub max_us: u64,
+    /// Clock offset to the coordinator, µs (0 for a file without agent info).
+    pub clock_offset_us: i64,
+    /// Start skew, µs.
+    pub start_skew_us: i64,
+    /// Lost mid-run.
+    pub lost: bool,
+}
+
+/// What a result file adds to the [`LoadSummary`] fields (at the same JSON level).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ResultExt {
+    /// [`RESULT_VERSION`]; absent (0) in files written before it existed.
+    #[serde(default)]
+    pub result_version: u32,
+    /// Wall-clock time of the result's origin (its `t = 0`), ns since the Unix epoch.
+    #[serde(default)]
+    pub origin_unix_ns: u64,
+    /// Every timeline second's histograms.
+    #[serde(default)]
+    pub seconds_hdr: Vec<SecondHdr>,
+    /// Set when an agent measured this result for a coordinator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    /// Set on a merged result: one row per merged input, in input order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentRow>,
+}
+
+/// A result file: what `proxybench load --format json` writes and `proxybench merge` reads. The
+/// summary's fields and the extension's sit side by side in one JSON object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadResult {
+    /// Everything one load recorded.
+    pub summary: LoadSummary,
+    /// Wall-clock origin, per-second histograms, agent facts.
+    pub ext: ResultExt,
+}
+
+#[derive(Serialize)]
+struct ResultOut<'a> {
+    #[serde(flatten)]
+    summary: &'a LoadSummary,
+    #[serde(flatten)]
+    ext: &'a ResultExt,
+}
+
+impl LoadResult {
+    /// Pretty JSON with a final newline: the bytes `load --format json` and `merge -o` write.
+    pub fn to_json_pretty(&self) -> String {
+        let out = ResultOut {
+            summary: &self.summary,
+            ext: &self.ext,
+        };
+        serde_json::to_string_pretty(&out).expect("a result holds only finite numbers") + "\n"
+    }
+
+    /// Reads a result file's JSON (a plain summary without the extension fields reads too).
+    pub fn from_json(text: &str) -> Result<LoadResult, serde_json::Error> {
+        Ok(LoadResult {
+            summary: serde_json::from_str(text)?,
+            ext: serde_json::from_str(text)?,
+        })
+    }
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench/agents.sh: what does distributing a load cost per request?
+#
+# One nginx (one worker, `return 200`, access_log off) on loopback. The same open-loop load
+# (RATE req/s for DURATION over CONNS connections) is run ROUNDS times each way: by one local
+# `proxybench load`, and by 1, 2 and 4 `proxybench agent` processes on loopback driven by a
+# `proxybench load --agent-hosts` coordinator. For each run it prints the merged req/s, the
+# client CPU per request (user+system ticks of the local load, or of the coordinator plus every
+# agent, over the requests counted) and the coordinator's (or local load's) peak RSS.
+#
+# Knobs (environment): ROUNDS=2 RATE=4000 DURATION=10s CONNS=16 AGENTS="1 2 4"
+# PROXYBENCH=target/release/proxybench NGINX=/usr/sbin/nginx
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${PROXYBENCH:-target/release/proxybench}
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+ROUNDS=${ROUNDS:-2}
+RATE=${RATE:-4000}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-16}
+AGENTS=${AGENTS:-1 2 4}
+TCK=$(getconf CLK_TCK)
+
+[ -x "$NGINX" ] || { echo "agents: nginx is not installed" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "agents: /usr/bin/time is not installed (apt-get install -y time)" >&2; exit 2; }
+[ -x "$BIN" ] || cargo build --release -p proxybench >&2
+
+tmp=$(mktemp -d /tmp/pb-agents-bench.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    sleep 0.2
+    for p in "${pids[@]}"; do
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    local p=$1
+    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+    echo "$p"
+}
+wait_port() {
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "agents: nothing listens on port $1" >&2
+    exit 1
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+json_num() { sed -n "s/^  \"$1\": \([0-9.]*\),\{0,1\}$/\1/p" "$2" | head -1; }
+
+NG_PORT=$(free_port 18280)
+mkdir -p "$tmp/nginx"
+user=""
+[ "$(id -u)" = 0 ] && user="user root;"
+cat >"$tmp/nginx/nginx.conf" <<EOF
+$user
+worker_processes 1;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    client_body_temp_path $tmp/nginx/body;
+    proxy_temp_path $tmp/nginx/proxy;
+    fastcgi_temp_path $tmp/nginx/fastcgi;
+    uwsgi_temp_path $tmp/nginx/uwsgi;
+    scgi_temp_path $tmp/nginx/scgi;
+    server {
+        listen 127.0.0.1:$NG_PORT;
+        location / { return 200 "hello\n"; }
+    }
+}
+EOF
+"$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -e "$tmp/nginx/error.log" -g 'daemon off;' >/dev/null 2>&1 &
+pids+=("$!")
+wait_port "$NG_PORT"
+URL="http://127.0.0.1:$NG_PORT/"
+echo "tok-$$-$RANDOM" >"$tmp/token"
+
+printf '%-8s %5s %10s %10s %14s %12s\n' mode round requests "req/s" "cpu_us/req" "peak_rss_kb"
+report() { # mode round json cpu_ticks rss
+    local req elapsed
+    req=$(json_num requests "$3")
+    elapsed=$(json_num elapsed_s "$3")
+    awk -v m="$1" -v r="$2" -v n="$req" -v e="$elapsed" -v t="$4" -v k="$TCK" -v rss="$5" \
+        'BEGIN { printf "%-8s %5s %10d %10.1f %14.2f %12d\n", m, r, n, n / e, t / k * 1e6 / n, rss }'
+}
+
+for round in $(seq "$ROUNDS"); do
+    # Local: one process does it all.
+    /usr/bin/time -f "%U %S %M" -o "$tmp/time" \
+        "$BIN" load -R "$RATE" -d "$DURATION" -c "$CONNS" --format json "$URL" >"$tmp/local.json"
+    read -r u s m <"$tmp/time"
+    report local "$round" "$tmp/local.json" "$(awk -v u="$u" -v s="$s" -v k="$TCK" 'BEGIN{print (u+s)*k}')" "$m"
+    for n in $AGENTS; do
+        hosts=()
+        apids=()
+        for _ in $(seq "$n"); do
+            p=$(free_port $((NG_PORT + 1)))
+            "$BIN" agent --listen "127.0.0.1:$p" --token-file "$tmp/token" >/dev/null 2>&1 &
+            apids+=("$!")
+            pids+=("$!")
+            wait_port "$p"
+            hosts+=("127.0.0.1:$p")
+        done
+        before=0
+        for a in "${apids[@]}"; do before=$((before + $(ticks "$a"))); done
+        /usr/bin/time -f "%U %S %M" -o "$tmp/time" \
+            "$BIN" load -R "$RATE" -d "$DURATION" -c "$CONNS" --format json \
+            --agent-hosts "$(IFS=,; echo "${hosts[*]}")" --token-file "$tmp/token" "$URL" \
+            >"$tmp/agents.json" 2>"$tmp/agents.err"
+        after=0
+        for a in "${apids[@]}"; do after=$((after + $(ticks "$a"))); done
+        read -r u s m <"$tmp/time"
+        t=$(awk -v u="$u" -v s="$s" -v k="$TCK" -v a=$((after - before)) 'BEGIN{print (u+s)*k + a}')
+        report "agents$n" "$round" "$tmp/agents.json" "$t" "$m"
+        for a in "${apids[@]}"; do kill -TERM "$a" 2>/dev/null || true; wait "$a" 2>/dev/null || true; done
+    done
+done

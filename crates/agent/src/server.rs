@@ -1,0 +1,136 @@
+//! `proxybench agent`: listens, and for each coordinator that presents the token runs the share
+//! of the load it is given, streaming each second and then its result.
+
+use crate::proto::{self, FromAgent, Job, ToAgent};
+use std::io::BufReader;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Turns a job's `load` arguments into an engine config (the CLI's own flag parsing).
+pub type BuildConfig = Arc<dyn Fn(&[String]) -> Result<load::Config, String> + Send + Sync>;
+
+/// Serves coordinators forever, one thread per connection.
+pub fn serve(listener: TcpListener, token: String, build: BuildConfig) -> std::io::Result<()> {
+    for stream in listener.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        let (token, build) = (token.clone(), build.clone());
+        std::thread::spawn(move || {
+            let _ = session(stream, &token, &build);
+        });
+    }
+    Ok(())
+}
+
+/// One coordinator's session: hello, pings, one run.
+fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut r = BufReader::new(stream.try_clone()?);
+    let w = Arc::new(Mutex::new(stream.try_clone()?));
+    let say = |m: &FromAgent| proto::send(&mut *w.lock().expect("writer"), m);
+    match proto::recv::<ToAgent>(&mut r)? {
+        Some(ToAgent::Hello { token: t }) if proto::token_eq(&t, token) => say(&FromAgent::Ready)?,
+        _ => {
+            say(&FromAgent::Denied {
+                reason: "bad token".to_string(),
+            })?;
+            return Ok(());
+        }
+    }
+    let job = loop {
+        match proto::recv::<ToAgent>(&mut r)? {
+            Some(ToAgent::Ping { t0_ns }) => say(&FromAgent::Pong {
+                t0_ns,
+                agent_ns: proto::now_ns(),
+            })?,
+            Some(ToAgent::Run(job)) => break job,
+            Some(ToAgent::Hello { .. }) => {}
+            None => return Ok(()),
+        }
+    };
+    let cfg = match configure(&job, build) {
+        Ok(c) => c,
+        Err(reason) => return say(&FromAgent::Failed { reason }),
+    };
+    // The common start as a local Instant: the load's origin, so every agent's seconds line up.
+    let (now_i, now_u) = (Instant::now(), proto::now_ns());
+    let origin = if job.start_unix_ns >= now_u {
+        now_i + Duration::from_nanos(job.start_unix_ns - now_u)
+    } else {
+        now_i
+            .checked_sub(Duration::from_nanos(now_u - job.start_unix_ns))
+            .unwrap_or(now_i)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    // The coordinator going away ends the run.
+    {
+        let stop = stop.clone();
+        let mut r2 = r;
+        std::thread::spawn(move || {
+            while let Ok(Some(_)) = proto::recv::<ToAgent>(&mut r2) {}
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let mut cfg = cfg;
+    let w2 = w.clone();
+    let stop2 = stop.clone();
+    cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
+        let m = FromAgent::Second {
+            row: row.clone(),
+            hdr: hdr.clone(),
+        };
+        if proto::send(&mut *w2.lock().expect("writer"), &m).is_err() {
+            stop2.store(true, Ordering::Relaxed);
+        }
+    })));
+    while Instant::now() < origin && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((origin - Instant::now()).min(Duration::from_millis(20)));
+    }
+    say(&FromAgent::Started {
+        at_unix_ns: proto::now_ns(),
+    })?;
+    let ctl = load::Control {
+        stop,
+        origin,
+        on_second: None,
+    };
+    match load::run(&cfg, &ctl) {
+        Ok(o) => {
+            let result = model::LoadResult {
+                summary: o.summary,
+                ext: model::ResultExt {
+                    result_version: model::RESULT_VERSION,
+                    origin_unix_ns: o.origin_unix_ns,
+                    seconds_hdr: o.seconds_hdr,
+                    agent: None,
+                    agents: Vec::new(),
+                },
+            };
+            say(&FromAgent::Result {
+                json: result.to_json_pretty(),
+            })
+        }
+        Err(e) => say(&FromAgent::Failed {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The engine config of a job: the user's flags, then this agent's share.
+fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, String> {
+    let mut cfg = build(&job.argv)?;
+    cfg.connections = job.connections;
+    cfg.threads = job.threads.clamp(1, job.connections.max(1));
+    cfg.rate = job.rate;
+    cfg.requests = job.requests;
+    cfg.seed = job.seed;
+    cfg.hdr_log = None;
+    cfg.record_requests = false;
+    cfg.start_at = Some(Duration::from_nanos(job.phase_ns));
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}

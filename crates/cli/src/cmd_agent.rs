@@ -1,0 +1,34 @@
+//! `proxybench agent`: listens for coordinators (`load --agent-hosts`) that present the token,
+//! and runs the share of a load each one gives it.
+
+use crate::CliError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Flags of `proxybench agent`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address to listen on, e.g. 0.0.0.0:7070 (port 0: the OS picks; the address is printed).
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// File holding the shared token a coordinator must present.
+    #[arg(long = "token-file", value_name = "FILE")]
+    token_file: PathBuf,
+}
+
+/// Runs `proxybench agent` until killed.
+pub fn main(args: Args) -> Result<ExitCode, CliError> {
+    let token = agent::proto::read_token(&args.token_file).map_err(CliError::usage)?;
+    let listener = std::net::TcpListener::bind(&args.listen)
+        .map_err(|e| CliError::usage(format!("--listen {}: {e}", args.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    println!("proxybench agent listening on {addr}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    agent::server::serve(listener, token, Arc::new(crate::cmd_load::agent_config))
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    Ok(ExitCode::SUCCESS)
+}

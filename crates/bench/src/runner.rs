@@ -967,6 +967,8 @@ fn load_config(
         .collect();
     cfg.body = l.body.as_ref().map(|b| b.clone().into_bytes());
     cfg.record_requests = true;
+    cfg.http2 = l.http2();
+    cfg.streams = l.streams.unwrap_or(1);
     if scheme == "https" {
         cfg.cacert = tls.map(|t| t.ca.clone());
     }

@@ -803,6 +803,20 @@ pub struct LoadSpec {
     /// Request body.
     #[serde(default)]
     pub body: Option<String>,
+    /// HTTP version: `"1.1"` (the default) or `"2"` (h2 by ALPN over https, h2c with prior
+    /// knowledge over http).
+    #[serde(default)]
+    pub http: Option<String>,
+    /// HTTP/2: concurrent streams on each connection (h2load's `-m`); needs `http = "2"`.
+    #[serde(default)]
+    pub streams: Option<u32>,
+}
+
+impl LoadSpec {
+    /// Whether this load speaks HTTP/2 (`http = "2"`).
+    pub fn http2(&self) -> bool {
+        self.http.as_deref() == Some("2")
+    }
 }
 
 /// A load's `via`: `"LISTENER"` aims at a proxy listener, `"backend:GROUP"` straight at a
@@ -1910,6 +1924,29 @@ fn check_load(
             "load '{}': connections and threads must be at least 1",
             l.name
         ));
+    }
+    match l.http.as_deref() {
+        None | Some("1.1") | Some("2") => {}
+        Some(v) => {
+            return Err(format!(
+                "load '{}': http = \"{v}\" is not a version; use \"1.1\" or \"2\"",
+                l.name
+            ))
+        }
+    }
+    if let Some(m) = l.streams {
+        if !l.http2() {
+            return Err(format!(
+                "load '{}': streams = {m} needs http = \"2\"",
+                l.name
+            ));
+        }
+        if m == 0 || m > 65_536 {
+            return Err(format!(
+                "load '{}': streams must be 1 to 65536, not {m}",
+                l.name
+            ));
+        }
     }
     match &l.via {
         Some(Via::Backend(g)) => {

@@ -648,4 +648,34 @@ fn the_command_line_platform_overrides_the_file() {
         ..PlatformOverride::default()
     });
     assert!(e.starts_with("--proxy-image a b: "), "{e}");
+
+#[test]
+fn a_load_http_version_and_streams_are_checked() {
+    // BASE ends inside its [[loads]] table, so the keys appended belong to that load.
+    let e = error("http = \"3\"\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': http = \"3\" is not a version; use \"1.1\" or \"2\""),
+        "{e}"
+    );
+    let e = error("streams = 10\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': streams = 10 needs http = \"2\""),
+        "{e}"
+    );
+    let e = error("http = \"2\"\nstreams = 0\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': streams must be 1 to 65536, not 0"),
+        "{e}"
+    );
+    // A number is not a version string: refused by the parser, at its line.
+    let e = error("http = 2\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    let ok = parse(&format!("{BASE}http = \"2\"\nstreams = 10\n"), false).unwrap();
+    let l = &ok.cases[0].loads[0];
+    assert!(l.http2());
+    assert_eq!(l.streams, Some(10));
+    parse(&format!("{BASE}http = \"1.1\"\n"), true).unwrap();
 }

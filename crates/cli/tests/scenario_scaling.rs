@@ -9,7 +9,7 @@ mod common;
 use common::{case, run_quick, run_quick_as, Quick};
 use std::fs;
 
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "gradual-up",
     "gradual-down",
     "abrupt-up",
@@ -18,6 +18,7 @@ const CASES: [&str; 8] = [
     "backends-drain",
     "backends-kill",
     "reload-keepalive",
+    "h2-reload-down",
 ];
 
 fn has_table(c: &CaseResult, suffix: &str) -> bool {
@@ -176,6 +177,26 @@ fn zero_downtime_scaling_quick() {
         .iter()
         .find(|k| k.case.as_deref() == Some("reload-keepalive") && k.name.contains("told to quit"))
         .expect("the reload timing check");
+    assert!(check.pass, "{check:?}");
+
+    // HTTP/2: reloads and a graceful scale-down under h2c load send GOAWAYs; the streams they
+    // refused are the load's only failures, and no request is lost or counted twice (the books
+    // balance above, over the h2 load too).
+    let h2c = case(&r, "h2-reload-down");
+    let l = h2c.loads.iter().find(|l| l.name == "h2").unwrap();
+    assert!(l.url.starts_with("http://"), "{}", l.url);
+    let h = l.http2.as_ref().expect("the h2 load's HTTP/2 stats");
+    assert_eq!(h.streams_per_connection, 10);
+    assert!(h.goaways_graceful >= 1, "{h:?}");
+    assert_eq!(h.goaways_error, 0, "{h:?}");
+    assert_eq!(l.failures(), h.refused, "{:?} / {h:?}", l.errors);
+    assert_eq!(h2c.reloads.len(), 9, "three reloads of three replicas");
+    assert!(h2c.findings.iter().any(|f| f.contains("GOAWAY")));
+    let check = r
+        .checks
+        .iter()
+        .find(|k| k.case.as_deref() == Some("h2-reload-down") && k.name.starts_with("h2 (HTTP/2)"))
+        .expect("the h2 refused-streams check");
     assert!(check.pass, "{check:?}");
 
     // The cross-case summary sits on the last case, one row per case.

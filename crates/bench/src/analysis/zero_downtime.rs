@@ -116,6 +116,25 @@ fn case(
     result
         .findings
         .extend(findings(&plan, &books, &ledger, &lives));
+    for b in &books {
+        let Some(h) = &b.h2 else { continue };
+        result.findings.push(fill(
+            "finding_h2",
+            &[
+                ("load", &b.name),
+                ("streams", &h.streams_per_connection),
+                ("connections", &b.connections),
+                ("goaways", &(h.goaways_graceful + h.goaways_error)),
+                ("graceful", &h.goaways_graceful),
+                ("error", &h.goaways_error),
+                ("sessions", &h.connections),
+                ("per_session", &(h.streams / h.connections.max(1))),
+                ("refused", &h.refused),
+                ("rst", &h.rst_stream.values().sum::<u64>()),
+                ("other", &(b.failures - h.refused.min(b.failures))),
+            ],
+        ));
+    }
     if plan.mismatch {
         result.findings.push(text("mismatch").into());
     }

@@ -235,6 +235,8 @@ mod tests {
             method: "GET".into(),
             headers: Default::default(),
             body: None,
+            http: None,
+            streams: None,
         }
     }
 

@@ -73,6 +73,8 @@ mod tests {
             method: "GET".into(),
             headers: Default::default(),
             body: None,
+            http: None,
+            streams: None,
         };
         let counts = |p: Option<Published>| p.map(|p| (p.accepted, p.requests));
         assert_eq!(

@@ -36,6 +36,8 @@ pub struct LoadBooks {
     /// Failures (timeouts aside) that followed a SIGHUP: (index of the action that sent it,
     /// milliseconds from the SIGHUP to the request's send, or to the failure in open loop).
     pub after_sighup: Vec<(usize, f64)>,
+    /// HTTP/2 loads: what the load saw below the responses (GOAWAYs, refused streams).
+    pub h2: Option<model::Http2Stats>,
 }
 
 /// Failures that followed reloads, timed from the SIGHUP.
@@ -85,6 +87,7 @@ impl LoadBooks {
             outside: 0,
             by_action: BTreeMap::new(),
             after_sighup: Vec::new(),
+            h2: s.http2.clone(),
         };
         for r in recs.into_iter().flatten().filter(|r| r.failed()) {
             let t = r.t_us as f64 / 1e6;

@@ -181,13 +181,21 @@ impl Plan {
         self.fired.iter().rev().find(|f| f.t() <= t)
     }
 
-    /// The last SIGHUP sent at or before `t`: (index of its action, its time).
+    /// The reload that came last at or before `t`: (index of its action, the time of its first
+    /// SIGHUP at or before `t`). An action reloading several replicas signals them one after
+    /// another, and a record does not say which replica its connection reached, so a loss is
+    /// timed from the earliest SIGHUP that could have caused it.
     pub fn last_sighup(&self, t: f64) -> Option<(usize, f64)> {
-        self.fired
-            .iter()
-            .flat_map(|f| f.sighups.iter().map(move |s| (f.index, *s)))
-            .filter(|(_, s)| *s <= t)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+        let all = || {
+            self.fired
+                .iter()
+                .flat_map(|f| f.sighups.iter().map(move |s| (f.index, *s)))
+                .filter(|(_, s)| *s <= t)
+        };
+        let (index, _) = all().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        all()
+            .filter(|(i, _)| *i == index)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// True when `t` falls inside the action's expected span (start to end plus slack).

@@ -648,6 +648,7 @@ fn the_command_line_platform_overrides_the_file() {
         ..PlatformOverride::default()
     });
     assert!(e.starts_with("--proxy-image a b: "), "{e}");
+}
 
 #[test]
 fn a_load_http_version_and_streams_are_checked() {

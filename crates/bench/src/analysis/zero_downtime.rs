@@ -148,6 +148,7 @@ fn case(
         kind: common::proxy_kind(env),
         logs_missing: result.logs.missing.as_deref(),
         model_applies: common::model_applies(env),
+        on_cluster: result.cluster.is_some(),
     };
     checks::all(&case.name, &plan, &ledger, &books, &proxy)
 }

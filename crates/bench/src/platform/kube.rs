@@ -632,6 +632,19 @@ impl KubeStage {
         self.cluster
             .wait_deployment_ready(&ns, "proxy", to as i32, BOUND)
             .map_err(platform)?;
+        // The action lasts until the removed pods have exited: their last requests (and any
+        // failure of them) fall inside its span, as a local replica's stop does.
+        let left: Vec<String> = self
+            .proxy_pods()?
+            .into_iter()
+            .filter(|p| !p.deleting)
+            .map(|p| p.name)
+            .collect();
+        for gone in before.iter().filter(|n| !left.contains(n)) {
+            self.cluster
+                .wait_pod_gone(&ns, gone, None, BOUND)
+                .map_err(platform)?;
+        }
         Ok(format!("{from} -> {to} ({stop:?})").to_lowercase())
     }
 

@@ -180,6 +180,10 @@ actions = [
         })
         .sum();
     assert_eq!(lines, requests, "access-log lines over {logs:?}");
+    eprintln!(
+        "gradual: {requests} requests, {lines} access-log lines over {} pods",
+        pods.len()
+    );
     // Readiness: each new proxy pod was seen not ready, then ready, at times in order.
     let changes = case["cluster"]["pods"].as_array().unwrap();
     let proxy_pods: BTreeSet<&str> = changes
@@ -205,6 +209,7 @@ actions = [
             }
         }
     }
+    eprintln!("gradual: {turned_ready} proxy pods went not ready -> ready");
     assert!(
         turned_ready >= 2,
         "the 2 new proxy pods went from not ready to ready: {changes:?}"
@@ -282,6 +287,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
         error.contains("bad-deployment.yaml") || detail.contains("bad-deployment.yaml"),
         "names the file: {apply}"
     );
+    eprintln!("bad manifest: {error}");
     assert!(
         error.contains("selector") && error.contains("does not match"),
         "the API server's message: {apply}"
@@ -291,6 +297,80 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
         Some(ns.as_str()),
         "{}",
         d["env"]
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_force_delete_is_attributed() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("kill.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-kill\"
+description = \"one of 2 proxy replicas killed (grace 0) under open-loop load\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 200
+connections = 16
+duration = \"8s\"
+
+[[cases]]
+name = \"main\"
+proxy = {{ replicas = 2 }}
+actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
+",
+            // Requests of 50 ms keep about 10 in flight, so the kill can catch some.
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(50ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("kill");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    let stop = events
+        .iter()
+        .position(|e| e["action"] == "stop_replica")
+        .unwrap_or_else(|| panic!("no stop_replica event: {events:?}\n{stderr}"));
+    assert!(events[stop]["error"].is_null(), "{}", events[stop]);
+    let load = &case["loads"][0];
+    let total = failed(load);
+    let windows: Vec<&Value> = case["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["load"] == "coffee" && w["event"].as_u64() == Some(stop as u64))
+        .collect();
+    assert_eq!(
+        windows.len(),
+        1,
+        "one window for the kill: {}",
+        case["disruptions"]
+    );
+    let attributed = windows[0]["failed"].as_u64().unwrap();
+    eprintln!(
+        "kill: {} requests, {total} failed, {attributed} attributed to {}: {}",
+        load["requests"], events[stop]["detail"], windows[0]["by_cause"]
+    );
+    assert!(
+        windows[0]["attempts"].as_u64().unwrap() > 0,
+        "{}",
+        windows[0]
+    );
+    assert_eq!(
+        attributed, total,
+        "every failure falls after the kill: {load}"
     );
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

@@ -1,0 +1,376 @@
+//! The Kubernetes platform against the real test cluster (`make test-k8s`): the real CLI runs a
+//! small scenario with `--platform kubernetes`, and the results directory's data.json and logs
+//! are checked. Each test runs in its own namespace `ktests-*`, which the run deletes.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A required environment variable, or a panic naming it.
+fn var(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
+    }
+}
+
+/// A fresh namespace name for one test, prefixed `ktests-`.
+fn namespace(test: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!(
+        "ktests-{test}-{}-{}",
+        t.as_secs() % 100_000,
+        std::process::id() % 10_000
+    )
+}
+
+/// Runs `proxybench run SCENARIO --platform kubernetes` with the test cluster's settings.
+fn run_k8s(root: &Path, scenario: &Path, ns: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["run", "--no-progress", "--results"])
+        .arg(root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
+        .args(["--namespace", ns])
+        .arg(scenario)
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir` (recursively) whose name is `name`, sorted.
+fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The run's data.json.
+fn data(root: &Path, out: &Output) -> Value {
+    let files = find(root, "data.json");
+    assert_eq!(
+        files.len(),
+        1,
+        "one data.json under {}: {files:?}\nstderr: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+}
+
+/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
+fn leftover(ns: &str) -> Vec<String> {
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    cluster.managed_namespaces(Some(ns)).unwrap()
+}
+
+/// Failed attempts of one load in data.json: errors below HTTP plus non-2xx responses.
+fn failed(load: &Value) -> u64 {
+    let errors: u64 = load["errors"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0);
+    let bad: u64 = load["status"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| !s.starts_with('2'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    errors + bad
+}
+
+const SCENARIO_HEAD: &str = r#"
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+replicas = 1
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 16
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+"#;
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_gradual_scale_counts_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("gradual.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-gradual\"
+description = \"proxy replicas 1 -> 3 -> 1, gradual and graceful, under open-loop load\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 200
+connections = 16
+duration = \"12s\"
+
+[[cases]]
+name = \"main\"
+actions = [
+  {{ at = \"1s\", scale_replicas = {{ to = 3, step = \"2s\" }} }},
+  {{ at = \"7s\", scale_replicas = {{ to = 1, step = \"1s\" }} }},
+]
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("gradual");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "failed action: {events:?}\n{stderr}"
+    );
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    assert!(requests > 0, "no requests: {load}");
+    assert_eq!(failed(load), 0, "failed requests: {load}");
+    // Every request is in one proxy pod's access log, deleted pods' logs included.
+    let logs = find(&root.join(""), "access.log");
+    let pods: BTreeSet<PathBuf> = logs
+        .iter()
+        .map(|p| p.parent().unwrap().to_path_buf())
+        .collect();
+    assert!(pods.len() >= 3, "access logs of 3 pods: {logs:?}");
+    let lines: u64 = logs
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count() as u64
+        })
+        .sum();
+    assert_eq!(lines, requests, "access-log lines over {logs:?}");
+    eprintln!(
+        "gradual: {requests} requests, {lines} access-log lines over {} pods",
+        pods.len()
+    );
+    // Readiness: each new proxy pod was seen not ready, then ready, at times in order.
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let proxy_pods: BTreeSet<&str> = changes
+        .iter()
+        .filter(|c| c["role"] == "proxy")
+        .filter_map(|c| c["pod"].as_str())
+        .collect();
+    assert!(proxy_pods.len() >= 3, "proxy pods: {proxy_pods:?}");
+    let mut turned_ready = 0;
+    for pod in &proxy_pods {
+        let seq: Vec<(f64, bool)> = changes
+            .iter()
+            .filter(|c| c["pod"].as_str() == Some(*pod))
+            .map(|c| (c["t_s"].as_f64().unwrap(), c["ready"].as_bool().unwrap()))
+            .collect();
+        assert!(
+            seq.windows(2).all(|w| w[0].0 <= w[1].0),
+            "{pod}: times in order: {seq:?}"
+        );
+        if let Some(i) = seq.iter().position(|(_, r)| !r) {
+            if seq[i..].iter().any(|(_, r)| *r) {
+                turned_ready += 1;
+            }
+        }
+    }
+    eprintln!("gradual: {turned_ready} proxy pods went not ready -> ready");
+    assert!(
+        turned_ready >= 2,
+        "the 2 new proxy pods went from not ready to ready: {changes:?}"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_bad_manifest_names_file_and_api_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("bad-deployment.yaml");
+    // The selector does not match the template's labels: the API server refuses it.
+    std::fs::write(
+        &manifest,
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: mismatched
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: one
+  template:
+    metadata:
+      labels:
+        app: two
+    spec:
+      containers:
+        - name: c
+          image: localhost/pause:1
+",
+    )
+    .unwrap();
+    let scenario = dir.path().join("bad.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-bad-manifest\"
+description = \"an apply the API server refuses\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 20
+connections = 2
+duration = \"3s\"
+
+[[cases]]
+name = \"main\"
+actions = [{{ at = \"1s\", apply = {:?} }}]
+",
+            manifest.display().to_string()
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("bad");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a failed action fails the run: {stderr}"
+    );
+    let d = data(&root, &out);
+    let events = d["cases"][0]["events"].as_array().unwrap();
+    let apply = events
+        .iter()
+        .find(|e| e["action"] == "apply")
+        .unwrap_or_else(|| panic!("no apply event: {events:?}\n{stderr}"));
+    let error = apply["error"].as_str().expect("the apply failed");
+    let detail = apply["detail"].as_str().unwrap_or("");
+    assert!(
+        error.contains("bad-deployment.yaml") || detail.contains("bad-deployment.yaml"),
+        "names the file: {apply}"
+    );
+    eprintln!("bad manifest: {error}");
+    assert!(
+        error.contains("selector") && error.contains("does not match"),
+        "the API server's message: {apply}"
+    );
+    assert_eq!(
+        d["env"]["platform"]["namespace"].as_str(),
+        Some(ns.as_str()),
+        "{}",
+        d["env"]
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_force_delete_is_attributed() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("kill.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-kill\"
+description = \"one of 2 proxy replicas killed (grace 0) under open-loop load\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 200
+connections = 16
+duration = \"8s\"
+
+[[cases]]
+name = \"main\"
+proxy = {{ replicas = 2 }}
+actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
+",
+            // Requests of 50 ms keep about 10 in flight, so the kill can catch some.
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(50ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("kill");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    let stop = events
+        .iter()
+        .position(|e| e["action"] == "stop_replica")
+        .unwrap_or_else(|| panic!("no stop_replica event: {events:?}\n{stderr}"));
+    assert!(events[stop]["error"].is_null(), "{}", events[stop]);
+    let load = &case["loads"][0];
+    let total = failed(load);
+    let windows: Vec<&Value> = case["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["load"] == "coffee" && w["event"].as_u64() == Some(stop as u64))
+        .collect();
+    assert_eq!(
+        windows.len(),
+        1,
+        "one window for the kill: {}",
+        case["disruptions"]
+    );
+    let attributed = windows[0]["failed"].as_u64().unwrap();
+    eprintln!(
+        "kill: {} requests, {total} failed, {attributed} attributed to {}: {}",
+        load["requests"], events[stop]["detail"], windows[0]["by_cause"]
+    );
+    assert!(
+        windows[0]["attempts"].as_u64().unwrap() > 0,
+        "{}",
+        windows[0]
+    );
+    assert_eq!(
+        attributed, total,
+        "every failure falls after the kill: {load}"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

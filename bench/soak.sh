@@ -57,6 +57,8 @@ cleanup() {
     local p
     set +e # a process already gone must not stop the cleanup half-way
     [ -n "$LOAD_PID" ] && kill -TERM "$LOAD_PID" 2>/dev/null
+    # Workers a reload started since the last sample must be known before the master goes.
+    declare -F note_workers >/dev/null && note_workers
     if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
         kill -QUIT "$NGINX_PID" 2>/dev/null
         for _ in $(seq 50); do kill -0 "$NGINX_PID" 2>/dev/null || break; sleep 0.1; done

@@ -200,6 +200,16 @@ fn interrupted_it_leaves_nothing_running() {
             "{p} of {ps:?} is not running before the interrupt"
         );
     }
+    // The script's signal dispositions, for the message should it not react: an inherited
+    // ignored SIGINT cannot be trapped by bash.
+    let dispositions: String = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.starts_with("SigIgn:") || l.starts_with("SigCgt:") || l.starts_with("SigBlk:")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     // SAFETY: a signal to the process group we created.
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let t = Instant::now();
@@ -210,7 +220,7 @@ fn interrupted_it_leaves_nothing_running() {
         if t.elapsed() > Duration::from_secs(30) {
             // SAFETY: as above: no pointers, and the group is the one we created.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            panic!("the script did not exit within 30 s of SIGINT");
+            panic!("the script did not exit within 30 s of SIGINT ({dispositions})");
         }
         std::thread::sleep(Duration::from_millis(50));
     };

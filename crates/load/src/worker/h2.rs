@@ -14,7 +14,7 @@ use crate::conn::{State, Step, TlsFail, H2};
 use crate::stats::H2Counts;
 use http2::frame::code;
 use http2::{ClientConn, Event};
-use model::{ErrorKind, RequestRecord};
+use model::ErrorKind;
 
 impl Worker<'_> {
     /// Starts a request on connection `i` (HTTP/2): takes a free slot, opens its stream when
@@ -289,28 +289,12 @@ impl Worker<'_> {
         let Some(h) = self.conns[i].h2.as_deref_mut() else {
             return;
         };
-        let slot = &mut h.slots[s as usize];
+        let slot = h.slots[s as usize];
         if !slot.busy {
             return;
         }
-        let latency_us = now.saturating_sub(slot.intended) / 1000;
-        self.cur.requests += 1;
-        self.cur.status_class[(status / 100 - 1) as usize] += 1;
-        self.cur.latency.record(latency_us);
-        if let Some(u) = &mut self.cur.uncorrected {
-            u.record(now.saturating_sub(slot.issued) / 1000);
-        }
-        self.status[status as usize] += 1;
-        if self.sh.record {
-            self.records.push(RequestRecord {
-                t_us: now / 1000,
-                latency_us: latency_us.min(u32::MAX as u64) as u32,
-                conn: self.conn_base + i as u32,
-                bytes: bytes.min(u32::MAX as u64) as u32,
-                status,
-                error: None,
-            });
-        }
+        let bytes = bytes.min(u32::MAX as u64) as u32;
+        self.account_response(i, now, status, slot.intended, slot.issued, bytes);
         self.h2_release(i, s);
     }
 

@@ -572,25 +572,12 @@ impl Worker<'_> {
         if now >= self.next_boundary {
             self.rotate(now);
         }
+        let (intended, issued, bytes) = {
+            let c = &self.conns[i];
+            (c.intended, c.issued, c.read_bytes)
+        };
+        self.account_response(i, now, status, intended, issued, bytes);
         let c = &mut self.conns[i];
-        let latency_us = now.saturating_sub(c.intended) / 1000;
-        self.cur.requests += 1;
-        self.cur.status_class[(status / 100 - 1) as usize] += 1;
-        self.cur.latency.record(latency_us);
-        if let Some(u) = &mut self.cur.uncorrected {
-            u.record(now.saturating_sub(c.issued) / 1000);
-        }
-        self.status[status as usize] += 1;
-        if self.sh.record {
-            self.records.push(RequestRecord {
-                t_us: now / 1000,
-                latency_us: latency_us.min(u32::MAX as u64) as u32,
-                conn: self.conn_base + i as u32,
-                bytes: c.read_bytes,
-                status,
-                error: None,
-            });
-        }
         c.busy = false;
         c.reused = true;
         self.in_flight -= 1;
@@ -600,6 +587,39 @@ impl Worker<'_> {
             c.close();
         }
         self.next(i, now);
+    }
+
+    /// Counts a response on connection `i` (HTTP/1.1 or one HTTP/2 stream): its latency from
+    /// the intended send (and from the actual one when uncorrected latency is kept), its status,
+    /// and its record.
+    #[inline]
+    fn account_response(
+        &mut self,
+        i: usize,
+        now: u64,
+        status: u16,
+        intended: u64,
+        issued: u64,
+        bytes: u32,
+    ) {
+        let latency_us = now.saturating_sub(intended) / 1000;
+        self.cur.requests += 1;
+        self.cur.status_class[(status / 100 - 1) as usize] += 1;
+        self.cur.latency.record(latency_us);
+        if let Some(u) = &mut self.cur.uncorrected {
+            u.record(now.saturating_sub(issued) / 1000);
+        }
+        self.status[status as usize] += 1;
+        if self.sh.record {
+            self.records.push(RequestRecord {
+                t_us: now / 1000,
+                latency_us: latency_us.min(u32::MAX as u64) as u32,
+                conn: self.conn_base + i as u32,
+                bytes,
+                status,
+                error: None,
+            });
+        }
     }
 
     fn fail(&mut self, i: usize, now: u64, kind: ErrorKind, why: Why) {

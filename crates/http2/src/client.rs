@@ -8,7 +8,8 @@
 //! violation of the protocol by the peer is a connection error: [`ClientConn::feed`] returns
 //! it, queues a GOAWAY with its code, and the connection is dead from then on.
 
-use crate::frame::{self, code, Head, HEAD_LEN};
+pub use crate::frame::ConnError;
+use crate::frame::{self, code, err, unpad, Head, HEAD_LEN};
 use crate::hpack;
 use std::sync::Arc;
 
@@ -65,19 +66,6 @@ pub enum Event {
     },
     /// The server acknowledged our SETTINGS.
     SettingsAcked,
-}
-
-/// A connection error: the code sent in our GOAWAY and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnError {
-    /// The HTTP/2 error code.
-    pub code: u32,
-    /// What the peer did.
-    pub reason: &'static str,
-}
-
-fn err(code: u32, reason: &'static str) -> ConnError {
-    ConnError { code, reason }
 }
 
 /// The peer's settings that matter to a client.
@@ -239,36 +227,7 @@ impl ClientConn {
         let id = self.next_id;
         self.next_id += 2;
         let has_body = self.body.as_ref().is_some_and(|b| !b.is_empty());
-        let end_stream = if has_body { 0 } else { frame::END_STREAM };
-        let max = self.peer.max_frame as usize;
-        if block.len() <= max {
-            frame::head(
-                &mut self.out,
-                block.len(),
-                frame::HEADERS,
-                frame::END_HEADERS | end_stream,
-                id,
-            );
-            self.out.extend_from_slice(block);
-        } else {
-            let mut chunks = block.chunks(max).peekable();
-            let mut first = true;
-            while let Some(c) = chunks.next() {
-                let last = chunks.peek().is_none();
-                let kind = if first {
-                    frame::HEADERS
-                } else {
-                    frame::CONTINUATION
-                };
-                let mut flags = if first { end_stream } else { 0 };
-                if last {
-                    flags |= frame::END_HEADERS;
-                }
-                frame::head(&mut self.out, c.len(), kind, flags, id);
-                self.out.extend_from_slice(c);
-                first = false;
-            }
-        }
+        frame::header_frames(&mut self.out, id, block, !has_body, self.peer.max_frame);
         self.streams.push(Stream {
             id,
             slot,
@@ -454,18 +413,7 @@ impl ClientConn {
                 code::PROTOCOL_ERROR,
                 "PUSH_PROMISE although push is disabled",
             )),
-            frame::PING => {
-                if h.stream != 0 {
-                    return Err(err(code::PROTOCOL_ERROR, "PING on a stream"));
-                }
-                let Ok(data) = <[u8; 8]>::try_from(p) else {
-                    return Err(err(code::FRAME_SIZE_ERROR, "PING not 8 bytes"));
-                };
-                if h.flags & frame::ACK == 0 {
-                    frame::ping_ack(&mut self.out, &data);
-                }
-                Ok(())
-            }
+            frame::PING => frame::ping(&mut self.out, h, p),
             frame::GOAWAY => self.goaway_frame(h, p),
             frame::WINDOW_UPDATE => self.window_update(h, p),
             // Unknown frame types are ignored (RFC 9113 4.1).
@@ -474,40 +422,18 @@ impl ClientConn {
     }
 
     fn settings(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream != 0 {
-            return Err(err(code::PROTOCOL_ERROR, "SETTINGS on a stream"));
-        }
         if h.flags & frame::ACK != 0 {
-            if !p.is_empty() {
-                return Err(err(code::FRAME_SIZE_ERROR, "SETTINGS ACK with a payload"));
-            }
+            frame::settings_ack_ok(h, p)?;
             if !self.settings_acked {
                 self.settings_acked = true;
                 self.events.push(Event::SettingsAcked);
             }
             return Ok(());
         }
-        if p.len() % 6 != 0 {
-            return Err(err(
-                code::FRAME_SIZE_ERROR,
-                "SETTINGS length not a multiple of 6",
-            ));
-        }
-        for s in p.chunks_exact(6) {
-            let id = u16::from_be_bytes([s[0], s[1]]);
-            let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+        frame::settings_each(h, p, |id, v| {
             match id {
-                frame::SETTINGS_ENABLE_PUSH if v > 1 => {
-                    return Err(err(code::PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH above 1"))
-                }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => self.peer.max_concurrent = v,
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    if v > frame::MAX_WINDOW {
-                        return Err(err(
-                            code::FLOW_CONTROL_ERROR,
-                            "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
-                        ));
-                    }
                     let delta = v as i64 - self.peer.initial_window as i64;
                     self.peer.initial_window = v;
                     for s in &mut self.streams {
@@ -520,18 +446,11 @@ impl ClientConn {
                         }
                     }
                 }
-                frame::SETTINGS_MAX_FRAME_SIZE => {
-                    if !(frame::DEFAULT_MAX_FRAME..=0xff_ffff).contains(&v) {
-                        return Err(err(
-                            code::PROTOCOL_ERROR,
-                            "SETTINGS_MAX_FRAME_SIZE out of range",
-                        ));
-                    }
-                    self.peer.max_frame = v;
-                }
+                frame::SETTINGS_MAX_FRAME_SIZE => self.peer.max_frame = v,
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         self.got_settings = true;
         frame::settings_ack(&mut self.out);
         self.resume_bodies();
@@ -552,10 +471,7 @@ impl ClientConn {
     }
 
     fn window_update(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        let Ok(b) = <[u8; 4]>::try_from(p) else {
-            return Err(err(code::FRAME_SIZE_ERROR, "WINDOW_UPDATE not 4 bytes"));
-        };
-        let inc = u32::from_be_bytes(b) & frame::MAX_WINDOW;
+        let inc = frame::window_increment(p)?;
         if h.stream == 0 {
             if inc == 0 {
                 return Err(err(code::PROTOCOL_ERROR, "WINDOW_UPDATE of 0"));
@@ -585,13 +501,7 @@ impl ClientConn {
     }
 
     fn rst_stream(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(err(code::PROTOCOL_ERROR, "RST_STREAM on stream 0"));
-        }
-        let Ok(b) = <[u8; 4]>::try_from(p) else {
-            return Err(err(code::FRAME_SIZE_ERROR, "RST_STREAM not 4 bytes"));
-        };
-        let c = u32::from_be_bytes(b);
+        let c = frame::rst_code(h, p)?;
         match self.stream_index(h.stream) {
             Some(k) => {
                 let s = self.streams.swap_remove(k);
@@ -607,14 +517,7 @@ impl ClientConn {
     }
 
     fn goaway_frame(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream != 0 {
-            return Err(err(code::PROTOCOL_ERROR, "GOAWAY on a stream"));
-        }
-        if p.len() < 8 {
-            return Err(err(code::FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes"));
-        }
-        let last = u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & frame::MAX_STREAM_ID;
-        let c = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
+        let (last, c) = frame::goaway_fields(h, p)?;
         self.events.push(Event::GoAway {
             last_stream: last,
             code: c,
@@ -832,23 +735,6 @@ impl ClientConn {
             reason,
         });
     }
-}
-
-/// The payload of a DATA or HEADERS frame without its padding.
-fn unpad(h: Head, p: &[u8]) -> Result<&[u8], ConnError> {
-    if h.flags & frame::PADDED == 0 {
-        return Ok(p);
-    }
-    let Some((&pad, rest)) = p.split_first() else {
-        return Err(err(
-            code::FRAME_SIZE_ERROR,
-            "PADDED frame without a pad length",
-        ));
-    };
-    if pad as usize > rest.len() {
-        return Err(err(code::PROTOCOL_ERROR, "padding longer than the payload"));
-    }
-    Ok(&rest[..rest.len() - pad as usize])
 }
 
 /// A 3-digit status code from 100 to 599.

@@ -1,5 +1,6 @@
 //! HTTP/2 frames (RFC 9113 section 4 and 6): the 9-byte header, the type, flag, setting and
-//! error-code numbers, and the encoders a client needs. No I/O: encoders append to a `Vec<u8>`.
+//! error-code numbers, the encoders, and the payload checks both ends share (padding, SETTINGS,
+//! WINDOW_UPDATE, PING). No I/O: encoders append to a `Vec<u8>`.
 
 /// The client connection preface (RFC 9113 3.4), sent before the first SETTINGS.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -112,6 +113,20 @@ pub fn code_name(c: u32) -> &'static str {
     NAMES.get(c as usize).copied().unwrap_or("UNKNOWN")
 }
 
+/// A connection error: the code sent in our GOAWAY and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnError {
+    /// The HTTP/2 error code.
+    pub code: u32,
+    /// What the peer did.
+    pub reason: &'static str,
+}
+
+/// A connection error with `code` because of `reason`.
+pub(crate) fn err(code: u32, reason: &'static str) -> ConnError {
+    ConnError { code, reason }
+}
+
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
@@ -198,6 +213,161 @@ pub fn goaway(out: &mut Vec<u8>, last_stream: u32, error: u32) {
 pub fn ping_ack(out: &mut Vec<u8>, data: &[u8; 8]) {
     head(out, 8, PING, ACK, 0);
     out.extend_from_slice(data);
+}
+
+/// Appends a header block as HEADERS and, when it exceeds `max_frame`, CONTINUATION frames
+/// (RFC 9113 4.3); END_STREAM goes on the HEADERS frame when `end_stream`.
+pub fn header_frames(
+    out: &mut Vec<u8>,
+    stream: u32,
+    block: &[u8],
+    end_stream: bool,
+    max_frame: u32,
+) {
+    let max = max_frame as usize;
+    let end_stream = if end_stream { END_STREAM } else { 0 };
+    if block.len() <= max {
+        head(out, block.len(), HEADERS, END_HEADERS | end_stream, stream);
+        out.extend_from_slice(block);
+        return;
+    }
+    let mut chunks = block.chunks(max).peekable();
+    let mut first = true;
+    while let Some(c) = chunks.next() {
+        let kind = if first { HEADERS } else { CONTINUATION };
+        let mut flags = if first { end_stream } else { 0 };
+        if chunks.peek().is_none() {
+            flags |= END_HEADERS;
+        }
+        head(out, c.len(), kind, flags, stream);
+        out.extend_from_slice(c);
+        first = false;
+    }
+}
+
+/// The payload of a DATA or HEADERS frame without its padding (6.1, 6.2).
+pub fn unpad(h: Head, p: &[u8]) -> Result<&[u8], ConnError> {
+    if h.flags & PADDED == 0 {
+        return Ok(p);
+    }
+    let Some((&pad, rest)) = p.split_first() else {
+        return Err(err(
+            code::FRAME_SIZE_ERROR,
+            "PADDED frame without a pad length",
+        ));
+    };
+    if pad as usize > rest.len() {
+        return Err(err(code::PROTOCOL_ERROR, "padding longer than the payload"));
+    }
+    Ok(&rest[..rest.len() - pad as usize])
+}
+
+/// Checks a SETTINGS frame that is not an acknowledgement (6.5) and calls `f(id, value)` for
+/// each setting, in order, once the whole frame has proved valid: values out of their range are
+/// connection errors (ENABLE_PUSH above 1, INITIAL_WINDOW_SIZE above 2^31-1, MAX_FRAME_SIZE
+/// outside 16,384..16,777,215).
+pub fn settings_each(
+    h: Head,
+    p: &[u8],
+    mut f: impl FnMut(u16, u32) -> Result<(), ConnError>,
+) -> Result<(), ConnError> {
+    if h.stream != 0 {
+        return Err(err(code::PROTOCOL_ERROR, "SETTINGS on a stream"));
+    }
+    if p.len() % 6 != 0 {
+        return Err(err(
+            code::FRAME_SIZE_ERROR,
+            "SETTINGS length not a multiple of 6",
+        ));
+    }
+    let pairs = || {
+        p.chunks_exact(6).map(|s| {
+            (
+                u16::from_be_bytes([s[0], s[1]]),
+                u32::from_be_bytes([s[2], s[3], s[4], s[5]]),
+            )
+        })
+    };
+    for (id, v) in pairs() {
+        match id {
+            SETTINGS_ENABLE_PUSH if v > 1 => {
+                return Err(err(code::PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH above 1"))
+            }
+            SETTINGS_INITIAL_WINDOW_SIZE if v > MAX_WINDOW => {
+                return Err(err(
+                    code::FLOW_CONTROL_ERROR,
+                    "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
+                ))
+            }
+            SETTINGS_MAX_FRAME_SIZE if !(DEFAULT_MAX_FRAME..=0xff_ffff).contains(&v) => {
+                return Err(err(
+                    code::PROTOCOL_ERROR,
+                    "SETTINGS_MAX_FRAME_SIZE out of range",
+                ))
+            }
+            _ => {}
+        }
+    }
+    pairs().try_for_each(|(id, v)| f(id, v))
+}
+
+/// Checks a SETTINGS acknowledgement (6.5): on stream 0, without a payload.
+pub fn settings_ack_ok(h: Head, p: &[u8]) -> Result<(), ConnError> {
+    if h.stream != 0 {
+        return Err(err(code::PROTOCOL_ERROR, "SETTINGS on a stream"));
+    }
+    if !p.is_empty() {
+        return Err(err(code::FRAME_SIZE_ERROR, "SETTINGS ACK with a payload"));
+    }
+    Ok(())
+}
+
+/// The increment of a WINDOW_UPDATE (6.9), reserved bit cleared; 0 is the caller's to judge
+/// (a connection error on stream 0, a stream error on a stream).
+pub fn window_increment(p: &[u8]) -> Result<u32, ConnError> {
+    let Ok(b) = <[u8; 4]>::try_from(p) else {
+        return Err(err(code::FRAME_SIZE_ERROR, "WINDOW_UPDATE not 4 bytes"));
+    };
+    Ok(u32::from_be_bytes(b) & MAX_WINDOW)
+}
+
+/// Answers a PING (6.7): checks it and queues the acknowledgement of one that asks for it.
+pub fn ping(out: &mut Vec<u8>, h: Head, p: &[u8]) -> Result<(), ConnError> {
+    if h.stream != 0 {
+        return Err(err(code::PROTOCOL_ERROR, "PING on a stream"));
+    }
+    let Ok(data) = <[u8; 8]>::try_from(p) else {
+        return Err(err(code::FRAME_SIZE_ERROR, "PING not 8 bytes"));
+    };
+    if h.flags & ACK == 0 {
+        ping_ack(out, &data);
+    }
+    Ok(())
+}
+
+/// The (last-stream-id, error code) of a GOAWAY (6.8).
+pub fn goaway_fields(h: Head, p: &[u8]) -> Result<(u32, u32), ConnError> {
+    if h.stream != 0 {
+        return Err(err(code::PROTOCOL_ERROR, "GOAWAY on a stream"));
+    }
+    if p.len() < 8 {
+        return Err(err(code::FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes"));
+    }
+    Ok((
+        u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & MAX_STREAM_ID,
+        u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+    ))
+}
+
+/// The error code of an RST_STREAM (6.4), which must be on a stream and 4 bytes long.
+pub fn rst_code(h: Head, p: &[u8]) -> Result<u32, ConnError> {
+    if h.stream == 0 {
+        return Err(err(code::PROTOCOL_ERROR, "RST_STREAM on stream 0"));
+    }
+    let Ok(b) = <[u8; 4]>::try_from(p) else {
+        return Err(err(code::FRAME_SIZE_ERROR, "RST_STREAM not 4 bytes"));
+    };
+    Ok(u32::from_be_bytes(b))
 }
 
 #[cfg(test)]

@@ -352,9 +352,18 @@ pub fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// Static-table indices (Appendix A) used for request fields.
+/// Static-table indices (Appendix A) used for request and response fields.
 fn static_index(name: &str, value: &str) -> (usize, bool) {
     match (name, value) {
+        (":status", "200") => (8, true),
+        (":status", "204") => (9, true),
+        (":status", "206") => (10, true),
+        (":status", "304") => (11, true),
+        (":status", "400") => (12, true),
+        (":status", "404") => (13, true),
+        (":status", "500") => (14, true),
+        (":status", _) => (8, false),
+        ("server", _) => (54, false),
         (":authority", _) => (1, false),
         (":method", "GET") => (2, true),
         (":method", "POST") => (3, true),
@@ -390,6 +399,27 @@ pub fn field(out: &mut Vec<u8>, name: &str, value: &str) {
             string(out, value.as_bytes());
         }
     }
+}
+
+/// Appends a response's `:status` field: indexed when the static table has the code (200,
+/// 204, 206, 304, 400, 404, 500), else a literal with the indexed name.
+pub fn status(out: &mut Vec<u8>, code: u16) {
+    let digits = [
+        b'0' + (code / 100 % 10) as u8,
+        b'0' + (code / 10 % 10) as u8,
+        b'0' + (code % 10) as u8,
+    ];
+    field(
+        out,
+        ":status",
+        std::str::from_utf8(&digits).unwrap_or("500"),
+    );
+}
+
+/// Appends a dynamic table size update (6.3), which must open the first header block after
+/// the peer lowered SETTINGS_HEADER_TABLE_SIZE below the size the encoder had.
+pub fn size_update(out: &mut Vec<u8>, size: usize) {
+    integer(out, 0x20, 5, size);
 }
 
 /// Header names HTTP/2 forbids (RFC 9113 8.2.2), dropped from requests; `host` becomes

@@ -1,8 +1,9 @@
-//! The four targets: the response codec (http1's, which the load engine uses; heads by
-//! httparse), the one chunked decoder (round trip, and raw framing alone and inside both users:
-//! response framing and the backend's request bodies), the backend's request parser (http1's
-//! request heads), and the scenario parser. Each checks invariants beyond "no panic" and
-//! fingerprints its outcome.
+//! The targets: the response codec (http1's, which the load engine uses; heads by httparse),
+//! the one chunked decoder (round trip, and raw framing alone and inside both users: response
+//! framing and the backend's request bodies), the backend's request parser (http1's request
+//! heads), the scenario parser, and both HTTP/2 connections (`crate::h2`: the load engine's
+//! client, the backend's server). Each checks invariants beyond "no panic" and fingerprints its
+//! outcome.
 
 use crate::mutate::{HTTP_TOKENS, TOML_TOKENS};
 use crate::{hash, Rng, Violation};
@@ -26,7 +27,7 @@ pub trait Target: Sync {
 }
 
 /// Every target, in the order `make fuzz` runs them.
-pub static TARGETS: &[&dyn Target] = &[&Codec, &Chunked, &Request, &Scenario, &H2];
+pub static TARGETS: &[&dyn Target] = &[&Codec, &Chunked, &Request, &Scenario, &H2, &H2Server];
 
 /// The target called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Target> {
@@ -48,6 +49,24 @@ impl Target for H2 {
     }
     fn run(&self, input: &[u8]) -> Result<u64, Violation> {
         crate::h2::run(input)
+    }
+}
+
+/// The HTTP/2 server connection of the backend (`crate::h2::run_server`).
+pub struct H2Server;
+
+impl Target for H2Server {
+    fn name(&self) -> &'static str {
+        "h2-server"
+    }
+    fn dictionary(&self) -> &'static [&'static [u8]] {
+        crate::h2::H2_SERVER_TOKENS
+    }
+    fn max_len(&self) -> usize {
+        4096
+    }
+    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+        crate::h2::run_server(input)
     }
 }
 

@@ -63,6 +63,11 @@ fn h2() {
 }
 
 #[test]
+fn h2_server() {
+    smoke("h2-server");
+}
+
+#[test]
 fn chunked() {
     smoke("chunked");
 }

@@ -56,7 +56,8 @@ impl Default for ServerSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServerEvent {
     /// A request arrived in full (END_STREAM): its head is [`ServerConn::head`]; answer it
-    /// with [`ServerConn::respond`].
+    /// with [`ServerConn::respond`]. If the same bytes also reset the stream, a `Reset` (or
+    /// `StreamError`) for it follows and it has no head any more.
     Request {
         /// The stream id.
         stream: u32,
@@ -286,6 +287,11 @@ impl<T: Copy> ServerConn<T> {
     /// The highest stream id the client opened (0 before the first).
     pub fn last_stream(&self) -> u32 {
         self.last_id
+    }
+
+    /// The largest frame the client accepts (its SETTINGS_MAX_FRAME_SIZE).
+    pub fn peer_max_frame(&self) -> u32 {
+        self.peer_max_frame
     }
 
     /// The client acknowledged our SETTINGS.
@@ -969,6 +975,8 @@ fn decode(
                     bad = Some("a pseudo-header twice");
                 } else if bit == 8 && v.is_empty() {
                     bad = Some("an empty :path");
+                } else if bit == 1 && (v.is_empty() || !v.iter().all(|&c| tchar(c))) {
+                    bad = Some("a :method that is not a token");
                 }
                 seen |= bit;
                 connect |= bit == 1 && v == b"CONNECT";
@@ -1017,10 +1025,31 @@ fn decode(
     })
 }
 
-/// A character a lower-case field name may hold (RFC 9110 token characters, no upper case).
+/// A token character (RFC 9110 5.6.2).
+fn tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric()
+        || matches!(
+            c,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+        )
+}
+
+/// A character an HTTP/2 field name may hold: a token character, not upper case (8.2.1).
 fn token_lower(c: u8) -> bool {
-    matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*'
-        | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+    tchar(c) && !c.is_ascii_uppercase()
 }
 
 /// A decimal number of at most 18 digits.

@@ -568,6 +568,14 @@ fn malformed_requests_reset_the_stream_only() {
         (with(&[("x", "1"), (":method", "GET")]), "after a regular"),
         (with(&[(":path", "/again")]), "twice"),
         (base[..2].to_vec(), "without :method, :scheme or :path"),
+        (
+            vec![(":method", ""), (":scheme", "http"), (":path", "/")],
+            "not a token",
+        ),
+        (
+            vec![(":method", "G T"), (":scheme", "http"), (":path", "/")],
+            "not a token",
+        ),
         (with(&[("content-length", "x")]), "invalid content-length"),
     ];
     for (fields, why) in cases {

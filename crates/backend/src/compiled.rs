@@ -25,6 +25,8 @@ const BILLION: u32 = 1_000_000_000;
 pub(crate) struct Head {
     pub code: u16,
     pub prefix: Box<[u8]>,
+    /// The same fields as an HTTP/2 header block (HPACK, no dynamic table).
+    pub h2: Box<[u8]>,
     /// 204 and 304 carry no body and no Content-Length.
     pub bodyless: bool,
 }
@@ -110,9 +112,15 @@ fn head_index(heads: &mut Vec<Head>, name: &str, code: u16) -> u16 {
         "HTTP/1.1 {code} {}\r\nServer: proxybench\r\nX-Backend: {name}\r\nContent-Type: text/plain\r\n",
         reason(code)
     );
+    let mut h2 = Vec::new();
+    http2::hpack::status(&mut h2, code);
+    http2::hpack::field(&mut h2, "server", "proxybench");
+    http2::hpack::field(&mut h2, "x-backend", name);
+    http2::hpack::field(&mut h2, "content-type", "text/plain");
     heads.push(Head {
         code,
         prefix: prefix.into_bytes().into(),
+        h2: h2.into(),
         bodyless: code == 204 || code == 304,
     });
     (heads.len() - 1) as u16

@@ -1,7 +1,10 @@
 //! One client connection: read, frame requests, decide each response, wait its latency on the
-//! loop's timers, write. Requests on a connection are answered in order, one at a time, so
-//! pipelining is safe: each request's latency starts when it has been received in full and the
-//! response before it has been produced.
+//! loop's timers, write. HTTP/1.1 requests on a connection are answered in order, one at a time,
+//! so pipelining is safe: each request's latency starts when it has been received in full and
+//! the response before it has been produced. A connection that opens with the HTTP/2 preface
+//! speaks h2c from then on (`h2`): its streams are decided alike and answered independently.
+
+mod h2;
 
 use crate::compiled::{Compiled, H200, H400, H431, H503};
 use crate::counters::Slot;
@@ -49,7 +52,7 @@ pub(crate) enum Step {
     Close,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     /// An ordinary request, with the index of its rules.
     Normal(usize),
@@ -140,6 +143,8 @@ pub(crate) struct Conn {
     arrival: u64,
     /// When the previous response was produced (0: none, or the profile is not timed).
     last_done: u64,
+    /// The HTTP/2 state, once the connection opened with the h2c preface.
+    h2: Option<Box<h2::H2>>,
 }
 
 impl Conn {
@@ -168,15 +173,21 @@ impl Conn {
             draining: false,
             arrival: 0,
             last_done: 0,
+            h2: None,
         }
     }
 
-    /// Takes the connection apart: its socket, its buffers, and whether a counted request was
-    /// still waiting for its response.
-    pub(crate) fn into_parts(self) -> (TcpStream, Buffers, bool) {
-        let mut w = self.wbuf;
+    /// Takes the connection apart: its socket, its buffers, and how many counted requests were
+    /// still waiting for their response. `ctr` hears of the HTTP/2 streams left open.
+    pub(crate) fn into_parts(self, ctr: &Slot) -> (TcpStream, Buffers, u64) {
+        let (mut w, abandoned) = match self.h2 {
+            Some(h) => h.into_parts(ctr),
+            None => (
+                self.wbuf,
+                u64::from(self.waiting.is_some_and(|p| p.counted)),
+            ),
+        };
         w.clear();
-        let abandoned = self.waiting.is_some_and(|p| p.counted);
         (self.sock, Buffers { r: self.rbuf, w }, abandoned)
     }
 
@@ -204,6 +215,13 @@ impl Conn {
     /// This connection's timer came due.
     pub(crate) fn on_timer(&mut self, cx: &mut Cx) -> Step {
         self.timer_id = 0;
+        if self.h2.is_some() {
+            if self.phase == Phase::Lingering {
+                return Step::Close;
+            }
+            self.h2_timer(cx);
+            return self.run(cx);
+        }
         if let Some(p) = self.waiting.take() {
             self.respond(p, cx);
             return self.run(cx);
@@ -215,9 +233,11 @@ impl Conn {
         }
     }
 
-    /// The instance started draining: the next responses say `Connection: close`.
+    /// The instance started draining: the next responses say `Connection: close` (over
+    /// HTTP/2: a GOAWAY, and the connection closes once its open streams are answered).
     pub(crate) fn start_drain(&mut self, cx: &mut Cx) -> Step {
         self.draining = true;
+        self.h2_goaway(cx);
         self.run(cx)
     }
 
@@ -230,11 +250,23 @@ impl Conn {
     }
 
     fn output_done(&self) -> bool {
-        self.wpos == self.wbuf.len() && self.body_left == 0
+        self.wpos == self.out().len() && self.body_left == 0
+    }
+
+    /// The output buffer: ours, or the HTTP/2 connection's.
+    fn out(&self) -> &Vec<u8> {
+        match &self.h2 {
+            Some(h) => &h.conn.out,
+            None => &self.wbuf,
+        }
     }
 
     fn can_read(&self) -> bool {
-        self.phase != Phase::Closing && !self.peer_eof && (self.rlen < RBUF || self.rpos > 0)
+        self.phase != Phase::Closing
+            && !self.peer_eof
+            && (self.rlen < RBUF || self.rpos > 0)
+            // HTTP/2 frames are taken as they come, while the output is not backing up.
+            && (self.h2.is_none() || self.out().len() - self.wpos < WBUF_HIGH)
     }
 
     fn arm(&mut self, cx: &mut Cx, deadline: u64) {
@@ -243,6 +275,9 @@ impl Conn {
 
     /// Reads, answers and writes until nothing more can happen without the poller or a timer.
     fn run(&mut self, cx: &mut Cx) -> Step {
+        if self.h2.is_some() {
+            return self.run_h2(cx);
+        }
         loop {
             if self.fill(cx.prof.timed).is_err() {
                 return Step::Close;
@@ -259,6 +294,10 @@ impl Conn {
                 return Step::Keep;
             }
             self.process(cx);
+            if self.h2.is_some() {
+                // The connection opened with the HTTP/2 preface.
+                return self.run_h2(cx);
+            }
             if self.flush(cx).is_err() {
                 return Step::Close;
             }
@@ -358,6 +397,16 @@ impl Conn {
             if self.rpos == self.rlen {
                 return;
             }
+            if self.served == 0 && self.rpos == 0 && self.rbuf[0] == h2::PREFACE[0] {
+                let n = self.rlen.min(h2::PREFACE.len());
+                if self.rbuf[..n] == h2::PREFACE[..n] {
+                    if n == h2::PREFACE.len() {
+                        self.start_h2(cx);
+                    }
+                    // Else wait for the rest of what may be the preface.
+                    return;
+                }
+            }
             match http::parse_head(&self.rbuf[self.rpos..self.rlen]) {
                 Ok(Some(h)) => {
                     let path = &self.rbuf[self.rpos + h.path.0..self.rpos + h.path.1];
@@ -397,6 +446,20 @@ impl Conn {
     /// A request has arrived in full: decide its response now, send it now or at its deadline.
     fn serve(&mut self, req: Req, cx: &mut Cx) {
         self.served += 1;
+        let (p, at) = self.decide(req, self.last_done, cx);
+        if at == 0 {
+            self.respond(p, cx);
+        } else {
+            self.waiting = Some(p);
+            self.arm(cx, at);
+        }
+    }
+
+    /// Decides the response to a request that has arrived in full (and counts it started):
+    /// the response, and when to send it (0: at once). The latency runs from the request's
+    /// arrival, or from `after` if that is later (the previous response on an HTTP/1.1
+    /// connection), or from the end of the CPU burn.
+    fn decide(&self, req: Req, after: u64, cx: &mut Cx) -> (Pending, u64) {
         let not_ready = || cx.ready_at != 0 && mono_ns() < cx.ready_at;
         let p = match req.kind {
             Kind::Healthz => Pending {
@@ -453,22 +516,18 @@ impl Conn {
                     delay: latency,
                 };
                 if latency > 0 {
-                    // The latency runs from the request's arrival (or from the previous
-                    // response, for pipelined requests; or from the end of the CPU burn).
                     let now = mono_ns();
                     let start = if cpu == 0 && self.arrival != 0 {
-                        self.arrival.max(self.last_done).min(now)
+                        self.arrival.max(after).min(now)
                     } else {
                         now
                     };
-                    self.waiting = Some(p);
-                    self.arm(cx, start + latency);
-                    return;
+                    return (p, start + latency);
                 }
                 p
             }
         };
-        self.respond(p, cx);
+        (p, 0)
     }
 
     /// Answers an unusable request and closes the connection after it.
@@ -558,8 +617,12 @@ impl Conn {
         if self.write_blocked {
             return Ok(());
         }
-        while self.wpos < self.wbuf.len() {
-            match (&self.sock).write(&self.wbuf[self.wpos..]) {
+        let out = match &mut self.h2 {
+            Some(h) => &mut h.conn.out,
+            None => &mut self.wbuf,
+        };
+        while self.wpos < out.len() {
+            match (&self.sock).write(&out[self.wpos..]) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.wpos += n;
@@ -574,7 +637,7 @@ impl Conn {
             }
         }
         if self.wpos > 0 {
-            self.wbuf.clear();
+            out.clear();
             self.wpos = 0;
         }
         while self.body_left > 0 {

@@ -1,5 +1,7 @@
 //! Per-instance counters: one cache-line-aligned slot per event-loop thread, each written by its
-//! thread alone (a plain load and store, no locked instruction), summed when read.
+//! thread alone (a plain load and store, no locked instruction), summed when read (peaks are
+//! kept per thread: the most streams one connection had is their maximum, the most streams the
+//! instance had open their sum).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -14,6 +16,51 @@ pub(crate) struct Slot {
     bytes: AtomicU64,
     connections: AtomicU64,
     status: [AtomicU64; CODES],
+    h2: H2Slot,
+}
+
+/// What one thread counted of HTTP/2 for one instance (see [`model::BackendH2`]).
+#[derive(Default)]
+struct H2Slot {
+    connections: AtomicU64,
+    requests: AtomicU64,
+    refused: AtomicU64,
+    client_resets: AtomicU64,
+    stream_errors: AtomicU64,
+    connection_errors: AtomicU64,
+    goaways: AtomicU64,
+    /// Streams open now on this thread's connections.
+    open: AtomicU64,
+    /// The most `open` has been.
+    open_max: AtomicU64,
+    /// The most streams one connection had open.
+    conn_max: AtomicU64,
+}
+
+/// What happened on an HTTP/2 connection, for [`Slot::h2`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum H2Count {
+    /// A connection opened with the preface.
+    Connection,
+    /// A counted request was answered on a stream.
+    Request,
+    /// A stream was refused above the concurrency limit.
+    Refused,
+    /// The client reset a stream.
+    ClientReset,
+    /// A stream was reset for a protocol error.
+    StreamError,
+    /// A connection ended with a protocol error.
+    ConnectionError,
+    /// A graceful GOAWAY was sent.
+    GoAway,
+}
+
+#[inline]
+fn raise(a: &AtomicU64, v: u64) {
+    if v > a.load(Relaxed) {
+        a.store(v, Relaxed);
+    }
 }
 
 #[inline]
@@ -29,7 +76,36 @@ impl Slot {
             bytes: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             status: [const { AtomicU64::new(0) }; CODES],
+            h2: H2Slot::default(),
         }
+    }
+
+    /// Counts one HTTP/2 happening.
+    #[inline]
+    pub(crate) fn h2(&self, what: H2Count) {
+        let h = &self.h2;
+        add(
+            match what {
+                H2Count::Connection => &h.connections,
+                H2Count::Request => &h.requests,
+                H2Count::Refused => &h.refused,
+                H2Count::ClientReset => &h.client_resets,
+                H2Count::StreamError => &h.stream_errors,
+                H2Count::ConnectionError => &h.connection_errors,
+                H2Count::GoAway => &h.goaways,
+            },
+            1,
+        );
+    }
+
+    /// A connection's open streams went from `was` to `now`.
+    #[inline]
+    pub(crate) fn h2_streams(&self, was: u64, now: u64) {
+        let h = &self.h2;
+        let open = h.open.load(Relaxed).wrapping_add(now).wrapping_sub(was);
+        h.open.store(open, Relaxed);
+        raise(&h.open_max, open);
+        raise(&h.conn_max, now);
     }
 
     /// A request was received in full and is being handled.
@@ -100,6 +176,24 @@ impl InstCounters {
                 by_status.insert(100 + i as u16, n);
             }
         }
+        let max = |f: &dyn Fn(&Slot) -> &AtomicU64| {
+            self.slots
+                .iter()
+                .map(|s| f(s).load(Relaxed))
+                .max()
+                .unwrap_or(0)
+        };
+        let h2 = model::BackendH2 {
+            connections: sum(&|s| &s.h2.connections),
+            requests: sum(&|s| &s.h2.requests),
+            max_streams_per_connection: max(&|s| &s.h2.conn_max),
+            max_streams: sum(&|s| &s.h2.open_max),
+            refused: sum(&|s| &s.h2.refused),
+            client_resets: sum(&|s| &s.h2.client_resets),
+            stream_errors: sum(&|s| &s.h2.stream_errors),
+            connection_errors: sum(&|s| &s.h2.connection_errors),
+            goaways: sum(&|s| &s.h2.goaways),
+        };
         model::BackendCounters {
             name: name.to_string(),
             addr: addr.to_string(),
@@ -109,6 +203,7 @@ impl InstCounters {
             bytes: sum(&|s| &s.bytes),
             connections: sum(&|s| &s.connections),
             state: state.to_string(),
+            h2: (h2.connections > 0).then_some(h2),
         }
     }
 }

@@ -32,7 +32,8 @@ pub(crate) enum ConnHeader {
     KeepAlive,
 }
 
-fn put_decimal(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` in decimal.
+pub(crate) fn put_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -84,6 +85,7 @@ mod tests {
         let head = Head {
             code: 200,
             prefix: b"HTTP/1.1 200 OK\r\n".to_vec().into(),
+            h2: Box::default(),
             bodyless: false,
         };
         let mut out = Vec::new();

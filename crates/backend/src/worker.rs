@@ -250,22 +250,24 @@ impl Worker {
             return;
         };
         self.free.push(slot);
-        let inst = conn.inst;
-        let (sock, bufs, abandoned) = conn.into_parts();
         if reset {
-            set_linger_zero(sock.as_raw_fd());
+            set_linger_zero(conn.sock.as_raw_fd());
         }
+        // Instances are never removed from a loop: the connection's is there.
+        let Some(Some(local)) = self.insts.get_mut(conn.inst) else {
+            return;
+        };
+        let ctr = local.ctr.slot(self.id);
+        let (sock, bufs, abandoned) = conn.into_parts(ctr);
         drop(sock);
         self.pool.push(bufs);
-        if let Some(Some(local)) = self.insts.get_mut(inst) {
-            if abandoned {
-                local.ctr.slot(self.id).abandoned();
-            }
-            local.conns -= 1;
-            if local.conns == 0 {
-                if let Some(sig) = local.drain.take() {
-                    sig.done();
-                }
+        for _ in 0..abandoned {
+            ctr.abandoned();
+        }
+        local.conns -= 1;
+        if local.conns == 0 {
+            if let Some(sig) = local.drain.take() {
+                sig.done();
             }
         }
     }

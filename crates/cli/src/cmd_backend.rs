@@ -1,5 +1,6 @@
 //! `proxybench backend`: flags and dispatch. Runs a fleet of emulated backends in the
-//! foreground until SIGINT or SIGTERM, then drains it and exits.
+//! foreground until SIGINT or SIGTERM, then drains it and exits. Every listener answers
+//! HTTP/1.x and h2c (HTTP/2 with prior knowledge), told apart per connection by its first bytes.
 
 use crate::CliError;
 use backend::{Fleet, FleetConfig, InstanceConfig, Profile};
@@ -275,8 +276,15 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             .iter()
             .map(|(s, n)| format!("{s}: {n}"))
             .collect();
+        let h2 = match &c.h2 {
+            Some(h) => format!(
+                "; over h2c: {} requests on {} connections, at most {} streams at once",
+                h.requests, h.connections, h.max_streams
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "{} {}: {} requests ({}), {} connections, {} bytes",
+            "{} {}: {} requests ({}), {} connections, {} bytes{h2}",
             c.name,
             c.addr,
             c.requests,

@@ -1,5 +1,6 @@
 //! `proxybench backend` as a user runs it: bad input gets one line and exit 2; a good run prints
-//! its addresses, serves, and drains on SIGTERM.
+//! its addresses, serves, and drains on SIGTERM; `proxybench load --http2` against it (h2c) counts
+//! exactly what the backend counts.
 
 use http1::client::{Reply, Request};
 use std::io::{BufRead, BufReader, Read};
@@ -242,4 +243,111 @@ fn the_default_token_file_is_named_after_the_control_port() {
     unsafe { libc::kill(g.0.id() as i32, libc::SIGTERM) };
     assert!(g.0.wait().unwrap().success());
     assert!(!want.exists(), "the token file outlived the backend");
+}
+
+/// `proxybench backend` with a control port: its guard, its first instance's address and a GET
+/// of its counters as JSON.
+fn backend_with_control(
+    profile: &str,
+    token: &std::path::Path,
+) -> (Guard, SocketAddr, impl Fn() -> serde_json::Value) {
+    let child = pb()
+        .args(["backend", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .args(["--profile", profile, "--control", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut g = Guard(child);
+    let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr: SocketAddr = first.split_once(' ').unwrap().1.parse().unwrap();
+    let control = lines.next().unwrap().unwrap();
+    let ctl: SocketAddr = control.split(' ').nth(1).unwrap().parse().unwrap();
+    let auth = format!("Bearer {}", std::fs::read_to_string(token).unwrap().trim());
+    let counters = move || {
+        let r = get_with(ctl, "/counters", &[("Authorization", &auth)]);
+        let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+        v[0].clone()
+    };
+    (g, addr, counters)
+}
+
+/// `proxybench load ARGS --format json URL`, which must succeed.
+fn load_json(args: &[&str], url: &str) -> serde_json::Value {
+    let out = pb()
+        .arg("load")
+        .args(args)
+        .args(["--format", "json", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn load_http2_against_the_backend_counts_exactly_and_sees_every_stream_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut g, addr, counters) = backend_with_control("latency=10ms", &dir.path().join("t"));
+    let url = format!("http://{addr}/");
+    // 4 connections x 8 streams, closed loop: every stream waits its 10 ms at the backend, so
+    // all 32 are open there at once.
+    let v = load_json(
+        &["--http2", "-t", "1", "-c", "4", "-m", "8", "-n", "3000"],
+        &url,
+    );
+    assert_eq!(v["status"]["200"], 3000, "{}", v["error_messages"]);
+    assert_eq!(v["http2"]["streams"], 3000);
+    assert_eq!(v["http2"]["connections"], 4);
+    let c = counters();
+    assert_eq!(c["requests"], 3000);
+    assert_eq!(c["by_status"]["200"], 3000);
+    assert_eq!(c["in_flight"], 0);
+    let h2 = &c["h2"];
+    assert_eq!(h2["requests"], 3000);
+    assert_eq!(h2["connections"], 4);
+    assert_eq!(h2["max_streams"], 32);
+    assert_eq!(h2["max_streams_per_connection"], 8);
+    assert_eq!(h2["refused"], 0);
+    // The fixed delay is the floor of every latency; the median sits just above it.
+    let p50 = v["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["p"] == 50.0)
+        .unwrap()["us"]
+        .as_u64()
+        .unwrap();
+    assert!((10_000..20_000).contains(&p50), "p50 {p50} us");
+    assert!(v["latency"]["min_us"].as_u64().unwrap() >= 10_000);
+    // HTTP/1.1 on the same listener still works, counted apart from h2.
+    let v = load_json(&["-t", "1", "-c", "2", "-n", "200"], &url);
+    assert_eq!(v["status"]["200"], 200);
+    let c = counters();
+    assert_eq!(c["requests"], 3200);
+    assert_eq!(c["h2"]["requests"], 3000);
+    assert_eq!(c["connections"], 6);
+    let killed = Command::new("kill")
+        .args(["-TERM", &g.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut err = String::new();
+    g.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        err.contains(&format!(
+            "backend-0 {addr}: 3200 requests (200: 3200), 6 connections, "
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("; over h2c: 3000 requests on 4 connections, at most 32 streams at once"),
+        "{err}"
+    );
 }

@@ -531,6 +531,36 @@ pub struct BackendCounters {
     pub connections: u64,
     /// Instance state when sampled (`running`, `draining`, `stopped`...).
     pub state: String,
+    /// What the instance saw over HTTP/2 (h2c), when any connection spoke it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2: Option<BackendH2>,
+}
+
+/// What one backend instance saw over HTTP/2 (h2c with prior knowledge), beside its totals: its
+/// requests are also in [`BackendCounters::requests`] and `by_status`, so HTTP/1.x is the
+/// difference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct BackendH2 {
+    /// Connections that opened with the HTTP/2 preface.
+    pub connections: u64,
+    /// Responses produced on HTTP/2 streams.
+    pub requests: u64,
+    /// Most streams open at once on one connection.
+    pub max_streams_per_connection: u64,
+    /// Most streams open at once on the instance: each event loop's peak, summed (exact with one
+    /// event loop; with several an upper bound, as their peaks need not coincide).
+    pub max_streams: u64,
+    /// Streams refused above the concurrency limit (RST_STREAM REFUSED_STREAM, never processed).
+    pub refused: u64,
+    /// Streams the client reset (RST_STREAM) before their response was complete.
+    pub client_resets: u64,
+    /// Streams reset for breaking the protocol (a malformed request, a frame the stream's state
+    /// forbids).
+    pub stream_errors: u64,
+    /// Connections ended by a protocol error (GOAWAY with an error code).
+    pub connection_errors: u64,
+    /// Graceful GOAWAYs sent (drain, graceful stop, `close_after`).
+    pub goaways: u64,
 }
 
 /// A check (an SLO or a theory prediction) and its outcome.

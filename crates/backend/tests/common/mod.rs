@@ -10,6 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod h2;
 pub mod poll;
 pub mod stamp;
 

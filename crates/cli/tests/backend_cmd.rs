@@ -351,3 +351,54 @@ fn load_http2_against_the_backend_counts_exactly_and_sees_every_stream_at_once()
         "{err}"
     );
 }
+
+#[test]
+fn an_http2_upstream_is_refused_for_nginx_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h2up.toml");
+    std::fs::write(
+        &file,
+        r#"name = "h2up"
+
+[[backends]]
+name = "app"
+count = 1
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "app"
+backends = "app"
+http2 = true
+[[proxy.routes]]
+path = "/"
+upstream = "app"
+
+[[loads]]
+name = "l"
+url = "http://a.test/"
+duration = "1s"
+"#,
+    )
+    .unwrap();
+    let out = pb()
+        .arg("run")
+        .arg(&file)
+        .args(["--no-progress", "--results"])
+        .arg(dir.path().join("results"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("h2up.toml:10: case 'main', [proxy] upstream.app: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("nginx cannot express upstreams.http2: nginx 1.22 proxies to upstreams over HTTP/1.x only"),
+        "{err}"
+    );
+    assert!(!dir.path().join("results").exists());
+}

@@ -41,6 +41,8 @@ pub enum Feature {
     UpstreamTimeouts,
     /// Balancing state shared by all workers (`zone`).
     UpstreamZone,
+    /// HTTP/2 (h2c) to the upstream servers.
+    UpstreamHttp2,
     /// Routes on an exact path.
     RouteExact,
     /// Routes conditioned on request headers.
@@ -77,7 +79,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in table order.
-    pub const ALL: [Feature; 32] = [
+    pub const ALL: [Feature; 33] = [
         Feature::Tls,
         Feature::ServerNames,
         Feature::LbRoundRobin,
@@ -94,6 +96,7 @@ impl Feature {
         Feature::NextUpstreamTimeout,
         Feature::UpstreamTimeouts,
         Feature::UpstreamZone,
+        Feature::UpstreamHttp2,
         Feature::RouteExact,
         Feature::RouteHeaders,
         Feature::RouteQuery,
@@ -131,6 +134,7 @@ impl Feature {
             Feature::NextUpstreamTimeout => "upstreams.next_upstream_timeout",
             Feature::UpstreamTimeouts => "upstreams.connect/read/send_timeout",
             Feature::UpstreamZone => "upstreams.zone",
+            Feature::UpstreamHttp2 => "upstreams.http2",
             Feature::RouteExact => "routes.match = \"exact\"",
             Feature::RouteHeaders => "routes.headers",
             Feature::RouteQuery => "routes.query",
@@ -251,6 +255,9 @@ impl ProxyConfig {
             if u.zone.is_some() {
                 add(Feature::UpstreamZone, item());
             }
+            if u.http2 {
+                add(Feature::UpstreamHttp2, item());
+            }
         }
         for (i, r) in self.routes.iter().enumerate() {
             let item = || format!("route.{i}");
@@ -315,6 +322,7 @@ mod tests {
         let mut u = Upstream::new("app", "app");
         u.lb = Lb::LeastConn;
         u.keepalive = 16;
+        u.http2 = true;
         cfg.upstreams.push(u);
         let mut r = Route::to_upstream("/", "app");
         r.rate_limit = Some("rl".into());
@@ -333,6 +341,7 @@ mod tests {
                 (Feature::Tls, "listener.https".into()),
                 (Feature::LbLeastConn, "upstream.app".into()),
                 (Feature::UpstreamKeepalive, "upstream.app".into()),
+                (Feature::UpstreamHttp2, "upstream.app".into()),
                 (Feature::RateLimit, "rate_limit.rl".into()),
                 (Feature::RateLimitBurst, "rate_limit.rl".into()),
             ]

@@ -1,6 +1,7 @@
 //! `http2 = true` on a listener: nginx (1.22 syntax `listen ... http2`) serves h2c on a plain
 //! listener and h2 by ALPN on a TLS one, which the load engine's HTTP/2 proves end to end; the
-//! HAProxy and Caddy renders carry the same meaning.
+//! HAProxy and Caddy renders carry the same meaning. `http2 = true` on an upstream: HAProxy and
+//! Caddy speak h2c to proxybench backends, whose own counters say which protocol they saw.
 
 mod common;
 
@@ -149,4 +150,114 @@ fn haproxy_and_caddy_renders_offer_http2() {
         protocols.contains(&r#"["h1","h2"]"#.to_string()),
         "{protocols:?}"
     );
+}
+
+/// Listeners for HTTP/1.1 and h2c clients, one upstream of `backends` over h2c.
+fn h2_upstream_cfg(kind: &str, keepalive: u32) -> ProxyConfig {
+    parse(&format!(
+        r#"
+[proxy]
+kind = "{kind}"
+[[proxy.listeners]]
+name = "h1"
+[[proxy.listeners]]
+name = "h2c"
+http2 = true
+[[proxy.upstreams]]
+name = "a"
+backends = "a"
+http2 = true
+keepalive = {keepalive}
+[[proxy.routes]]
+path = "/"
+upstream = "a"
+"#
+    ))
+}
+
+/// `n` requests to 127.0.0.1:`port`, over h2c with 2 connections of 4 streams, or over
+/// HTTP/1.1 on 4 connections; returns the 200s.
+fn count_load(port: u16, http2: bool, n: u64) -> u64 {
+    let mut c = load::Config::new(&format!("http://127.0.0.1:{port}/x")).unwrap();
+    c.http2 = http2;
+    c.streams = if http2 { 4 } else { 1 };
+    c.connections = if http2 { 2 } else { 4 };
+    c.threads = 1;
+    c.duration = None;
+    c.requests = Some(n);
+    let s = load::run(&c, &load::Control::new()).unwrap().summary;
+    assert!(s.errors.is_empty(), "{:?}", s.error_messages);
+    s.status.get(&200).copied().unwrap_or(0)
+}
+
+/// Starts `kind` (haproxy or caddy) for `cfg` in `dir`; the guard stops it.
+fn start_kind(
+    kind: &str,
+    cfg: &ProxyConfig,
+    ctx: &mut proxybench_proxy::driver::RenderContext,
+    dir: &std::path::Path,
+) -> Box<dyn std::any::Any> {
+    let taken: Vec<u16> = ctx
+        .ports
+        .values()
+        .copied()
+        .chain([ctx.admin_port])
+        .collect();
+    ctx.control_port = testkit::free_ports(4)
+        .into_iter()
+        .find(|p| !taken.contains(p))
+        .unwrap();
+    ctx.prefix = dir.join(format!("{kind}-0"));
+    if kind == "haproxy" {
+        let text = haproxy::render(cfg, ctx).unwrap();
+        assert!(text.contains(" proto h2"), "{text}");
+        Box::new(
+            haproxy::Replica::start("haproxy-0", &ctx.prefix, &text, ctx.admin_port, 1).unwrap(),
+        )
+    } else {
+        let json = caddy::render(cfg, ctx).unwrap();
+        assert!(json.contains(r#""versions": ["#), "{json}");
+        Box::new(caddy::Replica::start("caddy-0", ctx, &json).unwrap())
+    }
+}
+
+#[test]
+fn haproxy_and_caddy_speak_h2c_to_an_http2_upstream() {
+    let fleet = backend::Fleet::start(backend::FleetConfig {
+        instances: (0..2)
+            .map(|i| backend::InstanceConfig {
+                name: format!("b{i}"),
+                addr: "127.0.0.1:0".parse().unwrap(),
+                profile: backend::Profile::default(),
+            })
+            .collect(),
+        ..backend::FleetConfig::default()
+    })
+    .unwrap();
+    let addrs: Vec<_> = fleet.addrs().into_iter().map(|(_, a)| a).collect();
+    let mut before = (0, 0);
+    for kind in ["haproxy", "caddy"] {
+        for keepalive in [0, 16] {
+            let cfg = h2_upstream_cfg(kind, keepalive);
+            let dir = scratch(&format!("h2up-{kind}-{keepalive}"));
+            let mut ctx = context(&cfg, dir.path(), &[("a", addrs.clone())]);
+            let _r = start_kind(kind, &cfg, &mut ctx, dir.path());
+            let h2_ok = count_load(ctx.ports["h2c"], true, 400);
+            let h1_ok = count_load(ctx.ports["h1"], false, 400);
+            assert_eq!((h2_ok, h1_ok), (400, 400), "{kind} keepalive {keepalive}");
+            let cs = fleet.counters();
+            let total: u64 = cs.iter().map(|c| c.requests).sum();
+            let h2: u64 = cs
+                .iter()
+                .map(|c| c.h2.as_ref().map_or(0, |h| h.requests))
+                .sum();
+            // End to end: every answer the clients got is one request the backends counted,
+            // and the backends saw each over HTTP/2.
+            let what = format!("{kind} keepalive {keepalive}: {cs:?}");
+            assert_eq!(total - before.0, 800, "{what}");
+            assert_eq!(h2 - before.1, 800, "{what}");
+            before = (total, h2);
+        }
+    }
+    fleet.shutdown();
 }

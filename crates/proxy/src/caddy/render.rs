@@ -467,6 +467,10 @@ impl Renderer<'_> {
         if let Some(t) = u.send_timeout {
             transport["write_timeout"] = nanos(t.0);
         }
+        if u.http2 {
+            // h2c with prior knowledge: the backends are plain HTTP.
+            transport["versions"] = json!(["h2c"]);
+        }
         let mut h = json!({
             "@id": self.id(&format!("upstream.{}", u.name)),
             "handler": "reverse_proxy",

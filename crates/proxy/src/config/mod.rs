@@ -272,6 +272,10 @@ pub struct Upstream {
     /// workers instead of kept per worker.
     #[serde(default)]
     pub zone: Option<Size>,
+    /// Speak HTTP/2 to the backends: h2c with prior knowledge, as they are plain HTTP
+    /// (HAProxy `proto h2`, Caddy's transport `versions: ["h2c"]`; nginx 1.22 cannot).
+    #[serde(default)]
+    pub http2: bool,
 }
 
 impl Upstream {
@@ -293,6 +297,7 @@ impl Upstream {
             read_timeout: None,
             send_timeout: None,
             zone: None,
+            http2: false,
         }
     }
 }

@@ -130,6 +130,11 @@ pub fn support(feature: Feature) -> Support {
             "read_timeout and send_timeout both become HAProxy's one `timeout server` (the larger \
              of the two), an inactivity timeout in either direction",
         ),
+        F::UpstreamHttp2 => Differs(
+            "HAProxy multiplexes requests on its HTTP/2 server connections (proto h2) and keeps \
+             them open even with keepalive = 0: an upstream connection is never one per request \
+             as with nginx's HTTP/1.x (800 requests from 6 client connections used 8)",
+        ),
         F::UpstreamZone => Differs(
             "HAProxy's threads always share balancing and failure state; the zone size means \
              nothing and is not rendered",

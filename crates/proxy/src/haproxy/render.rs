@@ -462,6 +462,10 @@ fn backend(o: &mut String, u: &Upstream, ctx: &RenderContext) -> Result<(), Erro
             time(every)
         );
     }
+    if u.http2 {
+        // h2c with prior knowledge: the backends are plain HTTP.
+        params.push_str(" proto h2");
+    }
     if addrs.is_empty() {
         o.push_str("    # the group is empty: HAProxy answers 503\n");
     }

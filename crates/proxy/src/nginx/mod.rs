@@ -35,9 +35,15 @@ impl driver::Driver for Nginx {
         version()
     }
 
-    fn support(&self, _feature: Feature) -> Support {
-        // The model was made in nginx's words: every feature is nginx's own.
-        Support::Yes
+    fn support(&self, feature: Feature) -> Support {
+        // The model was made in nginx's words: every feature is nginx's own but one.
+        match feature {
+            Feature::UpstreamHttp2 => Support::No(
+                "nginx 1.22 proxies to upstreams over HTTP/1.x only (its HTTP/2 upstream is \
+                 grpc_pass, which speaks gRPC, not general HTTP)",
+            ),
+            _ => Support::Yes,
+        }
     }
 
     fn render(&self, cfg: &crate::ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error> {

@@ -757,3 +757,21 @@ fn a_local_run_names_its_platform() {
     assert!(md.contains("| Platform | local (processes on this machine) |"));
     assert!(!md.contains("### Cluster"));
 }
+
+#[test]
+fn backends_that_spoke_h2c_get_a_column_for_it() {
+    let mut r = fixture::run();
+    assert!(!report::render_markdown(&r).contains("Over h2c"));
+    for (i, b) in r.cases[0].backends.iter_mut().enumerate().take(2) {
+        b.h2 = Some(model::BackendH2 {
+            connections: 4,
+            requests: 1_000 * (i as u64 + 1),
+            ..Default::default()
+        });
+    }
+    let md = report::render_markdown(&r);
+    assert!(md.contains("| Statuses | Over h2c |"), "{md}");
+    assert!(md.contains("| 200: 52,000 | 1,000 |"), "{md}");
+    assert!(md.contains("| 200: 30,100 | 0 |"), "{md}");
+    assert!(md.contains("|  | 3,000 |"), "{md}");
+}

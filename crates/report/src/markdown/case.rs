@@ -258,7 +258,10 @@ fn backends(out: &mut String, c: &CaseResult) {
     }
     out.push_str("### Backends\n\n");
     let total: u64 = c.backends.iter().map(|b| b.requests).sum();
-    let mut t = Table::new(&[
+    // Requests that came over HTTP/2 (h2c), in their own column once any did.
+    let h2 = |b: &model::BackendCounters| b.h2.as_ref().map_or(0, |h| h.requests);
+    let any_h2 = c.backends.iter().any(|b| b.h2.is_some());
+    let mut columns = vec![
         "Backend",
         "Address",
         "State",
@@ -267,14 +270,18 @@ fn backends(out: &mut String, c: &CaseResult) {
         ">In flight",
         ">Connections",
         "Statuses",
-    ]);
+    ];
+    if any_h2 {
+        columns.push(">Over h2c");
+    }
+    let mut t = Table::new(&columns);
     for b in &c.backends {
         let statuses: Vec<String> = b
             .by_status
             .iter()
             .map(|(s, n)| format!("{s}: {}", count(*n)))
             .collect();
-        t.row([
+        let mut row = vec![
             b.name.clone(),
             b.addr.clone(),
             b.state.clone(),
@@ -283,9 +290,13 @@ fn backends(out: &mut String, c: &CaseResult) {
             count(b.in_flight),
             count(b.connections),
             statuses.join(", "),
-        ]);
+        ];
+        if any_h2 {
+            row.push(count(h2(b)));
+        }
+        t.row(row);
     }
-    t.row([
+    let mut all = vec![
         "**all**".to_string(),
         String::new(),
         String::new(),
@@ -294,7 +305,11 @@ fn backends(out: &mut String, c: &CaseResult) {
         String::new(),
         count(c.backends.iter().map(|b| b.connections).sum()),
         String::new(),
-    ]);
+    ];
+    if any_h2 {
+        all.push(count(c.backends.iter().map(h2).sum()));
+    }
+    t.row(all);
     out.push_str(&t.render());
     out.push('\n');
 }

@@ -75,7 +75,8 @@ FAST_TESTS := --lib --test responses --test scenario_errors --test fuzz_regressi
 test-fast: deps
 	$(CARGO) test --workspace --release --locked $(FAST_TESTS)
 
-## bench-deps: what the benchmarks compare with besides wrk: h2load (bench/vs-h2load.sh)
+## bench-deps: what the benchmarks compare with besides wrk: h2load (bench/vs-h2load.sh,
+## bench/backend-h2.sh)
 bench-deps: test-deps
 	@command -v h2load >/dev/null 2>&1 || { \
 	   echo "installing from Debian packages: nghttp2-client"; \

@@ -119,8 +119,8 @@ pub fn support(feature: Feature) -> Support {
         ),
         F::UpstreamHttp2 => Support::Differs(
             "Go's HTTP/2 transport multiplexes requests on its h2c connections and keeps them \
-             open whatever keepalive says (800 requests from 6 client connections used 4 with \
-             keepalive = 0); keepalive and its idle timeout do not apply to them",
+             open whatever keepalive says (keepalive and its idle timeout do not apply to them): \
+             800 requests from 6 client connections used 4 with keepalive = 0",
         ),
         F::UpstreamZone => Support::Differs(
             "Caddy runs one process, so balancing and failure state are always shared; the zone \

@@ -132,8 +132,8 @@ pub fn support(feature: Feature) -> Support {
         ),
         F::UpstreamHttp2 => Differs(
             "HAProxy multiplexes requests on its HTTP/2 server connections (proto h2) and keeps \
-             them open even with keepalive = 0: an upstream connection is never one per request \
-             as with nginx's HTTP/1.x (800 requests from 6 client connections used 8)",
+             them open even with keepalive = 0, never one connection per request as nginx's \
+             HTTP/1.x: 800 requests from 6 client connections used 16",
         ),
         F::UpstreamZone => Differs(
             "HAProxy's threads always share balancing and failure state; the zone size means \

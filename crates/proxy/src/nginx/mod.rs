@@ -39,8 +39,8 @@ impl driver::Driver for Nginx {
         // The model was made in nginx's words: every feature is nginx's own but one.
         match feature {
             Feature::UpstreamHttp2 => Support::No(
-                "nginx 1.22 proxies to upstreams over HTTP/1.x only (its HTTP/2 upstream is \
-                 grpc_pass, which speaks gRPC, not general HTTP)",
+                "nginx 1.22 proxies to upstreams over HTTP/1.x only; its one HTTP/2 upstream, \
+                 grpc_pass, speaks gRPC, not general HTTP",
             ),
             _ => Support::Yes,
         }

@@ -37,17 +37,22 @@ pub struct ServerSettings {
     /// The largest header block (a HEADERS frame and its CONTINUATIONs) accepted before the
     /// client is called abusive (ENHANCE_YOUR_CALM).
     pub max_header_block: usize,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: a request whose decoded fields (names, values and 32
+    /// bytes each, 6.5.2) exceed it is reset, so a small block that names a large table entry
+    /// many times cannot make the connection hold megabytes.
+    pub max_header_list: u32,
 }
 
 impl Default for ServerSettings {
     /// nginx's concurrency (128 streams), the protocol's default stream window, a 1 MiB
-    /// connection window and 64 KiB header blocks.
+    /// connection window, 64 KiB header blocks and header lists.
     fn default() -> ServerSettings {
         ServerSettings {
             max_concurrent: 128,
             stream_window: frame::DEFAULT_WINDOW,
             conn_window: 1 << 20,
             max_header_block: 64 * 1024,
+            max_header_list: 64 * 1024,
         }
     }
 }
@@ -226,10 +231,16 @@ impl<T: Copy> ServerConn<T> {
     /// [`ServerConn::into_buffer`] gives it back.
     pub fn with_buffer(settings: ServerSettings, mut out: Vec<u8>) -> ServerConn<T> {
         out.clear();
-        let mut pairs = vec![(
-            frame::SETTINGS_MAX_CONCURRENT_STREAMS,
-            settings.max_concurrent,
-        )];
+        let mut pairs = vec![
+            (
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                settings.max_concurrent,
+            ),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                settings.max_header_list,
+            ),
+        ];
         if settings.stream_window != frame::DEFAULT_WINDOW {
             pairs.push((frame::SETTINGS_INITIAL_WINDOW_SIZE, settings.stream_window));
         }
@@ -839,7 +850,8 @@ impl<T: Copy> ServerConn<T> {
         if let Some(k) = self.stream_index(id) {
             // Trailers: decoded, checked, and dropped.
             let mut scratch = self.spare.pop().unwrap_or_default();
-            let r = decode(&mut self.decoder, block, &mut scratch, true);
+            let limit = self.settings.max_header_list;
+            let r = decode(&mut self.decoder, block, &mut scratch, true, limit);
             scratch.clear();
             self.spare.push(scratch);
             let bad = r?;
@@ -857,7 +869,8 @@ impl<T: Copy> ServerConn<T> {
             return Ok(());
         }
         let mut head = self.spare.pop().unwrap_or_default();
-        let r = decode(&mut self.decoder, block, &mut head, false);
+        let limit = self.settings.max_header_list;
+        let r = decode(&mut self.decoder, block, &mut head, false, limit);
         let fields = match r {
             Ok(f) => f,
             Err(e) => {
@@ -934,15 +947,18 @@ struct Decoded {
 }
 
 /// Decodes a request header block (or its trailers) into `head`, checking the rules of RFC 9113
-/// 8.2 and 8.3. An HPACK failure is a connection error (COMPRESSION_ERROR); a malformed request
-/// is reported in [`Decoded::reason`].
+/// 8.2 and 8.3 and the header list `limit`. An HPACK failure is a connection error
+/// (COMPRESSION_ERROR); a malformed request is reported in [`Decoded::reason`], and nothing more
+/// of it is kept.
 fn decode(
     decoder: &mut hpack::Decoder,
     block: &[u8],
     head: &mut RequestHead,
     trailers: bool,
+    limit: u32,
 ) -> Result<Decoded, ConnError> {
     let mut bad: Option<&'static str> = None;
+    let mut size = 0usize;
     let mut seen = 0u8;
     let mut regular = false;
     let mut content_length: Option<u64> = None;
@@ -950,6 +966,12 @@ fn decode(
     decoder
         .decode(block, |n, v| {
             if bad.is_some() {
+                return;
+            }
+            size += n.len() + v.len() + 32;
+            if size > limit as usize {
+                bad = Some("a header list above SETTINGS_MAX_HEADER_LIST_SIZE");
+                head.clear();
                 return;
             }
             if v.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n') {
@@ -1003,7 +1025,9 @@ fn decode(
                     }
                 }
             }
-            head.push(n, v);
+            if bad.is_none() {
+                head.push(n, v);
+            }
         })
         .map_err(|_| {
             err(

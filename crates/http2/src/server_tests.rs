@@ -75,8 +75,8 @@ fn settings_exchange_and_preface() {
     assert_eq!(f[0].0.kind, frame::SETTINGS);
     assert_eq!(
         f[0].1,
-        [0, 3, 0, 0, 0, 7],
-        "SETTINGS_MAX_CONCURRENT_STREAMS = 7"
+        [0, 3, 0, 0, 0, 7, 0, 6, 0, 1, 0, 0],
+        "SETTINGS_MAX_CONCURRENT_STREAMS = 7, SETTINGS_MAX_HEADER_LIST_SIZE = 65,536"
     );
     assert_eq!((f[1].0.kind, f[1].0.stream), (frame::WINDOW_UPDATE, 0));
     s.out.clear();
@@ -745,4 +745,35 @@ fn the_outcome_does_not_depend_on_the_split() {
         assert_eq!((s.events.clone(), s.out.clone()), whole, "cut at {cut}");
         assert_eq!(s.buffered(), 0);
     }
+}
+
+#[test]
+fn a_header_list_above_the_limit_is_reset_without_holding_it() {
+    let mut s = ready(ServerSettings::default());
+    // One 4,000-byte value in the dynamic table, then a block of a few hundred bytes that names
+    // it 100 times: 400 kB decoded from a small block.
+    let mut block = get_block("/");
+    block.push(0x40);
+    hpack::string(&mut block, b"x-big");
+    hpack::string(&mut block, &[b'v'; 4_000]);
+    let mut first = Vec::new();
+    headers(&mut first, 1, &block, true);
+    let mut bomb = get_block("/");
+    bomb.extend(std::iter::repeat_n(0xbe, 100)); // index 62: the newest dynamic entry
+    let mut c = first;
+    headers(&mut c, 3, &bomb, true);
+    s.feed(&c).unwrap();
+    assert_eq!(s.events[0], ServerEvent::Request { stream: 1 });
+    assert!(matches!(
+        s.events[1],
+        ServerEvent::StreamError { stream: 3, code: code::PROTOCOL_ERROR, reason }
+            if reason.contains("MAX_HEADER_LIST_SIZE")
+    ));
+    // The HPACK context survived: a next request decodes.
+    s.events.clear();
+    let mut c = Vec::new();
+    headers(&mut c, 5, &get_block("/after"), true);
+    s.feed(&c).unwrap();
+    assert_eq!(s.events, [ServerEvent::Request { stream: 5 }]);
+    assert_eq!(s.head(5).unwrap().path(), b"/after");
 }

@@ -52,7 +52,7 @@ pub(crate) enum Step {
     Close,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Kind {
     /// An ordinary request, with the index of its rules.
     Normal(usize),

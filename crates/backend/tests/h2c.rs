@@ -68,6 +68,9 @@ fn one_listener_serves_h2c_and_http1_and_counts_each() {
     assert!(eventually(Duration::from_secs(2), || {
         fleet.counters()[0].bytes == h2_bytes + h1_bytes
     }));
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(h2);
+    drop(h1);
     fleet.shutdown();
 }
 
@@ -93,6 +96,8 @@ fn a_slow_stream_does_not_delay_a_fast_one_on_the_same_connection() {
         })
         .collect();
     assert_eq!(order, [1, 0]);
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -132,6 +137,8 @@ fn streams_above_the_limit_are_refused_and_counted() {
     assert_eq!(h.max_streams_per_connection, 128);
     assert_eq!(h.max_streams, 128);
     assert_eq!(fleet.counters()[0].requests, 128);
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -155,6 +162,7 @@ fn request_bodies_are_read_under_flow_control() {
         .count();
     assert!(updates >= 9, "{updates} WINDOW_UPDATEs");
     assert_eq!(h2_counts(&fleet).requests, 3);
+    drop(c);
     // A body shorter than its content-length is malformed: the stream is reset, not answered.
     let mut c = H2Client::connect(addr);
     c.c = http2::ClientConn::new(Some(b"abc".to_vec().into()));
@@ -169,6 +177,8 @@ fn request_bodies_are_read_under_flow_control() {
     assert!(c.responses().is_empty());
     assert_eq!(h2_counts(&fleet).stream_errors, 1);
     assert_eq!(fleet.counters()[0].requests, 3);
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -209,6 +219,8 @@ fn drain_sends_goaway_and_finishes_the_streams_in_flight() {
         (5, 0, "stopped")
     );
     assert_eq!(ctr.h2.as_ref().unwrap().goaways, 1);
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -225,6 +237,8 @@ fn close_after_sends_goaway_after_the_nth_request() {
     assert!(!c.c.can_open());
     let h = h2_counts(&fleet);
     assert_eq!((h.requests, h.goaways), (3, 1));
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -242,6 +256,8 @@ fn probes_and_slow_start_over_h2c() {
     // Probes are not counted; the slow-start 503 is.
     let ctr = &fleet.counters()[0];
     assert_eq!((ctr.requests, ctr.h2.as_ref().unwrap().requests), (1, 1));
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(c);
     fleet.shutdown();
 }
 
@@ -337,5 +353,9 @@ fn clients_that_break_the_protocol_are_counted_and_closed_while_others_are_serve
     assert_eq!(h.requests, 10);
     assert_eq!(h.connections, 6);
     assert_eq!(fleet.counters()[0].in_flight, 0);
+    // Closed clients let the fleet stop at once (no lingering for them).
+    drop(h1);
+    drop(good);
+    drop(near);
     fleet.shutdown();
 }

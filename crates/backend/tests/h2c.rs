@@ -225,6 +225,31 @@ fn drain_sends_goaway_and_finishes_the_streams_in_flight() {
 }
 
 #[test]
+fn a_graceful_stop_sends_goaway_and_answers_the_streams_in_flight() {
+    let (fleet, addr) = one("latency=300ms");
+    let mut c = H2Client::connect(addr);
+    for slot in 0..3 {
+        c.request(slot, "GET", "/", &[]);
+    }
+    assert!(eventually(Duration::from_secs(5), || {
+        c.run_until(Duration::from_millis(20), |_| false);
+        fleet.counters()[0].in_flight == 3
+    }));
+    // The client keeps reading on its own thread while the fleet stops.
+    let client = std::thread::spawn(move || {
+        c.run_until(T, |c| c.responses().len() == 3 && c.eof);
+        c
+    });
+    fleet.close(Duration::from_secs(10));
+    let c = client.join().unwrap();
+    assert_eq!(c.responses().len(), 3);
+    assert!(c.responses().values().all(|r| *r == (200, 10)));
+    assert_eq!(c.seen.goaways(), [(5, code::NO_ERROR)]);
+    let ctr = &fleet.counters()[0];
+    assert_eq!((ctr.requests, ctr.in_flight), (3, 0));
+}
+
+#[test]
 fn close_after_sends_goaway_after_the_nth_request() {
     let (fleet, addr) = one("close_after=3");
     let mut c = H2Client::connect(addr);

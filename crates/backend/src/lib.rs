@@ -14,7 +14,11 @@
 //!   is honoured); an unparsable request gets 400 and a head over 8 KiB 431, then a close;
 //! - keep-alive (HTTP/1.1 default; HTTP/1.0 with `Connection: keep-alive`) and pipelining:
 //!   requests on one connection are answered in order, each latency starting when its request
-//!   has arrived and the response before it has been produced.
+//!   has arrived and the response before it has been produced;
+//! - h2c (HTTP/2 with prior knowledge) on the same listener: a connection that opens with the
+//!   HTTP/2 preface speaks HTTP/2 on the same event loop (`http2::ServerConn`), each stream
+//!   decided as an HTTP/1.1 request and answered on its own; `close_after`, drain and graceful
+//!   stop send GOAWAY.
 //!
 //! Emulated latency starts when the request arrived (the kernel's receive timestamp of its last
 //! bytes), not when the event loop got round to reading it, and is waited on the loop's timers
@@ -24,7 +28,8 @@
 //!
 //! Counters ([`Fleet::counters`]) count a request when its response is produced (`requests`,
 //! `by_status`; probes excluded), bytes when the kernel accepts them (everything written on the
-//! instance's connections, probes included), connections when accepted.
+//! instance's connections, probes included), connections when accepted; what came over h2c is
+//! also counted apart (`h2`).
 //!
 //! # Example
 //! ```

@@ -92,6 +92,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
         None => scn,
     };
     check(scn)?;
+    let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
+    // The platform first: a cluster that cannot be reached leaves no empty results directory.
+    let mut platform = platform::open(platform_spec).map_err(RunError::Failed)?;
     let dir = match &target.dir {
         Some(d) => {
             fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
@@ -105,7 +108,6 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn);
     rec.proxy = target.proxy.map(|k| k.name().to_string());
-    let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     if target.platform.is_some() || platform_spec.kind != crate::scenario::PlatformKind::Local {
         rec.run.env.platform = Some(model::PlatformInfo {
             kind: platform_spec.kind.name().to_string(),
@@ -114,12 +116,6 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             kept: platform_spec.keep,
         });
     }
-    let stamp = dir
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("run")
-        .to_string();
-    let mut platform = platform::open(platform_spec, &stamp).map_err(RunError::Failed)?;
     let run_origin = Instant::now();
     let total = scn.cases.len();
     for (i, case) in scn.cases.iter().enumerate() {

@@ -113,3 +113,28 @@ fn a_cluster_action_run_locally_is_refused_at_its_line() {
     assert!(err.starts_with(&want), "{err}");
     assert!(!root.exists(), "{} was created", root.display());
 }
+
+#[test]
+fn a_cluster_that_cannot_be_reached_leaves_no_results_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let kubeconfig = dir.path().join("missing.kubeconfig");
+    let out = run(
+        &root,
+        &[
+            "--platform",
+            "kubernetes",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "default",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("proxybench: ") && err.contains("missing.kubeconfig"),
+        "the error names the kubeconfig: {err}"
+    );
+    assert!(!root.exists(), "{} was created", root.display());
+}

@@ -83,13 +83,10 @@ impl Platform for Local {
 }
 
 /// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
-pub fn open(spec: &PlatformSpec, run_stamp: &str) -> Result<Box<dyn Platform>, String> {
+pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, String> {
     match spec.kind {
         PlatformKind::Local => Ok(Box::new(Local)),
-        PlatformKind::Kubernetes => {
-            let _ = run_stamp;
-            Ok(Box::new(kube_run::Kubernetes::open(spec)?))
-        }
+        PlatformKind::Kubernetes => Ok(Box::new(kube_run::Kubernetes::open(spec)?)),
     }
 }
 

@@ -102,6 +102,29 @@ impl Cluster {
             .map_err(|e| Error::api(format!("apply {}/{name} in {namespace}", K::kind(&())), e))
     }
 
+    /// Deletes a namespaced object proxybench made (foreground: its pods go with it); one
+    /// that is already gone is no error.
+    pub fn delete_object<K>(&self, namespace: &str, name: &str) -> Result<(), Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + DeserializeOwned
+            + Clone
+            + Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client(), namespace);
+        match self.block_on(api.delete(name, &kube::api::DeleteParams::foreground())) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let e = Error::api(format!("delete {}/{name} in {namespace}", K::kind(&())), e);
+                if e.is_not_found() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
     /// A Deployment's replica counts now.
     pub fn deployment_replicas(&self, namespace: &str, name: &str) -> Result<Replicas, Error> {
         let api: Api<Deployment> = Api::namespaced(self.client(), namespace);

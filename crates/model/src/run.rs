@@ -216,6 +216,12 @@ pub struct ClusterRecord {
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
+    /// The proxy pods' termination grace period in seconds (absent when the case ran none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_grace_s: Option<u32>,
+    /// The proxy pods' preStop sleep in seconds, before their stop signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_pre_stop_s: Option<u32>,
 }
 
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when

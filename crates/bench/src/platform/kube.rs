@@ -28,7 +28,7 @@ use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectM
 use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers};
 use model::{ClusterRecord, Event, ReloadRecord};
-use proxy::config::{ProxyConfig, ProxyKind};
+use proxy::config::ProxyConfig;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -70,12 +70,26 @@ pub(crate) struct KubeStage {
     logs_dir: PathBuf,
     origin: Instant,
     handles: Arc<Mutex<Vec<ReplicaHandle>>>,
-    pods: Option<Collector<PodTimeline>>,
-    warnings: Option<Collector<Vec<WarningEvent>>>,
+    /// Pod watchers: the run's namespace, then each watched namespace and selector.
+    pods: Vec<Collector<PodTimeline>>,
+    /// Warning events of the run's namespace and of each watched one.
+    warnings: Vec<Collector<Vec<WarningEvent>>>,
     metrics: Option<Collector<Vec<PodUsage>>>,
     scrape: Option<Collector<Vec<Scrape>>>,
     followers: Option<LogFollowers>,
+    /// Log followers of the user's watched pods (`[platform] watch`), and how their access
+    /// lines are written when the scenario says.
+    watched_logs: Vec<LogFollowers>,
+    watched_format: Option<proxy::logs::LogFormat>,
+    /// A proxy the user runs (`kind = "external"`), attached: its reload command and log files.
+    attached: Option<Box<dyn proxy::Replica>>,
+    /// What the stage itself could not gather, one sentence each (into the record's `absent`).
+    absent: Vec<String>,
     first_backend: BTreeMap<String, SocketAddr>,
+    /// The proxy pods' entry and reload scripts (none before the proxy is up).
+    scripts: Option<PodScripts>,
+    /// The proxy pods' grace period and preStop sleep, in seconds.
+    proxy_stop: Option<(u32, u32)>,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
@@ -130,32 +144,57 @@ fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-/// The proxy pod's commands for a proxy kind: its entry script (derive a loopback address from
-/// the pod name, write it to /run/pb/admin, put it into the config, start the proxy) and its
-/// reload (the next config arrives on stdin). Only nginx runs on Kubernetes in this build.
-fn pod_commands(kind: ProxyKind, admin_port: u16) -> Result<(String, String), StackError> {
-    if kind != ProxyKind::Nginx {
-        return Err(platform(format!(
-            "the kubernetes platform runs the nginx driver only in this build, not {kind:?}"
-        )));
+/// The proxy pod's two shell scripts, around the driver's container commands: the entry (derive
+/// a loopback address from the pod name, write it to /run/pb/admin, put it into the config in
+/// place of the placeholder, start the proxy) and the reload (the next config arrives on stdin,
+/// gets the pod's address, and the driver's reload makes the proxy serve it).
+struct PodScripts {
+    entry: String,
+    reload: String,
+    log_format: proxy::logs::LogFormat,
+}
+
+impl PodScripts {
+    /// The scripts for `driver`'s proxy, whose config file is `file`; refused when the driver
+    /// has no container form.
+    fn of(driver: &dyn Driver, file: &str, admin_port: u16) -> Result<PodScripts, StackError> {
+        let Some(c) = driver.container() else {
+            return Err(platform(format!(
+                "the {} driver has no container form: the kubernetes platform cannot run it",
+                driver.name()
+            )));
+        };
+        let addr = format!(
+            "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
+             h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
+             a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
+             echo \"$a\" > /run/pb/admin"
+        );
+        let conf = format!("/run/pb/{file}");
+        let place = format!("sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\"");
+        Ok(PodScripts {
+            entry: format!(
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
+                 {place} /config/{file} > {conf}; CONF={conf}; {}",
+                c.start
+            ),
+            reload: format!(
+                "set -e; cat > /run/pb/next; {place} /run/pb/next > {conf}; CONF={conf}; {}",
+                c.reload
+            ),
+            log_format: c.log_format,
+        })
     }
-    let addr = format!(
-        "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
-         h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
-         a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
-         echo \"$a\" > /run/pb/admin"
-    );
-    let entry = format!(
-        "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
-         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /config/nginx.conf > /run/pb/nginx.conf; \
-         exec /usr/sbin/nginx -c /run/pb/nginx.conf -g 'daemon off;'"
-    );
-    let reload = format!(
-        "set -e; cat > /run/pb/next.conf; \
-         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /run/pb/next.conf > /run/pb/nginx.conf; \
-         /usr/sbin/nginx -c /run/pb/nginx.conf -t -q; /usr/sbin/nginx -c /run/pb/nginx.conf -s reload"
-    );
-    Ok((entry, reload))
+}
+
+/// The proxy pods' termination grace period and preStop sleep in seconds: the platform's, else
+/// Kubernetes' default grace (30 s) and a 1 s sleep (none when the grace leaves no room for it).
+fn proxy_stop(spec: &PlatformSpec) -> (i64, i64) {
+    let grace = spec.proxy_grace.map_or(30, |d| d.as_secs() as i64);
+    let pre_stop = spec
+        .proxy_pre_stop
+        .map_or(if grace > 1 { 1 } else { 0 }, |d| d.as_secs() as i64);
+    (grace, pre_stop)
 }
 
 /// `GET /generation` of a pod's admin listener (an address on the host's loopback, since the
@@ -216,13 +255,20 @@ impl KubeStage {
             logs_dir: logs_dir.clone(),
             origin,
             handles: Arc::new(Mutex::new(Vec::new())),
-            pods: Some(c.watch_pods(&ns, "", origin)),
-            warnings: Some(c.watch_warnings(&ns, origin)),
+            pods: vec![c.watch_pods(&ns, "", origin)],
+            warnings: vec![c.watch_warnings(&ns, origin)],
             metrics: None,
             scrape: None,
             followers: None,
+            watched_logs: Vec::new(),
+            watched_format: spec.watch_log_format,
+            attached: None,
+            absent: Vec::new(),
             first_backend: BTreeMap::new(),
+            scripts: None,
+            proxy_stop: None,
         };
+        st.watch(spec)?;
         st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
         if let Some(p) = &spec.prometheus {
             let target = PromTarget {
@@ -296,6 +342,21 @@ impl KubeStage {
         let Some(cfg) = st.config.clone() else {
             return Ok(st);
         };
+        if cfg.kind == proxy::ProxyKind::External {
+            // The user's own gateway: nothing to deploy; attach to its reload command and log
+            // files, as a local run does.
+            let ctx = RenderContext {
+                prefix: stack.work.join("external"),
+                generation: st.generation,
+                ..RenderContext::default()
+            };
+            let rendered = st.driver.render(&cfg, &ctx)?;
+            if let Err(refusal) = st.driver.check(&rendered, &stack.work)? {
+                return Err(platform(refusal.message));
+            }
+            st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
+            return Ok(st);
+        }
         for l in &cfg.listeners {
             let port = match l.port {
                 Some(p) => p,
@@ -304,12 +365,14 @@ impl KubeStage {
             st.ports.insert(l.name.clone(), port);
         }
         st.admin_port = free_port().map_err(StackError::NoFreePort)?;
-        let (entry, _) = pod_commands(cfg.kind, st.admin_port)?;
         let rendered = st.render(&cfg)?;
+        let scripts = PodScripts::of(st.driver, rendered.file, st.admin_port)?;
+        let entry = scripts.entry.clone();
+        st.scripts = Some(scripts);
         check_locally(&st, &cfg, stack.tls.clone())?;
         let pl = labels(&[(ROLE, "proxy")]);
         let mut data = BTreeMap::new();
-        data.insert("nginx.conf".to_string(), rendered.text.clone());
+        data.insert(rendered.file.to_string(), rendered.text.clone());
         c.apply_object(
             &ns,
             &ConfigMap {
@@ -365,7 +428,8 @@ impl KubeStage {
                 ..Default::default()
             });
         }
-        let grace = 30;
+        let (grace, pre_stop) = proxy_stop(spec);
+        st.proxy_stop = Some((grace as u32, pre_stop as u32));
         let pod = PodSpec {
             host_network: Some(true),
             termination_grace_period_seconds: Some(grace),
@@ -404,8 +468,8 @@ impl KubeStage {
                 // Stay in rotation a moment after the deletion, then the image's stop signal
                 // (SIGQUIT: graceful).
                 lifecycle: Some(Lifecycle {
-                    pre_stop: Some(LifecycleHandler {
-                        sleep: Some(SleepAction { seconds: 1 }),
+                    pre_stop: (pre_stop > 0).then(|| LifecycleHandler {
+                        sleep: Some(SleepAction { seconds: pre_stop }),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -502,9 +566,8 @@ impl KubeStage {
             Ok(r) => r,
             Err(e) => return (Vec::new(), Some(e)),
         };
-        let (_, reload) = match pod_commands(cfg.kind, self.admin_port) {
-            Ok(c) => c,
-            Err(e) => return (Vec::new(), Some(e)),
+        let Some(reload) = self.scripts.as_ref().map(|s| s.reload.clone()) else {
+            return (Vec::new(), Some(StackError::NoProxy));
         };
         let pods = match self.proxy_pods() {
             Ok(p) => p,
@@ -733,6 +796,8 @@ impl KubeStage {
             namespace: self.namespace.clone(),
             context: info.context.clone(),
             server_version: info.version.clone(),
+            proxy_grace_s: self.proxy_stop.map(|s| s.0),
+            proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
             ..ClusterRecord::default()
         };
         let mut absent = |what: &str, a: &Option<String>| {
@@ -740,14 +805,14 @@ impl KubeStage {
                 rec.absent.push(format!("{what}: {a}"));
             }
         };
-        let pods: Option<Collected<PodTimeline>> = self.pods.take().map(Collector::stop);
-        let warnings = self.warnings.take().map(Collector::stop);
+        let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
+        let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
         let metrics = self.metrics.take().map(Collector::stop);
         let scrape = self.scrape.take().map(Collector::stop);
-        if let Some(p) = &pods {
+        for p in &pods {
             absent("pod watch", &p.absent);
         }
-        if let Some(w) = &warnings {
+        for w in &warnings {
             absent("events", &w.absent);
         }
         if let Some(m) = &metrics {
@@ -756,7 +821,7 @@ impl KubeStage {
         if let Some(s) = &scrape {
             absent("Prometheus scrape", &s.absent);
         }
-        if let Some(p) = pods {
+        for p in pods {
             for c in p.data.changes {
                 let role = if c.pod.starts_with("proxy-") {
                     "proxy"
@@ -784,7 +849,7 @@ impl KubeStage {
                 });
             }
         }
-        for w in warnings.map(|w| w.data).unwrap_or_default() {
+        for w in warnings.into_iter().flat_map(|w| w.data) {
             rec.warnings.push(model::ClusterEvent {
                 t_s: w.t_s,
                 object: w.object,
@@ -818,7 +883,132 @@ impl KubeStage {
                 });
             }
         }
+        rec.absent.extend(self.absent.iter().cloned());
+        rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec
+    }
+
+    /// Runs the attached gateway's reload command as the next generation.
+    fn reload_attached(&mut self) -> ReloadRecord {
+        let (generation, origin) = (self.generation, self.origin);
+        let cfg = self.config.clone();
+        let rendered = cfg
+            .as_ref()
+            .ok_or(StackError::NoProxy)
+            .and_then(|c| Ok(self.driver.render(c, &RenderContext::default())?));
+        let a = self
+            .attached
+            .as_mut()
+            .expect("called with an attached proxy");
+        match rendered {
+            Ok(r) => a.reload(&r, generation, origin),
+            Err(e) => ReloadRecord {
+                replica: a.name().to_string(),
+                generation,
+                t_s: origin.elapsed().as_secs_f64(),
+                served_ms: None,
+                old_workers_exited_ms: None,
+                validate_ms: 0.0,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// Starts the collectors of the user's pods (`[platform] watch`): pods and Warning events of
+    /// each watched namespace, and the logs of the pods each selector picks (in each watched
+    /// namespace, or the run's own when none is named), followed from their start.
+    fn watch(&mut self, spec: &PlatformSpec) -> Result<(), StackError> {
+        let c = self.cluster.clone();
+        let others: Vec<&String> = spec
+            .watch_namespaces
+            .iter()
+            .filter(|n| **n != self.namespace)
+            .collect();
+        for ns in &others {
+            if spec.watch_selectors.is_empty() {
+                self.pods.push(c.watch_pods(ns, "", self.origin));
+            }
+            for sel in &spec.watch_selectors {
+                self.pods.push(c.watch_pods(ns, sel, self.origin));
+            }
+            self.warnings.push(c.watch_warnings(ns, self.origin));
+        }
+        let log_namespaces: Vec<&String> = if spec.watch_namespaces.is_empty() {
+            vec![&self.namespace]
+        } else {
+            spec.watch_namespaces.iter().collect()
+        };
+        if spec.watch_log_format.is_none() {
+            if !spec.watch_selectors.is_empty() {
+                self.absent.push(
+                    "watched pods' logs: not read (platform.watch.log_format names how their \
+                     access lines are written)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        for ns in log_namespaces {
+            for sel in &spec.watch_selectors {
+                let dir = self.logs_dir.join("watched").join(ns);
+                self.watched_logs.push(
+                    c.follow_logs(ns, sel, &dir, self.origin)
+                        .map_err(platform)?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stops log followers and splits each pod's log into its access and error lines (by `format`)
+/// in `dir`, as the proxy's log files the run summarizes; the first failure goes to `err`.
+fn split_logs(
+    followers: LogFollowers,
+    format: proxy::logs::LogFormat,
+    dir: &std::path::Path,
+    logs: &mut Vec<(String, LogFiles)>,
+    err: &mut Option<StackError>,
+) {
+    for f in followers.stop(Duration::from_secs(30)) {
+        let access = dir.join(format!("{}.access.log", f.pod));
+        let error = dir.join(format!("{}.error.log", f.pod));
+        match std::fs::read_to_string(&f.path) {
+            Ok(text) => {
+                let (mut a, mut e) = (String::new(), String::new());
+                for line in text.lines() {
+                    let to = if format.access(line).is_some() {
+                        &mut a
+                    } else {
+                        &mut e
+                    };
+                    to.push_str(line);
+                    to.push('\n');
+                }
+                let _ = std::fs::write(&access, a);
+                let _ = std::fs::write(&error, e);
+            }
+            Err(source) => {
+                err.get_or_insert(StackError::Io {
+                    path: f.path.clone(),
+                    source,
+                });
+            }
+        }
+        if let Some(e) = &f.error {
+            err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
+        }
+        logs.push((
+            f.pod.clone(),
+            LogFiles {
+                access: Some(access),
+                error: Some(error),
+                format,
+                ..LogFiles::default()
+            },
+        ));
     }
 }
 
@@ -894,6 +1084,17 @@ impl Stage for KubeStage {
                     Ok(d) => (d, Ok(())),
                     Err(e) => (replica.clone().unwrap_or_else(|| "newest".into()), Err(e)),
                 }
+            }
+            Action::Reload if self.attached.is_some() => {
+                // The user's gateway: its reload command, timed to its exit.
+                self.generation += 1;
+                let r = self.reload_attached();
+                let err = r.error.clone();
+                reloads = vec![r];
+                (
+                    format!("generation {}", self.generation),
+                    err.map_or(Ok(()), |e| Err(StackError::Reload(e))),
+                )
             }
             Action::Reload => {
                 let (rel, err) = self.reload_all();
@@ -989,51 +1190,50 @@ impl Stage for KubeStage {
                 _ => std::thread::sleep(Duration::from_millis(100)),
             }
         }
-        let followed = self
-            .followers
-            .take()
-            .map(|f| f.stop(Duration::from_secs(30)))
-            .unwrap_or_default();
+        let format = self
+            .scripts
+            .as_ref()
+            .map_or(proxy::logs::LogFormat::NginxJson, |s| s.log_format);
         let mut logs = Vec::new();
-        for f in followed {
-            let access = self.logs_dir.join(format!("{}.access.log", f.pod));
-            let error = self.logs_dir.join(format!("{}.error.log", f.pod));
-            match std::fs::read_to_string(&f.path) {
-                Ok(text) => {
-                    let (mut a, mut e) = (String::new(), String::new());
-                    for line in text.lines() {
-                        let to = if line.starts_with('{') {
-                            &mut a
-                        } else {
-                            &mut e
-                        };
-                        to.push_str(line);
-                        to.push('\n');
-                    }
-                    let _ = std::fs::write(&access, a);
-                    let _ = std::fs::write(&error, e);
-                }
-                Err(source) => {
-                    err.get_or_insert(StackError::Io {
-                        path: f.path.clone(),
-                        source,
-                    });
-                }
+        if let Some(f) = self.followers.take() {
+            split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+        }
+        if let Some(format) = self.watched_format {
+            for f in std::mem::take(&mut self.watched_logs) {
+                split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
             }
-            if let Some(e) = &f.error {
-                err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
-            }
-            logs.push((
-                f.pod.clone(),
-                LogFiles {
-                    access: Some(access),
-                    error: Some(error),
-                    format: proxy::logs::LogFormat::NginxJson,
-                    ..LogFiles::default()
-                },
-            ));
+        }
+        if let Some(a) = &self.attached {
+            logs.push((a.name().to_string(), a.logs()));
         }
         logs.sort_by(|a, b| a.0.cmp(&b.0));
+        // What the case made goes with it, also from a namespace the run did not make (the
+        // user's, with `--namespace`), where nothing of ours may stay behind.
+        for n in &names {
+            if let Err(e) = self.cluster.delete_object::<Deployment>(&self.namespace, n) {
+                err.get_or_insert(platform(e));
+            }
+        }
+        for g in &self.groups {
+            let svc = format!("backend-{g}");
+            if let Err(e) = self.cluster.delete_object::<Service>(&self.namespace, &svc) {
+                err.get_or_insert(platform(e));
+            }
+        }
+        if self.scripts.is_some() {
+            let r = self
+                .cluster
+                .delete_object::<ConfigMap>(&self.namespace, "proxy")
+                .and(if self.tls {
+                    self.cluster
+                        .delete_object::<Secret>(&self.namespace, "proxy-tls")
+                } else {
+                    Ok(())
+                });
+            if let Err(e) = r {
+                err.get_or_insert(platform(e));
+            }
+        }
         let cluster = Some(self.record());
         Down {
             logs,

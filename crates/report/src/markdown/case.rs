@@ -454,6 +454,14 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         or(&k.context, "context"),
         or(&k.server_version, "version")
     );
+    if let (Some(g), Some(p)) = (k.proxy_grace_s, k.proxy_pre_stop_s) {
+        let _ = writeln!(
+            out,
+            "A proxy pod that is scaled away or deleted gracefully sleeps {p} s in its preStop \
+             hook (still serving), then gets the image's stop signal (nginx: SIGQUIT, finish \
+             in-flight requests); the kubelet kills it {g} s after the deletion.\n"
+        );
+    }
     case_charts(out, charts, ci, |kind| kind == Kind::Pods);
     if !k.absent.is_empty() {
         out.push_str("Data a collector could not gather (nothing below stands in for it):\n\n");

@@ -108,7 +108,9 @@ fn case(
         result.findings.push(common::cluster_finding(&k));
         if result.stub_samples.is_empty() && result.readiness.is_empty() {
             result.findings.push(
-                "The replicas table's requests served and probes are absent on kubernetes:                  the proxy pods' status pages and readiness probes are not sampled from this                  machine (the Cluster section has the kubelet's readiness of every pod)."
+                "The replicas table's requests served and probes are absent on kubernetes: \
+                 the proxy pods' status pages and readiness probes are not sampled from this \
+                 machine (the Cluster section has the kubelet's readiness of every pod)."
                     .into(),
             );
         }

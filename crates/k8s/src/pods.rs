@@ -3,7 +3,7 @@
 
 use crate::cluster::Cluster;
 use crate::error::{split, Error};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams};
 use std::net::IpAddr;
@@ -295,6 +295,78 @@ impl Cluster {
         v.sort_by_key(|a| a.ip);
         v.dedup_by(|a, b| a.ip == b.ip);
         Ok(v)
+    }
+}
+
+/// How many pods a cluster's schedulable nodes hold: their limit and their pods now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodCapacity {
+    /// Schedulable (not cordoned) nodes.
+    pub nodes: u64,
+    /// The sum of their `allocatable` pods (the kubelet's max-pods, 110 by default).
+    pub allocatable: u64,
+    /// Pods bound to them that have not ended (every namespace).
+    pub used: u64,
+}
+
+impl PodCapacity {
+    /// Pods that can still be scheduled.
+    pub fn free(&self) -> u64 {
+        self.allocatable.saturating_sub(self.used)
+    }
+}
+
+impl Cluster {
+    /// How many pods the schedulable nodes can hold and hold now (lists nodes and every
+    /// namespace's pods: needs cluster-wide read access).
+    pub fn pod_capacity(&self) -> Result<PodCapacity, Error> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let pods: Api<Pod> = Api::all(self.client());
+        let (nodes, pods) = self.block_on(async {
+            let n = nodes
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list nodes", e))?;
+            let p = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list pods in every namespace", e))?;
+            Ok::<_, Error>((n, p))
+        })?;
+        let mut cap = PodCapacity {
+            nodes: 0,
+            allocatable: 0,
+            used: 0,
+        };
+        let mut names = Vec::new();
+        for n in nodes.items {
+            if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+                continue;
+            }
+            cap.nodes += 1;
+            cap.allocatable += n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get("pods"))
+                .and_then(|q| q.0.parse::<u64>().ok())
+                .unwrap_or(0);
+            names.extend(n.metadata.name);
+        }
+        cap.used = pods
+            .items
+            .iter()
+            .filter(|p| {
+                let on = p.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                let ended = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                on.is_some_and(|n| names.contains(n)) && !ended
+            })
+            .count() as u64;
+        Ok(cap)
     }
 }
 

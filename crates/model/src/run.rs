@@ -216,6 +216,10 @@ pub struct ClusterRecord {
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
+    /// Backend pods whose final counters could not be read, each `NAME (pod POD): why`: the
+    /// case's backend counters leave them out, so sums over them are short by their counts.
+    #[serde(default)]
+    pub counters_missing: Vec<String>,
 }
 
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when

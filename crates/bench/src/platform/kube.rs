@@ -16,16 +16,15 @@ use super::{Down, Stage};
 use crate::error::StackError;
 use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
 use crate::stack::{free_port, Applied, StackSpec};
+use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction,
-    Lifecycle, LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle,
+    LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::{ProxyConfig, ProxyKind};
@@ -41,8 +40,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
 /// The image proxy pods run when the platform names none.
 pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
-/// The backends' port in their pods.
-const BACKEND_PORT: u16 = 8080;
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
 /// The placeholder the rendered config carries for the pod's own admin address.
@@ -51,6 +48,11 @@ const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
 const ROLE: &str = "proxybench/role";
 /// How long a wait for pods may take.
 const BOUND: Duration = Duration::from_secs(120);
+
+#[path = "kube_backends.rs"]
+mod backends;
+#[path = "kube_grow.rs"]
+mod grow;
 
 /// One case on a cluster.
 pub(crate) struct KubeStage {
@@ -63,7 +65,7 @@ pub(crate) struct KubeStage {
     ports: BTreeMap<String, u16>,
     admin_port: u16,
     groups: Vec<String>,
-    tls: bool,
+    tls: Option<proxy::TlsFiles>,
     configs_out: PathBuf,
     exec_out: PathBuf,
     execs: u32,
@@ -76,6 +78,7 @@ pub(crate) struct KubeStage {
     scrape: Option<Collector<Vec<Scrape>>>,
     followers: Option<LogFollowers>,
     first_backend: BTreeMap<String, SocketAddr>,
+    backends: BackendPods,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
@@ -209,7 +212,7 @@ impl KubeStage {
             ports: BTreeMap::new(),
             admin_port: 0,
             groups: Vec::new(),
-            tls: stack.tls.is_some(),
+            tls: stack.tls.clone(),
             configs_out: stack.configs_out.clone(),
             exec_out: stack.exec_out.clone(),
             execs: 0,
@@ -222,6 +225,13 @@ impl KubeStage {
             scrape: None,
             followers: None,
             first_backend: BTreeMap::new(),
+            backends: BackendPods::new(
+                c,
+                &ns,
+                case.backends.iter().map(|g| g.name.clone()).collect(),
+                &stack.work.join("backend-logs"),
+                origin,
+            )?,
         };
         st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
         if let Some(p) = &spec.prometheus {
@@ -238,38 +248,7 @@ impl KubeStage {
             st.groups.push(g.name.clone());
             let name = format!("backend-{}", g.name);
             let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
-            let pod = PodSpec {
-                termination_grace_period_seconds: Some(5),
-                containers: vec![Container {
-                    name: "backend".into(),
-                    image: Some(image.clone()),
-                    image_pull_policy: Some("Never".into()),
-                    args: Some(vec![
-                        "backend".into(),
-                        "--listen".into(),
-                        format!("0.0.0.0:{BACKEND_PORT}"),
-                        "--name".into(),
-                        g.name.clone(),
-                        "--profile".into(),
-                        g.profile.to_string(),
-                    ]),
-                    ports: Some(vec![ContainerPort {
-                        container_port: BACKEND_PORT.into(),
-                        name: Some("http".into()),
-                        ..Default::default()
-                    }]),
-                    readiness_probe: Some(Probe {
-                        tcp_socket: Some(TCPSocketAction {
-                            port: IntOrString::Int(BACKEND_PORT.into()),
-                            ..Default::default()
-                        }),
-                        period_seconds: Some(1),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
+            let pod = backends::pod_spec(&image, &g.name, &g.profile);
             c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
                 .map_err(platform)?;
             let svc = Service {
@@ -288,9 +267,9 @@ impl KubeStage {
             };
             c.apply_object(&ns, &svc).map_err(platform)?;
         }
+        // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
-            c.wait_deployment_ready(&ns, &format!("backend-{}", g.name), g.count as i32, BOUND)
-                .map_err(platform)?;
+            backends::wait_group(c, &ns, &g.name, g.count as i32)?;
         }
         // The proxy.
         let Some(cfg) = st.config.clone() else {
@@ -427,6 +406,8 @@ impl KubeStage {
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
     fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
+        // New pods get their names, and their group's profile before they enter the upstreams.
+        self.backends.sync(&self.cluster, &self.namespace)?;
         let mut out = BTreeMap::new();
         for g in &self.groups {
             let eps = self
@@ -467,7 +448,7 @@ impl KubeStage {
             groups,
             ports: self.ports.clone(),
             admin_port: self.admin_port,
-            tls: self.tls.then(|| proxy::TlsFiles {
+            tls: self.tls.as_ref().map(|_| proxy::TlsFiles {
                 cert: "/tls/cert.pem".into(),
                 key: "/tls/key.pem".into(),
                 ca: "/tls/ca.pem".into(),
@@ -671,24 +652,16 @@ impl KubeStage {
         Ok(format!("{} ({stop:?})", p.name).to_lowercase())
     }
 
-    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod of the group by age, or a pod
-    /// name): at once (`kill`) or with its grace period (drain).
+    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod the group had, in order of
+    /// creation, or a pod name): at once (`kill`) or with its grace period (drain).
     fn delete_backend(&mut self, b: &str, kill: bool) -> Result<String, StackError> {
-        let (group, idx) = b
-            .rsplit_once('-')
-            .and_then(|(g, i)| Some((g, i.parse::<usize>().ok()?)))
-            .unwrap_or((b, 0));
-        let mut pods = self
-            .cluster
-            .pods(&self.namespace, Some(&format!("proxybench/group={group}")))
-            .map_err(platform)?;
-        pods.retain(|p| !p.deleting);
-        pods.sort_by(|a, b| a.created.cmp(&b.created));
-        let p = pods
-            .iter()
-            .find(|p| p.name == b)
-            .or(pods.get(idx))
-            .ok_or_else(|| platform(format!("no running pod for backend {b}")))?;
+        let p = self.backends.resolve(&self.cluster, &self.namespace, b)?;
+        if p.deleting {
+            return Err(platform(format!(
+                "backend {b}: its pod {} is already going",
+                p.name
+            )));
+        }
         let grace = kill.then_some(Duration::ZERO);
         self.cluster
             .delete_pod(&self.namespace, &p.name, grace)
@@ -703,24 +676,11 @@ impl KubeStage {
         group: &str,
         to: u32,
     ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
-        let name = format!("backend-{group}");
-        let r = self
-            .cluster
-            .scale_deployment(&self.namespace, &name, to as i32)
-            .and_then(|_| {
-                self.cluster
-                    .wait_deployment_ready(&self.namespace, &name, to as i32, BOUND)
-            });
-        if let Err(e) = r {
-            return (Err(platform(e)), Vec::new());
-        }
-        // The EndpointSlice controller follows the pods a moment later.
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            match self.cluster.endpoints(&self.namespace, &name) {
-                Ok(e) if e.iter().filter(|e| e.ready).count() == to as usize => break,
-                _ => std::thread::sleep(Duration::from_millis(50)),
-            }
+        if let Err(e) = self
+            .backends
+            .scale(&self.cluster, &self.namespace, group, to)
+        {
+            return (Err(e), Vec::new());
         }
         let (rel, err) = self.reload_all();
         (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
@@ -882,6 +842,10 @@ impl Stage for KubeStage {
     }
 
     fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Action::Grow(g) = action {
+            // A growth is many steps, each its own event.
+            return crate::grow::grow(self, g, keep_going);
+        }
         let t0 = Instant::now();
         let mut reloads = Vec::new();
         let (detail, result): (String, Result<(), StackError>) = match action {
@@ -945,13 +909,38 @@ impl Stage for KubeStage {
             | Action::Scale { .. } => {
                 super::kube_run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
             }
-            Action::SetProfile { .. } | Action::RestartBackend(_) | Action::Grow(_) => (
-                String::new(),
-                Err(platform(format!(
-                    "{} is not supported on the kubernetes platform in this build",
-                    action.kind()
-                ))),
-            ),
+            Action::SetProfile {
+                group,
+                backend,
+                profile,
+            } => match self.backends.set_profile(
+                &self.cluster,
+                &self.namespace,
+                group.as_deref(),
+                backend.as_deref(),
+                profile,
+            ) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (
+                    group.clone().or(backend.clone()).unwrap_or_default(),
+                    Err(e),
+                ),
+            },
+            Action::RestartBackend(b) => {
+                match self.backends.restart(&self.cluster, &self.namespace, b) {
+                    // The replacement has a new address: the proxy meets it after a reload.
+                    Ok(d) => {
+                        let (rel, err) = self.reload_all();
+                        reloads = rel;
+                        (
+                            format!("{d}; generation {}", self.generation),
+                            err.map_or(Ok(()), Err),
+                        )
+                    }
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::Grow(_) => unreachable!("a growth returned above"),
         };
         Applied {
             events: vec![Event {
@@ -1034,11 +1023,16 @@ impl Stage for KubeStage {
             ));
         }
         logs.sort_by(|a, b| a.0.cmp(&b.0));
-        let cluster = Some(self.record());
+        let (backends, missing, e) = self.backends.finish(&self.cluster, &self.namespace);
+        if let Some(e) = e {
+            err.get_or_insert(e);
+        }
+        let mut rec = self.record();
+        rec.counters_missing = missing;
         Down {
             logs,
-            backends: Vec::new(),
-            cluster,
+            backends,
+            cluster: Some(rec),
             err,
         }
     }

@@ -5,7 +5,7 @@ use crate::cluster::Cluster;
 use crate::error::{split, Error};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -136,6 +136,23 @@ impl Cluster {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::api(format!("delete pod {name} in {namespace}"), e)),
         }
+    }
+
+    /// Sets annotation `key` of pod `name` to `value` (a merge patch): for instance
+    /// `controller.kubernetes.io/pod-deletion-cost`, which tells a ReplicaSet scaling down which
+    /// pods to remove first.
+    pub fn annotate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        self.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .map_err(|e| Error::api(format!("annotate pod {name} in {namespace}"), e))?;
+        Ok(())
     }
 
     /// Waits until pod `name` (of UID `uid` when given: a re-created namesake does not count) no

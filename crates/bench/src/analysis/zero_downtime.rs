@@ -148,7 +148,6 @@ fn case(
         kind: common::proxy_kind(env),
         logs_missing: result.logs.missing.as_deref(),
         model_applies: common::model_applies(env),
-        on_cluster: result.cluster.is_some(),
         counters_missing: result
             .cluster
             .as_ref()

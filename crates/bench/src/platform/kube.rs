@@ -14,7 +14,7 @@
 
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
+use crate::scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use crate::stack::{free_port, Applied, StackSpec};
 use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
@@ -416,7 +416,7 @@ impl KubeStage {
                 .map_err(platform)?;
             let addrs: Vec<SocketAddr> = eps
                 .iter()
-                .filter(|e| e.ready)
+                .filter(|e| e.ready && !self.backends.is_leaving(e.pod.as_deref()))
                 .map(|e| SocketAddr::new(e.ip, BACKEND_PORT))
                 .collect();
             if let Some(a) = addrs.first() {
@@ -670,20 +670,64 @@ impl KubeStage {
     }
 
     /// Scales a backend group's Deployment, waits for its pods, and reloads the proxy with the
-    /// EndpointSlices' addresses.
+    /// EndpointSlices' addresses. A scale-down removes the newest pods as the local stack removes
+    /// the newest instances: drained ones leave the upstreams first (reload, the old workers
+    /// gone) and only then get SIGTERM and drain; killed ones are killed first (through their
+    /// control port) and the reload follows.
     fn scale_backends(
         &mut self,
         group: &str,
         to: u32,
+        remove: RemoveMode,
     ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
-        if let Err(e) = self
-            .backends
-            .scale(&self.cluster, &self.namespace, group, to)
-        {
-            return (Err(e), Vec::new());
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let from = match c.deployment_replicas(&ns, &backends::deployment_of(group)) {
+            Ok(r) => r.desired.max(0) as u32,
+            Err(e) => return (Err(platform(e)), Vec::new()),
+        };
+        if to >= from {
+            if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+                return (Err(e), Vec::new());
+            }
+            let (rel, err) = self.reload_all();
+            return (err.map_or(Ok(format!("{group}: {from} -> {to}")), Err), rel);
         }
-        let (rel, err) = self.reload_all();
-        (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
+        let kill = remove == RemoveMode::Kill;
+        let gone = match self
+            .backends
+            .choose_leaving(&c, &ns, group, from - to, kill)
+        {
+            Ok(g) => g,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let how = format!("{remove:?}").to_lowercase();
+        let detail = format!("{group}: {from} -> {to} ({how}: {})", gone.join(", "));
+        let mut rel = Vec::new();
+        if !kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+            let pods: Vec<String> = match self.proxy_pods() {
+                Ok(p) => p.into_iter().map(|p| p.name).collect(),
+                Err(e) => return (Err(e), rel),
+            };
+            if let Err(e) = backends::wait_old_workers(&c, &ns, &pods) {
+                return (Err(e), rel);
+            }
+        }
+        if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+            return (Err(e), rel);
+        }
+        if kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+        }
+        (Ok(detail), rel)
     }
 
     /// What the collectors gathered, as the case's cluster record.
@@ -886,8 +930,8 @@ impl Stage for KubeStage {
                     Err(e) => (b.clone(), Err(e)),
                 }
             }
-            Action::ScaleBackends { group, to, .. } => {
-                let (r, rel) = self.scale_backends(group, *to);
+            Action::ScaleBackends { group, to, remove } => {
+                let (r, rel) = self.scale_backends(group, *to, *remove);
                 reloads = rel;
                 match r {
                     Ok(d) => (d, Ok(())),

@@ -72,6 +72,9 @@ pub(super) struct BackendPods {
     profiles: BTreeMap<String, Profile>,
     /// Pods that run their group's current profile.
     current: BTreeSet<String>,
+    /// Pods chosen to leave their group (a scale-down): out of the upstreams from the next
+    /// render on.
+    leaving: BTreeSet<String>,
     followers: Option<LogFollowers>,
 }
 
@@ -189,6 +192,7 @@ impl BackendPods {
             next: BTreeMap::new(),
             profiles: BTreeMap::new(),
             current: BTreeSet::new(),
+            leaving: BTreeSet::new(),
             followers: Some(followers),
         })
     }
@@ -213,12 +217,12 @@ impl BackendPods {
             }
             if p.ready && !p.deleting && !self.current.contains(&p.name) {
                 if let Some(profile) = self.profiles.get(group) {
-                    push.push((p.name.clone(), group.clone(), profile.clone()));
+                    push.push((p.name.clone(), profile.clone()));
                 }
             }
         }
-        for (pod, group, profile) in push {
-            self.set_pod_profile(cluster, namespace, &pod, &group, &profile)?;
+        for (pod, profile) in push {
+            self.set_pod_profile(cluster, namespace, &pod, &profile)?;
             self.current.insert(pod);
         }
         Ok(())
@@ -307,8 +311,8 @@ impl BackendPods {
             (None, None) => Vec::new(),
         };
         let mut names = Vec::new();
-        for (pod, g) in &targets {
-            self.set_pod_profile(cluster, namespace, pod, g, profile)?;
+        for (pod, _) in &targets {
+            self.set_pod_profile(cluster, namespace, pod, profile)?;
             if group.is_some() {
                 self.current.insert(pod.clone());
             }
@@ -324,23 +328,39 @@ impl BackendPods {
         cluster: &Cluster,
         namespace: &str,
         pod: &str,
-        group: &str,
         profile: &Profile,
     ) -> Result<(), StackError> {
+        self.control(cluster, namespace, pod, |c, inst| {
+            c.set_profile(inst, profile)
+        })
+    }
+
+    /// One call to a pod's control endpoint, through a port-forward, on the pod's one instance
+    /// (named after its group: `--name GROUP` makes `GROUP-0`).
+    fn control(
+        &self,
+        cluster: &Cluster,
+        namespace: &str,
+        pod: &str,
+        call: impl FnOnce(&Client, &str) -> Result<(), backend::Error>,
+    ) -> Result<(), StackError> {
+        let group = self
+            .named
+            .get(pod)
+            .map(|n| n.group.clone())
+            .or_else(|| group_of_pod(pod))
+            .ok_or_else(|| platform(format!("{pod} is not a backend pod")))?;
         let fwd = cluster
             .port_forward(namespace, pod, CONTROL_PORT)
             .map_err(platform)?;
         let client = Client::new(fwd.addr(), self.token.clone()).with_timeout(READY_BOUND);
-        // The pod's one instance is named after its group (`--name GROUP`).
-        client
-            .set_profile(&format!("{group}-0"), profile)
-            .map_err(|e| {
-                let why = fwd
-                    .last_error()
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default();
-                platform(format!("set_profile in pod {pod}: {e}{why}"))
-            })
+        call(&client, &format!("{group}-0")).map_err(|e| {
+            let why = fwd
+                .last_error()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
+            platform(format!("control of pod {pod}: {e}{why}"))
+        })
     }
 
     /// `restart_backend`: brings back a backend that `kill_backend` or `drain_backend` took
@@ -394,6 +414,53 @@ impl BackendPods {
             ready.join(", "),
             t0.elapsed().as_secs_f64()
         ))
+    }
+
+    /// Whether the pod of an EndpointSlice address is leaving its group (kept out of the
+    /// upstreams).
+    pub(super) fn is_leaving(&self, pod: Option<&str>) -> bool {
+        pod.is_some_and(|p| self.leaving.contains(p))
+    }
+
+    /// Picks the `n` newest running pods of `group` to leave it, as the local stack removes the
+    /// newest instances: they are kept out of the upstreams from the next render on, and marked
+    /// with the lowest `pod-deletion-cost` so that the ReplicaSet removes exactly them when the
+    /// Deployment scales down. With `kill`, each one's backend is killed through its control
+    /// port first (listener closed, connections reset), as locally. Returns their names.
+    pub(super) fn choose_leaving(
+        &mut self,
+        cluster: &Cluster,
+        namespace: &str,
+        group: &str,
+        n: u32,
+        kill: bool,
+    ) -> Result<Vec<String>, StackError> {
+        self.sync(cluster, namespace)?;
+        let mut live: Vec<PodInfo> = self
+            .pods(cluster, namespace)?
+            .into_iter()
+            .filter(|(g, p)| g == group && !p.deleting && !self.leaving.contains(&p.name))
+            .map(|(_, p)| p)
+            .collect();
+        let keep = live.len().saturating_sub(n as usize);
+        let going = live.split_off(keep);
+        let mut names = Vec::new();
+        for p in &going {
+            cluster
+                .annotate_pod(
+                    namespace,
+                    &p.name,
+                    "controller.kubernetes.io/pod-deletion-cost",
+                    "-1000000",
+                )
+                .map_err(platform)?;
+            if kill {
+                self.control(cluster, namespace, &p.name, |c, inst| c.kill(inst))?;
+            }
+            self.leaving.insert(p.name.clone());
+            names.push(self.name_of(&p.name).unwrap_or(&p.name).to_string());
+        }
+        Ok(names)
     }
 
     /// Scales a group's Deployment to `to` and waits until that many pods are Ready and in its
@@ -508,6 +575,36 @@ impl BackendPods {
         );
         name
     }
+}
+
+/// Waits until no proxy pod of `pods` runs a worker of an older config generation (nginx's
+/// `worker process is shutting down`, seen with `ps` in the pod), at most 10 s: after a reload
+/// that took backends out of the upstreams, no request can reach them once these are gone.
+pub(super) fn wait_old_workers(
+    cluster: &Cluster,
+    namespace: &str,
+    pods: &[String],
+) -> Result<(), StackError> {
+    let script = "i=0; while ps | grep -v grep | grep -q 'shutting down'; do \
+                  i=$((i+1)); [ $i -ge 200 ] && exit 1; sleep 0.05; done";
+    for pod in pods {
+        let out = cluster
+            .exec(
+                namespace,
+                pod,
+                None,
+                &["/bin/sh", "-c", script],
+                None,
+                Duration::from_secs(30),
+            )
+            .map_err(platform)?;
+        if out.code != 0 {
+            return Err(platform(format!(
+                "pod {pod}: old nginx workers still running 10 s after the reload"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `GROUP-I` split for sorting: the group, then the index as a number.

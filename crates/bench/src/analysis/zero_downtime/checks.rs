@@ -17,9 +17,6 @@ pub struct Proxy<'a> {
     pub logs_missing: Option<&'a str>,
     /// True when it is the kind whose reload sequence the timing check models.
     pub model_applies: bool,
-    /// The case ran on Kubernetes: the upstreams follow the EndpointSlices (a killed backend
-    /// pod leaves them before the proxy need meet it).
-    pub on_cluster: bool,
     /// Backends whose final counters could not be read (on Kubernetes, a pod that stopped
     /// before printing them), as a sentence: the backends' total is short, so the check that
     /// compares it cannot be made.
@@ -80,11 +77,7 @@ pub fn all(
     }));
     out.extend(reloads(&i, proxy.model_applies));
     out.extend(idle_and_busy(&i, proxy.model_applies));
-    out.extend(
-        backends(&i, proxy.model_applies && !proxy.on_cluster)
-            .into_iter()
-            .map(logged),
-    );
+    out.extend(backends(&i, proxy.model_applies).into_iter().map(logged));
     out.extend(h2_refused_only(&i));
     out
 }

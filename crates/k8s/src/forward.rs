@@ -78,7 +78,7 @@ impl Cluster {
                 conns.spawn(async move {
                     let fail = |m: String| {
                         *errors.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(format!("{what}: {m}"));
+                            Some(format!("{what}: {}", crate::error::one_line(m.trim())));
                     };
                     let mut pf = match api.portforward(&pod, &[port]).await {
                         Ok(pf) => pf,

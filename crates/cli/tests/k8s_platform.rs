@@ -217,6 +217,300 @@ actions = [
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
 
+/// Access-log lines of every proxy pod of the run, parsed.
+fn access_lines(root: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for p in find(root, "access.log") {
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            if !l.trim().is_empty() {
+                out.push(serde_json::from_str(l).unwrap_or_else(|e| panic!("{p:?}: {e}: {l}")));
+            }
+        }
+    }
+    out
+}
+
+/// The backends' completed responses in the record, summed over the instances `GROUP-*`.
+fn backend_requests(case: &Value, group: &str) -> u64 {
+    case["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| {
+            b["name"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(group)
+                .is_some_and(|r| r.starts_with('-'))
+        })
+        .map(|b| b["requests"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_grow_routes_and_set_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("grow.toml");
+    // The grown routes go to a group of their own, so the cafe group's counters are the
+    // load's alone and the probe group's are the time-to-ready probe's alone.
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-grow\"
+description = \"routes 1 -> 9, 2 per step, on 2 proxy pods beside a load on /coffee; cafe's latency 1 ms -> 30 ms\"
+{}
+[[backends]]
+name = \"probe\"
+count = 1
+
+[[proxy.upstreams]]
+name = \"probe\"
+backends = \"probe\"
+
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 8
+duration = \"12s\"
+
+[[cases]]
+name = \"main\"
+proxy = {{ replicas = 2 }}
+actions = [
+  {{ at = \"1s\", grow = {{ what = \"routes\", to = 9, by = 2, upstream = \"probe\" }} }},
+  {{ at = \"7s\", set_profile = {{ group = \"cafe\", profile = \"latency=fixed(30ms)\" }} }},
+]
+",
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(1ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("grow");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "failed action: {events:?}\n{stderr}"
+    );
+    // Four steps (1 -> 3 -> 5 -> 7 -> 9), each a generation, each reloading both pods.
+    let steps: Vec<&Value> = events.iter().filter(|e| e["action"] == "grow").collect();
+    assert_eq!(steps.len(), 4, "{events:?}");
+    let reloads = case["reloads"].as_array().unwrap();
+    assert_eq!(reloads.len(), 8, "{reloads:?}");
+    let generations: BTreeSet<u64> = reloads
+        .iter()
+        .map(|r| r["generation"].as_u64().unwrap())
+        .collect();
+    assert_eq!(generations, (2..=5).collect(), "{reloads:?}");
+    let lines = access_lines(&root);
+    let served = lines
+        .iter()
+        .map(|l| l["generation"].as_u64().unwrap())
+        .max();
+    assert_eq!(
+        served,
+        Some(steps.len() as u64 + 1),
+        "generations = steps + 1"
+    );
+    // Every step's newest route was ready (3 answers of 200 in a row) and, in the access logs
+    // of both pods, answered 200 only from its own generation on, 404 only before it.
+    let ready = case["ready"].as_array().unwrap();
+    assert_eq!(ready.len(), 4, "{ready:?}");
+    for (i, r) in ready.iter().enumerate() {
+        let generation = i as u64 + 2;
+        let route = format!("/route-{}", 2 * i + 2);
+        assert!(r["error"].is_null(), "{r}");
+        let ttr = r["ready_ms"].as_f64().unwrap_or_else(|| panic!("{r}"));
+        assert!(r["item"].as_str().unwrap().ends_with(&route), "{r}");
+        assert_eq!(r["generation"].as_u64(), Some(generation), "{r}");
+        let of: Vec<(u64, u64)> = lines
+            .iter()
+            .filter(|l| l["uri"] == route.as_str())
+            .map(|l| {
+                (
+                    l["status"].as_u64().unwrap(),
+                    l["generation"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let ok = of.iter().filter(|(s, _)| *s == 200).count();
+        assert!(ok >= 3, "{route}: {of:?}");
+        assert!(
+            of.iter()
+                .all(|(s, g)| (*s == 200 && *g >= generation) || (*s == 404 && *g < generation)),
+            "{route} (generation {generation}): {of:?}"
+        );
+        eprintln!("grow: {route} ready after {ttr:.0} ms; access log (status, generation): {of:?}");
+    }
+    // Counted three ways: clients, access-log lines of all proxy pods, backends.
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    let coffee = lines.iter().filter(|l| l["uri"] == "/coffee").count() as u64;
+    assert_eq!(
+        coffee, requests,
+        "access-log lines of /coffee = client count"
+    );
+    assert_eq!(load["status"]["200"].as_u64(), Some(requests), "{load}");
+    assert_eq!(
+        backend_requests(case, "cafe"),
+        requests,
+        "the cafe pods' final counters = client count: {}",
+        case["backends"]
+    );
+    let probe_200 = lines
+        .iter()
+        .filter(|l| l["uri"] != "/coffee" && l["status"] == 200)
+        .count() as u64;
+    assert_eq!(
+        backend_requests(case, "probe"),
+        probe_200,
+        "{}",
+        case["backends"]
+    );
+    let names: Vec<&str> = case["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cafe-0", "cafe-1", "probe-0"]);
+    assert_eq!(
+        case["cluster"]["counters_missing"],
+        serde_json::json!([]),
+        "{}",
+        case["cluster"]
+    );
+    // set_profile: the per-second median moves from ~1 ms to ~30 ms.
+    let sp = events
+        .iter()
+        .find(|e| e["action"] == "set_profile")
+        .unwrap();
+    let at = sp["t_s"].as_f64().unwrap();
+    let done = at + sp["duration_ms"].as_f64().unwrap() / 1e3;
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for s in load["timeline"].as_array().unwrap() {
+        let t = s["t"].as_f64().unwrap();
+        let p50 = s["p50_us"].as_u64().unwrap();
+        if s["requests"].as_u64().unwrap() < 20 {
+            continue;
+        }
+        if t + 1.0 <= at {
+            before.push(p50);
+        } else if t >= done {
+            after.push(p50);
+        }
+    }
+    eprintln!("set_profile at {at:.2}s: p50 per second before {before:?} us, after {after:?} us");
+    assert!(
+        before.len() >= 2 && after.len() >= 3,
+        "{before:?} {after:?}"
+    );
+    assert!(before.iter().all(|p| *p < 15_000), "{before:?}");
+    assert!(
+        after.iter().all(|p| (30_000..60_000).contains(p)),
+        "{after:?}"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_killed_and_drained_backends_keep_their_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("backends.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-backends\"
+description = \"cafe-1 killed, restarted (its replacement joins after a reload), cafe-0 drained\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 8
+duration = \"13s\"
+
+# Action times count from the case's start, stand-up included (about 4 s on the test cluster).
+[[cases]]
+name = \"main\"
+actions = [
+  {{ at = \"8s\", kill_backend = \"cafe-1\" }},
+  {{ at = \"9s\", restart_backend = \"cafe-1\" }},
+  {{ at = \"11s\", drain_backend = \"cafe-0\" }},
+]
+",
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(20ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("backends");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "failed action: {events:?}\n{stderr}"
+    );
+    for e in events {
+        eprintln!("backends: {} {}", e["action"], e["detail"]);
+    }
+    // restart_backend reloaded the proxy with the replacement's address.
+    assert_eq!(case["reloads"].as_array().unwrap().len(), 1);
+    // Every pod that ran has its final counts, the two deleted mid-run included, named in
+    // order of creation as locally: cafe-0, cafe-1, then the two replacements.
+    assert_eq!(
+        case["cluster"]["counters_missing"],
+        serde_json::json!([]),
+        "{}",
+        case["cluster"]
+    );
+    let backends = case["backends"].as_array().unwrap();
+    let names: Vec<&str> = backends
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["cafe-0", "cafe-1", "cafe-2", "cafe-3"],
+        "{backends:?}"
+    );
+    for b in &backends[..2] {
+        assert!(b["requests"].as_u64().unwrap() > 0, "{b}");
+    }
+    let load = &case["loads"][0];
+    let ok = load["status"]["200"].as_u64().unwrap_or(0);
+    eprintln!(
+        "backends: {ok} answered 200 of {} requests; backends {:?}",
+        load["requests"],
+        backends
+            .iter()
+            .map(|b| (b["name"].as_str().unwrap(), b["requests"].as_u64().unwrap()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        backend_requests(case, "cafe"),
+        ok,
+        "every 200 the clients got is one response a backend pod completed"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_bad_manifest_names_file_and_api_message() {

@@ -3,9 +3,9 @@
 
 use crate::cluster::Cluster;
 use crate::error::{split, Error};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -136,6 +136,23 @@ impl Cluster {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::api(format!("delete pod {name} in {namespace}"), e)),
         }
+    }
+
+    /// Sets annotation `key` of pod `name` to `value` (a merge patch): for instance
+    /// `controller.kubernetes.io/pod-deletion-cost`, which tells a ReplicaSet scaling down which
+    /// pods to remove first.
+    pub fn annotate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        self.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .map_err(|e| Error::api(format!("annotate pod {name} in {namespace}"), e))?;
+        Ok(())
     }
 
     /// Waits until pod `name` (of UID `uid` when given: a re-created namesake does not count) no
@@ -295,6 +312,78 @@ impl Cluster {
         v.sort_by_key(|a| a.ip);
         v.dedup_by(|a, b| a.ip == b.ip);
         Ok(v)
+    }
+}
+
+/// How many pods a cluster's schedulable nodes hold: their limit and their pods now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodCapacity {
+    /// Schedulable (not cordoned) nodes.
+    pub nodes: u64,
+    /// The sum of their `allocatable` pods (the kubelet's max-pods, 110 by default).
+    pub allocatable: u64,
+    /// Pods bound to them that have not ended (every namespace).
+    pub used: u64,
+}
+
+impl PodCapacity {
+    /// Pods that can still be scheduled.
+    pub fn free(&self) -> u64 {
+        self.allocatable.saturating_sub(self.used)
+    }
+}
+
+impl Cluster {
+    /// How many pods the schedulable nodes can hold and hold now (lists nodes and every
+    /// namespace's pods: needs cluster-wide read access).
+    pub fn pod_capacity(&self) -> Result<PodCapacity, Error> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let pods: Api<Pod> = Api::all(self.client());
+        let (nodes, pods) = self.block_on(async {
+            let n = nodes
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list nodes", e))?;
+            let p = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list pods in every namespace", e))?;
+            Ok::<_, Error>((n, p))
+        })?;
+        let mut cap = PodCapacity {
+            nodes: 0,
+            allocatable: 0,
+            used: 0,
+        };
+        let mut names = Vec::new();
+        for n in nodes.items {
+            if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+                continue;
+            }
+            cap.nodes += 1;
+            cap.allocatable += n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get("pods"))
+                .and_then(|q| q.0.parse::<u64>().ok())
+                .unwrap_or(0);
+            names.extend(n.metadata.name);
+        }
+        cap.used = pods
+            .items
+            .iter()
+            .filter(|p| {
+                let on = p.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                let ended = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                on.is_some_and(|n| names.contains(n)) && !ended
+            })
+            .count() as u64;
+        Ok(cap)
     }
 }
 

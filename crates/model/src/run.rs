@@ -222,6 +222,10 @@ pub struct ClusterRecord {
     /// The proxy pods' preStop sleep in seconds, before their stop signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_pre_stop_s: Option<u32>,
+    /// Backend pods whose final counters could not be read, each `NAME (pod POD): why`: the
+    /// case's backend counters leave them out, so sums over them are short by their counts.
+    #[serde(default)]
+    pub counters_missing: Vec<String>,
 }
 
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when

@@ -683,6 +683,9 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         ],
         proxy_grace_s: Some(30),
         proxy_pre_stop_s: Some(1),
+        counters_missing: vec![
+            "cafe-1 (pod cafe-5f-b): its log ends without the counters line".into(),
+        ],
     });
     let dir = written(&r);
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
@@ -710,6 +713,11 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
     assert!(
         !section.contains("metrics API)"),
         "no metrics table when the metrics API was absent:\n{section}"
+    );
+    // A backend pod whose counters were lost is named, never a row of zeros.
+    assert!(
+        md.contains("Backends whose final counters could not be read (left out below, never counted as zero):\n\n- cafe-1 (pod cafe-5f-b): its log ends without the counters line"),
+        "{md}"
     );
     // The delete_pod action is on the timeline like any other.
     assert!(

@@ -150,7 +150,17 @@ fn case(
         kind: common::proxy_kind(env),
         logs_missing: result.logs.missing.as_deref(),
         model_applies: common::model_applies(env),
-        on_cluster: result.cluster.is_some(),
+        counters_missing: result
+            .cluster
+            .as_ref()
+            .filter(|k| !k.counters_missing.is_empty())
+            .map(|k| {
+                format!(
+                    "the final counters of {} backend pod(s) could not be read ({})",
+                    k.counters_missing.len(),
+                    k.counters_missing.join("; ")
+                )
+            }),
     };
     checks::all(&case.name, &plan, &ledger, &books, &proxy)
 }

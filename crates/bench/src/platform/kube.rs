@@ -14,18 +14,17 @@
 
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
+use crate::scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use crate::stack::{free_port, Applied, StackSpec};
+use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction,
-    Lifecycle, LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle,
+    LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
@@ -41,8 +40,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
 /// The image proxy pods run when the platform names none.
 pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
-/// The backends' port in their pods.
-const BACKEND_PORT: u16 = 8080;
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
 /// The placeholder the rendered config carries for the pod's own admin address.
@@ -51,6 +48,11 @@ const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
 const ROLE: &str = "proxybench/role";
 /// How long a wait for pods may take.
 const BOUND: Duration = Duration::from_secs(120);
+
+#[path = "kube_backends.rs"]
+mod backends;
+#[path = "kube_grow.rs"]
+mod grow;
 
 /// One case on a cluster.
 pub(crate) struct KubeStage {
@@ -63,7 +65,7 @@ pub(crate) struct KubeStage {
     ports: BTreeMap<String, u16>,
     admin_port: u16,
     groups: Vec<String>,
-    tls: bool,
+    tls: Option<proxy::TlsFiles>,
     configs_out: PathBuf,
     exec_out: PathBuf,
     execs: u32,
@@ -90,6 +92,7 @@ pub(crate) struct KubeStage {
     scripts: Option<PodScripts>,
     /// The proxy pods' grace period and preStop sleep, in seconds.
     proxy_stop: Option<(u32, u32)>,
+    backends: BackendPods,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
@@ -248,7 +251,7 @@ impl KubeStage {
             ports: BTreeMap::new(),
             admin_port: 0,
             groups: Vec::new(),
-            tls: stack.tls.is_some(),
+            tls: stack.tls.clone(),
             configs_out: stack.configs_out.clone(),
             exec_out: stack.exec_out.clone(),
             execs: 0,
@@ -267,6 +270,13 @@ impl KubeStage {
             first_backend: BTreeMap::new(),
             scripts: None,
             proxy_stop: None,
+            backends: BackendPods::new(
+                c,
+                &ns,
+                case.backends.iter().map(|g| g.name.clone()).collect(),
+                &stack.work.join("backend-logs"),
+                origin,
+            )?,
         };
         st.watch(spec)?;
         st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
@@ -284,38 +294,7 @@ impl KubeStage {
             st.groups.push(g.name.clone());
             let name = format!("backend-{}", g.name);
             let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
-            let pod = PodSpec {
-                termination_grace_period_seconds: Some(5),
-                containers: vec![Container {
-                    name: "backend".into(),
-                    image: Some(image.clone()),
-                    image_pull_policy: Some("Never".into()),
-                    args: Some(vec![
-                        "backend".into(),
-                        "--listen".into(),
-                        format!("0.0.0.0:{BACKEND_PORT}"),
-                        "--name".into(),
-                        g.name.clone(),
-                        "--profile".into(),
-                        g.profile.to_string(),
-                    ]),
-                    ports: Some(vec![ContainerPort {
-                        container_port: BACKEND_PORT.into(),
-                        name: Some("http".into()),
-                        ..Default::default()
-                    }]),
-                    readiness_probe: Some(Probe {
-                        tcp_socket: Some(TCPSocketAction {
-                            port: IntOrString::Int(BACKEND_PORT.into()),
-                            ..Default::default()
-                        }),
-                        period_seconds: Some(1),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
+            let pod = backends::pod_spec(&image, &g.name, &g.profile);
             c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
                 .map_err(platform)?;
             let svc = Service {
@@ -334,9 +313,9 @@ impl KubeStage {
             };
             c.apply_object(&ns, &svc).map_err(platform)?;
         }
+        // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
-            c.wait_deployment_ready(&ns, &format!("backend-{}", g.name), g.count as i32, BOUND)
-                .map_err(platform)?;
+            backends::wait_group(c, &ns, &g.name, g.count as i32)?;
         }
         // The proxy.
         let Some(cfg) = st.config.clone() else {
@@ -491,6 +470,8 @@ impl KubeStage {
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
     fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
+        // New pods get their names, and their group's profile before they enter the upstreams.
+        self.backends.sync(&self.cluster, &self.namespace)?;
         let mut out = BTreeMap::new();
         for g in &self.groups {
             let eps = self
@@ -499,7 +480,7 @@ impl KubeStage {
                 .map_err(platform)?;
             let addrs: Vec<SocketAddr> = eps
                 .iter()
-                .filter(|e| e.ready)
+                .filter(|e| e.ready && !self.backends.is_leaving(e.pod.as_deref()))
                 .map(|e| SocketAddr::new(e.ip, BACKEND_PORT))
                 .collect();
             if let Some(a) = addrs.first() {
@@ -531,7 +512,7 @@ impl KubeStage {
             groups,
             ports: self.ports.clone(),
             admin_port: self.admin_port,
-            tls: self.tls.then(|| proxy::TlsFiles {
+            tls: self.tls.as_ref().map(|_| proxy::TlsFiles {
                 cert: "/tls/cert.pem".into(),
                 key: "/tls/key.pem".into(),
                 ca: "/tls/ca.pem".into(),
@@ -734,24 +715,16 @@ impl KubeStage {
         Ok(format!("{} ({stop:?})", p.name).to_lowercase())
     }
 
-    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod of the group by age, or a pod
-    /// name): at once (`kill`) or with its grace period (drain).
+    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod the group had, in order of
+    /// creation, or a pod name): at once (`kill`) or with its grace period (drain).
     fn delete_backend(&mut self, b: &str, kill: bool) -> Result<String, StackError> {
-        let (group, idx) = b
-            .rsplit_once('-')
-            .and_then(|(g, i)| Some((g, i.parse::<usize>().ok()?)))
-            .unwrap_or((b, 0));
-        let mut pods = self
-            .cluster
-            .pods(&self.namespace, Some(&format!("proxybench/group={group}")))
-            .map_err(platform)?;
-        pods.retain(|p| !p.deleting);
-        pods.sort_by(|a, b| a.created.cmp(&b.created));
-        let p = pods
-            .iter()
-            .find(|p| p.name == b)
-            .or(pods.get(idx))
-            .ok_or_else(|| platform(format!("no running pod for backend {b}")))?;
+        let p = self.backends.resolve(&self.cluster, &self.namespace, b)?;
+        if p.deleting {
+            return Err(platform(format!(
+                "backend {b}: its pod {} is already going",
+                p.name
+            )));
+        }
         let grace = kill.then_some(Duration::ZERO);
         self.cluster
             .delete_pod(&self.namespace, &p.name, grace)
@@ -760,33 +733,64 @@ impl KubeStage {
     }
 
     /// Scales a backend group's Deployment, waits for its pods, and reloads the proxy with the
-    /// EndpointSlices' addresses.
+    /// EndpointSlices' addresses. A scale-down removes the newest pods as the local stack removes
+    /// the newest instances: drained ones leave the upstreams first (reload, the old workers
+    /// gone) and only then get SIGTERM and drain; killed ones are killed first (through their
+    /// control port) and the reload follows.
     fn scale_backends(
         &mut self,
         group: &str,
         to: u32,
+        remove: RemoveMode,
     ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
-        let name = format!("backend-{group}");
-        let r = self
-            .cluster
-            .scale_deployment(&self.namespace, &name, to as i32)
-            .and_then(|_| {
-                self.cluster
-                    .wait_deployment_ready(&self.namespace, &name, to as i32, BOUND)
-            });
-        if let Err(e) = r {
-            return (Err(platform(e)), Vec::new());
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let from = match c.deployment_replicas(&ns, &backends::deployment_of(group)) {
+            Ok(r) => r.desired.max(0) as u32,
+            Err(e) => return (Err(platform(e)), Vec::new()),
+        };
+        if to >= from {
+            if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+                return (Err(e), Vec::new());
+            }
+            let (rel, err) = self.reload_all();
+            return (err.map_or(Ok(format!("{group}: {from} -> {to}")), Err), rel);
         }
-        // The EndpointSlice controller follows the pods a moment later.
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            match self.cluster.endpoints(&self.namespace, &name) {
-                Ok(e) if e.iter().filter(|e| e.ready).count() == to as usize => break,
-                _ => std::thread::sleep(Duration::from_millis(50)),
+        let kill = remove == RemoveMode::Kill;
+        let gone = match self
+            .backends
+            .choose_leaving(&c, &ns, group, from - to, kill)
+        {
+            Ok(g) => g,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let how = format!("{remove:?}").to_lowercase();
+        let detail = format!("{group}: {from} -> {to} ({how}: {})", gone.join(", "));
+        let mut rel = Vec::new();
+        if !kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+            let pods: Vec<String> = match self.proxy_pods() {
+                Ok(p) => p.into_iter().map(|p| p.name).collect(),
+                Err(e) => return (Err(e), rel),
+            };
+            if let Err(e) = backends::wait_old_workers(&c, &ns, &pods) {
+                return (Err(e), rel);
             }
         }
-        let (rel, err) = self.reload_all();
-        (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
+        if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+            return (Err(e), rel);
+        }
+        if kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+        }
+        (Ok(detail), rel)
     }
 
     /// What the collectors gathered, as the case's cluster record.
@@ -1072,6 +1076,10 @@ impl Stage for KubeStage {
     }
 
     fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Action::Grow(g) = action {
+            // A growth is many steps, each its own event.
+            return crate::grow::grow(self, g, keep_going);
+        }
         let t0 = Instant::now();
         let mut reloads = Vec::new();
         let (detail, result): (String, Result<(), StackError>) = match action {
@@ -1123,8 +1131,8 @@ impl Stage for KubeStage {
                     Err(e) => (b.clone(), Err(e)),
                 }
             }
-            Action::ScaleBackends { group, to, .. } => {
-                let (r, rel) = self.scale_backends(group, *to);
+            Action::ScaleBackends { group, to, remove } => {
+                let (r, rel) = self.scale_backends(group, *to, *remove);
                 reloads = rel;
                 match r {
                     Ok(d) => (d, Ok(())),
@@ -1146,13 +1154,38 @@ impl Stage for KubeStage {
             | Action::Scale { .. } => {
                 super::kube_run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
             }
-            Action::SetProfile { .. } | Action::RestartBackend(_) | Action::Grow(_) => (
-                String::new(),
-                Err(platform(format!(
-                    "{} is not supported on the kubernetes platform in this build",
-                    action.kind()
-                ))),
-            ),
+            Action::SetProfile {
+                group,
+                backend,
+                profile,
+            } => match self.backends.set_profile(
+                &self.cluster,
+                &self.namespace,
+                group.as_deref(),
+                backend.as_deref(),
+                profile,
+            ) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (
+                    group.clone().or(backend.clone()).unwrap_or_default(),
+                    Err(e),
+                ),
+            },
+            Action::RestartBackend(b) => {
+                match self.backends.restart(&self.cluster, &self.namespace, b) {
+                    // The replacement has a new address: the proxy meets it after a reload.
+                    Ok(d) => {
+                        let (rel, err) = self.reload_all();
+                        reloads = rel;
+                        (
+                            format!("{d}; generation {}", self.generation),
+                            err.map_or(Ok(()), Err),
+                        )
+                    }
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::Grow(_) => unreachable!("a growth returned above"),
         };
         Applied {
             events: vec![Event {
@@ -1207,6 +1240,10 @@ impl Stage for KubeStage {
             logs.push((a.name().to_string(), a.logs()));
         }
         logs.sort_by(|a, b| a.0.cmp(&b.0));
+        let (backends, missing, e) = self.backends.finish(&self.cluster, &self.namespace);
+        if let Some(e) = e {
+            err.get_or_insert(e);
+        }
         // What the case made goes with it, also from a namespace the run did not make (the
         // user's, with `--namespace`), where nothing of ours may stay behind.
         for n in &names {
@@ -1220,11 +1257,17 @@ impl Stage for KubeStage {
                 err.get_or_insert(platform(e));
             }
         }
+        if let Err(e) = self
+            .cluster
+            .delete_object::<Secret>(&self.namespace, backends::TOKEN_SECRET)
+        {
+            err.get_or_insert(platform(e));
+        }
         if self.scripts.is_some() {
             let r = self
                 .cluster
                 .delete_object::<ConfigMap>(&self.namespace, "proxy")
-                .and(if self.tls {
+                .and(if self.tls.is_some() {
                     self.cluster
                         .delete_object::<Secret>(&self.namespace, "proxy-tls")
                 } else {
@@ -1234,11 +1277,12 @@ impl Stage for KubeStage {
                 err.get_or_insert(platform(e));
             }
         }
-        let cluster = Some(self.record());
+        let mut rec = self.record();
+        rec.counters_missing = missing;
         Down {
             logs,
-            backends: Vec::new(),
-            cluster,
+            backends,
+            cluster: Some(rec),
             err,
         }
     }

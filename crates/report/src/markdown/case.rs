@@ -253,10 +253,26 @@ fn reloads(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
 }
 
 fn backends(out: &mut String, c: &CaseResult) {
-    if c.backends.is_empty() {
+    let missing = c
+        .cluster
+        .as_ref()
+        .map_or(&[][..], |k| k.counters_missing.as_slice());
+    if c.backends.is_empty() && missing.is_empty() {
         return;
     }
     out.push_str("### Backends\n\n");
+    if !missing.is_empty() {
+        out.push_str(
+            "Backends whose final counters could not be read (left out below, never counted as zero):\n\n",
+        );
+        for m in missing {
+            let _ = writeln!(out, "- {}", m.trim());
+        }
+        out.push('\n');
+    }
+    if c.backends.is_empty() {
+        return;
+    }
     let total: u64 = c.backends.iter().map(|b| b.requests).sum();
     let mut t = Table::new(&[
         "Backend",

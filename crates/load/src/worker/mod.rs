@@ -808,8 +808,16 @@ impl Worker<'_> {
     }
 
     fn finish(&mut self, now: u64) {
-        let end = if self.draining { self.drain_at } else { now };
-        let end = end.min(self.sh.end_ns.unwrap_or(u64::MAX));
+        // Sending ended at the stop or the end; or, for a schedule cut by its request limit,
+        // when the limit's first kept-back arrival was due: its achieved rate is the
+        // schedule's, not stretched by the last responses (and the shares of a distributed
+        // load, each cut by its limit, add up to the whole's rate).
+        let end_ns = self.sh.end_ns.unwrap_or(u64::MAX);
+        let end = match &self.pacer {
+            _ if self.draining => self.drain_at.min(end_ns),
+            Some(p) => p.limit_end().unwrap_or(now.min(end_ns)),
+            None => now.min(end_ns),
+        };
         let mut intended = self.issued;
         if let Some(p) = &mut self.pacer {
             intended += p.drain_before(end);

@@ -267,3 +267,148 @@ fn k8s_agents_that_cannot_start_fail_with_their_pods_state_and_are_deleted() {
         t0.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_ctrl_c_stops_the_agents_keeps_their_results_and_deletes_the_job() {
+    let ng = testkit::Nginx::return_200(1);
+    let ns = namespace("agentint");
+    let child = load(
+        &ns,
+        2,
+        &["-R", "200", "-d", "60s", "-c", "2", "--format", "json"],
+    )
+    .arg(ng.url("/"))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let t0 = Instant::now();
+    while ng.access_log_lines() < 400 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the agents never ran"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) takes no pointers; the pid is our own child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = output(child);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("proxybench: interrupted; results so far"),
+        "{stderr}"
+    );
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = merged["requests"].as_u64().unwrap();
+    // Every request the agents sent was answered and counted, and the Job went with the run.
+    let t = Instant::now();
+    while ng.access_log_lines() < requests && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ng.access_log_lines(), requests);
+    assert!((400..12_000).contains(&requests), "{requests}");
+    let rows = merged["agents"].as_array().unwrap();
+    assert!(
+        rows.iter().all(|r| !r["lost"].as_bool().unwrap()),
+        "{rows:?}"
+    );
+    assert_cleaned_up(&ns);
+}
+
+/// Every file named `name` under `dir`, recursively.
+fn find(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_scenario_load_on_agent_pods_counts_what_the_proxy_pods_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("agents.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "k8s-agents"
+description = "one load on two agent pods through the proxy Deployment"
+checks = ["coffee.failures == 0", "proxy.requests == coffee.requests"]
+
+[[backends]]
+name = "cafe"
+count = 1
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 8
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 300
+connections = 4
+duration = "3s"
+agents = 2
+"#,
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("agentscn");
+    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["run", "--no-progress", "--results"])
+        .arg(&root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
+        .args(["--namespace", &ns])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
+    let data = find(&root, "data.json");
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&data[0]).unwrap()).unwrap();
+    let case = &d["cases"][0];
+    let load = &case["loads"][0];
+    assert_eq!(load["requests"].as_u64().unwrap(), 900, "{load}");
+    assert_eq!(case["logs"]["access_lines"].as_u64().unwrap(), 900);
+    let dist = &case["distributed"][0];
+    let place = dist["place"].as_str().unwrap();
+    assert!(place.starts_with("2 pods of Job agents-"), "{place}");
+    assert!(
+        place.contains(&format!("in namespace {ns} (host network")),
+        "{place}"
+    );
+    let shares: Vec<u64> = dist["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shares, vec![450, 450]);
+    assert_eq!(find(&root, "agent-1.json").len(), 1);
+    assert_cleaned_up(&ns);
+}

@@ -285,7 +285,7 @@ fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
     let show = |row: &model::Second, per: &[Option<u64>]| live.show(row, per);
     let run = agent::coordinator::run(&plan, live.on.then_some(&show));
     live.clear();
-    report_distributed(args, run, Vec::new())
+    report_distributed(args, run)
 }
 
 /// `load --agents N --platform kubernetes`: the agents are the pods of an Indexed Job in the
@@ -348,9 +348,15 @@ fn on_kubernetes(
         live.on.then_some(&show),
     );
     live.clear();
+    // The results first; then the Job, its Secret and the namespace go (what could not be
+    // deleted is said after them).
+    let code = report_distributed(args, run);
     let mut left = agents.close();
     left.extend(platform.close());
-    report_distributed(args, run, left)
+    for l in &left {
+        eprintln!("proxybench: {l}");
+    }
+    code
 }
 
 /// `--timeline` and `--hdr-log` write what one local engine saw; agents' results are saved
@@ -412,16 +418,11 @@ impl LiveAgents {
 }
 
 /// Prints a distributed run as a local one prints (wrk's block, or the JSON), then the
-/// per-agent table; saves the agents' results; names lost agents (exit 1) and what was left
-/// behind on a cluster.
+/// per-agent table; saves the agents' results; names lost agents (exit 1).
 fn report_distributed(
     args: &Args,
     run: Result<agent::coordinator::Distributed, String>,
-    left: Vec<String>,
 ) -> Result<ExitCode, CliError> {
-    for l in &left {
-        eprintln!("proxybench: {l}");
-    }
     let run = run.map_err(|e| {
         if e.starts_with('-') {
             CliError::usage(e)

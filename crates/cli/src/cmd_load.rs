@@ -626,3 +626,66 @@ fn timeline_csv(s: &LoadSummary) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What an agent builds from the arguments a coordinator sends for `cfg` is `cfg`, field by
+    /// field (the split's share is applied after).
+    #[test]
+    fn an_engine_config_survives_the_trip_to_an_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "not read here").unwrap();
+        let mut cfg = load::Config::new("https://cafe.example.com:8443/tea").unwrap();
+        cfg.connections = 12;
+        cfg.threads = 3;
+        cfg.duration = Some(Duration::from_millis(2345));
+        cfg.requests = Some(5000);
+        cfg.rate = Some(1333.3);
+        cfg.arrivals = Arrivals::Poisson;
+        cfg.seed = 99;
+        cfg.timeout = Duration::from_micros(1500);
+        cfg.method = "POST".into();
+        cfg.add_header_line("X-Trace: a: b").unwrap();
+        cfg.add_header_line("Accept: */*").unwrap();
+        cfg.body = Some(b"@starts-with-at\n\xff".to_vec());
+        cfg.host = Some("tea.example.com".into());
+        cfg.resolve
+            .push(load::Resolve::parse("cafe.example.com:8443:127.0.0.2").unwrap());
+        cfg.resolve.push(load::Resolve::parse("x:1:[::1]").unwrap());
+        cfg.insecure = true;
+        cfg.cacert = Some(ca);
+        cfg.io = load::IoMode::Epoll;
+        cfg.http2 = true;
+        cfg.streams = 7;
+        let out = dir.path().join("agent");
+        std::fs::create_dir(&out).unwrap();
+        let a = agent::argv::load_argv(&cfg, out.to_str().unwrap()).unwrap();
+        for (name, bytes) in &a.files {
+            std::fs::write(out.join(name), bytes).unwrap();
+        }
+        let got = agent_config(&a.argv).unwrap();
+        assert_eq!(got.url, cfg.url);
+        assert_eq!(got.connections, 12);
+        assert_eq!(got.threads, 3);
+        assert_eq!(got.duration, cfg.duration);
+        assert_eq!(got.requests, cfg.requests);
+        assert_eq!(got.rate, cfg.rate);
+        assert_eq!(got.arrivals, cfg.arrivals);
+        assert_eq!(got.seed, 99);
+        assert_eq!(got.timeout, cfg.timeout);
+        assert_eq!(got.method, "POST");
+        assert_eq!(got.headers, cfg.headers);
+        assert_eq!(got.body, cfg.body);
+        assert_eq!(got.host, cfg.host);
+        assert_eq!(got.resolve, cfg.resolve);
+        assert!(got.insecure);
+        assert_eq!(got.cacert, Some(out.join("cacert.pem")));
+        assert_eq!(got.io, load::IoMode::Epoll);
+        assert!(got.http2);
+        assert_eq!(got.streams, 7);
+    }
+}

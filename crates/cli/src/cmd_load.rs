@@ -16,10 +16,12 @@ use std::sync::Arc;
     proxybench load -t1 -c50 -d10s --latency http://127.0.0.1:8080/\n  \
     proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
     proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n  \
-    proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n\n\
+    proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n  \
+    proxybench load --agents 3 --platform kubernetes -R 3000 -c 12 -d 10s http://127.0.0.1:8080/\n\n\
 Exit status:\n  \
     0  the load ran and at least one request got a 2xx or 3xx response\n  \
-    1  the load could not run to its end (a thread or file failed)\n  \
+    1  the load could not run to its end (a thread or file failed, an agent was lost, agents\n     \
+       could not start)\n  \
     2  bad input: a flag, the URL, the CA file, or more connections than the open-files limit allows\n  \
     3  the target was unusable: every request failed (an error below HTTP or a status other than\n     \
        2xx/3xx), or none was answered; the results are printed all the same")]

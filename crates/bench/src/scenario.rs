@@ -861,12 +861,22 @@ pub struct LoadSpec {
     /// HTTP/2: concurrent streams on each connection (h2load's `-m`); needs `http = "2"`.
     #[serde(default)]
     pub streams: Option<u32>,
+    /// Run this load from N agents, each an exact share started at one instant, their results
+    /// merged exactly: `proxybench agent` processes on this machine (local platform), the pods
+    /// of an Indexed Job (Kubernetes). Absent: the load runs in proxybench itself.
+    #[serde(default)]
+    pub agents: Option<Spanned<u32>>,
 }
 
 impl LoadSpec {
     /// Whether this load speaks HTTP/2 (`http = "2"`).
     pub fn http2(&self) -> bool {
         self.http.as_deref() == Some("2")
+    }
+
+    /// How many agents run this load (`agents = N`); `None` when it runs in proxybench itself.
+    pub fn agent_count(&self) -> Option<u32> {
+        self.agents.as_ref().map(|a| *a.get_ref())
     }
 }
 
@@ -1850,6 +1860,9 @@ fn build_case(
         let span = l.span();
         let spec = l.into_inner();
         check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if let Some(a) = &spec.agents {
+            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
+        }
         if !load_names.insert(spec.name.clone()) {
             return Err(err(span, format!("load '{}' is defined twice", spec.name)));
         }
@@ -1987,6 +2000,44 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Most agents one load may run on.
+pub const MAX_AGENTS: u32 = 256;
+
+/// `agents = N` on a load: at least one, at most [`MAX_AGENTS`], and enough of the load to give
+/// each agent a share (connections, requests, an even schedule's arrivals).
+fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
+    let name = &l.name;
+    if n == 0 {
+        return Err(format!("load '{name}': agents must be at least 1"));
+    }
+    if n > MAX_AGENTS {
+        return Err(format!(
+            "load '{name}': agents = {n} is more than {MAX_AGENTS}"
+        ));
+    }
+    if l.connections < n {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} connections (it has {})",
+            l.connections
+        ));
+    }
+    if let Some(r) = l.requests.filter(|&r| r < u64::from(n)) {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} requests (it has {r})"
+        ));
+    }
+    if let (Some(rate), ArrivalsSpec::Even, Some(d)) = (l.rate, l.arrivals, l.duration) {
+        let within = load::even_arrivals(rate.0, d.0.as_nanos() as u64);
+        if within < u64::from(n) {
+            return Err(format!(
+                "load '{name}': agents = {n} would share only {within} requests (rate {}/s for {d})",
+                rate.0
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_load(

@@ -763,3 +763,54 @@ fn a_mistake_in_a_platform_layer_is_found_on_every_platform() {
     let e = error("\n[[cases]]\nname = \"a\"\nplatforms = { kubernetes = 3 }\n");
     assert!(e.message.contains("`kubernetes` must be a table"), "{e}");
 }
+
+#[test]
+fn a_load_on_agents_is_checked_at_its_agents_line() {
+    // BASE's load has 10 connections and 10 s of closed loop; the key is its line 1 after BASE.
+    for (extra, want) in [
+        ("agents = 0\n", "load 'coffee': agents must be at least 1"),
+        (
+            "agents = 300\n",
+            "load 'coffee': agents = 300 is more than 256",
+        ),
+        (
+            "agents = 11\n",
+            "load 'coffee': agents = 11 needs at least 11 connections (it has 10)",
+        ),
+        (
+            "requests = 2\nagents = 3\n",
+            "load 'coffee': agents = 3 needs at least 3 requests (it has 2)",
+        ),
+        (
+            "rate = \"12r/m\"\nagents = 3\n",
+            "load 'coffee': agents = 3 would share only 2 requests (rate 0.2/s for 10s)",
+        ),
+    ] {
+        let e = error(extra);
+        let line = after_base(extra.lines().count());
+        assert_eq!(e.line, Some(line), "{extra}: {e}");
+        assert!(e.message.contains(want), "{extra}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("t.toml:{line}: ")),
+            "{e}"
+        );
+    }
+    // Not a number: refused by the parser at its line.
+    let e = error("agents = \"three\"\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    // A --quick layer's value is checked too, at the line that wrote it.
+    let text = format!(
+        "{BASE}agents = 2\n\n[quick]\nloads = [\n  {{ name = \"coffee\", agents = 0 }},\n]\n"
+    );
+    let e = parse(&text, true).expect_err("the quick form sets agents = 0");
+    assert_eq!(e.line, Some(after_base(5)), "{e}");
+    assert!(e.message.contains("agents must be at least 1"), "{e}");
+    // Valid: the load knows its agents, on either platform.
+    let ok = parse(&format!("{BASE}agents = 3\n"), false).unwrap();
+    assert_eq!(ok.cases[0].loads[0].agent_count(), Some(3));
+    assert_eq!(
+        parse(BASE, false).unwrap().cases[0].loads[0].agent_count(),
+        None
+    );
+}

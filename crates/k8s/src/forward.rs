@@ -33,6 +33,12 @@ impl PortForward {
         self.addr
     }
 
+    /// Ends the forward: the listener closes and so does every connection through it, so a
+    /// client reading one sees its end (the agents' coordinator closes a gone pod's forward).
+    pub fn close(&self) {
+        self.task.abort();
+    }
+
     /// Why the last connection could not be forwarded (the pod is gone, the port is closed,
     /// portforward is forbidden), for a message when the client saw only a closed connection.
     pub fn last_error(&self) -> Option<String> {
@@ -73,6 +79,7 @@ impl Cluster {
                 let Ok((mut tcp, _)) = listener.accept().await else {
                     break;
                 };
+                let _ = tcp.set_nodelay(true);
                 let (api, pod, errors, what) =
                     (api.clone(), pod.clone(), errors.clone(), what.clone());
                 conns.spawn(async move {

@@ -31,6 +31,11 @@ pub struct PodInfo {
     pub containers: Vec<String>,
     /// `metadata.creationTimestamp` (RFC 3339), for ordering.
     pub created: String,
+    /// Why it is not (or no longer) running, when its status says: a container's waiting or
+    /// terminated reason with its message (`ErrImageNeverPull: Container image ... is not
+    /// present with pull policy of Never`), or an unscheduled pod's condition (`Unschedulable:
+    /// 0/1 nodes are available: ...`).
+    pub why: Option<String>,
 }
 
 impl PodInfo {
@@ -63,8 +68,52 @@ impl PodInfo {
                 .as_ref()
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
+            why: why_not_running(&st),
         }
     }
+}
+
+/// The first reason a pod's status gives for not running: a container waiting or terminated
+/// (with its message), else a PodScheduled or Ready condition that is False with a reason.
+fn why_not_running(st: &k8s_openapi::api::core::v1::PodStatus) -> Option<String> {
+    let join = |reason: Option<&String>, message: Option<&String>| -> Option<String> {
+        match (reason, message.map(|m| m.trim()).filter(|m| !m.is_empty())) {
+            (Some(r), Some(m)) => Some(format!("{r}: {}", one_line(m))),
+            (Some(r), None) => Some(r.clone()),
+            (None, Some(m)) => Some(one_line(m)),
+            (None, None) => None,
+        }
+    };
+    let containers = st
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(st.container_statuses.iter().flatten());
+    for c in containers {
+        let Some(state) = &c.state else { continue };
+        if let Some(w) = &state.waiting {
+            if let Some(r) = join(w.reason.as_ref(), w.message.as_ref()) {
+                return Some(r);
+            }
+        }
+        if let Some(t) = &state.terminated {
+            let code = format!("exit code {}", t.exit_code);
+            return Some(match join(t.reason.as_ref(), t.message.as_ref()) {
+                Some(r) => format!("terminated ({code}): {r}"),
+                None => format!("terminated ({code})"),
+            });
+        }
+    }
+    st.conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status == "False" && (c.type_ == "PodScheduled" || c.reason.is_some()))
+        .find_map(|c| join(c.reason.as_ref(), c.message.as_ref()))
+}
+
+/// A message on one line (the API's messages sometimes hold newlines).
+fn one_line(m: &str) -> String {
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// What a command run in a container gave back.

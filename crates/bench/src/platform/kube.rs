@@ -1246,35 +1246,23 @@ impl Stage for KubeStage {
         }
         // What the case made goes with it, also from a namespace the run did not make (the
         // user's, with `--namespace`), where nothing of ours may stay behind.
-        for n in &names {
-            if let Err(e) = self.cluster.delete_object::<Deployment>(&self.namespace, n) {
-                err.get_or_insert(platform(e));
-            }
-        }
-        for g in &self.groups {
-            let svc = format!("backend-{g}");
-            if let Err(e) = self.cluster.delete_object::<Service>(&self.namespace, &svc) {
-                err.get_or_insert(platform(e));
-            }
-        }
-        if let Err(e) = self
-            .cluster
-            .delete_object::<Secret>(&self.namespace, backends::TOKEN_SECRET)
-        {
-            err.get_or_insert(platform(e));
-        }
-        if self.scripts.is_some() {
-            let r = self
-                .cluster
-                .delete_object::<ConfigMap>(&self.namespace, "proxy")
-                .and(if self.tls.is_some() {
-                    self.cluster
-                        .delete_object::<Secret>(&self.namespace, "proxy-tls")
-                } else {
-                    Ok(())
-                });
+        let (c, ns) = (&self.cluster, self.namespace.as_str());
+        let mut gone = |r: Result<Duration, k8s::Error>| {
             if let Err(e) = r {
                 err.get_or_insert(platform(e));
+            }
+        };
+        for n in &names {
+            gone(c.delete_object::<Deployment>(ns, n, BOUND));
+        }
+        for g in &self.groups {
+            gone(c.delete_object::<Service>(ns, &format!("backend-{g}"), BOUND));
+        }
+        gone(c.delete_object::<Secret>(ns, backends::TOKEN_SECRET, BOUND));
+        if self.scripts.is_some() {
+            gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
+            if self.tls.is_some() {
+                gone(c.delete_object::<Secret>(ns, "proxy-tls", BOUND));
             }
         }
         let mut rec = self.record();

@@ -8,6 +8,9 @@
 //!
 //! - `local` ([`Local`]): processes on this machine ([`crate::stack::Stack`]).
 //! - `kubernetes`: Deployments on a cluster, through its API.
+//!
+//! A platform also starts the agents of a distributed load ([`agents`]): processes on this
+//! machine, or an Indexed Job's pods.
 
 use crate::error::StackError;
 use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
@@ -18,8 +21,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+pub mod agents;
 mod kube;
 mod kube_run;
+
+pub use agents::{Agents, AgentsSpec};
 
 /// A run's platform: stands up each case's [`Stage`] and cleans up after the run.
 pub trait Platform {
@@ -30,6 +36,8 @@ pub trait Platform {
     /// Ends the run on the platform (on Kubernetes: deletes the run's namespace unless kept);
     /// what it could not undo, one sentence each. Runs after an interrupted run too.
     fn close(&mut self) -> Vec<String>;
+    /// Starts the agents of a distributed load and waits until they are ready.
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String>;
 }
 
 /// One case's running backends and proxy, as the runner, the loads and the actions see them.
@@ -79,6 +87,10 @@ impl Platform for Local {
 
     fn close(&mut self) -> Vec<String> {
         Vec::new()
+    }
+
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String> {
+        Ok(Box::new(agents::LocalAgents::start(spec)?))
     }
 }
 

@@ -4,9 +4,10 @@
 # One nginx (one worker, `return 200`, access_log off) on loopback. The same open-loop load
 # (RATE req/s for DURATION over CONNS connections) is run ROUNDS times each way: by one local
 # `proxybench load`, and by 1, 2 and 4 `proxybench agent` processes on loopback driven by a
-# `proxybench load --agent-hosts` coordinator. For each run it prints the merged req/s, the
-# client CPU per request (user+system ticks of the local load, or of the coordinator plus every
-# agent, over the requests counted) and the coordinator's (or local load's) peak RSS.
+# `proxybench load --agent-hosts` coordinator. For each run it prints the merged counts (responses,
+# failed attempts, the schedule's intended and sent, so a shortfall says where it went), req/s,
+# the client CPU per request (user+system ticks of the local load, or of the coordinator plus
+# every agent, over the requests counted) and the coordinator's (or local load's) peak RSS.
 #
 # Knobs (environment): ROUNDS=2 RATE=4000 DURATION=10s CONNS=16 AGENTS="1 2 4"
 # PROXYBENCH=target/release/proxybench NGINX=/usr/sbin/nginx
@@ -86,13 +87,19 @@ wait_port "$NG_PORT"
 URL="http://127.0.0.1:$NG_PORT/"
 echo "tok-$$-$RANDOM" >"$tmp/token"
 
-printf '%-8s %5s %10s %10s %14s %12s\n' mode round requests "req/s" "cpu_us/req" "peak_rss_kb"
+printf '%-8s %5s %10s %7s %10s %10s %10s %14s %12s\n' mode round requests errors intended sent \
+    "req/s" "cpu_us/req" "peak_rss_kb"
 report() { # mode round json cpu_ticks rss
-    local req elapsed
+    local req elapsed counts
     req=$(json_num requests "$3")
     elapsed=$(json_num elapsed_s "$3")
+    # Failed attempts (every error kind) and the open-loop schedule's intended and sent.
+    counts=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["schedule"]
+print(sum(d["errors"].values()), s["intended"], s["sent"])' "$3")
+    read -r errs intended sent <<<"$counts"
     awk -v m="$1" -v r="$2" -v n="$req" -v e="$elapsed" -v t="$4" -v k="$TCK" -v rss="$5" \
-        'BEGIN { printf "%-8s %5s %10d %10.1f %14.2f %12d\n", m, r, n, n / e, t / k * 1e6 / n, rss }'
+        -v f="$errs" -v i="$intended" -v s="$sent" \
+        'BEGIN { printf "%-8s %5s %10d %7d %10d %10d %10.1f %14.2f %12d\n", m, r, n, f, i, s, n / e, t / k * 1e6 / n, rss }'
 }
 
 for round in $(seq "$ROUNDS"); do

@@ -9,28 +9,42 @@ use model::{AgentInfo, Arrivals, LoadResult, Second, SecondHdr};
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// Pings per agent; the one with the shortest round trip gives the offset.
 const PINGS: usize = 16;
 /// How long an agent may take to connect and answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the coordinator looks at its stop flag while the agents run.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// What a distributed run asks for.
 pub struct Plan<'a> {
     /// Agent addresses, `host:port`.
     pub hosts: &'a [String],
+    /// What to call each agent in messages and in the per-agent table (a pod's name); the
+    /// address when empty.
+    pub names: &'a [String],
     /// The shared token.
     pub token: &'a str,
     /// The user's `load` arguments, forwarded to every agent.
     pub argv: &'a [String],
     /// The totals to split (from the same arguments, parsed by the coordinator).
     pub cfg: &'a load::Config,
+    /// The time base on the coordinator's wall clock (ns since the epoch) and how long after
+    /// it the load begins at the earliest: the agents' seconds then count from it, as a
+    /// scenario's loads count from the case's start. `None`: from the common start instant.
+    pub origin: Option<(u64, Duration)>,
+    /// Set it to end the run early (Ctrl-C): the agents are told to stop, and what they
+    /// measured is still merged.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
-/// Per second: the aggregate requests, and each agent's (None once an agent is gone).
-pub type Progress<'a> = &'a dyn Fn(u32, u64, &[Option<u64>]);
+/// Live progress, once per second that every agent still running has reported: the merged
+/// row of that second, and each agent's request count in it (None for an agent that is gone).
+pub type Progress<'a> = &'a dyn Fn(&Second, &[Option<u64>]);
 
 /// What a distributed run returns.
 pub struct Distributed {
@@ -41,6 +55,8 @@ pub struct Distributed {
     pub merged: LoadResult,
     /// Agents lost mid-run, with why.
     pub lost: Vec<String>,
+    /// The run was told to stop early.
+    pub stopped: bool,
 }
 
 /// Thread `i`'s share of `total` split over `n` (the first ones take the remainder).
@@ -51,6 +67,12 @@ pub fn share(total: u64, n: u64, i: u64) -> u64 {
 /// The jobs for `n` agents: connections and `-n` split exactly; open loop at rate/n each, even
 /// arrivals phased by i/rate so the aggregate stays evenly spaced, Poisson seeded per agent so
 /// the sum stays Poisson.
+///
+/// Even arrivals with a duration: the local schedule has `even_arrivals(rate, duration)`
+/// arrivals, global arrival j at j/rate; agent i takes those with j ≡ i (mod n), which is an
+/// exact request count for it. Without that count each agent would run its own full duration
+/// from its phase and the shares would add up to n·⌈rate·d/n⌉, more than the local schedule
+/// whenever n does not divide it.
 pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, String> {
     let n64 = n as u64;
     if (cfg.connections as u64) < n64 {
@@ -66,6 +88,21 @@ pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, 
             ));
         }
     }
+    // The exact number of requests to split: `-n`, or the even schedule's arrivals within the
+    // duration, whichever is smaller.
+    let requests = match (cfg.rate, cfg.arrivals, cfg.duration) {
+        (Some(rate), Arrivals::Even, Some(d)) => {
+            let within = load::even_arrivals(rate, d.as_nanos() as u64);
+            if within < n64 {
+                return Err(format!(
+                    "the load has only {within} requests (-R {rate} for {}) for {n} agents",
+                    units::fmt_secs_short(d.as_secs_f64())
+                ));
+            }
+            Some(cfg.requests.map_or(within, |r| r.min(within)))
+        }
+        _ => cfg.requests,
+    };
     Ok((0..n64)
         .map(|i| {
             let connections = share(cfg.connections as u64, n64, i) as u32;
@@ -76,11 +113,12 @@ pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, 
             Job {
                 argv: argv.to_vec(),
                 start_unix_ns: 0,
+                origin_ahead_ns: 0,
                 phase_ns,
                 connections,
                 threads: cfg.threads.min(connections).max(1),
                 rate: cfg.rate.map(|r| r / n as f64),
-                requests: cfg.requests.map(|r| share(r, n64, i)),
+                requests: requests.map(|r| share(r, n64, i)),
                 seed: match cfg.arrivals {
                     Arrivals::Poisson => cfg.seed.wrapping_add(i),
                     Arrivals::Even => cfg.seed,
@@ -99,15 +137,15 @@ struct Link {
 }
 
 /// Connects, checks the token and measures the clock of one agent.
-fn connect(host: &str, token: &str) -> Result<Link, String> {
+fn connect(host: &str, name: &str, token: &str) -> Result<Link, String> {
     let addr = host
         .to_socket_addrs()
-        .map_err(|e| format!("agent {host}: {e}"))?
+        .map_err(|e| format!("agent {name}: {e}"))?
         .next()
-        .ok_or_else(|| format!("agent {host}: no address"))?;
+        .ok_or_else(|| format!("agent {name}: no address"))?;
     let stream = TcpStream::connect_timeout(&addr, READY_TIMEOUT)
-        .map_err(|e| format!("agent {host}: cannot connect: {e}"))?;
-    let io = |e: std::io::Error| format!("agent {host}: {e}");
+        .map_err(|e| format!("agent {name}: cannot connect: {e}"))?;
+    let io = |e: std::io::Error| format!("agent {name}: {e}");
     stream.set_nodelay(true).map_err(io)?;
     stream.set_read_timeout(Some(READY_TIMEOUT)).map_err(io)?;
     let mut w = stream.try_clone().map_err(io)?;
@@ -120,13 +158,13 @@ fn connect(host: &str, token: &str) -> Result<Link, String> {
     )
     .map_err(io)?;
     match proto::recv::<FromAgent>(&mut reader)
-        .map_err(|e| format!("agent {host} not ready: {e}"))?
+        .map_err(|e| format!("agent {name} not ready: {e}"))?
     {
         Some(FromAgent::Ready) => {}
         Some(FromAgent::Denied { reason }) => {
-            return Err(format!("agent {host} refused: {reason}"))
+            return Err(format!("agent {name} refused: {reason}"))
         }
-        other => return Err(format!("agent {host} not ready: answered {other:?}")),
+        other => return Err(format!("agent {name} not ready: answered {other:?}")),
     }
     let mut best: Option<(u64, i64)> = None;
     for _ in 0..PINGS {
@@ -143,7 +181,7 @@ fn connect(host: &str, token: &str) -> Result<Link, String> {
             }
             other => {
                 return Err(format!(
-                    "agent {host}: unexpected answer to a ping: {other:?}"
+                    "agent {name}: unexpected answer to a ping: {other:?}"
                 ))
             }
         }
@@ -151,7 +189,7 @@ fn connect(host: &str, token: &str) -> Result<Link, String> {
     let (rtt, offset_ns) = best.expect("at least one ping");
     stream.set_read_timeout(None).map_err(io)?;
     Ok(Link {
-        host: host.to_string(),
+        host: name.to_string(),
         stream,
         reader,
         offset_ns,
@@ -170,17 +208,24 @@ enum Event {
 pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distributed, String> {
     let n = plan.hosts.len();
     if n == 0 {
-        return Err("--agent-hosts names no agent".to_string());
+        return Err("no agent to run the load on".to_string());
     }
+    let name = |i: usize| plan.names.get(i).unwrap_or(&plan.hosts[i]).clone();
     let mut jobs = split(plan.cfg, plan.argv, n)?;
     let mut links = Vec::with_capacity(n);
-    for h in plan.hosts {
-        links.push(connect(h, plan.token)?);
+    for (i, h) in plan.hosts.iter().enumerate() {
+        links.push(connect(h, &name(i), plan.token)?);
     }
-    // Everyone starts at the same instant, far enough ahead for every Run to arrive.
-    let start = proto::now_ns() + 500_000_000 + 50_000_000 * n as u64;
+    // Everyone starts at the same instant, far enough ahead for every Run to arrive (and not
+    // before the time the plan asks for).
+    let earliest = proto::now_ns() + 500_000_000 + 50_000_000 * n as u64;
+    let (origin, start) = match plan.origin {
+        Some((o, after)) => (o, earliest.max(o + after.as_nanos() as u64)),
+        None => (earliest, earliest),
+    };
     for (link, job) in links.iter_mut().zip(jobs.iter_mut()) {
         job.start_unix_ns = (start as i64 + link.offset_ns) as u64;
+        job.origin_ahead_ns = start - origin;
         proto::send(&mut link.stream, &ToAgent::Run(job.clone()))
             .map_err(|e| format!("agent {}: {e}", link.host))?;
     }
@@ -214,18 +259,39 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
     }
     drop(tx);
 
+    let open = plan.cfg.rate.is_some();
     let mut started: Vec<Option<u64>> = vec![None; n];
     let mut seconds: Vec<Vec<(Second, SecondHdr)>> = vec![Vec::new(); n];
     let mut results: Vec<Option<LoadResult>> = vec![None; n];
     let mut gone: Vec<Option<String>> = vec![None; n];
-    let mut per_t: BTreeMap<u32, Vec<Option<u64>>> = BTreeMap::new();
+    // Per second not yet shown: where each agent's row of it is in `seconds`.
+    let mut per_t: BTreeMap<u32, Vec<Option<usize>>> = BTreeMap::new();
+    let (mut h, mut u) = (merge::new_hist(), merge::new_hist());
     let mut shown = 0u32;
-    for ev in rx {
+    let mut stopped = false;
+    loop {
+        if !stopped
+            && plan
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            stopped = true;
+            for link in &mut links {
+                // An agent already gone cannot be told; it is reported as it ended.
+                let _ = proto::send(&mut link.stream, &ToAgent::Stop);
+            }
+        }
+        let ev = match rx.recv_timeout(STOP_POLL) {
+            Ok(ev) => ev,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         match ev {
             Event::Started(i, at) => started[i] = Some(at),
             Event::Second(i, b) => {
                 if progress.is_some() {
-                    per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] = Some(b.0.requests);
+                    per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] = Some(seconds[i].len());
                 }
                 seconds[i].push(*b);
             }
@@ -234,14 +300,25 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         }
         // A second is shown once every agent still running has reported it.
         if let Some(p) = progress {
-            while let Some((&t, counts)) = per_t.iter().next() {
-                let complete = (0..n)
-                    .all(|i| counts[i].is_some() || results[i].is_some() || gone[i].is_some());
+            while let Some((&t, at)) = per_t.iter().next() {
+                let complete =
+                    (0..n).all(|i| at[i].is_some() || results[i].is_some() || gone[i].is_some());
                 if !complete {
                     break;
                 }
                 if t >= shown {
-                    p(t, counts.iter().flatten().sum(), counts);
+                    let parts: Vec<(&Second, Option<&SecondHdr>)> = at
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, k)| k.map(|k| (&seconds[i][k].0, Some(&seconds[i][k].1))))
+                        .collect();
+                    let (row, _) = merge::merge_second(t, &parts, open, &mut h, &mut u)?;
+                    let counts: Vec<Option<u64>> = at
+                        .iter()
+                        .enumerate()
+                        .map(|(i, k)| k.map(|k| seconds[i][k].0.requests))
+                        .collect();
+                    p(&row, &counts);
                     shown = t + 1;
                 }
                 per_t.remove(&t);
@@ -263,7 +340,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
                 let why = gone[i].clone().unwrap_or_else(|| "no result".to_string());
                 lost.push(format!("agent {} lost: {why}", link.host));
                 let template = model_template(plan.cfg, &jobs[i]);
-                let origin_agent = (start as i64 + link.offset_ns) as u64;
+                let origin_agent = (origin as i64 + link.offset_ns) as u64;
                 merge::partial(&template, &seconds[i], origin_agent)?
             }
         };
@@ -283,6 +360,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         parts,
         merged,
         lost,
+        stopped,
     })
 }
 
@@ -320,5 +398,111 @@ fn model_template(cfg: &load::Config, job: &Job) -> model::LoadSummary {
         schedule: None,
         timeline: Vec::new(),
         http2: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use load::{Arrivals, Pacer};
+    use std::time::Duration;
+
+    /// The intended send times (ns from the common start) of a job's schedule, as the engine
+    /// follows it: from its phase, at its rate, up to its limit, before its own end.
+    fn times(job: &Job, duration_ns: u64) -> Vec<u64> {
+        let rate = job.rate.expect("open loop");
+        let end = job.phase_ns + duration_ns;
+        let mut p = Pacer::new(
+            job.phase_ns,
+            rate,
+            Arrivals::Even,
+            job.seed,
+            0,
+            1,
+            job.requests,
+        );
+        let mut v = Vec::new();
+        while let Some(t) = p.next() {
+            if t >= end {
+                break;
+            }
+            v.push(t);
+            p.advance();
+        }
+        v
+    }
+
+    fn open(rate: f64, duration: Duration, requests: Option<u64>) -> load::Config {
+        let mut cfg = load::Config::new("http://127.0.0.1:1/").unwrap();
+        cfg.connections = 64;
+        cfg.rate = Some(rate);
+        cfg.duration = Some(duration);
+        cfg.requests = requests;
+        cfg
+    }
+
+    #[test]
+    fn even_open_loop_shares_add_up_to_the_local_schedule() {
+        // Rates not divisible by the agents, durations not whole seconds, and the bench's case.
+        let durations = [
+            Duration::from_secs(1),
+            Duration::from_millis(1500),
+            Duration::from_millis(2345),
+            Duration::from_secs(30),
+        ];
+        for rate in [100.0, 700.0, 1000.0, 1333.3, 3000.0, 4000.0, 7.0] {
+            for d in durations {
+                let dur = d.as_nanos() as u64;
+                let mut local = Pacer::new(0, rate, Arrivals::Even, 1, 0, 1, None);
+                let want = local.drain_before(dur);
+                for n in 1..=7usize {
+                    let cfg = open(rate, d, None);
+                    let jobs = match split(&cfg, &[], n) {
+                        Ok(j) => j,
+                        Err(e) => {
+                            assert!(want < n as u64, "{rate}/s {d:?} {n}: {e}");
+                            continue;
+                        }
+                    };
+                    let mut all: Vec<u64> = jobs.iter().flat_map(|j| times(j, dur)).collect();
+                    assert_eq!(all.len() as u64, want, "{rate}/s for {d:?} over {n} agents");
+                    // Together they are the local schedule, each arrival within a nanosecond.
+                    all.sort_unstable();
+                    let mut local = Pacer::new(0, rate, Arrivals::Even, 1, 0, 1, None);
+                    for (k, t) in all.iter().enumerate() {
+                        let l = local.next().unwrap();
+                        local.advance();
+                        assert!(
+                            t.abs_diff(l) <= 1,
+                            "{rate}/s {d:?} {n}: arrival {k} at {t}, not {l}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_count_in_open_loop_is_split_exactly() {
+        let cfg = open(1000.0, Duration::from_secs(10), Some(1001));
+        let jobs = split(&cfg, &[], 3).unwrap();
+        let counts: Vec<usize> = jobs
+            .iter()
+            .map(|j| times(j, 10_000_000_000).len())
+            .collect();
+        assert_eq!(counts, vec![334, 334, 333]);
+        // A duration shorter than the count: the duration's arrivals are split.
+        let cfg = open(1000.0, Duration::from_millis(500), Some(1001));
+        let jobs = split(&cfg, &[], 3).unwrap();
+        let total: usize = jobs.iter().map(|j| times(j, 500_000_000).len()).sum();
+        assert_eq!(total, 500);
+    }
+
+    #[test]
+    fn too_few_requests_for_the_agents_is_refused() {
+        let e = split(&open(2.0, Duration::from_secs(1), None), &[], 3)
+            .err()
+            .unwrap();
+        assert_eq!(e, "the load has only 2 requests (-R 2 for 1s) for 3 agents");
     }
 }

@@ -280,49 +280,64 @@ fn merge_timeline(
                 .push((row, hdrs.get(&row.t).copied()));
         }
     }
-    let add = |h: &mut Histogram<u64>, s: &str| -> Result<(), String> {
-        h.add(decode(s)?)
-            .map_err(|e| format!("histogram bounds differ: {e:?}"))
-    };
     let mut h = new_hist();
     let mut u = new_hist();
     let mut timeline = Vec::with_capacity(at.len());
     let mut hdrs = Vec::with_capacity(at.len());
     for (t, parts) in at {
-        h.reset();
-        u.reset();
-        let mut row = Second {
-            t,
-            ..Second::default()
-        };
-        for (r, hdr) in parts {
-            row.requests += r.requests;
-            for i in 0..5 {
-                row.status_class[i] += r.status_class[i];
-            }
-            for (k, n) in &r.errors {
-                *row.errors.entry(*k).or_insert(0) += n;
-            }
-            row.bytes += r.bytes;
-            row.max_us = row.max_us.max(r.max_us);
-            if let Some(x) = hdr {
-                add(&mut h, &x.hdr)?;
-                if let Some(y) = &x.hdr_uncorrected {
-                    add(&mut u, y)?;
-                }
-            }
-        }
-        row.p50_us = percentile(&h, 50.0, row.max_us);
-        row.p90_us = percentile(&h, 90.0, row.max_us);
-        row.p99_us = percentile(&h, 99.0, row.max_us);
+        let (row, hdr) = merge_second(t, &parts, open, &mut h, &mut u)?;
         timeline.push(row);
-        hdrs.push(SecondHdr {
-            t,
-            hdr: load::encode_hdr(&h),
-            hdr_uncorrected: open.then(|| load::encode_hdr(&u)),
-        });
+        hdrs.push(hdr);
     }
     Ok((timeline, hdrs))
+}
+
+/// One merged timeline second `t` from the inputs' rows of that second and their histograms:
+/// counts added, percentiles from the added histograms (`h` and `u` are scratch space, reused
+/// so memory does not grow with run length). `open`: keep uncorrected histograms too.
+pub fn merge_second(
+    t: u32,
+    parts: &[(&Second, Option<&SecondHdr>)],
+    open: bool,
+    h: &mut Histogram<u64>,
+    u: &mut Histogram<u64>,
+) -> Result<(Second, SecondHdr), String> {
+    let add = |h: &mut Histogram<u64>, s: &str| -> Result<(), String> {
+        h.add(decode(s)?)
+            .map_err(|e| format!("histogram bounds differ: {e:?}"))
+    };
+    h.reset();
+    u.reset();
+    let mut row = Second {
+        t,
+        ..Second::default()
+    };
+    for (r, hdr) in parts {
+        row.requests += r.requests;
+        for i in 0..5 {
+            row.status_class[i] += r.status_class[i];
+        }
+        for (k, n) in &r.errors {
+            *row.errors.entry(*k).or_insert(0) += n;
+        }
+        row.bytes += r.bytes;
+        row.max_us = row.max_us.max(r.max_us);
+        if let Some(x) = hdr {
+            add(h, &x.hdr)?;
+            if let Some(y) = &x.hdr_uncorrected {
+                add(u, y)?;
+            }
+        }
+    }
+    row.p50_us = percentile(h, 50.0, row.max_us);
+    row.p90_us = percentile(h, 90.0, row.max_us);
+    row.p99_us = percentile(h, 99.0, row.max_us);
+    let hdr = SecondHdr {
+        t,
+        hdr: load::encode_hdr(h),
+        hdr_uncorrected: open.then(|| load::encode_hdr(u)),
+    };
+    Ok((row, hdr))
 }
 
 /// wrk's Req/Sec row across inputs: per-thread rates pooled, weighted by thread count.

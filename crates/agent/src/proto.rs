@@ -21,6 +21,10 @@ pub enum ToAgent {
     },
     /// Run this share of the load.
     Run(Job),
+    /// End the run now (Ctrl-C at the coordinator): the agent stops its load, as a local run
+    /// stops, and still sends its result. (An agent that does not know this message stops on
+    /// it too: any message it cannot read ends its run.)
+    Stop,
 }
 
 /// One agent's share of a load.
@@ -31,6 +35,11 @@ pub struct Job {
     pub argv: Vec<String>,
     /// The common start instant on the agent's own clock, ns since the epoch.
     pub start_unix_ns: u64,
+    /// The time base (the load's origin: its seconds and `start_s` count from it) lies this
+    /// long before the start, ns; 0 puts it at the start. A scenario's load counts from its
+    /// case's start, as a local load does.
+    #[serde(default)]
+    pub origin_ahead_ns: u64,
     /// This agent's phase: it begins this long after the common start, ns.
     pub phase_ns: u64,
     /// Connections for this agent.

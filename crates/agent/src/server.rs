@@ -48,7 +48,7 @@ fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Resu
                 agent_ns: proto::now_ns(),
             })?,
             Some(ToAgent::Run(job)) => break job,
-            Some(ToAgent::Hello { .. }) => {}
+            Some(ToAgent::Hello { .. }) | Some(ToAgent::Stop) => {}
             None => return Ok(()),
         }
     };
@@ -56,22 +56,30 @@ fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Resu
         Ok(c) => c,
         Err(reason) => return say(&FromAgent::Failed { reason }),
     };
-    // The common start as a local Instant: the load's origin, so every agent's seconds line up.
+    // The common start as a local Instant, and the load's origin before it, so every agent's
+    // seconds line up.
     let (now_i, now_u) = (Instant::now(), proto::now_ns());
-    let origin = if job.start_unix_ns >= now_u {
+    let start = if job.start_unix_ns >= now_u {
         now_i + Duration::from_nanos(job.start_unix_ns - now_u)
     } else {
         now_i
             .checked_sub(Duration::from_nanos(now_u - job.start_unix_ns))
             .unwrap_or(now_i)
     };
+    let origin = start
+        .checked_sub(Duration::from_nanos(job.origin_ahead_ns))
+        .unwrap_or(start);
     let stop = Arc::new(AtomicBool::new(false));
-    // The coordinator going away ends the run.
+    // A Stop, or the coordinator going away, ends the run.
     {
         let stop = stop.clone();
         let mut r2 = r;
         std::thread::spawn(move || {
-            while let Ok(Some(_)) = proto::recv::<ToAgent>(&mut r2) {}
+            while let Ok(Some(m)) = proto::recv::<ToAgent>(&mut r2) {
+                if matches!(m, ToAgent::Stop) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
             stop.store(true, Ordering::Relaxed);
         });
     }
@@ -87,8 +95,8 @@ fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Resu
             stop2.store(true, Ordering::Relaxed);
         }
     })));
-    while Instant::now() < origin && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep((origin - Instant::now()).min(Duration::from_millis(20)));
+    while Instant::now() < start && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((start - Instant::now()).min(Duration::from_millis(20)));
     }
     say(&FromAgent::Started {
         at_unix_ns: proto::now_ns(),
@@ -130,7 +138,7 @@ fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, String> {
     cfg.seed = job.seed;
     cfg.hdr_log = None;
     cfg.record_requests = false;
-    cfg.start_at = Some(Duration::from_nanos(job.phase_ns));
+    cfg.start_at = Some(Duration::from_nanos(job.origin_ahead_ns + job.phase_ns));
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }

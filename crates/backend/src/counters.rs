@@ -207,3 +207,45 @@ impl InstCounters {
         }
     }
 }
+
+/// What starts the line `proxybench backend` prints on stdout as it exits, after the drain:
+/// every instance's final counters, so that a process whose stdout is kept (a pod's log) hands
+/// them over after it is gone.
+const LINE_PREFIX: &str = "counters ";
+
+/// The exit line for `counters`: the prefix, then the counters as one line of JSON.
+pub fn counters_line(counters: &[model::BackendCounters]) -> String {
+    let json = serde_json::to_string(counters).expect("counters serialize");
+    format!("{LINE_PREFIX}{json}")
+}
+
+/// The counters of an exit line written by [`counters_line`]; `None` for any other line.
+pub fn parse_counters_line(line: &str) -> Option<Vec<model::BackendCounters>> {
+    serde_json::from_str(line.trim_end().strip_prefix(LINE_PREFIX)?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_line_reads_back_and_nothing_else_does() {
+        let c = InstCounters::new(2);
+        c.slot(0).accepted();
+        c.slot(0).started();
+        c.slot(0).answered(200);
+        c.slot(1).started();
+        c.slot(1).answered(503);
+        c.slot(1).wrote(77);
+        let snap = vec![c.snapshot("cafe-0", "198.18.0.12:8080", "stopped")];
+        let line = counters_line(&snap);
+        assert!(line.starts_with("counters [{"), "{line}");
+        assert!(!line.contains('\n'));
+        let back = parse_counters_line(&format!("{line}\n")).unwrap();
+        assert_eq!(back, snap);
+        assert_eq!(back[0].requests, 2);
+        assert_eq!(back[0].by_status.get(&503), Some(&1));
+        assert_eq!(parse_counters_line("cafe-0 198.18.0.12:8080"), None);
+        assert_eq!(parse_counters_line("counters [not json"), None);
+    }
+}

@@ -67,6 +67,7 @@ mod sys;
 mod timer;
 mod worker;
 
+pub use counters::{counters_line, parse_counters_line};
 pub use dist::Dist;
 pub use error::{Error, SpecError};
 pub use fleet::{DrainHandle, Fleet, FleetConfig, InstanceConfig};

@@ -51,8 +51,10 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
     let scn = record::read_scenario(dir, &rec)?;
     let aborted = rec.aborted_case.clone();
     let mut results = rec.run;
-    // Whatever analysed fields the file holds, the analysis starts from the measurements alone.
-    results.findings.clear();
+    // Whatever analysed fields the file holds, the analysis starts from the measurements alone;
+    // what the runner itself recorded about the run (a namespace kept or left behind) stays,
+    // after the analysis's own findings.
+    let recorded = std::mem::take(&mut results.findings);
     results.checks.clear();
     let RunResults {
         env, cases, checks, ..
@@ -82,6 +84,7 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
             }
         })?;
     }
+    results.findings.extend(recorded);
     Ok(results)
 }
 

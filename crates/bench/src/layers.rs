@@ -187,6 +187,53 @@ pub fn take_table<'i>(
     }
 }
 
+/// Takes a `platforms` table out of `table` and returns the layer for the platform named
+/// `platform` (`platforms.<platform>`, with its own `quick` merged in when `quick`), to merge over
+/// the document. Another platform's layer is dropped; an unknown platform name is an error at
+/// its line.
+pub fn take_platform_layer<'i>(
+    src: &Source,
+    table: &mut Table<'i>,
+    platform: &str,
+    quick: bool,
+) -> Result<Option<Table<'i>>, ScenarioError> {
+    let Some(platforms) = take_table(src, table, "platforms")? else {
+        return Ok(None);
+    };
+    let mut platforms = platforms.into_inner();
+    for (name, _) in platforms.iter() {
+        if !PLATFORM_LAYERS.contains(&name.get_ref().as_ref()) {
+            return Err(src.error(
+                Some(name.span()),
+                format!(
+                    "platforms.{}: not a platform (known: {})",
+                    name.get_ref(),
+                    PLATFORM_LAYERS.join(", ")
+                ),
+            ));
+        }
+    }
+    let Some(mut layer) = take_table(src, &mut platforms, platform)? else {
+        // The other platforms' layers must still be tables.
+        for p in PLATFORM_LAYERS {
+            take_table(src, &mut platforms, p)?;
+        }
+        return Ok(None);
+    };
+    for p in PLATFORM_LAYERS.iter().filter(|p| **p != platform) {
+        take_table(src, &mut platforms, p)?;
+    }
+    let layer_quick = take_table(src, layer.get_mut(), "quick")?;
+    let mut layer = layer.into_inner();
+    if let (true, Some(q)) = (quick, layer_quick) {
+        merge(&mut layer, q.into_inner());
+    }
+    Ok(Some(layer))
+}
+
+/// The platforms a `platforms.<name>` layer may name.
+pub const PLATFORM_LAYERS: [&str; 2] = ["local", "kubernetes"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

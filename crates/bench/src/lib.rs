@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod checks;
 pub mod env;
 pub mod error;
+pub mod grow;
 pub mod layers;
 pub mod paths;
 pub mod platform;

@@ -5,12 +5,16 @@
 //! record.json                 model::RunRecord: measurements in data.json's schema, analysed fields empty
 //! scenario.toml               the scenario's text as it ran
 //! requests/<case>/<load>.bin  every request of one load (model::records)
+//! agents/<case>/<load>/agent-N.json   a distributed load's per-agent results (no requests file:
+//!                             agents keep no per-request records; the load's summary in
+//!                             record.json is their exact merge, `proxybench merge` of these)
 //! ```
 
 use crate::analysis::Records;
 use crate::layers::Source;
 use crate::scenario::{ParseOptions, PlatformKind, Scenario};
 use model::{records, CaseResult, RequestRecord, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +24,8 @@ pub const RECORD_JSON: &str = "record.json";
 pub const SCENARIO_TOML: &str = "scenario.toml";
 /// The folder of per-request records.
 pub const REQUESTS_DIR: &str = "requests";
+/// The folder of distributed loads' per-agent results.
+pub const AGENTS_DIR: &str = "agents";
 
 /// Why a results directory's record could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +111,40 @@ pub fn requests_path(dir: &Path, case: &str, index: usize, load: &str) -> PathBu
     }
 }
 
+/// The folder of one distributed load's per-agent results: `agents/<case>/<load>/`, or
+/// `agents/<case>/by-index/<i>/` for a load whose name cannot be a file name (as
+/// [`requests_path`]).
+pub fn agents_dir(dir: &Path, case: &str, index: usize, load: &str) -> PathBuf {
+    let case_dir = dir.join(AGENTS_DIR).join(case);
+    match crate::paths::plain_name_problem(load) {
+        None => case_dir.join(load),
+        Some(_) => case_dir.join("by-index").join(index.to_string()),
+    }
+}
+
+/// Writes each distributed load's per-agent results as `agent-N.json` (N in agent order), the
+/// files `proxybench merge` reads; merging them gives the load's summary in record.json.
+pub fn write_agents(
+    dir: &Path,
+    case: &CaseResult,
+    parts: &BTreeMap<String, Vec<model::LoadResult>>,
+) -> Result<(), RecordError> {
+    for (i, load) in case.loads.iter().enumerate() {
+        let Some(results) = parts.get(&load.name) else {
+            continue;
+        };
+        let d = agents_dir(dir, &case.name, i, &load.name);
+        fs::create_dir_all(&d).map_err(io(&d))?;
+        for (n, r) in results.iter().enumerate() {
+            write_atomic(
+                &d.join(format!("agent-{n}.json")),
+                r.to_json_pretty().as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes the records of every load of `case` (`records` by load name; a load without records
 /// gets none).
 pub fn write_requests(dir: &Path, case: &CaseResult, records: &Records) -> Result<(), RecordError> {
@@ -121,10 +161,14 @@ pub fn write_requests(dir: &Path, case: &CaseResult, records: &Records) -> Resul
     Ok(())
 }
 
-/// Reads back the records of every load of `case` (each load that finished has a file).
+/// Reads back the records of every load of `case` (each load that finished has a file, except
+/// the distributed ones, whose agents keep none).
 pub fn read_requests(dir: &Path, case: &CaseResult) -> Result<Records, RecordError> {
     let mut out = Records::new();
     for (i, load) in case.loads.iter().enumerate() {
+        if case.distributed.iter().any(|d| d.load == load.name) {
+            continue;
+        }
         let path = requests_path(dir, &case.name, i, &load.name);
         let bytes = fs::read(&path).map_err(io(&path))?;
         let recs: Vec<RequestRecord> =

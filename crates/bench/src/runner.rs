@@ -92,6 +92,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
         None => scn,
     };
     check(scn)?;
+    let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
+    // The platform first: a cluster that cannot be reached leaves no empty results directory.
+    let mut platform = platform::open(platform_spec).map_err(RunError::Failed)?;
     let dir = match &target.dir {
         Some(d) => {
             fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
@@ -105,7 +108,6 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn);
     rec.proxy = target.proxy.map(|k| k.name().to_string());
-    let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     if target.platform.is_some() || platform_spec.kind != crate::scenario::PlatformKind::Local {
         rec.run.env.platform = Some(model::PlatformInfo {
             kind: platform_spec.kind.name().to_string(),
@@ -114,12 +116,6 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             kept: platform_spec.keep,
         });
     }
-    let stamp = dir
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("run")
-        .to_string();
-    let mut platform = platform::open(platform_spec, &stamp).map_err(RunError::Failed)?;
     let run_origin = Instant::now();
     let total = scn.cases.len();
     for (i, case) in scn.cases.iter().enumerate() {
@@ -141,11 +137,13 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             CaseOutcome {
                 result: None,
                 records: Records::new(),
+                agent_parts: AgentParts::new(),
                 abort: Some(format!("internal error: {}", panic_text(&p))),
             }
         });
         if let Some(r) = outcome.result {
             record::write_requests(&dir, &r, &outcome.records).map_err(failed)?;
+            record::write_agents(&dir, &r, &outcome.agent_parts).map_err(failed)?;
             if outcome.abort.is_some() {
                 rec.aborted_case = Some(r.name.clone());
             }
@@ -489,18 +487,43 @@ struct CaseCtx<'a> {
 struct CaseOutcome {
     result: Option<CaseResult>,
     records: Records,
+    /// The distributed loads' per-agent results, by load name.
+    agent_parts: AgentParts,
     abort: Option<String>,
 }
+
+/// Each distributed load's per-agent results (the files `proxybench merge` reads), by name.
+type AgentParts = BTreeMap<String, Vec<model::LoadResult>>;
 
 impl CaseOutcome {
     fn failed(e: String) -> CaseOutcome {
         CaseOutcome {
             result: None,
             records: Records::new(),
+            agent_parts: AgentParts::new(),
             abort: Some(e),
         }
     }
 }
+
+/// What one load's thread hands back: the engine's outcome (for a distributed load, the merge
+/// of its agents' results, without per-request records) and, for a distributed load, where its
+/// agents ran, their parts and what was left behind.
+struct LoadOut {
+    outcome: load::Outcome,
+    distributed: Option<Distributed>,
+}
+
+/// A distributed load's record: where and how its agents ran, their results, and what their
+/// platform could not clean up.
+struct Distributed {
+    record: model::DistributedLoad,
+    parts: Vec<model::LoadResult>,
+    left: Vec<String>,
+}
+
+/// How long a load's agents may take to be ready (processes, or pods that may pull images).
+const AGENTS_READY: Duration = Duration::from_secs(60);
 
 /// Plays one case: start its stack and loads, fire its steps, collect what the loads and the
 /// collectors saw, and record it. Nothing is analysed here.
@@ -524,7 +547,7 @@ struct Running {
     progress: Arc<Progress>,
     /// Loads that have ended.
     finished: Arc<AtomicUsize>,
-    loads: Vec<thread::JoinHandle<Result<load::Outcome, String>>>,
+    loads: Vec<thread::JoinHandle<Result<LoadOut, String>>>,
     collecting: Arc<AtomicBool>,
     collector: thread::JoinHandle<Samples>,
 }
@@ -556,6 +579,28 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         .map(|l| load_config(l, stack.as_ref(), ctx.tls.as_ref()))
         .collect::<Result<Vec<_>, String>>()?;
 
+    // The agents of the loads that run on agents, ready before any load starts.
+    let mut agents = Vec::new();
+    for (spec, cfg) in case.loads.iter().zip(&configs) {
+        agents.push(match spec.agent_count() {
+            None => None,
+            Some(count) => Some(
+                ctx.platform
+                    .agents(&platform::AgentsSpec {
+                        count,
+                        cfg,
+                        ready_timeout: AGENTS_READY,
+                        work: &ctx.work,
+                        stop: &ctx.opts.stop,
+                    })
+                    .map_err(|e| format!("load '{}': {e}", spec.name))?,
+            ),
+        });
+    }
+    // The case's origin on the wall clock: a distributed load's agents count their seconds
+    // from it, as a local load does.
+    let origin_unix_ns = agent::proto::now_ns() - origin.elapsed().as_nanos() as u64;
+
     let progress = Arc::new(Progress::new(
         format!("case {}/{} {}", ctx.index + 1, ctx.total, case.name),
         case.planned_length(),
@@ -564,7 +609,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     ));
     let finished = Arc::new(AtomicUsize::new(0));
     let mut loads = Vec::new();
-    for (spec, cfg) in case.loads.iter().zip(configs) {
+    for ((spec, cfg), agents) in case.loads.iter().zip(configs).zip(agents) {
         let stop = ctx.opts.stop.clone();
         let finished = finished.clone();
         let progress = progress.clone();
@@ -573,18 +618,28 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         let h = thread::Builder::new()
             .name(format!("pb-run-{}", spec.name))
             .spawn(move || {
-                let begin = origin + start;
-                while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
-                    thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
-                }
-                let p2 = progress.clone();
-                let n2 = name.clone();
-                let control = load::Control {
-                    stop,
-                    origin,
-                    on_second: Some(Box::new(move |s: &model::Second| p2.second(&n2, s))),
+                let out = match agents {
+                    None => {
+                        let begin = origin + start;
+                        while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
+                            thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
+                        }
+                        let p2 = progress.clone();
+                        let n2 = name.clone();
+                        let control = load::Control {
+                            stop,
+                            origin,
+                            on_second: Some(Box::new(move |s: &model::Second| p2.second(&n2, s))),
+                        };
+                        load::run(&cfg, &control)
+                            .map(|outcome| LoadOut {
+                                outcome,
+                                distributed: None,
+                            })
+                            .map_err(|e| format!("load '{name}': {e}"))
+                    }
+                    Some(a) => on_agents(&name, a, &cfg, (origin_unix_ns, start), stop, &progress),
                 };
-                let out = load::run(&cfg, &control).map_err(|e| format!("load '{name}': {e}"));
                 finished.fetch_add(1, Ordering::SeqCst);
                 out
             })
@@ -603,6 +658,63 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         loads,
         collecting,
         collector,
+    })
+}
+
+/// Runs one load on its agents through the coordinator (the start at `origin` + the load's
+/// start, or as soon as the agents have their jobs), then stops the agents. The outcome is the
+/// merge, as a local load's; the agents' parts and rows go to the record.
+fn on_agents(
+    name: &str,
+    mut agents: Box<dyn platform::Agents>,
+    cfg: &load::Config,
+    (origin_unix_ns, start): (u64, Duration),
+    stop: Arc<AtomicBool>,
+    progress: &Progress,
+) -> Result<LoadOut, String> {
+    let show = |row: &model::Second, _: &[Option<u64>]| progress.second(name, row);
+    let run = platform::agents::run_load(
+        agents.as_ref(),
+        cfg,
+        Some((origin_unix_ns, start)),
+        Some(stop),
+        Some(&show),
+    );
+    let place = agents.place().to_string();
+    let left = agents.close();
+    let d = run.map_err(|e| {
+        let mut m = format!("load '{name}': {e}");
+        for l in &left {
+            m.push_str(&format!("; {l}"));
+        }
+        m
+    })?;
+    let record = model::DistributedLoad {
+        load: name.to_string(),
+        place,
+        files: String::new(),
+        agents: d.merged.ext.agents.clone(),
+        clock_uncertainty_us: d
+            .parts
+            .iter()
+            .map(|p| p.ext.agent.as_ref().map_or(0, |a| a.clock_uncertainty_us))
+            .collect(),
+        lost: d.lost,
+    };
+    let mut summary = d.merged.summary;
+    summary.name = name.to_string();
+    Ok(LoadOut {
+        outcome: load::Outcome {
+            summary,
+            records: None,
+            seconds_hdr: d.merged.ext.seconds_hdr,
+            origin_unix_ns: d.merged.ext.origin_unix_ns,
+        },
+        distributed: Some(Distributed {
+            record,
+            parts: d.parts,
+            left,
+        }),
     })
 }
 
@@ -664,6 +776,11 @@ fn fire_steps(case: &Case, ctx: &CaseCtx<'_>, run: &mut Running) -> Fired {
 struct Collected {
     summaries: Vec<model::LoadSummary>,
     records: Records,
+    /// The distributed loads: where and how their agents ran.
+    distributed: Vec<model::DistributedLoad>,
+    agent_parts: AgentParts,
+    /// What the agents' platform could not clean up.
+    left_behind: Vec<String>,
     /// The first load failure.
     abort: Option<String>,
     samples: Samples,
@@ -681,12 +798,37 @@ struct Collected {
 fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     let mut summaries = Vec::new();
     let mut records = Records::new();
+    let mut distributed = Vec::new();
+    let mut agent_parts = AgentParts::new();
+    let mut left_behind = Vec::new();
     let mut abort = None;
-    for h in run.loads {
+    for (li, h) in run.loads.into_iter().enumerate() {
         match h.join() {
-            Ok(Ok(out)) => {
+            Ok(Ok(LoadOut {
+                outcome: out,
+                distributed: d,
+            })) => {
                 if let Some(r) = out.records {
                     records.insert(out.summary.name.clone(), r);
+                }
+                if let Some(Distributed {
+                    record: rec,
+                    parts,
+                    left,
+                }) = d
+                {
+                    // A lost agent fails the run, as it fails `load`: its partial counts are
+                    // kept, never dropped.
+                    if let Some(first) = rec.lost.first() {
+                        abort.get_or_insert(format!("load '{}': {first}", rec.load));
+                    }
+                    left_behind.extend(left);
+                    let mut rec = rec;
+                    rec.files = record::agents_dir(Path::new(""), &case.name, li, &rec.load)
+                        .display()
+                        .to_string();
+                    agent_parts.insert(rec.load.clone(), parts);
+                    distributed.push(rec);
                 }
                 summaries.push(out.summary);
             }
@@ -753,6 +895,9 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     Collected {
         summaries,
         records,
+        distributed,
+        agent_parts,
+        left_behind,
         abort,
         samples,
         logs,
@@ -788,6 +933,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         series: Vec::new(),
         findings: Vec::new(),
         cluster: c.cluster,
+        distributed: c.distributed,
     };
     if c.abort.is_none() {
         if let Some(e) = c.down_err {
@@ -797,9 +943,11 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
     if let Some(ext) = case.proxy.as_ref().and_then(|p| p.external.as_ref()) {
         result.findings.extend(external_gaps(ext));
     }
+    result.findings.extend(c.left_behind);
     CaseOutcome {
         result: Some(result),
         records: c.records,
+        agent_parts: c.agent_parts,
         abort: c.abort,
     }
 }

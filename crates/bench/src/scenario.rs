@@ -123,8 +123,17 @@ pub struct PlatformSpec {
     pub watch_namespaces: Vec<String>,
     /// Label selectors of the user's pods to watch (`app=gateway`); their logs are read too.
     pub watch_selectors: Vec<String>,
+    /// How the watched pods write their access lines (`combined`, `nginx-json`...): their logs
+    /// are then counted as a proxy's are; without it they are kept, not counted.
+    pub watch_log_format: Option<proxy::logs::LogFormat>,
     /// The optional Prometheus scrape of a pod port.
     pub prometheus: Option<ScrapeSpec>,
+    /// The proxy pods' termination grace period: how long a graceful stop may take before the
+    /// kubelet kills the pod (Kubernetes' default, 30 s, when absent).
+    pub proxy_grace: Option<Duration>,
+    /// How long a proxy pod's preStop hook sleeps before its stop signal, so that it leaves the
+    /// endpoints before it stops accepting (1 s when absent).
+    pub proxy_pre_stop: Option<Duration>,
     /// The `[platform]` table's line, for errors (0 when it came from the command line).
     pub line: usize,
 }
@@ -275,6 +284,10 @@ struct PlatformDoc {
     watch: Option<Spanned<WatchDoc>>,
     #[serde(default)]
     prometheus: Option<Spanned<PrometheusDoc>>,
+    #[serde(default)]
+    proxy_grace: Option<Spanned<Dur>>,
+    #[serde(default)]
+    proxy_pre_stop: Option<Spanned<Dur>>,
 }
 
 /// `watch = { namespaces = [...], selectors = [...] }`.
@@ -285,6 +298,8 @@ struct WatchDoc {
     namespaces: Vec<Spanned<String>>,
     #[serde(default)]
     selectors: Vec<Spanned<String>>,
+    #[serde(default)]
+    log_format: Option<proxy::logs::LogFormat>,
 }
 
 /// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.
@@ -403,6 +418,7 @@ fn parse_platform(
                 })?;
                 spec.watch_selectors.push(s.get_ref().clone());
             }
+            spec.watch_log_format = w.get_ref().log_format;
             cluster_keys.push(("watch", w.span()));
         }
         if let Some(p) = &doc.prometheus {
@@ -430,6 +446,41 @@ fn parse_platform(
                 every: d.every.0,
             });
             cluster_keys.push(("prometheus", p.span()));
+        }
+        for (key, v, slot) in [
+            ("proxy_grace", &doc.proxy_grace, &mut spec.proxy_grace),
+            (
+                "proxy_pre_stop",
+                &doc.proxy_pre_stop,
+                &mut spec.proxy_pre_stop,
+            ),
+        ] {
+            if let Some(d) = v {
+                if d.get_ref().0.subsec_nanos() != 0 {
+                    return Err(at(
+                        d.span(),
+                        format!(
+                            "platform.{key} '{}': Kubernetes counts it in whole seconds",
+                            d.get_ref()
+                        ),
+                    ));
+                }
+                *slot = Some(d.get_ref().0);
+                cluster_keys.push((key, d.span()));
+            }
+        }
+        if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
+            if p.get_ref().0 >= g.get_ref().0 {
+                return Err(at(
+                    p.span(),
+                    format!(
+                        "platform.proxy_pre_stop ({}) must be shorter than proxy_grace ({}): \
+                         the grace period includes the preStop sleep",
+                        p.get_ref(),
+                        g.get_ref()
+                    ),
+                ));
+            }
         }
     }
     let file_kind = spec.kind;
@@ -810,12 +861,22 @@ pub struct LoadSpec {
     /// HTTP/2: concurrent streams on each connection (h2load's `-m`); needs `http = "2"`.
     #[serde(default)]
     pub streams: Option<u32>,
+    /// Run this load from N agents, each an exact share started at one instant, their results
+    /// merged exactly: `proxybench agent` processes on this machine (local platform), the pods
+    /// of an Indexed Job (Kubernetes). Absent: the load runs in proxybench itself.
+    #[serde(default)]
+    pub agents: Option<Spanned<u32>>,
 }
 
 impl LoadSpec {
     /// Whether this load speaks HTTP/2 (`http = "2"`).
     pub fn http2(&self) -> bool {
         self.http.as_deref() == Some("2")
+    }
+
+    /// How many agents run this load (`agents = N`); `None` when it runs in proxybench itself.
+    pub fn agent_count(&self) -> Option<u32> {
+        self.agents.as_ref().map(|a| *a.get_ref())
     }
 }
 
@@ -1479,6 +1540,19 @@ impl Scenario {
             e.message = format!("in the {form} form: {}", e.message);
             e
         })?;
+        // A local run still checks the file's Kubernetes layers, so a mistake there is found
+        // before anyone takes the scenario to a cluster.
+        if scn.platform.kind == PlatformKind::Local && has_layer(src, "kubernetes") {
+            let mut on_cluster = opts.clone();
+            on_cluster.platform.kind = Some(PlatformKind::Kubernetes);
+            for q in [quick, !quick] {
+                Scenario::parse_form(src, q, &on_cluster).map_err(|mut e| {
+                    let form = if q { "--quick" } else { "full" };
+                    e.message = format!("in the {form} form on kubernetes: {}", e.message);
+                    e
+                })?;
+            }
+        }
         Ok(scn)
     }
 
@@ -1497,6 +1571,9 @@ impl Scenario {
         }
         let platform_table = layers::take_table(src, &mut root, "platform")?;
         let platform = parse_platform(src, platform_table, &opts.platform)?;
+        if let Some(l) = layers::take_platform_layer(src, &mut root, platform.kind.name(), quick)? {
+            layers::merge(&mut root, l);
+        }
         let on = Where {
             src,
             kind: platform.kind,
@@ -1527,9 +1604,14 @@ impl Scenario {
                 }
                 case_desc = take_str(src, &mut t, "description")?.unwrap_or_default();
                 let q = layers::take_table(src, &mut t, "quick")?;
+                let on_platform =
+                    layers::take_platform_layer(src, &mut t, platform.kind.name(), quick)?;
                 layers::merge(&mut doc, t);
                 if let (true, Some(q)) = (quick, q) {
                     layers::merge(&mut doc, q.into_inner());
+                }
+                if let Some(l) = on_platform {
+                    layers::merge(&mut doc, l);
                 }
                 if !seen.insert(case_name.clone()) {
                     return Err(
@@ -1597,6 +1679,26 @@ impl Scenario {
             platform,
         })
     }
+}
+
+/// Whether the scenario has a `platforms.<platform>` layer, at the top or in a case.
+fn has_layer(src: &Source, platform: &str) -> bool {
+    let Ok(root) = src.parse() else {
+        return false;
+    };
+    let in_table = |t: &Table<'_>| {
+        t.get("platforms")
+            .and_then(|p| p.get_ref().as_table())
+            .is_some_and(|p| p.contains_key(platform))
+    };
+    let in_cases = root
+        .get("cases")
+        .and_then(|c| c.get_ref().as_array())
+        .is_some_and(|a| {
+            a.iter()
+                .any(|c| c.get_ref().as_table().is_some_and(in_table))
+        });
+    in_table(&root) || in_cases
 }
 
 fn take_str(src: &Source, t: &mut Table<'_>, key: &str) -> Result<Option<String>, ScenarioError> {
@@ -1758,6 +1860,9 @@ fn build_case(
         let span = l.span();
         let spec = l.into_inner();
         check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if let Some(a) = &spec.agents {
+            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
+        }
         if !load_names.insert(spec.name.clone()) {
             return Err(err(span, format!("load '{}' is defined twice", spec.name)));
         }
@@ -1895,6 +2000,44 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Most agents one load may run on.
+pub const MAX_AGENTS: u32 = 256;
+
+/// `agents = N` on a load: at least one, at most [`MAX_AGENTS`], and enough of the load to give
+/// each agent a share (connections, requests, an even schedule's arrivals).
+fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
+    let name = &l.name;
+    if n == 0 {
+        return Err(format!("load '{name}': agents must be at least 1"));
+    }
+    if n > MAX_AGENTS {
+        return Err(format!(
+            "load '{name}': agents = {n} is more than {MAX_AGENTS}"
+        ));
+    }
+    if l.connections < n {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} connections (it has {})",
+            l.connections
+        ));
+    }
+    if let Some(r) = l.requests.filter(|&r| r < u64::from(n)) {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} requests (it has {r})"
+        ));
+    }
+    if let (Some(rate), ArrivalsSpec::Even, Some(d)) = (l.rate, l.arrivals, l.duration) {
+        let within = load::even_arrivals(rate.0, d.0.as_nanos() as u64);
+        if within < u64::from(n) {
+            return Err(format!(
+                "load '{name}': agents = {n} would share only {within} requests (rate {}/s for {d})",
+                rate.0
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_load(

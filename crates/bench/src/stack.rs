@@ -4,16 +4,15 @@
 //! it started.
 
 use crate::error::StackError;
-use crate::scenario::{Action, BackendGroup, GrowSpec, GrowWhat, RemoveMode, StopSpec};
+use crate::scenario::{Action, BackendGroup, RemoveMode, StopSpec};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
 use model::{Event, ReadyRecord, ReloadRecord};
-use proxy::config::{Listener, PathMatch, ProxyConfig, Route};
+use proxy::config::ProxyConfig;
 use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode, TlsFiles};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -314,7 +313,7 @@ impl Stack {
         let t0 = Instant::now();
         let done = match action {
             // A growth is many steps, each its own event: it has a path of its own.
-            Action::Grow(g) => return self.grow(g, keep_going),
+            Action::Grow(g) => return crate::grow::grow(self, g, keep_going),
             Action::ScaleBackends { group, to, remove } => {
                 self.apply_scale_backends(group, *to, *remove)
             }
@@ -442,237 +441,6 @@ impl Stack {
         }
         let who = group.or(backend).unwrap_or_default();
         Done::new(format!("{who}: {profile}"), r)
-    }
-
-    /// Grows the config step by step: each step adds `by` items, reloads every replica, and (for
-    /// things a client can reach) probes the newest item until it answers 3 times in a row.
-    fn grow(&mut self, g: &GrowSpec, keep_going: &dyn Fn() -> bool) -> Applied {
-        let mut out = Applied::default();
-        let Some(base) = self.config.clone() else {
-            return out;
-        };
-        let upstream = g
-            .upstream
-            .clone()
-            .or_else(|| base.upstreams.first().map(|u| u.name.clone()))
-            .unwrap_or_default();
-        let listener = g.listener.clone().or_else(|| {
-            base.listeners
-                .iter()
-                .find(|l| !l.tls)
-                .map(|l| l.name.clone())
-        });
-        let mut n = self.grown_count(g, &base, &upstream);
-        while n < g.to && keep_going() {
-            let t0 = Instant::now();
-            let t_s = t0.duration_since(self.origin).as_secs_f64();
-            let before = self.config.clone();
-            let add = g.by.min(g.to - n);
-            let probe = match self.grow_step(g, n, add, &upstream, listener.as_deref()) {
-                Ok(p) => p,
-                Err(e) => {
-                    out.events
-                        .push(grow_event(t_s, g, n, n + add, t0, Some(e.to_string())));
-                    break;
-                }
-            };
-            // Probe while the reload happens: the new item may answer before the old workers
-            // are gone, and that moment is the time to ready.
-            let cancel = Arc::new(AtomicBool::new(false));
-            let prober = probe.map(|p| {
-                let cancel = cancel.clone();
-                let timeout = g.ready_timeout.0;
-                std::thread::spawn(move || {
-                    let r = p.until_ready(t0, timeout, &|| !cancel.load(Ordering::SeqCst));
-                    (p.describe(), r)
-                })
-            });
-            let (rel, err) = self.reload_all();
-            out.reloads.extend(rel);
-            if err.is_some() {
-                cancel.store(true, Ordering::SeqCst);
-            }
-            let probed = prober.map(|h| {
-                while !h.is_finished() {
-                    if !keep_going() {
-                        cancel.store(true, Ordering::SeqCst);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                h.join()
-                    .unwrap_or_else(|_| (String::new(), (None, Some("probe panicked".into()))))
-            });
-            if let Some(e) = err.map(|e| e.to_string()) {
-                let mut ev = grow_event(t_s, g, n, n + add, t0, Some(e.clone()));
-                // The refused config is the limit this growth was sent to find.
-                ev.limit = g.stop_on_error;
-                out.events.push(ev);
-                out.ready.push(ReadyRecord {
-                    t_s,
-                    what: g.what.name().into(),
-                    count: n + add,
-                    item: probed.map(|p| p.0).unwrap_or_default(),
-                    generation: self.generation,
-                    ready_ms: None,
-                    error: Some(e),
-                });
-                // The proxy kept serving the previous config: go back to it.
-                self.config = before;
-                if g.stop_on_error {
-                    break;
-                }
-                continue;
-            }
-            if let Some((item, (ready_ms, error))) = probed {
-                out.ready.push(ReadyRecord {
-                    t_s,
-                    what: g.what.name().into(),
-                    count: n + add,
-                    item,
-                    generation: self.generation,
-                    ready_ms,
-                    error,
-                });
-            }
-            out.events.push(grow_event(t_s, g, n, n + add, t0, None));
-            n += add;
-            let until = Instant::now() + g.pause.0;
-            while Instant::now() < until && keep_going() {
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-            }
-        }
-        out
-    }
-
-    /// How many of what `g` grows the current config already has.
-    fn grown_count(&self, g: &GrowSpec, cfg: &ProxyConfig, upstream: &str) -> u32 {
-        let n = match g.what {
-            GrowWhat::Listeners => cfg.listeners.iter().filter(|l| !l.tls).count(),
-            GrowWhat::HttpsListeners => cfg.listeners.iter().filter(|l| l.tls).count(),
-            GrowWhat::Routes => cfg.routes.len(),
-            GrowWhat::Matches => cfg
-                .routes
-                .iter()
-                .filter(|r| r.path == g.path && r.headers.contains_key(&g.header))
-                .count(),
-            GrowWhat::UpstreamServers => cfg
-                .upstream(upstream)
-                .and_then(|u| self.members.get(&u.backends))
-                .map_or(0, |m| m.len()),
-        };
-        n as u32
-    }
-
-    /// Adds items `n..n+add` to the config (or the backend group) and says what to probe.
-    fn grow_step(
-        &mut self,
-        g: &GrowSpec,
-        n: u32,
-        add: u32,
-        upstream: &str,
-        listener: Option<&str>,
-    ) -> Result<Option<ReadyProbe>, StackError> {
-        let grow = |why: &str| StackError::Grow(why.to_string());
-        let mut cfg = self.config.clone().ok_or_else(|| grow("no proxy"))?;
-        let last = n + add - 1;
-        let host_of = |cfg: &ProxyConfig, l: &str| {
-            cfg.listener(l)
-                .and_then(|l| l.server_names.first().cloned())
-                .unwrap_or_else(|| "localhost".into())
-        };
-        let probe = match g.what {
-            GrowWhat::Routes | GrowWhat::Matches => {
-                let l = listener
-                    .ok_or_else(|| grow("no plain HTTP listener"))?
-                    .to_string();
-                for k in n..n + add {
-                    let mut r = if g.what == GrowWhat::Routes {
-                        let mut r = Route::to_upstream(&format!("/route-{k}"), upstream);
-                        r.path_match = PathMatch::Exact;
-                        r
-                    } else {
-                        let mut r = Route::to_upstream(&g.path, upstream);
-                        r.headers.insert(g.header.clone(), format!("v{k}"));
-                        r
-                    };
-                    r.name = Some(format!("grow-{}-{k}", g.what.name()));
-                    r.listener = Some(l.clone());
-                    cfg.routes.push(r);
-                }
-                let port = *self
-                    .ports
-                    .get(&l)
-                    .ok_or_else(|| grow("listener without a port"))?;
-                let (path, header) = if g.what == GrowWhat::Routes {
-                    (format!("/route-{last}"), None)
-                } else {
-                    (g.path.clone(), Some((g.header.clone(), format!("v{last}"))))
-                };
-                Some(ReadyProbe {
-                    url: format!("http://{}:{port}{path}", host_of(&cfg, &l)),
-                    header,
-                    cacert: None,
-                })
-            }
-            GrowWhat::Listeners | GrowWhat::HttpsListeners => {
-                let tls = g.what == GrowWhat::HttpsListeners;
-                if tls && self.tls.is_none() {
-                    return Err(grow("no certificate for HTTPS listeners"));
-                }
-                let names = cfg
-                    .listeners
-                    .iter()
-                    .find(|l| l.tls == tls)
-                    .or(cfg.listeners.first())
-                    .map(|l| l.server_names.clone())
-                    .unwrap_or_default();
-                let mut last_port = 0;
-                let mut last_name = String::new();
-                for k in n..n + add {
-                    let name = format!("grow-{}-{k}", g.what.name());
-                    let port = free_port().map_err(StackError::NoFreePort)?;
-                    self.ports.insert(name.clone(), port);
-                    cfg.listeners.push(Listener {
-                        name: name.clone(),
-                        tls,
-                        server_names: names.clone(),
-                        port: None,
-                        http2: false,
-                    });
-                    let mut r = Route::to_upstream("/", upstream);
-                    r.name = Some(format!("{name}-root"));
-                    r.listener = Some(name.clone());
-                    cfg.routes.push(r);
-                    last_port = port;
-                    last_name = name;
-                }
-                let host = host_of(&cfg, &last_name);
-                Some(ReadyProbe {
-                    url: format!(
-                        "{}://{host}:{last_port}/",
-                        if tls { "https" } else { "http" }
-                    ),
-                    header: None,
-                    cacert: if tls {
-                        self.tls.as_ref().map(|t| t.ca.clone())
-                    } else {
-                        None
-                    },
-                })
-            }
-            GrowWhat::UpstreamServers => {
-                let group = cfg
-                    .upstream(upstream)
-                    .map(|u| u.backends.clone())
-                    .ok_or_else(|| StackError::Grow(format!("no upstream '{upstream}'")))?;
-                for _ in 0..add {
-                    self.add_backend(&group)?;
-                }
-                None
-            }
-        };
-        self.config = Some(cfg);
-        Ok(probe)
     }
 
     fn add_backend(&mut self, group: &str) -> Result<String, StackError> {
@@ -870,105 +638,55 @@ impl Done {
     }
 }
 
-fn grow_event(
-    t_s: f64,
-    g: &GrowSpec,
-    from: u32,
-    to: u32,
-    t0: Instant,
-    error: Option<String>,
-) -> Event {
-    Event {
-        t_s,
-        action: "grow".into(),
-        detail: format!("{} {from} -> {to}", g.what.name()),
-        duration_ms: t0.elapsed().as_secs_f64() * 1e3,
-        error,
-        limit: false,
-    }
-}
-
-/// A request that tells whether a grown item answers.
-struct ReadyProbe {
-    url: String,
-    header: Option<(String, String)>,
-    cacert: Option<PathBuf>,
-}
-
-impl ReadyProbe {
-    fn describe(&self) -> String {
-        match &self.header {
-            Some((h, v)) => format!("{} ({h}: {v})", self.url),
-            None => self.url.clone(),
-        }
+impl crate::grow::Grower for Stack {
+    fn config(&self) -> Option<&ProxyConfig> {
+        self.config.as_ref()
     }
 
-    /// Polls until 3 answers in a row are 200; returns the time from `t0` to the first of them.
-    fn until_ready(
-        &self,
-        t0: Instant,
-        timeout: Duration,
-        keep_going: &dyn Fn() -> bool,
-    ) -> (Option<f64>, Option<String>) {
-        let mut cfg = match load::Config::new(&self.url) {
-            Ok(c) => c,
-            Err(e) => return (None, Some(e.to_string())),
-        };
-        if let Some((host, port)) = host_port(&self.url) {
-            if host.parse::<std::net::IpAddr>().is_err() {
-                if let Ok(r) = load::Resolve::parse(&format!("{host}:{port}:127.0.0.1")) {
-                    cfg.resolve.push(r);
-                }
-            }
-        }
-        // The probe goes to this run's listener only (a server name may be an IP address).
-        let own = host_port(&self.url).map(|(_, p)| SocketAddr::from(([127, 0, 0, 1], p)));
-        match own.map(|a| crate::reach::own_target(&cfg, a)) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return (None, Some(e.to_string())),
-            None => return (None, Some(format!("{}: no port", self.url))),
-        }
-        if let Some((h, v)) = &self.header {
-            cfg.headers.push((h.clone(), v.clone()));
-        }
-        cfg.cacert = self.cacert.clone();
-        cfg.timeout = Duration::from_secs(1);
-        let probe = match load::probe::Probe::new(&cfg) {
-            Ok(p) => p,
-            Err(e) => return (None, Some(e.to_string())),
-        };
-        let deadline = t0 + timeout;
-        let mut streak: Option<(Instant, u32)> = None;
-        let mut last = String::from("no answer");
-        while Instant::now() < deadline && keep_going() {
-            let at = Instant::now();
-            match probe.fetch() {
-                Ok(r) if r.status == 200 => {
-                    let (first, k) = streak.unwrap_or((at, 0));
-                    if k + 1 >= 3 {
-                        return (Some(first.duration_since(t0).as_secs_f64() * 1e3), None);
-                    }
-                    streak = Some((first, k + 1));
-                    continue;
-                }
-                Ok(r) => last = format!("status {}", r.status),
-                Err((kind, msg)) => last = format!("{}: {msg}", kind.name()),
-            }
-            streak = None;
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        (
-            None,
-            Some(format!("not ready within {timeout:?} (last: {last})")),
-        )
+    fn set_config(&mut self, cfg: Option<ProxyConfig>) {
+        self.config = cfg;
     }
-}
 
-fn host_port(url: &str) -> Option<(&str, u16)> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    let (h, p) = authority.rsplit_once(':')?;
-    Some((h, p.parse().ok()?))
+    fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
+        Stack::reload_all(self)
+    }
+
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        &self.ports
+    }
+
+    fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
+        let port = free_port().map_err(StackError::NoFreePort)?;
+        self.ports.insert(name.to_string(), port);
+        Ok(port)
+    }
+
+    fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    fn group_size(&self, group: &str) -> u32 {
+        self.members.get(group).map_or(0, |m| m.len() as u32)
+    }
+
+    fn add_backends(&mut self, group: &str, n: u32) -> Result<(), StackError> {
+        for _ in 0..n {
+            self.add_backend(group)?;
+        }
+        Ok(())
+    }
+
+    fn ready_poll(&self) -> Duration {
+        crate::grow::LOCAL_POLL
+    }
 }
 
 impl Drop for Stack {

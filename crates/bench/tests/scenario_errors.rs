@@ -463,6 +463,21 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         4,
         "platform.keep needs [platform] kind",
     );
+    bad(
+        "kind = \"kubernetes\"\nproxy_grace = \"2.5s\"",
+        4,
+        "platform.proxy_grace '2500ms': Kubernetes counts it in whole seconds",
+    );
+    bad(
+        "kind = \"kubernetes\"\nproxy_grace = \"5s\"\nproxy_pre_stop = \"5s\"",
+        5,
+        "platform.proxy_pre_stop (5s) must be shorter than proxy_grace (5s)",
+    );
+    bad(
+        "proxy_grace = \"5s\"",
+        3,
+        "platform.proxy_grace needs [platform] kind = \"kubernetes\"",
+    );
     // [platform] belongs to the whole scenario, not to a case.
     let e = error("\n[[cases]]\nname = \"a\"\n[cases.platform]\nkind = \"kubernetes\"\n");
     assert!(e.message.contains("unknown field `platform`"), "{e}");
@@ -679,4 +694,123 @@ fn a_load_http_version_and_streams_are_checked() {
     assert!(l.http2());
     assert_eq!(l.streams, Some(10));
     parse(&format!("{BASE}http = \"1.1\"\n"), true).unwrap();
+}
+
+#[test]
+fn a_platform_layer_applies_on_its_platform_only() {
+    // The top-level layer and a case's own, each with a quick form of its own.
+    let text = format!(
+        "{BASE}
+[platforms.kubernetes]
+loads = [{{ name = \"coffee\", rate = \"100/s\", connections = 10 }}]
+quick = {{ loads = [{{ name = \"coffee\", duration = \"3s\" }}] }}
+
+[[cases]]
+name = \"plain\"
+
+[[cases]]
+name = \"busy\"
+platforms = {{ kubernetes = {{ loads = [{{ name = \"coffee\", rate = \"500/s\" }}] }} }}
+"
+    );
+    let src = Source {
+        file: "t.toml".into(),
+        text,
+    };
+    let on = |kind: Option<PlatformKind>, quick: bool| {
+        let opts = ParseOptions {
+            platform: PlatformOverride {
+                kind,
+                ..PlatformOverride::default()
+            },
+            ..ParseOptions::default()
+        };
+        Scenario::parse_with(&src, quick, &opts).unwrap()
+    };
+    let load = |s: &Scenario, case: usize| {
+        let l = &s.cases[case].loads[0];
+        (l.rate.map(|r| r.0), l.connections, l.duration.map(|d| d.0))
+    };
+    let secs = |s| Some(std::time::Duration::from_secs(s));
+    let local = on(None, false);
+    assert_eq!(load(&local, 0), (None, 10, secs(10)));
+    assert_eq!(load(&local, 1), (None, 10, secs(10)));
+    let kube = on(Some(PlatformKind::Kubernetes), false);
+    assert_eq!(load(&kube, 0), (Some(100.0), 10, secs(10)));
+    // The case's layer wins over the top-level one.
+    assert_eq!(load(&kube, 1), (Some(500.0), 10, secs(10)));
+    let kube_quick = on(Some(PlatformKind::Kubernetes), true);
+    assert_eq!(load(&kube_quick, 0), (Some(100.0), 10, secs(3)));
+    assert_eq!(
+        on(None, true).cases[0].loads[0].duration.map(|d| d.0),
+        secs(10)
+    );
+}
+
+#[test]
+fn a_mistake_in_a_platform_layer_is_found_on_every_platform() {
+    // Found by a local run although the layer applies only on Kubernetes.
+    let e = error("\n[platforms.kubernetes]\nloads = [{ name = \"coffee\", rate = \"fast\" }]\n");
+    assert_eq!(e.line, Some(after_base(3)), "{e}");
+    assert!(e.message.contains("on kubernetes"), "{e}");
+    let e = error("\n[platforms.nomad]\nsettle = \"1s\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(
+        e.message
+            .contains("platforms.nomad: not a platform (known: local, kubernetes)"),
+        "{e}"
+    );
+    let e = error("\n[[cases]]\nname = \"a\"\nplatforms = { kubernetes = 3 }\n");
+    assert!(e.message.contains("`kubernetes` must be a table"), "{e}");
+}
+
+#[test]
+fn a_load_on_agents_is_checked_at_its_agents_line() {
+    // BASE's load has 10 connections and 10 s of closed loop; the key is its line 1 after BASE.
+    for (extra, want) in [
+        ("agents = 0\n", "load 'coffee': agents must be at least 1"),
+        (
+            "agents = 300\n",
+            "load 'coffee': agents = 300 is more than 256",
+        ),
+        (
+            "agents = 11\n",
+            "load 'coffee': agents = 11 needs at least 11 connections (it has 10)",
+        ),
+        (
+            "requests = 2\nagents = 3\n",
+            "load 'coffee': agents = 3 needs at least 3 requests (it has 2)",
+        ),
+        (
+            "rate = \"12r/m\"\nagents = 3\n",
+            "load 'coffee': agents = 3 would share only 2 requests (rate 0.2/s for 10s)",
+        ),
+    ] {
+        let e = error(extra);
+        let line = after_base(extra.lines().count());
+        assert_eq!(e.line, Some(line), "{extra}: {e}");
+        assert!(e.message.contains(want), "{extra}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("t.toml:{line}: ")),
+            "{e}"
+        );
+    }
+    // Not a number: refused by the parser at its line.
+    let e = error("agents = \"three\"\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    // A --quick layer's value is checked too, at the line that wrote it.
+    let text = format!(
+        "{BASE}agents = 2\n\n[quick]\nloads = [\n  {{ name = \"coffee\", agents = 0 }},\n]\n"
+    );
+    let e = parse(&text, true).expect_err("the quick form sets agents = 0");
+    assert_eq!(e.line, Some(after_base(5)), "{e}");
+    assert!(e.message.contains("agents must be at least 1"), "{e}");
+    // Valid: the load knows its agents, on either platform.
+    let ok = parse(&format!("{BASE}agents = 3\n"), false).unwrap();
+    assert_eq!(ok.cases[0].loads[0].agent_count(), Some(3));
+    assert_eq!(
+        parse(BASE, false).unwrap().cases[0].loads[0].agent_count(),
+        None
+    );
 }

@@ -1,5 +1,6 @@
 //! `proxybench backend`: flags and dispatch. Runs a fleet of emulated backends in the
-//! foreground until SIGINT or SIGTERM, then drains it and exits. Every listener answers
+//! foreground until SIGINT or SIGTERM, then drains it, prints every instance's final counters
+//! (one JSON line on stdout, a readable summary on stderr) and exits. Every listener answers
 //! HTTP/1.x and h2c (HTTP/2 with prior knowledge), told apart per connection by its first bytes.
 
 use crate::CliError;
@@ -8,7 +9,6 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Flags of `proxybench backend`.
 #[derive(clap::Args)]
@@ -40,8 +40,20 @@ pub struct Args {
     control: Option<String>,
     /// Where --control writes its random token (created mode 0600, removed on exit); default
     /// ./proxybench-control-PORT.token (PORT: the control port).
-    #[arg(long = "token-file", value_name = "PATH")]
+    #[arg(
+        long = "token-file",
+        value_name = "PATH",
+        conflicts_with = "token_from"
+    )]
     token_file: Option<std::path::PathBuf>,
+    /// Take --control's token from this file instead of drawing one (a mounted Kubernetes
+    /// Secret, say); the file is read once and left in place.
+    #[arg(long = "token-from", value_name = "PATH")]
+    token_from: Option<std::path::PathBuf>,
+    /// How long the drain at SIGTERM may take before the connections left are reset; keep it
+    /// under a pod's grace period so that the final counters are always printed.
+    #[arg(long = "drain-timeout", value_name = "DURATION", default_value = "10s")]
+    drain_timeout: String,
     /// Instance names are NAME-0, NAME-1, ...
     #[arg(long, value_name = "NAME", default_value = "backend")]
     name: String,
@@ -177,6 +189,9 @@ fn control_addr(a: &Args) -> Result<Option<SocketAddr>, CliError> {
         if a.token_file.is_some() {
             return Err(CliError::usage("--token-file needs --control"));
         }
+        if a.token_from.is_some() {
+            return Err(CliError::usage("--token-from needs --control"));
+        }
         return Ok(None);
     };
     let addr = parse_addr("--control", c)?;
@@ -188,12 +203,28 @@ fn control_addr(a: &Args) -> Result<Option<SocketAddr>, CliError> {
     Ok(Some(addr))
 }
 
-/// The control token's file, removed when the backend exits.
-struct TokenFile(std::path::PathBuf);
+/// The control token's file, removed when the backend exits if the backend wrote it.
+struct TokenFile {
+    path: std::path::PathBuf,
+    ours: bool,
+}
 
 impl Drop for TokenFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if self.ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The control token: read from --token-from, else drawn at random.
+fn token(a: &Args) -> Result<backend::control::Token, CliError> {
+    match &a.token_from {
+        Some(p) => backend::control::Token::read(p).map_err(|e| {
+            CliError::usage(format!("--token-from: cannot read {}: {e}", p.display()))
+        }),
+        None => backend::control::Token::random()
+            .map_err(|e| CliError::runtime(format!("--control: cannot draw a token: {e}"))),
     }
 }
 
@@ -204,6 +235,12 @@ fn write_token(
     port: u16,
     token: &backend::control::Token,
 ) -> Result<TokenFile, CliError> {
+    if let Some(p) = &a.token_from {
+        return Ok(TokenFile {
+            path: std::path::absolute(p).unwrap_or_else(|_| p.clone()),
+            ours: false,
+        });
+    }
     let path = a
         .token_file
         .clone()
@@ -215,7 +252,7 @@ fn write_token(
             path.display()
         ))
     })?;
-    Ok(TokenFile(path))
+    Ok(TokenFile { path, ours: true })
 }
 
 /// Runs `proxybench backend`.
@@ -223,14 +260,15 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let cfg = config(&args)?;
     let control = control_addr(&args)?;
+    let drain = units::parse_duration(&args.drain_timeout)
+        .map_err(|e| CliError::usage(format!("--drain-timeout: {e}")))?;
+    let token = control.map(|_| token(&args)).transpose()?;
     // Register before starting so an early signal is not lost.
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
     let fleet = Arc::new(Fleet::start(cfg).map_err(|e| CliError::runtime(e.to_string()))?);
-    let (server, token_file) = match control {
-        Some(addr) => {
-            let token = backend::control::Token::random()
-                .map_err(|e| CliError::runtime(format!("--control: cannot draw a token: {e}")))?;
+    let (server, token_file) = match control.zip(token) {
+        Some((addr, token)) => {
             let server =
                 backend::control::serve(fleet.clone(), addr, token.clone()).map_err(|e| {
                     CliError::runtime(format!("--control: cannot listen on {addr}: {e}"))
@@ -246,13 +284,16 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             let _ = writeln!(out, "{name} {addr}");
         }
         if let (Some(s), Some(f)) = (&server, &token_file) {
-            let _ = writeln!(out, "control {} {}", s.addr(), f.0.display());
+            let _ = writeln!(out, "control {} {}", s.addr(), f.path.display());
         }
         let _ = out.flush();
     }
     let sig = signals.forever().next().unwrap_or(SIGTERM);
     // A second signal while draining ends the process at once.
-    let token_path = token_file.as_ref().map(|f| f.0.clone());
+    let token_path = token_file
+        .as_ref()
+        .filter(|f| f.ours)
+        .map(|f| f.path.clone());
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             if let Some(p) = token_path {
@@ -269,8 +310,15 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     if let Some(s) = server {
         s.stop();
     }
-    fleet.close(Duration::from_secs(10));
-    for c in fleet.counters() {
+    fleet.close(drain);
+    let counters = fleet.counters();
+    {
+        // The final counters on stdout, one line, for whoever keeps this process's output.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", backend::counters_line(&counters));
+        let _ = out.flush();
+    }
+    for c in counters {
         let by: Vec<String> = c
             .by_status
             .iter()

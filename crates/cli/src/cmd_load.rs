@@ -2,11 +2,13 @@
 //! (open loop, `-n`, TLS, `--resolve`, output files) follow curl, hey and wrk2.
 
 use crate::CliError;
+use bench::scenario::{PlatformKind, PlatformOverride, PlatformSpec};
 use model::{Arrivals, ErrorKind, LoadSummary};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Flags of `proxybench load`.
 #[derive(clap::Args)]
@@ -14,10 +16,12 @@ use std::sync::atomic::Ordering;
     proxybench load -t1 -c50 -d10s --latency http://127.0.0.1:8080/\n  \
     proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
     proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n  \
-    proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n\n\
+    proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n  \
+    proxybench load --agents 3 --platform kubernetes -R 3000 -c 12 -d 10s http://127.0.0.1:8080/\n\n\
 Exit status:\n  \
     0  the load ran and at least one request got a 2xx or 3xx response\n  \
-    1  the load could not run to its end (a thread or file failed)\n  \
+    1  the load could not run to its end (a thread or file failed, an agent was lost, agents\n     \
+       could not start)\n  \
     2  bad input: a flag, the URL, the CA file, or more connections than the open-files limit allows\n  \
     3  the target was unusable: every request failed (an error below HTTP or a status other than\n     \
        2xx/3xx), or none was answered; the results are printed all the same")]
@@ -102,10 +106,19 @@ pub struct Args {
     /// The token the agents were started with (--agent-hosts).
     #[arg(long = "token-file", value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// With --agent-hosts: also write each agent's result to DIR/agent-N.json (N from 0, in
-    /// --agent-hosts order), the files `proxybench merge` reads.
+    /// With --agent-hosts or --agents: also write each agent's result to DIR/agent-N.json (N
+    /// from 0, in agent order), the files `proxybench merge` reads.
     #[arg(long = "save-agents", value_name = "DIR")]
     save_agents: Option<PathBuf>,
+    /// Run the load from N agent pods on Kubernetes (an Indexed Job; needs --platform
+    /// kubernetes), each doing an exact share, started at one instant; their results are merged.
+    #[arg(long, value_name = "N", conflicts_with = "agent_hosts")]
+    agents: Option<u32>,
+    /// With --agents: how long the agent pods may take to be ready [default: 60s].
+    #[arg(long = "agents-timeout", value_name = "DURATION")]
+    agents_timeout: Option<String>,
+    #[command(flatten)]
+    platform: crate::cmd_run::PlatformFlags,
 }
 
 /// `proxybench load`'s flags alone, for an agent parsing the arguments a coordinator forwards.
@@ -149,6 +162,29 @@ enum Format {
 /// Runs `proxybench load`.
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let cfg = config(&args)?;
+    let flags = args.platform.to_override(None)?;
+    let kubernetes = flags.kind == Some(PlatformKind::Kubernetes);
+    if let Some(n) = args.agents {
+        if !kubernetes {
+            return Err(CliError::usage(
+                "--agents needs --platform kubernetes (agents you started yourself: --agent-hosts)",
+            ));
+        }
+        return on_kubernetes(&args, &cfg, n, &flags);
+    }
+    if kubernetes {
+        return Err(CliError::usage(
+            "--platform kubernetes needs --agents N (without agents the load runs on this machine)",
+        ));
+    }
+    if let Some(flag) = flags.cluster_flag() {
+        return Err(CliError::usage(format!(
+            "{flag} goes with --agents N --platform kubernetes"
+        )));
+    }
+    if args.agents_timeout.is_some() {
+        return Err(CliError::usage("--agents-timeout goes with --agents"));
+    }
     if !args.agent_hosts.is_empty() {
         return distributed(&args, &cfg);
     }
@@ -226,41 +262,169 @@ pub fn result_of(o: &load::Outcome) -> model::LoadResult {
     }
 }
 
-/// `load --agent-hosts`: the coordinator's side of a distributed run.
+/// `load --agent-hosts`: the coordinator's side of a distributed run on agents the user
+/// started.
 fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
     let token_file = args
         .token_file
         .as_ref()
         .ok_or_else(|| CliError::usage("--agent-hosts needs --token-file"))?;
-    if args.timeline.is_some() || args.hdr_log.is_some() {
-        return Err(CliError::usage(
-            "--timeline and --hdr-log are for a local run; with --agent-hosts use --save-agents",
-        ));
-    }
+    local_files_only(args, "--agent-hosts")?;
     let token = agent::proto::read_token(token_file).map_err(CliError::usage)?;
     // Everything after `load` is forwarded; the agents ignore the coordinator-only flags.
     let argv: Vec<String> = std::env::args().skip(2).collect();
+    let stop = interrupt_flag()?;
     let plan = agent::coordinator::Plan {
         hosts: &args.agent_hosts,
+        names: &[],
         token: &token,
         argv: &argv,
         cfg,
+        origin: None,
+        stop: Some(stop),
     };
-    let live = std::io::stderr().is_terminal();
-    let show = |t: u32, total: u64, per: &[Option<u64>]| {
+    let live = LiveAgents::new(cfg);
+    let show = |row: &model::Second, per: &[Option<u64>]| live.show(row, per);
+    let run = agent::coordinator::run(&plan, live.on.then_some(&show));
+    live.clear();
+    report_distributed(args, run)
+}
+
+/// `load --agents N --platform kubernetes`: the agents are the pods of an Indexed Job in the
+/// run's namespace (made and deleted as `run --platform kubernetes` does), reached through
+/// port-forwards; the Job and its Secret are deleted at the end, whatever happened.
+fn on_kubernetes(
+    args: &Args,
+    cfg: &load::Config,
+    n: u32,
+    flags: &PlatformOverride,
+) -> Result<ExitCode, CliError> {
+    if n == 0 {
+        return Err(CliError::usage("--agents must be at least 1"));
+    }
+    if args.token_file.is_some() {
+        return Err(CliError::usage(
+            "--token-file goes with --agent-hosts (--agents makes its own token)",
+        ));
+    }
+    local_files_only(args, "--agents")?;
+    let ready_timeout = match &args.agents_timeout {
+        None => std::time::Duration::from_secs(60),
+        Some(t) => match units::parse_duration(t) {
+            Ok(d) if !d.is_zero() => d,
+            Ok(_) => return Err(CliError::usage("--agents-timeout must be positive")),
+            Err(e) => return Err(CliError::usage(format!("--agents-timeout: {e}"))),
+        },
+    };
+    // The split is checked before anything is made on the cluster.
+    agent::coordinator::split(cfg, &[], n as usize).map_err(CliError::usage)?;
+    let mut spec = PlatformSpec::default();
+    flags.apply(&mut spec);
+    let stop = interrupt_flag()?;
+    let mut platform = bench::platform::open(&spec).map_err(CliError::runtime)?;
+    let work = std::env::temp_dir();
+    let started = platform.agents(&bench::platform::AgentsSpec {
+        count: n,
+        cfg,
+        ready_timeout,
+        work: &work,
+        stop: &stop,
+    });
+    let mut agents = match started {
+        Ok(a) => a,
+        Err(e) => {
+            for l in platform.close() {
+                eprintln!("proxybench: {l}");
+            }
+            return Err(CliError::runtime(e));
+        }
+    };
+    eprintln!("proxybench: {n} agents ready: {}", agents.place());
+    let live = LiveAgents::new(cfg);
+    let show = |row: &model::Second, per: &[Option<u64>]| live.show(row, per);
+    let run = bench::platform::agents::run_load(
+        agents.as_ref(),
+        cfg,
+        None,
+        Some(stop),
+        live.on.then_some(&show),
+    );
+    live.clear();
+    // The results first; then the Job, its Secret and the namespace go (what could not be
+    // deleted is said after them).
+    let code = report_distributed(args, run);
+    let mut left = agents.close();
+    left.extend(platform.close());
+    for l in &left {
+        eprintln!("proxybench: {l}");
+    }
+    code
+}
+
+/// `--timeline` and `--hdr-log` write what one local engine saw; agents' results are saved
+/// whole with `--save-agents` instead.
+fn local_files_only(args: &Args, mode: &str) -> Result<(), CliError> {
+    if args.timeline.is_some() || args.hdr_log.is_some() {
+        return Err(CliError::usage(format!(
+            "--timeline and --hdr-log are for a local run; with {mode} use --save-agents"
+        )));
+    }
+    Ok(())
+}
+
+/// A flag Ctrl-C (or SIGTERM) sets, so that a distributed run stops its agents and keeps what
+/// they measured; a second signal exits at once.
+fn interrupt_flag() -> Result<Arc<AtomicBool>, CliError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
+    }
+    Ok(stop)
+}
+
+/// The live line of a distributed run on a terminal: the merged second and each agent's count.
+struct LiveAgents {
+    on: bool,
+    /// The row after the last planned second only holds the drain of in-flight requests.
+    last: Option<u32>,
+}
+
+impl LiveAgents {
+    fn new(cfg: &load::Config) -> LiveAgents {
+        LiveAgents {
+            on: std::io::stderr().is_terminal(),
+            last: cfg.duration.map(|d| d.as_secs_f64().ceil() as u32),
+        }
+    }
+
+    fn show(&self, row: &model::Second, per: &[Option<u64>]) {
+        let elapsed = row.t + 1;
+        if self.last.is_some_and(|l| elapsed > l) {
+            return;
+        }
+        progress(row, elapsed);
         let each: Vec<String> = per
             .iter()
             .map(|c| c.map_or("-".to_string(), |n| n.to_string()))
             .collect();
-        eprint!(
-            "\r\x1b[K[t={t:>4}] {total:>9} req/s  agents {}",
-            each.join(" ")
-        );
-    };
-    let run = agent::coordinator::run(&plan, if live { Some(&show) } else { None });
-    if live {
-        eprint!("\r\x1b[K");
+        eprint!("  agents {}", each.join(" "));
     }
+
+    fn clear(&self) {
+        if self.on {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// Prints a distributed run as a local one prints (wrk's block, or the JSON), then the
+/// per-agent table; saves the agents' results; names lost agents (exit 1).
+fn report_distributed(
+    args: &Args,
+    run: Result<agent::coordinator::Distributed, String>,
+) -> Result<ExitCode, CliError> {
     let run = run.map_err(|e| {
         if e.starts_with('-') {
             CliError::usage(e)
@@ -284,6 +448,9 @@ fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
                 info.host, info.clock_offset_us, info.clock_uncertainty_us, info.start_skew_us
             );
         }
+    }
+    if run.stopped {
+        eprintln!("proxybench: interrupted; results so far");
     }
     let summary = &run.merged.summary;
     let text = match args.format {
@@ -460,4 +627,67 @@ fn timeline_csv(s: &LoadSummary) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What an agent builds from the arguments a coordinator sends for `cfg` is `cfg`, field by
+    /// field (the split's share is applied after).
+    #[test]
+    fn an_engine_config_survives_the_trip_to_an_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "not read here").unwrap();
+        let mut cfg = load::Config::new("https://cafe.example.com:8443/tea").unwrap();
+        cfg.connections = 12;
+        cfg.threads = 3;
+        cfg.duration = Some(Duration::from_millis(2345));
+        cfg.requests = Some(5000);
+        cfg.rate = Some(1333.3);
+        cfg.arrivals = Arrivals::Poisson;
+        cfg.seed = 99;
+        cfg.timeout = Duration::from_micros(1500);
+        cfg.method = "POST".into();
+        cfg.add_header_line("X-Trace: a: b").unwrap();
+        cfg.add_header_line("Accept: */*").unwrap();
+        cfg.body = Some(b"@starts-with-at\n\xff".to_vec());
+        cfg.host = Some("tea.example.com".into());
+        cfg.resolve
+            .push(load::Resolve::parse("cafe.example.com:8443:127.0.0.2").unwrap());
+        cfg.resolve.push(load::Resolve::parse("x:1:[::1]").unwrap());
+        cfg.insecure = true;
+        cfg.cacert = Some(ca);
+        cfg.io = load::IoMode::Epoll;
+        cfg.http2 = true;
+        cfg.streams = 7;
+        let out = dir.path().join("agent");
+        std::fs::create_dir(&out).unwrap();
+        let a = agent::argv::load_argv(&cfg, out.to_str().unwrap()).unwrap();
+        for (name, bytes) in &a.files {
+            std::fs::write(out.join(name), bytes).unwrap();
+        }
+        let got = agent_config(&a.argv).unwrap();
+        assert_eq!(got.url, cfg.url);
+        assert_eq!(got.connections, 12);
+        assert_eq!(got.threads, 3);
+        assert_eq!(got.duration, cfg.duration);
+        assert_eq!(got.requests, cfg.requests);
+        assert_eq!(got.rate, cfg.rate);
+        assert_eq!(got.arrivals, cfg.arrivals);
+        assert_eq!(got.seed, 99);
+        assert_eq!(got.timeout, cfg.timeout);
+        assert_eq!(got.method, "POST");
+        assert_eq!(got.headers, cfg.headers);
+        assert_eq!(got.body, cfg.body);
+        assert_eq!(got.host, cfg.host);
+        assert_eq!(got.resolve, cfg.resolve);
+        assert!(got.insecure);
+        assert_eq!(got.cacert, Some(out.join("cacert.pem")));
+        assert_eq!(got.io, load::IoMode::Epoll);
+        assert!(got.http2);
+        assert_eq!(got.streams, 7);
+    }
 }

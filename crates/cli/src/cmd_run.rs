@@ -34,8 +34,26 @@ pub struct RunArgs {
     /// them (see `proxybench capabilities` for what each kind expresses).
     #[arg(long, value_name = "KIND[,KIND...]")]
     proxy: Option<String>,
-    /// Where the cases run: `local` (processes on this machine) or `kubernetes` (Deployments
-    /// on a cluster); overrides the scenario's `[platform]`.
+    #[command(flatten)]
+    platform: PlatformFlags,
+    /// Kubernetes: the image the proxy pods run.
+    #[arg(long = "proxy-image", alias = "nginx-image", value_name = "IMAGE")]
+    proxy_image: Option<String>,
+}
+
+impl RunArgs {
+    /// The platform flags, each value checked: one line naming the flag when one is wrong.
+    fn platform_flags(&self) -> Result<PlatformOverride, CliError> {
+        self.platform.to_override(self.proxy_image.clone())
+    }
+}
+
+/// Where a command runs and how it reaches the cluster: the flags `run` and `load --agents`
+/// share, parsed and checked here for both.
+#[derive(clap::Args)]
+pub(crate) struct PlatformFlags {
+    /// Where it runs: `local` (processes on this machine) or `kubernetes` (a cluster: `run`'s
+    /// Deployments, overriding the scenario's `[platform]`; `load --agents`' pods).
     #[arg(long, value_name = "local|kubernetes")]
     platform: Option<String>,
     /// Kubernetes: the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
@@ -48,20 +66,21 @@ pub struct RunArgs {
     /// deleted at the end).
     #[arg(long, value_name = "NAME")]
     namespace: Option<String>,
-    /// Kubernetes: keep the namespace and its objects after the run.
+    /// Kubernetes: keep the run's namespace after the run (`run` keeps its objects too).
     #[arg(long)]
     keep: bool,
-    /// Kubernetes: the proxybench image the backend pods run.
+    /// Kubernetes: the proxybench image (`run`'s backend pods, `load --agents`' agent pods).
     #[arg(long, value_name = "IMAGE")]
     image: Option<String>,
-    /// Kubernetes: the image the proxy pods run.
-    #[arg(long = "proxy-image", alias = "nginx-image", value_name = "IMAGE")]
-    proxy_image: Option<String>,
 }
 
-impl RunArgs {
-    /// The platform flags, each value checked: one line naming the flag when one is wrong.
-    fn platform_flags(&self) -> Result<PlatformOverride, CliError> {
+impl PlatformFlags {
+    /// The flags as overrides of a `[platform]` (with `run`'s `--proxy-image`), each value
+    /// checked: one line naming the flag when one is wrong.
+    pub(crate) fn to_override(
+        &self,
+        proxy_image: Option<String>,
+    ) -> Result<PlatformOverride, CliError> {
         let kind = match &self.platform {
             None => None,
             Some(p) => Some(PlatformKind::parse(p).ok_or_else(|| {
@@ -75,7 +94,7 @@ impl RunArgs {
             namespace: self.namespace.clone(),
             keep: self.keep,
             image: self.image.clone(),
-            proxy_image: self.proxy_image.clone(),
+            proxy_image,
         };
         o.validate().map_err(CliError::Usage)?;
         Ok(o)

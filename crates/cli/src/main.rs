@@ -86,7 +86,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Generate HTTP load against a URL (wrk-compatible output).
-    Load(cmd_load::Args),
+    Load(Box<cmd_load::Args>),
     /// Run a fleet of emulated backends in the foreground.
     Backend(cmd_backend::Args),
     /// Run a scenario (default: the built-in default scenario) and write a results directory.
@@ -127,7 +127,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.cmd {
-        Cmd::Load(a) => cmd_load::main(a),
+        Cmd::Load(a) => cmd_load::main(*a),
         Cmd::Backend(a) => cmd_backend::main(a),
         Cmd::Run(a) => cmd_run::run(a),
         Cmd::Scenarios(a) => cmd_run::scenarios(a),

@@ -3,6 +3,8 @@
 //! checked against histograms rebuilt from every input's samples, and `proxybench merge` of the
 //! saved files must reproduce the run's merged result byte for byte.
 
+mod common;
+
 use hdrhistogram::Histogram;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -160,9 +162,10 @@ fn three_agents_count_exactly_what_the_server_answered_and_merge_reproduces_the_
     let (b, target) = backend();
     let (_agents, hosts) = agents(3, &token);
     let saved = dir.path().join("saved");
+    // 700 r/s for 2 s: 1400 requests, which 3 agents cannot share evenly.
     let out = pb()
         .args([
-            "load", "-R", "600", "-d", "2s", "-c", "6", "--format", "json",
+            "load", "-R", "700", "-d", "2s", "-c", "6", "--format", "json",
         ])
         .args(["--agent-hosts", &hosts.join(",")])
         .arg("--token-file")
@@ -185,10 +188,13 @@ fn three_agents_count_exactly_what_the_server_answered_and_merge_reproduces_the_
     let answered = served(b, &target);
     // Every request is counted once: the merge equals the server's count and the schedule.
     assert_eq!(merged["requests"].as_u64().unwrap(), answered);
-    assert_eq!(merged["schedule"]["intended"].as_u64().unwrap(), 1200);
-    assert_eq!(merged["requests"].as_u64().unwrap(), 1200);
+    assert_eq!(merged["schedule"]["intended"].as_u64().unwrap(), 1400);
+    assert_eq!(merged["requests"].as_u64().unwrap(), 1400);
     assert_eq!(merged["connections"].as_u64().unwrap(), 6);
-    assert_eq!(merged["mode"]["rate"].as_f64().unwrap(), 600.0);
+    assert_eq!(merged["mode"]["rate"].as_f64().unwrap(), 700.0);
+    // Each agent's schedule is its exact share, so the rates add up to the whole's.
+    let achieved = merged["schedule"]["achieved_rate"].as_f64().unwrap();
+    assert!((achieved - 700.0).abs() < 0.5, "achieved {achieved}");
     let files: Vec<_> = (0..3)
         .map(|i| saved.join(format!("agent-{i}.json")))
         .collect();
@@ -196,10 +202,11 @@ fn three_agents_count_exactly_what_the_server_answered_and_merge_reproduces_the_
     let rows = merged["agents"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for (i, p) in parts.iter().enumerate() {
-        assert_eq!(p["requests"].as_u64().unwrap(), 400, "agent {i}");
+        let share = [467, 467, 466][i];
+        assert_eq!(p["requests"].as_u64().unwrap(), share, "agent {i}");
         assert_eq!(p["agent"]["host"].as_str().unwrap(), hosts[i]);
         assert!(!p["agent"]["lost"].as_bool().unwrap());
-        assert_eq!(rows[i]["requests"].as_u64().unwrap(), 400);
+        assert_eq!(rows[i]["requests"].as_u64().unwrap(), share);
     }
     assert_identity(&merged, &parts);
     // merge of the saved files is the run's own merged result, byte for byte.
@@ -208,7 +215,7 @@ fn three_agents_count_exactly_what_the_server_answered_and_merge_reproduces_the_
     assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
     assert_eq!(std::fs::read_to_string(&again).unwrap(), run_json);
     let table = String::from_utf8(m.stdout).unwrap();
-    assert!(table.contains("1200 requests in"), "{table}");
+    assert!(table.contains("1400 requests in"), "{table}");
     for h in &hosts {
         assert!(table.contains(h.as_str()), "{table}");
     }
@@ -389,5 +396,219 @@ fn merge_of_local_results_is_exact_and_reproducible() {
     assert!(
         err.starts_with(&format!("proxybench: {}:2: ", bad.display())) && err.lines().count() == 1,
         "{err}"
+    );
+}
+
+/// Runs `proxybench ARGS` on a pseudo-terminal (util-linux `script`), as a person at a
+/// terminal does: what the terminal showed.
+fn on_a_terminal(args: &[String]) -> String {
+    let cmd = std::iter::once(env!("CARGO_BIN_EXE_proxybench").to_string())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// The request count a live line shows (`... 200 req/s ...`).
+fn req_per_s(line: &str) -> u64 {
+    let before = line.split(" req/s").next().unwrap_or("");
+    before
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no req/s in {line:?}"))
+}
+
+/// The live lines a terminal showed: each starts with `\r\x1b[K[` and names its second.
+fn live_lines(screen: &str) -> Vec<String> {
+    screen
+        .split("\r\x1b[K")
+        .filter(|l| l.starts_with('['))
+        .map(|l| l.lines().next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn live_progress_shows_every_second_on_a_terminal_for_a_local_and_a_distributed_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "live").unwrap();
+    let (_b, target) = backend();
+    let url = format!("http://{target}/");
+    let local =
+        on_a_terminal(&["load", "-R", "200", "-d", "3s", "-c", "2", &url].map(String::from));
+    let lines = live_lines(&local);
+    for s in ["[   1s]", "[   2s]"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(s) && req_per_s(l) > 0),
+            "{s} in {lines:?}"
+        );
+    }
+    assert!(local.contains("600 requests in"), "{local}");
+    // Two agents: the merged second and each agent's share of it.
+    let (_agents, hosts) = agents(2, &token);
+    let args = [
+        "load",
+        "-R",
+        "200",
+        "-d",
+        "3s",
+        "-c",
+        "2",
+        "--agent-hosts",
+        &hosts.join(","),
+        "--token-file",
+        token.to_str().unwrap(),
+        &url,
+    ]
+    .map(String::from);
+    let screen = on_a_terminal(&args);
+    let lines = live_lines(&screen);
+    for s in ["[   1s]", "[   2s]"] {
+        let l = lines
+            .iter()
+            .find(|l| l.starts_with(s))
+            .unwrap_or_else(|| panic!("{s} in {lines:?}"));
+        // The second's total is the sum of what each agent answered in it.
+        let per: Vec<u64> = l
+            .rsplit_once("agents ")
+            .unwrap_or_else(|| panic!("{l}"))
+            .1
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(per.len(), 2, "{l}");
+        assert!(per.iter().all(|&n| n > 0), "{l}");
+        assert_eq!(per.iter().sum::<u64>(), req_per_s(l), "{l}");
+    }
+    assert!(screen.contains("600 requests in"), "{screen}");
+    // Off a terminal nothing but the results is printed.
+    let out = pb()
+        .args(["load", "-R", "200", "-d", "1s", "-c", "2", &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A scenario whose load runs on 3 agents on the local platform: loopback `proxybench agent`
+/// processes the runner starts, behind nginx with one backend group.
+const ON_AGENTS: &str = r#"name = "on-agents"
+description = "one open-loop load on three loopback agents"
+checks = [
+  "coffee.requests == 700",
+  "coffee.failures == 0",
+  "proxy.requests == coffee.requests",
+  "backends.requests == coffee.requests",
+]
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 8
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 350
+connections = 6
+duration = "2s"
+agents = 3
+"#;
+
+#[test]
+fn a_scenario_load_on_three_local_agents_is_recorded_as_their_exact_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("on-agents.toml");
+    std::fs::write(&file, ON_AGENTS).unwrap();
+    let root = dir.path().join("results");
+    let q = common::run(file.to_str().unwrap(), false, &root);
+    // The checks hold: 700 requests, none failed, each in nginx's log and at a backend.
+    assert_eq!(q.code, Some(0), "{}", q.text);
+    let case = &q.r.cases[0];
+    let load = &case.loads[0];
+    assert_eq!(load.requests, 700);
+    assert_eq!(load.schedule.as_ref().unwrap().intended, 700);
+    assert_eq!(case.logs.access_lines, 700, "nginx's access log");
+    // Where the numbers came from: three agents, each an exact share, with their clocks.
+    assert_eq!(case.distributed.len(), 1);
+    let d = &case.distributed[0];
+    assert_eq!(d.load, "coffee");
+    assert_eq!(d.place, "3 agent processes on this machine");
+    assert_eq!(d.files, "agents/main/coffee");
+    let shares: Vec<u64> = d.agents.iter().map(|a| a.requests).collect();
+    assert_eq!(shares, vec![234, 233, 233]);
+    assert!(d.lost.is_empty() && d.agents.iter().all(|a| !a.lost));
+    assert_eq!(d.clock_uncertainty_us.len(), 3);
+    // The load counts from the case's start, as a local load does (its agents began once the
+    // stack and they were up): its seconds line up with the case's.
+    assert!(load.start_s >= 0.5, "start {}", load.start_s);
+    assert_eq!(load.timeline[0].t as f64, load.start_s.floor());
+    assert_eq!(
+        load.timeline.iter().map(|s| s.requests).sum::<u64>(),
+        700,
+        "{:?}",
+        load.timeline
+    );
+    // The record keeps the agents' results, not per-request records; merging them gives the
+    // load's summary.
+    let parts: Vec<_> = (0..3)
+        .map(|i| q.dir.join(format!("agents/main/coffee/agent-{i}.json")))
+        .collect();
+    assert!(!q.dir.join("requests/main/coffee.bin").exists());
+    let merged = q.dir.join("merged.json");
+    let m = merge(&parts, &merged);
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let again = model::LoadResult::from_json(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let mut summary = again.summary;
+    summary.name = "coffee".into();
+    assert_eq!(
+        &summary, load,
+        "the merge of the saved parts is the recorded load"
+    );
+    // The report says where its numbers came from.
+    let report = std::fs::read_to_string(q.dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("Ran on 3 agents (3 agent processes on this machine)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("`agents/main/coffee/agent-N.json`"),
+        "{report}"
+    );
+    // `proxybench analyse` reads the record again without per-request records for the load.
+    let data = std::fs::read_to_string(q.dir.join("data.json")).unwrap();
+    let a = pb().arg("analyse").arg(&q.dir).output().unwrap();
+    assert_eq!(
+        a.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&a.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(q.dir.join("data.json")).unwrap(),
+        data
     );
 }

@@ -65,6 +65,15 @@ fn bad_specs_and_flags_exit_2_with_one_line() {
             "proxybench: --control: [::]:9000 is not a loopback address (the control port binds 127.0.0.0/8 or [::1] only)",
         ),
         (&["--token-file", "t"], "proxybench: --token-file needs --control"),
+        (&["--token-from", "t"], "proxybench: --token-from needs --control"),
+        (
+            &["--control", "127.0.0.1:0", "--token-from", "/nonexistent/token"],
+            "proxybench: --token-from: cannot read /nonexistent/token: No such file or directory (os error 2)",
+        ),
+        (
+            &["--drain-timeout", "3"],
+            "proxybench: --drain-timeout: duration '3' needs a unit (ns, us, ms, s, m, h, d)",
+        ),
     ];
     for (args, want) in cases {
         let out = pb().arg("backend").args(*args).output().unwrap();
@@ -205,6 +214,69 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
         "{err}"
     );
     assert!(!token_path.exists(), "the token file outlived the backend");
+    // The same final counts, as the one machine-readable line stdout ends with.
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    let counters = backend::parse_counters_line(&rest[0]).expect("a counters line");
+    let by: Vec<String> = counters
+        .into_iter()
+        .map(|c| format!("{} {} {} {:?}", c.name, c.addr, c.requests, c.by_status))
+        .collect();
+    assert_eq!(
+        by,
+        [
+            format!("backend-0 {} 2 {{200: 2}}", addrs[0]),
+            format!("backend-1 {} 1 {{503: 1}}", addrs[1]),
+        ]
+    );
+}
+
+#[test]
+fn a_given_token_file_is_used_and_left_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("secret-token");
+    std::fs::write(&token_path, "s3cret-given-token\n").unwrap();
+    let child = pb()
+        .args([
+            "backend",
+            "--listen",
+            "127.0.0.1:0",
+            "--control",
+            "127.0.0.1:0",
+            "--drain-timeout",
+            "1s",
+        ])
+        .arg("--token-from")
+        .arg(&token_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut g = Guard(child);
+    let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
+    lines.next().unwrap().unwrap();
+    let line = lines.next().unwrap().unwrap();
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f[2], token_path.to_str().unwrap(), "{line}");
+    let addr: SocketAddr = f[1].parse().unwrap();
+    let wrong = get_with(addr, "/instances", &[("Authorization", "Bearer other")]);
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    let ok = get_with(
+        addr,
+        "/instances",
+        &[("Authorization", "Bearer s3cret-given-token")],
+    );
+    assert!(ok.text().contains("\"name\":\"backend-0\""), "{ok:?}");
+    // SAFETY: a plain signal to our own child.
+    unsafe { libc::kill(g.0.id() as i32, libc::SIGTERM) };
+    assert!(g.0.wait().unwrap().success());
+    assert!(
+        token_path.exists(),
+        "a given token file is not the backend's to remove"
+    );
+    let last = lines.last().unwrap().unwrap();
+    let counters = backend::parse_counters_line(&last).expect("a counters line");
+    assert_eq!((counters.len(), counters[0].requests), (1, 0), "{last}");
 }
 
 #[test]

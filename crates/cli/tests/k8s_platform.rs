@@ -217,6 +217,300 @@ actions = [
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
 
+/// Access-log lines of every proxy pod of the run, parsed.
+fn access_lines(root: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for p in find(root, "access.log") {
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            if !l.trim().is_empty() {
+                out.push(serde_json::from_str(l).unwrap_or_else(|e| panic!("{p:?}: {e}: {l}")));
+            }
+        }
+    }
+    out
+}
+
+/// The backends' completed responses in the record, summed over the instances `GROUP-*`.
+fn backend_requests(case: &Value, group: &str) -> u64 {
+    case["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| {
+            b["name"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(group)
+                .is_some_and(|r| r.starts_with('-'))
+        })
+        .map(|b| b["requests"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_grow_routes_and_set_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("grow.toml");
+    // The grown routes go to a group of their own, so the cafe group's counters are the
+    // load's alone and the probe group's are the time-to-ready probe's alone.
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-grow\"
+description = \"routes 1 -> 9, 2 per step, on 2 proxy pods beside a load on /coffee; cafe's latency 1 ms -> 30 ms\"
+{}
+[[backends]]
+name = \"probe\"
+count = 1
+
+[[proxy.upstreams]]
+name = \"probe\"
+backends = \"probe\"
+
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 8
+duration = \"12s\"
+
+[[cases]]
+name = \"main\"
+proxy = {{ replicas = 2 }}
+actions = [
+  {{ at = \"1s\", grow = {{ what = \"routes\", to = 9, by = 2, upstream = \"probe\" }} }},
+  {{ at = \"7s\", set_profile = {{ group = \"cafe\", profile = \"latency=fixed(30ms)\" }} }},
+]
+",
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(1ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("grow");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "failed action: {events:?}\n{stderr}"
+    );
+    // Four steps (1 -> 3 -> 5 -> 7 -> 9), each a generation, each reloading both pods.
+    let steps: Vec<&Value> = events.iter().filter(|e| e["action"] == "grow").collect();
+    assert_eq!(steps.len(), 4, "{events:?}");
+    let reloads = case["reloads"].as_array().unwrap();
+    assert_eq!(reloads.len(), 8, "{reloads:?}");
+    let generations: BTreeSet<u64> = reloads
+        .iter()
+        .map(|r| r["generation"].as_u64().unwrap())
+        .collect();
+    assert_eq!(generations, (2..=5).collect(), "{reloads:?}");
+    let lines = access_lines(&root);
+    let served = lines
+        .iter()
+        .map(|l| l["generation"].as_u64().unwrap())
+        .max();
+    assert_eq!(
+        served,
+        Some(steps.len() as u64 + 1),
+        "generations = steps + 1"
+    );
+    // Every step's newest route was ready (3 answers of 200 in a row) and, in the access logs
+    // of both pods, answered 200 only from its own generation on, 404 only before it.
+    let ready = case["ready"].as_array().unwrap();
+    assert_eq!(ready.len(), 4, "{ready:?}");
+    for (i, r) in ready.iter().enumerate() {
+        let generation = i as u64 + 2;
+        let route = format!("/route-{}", 2 * i + 2);
+        assert!(r["error"].is_null(), "{r}");
+        let ttr = r["ready_ms"].as_f64().unwrap_or_else(|| panic!("{r}"));
+        assert!(r["item"].as_str().unwrap().ends_with(&route), "{r}");
+        assert_eq!(r["generation"].as_u64(), Some(generation), "{r}");
+        let of: Vec<(u64, u64)> = lines
+            .iter()
+            .filter(|l| l["uri"] == route.as_str())
+            .map(|l| {
+                (
+                    l["status"].as_u64().unwrap(),
+                    l["generation"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let ok = of.iter().filter(|(s, _)| *s == 200).count();
+        assert!(ok >= 3, "{route}: {of:?}");
+        assert!(
+            of.iter()
+                .all(|(s, g)| (*s == 200 && *g >= generation) || (*s == 404 && *g < generation)),
+            "{route} (generation {generation}): {of:?}"
+        );
+        eprintln!("grow: {route} ready after {ttr:.0} ms; access log (status, generation): {of:?}");
+    }
+    // Counted three ways: clients, access-log lines of all proxy pods, backends.
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    let coffee = lines.iter().filter(|l| l["uri"] == "/coffee").count() as u64;
+    assert_eq!(
+        coffee, requests,
+        "access-log lines of /coffee = client count"
+    );
+    assert_eq!(load["status"]["200"].as_u64(), Some(requests), "{load}");
+    assert_eq!(
+        backend_requests(case, "cafe"),
+        requests,
+        "the cafe pods' final counters = client count: {}",
+        case["backends"]
+    );
+    let probe_200 = lines
+        .iter()
+        .filter(|l| l["uri"] != "/coffee" && l["status"] == 200)
+        .count() as u64;
+    assert_eq!(
+        backend_requests(case, "probe"),
+        probe_200,
+        "{}",
+        case["backends"]
+    );
+    let names: Vec<&str> = case["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cafe-0", "cafe-1", "probe-0"]);
+    assert_eq!(
+        case["cluster"]["counters_missing"],
+        serde_json::json!([]),
+        "{}",
+        case["cluster"]
+    );
+    // set_profile: the per-second median moves from ~1 ms to ~30 ms.
+    let sp = events
+        .iter()
+        .find(|e| e["action"] == "set_profile")
+        .unwrap();
+    let at = sp["t_s"].as_f64().unwrap();
+    let done = at + sp["duration_ms"].as_f64().unwrap() / 1e3;
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for s in load["timeline"].as_array().unwrap() {
+        let t = s["t"].as_f64().unwrap();
+        let p50 = s["p50_us"].as_u64().unwrap();
+        if s["requests"].as_u64().unwrap() < 20 {
+            continue;
+        }
+        if t + 1.0 <= at {
+            before.push(p50);
+        } else if t >= done {
+            after.push(p50);
+        }
+    }
+    eprintln!("set_profile at {at:.2}s: p50 per second before {before:?} us, after {after:?} us");
+    assert!(
+        before.len() >= 2 && after.len() >= 3,
+        "{before:?} {after:?}"
+    );
+    assert!(before.iter().all(|p| *p < 15_000), "{before:?}");
+    assert!(
+        after.iter().all(|p| (30_000..60_000).contains(p)),
+        "{after:?}"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_killed_and_drained_backends_keep_their_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("backends.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-backends\"
+description = \"cafe-1 killed, restarted (its replacement joins after a reload), cafe-0 drained\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 8
+duration = \"13s\"
+
+# Action times count from the case's start, stand-up included (about 4 s on the test cluster).
+[[cases]]
+name = \"main\"
+actions = [
+  {{ at = \"8s\", kill_backend = \"cafe-1\" }},
+  {{ at = \"9s\", restart_backend = \"cafe-1\" }},
+  {{ at = \"11s\", drain_backend = \"cafe-0\" }},
+]
+",
+            SCENARIO_HEAD.replace(
+                "count = 2\n",
+                "count = 2\nprofile = \"latency=fixed(20ms)\"\n"
+            )
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("backends");
+    let out = run_k8s(&root, &scenario, &ns);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "failed action: {events:?}\n{stderr}"
+    );
+    for e in events {
+        eprintln!("backends: {} {}", e["action"], e["detail"]);
+    }
+    // restart_backend reloaded the proxy with the replacement's address.
+    assert_eq!(case["reloads"].as_array().unwrap().len(), 1);
+    // Every pod that ran has its final counts, the two deleted mid-run included, named in
+    // order of creation as locally: cafe-0, cafe-1, then the two replacements.
+    assert_eq!(
+        case["cluster"]["counters_missing"],
+        serde_json::json!([]),
+        "{}",
+        case["cluster"]
+    );
+    let backends = case["backends"].as_array().unwrap();
+    let names: Vec<&str> = backends
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["cafe-0", "cafe-1", "cafe-2", "cafe-3"],
+        "{backends:?}"
+    );
+    for b in &backends[..2] {
+        assert!(b["requests"].as_u64().unwrap() > 0, "{b}");
+    }
+    let load = &case["loads"][0];
+    let ok = load["status"]["200"].as_u64().unwrap_or(0);
+    eprintln!(
+        "backends: {ok} answered 200 of {} requests; backends {:?}",
+        load["requests"],
+        backends
+            .iter()
+            .map(|b| (b["name"].as_str().unwrap(), b["requests"].as_u64().unwrap()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        backend_requests(case, "cafe"),
+        ok,
+        "every 200 the clients got is one response a backend pod completed"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_bad_manifest_names_file_and_api_message() {
@@ -373,4 +667,317 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
         "every failure falls after the kill: {load}"
     );
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+/// Starts `proxybench run SCENARIO --platform kubernetes` in the background, waits until its
+/// proxy pod serves, lets the load run `after`, interrupts it (SIGINT, as Ctrl-C) and returns
+/// its output and how long it took to exit.
+fn interrupt_k8s_run(
+    root: &Path,
+    scenario: &Path,
+    ns: &str,
+    extra: &[&str],
+    after: std::time::Duration,
+) -> (Output, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    let child = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["run", "--no-progress", "--results"])
+        .arg(root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
+        .args(["--namespace", ns])
+        .args(extra)
+        .arg(scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pods = cluster
+            .pods(ns, Some("proxybench/role=proxy"))
+            .unwrap_or_default();
+        if pods.iter().any(|p| p.ready) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no proxy pod became ready in {ns}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(after);
+    let t0 = Instant::now();
+    // SAFETY: kill(2) takes no pointers; the pid is our child's, not yet waited for.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    (out, t0.elapsed())
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_ctrl_c_deletes_the_namespace_unless_kept_and_keeps_partial_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("long.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-interrupted\"
+description = \"a long open-loop load, interrupted\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 4
+duration = \"120s\"
+"
+        ),
+    )
+    .unwrap();
+    for keep in [false, true] {
+        let root = dir.path().join(format!("results-{keep}"));
+        let ns = namespace(if keep { "ctrlc-keep" } else { "ctrlc" });
+        let extra: &[&str] = if keep { &["--keep"] } else { &[] };
+        let (out, took) = interrupt_k8s_run(
+            &root,
+            &scenario,
+            &ns,
+            extra,
+            std::time::Duration::from_secs(3),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!(
+            "ctrl-c (keep {keep}): exited {:?} {took:?} after SIGINT",
+            out.status.code()
+        );
+        assert_eq!(out.status.code(), Some(130), "{stderr}");
+        // The partial results: the record says interrupted, and the requests made so far are
+        // counted, each in the proxy pod's access log, read before the pod went.
+        let d = data(&root, &out);
+        assert_eq!(d["partial"], true, "{}", d["abort_reason"]);
+        assert_eq!(d["abort_reason"], "interrupted");
+        let load = &d["cases"][0]["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        assert!(requests >= 200, "about 3 s at 100/s were sent: {load}");
+        let lines: u64 = find(&root, "access.log")
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap().lines().count() as u64)
+            .sum();
+        assert_eq!(lines, requests, "the interrupted run's access-log lines");
+        let left = leftover(&ns);
+        if keep {
+            assert_eq!(left, vec![ns.clone()], "--keep keeps the namespace");
+            let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+            assert!(
+                md.contains(&format!("namespace `{ns}`, kept)"))
+                    && md.contains(&format!("namespace {ns} was kept (--keep)")),
+                "the report says the namespace was kept: {md}"
+            );
+            let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+            let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+            cluster
+                .delete_namespace(&ns, std::time::Duration::from_secs(120))
+                .unwrap();
+        } else {
+            assert_eq!(left, Vec::<String>::new(), "namespace left behind");
+        }
+    }
+}
+
+/// A "user's gateway" for the external test: a hostNetwork nginx Deployment (`app=gw`) that
+/// answers 200 itself on 127.0.0.1:`port` (reuseport, so replicas share it) and logs each
+/// request in the combined format to its stdout.
+fn gateway_manifest(port: u16, image: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: gw
+data:
+  nginx.conf: |
+    worker_processes 1;
+    pid /tmp/nginx.pid;
+    error_log stderr warn;
+    events {{ worker_connections 1024; }}
+    http {{
+      access_log /dev/stdout combined;
+      client_body_temp_path /tmp/cb; proxy_temp_path /tmp/pt; fastcgi_temp_path /tmp/ft;
+      uwsgi_temp_path /tmp/ut; scgi_temp_path /tmp/st;
+      server {{
+        listen 127.0.0.1:{port} reuseport;
+        location / {{ return 200 "gw\n"; }}
+      }}
+    }}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: gw
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: gw
+  template:
+    metadata:
+      labels:
+        app: gw
+    spec:
+      hostNetwork: true
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      dnsPolicy: Default
+      terminationGracePeriodSeconds: 10
+      volumes:
+        - name: conf
+          configMap:
+            name: gw
+      containers:
+        - name: nginx
+          image: {image}
+          imagePullPolicy: Never
+          command: ["/usr/sbin/nginx", "-c", "/conf/nginx.conf", "-g", "daemon off;"]
+          volumeMounts:
+            - name: conf
+              mountPath: /conf
+          readinessProbe:
+            tcpSocket:
+              port: {port}
+            periodSeconds: 1
+"#
+    )
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_external_gateway_is_loaded_acted_on_and_its_pods_logs_counted() {
+    use std::time::Duration;
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The user's namespace and gateway, made before the run (and left by it).
+    let ns = namespace("external");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let manifest = dir.path().join("gw.yaml");
+    std::fs::write(
+        &manifest,
+        gateway_manifest(port, &var("PROXYBENCH_TEST_NGINX_IMAGE")),
+    )
+    .unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 1, Duration::from_secs(120))
+            .unwrap();
+        let scenario = dir.path().join("external.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"k8s-external\"
+description = \"the user's gateway: scaled up, one pod deleted, under open-loop load\"
+
+[platform]
+kind = \"kubernetes\"
+watch = {{ selectors = [\"app=gw\"], log_format = \"combined\" }}
+
+[proxy]
+kind = \"external\"
+
+[proxy.external]
+resolve = \"127.0.0.1\"
+
+[[loads]]
+name = \"gw\"
+url = \"http://gw.example.com:{port}/\"
+rate = 100
+connections = 4
+duration = \"8s\"
+
+[[actions]]
+at = \"1s\"
+scale = {{ target = \"deployment/gw\", to = 2 }}
+
+[[actions]]
+at = \"5s\"
+delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
+"
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = run_k8s(&root, &scenario, &ns);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let events = case["events"].as_array().unwrap();
+        for want in ["scale", "delete_pod"] {
+            let e = events
+                .iter()
+                .find(|e| e["action"] == want)
+                .unwrap_or_else(|| panic!("no {want} event: {events:?}\n{stderr}"));
+            assert!(e["error"].is_null(), "{e}");
+        }
+        // The gateway's own pods: watched, each change recorded, the deleted one included.
+        let watched: BTreeSet<&str> = case["cluster"]["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["role"] == "watched")
+            .filter_map(|c| c["pod"].as_str())
+            .collect();
+        assert!(
+            watched.len() >= 3,
+            "the first pod, the scaled-up one and the replacement: {watched:?}"
+        );
+        // Every response the clients got is a line of some gateway pod's access log, read
+        // through the log API (the deleted pod's too).
+        let load = &case["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        let below_http: u64 = load["errors"]
+            .as_object()
+            .map(|m| m.values().filter_map(Value::as_u64).sum())
+            .unwrap_or(0);
+        let logs = find(&root, "access.log");
+        let lines: u64 = logs
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap().lines().count() as u64)
+            .sum();
+        eprintln!(
+            "external: {requests} requests ({below_http} without a response: {}), {lines} \
+             access-log lines over {} logs, watched pods {watched:?}",
+            load["errors"],
+            logs.len()
+        );
+        assert!(requests >= 700, "8 s at 100/s: {load}");
+        // Each response is a line; a failed request may be one too (nginx logs a request it
+        // answered on a connection it was closing, and the client saw the close first), but
+        // nothing else is.
+        assert!(
+            (requests - below_http..=requests).contains(&lines),
+            "{lines} lines for {requests} requests ({below_http} failed): {logs:?}"
+        );
+        // The user's namespace is theirs: the run leaves it (and their gateway) in place.
+        assert_eq!(leftover(&ns), vec![ns.clone()]);
+        let left = cluster.pods(&ns, Some("app=gw")).unwrap();
+        assert!(
+            left.iter().any(|p| p.ready),
+            "the gateway still runs: {left:?}"
+        );
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }

@@ -113,3 +113,145 @@ fn a_cluster_action_run_locally_is_refused_at_its_line() {
     assert!(err.starts_with(&want), "{err}");
     assert!(!root.exists(), "{} was created", root.display());
 }
+
+#[test]
+fn a_cluster_that_cannot_be_reached_leaves_no_results_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let kubeconfig = dir.path().join("missing.kubeconfig");
+    let out = run(
+        &root,
+        &[
+            "--platform",
+            "kubernetes",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "default",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("proxybench: ") && err.contains("missing.kubeconfig"),
+        "the error names the kubeconfig: {err}"
+    );
+    assert!(!root.exists(), "{} was created", root.display());
+}
+
+#[test]
+fn load_agents_flags_are_checked_in_one_line_before_any_cluster_is_asked() {
+    let url = "http://127.0.0.1:9/";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--agents", "3"],
+            "--agents needs --platform kubernetes (agents you started yourself: --agent-hosts)",
+        ),
+        (
+            &["--agents", "3", "--platform", "local"],
+            "--agents needs --platform kubernetes",
+        ),
+        (
+            &["--platform", "kubernetes"],
+            "--platform kubernetes needs --agents N (without agents the load runs on this machine)",
+        ),
+        (
+            &["--namespace", "x"],
+            "--namespace goes with --agents N --platform kubernetes",
+        ),
+        (
+            &["--keep"],
+            "--keep goes with --agents N --platform kubernetes",
+        ),
+        (
+            &["--agents-timeout", "5s"],
+            "--agents-timeout goes with --agents",
+        ),
+        (
+            &["--agents", "3", "--agent-hosts", "127.0.0.1:1"],
+            "the argument '--agents <N>' cannot be used with '--agent-hosts <H:P,...>'",
+        ),
+        (
+            &["--agents", "0", "--platform", "kubernetes"],
+            "--agents must be at least 1",
+        ),
+        (
+            &[
+                "--agents",
+                "2",
+                "--platform",
+                "kubernetes",
+                "--token-file",
+                "t",
+            ],
+            "--token-file goes with --agent-hosts (--agents makes its own token)",
+        ),
+        (
+            &[
+                "--agents",
+                "2",
+                "--platform",
+                "kubernetes",
+                "--agents-timeout",
+                "0s",
+            ],
+            "--agents-timeout must be positive",
+        ),
+        (
+            &["--agents", "11", "--platform", "kubernetes"],
+            "-c/--connections (10) must be at least the number of agents (11)",
+        ),
+        (
+            &[
+                "--agents",
+                "3",
+                "--platform",
+                "kubernetes",
+                "-R",
+                "2",
+                "-d",
+                "1s",
+            ],
+            "the load has only 2 requests (-R 2 for 1s) for 3 agents",
+        ),
+        (
+            &[
+                "--agents",
+                "2",
+                "--platform",
+                "kubernetes",
+                "--image",
+                "a b",
+            ],
+            "--image a b: an image reference has no spaces",
+        ),
+        (
+            &[
+                "--agents",
+                "2",
+                "--platform",
+                "kubernetes",
+                "--timeline",
+                "t.csv",
+            ],
+            "--timeline and --hdr-log are for a local run; with --agents use --save-agents",
+        ),
+    ];
+    for (args, want) in cases {
+        // A kubeconfig that does not exist: none of these may get as far as reading it.
+        let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+            .arg("load")
+            .args(*args)
+            .arg(url)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("proxybench: {want}")),
+            "{args:?}: {err}"
+        );
+    }
+}

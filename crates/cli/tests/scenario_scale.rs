@@ -55,7 +55,7 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
         ("https-listeners", "https_listeners", counts(0, 8, 1)),
         ("routes-2s", "routes", counts(1, 600, 30)),
         ("routes-no-delay", "routes", counts(1, 600, 30)),
-        ("upstream-servers", "upstream_servers", counts(1, 40, 8)),
+        ("upstream-servers", "upstream_servers", counts(1, 17, 8)),
         ("matches", "matches", counts(0, 10000, 625)),
     ];
     for (name, what, steps) in &plan {
@@ -113,7 +113,7 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
 
     // Every server added to the upstream got its round-robin share of the light load.
     let up = case(&r, "upstream-servers");
-    assert_eq!(up.backends.len(), 40);
+    assert_eq!(up.backends.len(), 17);
     assert!(
         up.backends.iter().all(|b| b.requests > 0),
         "{:?}",

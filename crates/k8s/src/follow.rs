@@ -205,12 +205,52 @@ impl Drop for LogFollowers {
     }
 }
 
-/// Where a follower is in its log: the last kubelet timestamp written and how many lines
-/// carried exactly it, so that a re-read skips what was written already.
+/// Where a follower is in its log: the latest kubelet timestamp written and how many lines
+/// carried exactly it, so that a re-read from that timestamp skips what was written already.
+///
+/// Timestamps are not in file order: the runtime stamps stdout and stderr lines as it reads each
+/// stream, so a stdout line written after a stderr line may carry the earlier time. The first
+/// stream therefore keeps every line; only a re-read (asked from the latest timestamp, which the
+/// API may round down to its second) has lines to skip: those stamped before that timestamp, and
+/// as many stamped exactly it as were written.
 #[derive(Default)]
 struct Position {
     last: Option<jiff::Timestamp>,
     at_last: u32,
+    /// The current stream re-reads from this timestamp...
+    from: Option<jiff::Timestamp>,
+    /// ...and has this many lines stamped exactly it still to skip.
+    skip: u32,
+}
+
+impl Position {
+    /// A new stream begins (a re-read when anything was written before).
+    fn restart(&mut self) {
+        self.from = self.last;
+        self.skip = self.at_last;
+    }
+
+    /// Whether the line stamped `ts` is new (then it counts as written).
+    fn admit(&mut self, ts: jiff::Timestamp) -> bool {
+        if let Some(from) = self.from {
+            if ts < from {
+                return false;
+            }
+            if ts == from && self.skip > 0 {
+                self.skip -= 1;
+                return false;
+            }
+        }
+        match self.last {
+            Some(last) if ts < last => {}
+            Some(last) if ts == last => self.at_last += 1,
+            _ => {
+                self.last = Some(ts);
+                self.at_last = 1;
+            }
+        }
+        true
+    }
 }
 
 /// Follows one container's log until its stream ends for good or `stop` says so (then a final
@@ -296,7 +336,7 @@ async fn follow(
             }
         };
         let mut reader = Box::pin(reader);
-        let mut seen_same = 0u32;
+        pos.restart();
         let mut unflushed = 0u32;
         let mut buf = Vec::with_capacity(512);
         let mut stopped_mid_stream = false;
@@ -329,21 +369,8 @@ async fn follow(
             else {
                 continue;
             };
-            match pos.last {
-                Some(last) if ts < last => continue,
-                Some(last) if ts == last => {
-                    if seen_same < pos.at_last {
-                        seen_same += 1;
-                        continue;
-                    }
-                    pos.at_last += 1;
-                    seen_same += 1;
-                }
-                _ => {
-                    pos.last = Some(ts);
-                    pos.at_last = 1;
-                    seen_same = 1;
-                }
+            if !pos.admit(ts) {
+                continue;
             }
             let t = origin.elapsed().as_secs_f64();
             if let Err(e) = out
@@ -404,4 +431,46 @@ async fn follow(
         }
     }
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn lines_out_of_time_order_are_kept_and_a_reread_skips_only_what_was_written() {
+        let (t0, t1, t2, t3) = (
+            at("2026-01-01T00:00:00.5Z"),
+            at("2026-01-01T00:00:01Z"),
+            at("2026-01-01T00:00:02Z"),
+            at("2026-01-01T00:00:03Z"),
+        );
+        let mut p = Position::default();
+        p.restart();
+        // stderr stamped t2 written before a stdout line stamped t1: every line of the first
+        // stream is new.
+        for ts in [t0, t1, t2, t1, t2] {
+            assert!(p.admit(ts));
+        }
+        // The stream ends; the re-read (from t2, maybe rounded down) gives earlier lines and both
+        // t2 lines again, then new ones.
+        p.restart();
+        for ts in [t1, t2, t2] {
+            assert!(!p.admit(ts));
+        }
+        assert!(p.admit(t2));
+        assert!(p.admit(t3));
+        assert!(
+            !p.admit(t1),
+            "a re-read cannot tell an earlier line from a written one"
+        );
+        p.restart();
+        assert!(!p.admit(t2));
+        assert!(!p.admit(t3));
+        assert!(p.admit(t3));
+    }
 }

@@ -3,7 +3,7 @@
 //! blocking methods and never see async. It connects with a kubeconfig and context, makes and
 //! deletes namespaces, applies and deletes any manifest through discovery and server-side apply,
 //! applies proxybench's own objects, scales Deployments and waits for them, deletes pods,
-//! execs commands in them and reads their logs; in the background it watches pods, restarts and
+//! execs commands in them, reads their logs and forwards local ports to them; in the background it watches pods, restarts and
 //! Warning events, follows container logs into files, samples the metrics API and scrapes
 //! Prometheus endpoints through the API server's pod proxy ([`collect`], [`follow`]).
 //! It never shells out to kubectl.
@@ -14,6 +14,7 @@ mod cluster;
 pub mod collect;
 mod error;
 pub mod follow;
+mod forward;
 pub mod manifest;
 mod pods;
 pub mod prom;
@@ -26,8 +27,9 @@ pub use collect::{
 };
 pub use error::Error;
 pub use follow::{FollowedLog, LogFollowers};
+pub use forward::PortForward;
 pub use manifest::{Document, Outcome};
-pub use pods::{Endpoint, ExecOutput, PodInfo};
+pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo};
 pub use prom::Sample;
 pub use workload::Replicas;
 

@@ -3,9 +3,9 @@
 
 use crate::cluster::Cluster;
 use crate::error::{split, Error};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,6 +31,11 @@ pub struct PodInfo {
     pub containers: Vec<String>,
     /// `metadata.creationTimestamp` (RFC 3339), for ordering.
     pub created: String,
+    /// Why it is not (or no longer) running, when its status says: a container's waiting or
+    /// terminated reason with its message (`ErrImageNeverPull: Container image ... is not
+    /// present with pull policy of Never`), or an unscheduled pod's condition (`Unschedulable:
+    /// 0/1 nodes are available: ...`).
+    pub why: Option<String>,
 }
 
 impl PodInfo {
@@ -63,8 +68,52 @@ impl PodInfo {
                 .as_ref()
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
+            why: why_not_running(&st),
         }
     }
+}
+
+/// The first reason a pod's status gives for not running: a container waiting or terminated
+/// (with its message), else a PodScheduled or Ready condition that is False with a reason.
+fn why_not_running(st: &k8s_openapi::api::core::v1::PodStatus) -> Option<String> {
+    let join = |reason: Option<&String>, message: Option<&String>| -> Option<String> {
+        match (reason, message.map(|m| m.trim()).filter(|m| !m.is_empty())) {
+            (Some(r), Some(m)) => Some(format!("{r}: {}", one_line(m))),
+            (Some(r), None) => Some(r.clone()),
+            (None, Some(m)) => Some(one_line(m)),
+            (None, None) => None,
+        }
+    };
+    let containers = st
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(st.container_statuses.iter().flatten());
+    for c in containers {
+        let Some(state) = &c.state else { continue };
+        if let Some(w) = &state.waiting {
+            if let Some(r) = join(w.reason.as_ref(), w.message.as_ref()) {
+                return Some(r);
+            }
+        }
+        if let Some(t) = &state.terminated {
+            let code = format!("exit code {}", t.exit_code);
+            return Some(match join(t.reason.as_ref(), t.message.as_ref()) {
+                Some(r) => format!("terminated ({code}): {r}"),
+                None => format!("terminated ({code})"),
+            });
+        }
+    }
+    st.conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status == "False" && (c.type_ == "PodScheduled" || c.reason.is_some()))
+        .find_map(|c| join(c.reason.as_ref(), c.message.as_ref()))
+}
+
+/// A message on one line (the API's messages sometimes hold newlines).
+fn one_line(m: &str) -> String {
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// What a command run in a container gave back.
@@ -136,6 +185,23 @@ impl Cluster {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::api(format!("delete pod {name} in {namespace}"), e)),
         }
+    }
+
+    /// Sets annotation `key` of pod `name` to `value` (a merge patch): for instance
+    /// `controller.kubernetes.io/pod-deletion-cost`, which tells a ReplicaSet scaling down which
+    /// pods to remove first.
+    pub fn annotate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        self.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .map_err(|e| Error::api(format!("annotate pod {name} in {namespace}"), e))?;
+        Ok(())
     }
 
     /// Waits until pod `name` (of UID `uid` when given: a re-created namesake does not count) no
@@ -295,6 +361,78 @@ impl Cluster {
         v.sort_by_key(|a| a.ip);
         v.dedup_by(|a, b| a.ip == b.ip);
         Ok(v)
+    }
+}
+
+/// How many pods a cluster's schedulable nodes hold: their limit and their pods now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodCapacity {
+    /// Schedulable (not cordoned) nodes.
+    pub nodes: u64,
+    /// The sum of their `allocatable` pods (the kubelet's max-pods, 110 by default).
+    pub allocatable: u64,
+    /// Pods bound to them that have not ended (every namespace).
+    pub used: u64,
+}
+
+impl PodCapacity {
+    /// Pods that can still be scheduled.
+    pub fn free(&self) -> u64 {
+        self.allocatable.saturating_sub(self.used)
+    }
+}
+
+impl Cluster {
+    /// How many pods the schedulable nodes can hold and hold now (lists nodes and every
+    /// namespace's pods: needs cluster-wide read access).
+    pub fn pod_capacity(&self) -> Result<PodCapacity, Error> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let pods: Api<Pod> = Api::all(self.client());
+        let (nodes, pods) = self.block_on(async {
+            let n = nodes
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list nodes", e))?;
+            let p = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list pods in every namespace", e))?;
+            Ok::<_, Error>((n, p))
+        })?;
+        let mut cap = PodCapacity {
+            nodes: 0,
+            allocatable: 0,
+            used: 0,
+        };
+        let mut names = Vec::new();
+        for n in nodes.items {
+            if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+                continue;
+            }
+            cap.nodes += 1;
+            cap.allocatable += n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get("pods"))
+                .and_then(|q| q.0.parse::<u64>().ok())
+                .unwrap_or(0);
+            names.extend(n.metadata.name);
+        }
+        cap.used = pods
+            .items
+            .iter()
+            .filter(|p| {
+                let on = p.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                let ended = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                on.is_some_and(|n| names.contains(n)) && !ended
+            })
+            .count() as u64;
+        Ok(cap)
     }
 }
 

@@ -1,12 +1,12 @@
-//! Objects proxybench makes from its own specs (Deployments, Services, ConfigMaps, Secrets),
-//! and what it does to Deployments during a run: scale, wait for Ready, rollout restart, wait
-//! for the rollout.
+//! Objects proxybench makes from its own specs (Deployments, Services, ConfigMaps, Secrets,
+//! Jobs) and their deletion with their dependents, and what it does to Deployments during a
+//! run: scale, wait for Ready, rollout restart, wait for the rollout.
 
 use crate::cluster::{Cluster, FIELD_MANAGER};
 use crate::error::{split, Error};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -100,6 +100,57 @@ impl Cluster {
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         self.block_on(api.patch(&name, &pp, &Patch::Apply(obj)))
             .map_err(|e| Error::api(format!("apply {}/{name} in {namespace}", K::kind(&())), e))
+    }
+
+    /// Deletes a namespaced object proxybench made (a Job, a Secret) in the foreground, so that
+    /// what it owns (a Job's pods) goes first, and waits until it is gone, at most `bound`;
+    /// returns how long that took. An object already gone is not an error.
+    pub fn delete_object<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        bound: Duration,
+    ) -> Result<Duration, Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + DeserializeOwned
+            + Clone
+            + Debug,
+    {
+        let t0 = Instant::now();
+        let what = format!("delete {}/{name} in {namespace}", K::kind(&()));
+        let api: Api<K> = Api::namespaced(self.client(), namespace);
+        self.block_on(async {
+            match api.delete(name, &DeleteParams::foreground()).await {
+                Ok(_) => {}
+                Err(e) => {
+                    let (message, code) = split(e);
+                    if code == 404 {
+                        return Ok(t0.elapsed());
+                    }
+                    return Err(Error::Api {
+                        what,
+                        message,
+                        code,
+                    });
+                }
+            }
+            loop {
+                let state = match api.get_opt(name).await {
+                    Ok(None) => return Ok(t0.elapsed()),
+                    Ok(Some(_)) => "still there (its dependents are being deleted)".to_string(),
+                    Err(e) => split(e).0,
+                };
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what,
+                        after: bound,
+                        state,
+                    });
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        })
     }
 
     /// A Deployment's replica counts now.

@@ -1,6 +1,6 @@
 //! The API client layer against the shared test cluster: connecting, manifests (applied,
-//! deleted, refused with the file and the API server's message), exec, and a Prometheus scrape
-//! through the API server's pod proxy.
+//! deleted, refused with the file and the API server's message), exec, a Prometheus scrape
+//! through the API server's pod proxy, and a port-forward to a pod's loopback.
 
 mod common;
 
@@ -329,4 +329,78 @@ spec:
         e.contains(&format!("pods/{}:9/proxy/metrics", pod.name)),
         "{e}"
     );
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_port_forward_reaches_a_port_on_the_pods_loopback() {
+    use std::io::{Read, Write};
+    let ns = Ns::new("forward");
+    let dir = tempfile::tempdir().unwrap();
+    // nginx on the pod's loopback only: the pod IP does not reach it, a port-forward does.
+    let file = write(
+        dir.path(),
+        "d.yaml",
+        &shell_deployment(
+            "lo",
+            1,
+            "printf 'events {}\\nhttp { server { listen 127.0.0.1:18080; return 200 \"on loopback\\\\n\"; } }\\n' > /tmp/n.conf\nexec /usr/sbin/nginx -c /tmp/n.conf -g 'daemon off; pid /tmp/n.pid;'",
+            "wget -q -O- http://127.0.0.1:18080/",
+            0,
+        ),
+    );
+    ns.cluster
+        .apply(&file, &ns.name)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ns.cluster
+        .wait_deployment_ready(&ns.name, "lo", 1, BOUND)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pod = ns.cluster.pods(&ns.name, Some("app=lo")).unwrap().remove(0);
+    let ip = pod.ip.expect("a bridge-mode pod has an IP");
+    assert!(
+        std::net::TcpStream::connect_timeout(&(ip, 18080).into(), Duration::from_secs(2)).is_err(),
+        "{ip}:18080 is the pod's loopback only"
+    );
+    let get = |addr: std::net::SocketAddr| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut b = String::new();
+        let _ = s.read_to_string(&mut b);
+        b
+    };
+    let fwd = ns
+        .cluster
+        .port_forward(&ns.name, &pod.name, 18080)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(fwd.addr().ip().is_loopback(), "{fwd:?}");
+    // Each connection is a stream of its own: two in a row both answer.
+    for _ in 0..2 {
+        let b = get(fwd.addr());
+        assert!(b.starts_with("HTTP/1.1 200"), "{b}");
+        assert!(b.ends_with("on loopback\n"), "{b}");
+    }
+    assert_eq!(fwd.last_error(), None);
+    // Nothing listens on 18081: the connection ends without an answer and the reason is kept.
+    let closed = ns
+        .cluster
+        .port_forward(&ns.name, &pod.name, 18081)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(get(closed.addr()), "");
+    let t = Instant::now();
+    while closed.last_error().is_none() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let why = closed.last_error().expect("the reason the forward failed");
+    eprintln!("forward to a closed port: {why}");
+    assert!(why.contains(&pod.name) && why.contains("18081"), "{why}");
+
+    // The node holds our pod, among at most its max-pods.
+    let cap = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("capacity: {cap:?}");
+    assert!(
+        cap.nodes >= 1 && cap.used >= 1 && cap.allocatable >= cap.used,
+        "{cap:?}"
+    );
+    assert_eq!(cap.free(), cap.allocatable - cap.used);
 }

@@ -30,7 +30,7 @@ mod worker;
 pub use config::{parse_header_line, Config, Error, IoMode, Resolve, SecondHdrSink};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
-pub use pacer::Rng;
+pub use pacer::{even_arrivals, Pacer, Rng};
 pub use summary::{encode as encode_hdr, PERCENTILES};
 pub use worker::LATE_THRESHOLD_NS;
 

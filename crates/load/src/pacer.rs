@@ -49,6 +49,22 @@ impl Rng {
     }
 }
 
+/// How many evenly spaced arrivals at `rate` per second fall before `window_ns` (the schedule
+/// of a run from its start: arrival k at k/rate, kept while before the end). A distributed
+/// load splits exactly this many among its agents.
+pub fn even_arrivals(rate: f64, window_ns: u64) -> u64 {
+    let interval = 1e9 / rate;
+    let at = |k: u64| (k as f64 * interval) as u64;
+    let mut k = (window_ns as f64 / interval).ceil() as u64;
+    while k > 0 && at(k - 1) >= window_ns {
+        k -= 1;
+    }
+    while at(k) < window_ns {
+        k += 1;
+    }
+    k
+}
+
 /// One thread's share of the schedule: global arrivals `thread`, `thread + threads`, ...
 #[derive(Debug, Clone)]
 pub struct Pacer {
@@ -62,6 +78,9 @@ pub struct Pacer {
     /// Its intended time in ns since the origin (Poisson: accumulated).
     t_ns: f64,
     limit: Option<u64>,
+    /// The intended time of global arrival `limit` (the first one the limit keeps back), once
+    /// the walk has reached it: when a schedule cut by its limit stopped sending.
+    limit_t: Option<u64>,
 }
 
 impl Pacer {
@@ -85,7 +104,11 @@ impl Pacer {
             k: 0,
             t_ns: start_ns as f64,
             limit,
+            limit_t: None,
         };
+        if limit == Some(0) {
+            p.limit_t = Some(start_ns);
+        }
         // Walk the shared sequence to this thread's first arrival.
         for _ in 0..thread {
             p.step_one();
@@ -99,6 +122,16 @@ impl Pacer {
             Arrivals::Even => self.t_ns = self.start_ns + self.k as f64 * self.interval_ns,
             Arrivals::Poisson => self.t_ns += self.rng.exp(self.interval_ns),
         }
+        if Some(self.k) == self.limit {
+            self.limit_t = Some(self.t_ns as u64);
+        }
+    }
+
+    /// When a schedule cut by its request limit ended: the intended time of the first arrival
+    /// the limit kept back (the same for every thread); `None` before the limit is reached. A
+    /// run's achieved rate counts its sends over the schedule up to then.
+    pub fn limit_end(&self) -> Option<u64> {
+        self.limit_t
     }
 
     /// The intended time of the next arrival (ns since the origin), or `None` when the request
@@ -174,6 +207,44 @@ mod tests {
         let above = a.windows(2).filter(|w| (w[1] - w[0]) as f64 > 1e6).count();
         let share = above as f64 / (a.len() - 1) as f64;
         assert!((share - (-1f64).exp()).abs() < 0.02, "share {share}");
+    }
+
+    #[test]
+    fn even_arrivals_counts_the_schedule_before_the_end() {
+        for (rate, window) in [
+            (1000.0, 10_000_000),
+            (3.0, 1_000_000_000),
+            (4000.0, 30_000_000_000),
+            (7.0, 1_500_000_000),
+            (1333.3, 2_345_678_901),
+        ] {
+            let mut p = Pacer::new(0, rate, Arrivals::Even, 1, 0, 1, None);
+            assert_eq!(
+                even_arrivals(rate, window),
+                p.drain_before(window),
+                "{rate}/s"
+            );
+        }
+        assert_eq!(even_arrivals(1000.0, 10_000_000), 10);
+        assert_eq!(even_arrivals(3.0, 1_000_000_000), 3);
+        assert_eq!(even_arrivals(7.0, 1_500_000_000), 11);
+    }
+
+    #[test]
+    fn a_limit_ends_the_schedule_at_its_first_kept_back_arrival() {
+        for threads in 1..=3 {
+            let mut ends = Vec::new();
+            for th in 0..threads {
+                let mut p = Pacer::new(500, 1000.0, Arrivals::Even, 1, th, threads, Some(10));
+                while p.next().is_some() {
+                    assert_eq!(p.limit_end(), None);
+                    p.advance();
+                }
+                ends.push(p.limit_end());
+            }
+            // Arrival 10 was due at 10 ms: the 10 sends span 10 ms, whatever the threads.
+            assert!(ends.iter().all(|e| *e == Some(10_000_500)), "{ends:?}");
+        }
     }
 
     #[test]

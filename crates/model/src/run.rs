@@ -190,6 +190,30 @@ pub struct CaseResult {
     /// What the cluster showed during the case (Kubernetes platform only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterRecord>,
+    /// The loads that ran on agents (`agents = N`): where, and each agent's part. Their
+    /// per-agent result files are in `agents/<case>/<load>/`; they keep no per-request records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distributed: Vec<DistributedLoad>,
+}
+
+/// A load of a case that ran on agents: its summary in [`CaseResult::loads`] is the exact merge
+/// of the agents' results, and this says where they ran and what each did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DistributedLoad {
+    /// The load's name.
+    pub load: String,
+    /// Where the agents ran (`3 agent processes on this machine`, `3 pods of Job agents-1a2b in
+    /// namespace ...`).
+    pub place: String,
+    /// Where its per-agent result files are, relative to the results directory
+    /// (`agents/<case>/<load>`).
+    pub files: String,
+    /// One row per agent, in agent order: counts, latency, clock offset, start skew, lost.
+    pub agents: Vec<crate::load::AgentRow>,
+    /// Each agent's clock-offset uncertainty (half the fastest ping's round trip), µs.
+    pub clock_uncertainty_us: Vec<u64>,
+    /// Agents lost mid-run, with why.
+    pub lost: Vec<String>,
 }
 
 /// What a case saw on a Kubernetes cluster: pods coming and going, restarts, Warning events,
@@ -216,6 +240,16 @@ pub struct ClusterRecord {
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
+    /// The proxy pods' termination grace period in seconds (absent when the case ran none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_grace_s: Option<u32>,
+    /// The proxy pods' preStop sleep in seconds, before their stop signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_pre_stop_s: Option<u32>,
+    /// Backend pods whose final counters could not be read, each `NAME (pod POD): why`: the
+    /// case's backend counters leave them out, so sums over them are short by their counts.
+    #[serde(default)]
+    pub counters_missing: Vec<String>,
 }
 
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when

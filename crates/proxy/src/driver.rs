@@ -206,6 +206,21 @@ pub struct LogFiles {
     pub borrowed: bool,
 }
 
+/// How a proxy runs in a container that a platform (Kubernetes) starts instead of proxybench:
+/// the shell commands its image runs. Each reads the config file named by `$CONF`, rendered
+/// with `stdio_logs`, so its access and error lines come out of the container's own streams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerCommands {
+    /// Starts the proxy in the foreground (it is the container's main process, so it gets the
+    /// image's stop signal), e.g. `exec nginx -c "$CONF" -g 'daemon off;'`.
+    pub start: String,
+    /// Checks `$CONF` with the proxy's own checker, then makes the running proxy serve it;
+    /// exits non-zero with the checker's message when the config is refused.
+    pub reload: String,
+    /// The access lines' format among the container's output (the other lines are its errors).
+    pub log_format: LogFormat,
+}
+
 /// One proxy kind: everything the run asks of it before and while replicas run.
 pub trait Driver: Send + Sync {
     /// The kind as scenarios spell it (`nginx`, `haproxy`, `caddy`, `external`).
@@ -233,6 +248,12 @@ pub trait Driver: Send + Sync {
         ctx: &RenderContext,
         rendered: &Rendered,
     ) -> Result<Box<dyn Replica>, Error>;
+
+    /// The commands a container image of this proxy runs, for platforms that start replicas as
+    /// pods; `None` when the proxy has no container form yet.
+    fn container(&self) -> Option<ContainerCommands> {
+        None
+    }
 }
 
 /// A running replica of some proxy.

@@ -23,7 +23,8 @@ pub mod tls;
 pub use admin::{GENERATION_HEADER, GENERATION_PATH};
 pub use config::{ProxyConfig, ProxyKind};
 pub use driver::{
-    Checked, Driver, LogFiles, Refusal, RenderContext, Rendered, Replica, ReplicaHandle, StopMode,
+    Checked, ContainerCommands, Driver, LogFiles, Refusal, RenderContext, Rendered, Replica,
+    ReplicaHandle, StopMode,
 };
 pub use error::Error;
 pub use features::{Feature, Support};

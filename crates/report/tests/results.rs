@@ -681,6 +681,11 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         absent: vec![
             "metrics API: not served by this cluster (metrics.k8s.io has no endpoint)".into(),
         ],
+        proxy_grace_s: Some(30),
+        proxy_pre_stop_s: Some(1),
+        counters_missing: vec![
+            "cafe-1 (pod cafe-5f-b): its log ends without the counters line".into(),
+        ],
     });
     let dir = written(&r);
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
@@ -694,6 +699,8 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
     let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];
     for want in [
         "Namespace `proxybench-20261125t140000z`, context `lab`, API server `v1.34.4`.",
+        "sleeps 1 s in its preStop hook (still serving), then gets the image's stop signal",
+        "the kubelet kills it 30 s after the deletion.",
         "- metrics API: not served by this cluster (metrics.k8s.io has no endpoint)",
         "| proxy | 2 | 1 | 2 |",
         "| 18.00 | nginx-7d9-x2 | proxy | Deleted | no | - |",
@@ -706,6 +713,11 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
     assert!(
         !section.contains("metrics API)"),
         "no metrics table when the metrics API was absent:\n{section}"
+    );
+    // A backend pod whose counters were lost is named, never a row of zeros.
+    assert!(
+        md.contains("Backends whose final counters could not be read (left out below, never counted as zero):\n\n- cafe-1 (pod cafe-5f-b): its log ends without the counters line"),
+        "{md}"
     );
     // The delete_pod action is on the timeline like any other.
     assert!(

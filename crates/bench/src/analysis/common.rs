@@ -308,6 +308,12 @@ pub fn cluster_finding(k: &model::ClusterRecord) -> String {
             s.push('.');
         }
     }
+    for m in &k.counters_missing {
+        s.push_str(&format!(" Backend counters missing: {}", m.trim()));
+        if !s.ends_with('.') {
+            s.push('.');
+        }
+    }
     s
 }
 

@@ -24,7 +24,7 @@ use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
 use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
 use std::sync::LazyLock;
-use steps::{proxy_samples, quarters, summary, Growth, ProxySample, Step};
+use steps::{case_samples, quarters, summary, Growth, ProxySample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
 
 /// The light load every case runs during its growth.
@@ -64,7 +64,7 @@ fn case(
     if g.steps.is_empty() {
         return no_data("no growth step ran (the loads ended, or the run stopped, before it)");
     }
-    let samples = proxy_samples(&result.proc_samples, &kind);
+    let samples = case_samples(result, &kind);
     let mut checks = Vec::new();
     let mut check = |name: String, expected: String, actual: String, pass: bool| {
         checks.push(CheckResult {
@@ -127,7 +127,9 @@ fn case(
 
     // nginx -t time grows with the config (routes and matches make the config bigger per step):
     // nginx's model, judged only when nginx is the kind.
-    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !model_applies {
+    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !g.check_timed {
+        result.findings.push(fill("untimed_check", &[]));
+    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !model_applies {
         result.findings.push(fill(
             "other_kind_trend",
             &[("kind", &kind), ("model", &common::MODELLED_KIND)],
@@ -185,12 +187,16 @@ fn case(
         .extend(findings(&g, result, &samples, &kind));
     if let Some(k) = result.cluster.clone() {
         result.findings.push(common::cluster_finding(&k));
-        if samples.is_empty() {
-            result.findings.push(
-                "The proxy's CPU and memory from /proc are absent on kubernetes: the proxy                  runs in pods, not as processes of this machine (the Cluster section has the                  metrics API's samples when the cluster serves them)."
-                    .into(),
-            );
-        }
+        result.findings.push(if samples.is_empty() {
+            "The proxy's CPU and memory are absent on kubernetes: the proxy runs in pods, not \
+             as processes of this machine, and the cluster's metrics API gave no sample of the \
+             proxy pods (the Cluster section says why)."
+                .to_string()
+        } else {
+            "The proxy's CPU and memory come from the cluster's metrics API (every proxy pod \
+             summed, once a second; memory is the pods' working set, which stands in for RSS)."
+                .to_string()
+        });
     }
     checks
 }
@@ -236,7 +242,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let ok = g.ok_steps();
         let ttr: Vec<f64> = ok.iter().filter_map(|s| s.ttr_ms).collect();
         let never = ok.iter().filter(|s| s.probed && s.ttr_ms.is_none()).count();
-        let samples = proxy_samples(&c.proc_samples, &kind);
+        let samples = case_samples(c, &kind);
         let (rss0, rss1) = rss_start_end(&g, &samples);
         let light = c.loads.iter().find(|l| l.name == LIGHT);
         t.rows.push(vec![
@@ -471,7 +477,7 @@ fn series(g: &Growth<'_>, result: &CaseResult) -> Vec<Series> {
         points: result
             .reloads
             .iter()
-            .filter(|r| r.error.is_none())
+            .filter(|r| r.error.is_none() && g.check_timed)
             .map(|r| (r.t_s, r.validate_ms))
             .collect(),
         ..Default::default()

@@ -108,7 +108,9 @@ fn case(
         result.findings.push(common::cluster_finding(&k));
         if result.stub_samples.is_empty() && result.readiness.is_empty() {
             result.findings.push(
-                "The replicas table's requests served and probes are absent on kubernetes:                  the proxy pods' status pages and readiness probes are not sampled from this                  machine (the Cluster section has the kubelet's readiness of every pod)."
+                "The replicas table's requests served and probes are absent on kubernetes: \
+                 the proxy pods' status pages and readiness probes are not sampled from this \
+                 machine (the Cluster section has the kubelet's readiness of every pod)."
                     .into(),
             );
         }
@@ -148,7 +150,17 @@ fn case(
         kind: common::proxy_kind(env),
         logs_missing: result.logs.missing.as_deref(),
         model_applies: common::model_applies(env),
-        on_cluster: result.cluster.is_some(),
+        counters_missing: result
+            .cluster
+            .as_ref()
+            .filter(|k| !k.counters_missing.is_empty())
+            .map(|k| {
+                format!(
+                    "the final counters of {} backend pod(s) could not be read ({})",
+                    k.counters_missing.len(),
+                    k.counters_missing.join("; ")
+                )
+            }),
     };
     checks::all(&case.name, &plan, &ledger, &books, &proxy)
 }

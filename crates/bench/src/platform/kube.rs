@@ -14,21 +14,20 @@
 
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformSpec, StopSpec};
+use crate::scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use crate::stack::{free_port, Applied, StackSpec};
+use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction,
-    Lifecycle, LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle,
+    LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers};
 use model::{ClusterRecord, Event, ReloadRecord};
-use proxy::config::{ProxyConfig, ProxyKind};
+use proxy::config::ProxyConfig;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -41,8 +40,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
 /// The image proxy pods run when the platform names none.
 pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
-/// The backends' port in their pods.
-const BACKEND_PORT: u16 = 8080;
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
 /// The placeholder the rendered config carries for the pod's own admin address.
@@ -51,6 +48,11 @@ const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
 const ROLE: &str = "proxybench/role";
 /// How long a wait for pods may take.
 const BOUND: Duration = Duration::from_secs(120);
+
+#[path = "kube_backends.rs"]
+mod backends;
+#[path = "kube_grow.rs"]
+mod grow;
 
 /// One case on a cluster.
 pub(crate) struct KubeStage {
@@ -63,19 +65,34 @@ pub(crate) struct KubeStage {
     ports: BTreeMap<String, u16>,
     admin_port: u16,
     groups: Vec<String>,
-    tls: bool,
+    tls: Option<proxy::TlsFiles>,
     configs_out: PathBuf,
     exec_out: PathBuf,
     execs: u32,
     logs_dir: PathBuf,
     origin: Instant,
     handles: Arc<Mutex<Vec<ReplicaHandle>>>,
-    pods: Option<Collector<PodTimeline>>,
-    warnings: Option<Collector<Vec<WarningEvent>>>,
+    /// Pod watchers: the run's namespace, then each watched namespace and selector.
+    pods: Vec<Collector<PodTimeline>>,
+    /// Warning events of the run's namespace and of each watched one.
+    warnings: Vec<Collector<Vec<WarningEvent>>>,
     metrics: Option<Collector<Vec<PodUsage>>>,
     scrape: Option<Collector<Vec<Scrape>>>,
     followers: Option<LogFollowers>,
+    /// Log followers of the user's watched pods (`[platform] watch`), and how their access
+    /// lines are written when the scenario says.
+    watched_logs: Vec<LogFollowers>,
+    watched_format: Option<proxy::logs::LogFormat>,
+    /// A proxy the user runs (`kind = "external"`), attached: its reload command and log files.
+    attached: Option<Box<dyn proxy::Replica>>,
+    /// What the stage itself could not gather, one sentence each (into the record's `absent`).
+    absent: Vec<String>,
     first_backend: BTreeMap<String, SocketAddr>,
+    /// The proxy pods' entry and reload scripts (none before the proxy is up).
+    scripts: Option<PodScripts>,
+    /// The proxy pods' grace period and preStop sleep, in seconds.
+    proxy_stop: Option<(u32, u32)>,
+    backends: BackendPods,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
@@ -130,32 +147,57 @@ fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-/// The proxy pod's commands for a proxy kind: its entry script (derive a loopback address from
-/// the pod name, write it to /run/pb/admin, put it into the config, start the proxy) and its
-/// reload (the next config arrives on stdin). Only nginx runs on Kubernetes in this build.
-fn pod_commands(kind: ProxyKind, admin_port: u16) -> Result<(String, String), StackError> {
-    if kind != ProxyKind::Nginx {
-        return Err(platform(format!(
-            "the kubernetes platform runs the nginx driver only in this build, not {kind:?}"
-        )));
+/// The proxy pod's two shell scripts, around the driver's container commands: the entry (derive
+/// a loopback address from the pod name, write it to /run/pb/admin, put it into the config in
+/// place of the placeholder, start the proxy) and the reload (the next config arrives on stdin,
+/// gets the pod's address, and the driver's reload makes the proxy serve it).
+struct PodScripts {
+    entry: String,
+    reload: String,
+    log_format: proxy::logs::LogFormat,
+}
+
+impl PodScripts {
+    /// The scripts for `driver`'s proxy, whose config file is `file`; refused when the driver
+    /// has no container form.
+    fn of(driver: &dyn Driver, file: &str, admin_port: u16) -> Result<PodScripts, StackError> {
+        let Some(c) = driver.container() else {
+            return Err(platform(format!(
+                "the {} driver has no container form: the kubernetes platform cannot run it",
+                driver.name()
+            )));
+        };
+        let addr = format!(
+            "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
+             h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
+             a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
+             echo \"$a\" > /run/pb/admin"
+        );
+        let conf = format!("/run/pb/{file}");
+        let place = format!("sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\"");
+        Ok(PodScripts {
+            entry: format!(
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
+                 {place} /config/{file} > {conf}; CONF={conf}; {}",
+                c.start
+            ),
+            reload: format!(
+                "set -e; cat > /run/pb/next; {place} /run/pb/next > {conf}; CONF={conf}; {}",
+                c.reload
+            ),
+            log_format: c.log_format,
+        })
     }
-    let addr = format!(
-        "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
-         h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
-         a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
-         echo \"$a\" > /run/pb/admin"
-    );
-    let entry = format!(
-        "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
-         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /config/nginx.conf > /run/pb/nginx.conf; \
-         exec /usr/sbin/nginx -c /run/pb/nginx.conf -g 'daemon off;'"
-    );
-    let reload = format!(
-        "set -e; cat > /run/pb/next.conf; \
-         sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" /run/pb/next.conf > /run/pb/nginx.conf; \
-         /usr/sbin/nginx -c /run/pb/nginx.conf -t -q; /usr/sbin/nginx -c /run/pb/nginx.conf -s reload"
-    );
-    Ok((entry, reload))
+}
+
+/// The proxy pods' termination grace period and preStop sleep in seconds: the platform's, else
+/// Kubernetes' default grace (30 s) and a 1 s sleep (none when the grace leaves no room for it).
+fn proxy_stop(spec: &PlatformSpec) -> (i64, i64) {
+    let grace = spec.proxy_grace.map_or(30, |d| d.as_secs() as i64);
+    let pre_stop = spec
+        .proxy_pre_stop
+        .map_or(if grace > 1 { 1 } else { 0 }, |d| d.as_secs() as i64);
+    (grace, pre_stop)
 }
 
 /// `GET /generation` of a pod's admin listener (an address on the host's loopback, since the
@@ -209,20 +251,34 @@ impl KubeStage {
             ports: BTreeMap::new(),
             admin_port: 0,
             groups: Vec::new(),
-            tls: stack.tls.is_some(),
+            tls: stack.tls.clone(),
             configs_out: stack.configs_out.clone(),
             exec_out: stack.exec_out.clone(),
             execs: 0,
             logs_dir: logs_dir.clone(),
             origin,
             handles: Arc::new(Mutex::new(Vec::new())),
-            pods: Some(c.watch_pods(&ns, "", origin)),
-            warnings: Some(c.watch_warnings(&ns, origin)),
+            pods: vec![c.watch_pods(&ns, "", origin)],
+            warnings: vec![c.watch_warnings(&ns, origin)],
             metrics: None,
             scrape: None,
             followers: None,
+            watched_logs: Vec::new(),
+            watched_format: spec.watch_log_format,
+            attached: None,
+            absent: Vec::new(),
             first_backend: BTreeMap::new(),
+            scripts: None,
+            proxy_stop: None,
+            backends: BackendPods::new(
+                c,
+                &ns,
+                case.backends.iter().map(|g| g.name.clone()).collect(),
+                &stack.work.join("backend-logs"),
+                origin,
+            )?,
         };
+        st.watch(spec)?;
         st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
         if let Some(p) = &spec.prometheus {
             let target = PromTarget {
@@ -238,38 +294,7 @@ impl KubeStage {
             st.groups.push(g.name.clone());
             let name = format!("backend-{}", g.name);
             let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
-            let pod = PodSpec {
-                termination_grace_period_seconds: Some(5),
-                containers: vec![Container {
-                    name: "backend".into(),
-                    image: Some(image.clone()),
-                    image_pull_policy: Some("Never".into()),
-                    args: Some(vec![
-                        "backend".into(),
-                        "--listen".into(),
-                        format!("0.0.0.0:{BACKEND_PORT}"),
-                        "--name".into(),
-                        g.name.clone(),
-                        "--profile".into(),
-                        g.profile.to_string(),
-                    ]),
-                    ports: Some(vec![ContainerPort {
-                        container_port: BACKEND_PORT.into(),
-                        name: Some("http".into()),
-                        ..Default::default()
-                    }]),
-                    readiness_probe: Some(Probe {
-                        tcp_socket: Some(TCPSocketAction {
-                            port: IntOrString::Int(BACKEND_PORT.into()),
-                            ..Default::default()
-                        }),
-                        period_seconds: Some(1),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
+            let pod = backends::pod_spec(&image, &g.name, &g.profile);
             c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
                 .map_err(platform)?;
             let svc = Service {
@@ -288,14 +313,29 @@ impl KubeStage {
             };
             c.apply_object(&ns, &svc).map_err(platform)?;
         }
+        // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
-            c.wait_deployment_ready(&ns, &format!("backend-{}", g.name), g.count as i32, BOUND)
-                .map_err(platform)?;
+            backends::wait_group(c, &ns, &g.name, g.count as i32)?;
         }
         // The proxy.
         let Some(cfg) = st.config.clone() else {
             return Ok(st);
         };
+        if cfg.kind == proxy::ProxyKind::External {
+            // The user's own gateway: nothing to deploy; attach to its reload command and log
+            // files, as a local run does.
+            let ctx = RenderContext {
+                prefix: stack.work.join("external"),
+                generation: st.generation,
+                ..RenderContext::default()
+            };
+            let rendered = st.driver.render(&cfg, &ctx)?;
+            if let Err(refusal) = st.driver.check(&rendered, &stack.work)? {
+                return Err(platform(refusal.message));
+            }
+            st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
+            return Ok(st);
+        }
         for l in &cfg.listeners {
             let port = match l.port {
                 Some(p) => p,
@@ -304,12 +344,14 @@ impl KubeStage {
             st.ports.insert(l.name.clone(), port);
         }
         st.admin_port = free_port().map_err(StackError::NoFreePort)?;
-        let (entry, _) = pod_commands(cfg.kind, st.admin_port)?;
         let rendered = st.render(&cfg)?;
+        let scripts = PodScripts::of(st.driver, rendered.file, st.admin_port)?;
+        let entry = scripts.entry.clone();
+        st.scripts = Some(scripts);
         check_locally(&st, &cfg, stack.tls.clone())?;
         let pl = labels(&[(ROLE, "proxy")]);
         let mut data = BTreeMap::new();
-        data.insert("nginx.conf".to_string(), rendered.text.clone());
+        data.insert(rendered.file.to_string(), rendered.text.clone());
         c.apply_object(
             &ns,
             &ConfigMap {
@@ -365,7 +407,8 @@ impl KubeStage {
                 ..Default::default()
             });
         }
-        let grace = 30;
+        let (grace, pre_stop) = proxy_stop(spec);
+        st.proxy_stop = Some((grace as u32, pre_stop as u32));
         let pod = PodSpec {
             host_network: Some(true),
             termination_grace_period_seconds: Some(grace),
@@ -404,8 +447,8 @@ impl KubeStage {
                 // Stay in rotation a moment after the deletion, then the image's stop signal
                 // (SIGQUIT: graceful).
                 lifecycle: Some(Lifecycle {
-                    pre_stop: Some(LifecycleHandler {
-                        sleep: Some(SleepAction { seconds: 1 }),
+                    pre_stop: (pre_stop > 0).then(|| LifecycleHandler {
+                        sleep: Some(SleepAction { seconds: pre_stop }),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -427,6 +470,8 @@ impl KubeStage {
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
     fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
+        // New pods get their names, and their group's profile before they enter the upstreams.
+        self.backends.sync(&self.cluster, &self.namespace)?;
         let mut out = BTreeMap::new();
         for g in &self.groups {
             let eps = self
@@ -435,7 +480,7 @@ impl KubeStage {
                 .map_err(platform)?;
             let addrs: Vec<SocketAddr> = eps
                 .iter()
-                .filter(|e| e.ready)
+                .filter(|e| e.ready && !self.backends.is_leaving(e.pod.as_deref()))
                 .map(|e| SocketAddr::new(e.ip, BACKEND_PORT))
                 .collect();
             if let Some(a) = addrs.first() {
@@ -467,7 +512,7 @@ impl KubeStage {
             groups,
             ports: self.ports.clone(),
             admin_port: self.admin_port,
-            tls: self.tls.then(|| proxy::TlsFiles {
+            tls: self.tls.as_ref().map(|_| proxy::TlsFiles {
                 cert: "/tls/cert.pem".into(),
                 key: "/tls/key.pem".into(),
                 ca: "/tls/ca.pem".into(),
@@ -502,9 +547,8 @@ impl KubeStage {
             Ok(r) => r,
             Err(e) => return (Vec::new(), Some(e)),
         };
-        let (_, reload) = match pod_commands(cfg.kind, self.admin_port) {
-            Ok(c) => c,
-            Err(e) => return (Vec::new(), Some(e)),
+        let Some(reload) = self.scripts.as_ref().map(|s| s.reload.clone()) else {
+            return (Vec::new(), Some(StackError::NoProxy));
         };
         let pods = match self.proxy_pods() {
             Ok(p) => p,
@@ -671,24 +715,16 @@ impl KubeStage {
         Ok(format!("{} ({stop:?})", p.name).to_lowercase())
     }
 
-    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod of the group by age, or a pod
-    /// name): at once (`kill`) or with its grace period (drain).
+    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod the group had, in order of
+    /// creation, or a pod name): at once (`kill`) or with its grace period (drain).
     fn delete_backend(&mut self, b: &str, kill: bool) -> Result<String, StackError> {
-        let (group, idx) = b
-            .rsplit_once('-')
-            .and_then(|(g, i)| Some((g, i.parse::<usize>().ok()?)))
-            .unwrap_or((b, 0));
-        let mut pods = self
-            .cluster
-            .pods(&self.namespace, Some(&format!("proxybench/group={group}")))
-            .map_err(platform)?;
-        pods.retain(|p| !p.deleting);
-        pods.sort_by(|a, b| a.created.cmp(&b.created));
-        let p = pods
-            .iter()
-            .find(|p| p.name == b)
-            .or(pods.get(idx))
-            .ok_or_else(|| platform(format!("no running pod for backend {b}")))?;
+        let p = self.backends.resolve(&self.cluster, &self.namespace, b)?;
+        if p.deleting {
+            return Err(platform(format!(
+                "backend {b}: its pod {} is already going",
+                p.name
+            )));
+        }
         let grace = kill.then_some(Duration::ZERO);
         self.cluster
             .delete_pod(&self.namespace, &p.name, grace)
@@ -697,33 +733,64 @@ impl KubeStage {
     }
 
     /// Scales a backend group's Deployment, waits for its pods, and reloads the proxy with the
-    /// EndpointSlices' addresses.
+    /// EndpointSlices' addresses. A scale-down removes the newest pods as the local stack removes
+    /// the newest instances: drained ones leave the upstreams first (reload, the old workers
+    /// gone) and only then get SIGTERM and drain; killed ones are killed first (through their
+    /// control port) and the reload follows.
     fn scale_backends(
         &mut self,
         group: &str,
         to: u32,
+        remove: RemoveMode,
     ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
-        let name = format!("backend-{group}");
-        let r = self
-            .cluster
-            .scale_deployment(&self.namespace, &name, to as i32)
-            .and_then(|_| {
-                self.cluster
-                    .wait_deployment_ready(&self.namespace, &name, to as i32, BOUND)
-            });
-        if let Err(e) = r {
-            return (Err(platform(e)), Vec::new());
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let from = match c.deployment_replicas(&ns, &backends::deployment_of(group)) {
+            Ok(r) => r.desired.max(0) as u32,
+            Err(e) => return (Err(platform(e)), Vec::new()),
+        };
+        if to >= from {
+            if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+                return (Err(e), Vec::new());
+            }
+            let (rel, err) = self.reload_all();
+            return (err.map_or(Ok(format!("{group}: {from} -> {to}")), Err), rel);
         }
-        // The EndpointSlice controller follows the pods a moment later.
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            match self.cluster.endpoints(&self.namespace, &name) {
-                Ok(e) if e.iter().filter(|e| e.ready).count() == to as usize => break,
-                _ => std::thread::sleep(Duration::from_millis(50)),
+        let kill = remove == RemoveMode::Kill;
+        let gone = match self
+            .backends
+            .choose_leaving(&c, &ns, group, from - to, kill)
+        {
+            Ok(g) => g,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let how = format!("{remove:?}").to_lowercase();
+        let detail = format!("{group}: {from} -> {to} ({how}: {})", gone.join(", "));
+        let mut rel = Vec::new();
+        if !kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+            let pods: Vec<String> = match self.proxy_pods() {
+                Ok(p) => p.into_iter().map(|p| p.name).collect(),
+                Err(e) => return (Err(e), rel),
+            };
+            if let Err(e) = backends::wait_old_workers(&c, &ns, &pods) {
+                return (Err(e), rel);
             }
         }
-        let (rel, err) = self.reload_all();
-        (err.map_or(Ok(format!("{group}: -> {to}")), Err), rel)
+        if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+            return (Err(e), rel);
+        }
+        if kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+        }
+        (Ok(detail), rel)
     }
 
     /// What the collectors gathered, as the case's cluster record.
@@ -733,6 +800,8 @@ impl KubeStage {
             namespace: self.namespace.clone(),
             context: info.context.clone(),
             server_version: info.version.clone(),
+            proxy_grace_s: self.proxy_stop.map(|s| s.0),
+            proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
             ..ClusterRecord::default()
         };
         let mut absent = |what: &str, a: &Option<String>| {
@@ -740,14 +809,14 @@ impl KubeStage {
                 rec.absent.push(format!("{what}: {a}"));
             }
         };
-        let pods: Option<Collected<PodTimeline>> = self.pods.take().map(Collector::stop);
-        let warnings = self.warnings.take().map(Collector::stop);
+        let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
+        let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
         let metrics = self.metrics.take().map(Collector::stop);
         let scrape = self.scrape.take().map(Collector::stop);
-        if let Some(p) = &pods {
+        for p in &pods {
             absent("pod watch", &p.absent);
         }
-        if let Some(w) = &warnings {
+        for w in &warnings {
             absent("events", &w.absent);
         }
         if let Some(m) = &metrics {
@@ -756,7 +825,7 @@ impl KubeStage {
         if let Some(s) = &scrape {
             absent("Prometheus scrape", &s.absent);
         }
-        if let Some(p) = pods {
+        for p in pods {
             for c in p.data.changes {
                 let role = if c.pod.starts_with("proxy-") {
                     "proxy"
@@ -784,7 +853,7 @@ impl KubeStage {
                 });
             }
         }
-        for w in warnings.map(|w| w.data).unwrap_or_default() {
+        for w in warnings.into_iter().flat_map(|w| w.data) {
             rec.warnings.push(model::ClusterEvent {
                 t_s: w.t_s,
                 object: w.object,
@@ -818,7 +887,132 @@ impl KubeStage {
                 });
             }
         }
+        rec.absent.extend(self.absent.iter().cloned());
+        rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec
+    }
+
+    /// Runs the attached gateway's reload command as the next generation.
+    fn reload_attached(&mut self) -> ReloadRecord {
+        let (generation, origin) = (self.generation, self.origin);
+        let cfg = self.config.clone();
+        let rendered = cfg
+            .as_ref()
+            .ok_or(StackError::NoProxy)
+            .and_then(|c| Ok(self.driver.render(c, &RenderContext::default())?));
+        let a = self
+            .attached
+            .as_mut()
+            .expect("called with an attached proxy");
+        match rendered {
+            Ok(r) => a.reload(&r, generation, origin),
+            Err(e) => ReloadRecord {
+                replica: a.name().to_string(),
+                generation,
+                t_s: origin.elapsed().as_secs_f64(),
+                served_ms: None,
+                old_workers_exited_ms: None,
+                validate_ms: 0.0,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// Starts the collectors of the user's pods (`[platform] watch`): pods and Warning events of
+    /// each watched namespace, and the logs of the pods each selector picks (in each watched
+    /// namespace, or the run's own when none is named), followed from their start.
+    fn watch(&mut self, spec: &PlatformSpec) -> Result<(), StackError> {
+        let c = self.cluster.clone();
+        let others: Vec<&String> = spec
+            .watch_namespaces
+            .iter()
+            .filter(|n| **n != self.namespace)
+            .collect();
+        for ns in &others {
+            if spec.watch_selectors.is_empty() {
+                self.pods.push(c.watch_pods(ns, "", self.origin));
+            }
+            for sel in &spec.watch_selectors {
+                self.pods.push(c.watch_pods(ns, sel, self.origin));
+            }
+            self.warnings.push(c.watch_warnings(ns, self.origin));
+        }
+        let log_namespaces: Vec<&String> = if spec.watch_namespaces.is_empty() {
+            vec![&self.namespace]
+        } else {
+            spec.watch_namespaces.iter().collect()
+        };
+        if spec.watch_log_format.is_none() {
+            if !spec.watch_selectors.is_empty() {
+                self.absent.push(
+                    "watched pods' logs: not read (platform.watch.log_format names how their \
+                     access lines are written)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        for ns in log_namespaces {
+            for sel in &spec.watch_selectors {
+                let dir = self.logs_dir.join("watched").join(ns);
+                self.watched_logs.push(
+                    c.follow_logs(ns, sel, &dir, self.origin)
+                        .map_err(platform)?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stops log followers and splits each pod's log into its access and error lines (by `format`)
+/// in `dir`, as the proxy's log files the run summarizes; the first failure goes to `err`.
+fn split_logs(
+    followers: LogFollowers,
+    format: proxy::logs::LogFormat,
+    dir: &std::path::Path,
+    logs: &mut Vec<(String, LogFiles)>,
+    err: &mut Option<StackError>,
+) {
+    for f in followers.stop(Duration::from_secs(30)) {
+        let access = dir.join(format!("{}.access.log", f.pod));
+        let error = dir.join(format!("{}.error.log", f.pod));
+        match std::fs::read_to_string(&f.path) {
+            Ok(text) => {
+                let (mut a, mut e) = (String::new(), String::new());
+                for line in text.lines() {
+                    let to = if format.access(line).is_some() {
+                        &mut a
+                    } else {
+                        &mut e
+                    };
+                    to.push_str(line);
+                    to.push('\n');
+                }
+                let _ = std::fs::write(&access, a);
+                let _ = std::fs::write(&error, e);
+            }
+            Err(source) => {
+                err.get_or_insert(StackError::Io {
+                    path: f.path.clone(),
+                    source,
+                });
+            }
+        }
+        if let Some(e) = &f.error {
+            err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
+        }
+        logs.push((
+            f.pod.clone(),
+            LogFiles {
+                access: Some(access),
+                error: Some(error),
+                format,
+                ..LogFiles::default()
+            },
+        ));
     }
 }
 
@@ -882,6 +1076,10 @@ impl Stage for KubeStage {
     }
 
     fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Action::Grow(g) = action {
+            // A growth is many steps, each its own event.
+            return crate::grow::grow(self, g, keep_going);
+        }
         let t0 = Instant::now();
         let mut reloads = Vec::new();
         let (detail, result): (String, Result<(), StackError>) = match action {
@@ -894,6 +1092,17 @@ impl Stage for KubeStage {
                     Ok(d) => (d, Ok(())),
                     Err(e) => (replica.clone().unwrap_or_else(|| "newest".into()), Err(e)),
                 }
+            }
+            Action::Reload if self.attached.is_some() => {
+                // The user's gateway: its reload command, timed to its exit.
+                self.generation += 1;
+                let r = self.reload_attached();
+                let err = r.error.clone();
+                reloads = vec![r];
+                (
+                    format!("generation {}", self.generation),
+                    err.map_or(Ok(()), |e| Err(StackError::Reload(e))),
+                )
             }
             Action::Reload => {
                 let (rel, err) = self.reload_all();
@@ -922,8 +1131,8 @@ impl Stage for KubeStage {
                     Err(e) => (b.clone(), Err(e)),
                 }
             }
-            Action::ScaleBackends { group, to, .. } => {
-                let (r, rel) = self.scale_backends(group, *to);
+            Action::ScaleBackends { group, to, remove } => {
+                let (r, rel) = self.scale_backends(group, *to, *remove);
                 reloads = rel;
                 match r {
                     Ok(d) => (d, Ok(())),
@@ -945,13 +1154,38 @@ impl Stage for KubeStage {
             | Action::Scale { .. } => {
                 super::kube_run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
             }
-            Action::SetProfile { .. } | Action::RestartBackend(_) | Action::Grow(_) => (
-                String::new(),
-                Err(platform(format!(
-                    "{} is not supported on the kubernetes platform in this build",
-                    action.kind()
-                ))),
-            ),
+            Action::SetProfile {
+                group,
+                backend,
+                profile,
+            } => match self.backends.set_profile(
+                &self.cluster,
+                &self.namespace,
+                group.as_deref(),
+                backend.as_deref(),
+                profile,
+            ) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (
+                    group.clone().or(backend.clone()).unwrap_or_default(),
+                    Err(e),
+                ),
+            },
+            Action::RestartBackend(b) => {
+                match self.backends.restart(&self.cluster, &self.namespace, b) {
+                    // The replacement has a new address: the proxy meets it after a reload.
+                    Ok(d) => {
+                        let (rel, err) = self.reload_all();
+                        reloads = rel;
+                        (
+                            format!("{d}; generation {}", self.generation),
+                            err.map_or(Ok(()), Err),
+                        )
+                    }
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::Grow(_) => unreachable!("a growth returned above"),
         };
         Applied {
             events: vec![Event {
@@ -989,56 +1223,54 @@ impl Stage for KubeStage {
                 _ => std::thread::sleep(Duration::from_millis(100)),
             }
         }
-        let followed = self
-            .followers
-            .take()
-            .map(|f| f.stop(Duration::from_secs(30)))
-            .unwrap_or_default();
+        let format = self
+            .scripts
+            .as_ref()
+            .map_or(proxy::logs::LogFormat::NginxJson, |s| s.log_format);
         let mut logs = Vec::new();
-        for f in followed {
-            let access = self.logs_dir.join(format!("{}.access.log", f.pod));
-            let error = self.logs_dir.join(format!("{}.error.log", f.pod));
-            match std::fs::read_to_string(&f.path) {
-                Ok(text) => {
-                    let (mut a, mut e) = (String::new(), String::new());
-                    for line in text.lines() {
-                        let to = if line.starts_with('{') {
-                            &mut a
-                        } else {
-                            &mut e
-                        };
-                        to.push_str(line);
-                        to.push('\n');
-                    }
-                    let _ = std::fs::write(&access, a);
-                    let _ = std::fs::write(&error, e);
-                }
-                Err(source) => {
-                    err.get_or_insert(StackError::Io {
-                        path: f.path.clone(),
-                        source,
-                    });
-                }
+        if let Some(f) = self.followers.take() {
+            split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+        }
+        if let Some(format) = self.watched_format {
+            for f in std::mem::take(&mut self.watched_logs) {
+                split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
             }
-            if let Some(e) = &f.error {
-                err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
-            }
-            logs.push((
-                f.pod.clone(),
-                LogFiles {
-                    access: Some(access),
-                    error: Some(error),
-                    format: proxy::logs::LogFormat::NginxJson,
-                    ..LogFiles::default()
-                },
-            ));
+        }
+        if let Some(a) = &self.attached {
+            logs.push((a.name().to_string(), a.logs()));
         }
         logs.sort_by(|a, b| a.0.cmp(&b.0));
-        let cluster = Some(self.record());
+        let (backends, missing, e) = self.backends.finish(&self.cluster, &self.namespace);
+        if let Some(e) = e {
+            err.get_or_insert(e);
+        }
+        // What the case made goes with it, also from a namespace the run did not make (the
+        // user's, with `--namespace`), where nothing of ours may stay behind.
+        let (c, ns) = (&self.cluster, self.namespace.as_str());
+        let mut gone = |r: Result<Duration, k8s::Error>| {
+            if let Err(e) = r {
+                err.get_or_insert(platform(e));
+            }
+        };
+        for n in &names {
+            gone(c.delete_object::<Deployment>(ns, n, BOUND));
+        }
+        for g in &self.groups {
+            gone(c.delete_object::<Service>(ns, &format!("backend-{g}"), BOUND));
+        }
+        gone(c.delete_object::<Secret>(ns, backends::TOKEN_SECRET, BOUND));
+        if self.scripts.is_some() {
+            gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
+            if self.tls.is_some() {
+                gone(c.delete_object::<Secret>(ns, "proxy-tls", BOUND));
+            }
+        }
+        let mut rec = self.record();
+        rec.counters_missing = missing;
         Down {
             logs,
-            backends: Vec::new(),
-            cluster,
+            backends,
+            cluster: Some(rec),
             err,
         }
     }

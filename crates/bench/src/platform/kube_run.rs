@@ -98,6 +98,17 @@ impl Platform for Kubernetes {
     fn close(&mut self) -> Vec<String> {
         self.clean_up()
     }
+
+    fn agents(&self, spec: &super::AgentsSpec<'_>) -> Result<Box<dyn super::Agents>, String> {
+        let image = self
+            .spec
+            .image
+            .clone()
+            .unwrap_or_else(|| super::kube::DEFAULT_IMAGE.into());
+        let a =
+            super::agents::KubeAgents::start(self.cluster.clone(), &self.namespace, &image, spec)?;
+        Ok(Box::new(a))
+    }
 }
 
 impl Drop for Kubernetes {

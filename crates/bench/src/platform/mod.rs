@@ -8,6 +8,9 @@
 //!
 //! - `local` ([`Local`]): processes on this machine ([`crate::stack::Stack`]).
 //! - `kubernetes`: Deployments on a cluster, through its API.
+//!
+//! A platform also starts the agents of a distributed load ([`agents`]): processes on this
+//! machine, or an Indexed Job's pods.
 
 use crate::error::StackError;
 use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
@@ -18,8 +21,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+pub mod agents;
 mod kube;
 mod kube_run;
+
+pub use agents::{Agents, AgentsSpec};
 
 /// A run's platform: stands up each case's [`Stage`] and cleans up after the run.
 pub trait Platform {
@@ -30,6 +36,8 @@ pub trait Platform {
     /// Ends the run on the platform (on Kubernetes: deletes the run's namespace unless kept);
     /// what it could not undo, one sentence each. Runs after an interrupted run too.
     fn close(&mut self) -> Vec<String>;
+    /// Starts the agents of a distributed load and waits until they are ready.
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String>;
 }
 
 /// One case's running backends and proxy, as the runner, the loads and the actions see them.
@@ -80,16 +88,17 @@ impl Platform for Local {
     fn close(&mut self) -> Vec<String> {
         Vec::new()
     }
+
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String> {
+        Ok(Box::new(agents::LocalAgents::start(spec)?))
+    }
 }
 
 /// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
-pub fn open(spec: &PlatformSpec, run_stamp: &str) -> Result<Box<dyn Platform>, String> {
+pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, String> {
     match spec.kind {
         PlatformKind::Local => Ok(Box::new(Local)),
-        PlatformKind::Kubernetes => {
-            let _ = run_stamp;
-            Ok(Box::new(kube_run::Kubernetes::open(spec)?))
-        }
+        PlatformKind::Kubernetes => Ok(Box::new(kube_run::Kubernetes::open(spec)?)),
     }
 }
 

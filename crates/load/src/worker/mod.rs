@@ -131,6 +131,11 @@ struct Worker<'a> {
     in_flight: usize,
     draining: bool,
     drain_at: u64,
+    /// Open loop, once the duration has ended: arrivals intended before the end that were
+    /// still waiting for a connection leave until this time (late, their latency counted from
+    /// their intended times), so the end of a run never drops them unmeasured. A stop ends
+    /// them at once (0).
+    backlog_until: u64,
     next_scan: u64,
     cur: Box<SecondBlock>,
     next_boundary: u64,
@@ -217,6 +222,7 @@ pub fn run(
         in_flight: 0,
         draining: false,
         drain_at: 0,
+        backlog_until: 0,
         next_scan: 0,
         cur: Box::new(SecondBlock::new(id, open)),
         next_boundary: 0,
@@ -261,17 +267,23 @@ impl Worker<'_> {
             if now >= self.next_boundary {
                 self.rotate(now);
             }
-            if self.pacer.is_some() && !self.draining {
+            let stopped = self.sh.stop.load(Ordering::Relaxed);
+            if stopped {
+                self.backlog_until = 0;
+            }
+            if self.pacer.is_some() && self.may_send(now) {
                 // Before deciding the run is over: requests intended before the end leave
                 // even if the loop woke late.
                 self.send_due(now);
             }
-            if !self.draining
-                && (self.sh.stop.load(Ordering::Relaxed)
-                    || self.sh.end_ns.is_some_and(|e| now >= e))
-            {
+            if !self.draining && (stopped || self.sh.end_ns.is_some_and(|e| now >= e)) {
                 self.draining = true;
                 self.drain_at = now;
+                if !stopped {
+                    // The duration ended: what is still waiting for a connection may leave
+                    // for one request timeout more.
+                    self.backlog_until = self.sh.end_ns.unwrap_or(now) + self.sh.timeout_ns;
+                }
             }
             for _ in 0..self.retry.len() {
                 let i = self.retry.pop_front().expect("counted");
@@ -335,6 +347,13 @@ impl Worker<'_> {
             Some(p) => p.next().is_some(),
             None => self.quota.is_none_or(|q| self.issued < q),
         }
+    }
+
+    /// Open loop: whether requests whose time has come may leave now (before the end, or as
+    /// the end's backlog).
+    #[inline]
+    fn may_send(&self, now: u64) -> bool {
+        !self.draining || now < self.backlog_until
     }
 
     /// Open loop: hands every request whose time has come to a free connection.
@@ -721,7 +740,7 @@ impl Worker<'_> {
     fn proceed(&mut self, i: usize, now: u64) {
         if self.pacer.is_some() {
             self.free.push_back(i);
-            if !self.draining {
+            if self.may_send(now) {
                 self.send_due(now);
             }
         } else if self.may_issue() {
@@ -789,8 +808,16 @@ impl Worker<'_> {
     }
 
     fn finish(&mut self, now: u64) {
-        let end = if self.draining { self.drain_at } else { now };
-        let end = end.min(self.sh.end_ns.unwrap_or(u64::MAX));
+        // Sending ended at the stop or the end; or, for a schedule cut by its request limit,
+        // when the limit's first kept-back arrival was due: its achieved rate is the
+        // schedule's, not stretched by the last responses (and the shares of a distributed
+        // load, each cut by its limit, add up to the whole's rate).
+        let end_ns = self.sh.end_ns.unwrap_or(u64::MAX);
+        let end = match &self.pacer {
+            _ if self.draining => self.drain_at.min(end_ns),
+            Some(p) => p.limit_end().unwrap_or(now.min(end_ns)),
+            None => now.min(end_ns),
+        };
         let mut intended = self.issued;
         if let Some(p) = &mut self.pacer {
             intended += p.drain_before(end);

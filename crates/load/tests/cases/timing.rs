@@ -107,3 +107,72 @@ fn a_one_second_stall_shows_in_corrected_latency_and_less_in_uncorrected() {
         "the backlog was sent after the stall"
     );
 }
+
+/// A server that answers at once, except that nothing is answered from `from` to `to` after
+/// its start (requests read meanwhile are answered at `to`).
+fn stalling(from: Duration, to: Duration) -> TestServer {
+    TestServer::start(move |mut s, ctx| {
+        let mut buf = Vec::new();
+        let (stall_from, stall_to) = (ctx.start + from, ctx.start + to);
+        while ctx.read_request(&mut s, &mut buf).is_some() {
+            let now = Instant::now();
+            if now >= stall_from && now < stall_to {
+                std::thread::sleep(stall_to - now);
+            }
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_err()
+            {
+                return;
+            }
+        }
+    })
+}
+
+#[test]
+fn requests_intended_before_the_end_are_sent_even_when_the_end_finds_them_waiting() {
+    let _serial = super::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The stall covers the end of the 1 s run: the arrivals of its last 0.4 s find every
+    // connection busy and wait; at the end they are still waiting.
+    let srv = stalling(Duration::from_millis(600), Duration::from_millis(1300));
+    let mut cfg = load::Config::new(&srv.url("/")).unwrap();
+    cfg.io = IO;
+    cfg.connections = 10;
+    cfg.threads = 1;
+    cfg.rate = Some(1000.0);
+    cfg.duration = Some(Duration::from_secs(1));
+    cfg.timeout = Duration::from_secs(5);
+    let o = run(&cfg);
+    let s = &o.summary;
+    let sch = s.schedule.as_ref().unwrap();
+    assert_eq!(sch.intended, 1000, "1 s at 1000/s");
+    // They leave late, their latency counted from their intended times: none is dropped.
+    assert_eq!(sch.sent, 1000, "the backlog at the end was sent");
+    assert_eq!(s.requests, 1000);
+    assert_eq!(s.error_total(), 0);
+    assert_eq!(srv.request_count(), 1000, "the server read every one");
+    assert!(sch.late >= 300, "the backlog left late: {}", sch.late);
+    assert!(s.latency.max_us >= 300_000, "max {} us", s.latency.max_us);
+}
+
+#[test]
+fn a_backlog_at_the_end_is_sent_for_one_timeout_at_most() {
+    let _serial = super::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Nothing is answered from 0.6 s to 3 s: the requests in flight time out (0.3 s), and the
+    // backlog may leave only until 0.3 s after the end; what is still waiting then is unsent.
+    let srv = stalling(Duration::from_millis(600), Duration::from_millis(3000));
+    let mut cfg = load::Config::new(&srv.url("/")).unwrap();
+    cfg.io = IO;
+    cfg.connections = 4;
+    cfg.threads = 1;
+    cfg.rate = Some(500.0);
+    cfg.duration = Some(Duration::from_secs(1));
+    cfg.timeout = Duration::from_millis(300);
+    let o = run(&cfg);
+    let s = &o.summary;
+    let sch = s.schedule.as_ref().unwrap();
+    assert_eq!(sch.intended, 500);
+    assert!(sch.sent < sch.intended, "sent {}", sch.sent);
+    // Every request sent ended once: answered or timed out.
+    assert_eq!(sch.sent, s.requests + s.error_total());
+    assert!(s.errors.get(&model::ErrorKind::Timeout).copied().unwrap_or(0) > 0);
+}

@@ -78,6 +78,17 @@ impl driver::Driver for Nginx {
             ctx.generation,
         )?))
     }
+
+    fn container(&self) -> Option<driver::ContainerCommands> {
+        // The image's nginx is Debian's at its usual path; `-t` first so that a refused
+        // config leaves the running generation alone and says why.
+        let nginx = "/usr/sbin/nginx";
+        Some(driver::ContainerCommands {
+            start: format!("exec {nginx} -c \"$CONF\" -g 'daemon off;'"),
+            reload: format!("{nginx} -c \"$CONF\" -t -q && {nginx} -c \"$CONF\" -s reload"),
+            log_format: crate::logs::LogFormat::NginxJson,
+        })
+    }
 }
 
 /// The nginx binary: `$NGINX` when set, else the Debian package's `/usr/sbin/nginx`.

@@ -253,10 +253,26 @@ fn reloads(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
 }
 
 fn backends(out: &mut String, c: &CaseResult) {
-    if c.backends.is_empty() {
+    let missing = c
+        .cluster
+        .as_ref()
+        .map_or(&[][..], |k| k.counters_missing.as_slice());
+    if c.backends.is_empty() && missing.is_empty() {
         return;
     }
     out.push_str("### Backends\n\n");
+    if !missing.is_empty() {
+        out.push_str(
+            "Backends whose final counters could not be read (left out below, never counted as zero):\n\n",
+        );
+        for m in missing {
+            let _ = writeln!(out, "- {}", m.trim());
+        }
+        out.push('\n');
+    }
+    if c.backends.is_empty() {
+        return;
+    }
     let total: u64 = c.backends.iter().map(|b| b.requests).sum();
     // Requests that came over HTTP/2 (h2c), in their own column once any did.
     let h2 = |b: &model::BackendCounters| b.h2.as_ref().map_or(0, |h| h.requests);
@@ -469,6 +485,14 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         or(&k.context, "context"),
         or(&k.server_version, "version")
     );
+    if let (Some(g), Some(p)) = (k.proxy_grace_s, k.proxy_pre_stop_s) {
+        let _ = writeln!(
+            out,
+            "A proxy pod that is scaled away or deleted gracefully sleeps {p} s in its preStop \
+             hook (still serving), then gets the image's stop signal (nginx: SIGQUIT, finish \
+             in-flight requests); the kubelet kills it {g} s after the deletion.\n"
+        );
+    }
     case_charts(out, charts, ci, |kind| kind == Kind::Pods);
     if !k.absent.is_empty() {
         out.push_str("Data a collector could not gather (nothing below stands in for it):\n\n");

@@ -20,6 +20,9 @@ pub fn render(
 ) {
     let _ = writeln!(out, "### Load `{}`: {} {}\n", l.name, l.method, l.url);
     let _ = writeln!(out, "{}\n", how_it_ran(l));
+    if let Some(d) = case.distributed.iter().find(|d| d.load == l.name) {
+        agents(out, d);
+    }
     out.push_str(&code_block(
         "text",
         &wrk_text(
@@ -41,6 +44,62 @@ pub fn render(
         schedule(out, s);
     }
     disruptions(out, case, l);
+}
+
+/// Where a distributed load's numbers came from: its agents, each one's part, clock offset
+/// and start skew, and any that was lost.
+fn agents(out: &mut String, d: &model::DistributedLoad) {
+    let n = d.agents.len();
+    let _ = writeln!(
+        out,
+        "Ran on {n} agent{} ({}), each an exact share started at one instant; the numbers \
+         below are the exact merge of their results (`{}/agent-N.json`; `proxybench merge` of \
+         them gives this load). Agents keep no per-request records, so this load has \
+         no disruption windows. Clock offsets are from the fastest of 16 pings; the start skew \
+         is when an agent began minus the instant it was given, on this machine's clock.\n",
+        if n == 1 { "" } else { "s" },
+        d.place,
+        d.files,
+    );
+    let mut t = Table::new(&[
+        "Agent",
+        ">Requests",
+        ">Errors",
+        ">Req/s",
+        ">p50",
+        ">p99",
+        ">Max",
+        ">Clock offset",
+        ">Start skew",
+        "Lost",
+    ]);
+    for (i, a) in d.agents.iter().enumerate() {
+        let unc = d.clock_uncertainty_us.get(i).copied().unwrap_or(0);
+        t.row([
+            a.agent.clone(),
+            count(a.requests),
+            count(a.errors),
+            format!("{:.1}", a.req_per_sec),
+            lat(a.p50_us),
+            lat(a.p99_us),
+            lat(a.max_us),
+            format!("{} µs ± {unc}", a.clock_offset_us),
+            format!("{} µs", a.start_skew_us),
+            if a.lost {
+                "**lost**".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    for l in &d.lost {
+        let _ = writeln!(out, "- {}", l.trim());
+    }
+    if !d.lost.is_empty() {
+        out.push('\n');
+    }
 }
 
 /// One sentence on the load's shape: loop, threads, connections, timing.

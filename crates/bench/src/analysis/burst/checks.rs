@@ -237,6 +237,7 @@ mod tests {
             body: None,
             http: None,
             streams: None,
+            agents: None,
         }
     }
 

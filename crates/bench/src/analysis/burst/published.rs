@@ -75,6 +75,7 @@ mod tests {
             body: None,
             http: None,
             streams: None,
+            agents: None,
         };
         let counts = |p: Option<Published>| p.map(|p| (p.accepted, p.requests));
         assert_eq!(

@@ -57,6 +57,9 @@ pub struct Growth<'a> {
     pub replicas: u32,
     /// The steps taken, in order.
     pub steps: Vec<Step>,
+    /// Whether the reloads timed the proxy's config check (not on Kubernetes, where it runs
+    /// inside the pod's reload command and every record says 0).
+    pub check_timed: bool,
 }
 
 impl<'a> Growth<'a> {
@@ -72,6 +75,8 @@ impl<'a> Growth<'a> {
         } else {
             0
         };
+        let check_timed =
+            result.cluster.is_none() || result.reloads.iter().any(|r| r.validate_ms > 0.0);
         let mut steps = Vec::new();
         let mut n = initial;
         for ev in result.events.iter().filter(|e| e.action == "grow") {
@@ -95,7 +100,7 @@ impl<'a> Growth<'a> {
                 count,
                 error: ev.error.clone(),
                 pre_ms: rel.first().filter(|_| ok).map(|r| (r.t_s - ev.t_s) * 1e3),
-                validate_ms: (ok && !rel.is_empty())
+                validate_ms: (ok && !rel.is_empty() && check_timed)
                     .then(|| rel.iter().map(|r| r.validate_ms).sum::<f64>() / rel.len() as f64),
                 served_ms: served(|r| r.served_ms),
                 old_gone_ms: served(|r| r.old_workers_exited_ms),
@@ -115,6 +120,7 @@ impl<'a> Growth<'a> {
             planned,
             replicas: case.proxy.as_ref().map_or(1, |p| p.replicas),
             steps,
+            check_timed,
         })
     }
 
@@ -224,6 +230,38 @@ pub struct ProxySample {
     pub rss: u64,
 }
 
+/// The proxy's samples of a case: its replicas' /proc samples ([`proxy_samples`]); on
+/// Kubernetes, where there are none, the metrics API's samples of the proxy pods
+/// ([`pod_samples`]).
+pub fn case_samples(r: &CaseResult, kind: &str) -> Vec<ProxySample> {
+    let local = proxy_samples(&r.proc_samples, kind);
+    if !local.is_empty() {
+        return local;
+    }
+    r.cluster.as_ref().map(pod_samples).unwrap_or_default()
+}
+
+/// The proxy pods' samples from the metrics API (pods `proxy-...`), summed over pods per round:
+/// CPU in % of a core, the working set as the memory.
+pub fn pod_samples(k: &model::ClusterRecord) -> Vec<ProxySample> {
+    let mut out: Vec<ProxySample> = Vec::new();
+    for m in k.metrics.iter().filter(|m| m.pod.starts_with("proxy-")) {
+        let cpu_pct = m.cpu_millicores / 10.0;
+        match out.last_mut() {
+            Some(last) if last.t_s == m.t_s => {
+                last.cpu_pct += cpu_pct;
+                last.rss += m.memory_bytes;
+            }
+            _ => out.push(ProxySample {
+                t_s: m.t_s,
+                cpu_pct,
+                rss: m.memory_bytes,
+            }),
+        }
+    }
+    out
+}
+
 /// The samples of the replicas of kind `kind` (groups `KIND-0`, `KIND-1`...), summed over
 /// replicas per round (a round shares one timestamp).
 pub fn proxy_samples(samples: &[ProcSample], kind: &str) -> Vec<ProxySample> {
@@ -288,5 +326,35 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].cpu_pct, out[0].rss), (15.0, 150));
         assert_eq!((out[1].cpu_pct, out[1].rss), (1.0, 120));
+    }
+
+    #[test]
+    fn on_kubernetes_the_proxy_pods_metrics_stand_in() {
+        let m = |t: f64, pod: &str, mc: f64, mem: u64| model::PodMetric {
+            t_s: t,
+            pod: pod.into(),
+            cpu_millicores: mc,
+            memory_bytes: mem,
+        };
+        let r = CaseResult {
+            cluster: Some(model::ClusterRecord {
+                metrics: vec![
+                    m(1.0, "proxy-6d8-a", 120.0, 10 << 20),
+                    m(1.0, "proxy-6d8-b", 30.0, 5 << 20),
+                    m(1.0, "backend-cafe-7f-x", 500.0, 99 << 20),
+                    m(2.0, "proxy-6d8-a", 10.0, 11 << 20),
+                ],
+                ..Default::default()
+            }),
+            ..CaseResult::default()
+        };
+        let out = case_samples(&r, "nginx");
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (out[0].t_s, out[0].cpu_pct, out[0].rss),
+            (1.0, 15.0, 15 << 20)
+        );
+        assert_eq!((out[1].cpu_pct, out[1].rss), (1.0, 11 << 20));
+        assert!(case_samples(&CaseResult::default(), "nginx").is_empty());
     }
 }

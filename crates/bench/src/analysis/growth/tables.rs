@@ -79,7 +79,11 @@ pub(super) fn size_table(case: &str, g: &Growth<'_>) -> Table {
             Cell::Int(s.len() as i64),
             mean(col(|x| x.pre_ms)),
             mean(col(|x| x.validate_ms)),
-            f1(low),
+            if low.is_finite() {
+                f1(low)
+            } else {
+                Cell::dash()
+            },
             mean(col(|x| x.served_ms)),
             mean(col(|x| x.old_gone_ms)),
             mean(col(|x| x.ttr_ms)),
@@ -181,6 +185,9 @@ pub(super) fn resources_table(
             mib(s[s.len() - 1].rss),
             mib(s.iter().map(|x| x.rss).max().unwrap_or(0)),
         ]);
+    }
+    if t.rows.is_empty() {
+        t.notes.push(fill("no_samples", &[]));
     }
     let (a, b) = rss_start_end(g, samples);
     if let (Some(a), Some(b)) = (a, b) {

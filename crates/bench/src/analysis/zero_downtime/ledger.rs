@@ -89,14 +89,21 @@ impl LoadBooks {
             after_sighup: Vec::new(),
             h2: s.http2.clone(),
         };
-        for r in recs.into_iter().flatten().filter(|r| r.failed()) {
+        // When each connection slot's previous attempt ended (records are in completion order).
+        let mut last_on_slot: BTreeMap<u32, f64> = BTreeMap::new();
+        for r in recs.into_iter().flatten() {
             let t = r.t_us as f64 / 1e6;
+            let prev = last_on_slot.insert(r.conn, t);
+            if !r.failed() {
+                continue;
+            }
             // When the request left: exact in closed loop; in open loop the intended time,
             // which may precede the actual send when the schedule ran late.
             let sent = t - r.latency_us as f64 / 1e6;
             let timeout = r.error == Some(ErrorKind::Timeout);
             // A client stalled after sending notices late; the send time still places it.
-            if !timeout && !plan.inside(t) && !plan.inside(sent) {
+            let idle = prev.is_some_and(|p| plan.idle_through(p, t));
+            if !timeout && !plan.inside(t) && !plan.inside(sent) && !idle {
                 b.outside += 1;
             }
             if let Some(f) = plan.owner(t) {

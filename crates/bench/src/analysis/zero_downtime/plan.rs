@@ -203,6 +203,16 @@ impl Plan {
         self.fired.iter().any(|f| t >= f.t() && t <= f.radius_end())
     }
 
+    /// True when a connection whose previous attempt ended at `prev` and that failed at `t`
+    /// sat idle through an action's span: it was last used no later than the span's end and
+    /// failed after the action began, so this is the first use that could find what the action
+    /// did to it (an open-loop pool leaves some connections idle for seconds).
+    pub fn idle_through(&self, prev: f64, t: f64) -> bool {
+        self.fired
+            .iter()
+            .any(|f| t >= f.t() && prev <= f.radius_end())
+    }
+
     /// True when some action of the case is of this kind.
     pub fn has(&self, pred: impl Fn(What) -> bool) -> bool {
         self.fired.iter().any(|f| pred(f.what))
@@ -275,4 +285,46 @@ fn sighups(ev: &Event, reloads: &[ReloadRecord]) -> Vec<f64> {
         .filter(|r| r.t_s >= ev.t_s - 1e-3 && r.t_s <= end)
         .map(|r| r.t_s)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan with one kill from 5.0 s lasting 300 ms (its span ends at 7.3 s with the slack).
+    fn one_kill() -> Plan {
+        Plan {
+            fired: vec![Fired {
+                index: 0,
+                event: Event {
+                    t_s: 5.0,
+                    action: "scale_replicas".into(),
+                    detail: "3 -> 1 (kill)".into(),
+                    duration_ms: 300.0,
+                    error: None,
+                    limit: false,
+                },
+                what: What::ReplicasDown(StopSpec::Kill),
+                from: 3,
+                to: 1,
+                stopped: Vec::new(),
+                sighups: Vec::new(),
+            }],
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn a_connection_idle_through_an_action_owes_its_first_failure_to_it() {
+        let p = one_kill();
+        assert!(!p.inside(8.0), "8 s is past the span");
+        // Last used at 4.9 s (before the kill), first failure at 8.0 s: the kill's.
+        assert!(p.idle_through(4.9, 8.0));
+        // Last used inside the span, failed after it: still the first use since.
+        assert!(p.idle_through(7.0, 9.5));
+        // Used successfully after the span, then failed: not the kill's.
+        assert!(!p.idle_through(7.5, 8.0));
+        // A failure before the action began cannot be its.
+        assert!(!p.idle_through(1.0, 4.0));
+    }
 }

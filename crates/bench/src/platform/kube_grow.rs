@@ -1,0 +1,98 @@
+//! `grow` on Kubernetes: the same steps, probe and records as locally ([`crate::grow`]), with
+//! the cluster's parts. Each step renders the next generation and writes it into every proxy
+//! pod (the stage's reload), new listeners take ports free on this host (the proxy pods share
+//! the host's network and its listener ports through `reuseport`), upstream servers are pods
+//! of the group's Deployment, and the newest item is probed every 100 ms as NGF's scale tests
+//! do ([`crate::grow::NGF_POLL`]).
+//!
+//! Upstream servers are pods, and nodes hold a limited number of them (the kubelet's max-pods,
+//! 110 by default): a growth that needs more pods than the schedulable nodes have room for is
+//! refused before its first step, naming the limit and the largest growth that fits.
+
+use super::KubeStage;
+use crate::error::StackError;
+use crate::grow::{Grower, NGF_POLL};
+use crate::scenario::{GrowSpec, GrowWhat};
+use crate::stack::free_port;
+use model::ReloadRecord;
+use proxy::config::ProxyConfig;
+use proxy::TlsFiles;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+impl Grower for KubeStage {
+    fn config(&self) -> Option<&ProxyConfig> {
+        self.config.as_ref()
+    }
+
+    fn set_config(&mut self, cfg: Option<ProxyConfig>) {
+        self.config = cfg;
+    }
+
+    fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
+        KubeStage::reload_all(self)
+    }
+
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        &self.ports
+    }
+
+    fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
+        let port = free_port().map_err(StackError::NoFreePort)?;
+        self.ports.insert(name.to_string(), port);
+        Ok(port)
+    }
+
+    fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    fn group_size(&self, group: &str) -> u32 {
+        self.cluster
+            .deployment_replicas(&self.namespace, &super::backends::deployment_of(group))
+            .map_or(0, |r| r.desired.max(0) as u32)
+    }
+
+    fn add_backends(&mut self, group: &str, n: u32) -> Result<(), StackError> {
+        let to = self.group_size(group) + n;
+        self.backends
+            .scale(&self.cluster, &self.namespace, group, to)
+    }
+
+    fn ready_poll(&self) -> Duration {
+        NGF_POLL
+    }
+
+    fn can_grow(&self, g: &GrowSpec, from: u32) -> Result<(), StackError> {
+        if g.what != GrowWhat::UpstreamServers || g.to <= from {
+            return Ok(());
+        }
+        // A cluster that does not let us count (no cluster-wide read access) is tried as is:
+        // its scheduler then says why pods stay Pending.
+        let Ok(cap) = self.cluster.pod_capacity() else {
+            return Ok(());
+        };
+        let need = u64::from(g.to - from);
+        if need <= cap.free() {
+            return Ok(());
+        }
+        Err(StackError::Grow(format!(
+            "upstream_servers to {} needs {need} more backend pods, but the cluster's {} \
+             schedulable node(s) hold at most {} pods (the kubelet's max-pods) and {} run \
+             already: at most {} upstream servers fit (lower `to`, or add nodes)",
+            g.to,
+            cap.nodes,
+            cap.allocatable,
+            cap.used,
+            u64::from(from) + cap.free()
+        )))
+    }
+}

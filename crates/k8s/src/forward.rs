@@ -1,0 +1,126 @@
+//! Port-forward: a local address on 127.0.0.1 whose every connection reaches one port of one
+//! pod through the API server (`pods/portforward`, as `kubectl port-forward`), so that a
+//! blocking client made for a TCP address (the backend control client) talks to a pod's
+//! loopback-only port on any cluster, pod network reachable from here or not.
+
+use crate::cluster::Cluster;
+use crate::error::{split, Error};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A running port-forward: connect to [`PortForward::addr`]; dropping it closes the listener
+/// and every forwarded connection.
+pub struct PortForward {
+    addr: SocketAddr,
+    last_error: Arc<Mutex<Option<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for PortForward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortForward")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl PortForward {
+    /// The local address (127.0.0.1, a port the OS picked) that reaches the pod's port.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Ends the forward: the listener closes and so does every connection through it, so a
+    /// client reading one sees its end (the agents' coordinator closes a gone pod's forward).
+    pub fn close(&self) {
+        self.task.abort();
+    }
+
+    /// Why the last connection could not be forwarded (the pod is gone, the port is closed,
+    /// portforward is forbidden), for a message when the client saw only a closed connection.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for PortForward {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Cluster {
+    /// Forwards a new local port on 127.0.0.1 to `port` of pod `name` (its network namespace's
+    /// loopback included): each accepted connection opens its own port-forward stream through
+    /// the API server and lives until either side closes.
+    pub fn port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+    ) -> Result<PortForward, Error> {
+        let what = format!("port-forward to pod {name} port {port} in {namespace}");
+        let listener = self
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
+            .map_err(|e| Error::io(&what, e))?;
+        let addr = listener.local_addr().map_err(|e| Error::io(&what, e))?;
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let last_error: Arc<Mutex<Option<String>>> = Arc::default();
+        let (pod, errors) = (name.to_string(), last_error.clone());
+        let task = self.handle().spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                let Ok((mut tcp, _)) = listener.accept().await else {
+                    break;
+                };
+                let _ = tcp.set_nodelay(true);
+                let (api, pod, errors, what) =
+                    (api.clone(), pod.clone(), errors.clone(), what.clone());
+                conns.spawn(async move {
+                    let fail = |m: String| {
+                        *errors.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(format!("{what}: {}", crate::error::one_line(m.trim())));
+                    };
+                    let mut pf = match api.portforward(&pod, &[port]).await {
+                        Ok(pf) => pf,
+                        Err(e) => return fail(split(e).0),
+                    };
+                    let Some(mut stream) = pf.take_stream(port) else {
+                        return fail("the API server gave no stream".into());
+                    };
+                    let error = pf.take_error(port);
+                    let copied = tokio::io::copy_bidirectional(&mut tcp, &mut stream).await;
+                    drop(stream);
+                    // The pod side's own reason (nothing listens on the port...) comes on the
+                    // error channel, whether or not the copy saw a failure.
+                    let said = match error {
+                        Some(f) => tokio::time::timeout(Duration::from_millis(200), f)
+                            .await
+                            .ok()
+                            .flatten(),
+                        None => None,
+                    };
+                    match (said, copied) {
+                        (Some(m), _) => fail(m),
+                        (None, Err(e)) => fail(e.to_string()),
+                        (None, Ok(_)) => {}
+                    }
+                    let _ = pf.join().await;
+                });
+                // Reap the finished ones so a long-lived forward does not grow.
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        Ok(PortForward {
+            addr,
+            last_error,
+            task,
+        })
+    }
+}

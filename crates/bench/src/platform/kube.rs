@@ -684,11 +684,13 @@ impl KubeStage {
             .filter(|p| !p.deleting)
             .map(|p| p.name)
             .collect();
-        for gone in before.iter().filter(|n| !left.contains(n)) {
+        let gone: Vec<String> = before.into_iter().filter(|n| !left.contains(n)).collect();
+        for g in &gone {
             self.cluster
-                .wait_pod_gone(&ns, gone, None, BOUND)
+                .wait_pod_gone(&ns, g, None, BOUND)
                 .map_err(platform)?;
         }
+        self.wait_logs_ended(&gone)?;
         Ok(format!("{from} -> {to} ({stop:?})").to_lowercase())
     }
 
@@ -712,7 +714,42 @@ impl KubeStage {
         self.cluster
             .delete_pod(&self.namespace, &p.name, grace)
             .map_err(platform)?;
+        // As a local stop waits for the process: the action lasts until the pod's proxy exited.
+        self.cluster
+            .wait_pod_gone(&self.namespace, &p.name, None, BOUND)
+            .map_err(platform)?;
+        self.wait_logs_ended(std::slice::from_ref(&p.name))?;
         Ok(format!("{} ({stop:?})", p.name).to_lowercase())
+    }
+
+    /// Waits until the followed logs of `pods` have ended: their containers exited. A pod
+    /// deleted with `gracePeriodSeconds=0` leaves the API at once, but the kubelet stops its
+    /// container a second or more later, and that moment (its connections closing) is what
+    /// the action's span must hold.
+    fn wait_logs_ended(&self, pods: &[String]) -> Result<(), StackError> {
+        let Some(f) = &self.followers else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        loop {
+            let running: Vec<String> = f
+                .snapshot()
+                .into_iter()
+                .filter(|l| pods.contains(&l.pod) && !l.complete && l.error.is_none())
+                .map(|l| l.pod)
+                .collect();
+            if running.is_empty() {
+                return Ok(());
+            }
+            if t.elapsed() > BOUND {
+                return Err(platform(format!(
+                    "the logs of {} had not ended {BOUND:?} after their pods left the API \
+                     (their containers still running?)",
+                    running.join(", ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod the group had, in order of

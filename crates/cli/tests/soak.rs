@@ -168,6 +168,17 @@ fn interrupted_it_leaves_nothing_running() {
     cmd.process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // SIGINT and SIGQUIT at their defaults, as a terminal's shell starts a command: a suite run
+    // as a background job of a non-interactive shell (`bash .ci/run &`) inherits them ignored,
+    // and bash can neither trap nor reset a signal ignored on entry.
+    // SAFETY: only sigaction-level calls between fork and exec, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let mut g = Guard(cmd.spawn().unwrap());
     let child = &mut g.0;
     let mut err = BufReader::new(child.stderr.take().unwrap());

@@ -229,8 +229,16 @@ fn interrupted_it_leaves_nothing_running() {
             break s;
         }
         if t.elapsed() > Duration::from_secs(30) {
-            // SAFETY: as above: no pointers, and the group is the one we created.
+            // SAFETY: as above: no pointers, and the group is the one we created. The script's
+            // children run in sessions of their own: they are killed by pid, so that a failing
+            // test leaves nothing running either.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            for p in &ps {
+                if let Ok(pid) = p.parse::<i32>() {
+                    // SAFETY: a signal to a pid the script reported as its own child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
             panic!("the script did not exit within 30 s of SIGINT ({dispositions})");
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -145,7 +145,7 @@ test-k8s: deps k8s-build image
 	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 echo "test-k8s: KUBECONFIG=$$PROXYBENCH_TEST_KUBECONFIG images $$PROXYBENCH_TEST_IMAGE $$PROXYBENCH_TEST_NGINX_IMAGE"; \
-	 $(CARGO) test --workspace --release --locked -- $(K8S_TESTS)
+	 $(CARGO) test --workspace --release --locked --no-fail-fast -- $(K8S_TESTS)
 
 clean:
 	$(CARGO) clean

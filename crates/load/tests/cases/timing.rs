@@ -1,7 +1,7 @@
 // Included by tests/timing.rs once per I/O backend (`IO`).
 
 use super::common::*;
-use testkit::{KeepAwake, Realtime};
+use testkit::{in_one_of, KeepAwake, Realtime};
 use proxybench_load as load;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -40,17 +40,20 @@ fn fixed_10ms_delay_reads_p50_within_2_percent() {
     cfg.connections = 1;
     cfg.threads = 1;
     cfg.duration = Some(Duration::from_millis(2500));
-    let o = run(&cfg);
-    let p50 = o.summary.latency.percentile(50.0).unwrap();
-    assert!(o.summary.requests > 150, "{}", o.summary.requests);
-    assert!(
-        (9_800..=10_200).contains(&p50),
-        "p50 {p50} us is not within 2% of 10 ms"
-    );
-    assert!(
-        o.summary.latency.min_us >= 10_000,
-        "nothing is faster than the delay"
-    );
+    in_one_of(3, || {
+        let o = run(&cfg);
+        let p50 = o.summary.latency.percentile(50.0).unwrap();
+        assert!(o.summary.requests > 150, "{}", o.summary.requests);
+        assert!(
+            o.summary.latency.min_us >= 10_000,
+            "nothing is faster than the delay"
+        );
+        if (9_800..=10_200).contains(&p50) {
+            Ok(())
+        } else {
+            Err(format!("p50 {p50} us is not within 2% of 10 ms"))
+        }
+    });
 }
 
 #[test]

@@ -300,6 +300,25 @@ impl Drop for KeepAwake {
     }
 }
 
+/// Runs a timing measurement up to `attempts` times and passes at the first attempt whose
+/// check holds, panicking with every attempt's message otherwise. A bias in the code under
+/// test shows in every attempt; a neighbour's burst on a shared 2-core VM (seen once in CI: a
+/// 10 ms delay read as 10.42 ms at p50) shows in one. Hard invariants (counts, nothing early)
+/// belong inside `measure` as plain asserts, which hold in every attempt.
+pub fn in_one_of(attempts: usize, mut measure: impl FnMut() -> Result<(), String>) {
+    let mut misses = Vec::new();
+    for _ in 0..attempts {
+        match measure() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("timing attempt missed: {e}");
+                misses.push(e);
+            }
+        }
+    }
+    panic!("all {attempts} attempts missed: {}", misses.join("; "));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,23 +349,4 @@ mod tests {
         q.dedup();
         assert_eq!(q.len(), 5);
     }
-}
-
-/// Runs a timing measurement up to `attempts` times and passes at the first attempt whose
-/// check holds, panicking with every attempt's message otherwise. A bias in the code under
-/// test shows in every attempt; a neighbour's burst on a shared 2-core VM (seen once in CI: a
-/// 10 ms delay read as 10.42 ms at p50) shows in one. Hard invariants (counts, nothing early)
-/// belong inside `measure` as plain asserts, which hold in every attempt.
-pub fn in_one_of(attempts: usize, mut measure: impl FnMut() -> Result<(), String>) {
-    let mut misses = Vec::new();
-    for _ in 0..attempts {
-        match measure() {
-            Ok(()) => return,
-            Err(e) => {
-                eprintln!("timing attempt missed: {e}");
-                misses.push(e);
-            }
-        }
-    }
-    panic!("all {attempts} attempts missed: {}", misses.join("; "));
 }

@@ -380,20 +380,12 @@ impl ClientConn {
     }
 
     fn frame(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if !self.got_settings && (h.kind != frame::SETTINGS || h.flags & frame::ACK != 0) {
-            return Err(err(
-                code::PROTOCOL_ERROR,
-                "the server's first frame was not SETTINGS",
-            ));
-        }
-        if let Some(pend) = &self.pending {
-            if h.kind != frame::CONTINUATION || h.stream != pend.stream {
-                return Err(err(
-                    code::PROTOCOL_ERROR,
-                    "a header block interrupted by another frame",
-                ));
-            }
-        }
+        frame::order(
+            h,
+            self.got_settings,
+            self.pending.as_ref().map(|p| p.stream),
+            "the server's first frame was not SETTINGS",
+        )?;
         match h.kind {
             frame::DATA => self.data(h, p),
             frame::HEADERS => self.headers(h, p),

@@ -331,6 +331,27 @@ pub fn window_increment(p: &[u8]) -> Result<u32, ConnError> {
     Ok(u32::from_be_bytes(b) & MAX_WINDOW)
 }
 
+/// The ordering rules both endpoints check before dispatching a frame: the peer's first frame
+/// is its SETTINGS (3.4; `first` says whose), and a header block's CONTINUATION frames follow it
+/// on its stream (`continuing`) with no other frame in between (6.10).
+pub fn order(
+    h: Head,
+    got_settings: bool,
+    continuing: Option<u32>,
+    first: &'static str,
+) -> Result<(), ConnError> {
+    if !got_settings && (h.kind != SETTINGS || h.flags & ACK != 0) {
+        return Err(err(code::PROTOCOL_ERROR, first));
+    }
+    match continuing {
+        Some(stream) if h.kind != CONTINUATION || h.stream != stream => Err(err(
+            code::PROTOCOL_ERROR,
+            "a header block interrupted by another frame",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Answers a PING (6.7): checks it and queues the acknowledgement of one that asks for it.
 pub fn ping(out: &mut Vec<u8>, h: Head, p: &[u8]) -> Result<(), ConnError> {
     if h.stream != 0 {

@@ -102,6 +102,25 @@ pub struct Refusal {
     pub item: Option<String>,
 }
 
+impl Refusal {
+    /// Sorts a driver's validation into `Driver::check`'s answer: a refusal, traced by `item_at`
+    /// from the proxy's message to the rendered line's model item, is the proxy's verdict on the
+    /// config; any other error is a setup error of the run.
+    pub fn sort(
+        validated: Result<Checked, Error>,
+        item_at: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<Result<Checked, Refusal>, Error> {
+        match validated {
+            Ok(c) => Ok(Ok(c)),
+            Err(Error::Refused(message)) => Ok(Err(Refusal {
+                item: item_at(&message),
+                message,
+            })),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// How to stop a replica; each driver maps it to its proxy's signals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopMode {

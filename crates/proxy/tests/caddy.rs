@@ -8,6 +8,7 @@ mod common;
 use backend::{Fleet, FleetConfig, InstanceConfig, Profile};
 use common::{parse, request, scratch};
 use proxybench_proxy::caddy::{self, Replica};
+use proxybench_proxy::driver::Replica as _;
 use proxybench_proxy::logs::{self, LogFormat};
 use proxybench_proxy::{ProxyConfig, RenderContext, StopMode};
 use serde_json::Value;

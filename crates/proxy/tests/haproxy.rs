@@ -8,6 +8,7 @@ mod common;
 use backend::{Fleet, FleetConfig, InstanceConfig};
 use common::{context, parse, request, scratch, Backend};
 use proxybench_proxy::driver::RenderContext;
+use proxybench_proxy::driver::Replica as _;
 use proxybench_proxy::haproxy::{self, Replica};
 use proxybench_proxy::logs::{self, LogFormat};
 use proxybench_proxy::{ProxyConfig, ProxyKind, StopMode};

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{context, get, parse, scratch, start, wait_gone, Backend};
+use proxybench_proxy::driver::Replica as _;
 use proxybench_proxy::nginx::{self, Replica, StopMode};
 use proxybench_proxy::{Error, ProxyConfig};
 use std::net::{SocketAddr, TcpListener};

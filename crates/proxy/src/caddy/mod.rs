@@ -50,14 +50,9 @@ impl driver::Driver for Caddy {
     }
 
     fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
-        match validate(&rendered.text, dir) {
-            Ok(c) => Ok(Ok(c)),
-            Err(Error::Refused(message)) => Ok(Err(Refusal {
-                item: item_at(&rendered.text, &message),
-                message,
-            })),
-            Err(e) => Err(e),
-        }
+        Refusal::sort(validate(&rendered.text, dir), |m| {
+            item_at(&rendered.text, m)
+        })
     }
 
     fn start(

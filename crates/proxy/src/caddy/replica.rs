@@ -278,16 +278,6 @@ impl Replica {
     pub fn error_log_path(&self) -> PathBuf {
         self.dir.join("caddy.log")
     }
-
-    /// The replica's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The generation it serves.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
 }
 
 impl driver::Replica for Replica {

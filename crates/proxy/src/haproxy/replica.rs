@@ -258,21 +258,6 @@ impl Replica {
         }
     }
 
-    /// The replica's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The generation the replica serves (updated when a reload is seen serving).
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The admin listener's port.
-    pub fn admin_port(&self) -> u16 {
-        self.admin_port
-    }
-
     /// The master's pid (also the process group id).
     pub fn master_pid(&self) -> u32 {
         self.master.pid()
@@ -286,11 +271,6 @@ impl Replica {
     /// HAProxy's diagnostics (the master's and workers' stderr).
     pub fn stderr_path(&self) -> PathBuf {
         self.dir.join("haproxy.stderr")
-    }
-
-    /// The replica's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

@@ -236,21 +236,6 @@ impl Replica {
         }
     }
 
-    /// The replica's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The generation the replica serves (updated when a reload is seen serving).
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The admin server's port.
-    pub fn admin_port(&self) -> u16 {
-        self.admin_port
-    }
-
     /// The master's pid (also the process group id).
     pub fn master_pid(&self) -> u32 {
         self.master.pid()
@@ -264,11 +249,6 @@ impl Replica {
     /// The error log.
     pub fn error_log_path(&self) -> PathBuf {
         self.dir.join("error.log")
-    }
-
-    /// The replica's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

@@ -93,21 +93,34 @@ impl Replica {
             main,
             wait_bound: Duration::from_secs(60),
         };
+        let bound = Duration::from_secs(15);
+        let exit_words = |main: &mut Supervised| {
+            let status = main.exited()?;
+            let mut msg = error_lines(&main.stderr_text());
+            if msg.is_empty() {
+                msg = error_lines(&fs::read_to_string(&log).unwrap_or_default());
+            }
+            Some(format!("caddy exited ({status}): {msg}"))
+        };
         let main = &mut r.main;
-        let started = await_start(
-            name,
-            ctx.admin_port,
-            ctx.generation,
-            Duration::from_secs(15),
-            &mut || {
-                let status = main.exited()?;
-                let mut msg = error_lines(&main.stderr_text());
-                if msg.is_empty() {
-                    msg = error_lines(&fs::read_to_string(&log).unwrap_or_default());
-                }
-                Some(format!("caddy exited ({status}): {msg}"))
-            },
-        );
+        let started = await_start(name, ctx.admin_port, ctx.generation, bound, &mut || {
+            exit_words(main)
+        })
+        .and_then(|()| {
+            // The admin listener answers as soon as its own server is up; Caddy starts the
+            // others after it, in Go's map order, and exits when one cannot bind. Its control
+            // API holds the config lock through the whole load, so a GET of the config answers
+            // once the load is over: 200 when it took, nothing when Caddy exited.
+            let answer = config_get(ctx.control_port, bound);
+            if let Some(msg) = exit_words(main) {
+                return Err(Error::Refused(format!("{name}: exited at start: {msg}")));
+            }
+            answer.map_err(|e| {
+                Error::Refused(format!(
+                    "{name}: Caddy's control API did not confirm the start: {e}"
+                ))
+            })
+        });
         if let Err(e) = started {
             r.main.kill_group();
             return Err(e);
@@ -195,8 +208,22 @@ impl Replica {
         match answer {
             Some(Ok(())) => {}
             Some(Err(e)) => {
+                // Caddy starts the new config's servers one at a time and rolls back when one
+                // fails (a port in use), but leaves the servers it had started open and
+                // serving the refused config. The admin listener may have been one of them:
+                // a refused load is never counted as served; what still serves it is said.
+                rec.served_ms = None;
                 if rec.error.is_none() {
-                    rec.error = Some(e);
+                    let ports = still_serving(json, generation);
+                    rec.error = Some(if ports.is_empty() {
+                        e
+                    } else {
+                        format!(
+                            "{e}; the refused generation {generation} still answers on port(s) \
+                             {ports:?} beside the running one: Caddy 2.6 leaves the listeners a \
+                             failed load had bound open (caddyserver/caddy#7175)"
+                        )
+                    });
                 }
             }
             None => {
@@ -371,6 +398,56 @@ fn error_lines(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `GET /config/` from Caddy's control API on 127.0.0.1:`port`: `Ok` once Caddy answers 200.
+/// The API takes the config lock a load holds, so the answer waits for a load in progress.
+fn config_get(port: u16, timeout: Duration) -> Result<(), String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let host = format!("127.0.0.1:{port}");
+    let req = http1::client::Request {
+        headers: &[("Host", &host)],
+        ..http1::client::Request::get("/config/")
+    };
+    match http1::client::request(addr, &req, timeout) {
+        Ok(r) if r.status == 200 => Ok(()),
+        Ok(r) => Err(format!("{} {}", r.status, r.text().trim())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The ports of `json`'s HTTP servers on which `generation` answers a plain GET. After a
+/// failed load Caddy 2.6 keeps serving the refused config on the listeners it had already
+/// bound (caddyserver/caddy#7175); which ones depends on Go's map order, so a refused reload
+/// can leave a port split between two generations. With SO_REUSEPORT the kernel spreads new
+/// connections over both sockets, so each port is asked 8 times on new connections.
+fn still_serving(json: &str, generation: u64) -> Vec<u16> {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(json) else {
+        return Vec::new();
+    };
+    let want = generation.to_string();
+    let req = http1::client::Request {
+        headers: &[("Host", "proxybench-admin")],
+        ..http1::client::Request::get("/")
+    };
+    let mut ports: Vec<u16> = doc
+        .pointer("/apps/http/servers")
+        .and_then(|s| s.as_object())
+        .into_iter()
+        .flat_map(|servers| servers.values())
+        .flat_map(|s| s["listen"].as_array().into_iter().flatten())
+        .filter_map(|l| l.as_str()?.rsplit(':').next()?.parse::<u16>().ok())
+        .filter(|&port| {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            (0..8).any(|_| {
+                http1::client::request(addr, &req, Duration::from_millis(200))
+                    .is_ok_and(|r| r.header("X-Config-Generation") == Some(want.as_str()))
+            })
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
 #[cfg(test)]

@@ -102,6 +102,9 @@ pub fn load_argv(cfg: &load::Config, dir: &str) -> Result<LoadArgv, String> {
     if cfg.insecure {
         a.push("-k".to_string());
     }
+    if cfg.retry_idle_closed {
+        a.push("--retry-idle-closed".to_string());
+    }
     a.push(cfg.url.clone());
     Ok(LoadArgv { argv: a, files })
 }

@@ -392,6 +392,7 @@ fn model_template(cfg: &load::Config, job: &Job) -> model::LoadSummary {
         errors: BTreeMap::new(),
         error_messages: BTreeMap::new(),
         connects: 0,
+        retried: 0,
         latency: model::Latency::default(),
         latency_uncorrected: None,
         req_per_sec: model::RateStats::default(),

@@ -216,6 +216,7 @@ pub fn merge(inputs: &[LoadResult]) -> Result<LoadResult, String> {
         errors,
         error_messages,
         connects: sums.iter().map(|s| s.connects).sum(),
+        retried: sums.iter().map(|s| s.retried).sum(),
         latency,
         latency_uncorrected,
         req_per_sec: merge_rates(&sums),
@@ -321,6 +322,7 @@ pub fn merge_second(
             *row.errors.entry(*k).or_insert(0) += n;
         }
         row.bytes += r.bytes;
+        row.retried += r.retried;
         row.max_us = row.max_us.max(r.max_us);
         if let Some(x) = hdr {
             add(h, &x.hdr)?;
@@ -435,10 +437,11 @@ pub fn partial(
     let mut h = new_hist();
     let mut u: Option<Histogram<u64>> = None;
     let mut errors = BTreeMap::new();
-    let (mut requests, mut bytes, mut max) = (0, 0, 0);
+    let (mut requests, mut bytes, mut max, mut retried) = (0, 0, 0, 0);
     for (row, hdr) in rows {
         requests += row.requests;
         bytes += row.bytes;
+        retried += row.retried;
         max = max.max(row.max_us);
         for (k, n) in &row.errors {
             *errors.entry(*k).or_insert(0) += n;
@@ -468,6 +471,7 @@ pub fn partial(
         errors,
         error_messages: BTreeMap::new(),
         connects: 0,
+        retried,
         latency,
         latency_uncorrected: u.as_ref().map(lat),
         req_per_sec: RateStats::default(),

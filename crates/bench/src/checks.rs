@@ -685,6 +685,7 @@ mod tests {
             errors: BTreeMap::from([(ErrorKind::ReadReset, resets)]),
             error_messages: BTreeMap::new(),
             connects: 2,
+            retried: 0,
             latency: Latency {
                 percentiles: vec![Percentile {
                     p: 99.0,

@@ -1117,6 +1117,7 @@ fn load_config(
     cfg.record_requests = true;
     cfg.http2 = l.http2();
     cfg.streams = l.streams.unwrap_or(1);
+    cfg.retry_idle_closed = l.retry_idle_closed;
     if scheme == "https" {
         cfg.cacert = tls.map(|t| t.ca.clone());
     }

@@ -866,6 +866,11 @@ pub struct LoadSpec {
     /// of an Indexed Job (Kubernetes). Absent: the load runs in proxybench itself.
     #[serde(default)]
     pub agents: Option<Spanned<u32>>,
+    /// Send a request once more on a new connection when the server closed the reused
+    /// keep-alive connection under it before answering (the race of a graceful stop), as Go's
+    /// net/http does; counted as retried, not as an error. HTTP/1.1 GET, HEAD, OPTIONS, TRACE.
+    #[serde(default)]
+    pub retry_idle_closed: bool,
 }
 
 impl LoadSpec {
@@ -2076,6 +2081,17 @@ fn check_load(
                 l.name
             ))
         }
+    }
+    if l.retry_idle_closed
+        && (l.http2()
+            || !matches!(l.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
+            || l.body.is_some())
+    {
+        return Err(format!(
+            "load '{}': retry_idle_closed sends a request twice, so it is for HTTP/1.1 GET, \
+             HEAD, OPTIONS or TRACE without a body",
+            l.name
+        ));
     }
     if let Some(m) = l.streams {
         if !l.http2() {

@@ -63,6 +63,7 @@ fn load(requests: u64) -> LoadSummary {
         errors: BTreeMap::from([(ErrorKind::ReadReset, 0)]),
         error_messages: BTreeMap::new(),
         connects: 1,
+        retried: 0,
         latency: Latency {
             percentiles: vec![Percentile { p: 99.0, us: 900 }],
             ..Default::default()

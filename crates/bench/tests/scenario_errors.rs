@@ -697,6 +697,26 @@ fn a_load_http_version_and_streams_are_checked() {
 }
 
 #[test]
+fn a_load_retries_idle_closed_requests_only_when_safe() {
+    let refused = "load 'coffee': retry_idle_closed sends a request twice, so it is for \
+                   HTTP/1.1 GET, HEAD, OPTIONS or TRACE without a body";
+    for extra in [
+        "retry_idle_closed = true\nmethod = \"POST\"\n",
+        "retry_idle_closed = true\nbody = \"x\"\n",
+        "retry_idle_closed = true\nhttp = \"2\"\n",
+    ] {
+        let e = error(extra);
+        assert!(e.message.contains(refused), "{extra}: {e}");
+    }
+    let e = error("retry_idle_closed = \"yes\"\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    let ok = parse(&format!("{BASE}retry_idle_closed = true\n"), false).unwrap();
+    assert!(ok.cases[0].loads[0].retry_idle_closed);
+    let ok = parse(BASE, false).unwrap();
+    assert!(!ok.cases[0].loads[0].retry_idle_closed, "off by default");
+}
+
+#[test]
 fn a_platform_layer_applies_on_its_platform_only() {
     // The top-level layer and a case's own, each with a quick form of its own.
     let text = format!(

@@ -83,6 +83,11 @@ pub struct Args {
     /// Skip TLS certificate verification.
     #[arg(short = 'k', long)]
     insecure: bool,
+    /// Send a request once more on a new connection when the server closed the reused
+    /// keep-alive connection under it before answering (as Go's net/http does); counted as
+    /// retried, not as a read_idle_closed error. HTTP/1.1 GET, HEAD, OPTIONS, TRACE only.
+    #[arg(long = "retry-idle-closed")]
+    retry_idle_closed: bool,
     /// Trust the certificates in this PEM file: CAs, and server certificates listed as they are
     /// (self-signed ones too), as curl --cacert does.
     #[arg(long, value_name = "FILE")]
@@ -579,6 +584,7 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
             .push(load::Resolve::parse(r).map_err(|e| usage(&e))?);
     }
     cfg.insecure = a.insecure;
+    cfg.retry_idle_closed = a.retry_idle_closed;
     cfg.cacert = a.cacert.clone();
     cfg.hdr_log = a.hdr_log.clone();
     cfg.io = match a.io {
@@ -689,5 +695,11 @@ mod tests {
         assert_eq!(got.io, load::IoMode::Epoll);
         assert!(got.http2);
         assert_eq!(got.streams, 7);
+        assert!(!got.retry_idle_closed);
+        // The retry goes along too (on a load it is valid for: HTTP/1.1 GET).
+        let mut cfg = load::Config::new("http://127.0.0.1:8080/coffee").unwrap();
+        cfg.retry_idle_closed = true;
+        let a = agent::argv::load_argv(&cfg, out.to_str().unwrap()).unwrap();
+        assert!(agent_config(&a.argv).unwrap().retry_idle_closed);
     }
 }

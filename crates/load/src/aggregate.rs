@@ -27,6 +27,8 @@ pub struct Aggregated {
     pub requests: u64,
     /// Bytes read.
     pub bytes: u64,
+    /// Requests resent after an idle close.
+    pub retried: u64,
     /// Responses per thread per second: (second, count), for wrk's Req/Sec row.
     pub thread_seconds: Vec<(u32, u64)>,
     /// Each thread's final totals.
@@ -80,6 +82,7 @@ pub fn collect(
         errors: [0; KINDS],
         requests: 0,
         bytes: 0,
+        retried: 0,
         thread_seconds: Vec::new(),
         finals: Vec::new(),
         seconds_hdr: Vec::new(),
@@ -177,6 +180,7 @@ pub fn collect(
 fn fold(agg: &mut Aggregated, b: &SecondBlock) {
     agg.requests += b.requests;
     agg.bytes += b.bytes;
+    agg.retried += b.retried;
     for (i, n) in b.errors.iter().enumerate() {
         agg.errors[i] += n;
     }
@@ -204,5 +208,6 @@ fn row_of(b: &SecondBlock) -> Second {
         p99_us: l.percentile(99.0),
         max_us: if l.count > 0 { l.max } else { 0 },
         bytes: b.bytes,
+        retried: b.retried,
     }
 }

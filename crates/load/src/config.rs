@@ -159,6 +159,12 @@ pub struct Config {
     pub http2: bool,
     /// HTTP/2: concurrent streams on each connection (h2load's `-m`); 1 for HTTP/1.1.
     pub streams: u32,
+    /// Send a request once more, on a new connection, when the server closed the reused
+    /// keep-alive connection it went out on before any byte of an answer: the race of an idle
+    /// close (a proxy's graceful stop or keep-alive timeout), which Go's net/http retries for
+    /// requests safe to repeat. Counted apart as `retried`; off by default, so the race shows
+    /// as `read_idle_closed` errors. HTTP/1.1, and GET, HEAD, OPTIONS or TRACE without a body.
+    pub retry_idle_closed: bool,
 }
 
 impl Config {
@@ -195,6 +201,7 @@ impl Config {
             io: IoMode::Auto,
             http2: false,
             streams: 1,
+            retry_idle_closed: false,
         })
     }
 
@@ -258,6 +265,20 @@ impl Config {
         if let Some(h) = &self.host {
             if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
                 return Err(Error::Invalid(format!("bad host override '{h}'")));
+            }
+        }
+        if self.retry_idle_closed {
+            if self.http2 {
+                return inv("retrying idle-closed requests is for HTTP/1.1; HTTP/2 counts the streams a GOAWAY refused instead");
+            }
+            if !matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
+                || self.body.is_some()
+            {
+                return Err(Error::Invalid(format!(
+                    "retrying idle-closed requests sends them twice: only GET, HEAD, OPTIONS or TRACE without a body are safe to (this load sends {}{})",
+                    self.method,
+                    if self.body.is_some() { " with a body" } else { "" }
+                )));
             }
         }
         Ok(())
@@ -350,5 +371,28 @@ mod tests {
         c.rate = None;
         c.method = "get".into();
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn only_requests_safe_to_send_twice_may_be_retried() {
+        let mut c = Config::new("http://127.0.0.1:1/").unwrap();
+        c.retry_idle_closed = true;
+        for m in ["GET", "HEAD", "OPTIONS", "TRACE"] {
+            c.method = m.into();
+            assert!(c.validate().is_ok(), "{m}");
+        }
+        c.method = "POST".into();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("only GET, HEAD, OPTIONS or TRACE"), "{e}");
+        c.method = "GET".into();
+        c.body = Some(b"x".to_vec());
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("GET with a body"));
+        c.body = None;
+        c.http2 = true;
+        assert!(c.validate().unwrap_err().to_string().contains("HTTP/1.1"));
     }
 }

@@ -132,6 +132,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         stop: ctl.stop.clone(),
         backend,
         streams: if cfg.http2 { Some(cfg.streams) } else { None },
+        retry_idle_closed: cfg.retry_idle_closed,
     };
     let agg = run_threads(cfg, ctl, &shared, hdr_log)?;
     Ok(outcome(cfg, ctl, agg, threads, start_ns))

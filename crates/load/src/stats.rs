@@ -136,6 +136,8 @@ pub struct SecondBlock {
     pub errors: [u64; KINDS],
     /// Bytes read.
     pub bytes: u64,
+    /// Requests resent after an idle close ([`crate::Config::retry_idle_closed`]).
+    pub retried: u64,
     /// Latency (corrected in open loop).
     pub latency: Recorder,
     /// Open loop: latency from the actual send.
@@ -152,6 +154,7 @@ impl SecondBlock {
             status_class: [0; 5],
             errors: [0; KINDS],
             bytes: 0,
+            retried: 0,
             latency: Recorder::default(),
             uncorrected: open_loop.then(Recorder::default),
         }
@@ -163,6 +166,7 @@ impl SecondBlock {
         self.status_class = [0; 5];
         self.errors = [0; KINDS];
         self.bytes = 0;
+        self.retried = 0;
         self.latency.reset();
         if let Some(u) = &mut self.uncorrected {
             u.reset();
@@ -179,6 +183,7 @@ impl SecondBlock {
             self.errors[i] += other.errors[i];
         }
         self.bytes += other.bytes;
+        self.retried += other.retried;
         self.latency.merge(&other.latency);
         if let (Some(a), Some(b)) = (&mut self.uncorrected, &other.uncorrected) {
             a.merge(b);

@@ -71,6 +71,7 @@ pub fn build(cfg: &Config, agg: &Aggregated, facts: &RunFacts) -> LoadSummary {
         errors,
         error_messages: first_errors(agg),
         connects: agg.finals.iter().map(|f| f.connects).sum(),
+        retried: agg.retried,
         latency: latency(&agg.latency),
         latency_uncorrected: agg.uncorrected.as_ref().map(latency),
         req_per_sec: req_per_sec(agg, facts, elapsed_s),

@@ -214,6 +214,17 @@ pub struct Second {
     pub max_us: u64,
     /// Bytes read in this second.
     pub bytes: u64,
+    /// Requests sent again in this second on a new connection, after the reused keep-alive
+    /// connection they went out on was closed before any byte of an answer (opt-in:
+    /// `--retry-idle-closed`). Not failures; the answer to the second attempt counts once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried: u64,
+}
+
+/// Serde's test for counters left out of a file while they are zero (files stay as they were
+/// for runs that never use the feature that counts them).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Second {
@@ -266,6 +277,12 @@ pub struct LoadSummary {
     pub error_messages: BTreeMap<ErrorKind, String>,
     /// Connections opened (including reconnects).
     pub connects: u64,
+    /// Requests sent a second time on a new connection because the server closed the reused
+    /// keep-alive connection under them before answering: the race of an idle close, which Go's
+    /// net/http retries silently. Counted only with `--retry-idle-closed` (otherwise each is a
+    /// `read_idle_closed` error); each is also in `requests` or `errors` by its second attempt.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried: u64,
     /// Latency. In open loop this is measured from each request's intended send time
     /// (coordinated-omission corrected); in closed loop from the actual send.
     pub latency: Latency,

@@ -186,6 +186,13 @@ fn proxybench_block(out: &mut String, s: &LoadSummary, opts: &TextOptions) {
         s.attempts(),
         units::fmt_ppm(s.failures(), s.attempts())
     );
+    if s.retried > 0 {
+        let _ = writeln!(
+            out,
+            "  Retried: {} (sent again on a new connection after an idle close cut them off)",
+            s.retried
+        );
+    }
     latency_tail(out, s);
     let _ = writeln!(
         out,
@@ -361,6 +368,7 @@ mod tests {
             errors,
             error_messages: BTreeMap::new(),
             connects: 2,
+            retried: 0,
             latency: Latency {
                 count: 788_635,
                 mean_us: 5880.0,

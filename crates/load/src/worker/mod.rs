@@ -107,6 +107,8 @@ pub struct Shared {
     pub backend: Backend,
     /// HTTP/2: concurrent streams per connection (`None` for HTTP/1.1).
     pub streams: Option<u32>,
+    /// Resend a request the server's idle close cut off ([`crate::Config::retry_idle_closed`]).
+    pub retry_idle_closed: bool,
 }
 
 /// Channels between a worker and the aggregator.
@@ -126,6 +128,9 @@ struct Worker<'a> {
     pacer: Option<Pacer>,
     free: VecDeque<usize>,
     retry: VecDeque<usize>,
+    /// Connections whose request an idle close cut off, to connect again and resend it from
+    /// the main loop ([`Shared::retry_idle_closed`]).
+    resend: VecDeque<usize>,
     quota: Option<u64>,
     issued: u64,
     in_flight: usize,
@@ -217,6 +222,7 @@ pub fn run(
             VecDeque::new()
         },
         retry: VecDeque::new(),
+        resend: VecDeque::new(),
         quota,
         issued: 0,
         in_flight: 0,
@@ -285,6 +291,9 @@ impl Worker<'_> {
                     self.backlog_until = self.sh.end_ns.unwrap_or(now) + self.sh.timeout_ns;
                 }
             }
+            while let Some(i) = self.resend.pop_front() {
+                self.connect(i, now);
+            }
             for _ in 0..self.retry.len() {
                 let i = self.retry.pop_front().expect("counted");
                 if self.may_issue() {
@@ -301,7 +310,7 @@ impl Worker<'_> {
                 .next_boundary
                 .min(self.next_scan)
                 .min(now + STOP_POLL_NS);
-            if !self.retry.is_empty() {
+            if !self.retry.is_empty() || !self.resend.is_empty() {
                 wake = now;
             }
             if !self.draining {
@@ -532,6 +541,7 @@ impl Worker<'_> {
         let c = &mut self.conns[i];
         match c.parser.eof() {
             Eof::Done(resp) => self.complete(i, now, resp.status, false),
+            Eof::Empty if c.reused && self.sh.retry_idle_closed => self.resend_later(i, now),
             Eof::Empty if c.reused => self.fail(
                 i,
                 now,
@@ -577,7 +587,28 @@ impl Worker<'_> {
             ErrorKind::ReadReset
         };
         let now = self.arrival();
-        self.fail(i, now, kind, why);
+        if kind == ErrorKind::ReadIdleClosed && self.sh.retry_idle_closed {
+            self.resend_later(i, now);
+        } else {
+            self.fail(i, now, kind, why);
+        }
+    }
+
+    /// The server closed the reused keep-alive connection `i` before any byte of the answer
+    /// to its request: close it and send the request again from the main loop on a new
+    /// connection (never from inside an I/O callback). The request stays in flight with its
+    /// intended time and deadline, so its latency and timeout cover both attempts; the new
+    /// connection is not reused yet, so a second such close is a failure, never a loop.
+    fn resend_later(&mut self, i: usize, now: u64) {
+        if now >= self.next_boundary {
+            self.rotate(now);
+        }
+        self.cur.retried += 1;
+        let c = &mut self.conns[i];
+        c.close();
+        c.issued = now;
+        c.read_bytes = 0;
+        self.resend.push_back(i);
     }
 
     /// An idle connection was closed by the server (or sent stray bytes): close it quietly.

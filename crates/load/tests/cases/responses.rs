@@ -157,6 +157,57 @@ fn reused_connection_closed_before_answering_is_read_idle_closed() {
 }
 
 #[test]
+fn with_retry_idle_closed_each_cut_off_request_is_sent_again_and_answered() {
+    // The same server: every request after the first meets the idle-close race on a reused
+    // connection, and is answered on the new connection it is sent again on.
+    let srv = TestServer::start(|mut s, ctx| {
+        let mut buf = Vec::new();
+        if ctx.read_request(&mut s, &mut buf).is_some() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let _ = ctx.read_request(&mut s, &mut buf);
+        }
+    });
+    let mut cfg = cfg_n(&srv.url("/"), 100, 1);
+    cfg.retry_idle_closed = true;
+    let o = run(&cfg);
+    assert_eq!(status(&o, 200), 100, "every request answered");
+    assert_eq!(o.summary.error_total(), 0);
+    assert_eq!(o.summary.retried, 99, "each but the first was sent twice");
+    assert_eq!(
+        o.summary.timeline.iter().map(|r| r.retried).sum::<u64>(),
+        99,
+        "the timeline holds every retry"
+    );
+    // The server read the 99 cut-off requests too: 100 answered + 99 closed under.
+    assert_eq!(srv.request_count(), 199);
+    assert_eq!(o.summary.connects, 100);
+}
+
+#[test]
+fn a_retried_request_cut_off_again_fails_and_is_not_retried_twice() {
+    // The first connection answers its first request and closes under the second; every later
+    // connection closes under its first request (not a reused connection: no retry).
+    let conns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = conns.clone();
+    let srv = TestServer::start(move |mut s, ctx| {
+        let mut buf = Vec::new();
+        let first = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        if ctx.read_request(&mut s, &mut buf).is_some() && first {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let _ = ctx.read_request(&mut s, &mut buf);
+        }
+    });
+    let mut cfg = cfg_n(&srv.url("/"), 2, 1);
+    cfg.retry_idle_closed = true;
+    let o = run(&cfg);
+    assert_eq!(status(&o, 200), 1);
+    assert_eq!(o.summary.retried, 1);
+    assert_eq!(errors(&o, ErrorKind::ReadReset), 1, "{:?}", o.summary.errors);
+    assert_eq!(o.summary.error_total(), 1);
+    assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[test]
 fn silent_server_times_out_and_the_connection_is_replaced() {
     let srv = TestServer::start(|mut s, ctx| {
         let mut buf = Vec::new();

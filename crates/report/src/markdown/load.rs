@@ -130,9 +130,18 @@ fn how_it_ran(l: &LoadSummary) -> String {
         .planned_s
         .map(|p| format!("{} s planned, ", fmt::secs(p)))
         .unwrap_or_default();
+    let retried = if l.retried > 0 {
+        format!(
+            " {} sent again on a new connection after the server closed the idle keep-alive \
+             connection under them (not failures; each counts once, by its second attempt).",
+            plural(l.retried, "request")
+        )
+    } else {
+        String::new()
+    };
     format!(
         "{mode}. {}, {} ({} opened in all), started at {} s, {planned}{} s elapsed, request \
-         timeout {} ms.",
+         timeout {} ms.{retried}",
         plural(l.threads as u64, "thread"),
         plural(l.connections as u64, "connection"),
         count(l.connects),

@@ -238,6 +238,7 @@ mod tests {
             http: None,
             streams: None,
             agents: None,
+            retry_idle_closed: false,
         }
     }
 
@@ -265,6 +266,7 @@ mod tests {
             errors: Default::default(),
             error_messages: Default::default(),
             connects: 50,
+            retried: 0,
             latency: Default::default(),
             latency_uncorrected: None,
             req_per_sec: Default::default(),

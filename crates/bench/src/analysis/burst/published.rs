@@ -76,6 +76,7 @@ mod tests {
             http: None,
             streams: None,
             agents: None,
+            retry_idle_closed: false,
         };
         let counts = |p: Option<Published>| p.map(|p| (p.accepted, p.requests));
         assert_eq!(

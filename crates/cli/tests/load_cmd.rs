@@ -52,6 +52,14 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (&["--http2", "--io", "uring", url], "HTTP/2 runs on epoll"),
         (
+            &["--retry-idle-closed", "-X", "POST", url],
+            "only GET, HEAD, OPTIONS and TRACE without a body are safe for; this load sends POST",
+        ),
+        (
+            &["--retry-idle-closed", "--http2", url],
+            "retrying idle-closed requests is for HTTP/1.1",
+        ),
+        (
             &["--body", "@/nonexistent/file", url],
             "--body: cannot read /nonexistent/file",
         ),

@@ -275,7 +275,7 @@ impl Config {
                 || self.body.is_some()
             {
                 return Err(Error::Invalid(format!(
-                    "retrying idle-closed requests sends them twice: only GET, HEAD, OPTIONS or TRACE without a body are safe to (this load sends {}{})",
+                    "retrying idle-closed requests sends them twice, which only GET, HEAD, OPTIONS and TRACE without a body are safe for; this load sends {}{}",
                     self.method,
                     if self.body.is_some() { " with a body" } else { "" }
                 )));
@@ -383,14 +383,14 @@ mod tests {
         }
         c.method = "POST".into();
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("only GET, HEAD, OPTIONS or TRACE"), "{e}");
+        assert!(e.contains("only GET, HEAD, OPTIONS and TRACE"), "{e}");
         c.method = "GET".into();
         c.body = Some(b"x".to_vec());
         assert!(c
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("GET with a body"));
+            .contains("sends GET with a body"));
         c.body = None;
         c.http2 = true;
         assert!(c.validate().unwrap_err().to_string().contains("HTTP/1.1"));

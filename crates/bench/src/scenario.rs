@@ -2082,11 +2082,7 @@ fn check_load(
             ))
         }
     }
-    if l.retry_idle_closed
-        && (l.http2()
-            || !matches!(l.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
-            || l.body.is_some())
-    {
+    if l.retry_idle_closed && (l.http2() || !load::replayable(&l.method) || l.body.is_some()) {
         return Err(format!(
             "load '{}': retry_idle_closed sends a request twice, so it is for HTTP/1.1 GET, \
              HEAD, OPTIONS or TRACE without a body",

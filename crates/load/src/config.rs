@@ -271,9 +271,7 @@ impl Config {
             if self.http2 {
                 return inv("retrying idle-closed requests is for HTTP/1.1; HTTP/2 counts the streams a GOAWAY refused instead");
             }
-            if !matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE")
-                || self.body.is_some()
-            {
+            if !replayable(&self.method) || self.body.is_some() {
                 return Err(Error::Invalid(format!(
                     "retrying idle-closed requests sends them twice, which only GET, HEAD, OPTIONS and TRACE without a body are safe for; this load sends {}{}",
                     self.method,
@@ -283,6 +281,12 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Whether a request with `method` (and no body) is safe to send twice, so that
+/// [`Config::retry_idle_closed`] may resend it: the methods Go's net/http replays.
+pub fn replayable(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
 }
 
 /// Splits `Name: value`, checking the name is an HTTP token and the value has no line breaks.

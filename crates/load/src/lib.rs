@@ -27,7 +27,7 @@ mod tls;
 mod uring;
 mod worker;
 
-pub use config::{parse_header_line, Config, Error, IoMode, Resolve, SecondHdrSink};
+pub use config::{parse_header_line, replayable, Config, Error, IoMode, Resolve, SecondHdrSink};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::{even_arrivals, Pacer, Rng};

@@ -136,16 +136,21 @@ fn reset_mid_response_is_a_read_reset() {
     assert_eq!(errors(&o, ErrorKind::ReadReset), 20);
 }
 
-#[test]
-fn reused_connection_closed_before_answering_is_read_idle_closed() {
-    // Answers the first request on each connection, then closes when the second arrives.
-    let srv = TestServer::start(|mut s, ctx| {
+/// A server that answers the first request on each connection, then closes when the second
+/// arrives: every reuse meets the race of an idle close.
+fn closes_under_the_second_request() -> TestServer {
+    TestServer::start(|mut s, ctx| {
         let mut buf = Vec::new();
         if ctx.read_request(&mut s, &mut buf).is_some() {
             let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
             let _ = ctx.read_request(&mut s, &mut buf);
         }
-    });
+    })
+}
+
+#[test]
+fn reused_connection_closed_before_answering_is_read_idle_closed() {
+    let srv = closes_under_the_second_request();
     let o = run(&cfg_n(&srv.url("/"), 100, 1));
     assert_eq!(status(&o, 200), 50);
     assert_eq!(errors(&o, ErrorKind::ReadIdleClosed), 50);
@@ -158,15 +163,9 @@ fn reused_connection_closed_before_answering_is_read_idle_closed() {
 
 #[test]
 fn with_retry_idle_closed_each_cut_off_request_is_sent_again_and_answered() {
-    // The same server: every request after the first meets the idle-close race on a reused
-    // connection, and is answered on the new connection it is sent again on.
-    let srv = TestServer::start(|mut s, ctx| {
-        let mut buf = Vec::new();
-        if ctx.read_request(&mut s, &mut buf).is_some() {
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-            let _ = ctx.read_request(&mut s, &mut buf);
-        }
-    });
+    // Every request after the first meets the idle-close race on a reused connection, and is
+    // answered on the new connection it is sent again on.
+    let srv = closes_under_the_second_request();
     let mut cfg = cfg_n(&srv.url("/"), 100, 1);
     cfg.retry_idle_closed = true;
     let o = run(&cfg);

@@ -932,6 +932,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         tables: Vec::new(),
         series: Vec::new(),
         findings: Vec::new(),
+        absent: absent(case, c.cluster.is_some()),
         cluster: c.cluster,
         distributed: c.distributed,
     };
@@ -950,6 +951,34 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         agent_parts: c.agent_parts,
         abort: c.abort,
     }
+}
+
+/// The collectors this machine cannot run for the case's proxy, each with why: a proxy in pods
+/// (its probes are the kubelet's, its status pages are not reached from here) or an external
+/// target (no admin listener, no status page). Collectors left out here are absent only when
+/// they gathered nothing ([`CaseResult::gap`]).
+fn absent(case: &Case, on_cluster: bool) -> BTreeMap<model::Collector, String> {
+    use model::Collector;
+    let mut out = BTreeMap::new();
+    let external = case.proxy.as_ref().is_some_and(|p| p.external.is_some());
+    if external {
+        let why = "an external target has no admin listener and no status page";
+        out.insert(Collector::Readiness, why.to_string());
+        out.insert(Collector::StatusPages, why.to_string());
+    } else if on_cluster {
+        out.insert(
+            Collector::Readiness,
+            "the proxy runs in pods, whose readiness probes the kubelet runs (the Cluster \
+             section has every pod's Ready changes)"
+                .to_string(),
+        );
+        out.insert(
+            Collector::StatusPages,
+            "the proxy runs in pods, whose status pages are not sampled from this machine"
+                .to_string(),
+        );
+    }
+    out
 }
 
 /// What an external target cannot give, said once per case so that no absent measurement reads

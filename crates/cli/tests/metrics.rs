@@ -450,3 +450,77 @@ fn unix_now() -> f64 {
         .unwrap()
         .as_secs_f64()
 }
+
+/// Runs the binary with `args` and returns its output.
+fn pb(args: &[&str]) -> Output {
+    Command::new(PB).args(args).output().unwrap()
+}
+
+/// A bad metrics address, a taken port or a lone companion flag: one line, exit 2, before
+/// anything runs (the target sees no connection, no results directory is made).
+#[test]
+fn bad_metrics_flags_exit_2_with_one_line_before_the_run() {
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    target.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/", target.local_addr().unwrap());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    let root = tempfile::tempdir().unwrap();
+    let results = root.path().join("results");
+    let token = root.path().join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef").unwrap();
+    let results_s = results.to_str().unwrap();
+    let token_s = token.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["load", "-d", "1s", "--metrics-listen", "0.0.0.0:9464", &url],
+            "0.0.0.0 is not a loopback address; the metrics would be open to other machines: add --metrics-allow-remote",
+        ),
+        (
+            vec!["load", "-d", "1s", "--metrics-listen", ":9464", &url],
+            "--metrics-allow-remote",
+        ),
+        (
+            vec!["load", "-d", "1s", "--metrics-listen", &taken, &url],
+            "cannot listen",
+        ),
+        (
+            vec!["load", "-d", "1s", "--metrics-listen", "metrics.example:9464", &url],
+            "the host must be an IP address or localhost",
+        ),
+        (
+            vec!["load", "-d", "1s", "--metrics-allow-remote", &url],
+            "--metrics-allow-remote goes with --metrics-listen",
+        ),
+        (
+            vec!["load", "-d", "1s", "--metrics-listen", "0", "--metrics-linger", "5", &url],
+            "--metrics-linger",
+        ),
+        (
+            vec!["run", "default", "--quick", "--no-progress", "--results", results_s, "--metrics-listen", &taken],
+            "cannot listen",
+        ),
+        (
+            vec!["run", "default", "--quick", "--no-progress", "--results", results_s, "--metrics-listen", "192.0.2.1:9464"],
+            "--metrics-allow-remote",
+        ),
+        (
+            vec!["agent", "--listen", "127.0.0.1:0", "--token-file", token_s, "--metrics-listen", &taken],
+            "cannot listen",
+        ),
+    ];
+    for (args, want) in &cases {
+        let out = pb(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.starts_with("proxybench: "), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert!(
+        matches!(target.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "no load reached the target"
+    );
+    assert!(!results.exists(), "no results directory");
+}

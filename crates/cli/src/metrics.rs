@@ -72,7 +72,11 @@ impl MetricsFlags {
         let registry = openmetrics::Registry::new(info);
         let server = openmetrics::serve(listener, registry.clone())
             .map_err(|e| CliError::runtime(format!("cannot serve the metrics: {e}")))?;
-        eprintln!("proxybench: metrics at http://{}/metrics", server.addr());
+        if openmetrics::parse_listen(addr, true).is_ok_and(|a| a.port() == 0) {
+            // The system chose the port: say which. (Any other address is the one given, and
+            // bad input found after this point stays one line.)
+            eprintln!("proxybench: metrics at http://{}/metrics", server.addr());
+        }
         Ok(Some(Live {
             registry,
             server,

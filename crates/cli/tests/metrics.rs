@@ -471,7 +471,12 @@ fn bad_metrics_flags_exit_2_with_one_line_before_the_run() {
     std::fs::write(&token, "0123456789abcdef0123456789abcdef").unwrap();
     let results_s = results.to_str().unwrap();
     let token_s = token.to_str().unwrap();
+    let free = testkit::free_port().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["load", "--metrics-listen", &free, "--agents", "2", &url],
+            "--agents needs --platform kubernetes",
+        ),
         (
             vec!["load", "-d", "1s", "--metrics-listen", "0.0.0.0:9464", &url],
             "0.0.0.0 is not a loopback address; the metrics would be open to other machines: add --metrics-allow-remote",

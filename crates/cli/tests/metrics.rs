@@ -1,7 +1,7 @@
 //! `--metrics-listen` scraped by a real Prometheus (Debian's `prometheus` package, started here
 //! on loopback with a scratch config and storage, scraping every 500 ms): a `load` against a
 //! real backend, the same load stopped by Ctrl-C, and a `run` of the default scenario against
-//! real nginx. Everything is asserted through Prometheus' own HTTP API against the run's own
+//! real nginx, and two agents with their coordinator. Everything is asserted through Prometheus' own HTTP API against the run's own
 //! numbers: the request totals exactly, the p99 of the served buckets to within the bucket's
 //! width, the case's reloads and actions; and every query of the shipped Grafana dashboard runs.
 
@@ -528,4 +528,109 @@ fn bad_metrics_flags_exit_2_with_one_line_before_the_run() {
         "no load reached the target"
     );
     assert!(!results.exists(), "no results directory");
+}
+
+/// Agents serve their own shares with an `agent` label, the coordinator the merge: Prometheus
+/// adds the agents' counts and buckets up to the merged result's, and reads the merge from the
+/// coordinator.
+#[test]
+fn agents_and_their_coordinator_reach_prometheus_and_add_up() {
+    let ports = testkit::free_ports(3);
+    let prom = Prometheus::start(&ports);
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "metrics-agents-token").unwrap();
+    let mut agents = Vec::new();
+    let mut hosts = Vec::new();
+    for port in &ports[..2] {
+        let mut child = Command::new(PB)
+            .args(["agent", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(&token)
+            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("proxybench agent listening on ")
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_string();
+        agents.push(Agent(child));
+        hosts.push(addr);
+    }
+    let out = Command::new(PB)
+        .args([
+            "load", "-R", "400", "-c", "8", "-d", "3s", "--format", "json",
+        ])
+        .args(["--agent-hosts", &hosts.join(","), "--token-file"])
+        .arg(&token)
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", ports[2])])
+        .args(["--metrics-linger", "30s"])
+        .arg(format!("http://127.0.0.1:{}/", backend.1))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = merged["requests"].as_f64().unwrap();
+    assert!(requests > 0.0);
+    // Each agent has been scraped since its load ended: its values are final.
+    let ended = "proxybench_load_running{agent=~\".+\"} == 0";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while prom.query(ended).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the agents' final values were not scraped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    prom.await_target_gone(ports[2]);
+    let per_agent = prom.query("max_over_time(proxybench_load_requests_total{agent=~\".+\"}[10m])");
+    assert_eq!(per_agent.len(), 2, "{per_agent:?}");
+    for (labels, n) in &per_agent {
+        assert_eq!(labels["load"], "load");
+        assert!(*n > 0.0, "{labels:?}");
+    }
+    assert_eq!(per_agent.iter().map(|(_, n)| n).sum::<f64>(), requests);
+    let coordinator = format!("instance=\"127.0.0.1:{}\"", ports[2]);
+    assert_eq!(
+        prom.one(&format!(
+            "max_over_time(proxybench_load_requests_total{{{coordinator}}}[10m])"
+        )),
+        requests
+    );
+    let p99_s = merged["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["p"] == 99.0)
+        .unwrap()["us"]
+        .as_f64()
+        .unwrap()
+        / 1e6;
+    let q = prom.one(
+        "histogram_quantile(0.99, sum by (le) (max_over_time(proxybench_load_latency_seconds_bucket{agent=~\".+\"}[10m])))",
+    );
+    let (lo, hi) = bucket_around(p99_s);
+    assert!(
+        (q - p99_s).abs() <= (hi - lo) + p99_s * 1e-3,
+        "agents' buckets added: p99 {q} s vs the merge's {p99_s} s (bucket {lo}..{hi})"
+    );
+}
+
+/// An agent process, stopped on drop.
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        testkit::stop_child(&mut self.0);
+    }
 }

@@ -1,10 +1,10 @@
 //! `--metrics-listen` scraped by a real Prometheus (Debian's `prometheus` package, started here
 //! on loopback with a scratch config and storage, scraping every 500 ms): a `load` against a
-//! real backend, the same load stopped by Ctrl-C, and a `run` of the default scenario against
-//! real nginx, and two agents with their coordinator. Everything is asserted through Prometheus' own HTTP API against the run's own
-//! numbers: the request totals exactly, the p99 of the served buckets to within the bucket's
-//! width, the case's reloads and actions; and every query of the shipped Grafana dashboard runs.
-
+//! real backend, the same load stopped by Ctrl-C, a `run` of the default scenario against real
+//! nginx, and two agents with their coordinator. Everything is asserted through Prometheus' own
+//! HTTP API against the run's own numbers: the request totals exactly, the p99 of the served
+//! buckets to within the bucket's width, the case's reloads and actions; and every query of the
+//! shipped Grafana dashboard runs.
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -5,6 +5,7 @@
 //! HTTP API against the run's own numbers: the request totals exactly, the p99 of the served
 //! buckets to within the bucket's width, the case's reloads and actions; and every query of the
 //! shipped Grafana dashboard runs.
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -30,8 +30,8 @@ deps:
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 
 ## test-deps: what the tests use besides nginx: haproxy and caddy (the other proxies under test),
-## openssl and curl (the TLS trust tests compare with them), python3, pgrep and setsid
-## (bench/soak.sh)
+## openssl and curl (the TLS trust tests compare with them), prometheus (it scrapes
+## --metrics-listen in the metrics tests), python3, pgrep and setsid (bench/soak.sh)
 test-deps: deps
 	@need=""; \
 	 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1 || need="$$need haproxy"; \
@@ -45,6 +45,10 @@ test-deps: deps
 	   echo "installing from Debian packages:$$need"; \
 	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \
 	 fi
+# Prometheus alone, without its recommended node exporter (a second daemon nothing here uses).
+	@command -v prometheus >/dev/null 2>&1 || { \
+	   echo "installing from Debian packages: prometheus"; \
+	   $(APT) install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends prometheus; }; }
 
 ## build: the release binary
 build: deps

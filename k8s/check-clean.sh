@@ -95,7 +95,13 @@ nft list tables 2>/dev/null | grep -q ' kube-proxy$' && report "nft table: $(nft
 [ -e "$D" ] && report "state dir $D"
 
 if [ -n "$baseline" ]; then
-    diffs=$(diff <(sed -n '/^## links/,$p' "$baseline") <(snapshot) | grep '^[<>]')
+    # a netfilter sysctl reads empty for a moment while the last tables are deleted: a leftover
+    # is what is still different after a few tries
+    for _ in 1 2 3 4 5; do
+        diffs=$(diff <(sed -n '/^## links/,$p' "$baseline") <(snapshot) | grep '^[<>]')
+        [ -z "$diffs" ] && break
+        sleep 0.5
+    done
     [ -n "$diffs" ] && while read -r l; do report "changed since the baseline ($l)"; done <<<"$diffs"
 else
     for p in "${PATHS[@]}"; do [ -e "$p" ] && echo "note: $p exists (no baseline to say whether it existed before)"; done

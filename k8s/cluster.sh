@@ -733,6 +733,7 @@ cmd_up() {
     phase_done "kube-apiserver /readyz"
 
     phase "kube-controller-manager, kube-scheduler, both kubelets"
+    # (the controller-manager exits when it starts before the API server has its RBAC roles)
     start kube-controller-manager "$BIN/kube-controller-manager" \
         --kubeconfig "$D/controller-manager.kubeconfig" \
         --authentication-kubeconfig "$D/controller-manager.kubeconfig" \
@@ -788,21 +789,30 @@ cmd_up() {
 
 list_images() { ctr --address "$SOCK" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
 
-# --- down --------------------------------------------------------------------------------------
-# stop_daemon NAME GRACE: SIGTERM, up to GRACE s, then SIGKILL. The pid stays in $D/down.pids,
-# which `down` waits on at its end.
-stop_daemon() {
-    local name=$1 grace=${2:-5} pid
-    pid=$(cat "$D/run/$name.pid" 2>/dev/null) || return 0
-    echo "$pid $name" >>"$D/down.pids"
-    if alive "$pid"; then
+# --- down ----------------------------------------------------------------------------------------
+# stop_daemons GRACE NAME...: SIGTERM to each, up to GRACE s for all of them, then SIGKILL to
+# those left. Each pid goes into $D/down.pids, which `down` waits on at its end.
+stop_daemons() {
+    local grace=$1 name pid pids=()
+    shift
+    for name in "$@"; do
+        pid=$(cat "$D/run/$name.pid" 2>/dev/null) || continue
+        echo "$pid $name" >>"$D/down.pids"
+        rm -f "$D/run/$name.pid"
+        alive "$pid" || continue
         kill -TERM "$pid" 2>/dev/null || true
-        wait_until "$grace" "$name exit" gone "$pid" || {
-            kill -KILL "$pid" 2>/dev/null || true
-            wait_until 5 "$name exit" gone "$pid" || log "warning: $name (pid $pid) survived SIGKILL"
-        }
-    fi
-    rm -f "$D/run/$name.pid"
+        pids+=("$pid")
+    done
+    [ ${#pids[@]} = 0 ] && return 0
+    wait_until "$grace" "$* to exit" none_alive "${pids[@]}" && return 0
+    for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
+    wait_until 5 "$* to exit after SIGKILL" none_alive "${pids[@]}" || log "warning: some of $* survived SIGKILL"
+}
+
+none_alive() {
+    local p
+    for p in "$@"; do alive "$p" && return 1; done
+    return 0
 }
 
 # stray_pids [all]: every process of the cluster that is still there: those in the pod cgroups
@@ -895,7 +905,7 @@ remove_cgroups() {
         dirs=$(ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/*"$CGROUP2" 2>/dev/null || true)
         [ -z "$dirs" ] && return 0
         for d in $dirs; do
-            find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+            find "$d" -depth -type d -exec rmdir {} + 2>>"$D/logs/down.log" || true
         done
         sleep 0.25
     done
@@ -926,13 +936,15 @@ remove_rules() {
 # the jumps to them from the built-in chains, then the chains themselves; then the tables
 # iptables-nft made for them, when they did not exist before `up` and hold nothing else now.
 remove_kube_chains() {
-    local save restore fam table rules chains cmds c
+    local save restore fam table all rules chains cmds c
     for fam in ip ip6; do
         save=iptables-save restore=iptables-restore
         [ $fam = ip6 ] && save=ip6tables-save restore=ip6tables-restore
         command -v $save >/dev/null 2>&1 || continue
-        for table in filter nat mangle raw; do
-            rules=$($save -t $table 2>/dev/null) || continue
+        all=$($save 2>/dev/null) || continue
+        grep -q KUBE- <<<"$all" || continue
+        for table in $(sed -n 's/^\*//p' <<<"$all"); do
+            rules=$(awk -v t="*$table" '$0 == t { on = 1; next } /^COMMIT/ { on = 0 } on' <<<"$all")
             chains=$(sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p' <<<"$rules")
             cmds=$(
                 grep -E '^-A [A-Z]+ .*-j KUBE-' <<<"$rules" | grep -Ev '^-A KUBE-' | sed 's/^-A /-D /' || true
@@ -1000,11 +1012,10 @@ cmd_down() {
     fi
     log "tearing down the cluster in $D"
     : >>"$D/down.pids"
+    step() { log "down: $1 at $(( $(now_ms) - t0 )) ms"; }
     # the kubelets first, so nothing restarts the containers; then the containers and their shims
-    stop_daemon kubelet-2 5
-    stop_daemon kubelet 5
-    stop_daemon kube-proxy-2 5
-    stop_daemon kube-proxy 5
+    stop_daemons 5 kubelet-2 kubelet kube-proxy-2 kube-proxy
+    step "kubelets and kube-proxies stopped"
     local root
     for root in "$RUNC_ROOT" "$N2/containerd/runc"; do
         if [ -d "$root/k8s.io" ] && command -v runc >/dev/null; then
@@ -1013,13 +1024,16 @@ cmd_down() {
             done
         fi
     done
-    stop_daemon containerd-2 5
-    stop_daemon containerd 5
+    stop_daemons 5 containerd-2 containerd
     kill_strays
-    for n in kube-scheduler kube-controller-manager kube-apiserver etcd node2-ns; do stop_daemon "$n" 5; done
+    step "containers, containerds and shims stopped"
+    # their state is deleted next: no need to wait for a graceful shutdown
+    stop_daemons 1 kube-scheduler kube-controller-manager kube-apiserver etcd node2-ns
     kill_strays all
+    step "control plane, etcd and node 2's namespaces stopped"
     local ok=1
     wait_all_exited || ok=0
+    step "every process gone from /proc"
     unmount_all || ok=0
     remove_kube_chains
     remove_links
@@ -1027,6 +1041,7 @@ cmd_down() {
     remove_cgroups || ok=0
     remove_created_paths
     restore_sysctls
+    step "mounts, chains, links, rules, cgroups, paths, tunables removed"
     if [ $ok = 1 ]; then
         rm -rf "$D"
     else

@@ -805,7 +805,9 @@ stop_daemons() {
     done
     [ ${#pids[@]} = 0 ] && return 0
     wait_until "$grace" "$* to exit" none_alive "${pids[@]}" && return 0
-    for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
+    for pid in "${pids[@]}"; do
+        if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    done
     wait_until 5 "$* to exit after SIGKILL" none_alive "${pids[@]}" || log "warning: some of $* survived SIGKILL"
 }
 
@@ -842,7 +844,9 @@ stray_pids() {
             cmd=$(tr '\0' ' ' <"$f/cmdline" 2>/dev/null) || continue
             [[ "$cmd" == *"$D/"* ]] && echo "$p"
         done
-    } | sort -un | while read -r p; do [ "$p" != $$ ] && alive "$p" && echo "$p"; done
+    } | sort -un | while read -r p; do
+        if [ "$p" != $$ ] && alive "$p"; then echo "$p"; fi
+    done
 }
 
 # kill_strays [all]: SIGKILL to stray_pids until there is none (5 s at most).
@@ -1011,6 +1015,7 @@ cmd_down() {
         return 0
     fi
     log "tearing down the cluster in $D"
+    trap 'log "down failed at line $LINENO of k8s/cluster.sh; run k8s/cluster.sh down again"' ERR
     : >>"$D/down.pids"
     step() { log "down: $1 at $(( $(now_ms) - t0 )) ms"; }
     # the kubelets first, so nothing restarts the containers; then the containers and their shims
@@ -1033,7 +1038,7 @@ cmd_down() {
     step "control plane, etcd and node 2's namespaces stopped"
     local ok=1
     wait_all_exited || ok=0
-    step "every process gone from /proc"
+    step "waited for every process to leave /proc"
     unmount_all || ok=0
     remove_kube_chains
     remove_links

@@ -212,21 +212,27 @@ ip route get "$OUTSIDE" from 198.18.1.10 iif "$BRIDGE" >/dev/null 2>&1 \
     && fail "this host would forward node 2's pods' traffic to $OUTSIDE"
 h=$(cat "$D/run/node2-ns.pid")
 nsenter -t "$h" -n ip route get "$OUTSIDE" >/dev/null 2>&1 && fail "node 2 has a route to $OUTSIDE: $(nsenter -t "$h" -n ip -4 route)"
-# every pod network namespace of both nodes (node 2's are mounted in its own mount namespace)
-checked=$(nsenter -t "$h" -m -- sh -c '
+# every pod network namespace of both nodes: node 1's files are mounts in this host's mount
+# namespace, node 2's in node 2's own
+netns_check='
     n=0
-    for f in "$1"/containerd/state/io.containerd.grpc.v1.cri/netns/* "$2"/containerd/state/io.containerd.grpc.v1.cri/netns/*; do
+    for f in "$1"/containerd/state/io.containerd.grpc.v1.cri/netns/*; do
+        [ -e "$f" ] || continue
         # a sandbox being torn down leaves its file a moment after the namespace is gone
-        mountpoint -q "$f" || continue
+        nsenter --net="$f" true 2>/dev/null || continue
         r=$(nsenter --net="$f" ip -4 route | grep -v "^198\.18\." || true)
         [ -z "$r" ] || { echo "ROUTE $f: $r"; continue; }
-        nsenter --net="$f" ip route get "$3" >/dev/null 2>&1 && { echo "ROUTE $f reaches $3"; continue; }
+        nsenter --net="$f" ip route get "$2" >/dev/null 2>&1 && { echo "ROUTE $f reaches $2"; continue; }
         n=$((n + 1))
     done
-    echo "$n"' sh "$D" "$D/node2" "$OUTSIDE")
-grep ROUTE <<<"$checked" && fail "a pod has a route outside 198.18.0.0/16: $(grep ROUTE <<<"$checked")"
-[ "$(tail -1 <<<"$checked")" -ge 4 ] || fail "only $(tail -1 <<<"$checked") pod network namespaces found (4 pods run)"
-lap "no route out of 198.18.0.0/16 ($(tail -1 <<<"$checked") pods, node 2, host)"
+    echo "$n"'
+c1=$(sh -c "$netns_check" sh "$D" "$OUTSIDE")
+c2=$(nsenter -t "$h" -m -- sh -c "$netns_check" sh "$D/node2" "$OUTSIDE")
+routes=$(printf '%s\n%s\n' "$c1" "$c2" | grep ROUTE || true)
+[ -z "$routes" ] || fail "a pod has a route outside 198.18.0.0/16: $routes"
+pods_checked=$(($(tail -1 <<<"$c1") + $(tail -1 <<<"$c2")))
+[ "$pods_checked" -ge 4 ] || fail "only $pods_checked pod network namespaces found (4 pods run): node 1 $(tail -1 <<<"$c1"), node 2 $(tail -1 <<<"$c2")"
+lap "no route out of 198.18.0.0/16 ($pods_checked pods, node 2, host)"
 
 servers=""
 for ip in $ips; do servers+="        server $ip:8080;"$'\n'; done

@@ -783,7 +783,7 @@ cmd_up() {
     printf '%-34s %5d.%03d s\n' "cluster up, total" $((ms / 1000)) $((ms % 1000)) >>"$D/timings"
     trap - ERR
     cat "$D/timings" >&2
-    log "cluster up in $((ms / 1000)).$(printf %03d $((ms % 1000))) s; state in $D; nodes $NODE ($NODE1_IP) and $NODE2 ($NODE2_IP); the metrics API answers about 20 s after metrics-server starts; images: $(list_images | tr '\n' ' ')"
+    log "cluster up in $((ms / 1000)).$(printf %03d $((ms % 1000))) s; state in $D; nodes $NODE ($NODE1_IP) and $NODE2 ($NODE2_IP); the metrics API answers about 12 s from now (two scrapes, 10 s apart); images: $(list_images | tr '\n' ' ')"
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
 }
 

@@ -15,8 +15,9 @@
 #    port-forward through node 2's kubelet;
 #  - the metrics API: `kubectl top nodes` lists both nodes and `kubectl top pods` the backends;
 #  - nothing escapes 198.18.0.0/16: no pod (on either node) and not node 2 has a route outside it,
-#    the host routes nothing that arrives on the bridge to an address outside it (route lookups
-#    only: no packet is sent), and the host's ip_forward is what it was before `up`.
+#    the host routes nothing that arrives on the bridge to an address outside it nor anything
+#    from outside to a pod (route lookups only: no packet is sent), and the host's ip_forward is
+#    what it was before `up`.
 # Then the namespace is deleted. Each phase is timed.
 # (busybox wget -T segfaults in the nginx image: the clients use `timeout 5 wget`.)
 # Env: KUBECONFIG (default: the admin kubeconfig of k8s/cluster.sh), SMOKE_PORT (18180; the
@@ -210,6 +211,15 @@ ip route get "$OUTSIDE" from 198.18.0.10 iif "$BRIDGE" >/dev/null 2>&1 \
     && fail "this host would forward from the bridge to $OUTSIDE: $(ip route get "$OUTSIDE" from 198.18.0.10 iif "$BRIDGE")"
 ip route get "$OUTSIDE" from 198.18.1.10 iif "$BRIDGE" >/dev/null 2>&1 \
     && fail "this host would forward node 2's pods' traffic to $OUTSIDE"
+# and nothing from outside is forwarded in: a packet from $OUTSIDE arriving on the interface of the
+# default route (when there is one) has no route to a pod
+ext=$(ip -4 route show default | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i+1); exit } }')
+if [ -n "$ext" ]; then
+    ip route get 198.18.0.10 from "$OUTSIDE" iif "$ext" >/dev/null 2>&1 \
+        && fail "this host would forward from $ext to a pod: $(ip route get 198.18.0.10 from "$OUTSIDE" iif "$ext")"
+    ip route get 198.18.1.10 from "$OUTSIDE" iif "$ext" >/dev/null 2>&1 \
+        && fail "this host would forward from $ext to node 2's pods"
+fi
 h=$(cat "$D/run/node2-ns.pid")
 nsenter -t "$h" -n ip route get "$OUTSIDE" >/dev/null 2>&1 && fail "node 2 has a route to $OUTSIDE: $(nsenter -t "$h" -n ip -4 route)"
 # every pod network namespace of both nodes: node 1's files are mounts in this host's mount

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod load;
+pub mod metric;
 pub mod records;
 pub mod run;
 pub mod table;

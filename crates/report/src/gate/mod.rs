@@ -423,12 +423,12 @@ pub fn evaluate(
     for g in gates {
         if let Some(s) = g.subject.as_deref().filter(|s| *s != "all") {
             if !a.cases.iter().any(|c| c.loads.iter().any(|l| l.name == s)) {
-                let mut known: Vec<&str> = a
-                    .cases
-                    .iter()
-                    .flat_map(|c| c.loads.iter().map(|l| l.name.as_str()))
-                    .collect();
-                known.dedup();
+                let mut known: Vec<&str> = Vec::new();
+                for l in a.cases.iter().flat_map(|c| &c.loads) {
+                    if !known.contains(&l.name.as_str()) {
+                        known.push(&l.name);
+                    }
+                }
                 return Err(Error::Mismatch(format!(
                     "gate '{}': no load '{s}' in these runs (loads: {})",
                     g.text,

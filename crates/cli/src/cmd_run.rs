@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Kubernetes: the image the proxy pods run.
     #[arg(long = "proxy-image", alias = "nginx-image", value_name = "IMAGE")]
     proxy_image: Option<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsFlags,
+    #[command(flatten)]
+    linger: crate::metrics::LingerFlag,
     /// Also write the checks as JUnit XML to FILE (one testcase per check: a failed check is a
     /// failure, a check the run could not measure is skipped with its reason).
     #[arg(long, value_name = "FILE")]
@@ -200,6 +204,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     if let Some(arg) = &a.proxy {
         crate::cmd_proxies::has_proxy(&scn, arg)?;
     }
+    // Bound before anything starts: a taken port is bad input, not a failed run.
+    let live = a.metrics.start(
+        openmetrics::Info {
+            command: "run".to_string(),
+            scenario: Some(scn.name.clone()),
+            agent: None,
+        },
+        Some(&a.linger),
+    )?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal exits at once; the first asks the run to wind down and write results.
@@ -207,11 +220,32 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
             .map_err(|e| CliError::runtime(format!("cannot install signal handlers: {e}")))?;
     }
+    let linger_stop = match &live {
+        Some(_) => Some(crate::metrics::linger_flag()?),
+        None => None,
+    };
     let opts = RunOptions {
-        results_root: a.results,
+        results_root: a.results.clone(),
         stop,
         progress: !a.no_progress && std::io::stderr().is_terminal(),
+        metrics: live.as_ref().map(|l| l.registry.clone()),
     };
+    let code = play(&scn, &opts, choice, platform, a.junit.as_deref());
+    if let (Some(l), Some(stop), Ok(_)) = (&live, &linger_stop, &code) {
+        l.finish(stop);
+    }
+    code
+}
+
+/// Plays the scenario (once, or once per proxy kind of a comparison), prints the outcome and
+/// writes the checks to `junit` when asked.
+fn play(
+    scn: &Scenario,
+    opts: &RunOptions,
+    choice: Option<crate::cmd_proxies::ProxyChoice>,
+    platform: Option<bench::scenario::PlatformSpec>,
+    junit: Option<&std::path::Path>,
+) -> Result<ExitCode, CliError> {
     if opts.progress {
         eprintln!(
             "proxybench: running {}{} ({} case{})",
@@ -222,23 +256,17 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         );
     }
     if let Some(c) = choice.as_ref().filter(|c| c.compare) {
-        return crate::cmd_proxies::run_each(
-            &scn,
-            &c.kinds,
-            &opts,
-            platform.as_ref(),
-            a.junit.as_deref(),
-        );
+        return crate::cmd_proxies::run_each(scn, &c.kinds, opts, platform.as_ref(), junit);
     }
     let target = bench::runner::Target {
         dir: None,
         proxy: choice.and_then(|c| c.kinds.first().copied()),
         platform,
     };
-    let out = bench::runner::run_as(&scn, &opts, &target)?;
+    let out = bench::runner::run_as(scn, opts, &target)?;
     print!("{}", report::summary_text(&out.results));
     println!("results: {}", out.dir.display());
-    if let Some(path) = &a.junit {
+    if let Some(path) = junit {
         write_junit(path, &report::junit::checks(&out.results))?;
     }
     Ok(ExitCode::from(exit_code(&out.results)))

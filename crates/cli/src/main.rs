@@ -7,6 +7,7 @@ mod cmd_load;
 mod cmd_merge;
 mod cmd_proxies;
 mod cmd_run;
+mod metrics;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -837,8 +837,9 @@ duration = \"120s\"
 
 /// A "user's gateway" for the external test: a hostNetwork nginx Deployment (`app=gw`) that
 /// answers 200 itself on 127.0.0.1:`port` (reuseport, so replicas share it) and logs each
-/// request in the combined format to its stdout.
-fn gateway_manifest(port: u16, image: &str) -> String {
+/// request in the combined format to its stdout. Its pods run on `node` (the node that is this
+/// machine, whose loopback the test reaches).
+fn gateway_manifest(port: u16, image: &str, node: &str) -> String {
     format!(
         r#"apiVersion: v1
 kind: ConfigMap
@@ -875,6 +876,8 @@ spec:
         app: gw
     spec:
       hostNetwork: true
+      nodeSelector:
+        kubernetes.io/hostname: {node}
       automountServiceAccountToken: false
       enableServiceLinks: false
       dnsPolicy: Default
@@ -892,7 +895,9 @@ spec:
             - name: conf
               mountPath: /conf
           readinessProbe:
+            # the pod IP of a hostNetwork pod is its node's address, where nginx does not listen
             tcpSocket:
+              host: 127.0.0.1
               port: {port}
             periodSeconds: 1
 "#
@@ -917,7 +922,14 @@ fn k8s_external_gateway_is_loaded_acted_on_and_its_pods_logs_counted() {
     let manifest = dir.path().join("gw.yaml");
     std::fs::write(
         &manifest,
-        gateway_manifest(port, &var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        gateway_manifest(
+            port,
+            &var("PROXYBENCH_TEST_NGINX_IMAGE"),
+            &cluster
+                .local_node_selector()
+                .and_then(|s| s.get(k8s::HOSTNAME_LABEL).cloned())
+                .expect("one node of the test cluster is this machine"),
+        ),
     )
     .unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

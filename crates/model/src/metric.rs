@@ -181,6 +181,11 @@ pub fn show(v: f64, kind: MetricKind) -> String {
 pub fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, MetricError> {
     let sum = |f: &dyn Fn(&LoadSummary) -> u64| ls.iter().map(|l| f(l)).sum::<u64>() as f64;
     let attempts = sum(&|l| l.attempts());
+    // A load that never sent has no failures, statuses or rate to count: its zeros would pass
+    // `failures == 0`. Only its attempts (none) are a fact about it.
+    if attempts == 0.0 && metric != "attempts" {
+        return Err("no request was attempted".into());
+    }
     let elapsed = ls.iter().map(|l| l.elapsed_s).fold(0.0, f64::max);
     let single = || -> Result<&LoadSummary, MetricError> {
         match ls {
@@ -206,9 +211,6 @@ pub fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, MetricError
         "errors" => sum(&|l| l.error_total()),
         "non_2xx" => sum(&|l| l.non_2xx_3xx()),
         "failure_rate" | "success_ratio" => {
-            if attempts == 0.0 {
-                return Err("no request was attempted".into());
-            }
             let f = sum(&|l| l.failures()) / attempts;
             if metric == "failure_rate" {
                 f

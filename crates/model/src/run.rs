@@ -194,6 +194,10 @@ pub struct CaseResult {
     /// per-agent result files are in `agents/<case>/<load>/`; they keep no per-request records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distributed: Vec<DistributedLoad>,
+    /// Collectors that gathered nothing in this case, each with why (`readiness`: the proxy runs
+    /// in pods, whose probes the kubelet runs). Read through [`CaseResult::gap`], never directly.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub absent: BTreeMap<crate::Collector, String>,
 }
 
 /// A load of a case that ran on agents: its summary in [`CaseResult::loads`] is the exact merge

@@ -29,7 +29,7 @@ mod text;
 use super::{common, Records};
 use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};
 use ledger::{Ledger, LoadBooks};
-use model::{CaseResult, Cell, CheckResult, RunResults, Series};
+use model::{CaseResult, Cell, CheckResult, Collector, RunResults, Series};
 use plan::{Plan, What};
 use text::{fill, text};
 
@@ -41,6 +41,15 @@ pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
 pub(crate) const QUIT_MARGIN_MS: f64 = 10.0;
 /// The readiness probe's timeout (the runner probes like a Kubernetes readiness probe).
 pub(crate) const READINESS_TIMEOUT_S: f64 = 1.0;
+/// The collectors the analysis draws on: when one gathered nothing, the case's findings say so
+/// once, and every cell and check that needs it says "not sampled" or "not measurable".
+const USES: &[Collector] = &[
+    Collector::Readiness,
+    Collector::StatusPages,
+    Collector::Logs,
+    Collector::BackendCounters,
+    Collector::Records,
+];
 
 /// Runs the analysis on one case: tables, the size series, findings and checks.
 fn case(
@@ -55,7 +64,7 @@ fn case(
     let books: Vec<LoadBooks> = result
         .loads
         .iter()
-        .map(|s| LoadBooks::new(s, records.get(&s.name), &plan))
+        .map(|s| LoadBooks::new(s, common::load_records(result, records, &s.name), &plan))
         .collect();
     let ledger = Ledger::new(result);
     let lives = replicas::lives(&plan, result);
@@ -92,10 +101,9 @@ fn case(
             ..Default::default()
         });
     }
-    if let Some(k) = result.cluster.clone() {
-        // On Kubernetes the replicas are pods: the kubelet's readiness is the pods-Ready line,
-        // and the per-replica status page and probes of the local stack are absent.
-        let points = common::ready_steps(&k, "proxy", end);
+    if let (Some(k), None) = (&result.cluster, result.gap(Collector::PodWatch)) {
+        // On Kubernetes the replicas are pods: the kubelet's readiness is the pods-Ready line.
+        let points = common::ready_steps(k, "proxy", end);
         if !points.is_empty() {
             result.series.push(Series {
                 name: "proxy pods Ready".into(),
@@ -105,16 +113,9 @@ fn case(
                 ..Default::default()
             });
         }
-        result.findings.push(common::cluster_finding(&k));
-        if result.stub_samples.is_empty() && result.readiness.is_empty() {
-            result.findings.push(
-                "The replicas table's requests served and probes are absent on kubernetes: \
-                 the proxy pods' status pages and readiness probes are not sampled from this \
-                 machine (the Cluster section has the kubelet's readiness of every pod)."
-                    .into(),
-            );
-        }
     }
+    result.findings.extend(common::cluster_finding(result));
+    result.findings.extend(common::not_sampled(result, USES));
     result
         .findings
         .extend(findings(&plan, &books, &ledger, &lives));
@@ -146,23 +147,13 @@ fn case(
             &[("kind", &kind), ("model", &common::MODELLED_KIND)],
         ));
     }
-    let proxy = checks::Proxy {
-        kind: common::proxy_kind(env),
-        logs_missing: result.logs.missing.as_deref(),
-        model_applies: common::model_applies(env),
-        counters_missing: result
-            .cluster
-            .as_ref()
-            .filter(|k| !k.counters_missing.is_empty())
-            .map(|k| {
-                format!(
-                    "the final counters of {} backend pod(s) could not be read ({})",
-                    k.counters_missing.len(),
-                    k.counters_missing.join("; ")
-                )
-            }),
-    };
-    checks::all(&case.name, &plan, &ledger, &books, &proxy)
+    checks::all(
+        &case.name,
+        &plan,
+        &ledger,
+        &books,
+        common::model_applies(env),
+    )
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.
@@ -178,7 +169,8 @@ pub(crate) fn tcp_migrate_req(env: &model::Env) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// One sentence per outcome of the case, explained from the mechanism.
+/// One sentence per outcome of the case, explained from the mechanism; a sentence that draws on
+/// a collector that gathered nothing says it is not measurable instead (`common::finding`).
 fn findings(
     plan: &Plan,
     books: &[LoadBooks],
@@ -189,44 +181,41 @@ fn findings(
     let lost: u64 = books.iter().map(|b| b.failures).sum();
     let attempts: u64 = books.iter().map(|b| b.attempts).sum();
     let causes = causes(books);
-    let up = plan.fired.iter().find(|f| f.what == What::ReplicasUp);
+    let up = plan.fired.iter().rev().find(|f| f.what == What::ReplicasUp);
     let only_up = up.is_some() && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
-    if let (true, Some(_)) = (only_up, up) {
-        let served: u64 = lives.iter().map(|r| r.requests).sum();
-        let newcomers: u64 = lives
-            .iter()
-            .filter(|r| r.started.is_some())
-            .map(|r| r.requests)
-            .sum();
+    if let (true, Some(up)) = (only_up, up) {
         out.push(fill(
             "finding_up",
             &[
                 ("from", &plan.replicas_at_start),
-                (
-                    "to",
-                    &plan
-                        .fired
-                        .iter()
-                        .rev()
-                        .find(|f| f.what == What::ReplicasUp)
-                        .map_or(0, |f| f.to),
-                ),
+                ("to", &up.to),
                 ("lost", &lost),
                 ("attempts", &attempts),
-                (
-                    "share",
-                    &Cell::num(
-                        if served > 0 {
-                            100.0 * newcomers as f64 / served as f64
-                        } else {
-                            0.0
-                        },
-                        1,
-                    ),
-                ),
             ],
         ));
+        let newcomers = common::all_measured(
+            lives
+                .iter()
+                .filter(|r| r.started.is_some())
+                .map(|r| r.requests.clone()),
+        );
+        let shares = replicas::served(lives).and_then(|all| Ok((newcomers?, all)));
+        out.push(common::finding(
+            "The new replicas' share of requests",
+            shares,
+            |(new, all)| {
+                let new: u64 = new.iter().sum();
+                fill(
+                    "finding_up_share",
+                    &[("share", &Cell::num(common::ratio(new, all) * 100.0, 1))],
+                )
+            },
+        ));
     }
+    let owned_by = |pred: &dyn Fn(What) -> bool| {
+        common::all_measured(books.iter().map(|b| b.owned_by(plan, pred)))
+            .map(|v| v.iter().sum::<u64>())
+    };
     for (mode, how) in [
         (StopSpec::Graceful, "how_graceful"),
         (StopSpec::Kill, "how_kill"),
@@ -236,28 +225,34 @@ fn findings(
         if n == 0 {
             continue;
         }
-        let owned: u64 = books
-            .iter()
-            .map(|b| b.owned_by(plan, |w| w == What::ReplicasDown(mode)))
-            .sum();
-        let mut s = fill(
-            "finding_stop",
-            &[
-                ("n", &n),
-                ("how", &text(how)),
-                ("owned", &owned),
-                ("attempts", &attempts),
-                ("causes", &causes),
-            ],
-        );
-        if mode == StopSpec::Graceful {
-            s.push_str(text("finding_stop_graceful"));
-        } else {
-            s.push_str(&fill(
-                "finding_stop_kill",
-                &[("died", &l.lost_in_proxy().max(0))],
-            ));
-        }
+        let what = format!("Stopping {n} replica(s) {}", text(how));
+        let s = match owned_by(&|w| w == What::ReplicasDown(mode)) {
+            Err(a) => common::unmeasured_finding(&what, &a),
+            Ok(owned) => {
+                let mut s = fill(
+                    "finding_stop",
+                    &[
+                        ("n", &n),
+                        ("how", &text(how)),
+                        ("owned", &owned),
+                        ("attempts", &attempts),
+                        ("causes", &causes),
+                    ],
+                );
+                if mode == StopSpec::Graceful {
+                    s.push_str(text("finding_stop_graceful"));
+                } else {
+                    s.push_str(&match l.lost_in_proxy() {
+                        Ok(died) => fill("finding_stop_kill", &[("died", &died.max(0))]),
+                        Err(a) => fill(
+                            "finding_stop_kill_unmeasured",
+                            &[("what", &a.collector.what())],
+                        ),
+                    });
+                }
+                s
+            }
+        };
         out.push(s);
     }
     let removed = |m| {
@@ -276,26 +271,31 @@ fn findings(
         if n == 0 {
             continue;
         }
-        let owned: u64 = books.iter().map(|b| b.owned_by(plan, backends)).sum();
-        let late: u64 = books
-            .iter()
-            .map(|b| {
-                let g = b.sighup_gaps(plan, backends);
-                g.n - g.early
-            })
-            .sum();
-        out.push(fill(
-            "finding_backends",
-            &[
-                ("n", &n),
-                ("how", &how),
-                ("lines", &l.error_warn),
-                ("retried", &l.retried),
-                ("owned", &owned),
-                ("causes", &causes),
-                ("late", &late),
-                ("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0)),
-            ],
+        let late = common::all_measured(
+            books
+                .iter()
+                .map(|b| b.sighup_gaps(plan, backends).map(|g| g.n - g.early)),
+        )
+        .map(|v| v.iter().sum::<u64>());
+        let measured = owned_by(&backends).and_then(|owned| Ok((owned, late?, l.log.clone()?)));
+        out.push(common::finding(
+            &format!("Removing {n} backend(s) by {how}"),
+            measured,
+            |(owned, late, log)| {
+                fill(
+                    "finding_backends",
+                    &[
+                        ("n", &n),
+                        ("how", &how),
+                        ("lines", &log.error_warn),
+                        ("retried", &log.retried),
+                        ("owned", &owned),
+                        ("causes", &causes),
+                        ("late", &late),
+                        ("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0)),
+                    ],
+                )
+            },
         ));
     }
     if plan.has(|w| w == What::Reload) {
@@ -325,32 +325,42 @@ fn findings(
                     ],
                 )
             } else {
-                fill(
-                    "finding_reload_busy",
-                    &[
-                        ("load", &b.name),
-                        ("hups", &hups),
-                        ("connections", &b.connections),
-                        ("idle", &idle),
-                        ("rate", &rate(idle, 2)),
-                        (
-                            "earliest",
-                            &b.sighup_gaps(plan, |w| w == What::Reload)
-                                .earliest
-                                .map_or("-".to_string(), |g| format!("{g:.0} ms")),
-                        ),
-                    ],
+                common::finding(
+                    &format!("{}: the earliest loss after SIGHUP", b.name),
+                    b.sighup_gaps(plan, |w| w == What::Reload),
+                    |g| {
+                        fill(
+                            "finding_reload_busy",
+                            &[
+                                ("load", &b.name),
+                                ("hups", &hups),
+                                ("connections", &b.connections),
+                                ("idle", &idle),
+                                ("rate", &rate(idle, 2)),
+                                (
+                                    "earliest",
+                                    &g.earliest.map_or("-".to_string(), |g| format!("{g:.0} ms")),
+                                ),
+                            ],
+                        )
+                    },
                 )
             });
         }
     }
-    let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
-    let slowest = lives.iter().map(|r| r.slowest_ms).fold(0.0, f64::max);
-    out.push(if flaps == 0 {
-        fill("finding_no_flaps", &[("slowest", &Cell::num(slowest, 1))])
-    } else {
-        fill("finding_flaps", &[("flaps", &flaps)])
-    });
+    match replicas::flaps(lives) {
+        // No probe was made (no replica ran long enough): nothing to say.
+        Ok(None) => {}
+        Ok(Some((0, slowest))) => out.push(fill(
+            "finding_no_flaps",
+            &[(
+                "slowest",
+                &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
+            )],
+        )),
+        Ok(Some((flaps, _))) => out.push(fill("finding_flaps", &[("flaps", &flaps)])),
+        Err(a) => out.push(common::unmeasured_finding("Readiness under load", &a)),
+    }
     out
 }
 

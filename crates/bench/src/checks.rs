@@ -12,6 +12,7 @@
 //! fails with "not measurable for KIND: why": it never passes and never reads zeros.
 
 pub use crate::error::CheckError;
+use model::metric::{self, MetricKind};
 use model::{CaseResult, CheckResult, Collector, ErrorKind, LoadSummary};
 use std::fmt;
 
@@ -102,15 +103,9 @@ impl fmt::Display for Op {
     }
 }
 
-/// How a metric's value is printed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Count,
-    Fraction,
-    Micros,
-    Millis,
-    PerSec,
-}
+/// How a metric's value is read and printed: the load metrics' vocabulary, shared with gates
+/// (`model::metric`).
+type Kind = MetricKind;
 
 impl Check {
     /// Parses `subject.metric OP value` and checks that the metric exists for its subject; the
@@ -341,96 +336,31 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
 
 /// Metrics that cannot be summed over loads.
 fn single_load_only(metric: &str) -> bool {
-    matches!(metric, "mean" | "max" | "late_max")
-        || (metric.starts_with('p') && percentile(metric).is_ok())
+    metric::single_load_only(metric)
 }
 
 /// The status code of `status_CODE`.
 fn status_code(m: &str) -> Result<u16, CheckError> {
-    m["status_".len()..]
-        .parse::<u16>()
-        .ok()
-        .filter(|c| (100..=599).contains(c))
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': the status must be a code from 100 to 599, e.g. status_503"
-            ))
-        })
+    Ok(metric::status_code(m)?)
 }
 
 /// The error kind of `error_KIND`.
 fn error_kind(m: &str) -> Result<ErrorKind, CheckError> {
-    let name = &m["error_".len()..];
-    ErrorKind::ALL
-        .iter()
-        .copied()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-            CheckError(format!(
-                "'{m}': unknown error kind '{name}' ({})",
-                known.join(", ")
-            ))
-        })
+    Ok(metric::error_kind(m)?)
 }
 
 /// The percentile of `pNN` (0 < NN <= 100).
 fn percentile(m: &str) -> Result<f64, CheckError> {
-    m[1..]
-        .parse::<f64>()
-        .ok()
-        .filter(|p| *p > 0.0 && *p <= 100.0)
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': a percentile is p followed by a number up to 100, e.g. p99.9"
-            ))
-        })
+    Ok(metric::percentile(m)?)
 }
 
 fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, CheckError> {
-    let bad = |why: &str| CheckError(format!("check '{whole}': value '{s}' {why}"));
-    if let Some(p) = s.strip_suffix('%') {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 100.0);
-    }
-    if let Some(p) = s.strip_suffix("ppm") {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 1e6);
-    }
-    match kind {
-        Kind::Micros => {
-            if let Ok(v) = s.parse::<f64>() {
-                return Ok(v);
-            }
-            units::parse_duration(s)
-                .map(|d| d.as_secs_f64() * 1e6)
-                .map_err(|e| bad(&format!("is not a duration ({e})")))
-        }
-        Kind::PerSec => units::parse_rate(s).map_err(|e| bad(&e.to_string())),
-        _ => s.parse::<f64>().map_err(|_| bad("is not a number")),
-    }
+    metric::parse_value(s, kind)
+        .map_err(|e| CheckError(format!("check '{whole}': value '{}' {e}", s.trim())))
 }
 
 fn show(v: f64, kind: Kind) -> String {
-    match kind {
-        Kind::Count => {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.3}")
-            }
-        }
-        Kind::Fraction => {
-            if v != 0.0 && v.abs() < 0.001 {
-                format!("{:.1} ppm", v * 1e6)
-            } else {
-                format!("{:.3}%", v * 100.0)
-            }
-        }
-        Kind::Micros => units::fmt_us(v),
-        Kind::Millis => format!("{v:.1}ms"),
-        Kind::PerSec => format!("{v:.2}/s"),
-    }
+    metric::show(v, kind)
 }
 
 fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, CheckError> {
@@ -511,88 +441,9 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     }
 }
 
-fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, CheckError> {
-    let sum = |f: &dyn Fn(&LoadSummary) -> u64| ls.iter().map(|l| f(l)).sum::<u64>() as f64;
-    let attempts = sum(&|l| l.attempts());
-    // A load that never sent has no failures, statuses or rate to count: its zeros would pass
-    // `failures == 0`. Only its attempts (none) are a fact about it.
-    if attempts == 0.0 && metric != "attempts" {
-        return Err("no request was attempted".into());
-    }
-    let elapsed = ls.iter().map(|l| l.elapsed_s).fold(0.0, f64::max);
-    let single = || -> Result<&LoadSummary, CheckError> {
-        match ls {
-            [one] => Ok(one),
-            _ => Err(CheckError(format!(
-                "'{metric}' needs a single load, not 'all'"
-            ))),
-        }
-    };
-    let answered = |what: &str| -> Result<(), CheckError> {
-        if sum(&|l| l.requests) == 0.0 {
-            Err(CheckError(format!(
-                "no response was received, so there is no {what}"
-            )))
-        } else {
-            Ok(())
-        }
-    };
-    Ok(match metric {
-        "requests" => sum(&|l| l.requests),
-        "attempts" => attempts,
-        "failures" => sum(&|l| l.failures()),
-        "errors" => sum(&|l| l.error_total()),
-        "non_2xx" => sum(&|l| l.non_2xx_3xx()),
-        "failure_rate" | "success_ratio" => {
-            let f = sum(&|l| l.failures()) / attempts;
-            if metric == "failure_rate" {
-                f
-            } else {
-                1.0 - f
-            }
-        }
-        "rps" => sum(&|l| l.requests) / elapsed.max(1e-9),
-        "throughput" => (sum(&|l| l.requests) - sum(&|l| l.non_2xx_3xx())) / elapsed.max(1e-9),
-        "late_sends" | "late_max" => {
-            let schedules: Vec<_> = ls.iter().filter_map(|l| l.schedule.as_ref()).collect();
-            if schedules.is_empty() {
-                return Err(CheckError(format!(
-                    "'{metric}' is kept only for open-loop loads (with a rate)"
-                )));
-            }
-            if metric == "late_sends" {
-                schedules.iter().map(|s| s.late).sum::<u64>() as f64
-            } else {
-                single()?;
-                schedules[0].late_max_us as f64
-            }
-        }
-        "mean" => {
-            answered("latency")?;
-            single()?.latency.mean_us
-        }
-        "max" => {
-            answered("latency")?;
-            single()?.latency.max_us as f64
-        }
-        m if m.starts_with("status_") => {
-            let code = status_code(m)?;
-            sum(&|l| l.status.get(&code).copied().unwrap_or(0))
-        }
-        m if m.starts_with("error_") => {
-            let kind = error_kind(m)?;
-            sum(&|l| l.errors.get(&kind).copied().unwrap_or(0))
-        }
-        m if m.starts_with('p') => {
-            let p = percentile(m)?;
-            answered("latency")?;
-            let l = single()?;
-            l.latency
-                .percentile(p)
-                .ok_or_else(|| format!("percentile {p} was not recorded"))? as f64
-        }
-        other => return Err(CheckError(format!("'{other}' is not a load metric"))),
-    })
+/// A load metric's value, as gates read it too (`model::metric`).
+fn load_metric(ls: &[&LoadSummary], m: &str) -> Result<f64, CheckError> {
+    Ok(metric::load_metric(ls, m)?)
 }
 
 fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {

@@ -85,6 +85,7 @@ fn write_results_creates_every_file() {
         "series.csv",
         "env.json",
         "report.md",
+        "report.html",
     ] {
         let p = dir.path().join(f);
         assert!(
@@ -208,11 +209,17 @@ fn rebuild_gives_a_byte_identical_report() {
     let r = fixture::run();
     let dir = written(&r);
     let original = std::fs::read(dir.path().join("report.md")).unwrap();
+    let html = std::fs::read(dir.path().join("report.html")).unwrap();
     std::fs::remove_file(dir.path().join("report.md")).unwrap();
+    std::fs::remove_file(dir.path().join("report.html")).unwrap();
     std::fs::remove_dir_all(dir.path().join("charts")).unwrap();
     report::rebuild(dir.path()).unwrap();
     let rebuilt = std::fs::read(dir.path().join("report.md")).unwrap();
     assert!(original == rebuilt, "rebuilt report.md differs");
+    assert!(
+        html == std::fs::read(dir.path().join("report.html")).unwrap(),
+        "rebuilt report.html differs"
+    );
     for png in linked_charts(&String::from_utf8(rebuilt).unwrap()) {
         check_png(&dir.path().join("charts").join(png));
     }

@@ -13,7 +13,7 @@
 
 pub use crate::error::CheckError;
 use model::metric::{self, MetricKind};
-use model::{CaseResult, CheckResult, Collector, ErrorKind, LoadSummary};
+use model::{CaseResult, CheckResult, Collector, LoadSummary};
 use std::fmt;
 
 /// The subject of the proxy under test, whatever its kind.
@@ -239,26 +239,11 @@ pub enum SubjectKind {
     Cluster,
 }
 
-/// Every metric the parser accepts, by subject, with how its value is printed. `status_CODE`,
-/// `error_KIND` and `pNN` stand for families (`status_503`, `error_read_reset`, `p99.9`).
-/// Validation, the error messages and the no-data tests all read this one list.
+/// Every metric the parser accepts of the subjects other than loads, with how its value is
+/// printed (a load's are [`model::metric::LOAD`], which compare's gates read too). `status_CODE`
+/// stands for a family (`status_503`). Validation, the error messages and the no-data tests read
+/// these two lists.
 const METRICS: &[(SubjectKind, &str, Kind)] = &[
-    (SubjectKind::Load, "requests", Kind::Count),
-    (SubjectKind::Load, "attempts", Kind::Count),
-    (SubjectKind::Load, "rps", Kind::PerSec),
-    (SubjectKind::Load, "throughput", Kind::PerSec),
-    (SubjectKind::Load, "failures", Kind::Count),
-    (SubjectKind::Load, "failure_rate", Kind::Fraction),
-    (SubjectKind::Load, "success_ratio", Kind::Fraction),
-    (SubjectKind::Load, "errors", Kind::Count),
-    (SubjectKind::Load, "error_KIND", Kind::Count),
-    (SubjectKind::Load, "non_2xx", Kind::Count),
-    (SubjectKind::Load, "status_CODE", Kind::Count),
-    (SubjectKind::Load, "late_sends", Kind::Count),
-    (SubjectKind::Load, "pNN", Kind::Micros),
-    (SubjectKind::Load, "mean", Kind::Micros),
-    (SubjectKind::Load, "max", Kind::Micros),
-    (SubjectKind::Load, "late_max", Kind::Micros),
     (SubjectKind::Backends, "requests", Kind::Count),
     (SubjectKind::Backends, "count", Kind::Count),
     (SubjectKind::Backends, "spread", Kind::Fraction),
@@ -297,6 +282,9 @@ pub fn subject_kind(subject: &str) -> SubjectKind {
 /// Every metric the parser accepts for a kind of subject, families in their pattern form
 /// (`status_CODE`), in the order the error messages list them.
 pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
+    if kind == SubjectKind::Load {
+        return metric::LOAD.iter().map(|(m, _)| *m).collect();
+    }
     METRICS
         .iter()
         .filter(|(k, _, _)| *k == kind)
@@ -307,16 +295,13 @@ pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
 /// How `subject.metric` is printed, or why that metric does not exist for that subject.
 fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
     let sk = subject_kind(subject);
-    let has = |family: &str| METRICS.iter().any(|(k, m, _)| *k == sk && *m == family);
-    let family = if metric.starts_with("status_") && has("status_CODE") {
+    if sk == SubjectKind::Load {
+        return Ok(metric::load_metric_kind(metric, Some(subject))?);
+    }
+    // `backends` and `proxy` count statuses; no other family applies to them.
+    let family = if metric.starts_with("status_") {
         status_code(metric)?;
         "status_CODE"
-    } else if metric.starts_with("error_") && has("error_KIND") {
-        error_kind(metric)?;
-        "error_KIND"
-    } else if metric.starts_with('p') && metric.len() > 1 && has("pNN") {
-        percentile(metric)?;
-        "pNN"
     } else {
         metric
     };
@@ -326,32 +311,12 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
             metric_names(sk).join(", ")
         )));
     };
-    if subject == "all" && single_load_only(metric) {
-        return Err(CheckError(format!(
-            "'{metric}' is a metric of one load; name the load instead of 'all'"
-        )));
-    }
     Ok(*kind)
-}
-
-/// Metrics that cannot be summed over loads.
-fn single_load_only(metric: &str) -> bool {
-    metric::single_load_only(metric)
 }
 
 /// The status code of `status_CODE`.
 fn status_code(m: &str) -> Result<u16, CheckError> {
     Ok(metric::status_code(m)?)
-}
-
-/// The error kind of `error_KIND`.
-fn error_kind(m: &str) -> Result<ErrorKind, CheckError> {
-    Ok(metric::error_kind(m)?)
-}
-
-/// The percentile of `pNN` (0 < NN <= 100).
-fn percentile(m: &str) -> Result<f64, CheckError> {
-    Ok(metric::percentile(m)?)
 }
 
 fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, CheckError> {
@@ -561,7 +526,9 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::{BackendCounters, Latency, LoadMode, Percentile, RateStats, ReloadRecord};
+    use model::{
+        BackendCounters, ErrorKind, Latency, LoadMode, Percentile, RateStats, ReloadRecord,
+    };
     use std::collections::BTreeMap;
 
     fn load(name: &str, ok: u64, e503: u64, resets: u64) -> LoadSummary {
@@ -913,7 +880,10 @@ mod tests {
                     let text = format!("{subject}.{metric} >= {subject}.{metric}");
                     let Ok(check) = Check::parse(&text) else {
                         // `all` refuses the metrics of one load, at parse.
-                        assert!(*subject == "all" && single_load_only(&metric), "{text}");
+                        assert!(
+                            *subject == "all" && metric::single_load_only(&metric),
+                            "{text}"
+                        );
                         continue;
                     };
                     seen += 1;
@@ -934,7 +904,11 @@ mod tests {
             }
         }
         // Each metric once, plus `all` for the 12 summable load metrics and the 7 of `nginx`.
-        assert_eq!(seen, METRICS.len() + 12 + 7, "every metric was tried");
+        assert_eq!(
+            seen,
+            METRICS.len() + metric::LOAD.len() + 12 + 7,
+            "every metric was tried"
+        );
     }
 
     /// `nginx.*`, written before the proxy could be any kind, reads the same data as `proxy.*`

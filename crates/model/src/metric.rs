@@ -41,41 +41,64 @@ pub enum MetricKind {
     PerSec,
 }
 
-/// The metrics every load (or `all`, every load summed) offers, for error messages.
-pub const LOAD_METRICS: &str = "requests, attempts, rps, throughput, failures, failure_rate, \
-    success_ratio, errors, error_KIND, non_2xx, status_CODE, late_sends, and for one load \
-    p50..p99.999, mean, max, late_max";
+/// Every metric a load (or `all`, every load summed) offers, with how its value reads: the one
+/// list that scenario checks and compare gates share. `status_CODE`, `error_KIND` and `pNN`
+/// stand for families (`status_503`, `error_read_reset`, `p99.9`).
+pub const LOAD: &[(&str, MetricKind)] = &[
+    ("requests", MetricKind::Count),
+    ("attempts", MetricKind::Count),
+    ("rps", MetricKind::PerSec),
+    ("throughput", MetricKind::PerSec),
+    ("failures", MetricKind::Count),
+    ("failure_rate", MetricKind::Fraction),
+    ("success_ratio", MetricKind::Fraction),
+    ("errors", MetricKind::Count),
+    ("error_KIND", MetricKind::Count),
+    ("non_2xx", MetricKind::Count),
+    ("status_CODE", MetricKind::Count),
+    ("late_sends", MetricKind::Count),
+    ("pNN", MetricKind::Micros),
+    ("mean", MetricKind::Micros),
+    ("max", MetricKind::Micros),
+    ("late_max", MetricKind::Micros),
+];
+
+/// The family `metric` belongs to in [`LOAD`] (`status_503` is `status_CODE`), checking the
+/// family's argument; the name itself for plain metrics.
+pub fn family(metric: &str) -> Result<&str, MetricError> {
+    Ok(if metric.starts_with("status_") {
+        status_code(metric)?;
+        "status_CODE"
+    } else if metric.starts_with("error_") {
+        error_kind(metric)?;
+        "error_KIND"
+    } else if metric.starts_with('p') && metric.len() > 1 && metric != "p" {
+        percentile(metric)?;
+        "pNN"
+    } else {
+        metric
+    })
+}
 
 /// The kind of load metric `metric` asked of `subject` (a load's name, `all` for every load
 /// summed, or none), or why no load has it. Metrics of one load's distribution (percentiles,
 /// `mean`, `max`, `late_max`) cannot be asked of `all`.
 pub fn load_metric_kind(metric: &str, subject: Option<&str>) -> Result<MetricKind, MetricError> {
     let of = subject.map_or(String::new(), |s| format!(" for '{s}'"));
-    let kind = match metric {
-        "requests" | "attempts" | "failures" | "errors" | "non_2xx" | "late_sends" => {
-            MetricKind::Count
-        }
-        "failure_rate" | "success_ratio" => MetricKind::Fraction,
-        "rps" | "throughput" => MetricKind::PerSec,
-        "mean" | "max" | "late_max" => MetricKind::Micros,
-        m if m.starts_with("status_") => status_code(m).map(|_| MetricKind::Count)?,
-        m if m.starts_with("error_") => error_kind(m).map(|_| MetricKind::Count)?,
-        m if m.starts_with('p') && m.len() > 1 => {
-            percentile(m)?;
-            MetricKind::Micros
-        }
-        _ => {
-            return Err(MetricError(format!(
-                "unknown metric '{metric}'{of} ({LOAD_METRICS})"
-            )))
-        }
+    let family = family(metric)?;
+    let Some((_, kind)) = LOAD.iter().find(|(m, _)| *m == family) else {
+        let names: Vec<&str> = LOAD.iter().map(|(m, _)| *m).collect();
+        return Err(MetricError(format!(
+            "unknown metric '{metric}'{of} ({})",
+            names.join(", ")
+        )));
     };
     if subject == Some("all") && single_load_only(metric) {
         return Err(MetricError(format!(
             "'{metric}' is a metric of one load; name the load instead of 'all'"
         )));
     }
-    Ok(kind)
+    Ok(*kind)
 }
 
 /// Metrics of one load's distribution, which cannot be summed over loads.

@@ -8,7 +8,7 @@
 //! order. What the analyses need of the machine was recorded when the run happened
 //! ([`model::Env::sysctls`], [`model::CaseResult::time_wait`]).
 
-use crate::analysis::{self, Records};
+use crate::analysis::{self, Analysis, Records};
 use crate::record::{self, RecordError};
 use crate::scenario::{Case, Scenario};
 use model::{CaseResult, CheckResult, Env, RunResults};
@@ -50,6 +50,13 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
     let rec = record::read_record(dir)?;
     let scn = record::read_scenario(dir, &rec)?;
     let aborted = rec.aborted_case.clone();
+    let named = match &scn.analysis {
+        None => None,
+        Some(name) => Some(analysis::find(name).ok_or_else(|| RecordError::Scenario {
+            path: dir.join(record::SCENARIO_TOML),
+            msg: format!("unknown analysis '{name}'"),
+        })?),
+    };
     let mut results = rec.run;
     // Whatever analysed fields the file holds, the analysis starts from the measurements alone;
     // what the runner itself recorded about the run (a namespace kept or left behind) stays,
@@ -69,13 +76,13 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
                 msg: format!("no case '{}', which the record holds", result.name),
             })?;
         let records = record::read_requests(dir, result)?;
-        let case_checks = analyse_case(&scn, case, &records, env, result)?;
+        let case_checks = analyse_case(&scn, named, case, &records, env, result)?;
         // A case cut short by a failure keeps its tables, but not its checks.
         if aborted.as_deref() != Some(result.name.as_str()) {
             checks.extend(case_checks);
         }
     }
-    if let Some(a) = &scn.analysis {
+    if let Some(a) = named {
         catch_unwind(AssertUnwindSafe(|| a.finish(&scn, &mut results))).map_err(|p| {
             AnalyseError::Panicked {
                 analysis: a.name(),
@@ -100,6 +107,7 @@ pub fn analyse_dir(dir: &Path) -> Result<RunResults, AnalyseError> {
 /// Findings the runner recorded (a teardown failure) stay after the analysis's own.
 fn analyse_case(
     scn: &Scenario,
+    named: Option<&dyn Analysis>,
     case: &Case,
     records: &Records,
     env: &Env,
@@ -124,7 +132,7 @@ fn analyse_case(
         .collect();
     let kind = env.proxy_kind.as_deref();
     let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(result, kind)).collect();
-    if let Some(a) = &scn.analysis {
+    if let Some(a) = named {
         let input = analysis::CaseInput {
             scenario: scn,
             case,

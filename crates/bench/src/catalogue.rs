@@ -1,6 +1,7 @@
 //! The built-in scenarios, embedded from `scenarios/*.toml` so the binary carries them.
 
 use crate::layers::Source;
+use crate::scenario::{ParseOptions, Scenario};
 
 /// (name, file text) of every built-in scenario, in the order `proxybench scenarios` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -35,8 +36,9 @@ pub fn builtin(name: &str) -> Option<Source> {
         })
 }
 
-/// Name and description of every built-in scenario.
-pub fn list() -> Vec<(String, String)> {
+/// Name and description of every built-in scenario, each parsed with `opts` (which name the
+/// analyses the catalogue's scenarios may use).
+pub fn list(opts: &ParseOptions) -> Vec<(String, String)> {
     BUILTIN
         .iter()
         .map(|(n, t)| {
@@ -44,7 +46,7 @@ pub fn list() -> Vec<(String, String)> {
                 file: format!("<builtin>/{n}.toml"),
                 text: (*t).to_string(),
             };
-            let desc = crate::scenario::Scenario::parse(&src, false)
+            let desc = Scenario::parse_with(&src, false, opts)
                 .map(|s| s.description)
                 .unwrap_or_else(|e| format!("(does not parse: {e})"));
             (n.to_string(), desc)
@@ -61,7 +63,7 @@ mod tests {
         for (name, _) in BUILTIN {
             let src = builtin(name).unwrap();
             for quick in [false, true] {
-                let s = crate::scenario::Scenario::parse(&src, quick)
+                let s = Scenario::parse_with(&src, quick, &crate::analysis::parse_options())
                     .unwrap_or_else(|e| panic!("{name} (quick={quick}): {e}"));
                 assert_eq!(&s.name, name);
                 assert!(!s.description.is_empty());
@@ -72,13 +74,13 @@ mod tests {
     /// The same files run on both platforms: each parses with `--platform kubernetes` too.
     #[test]
     fn every_builtin_parses_on_kubernetes() {
-        use crate::scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
+        use crate::scenario::{PlatformKind, PlatformOverride};
         let opts = ParseOptions {
             platform: PlatformOverride {
                 kind: Some(PlatformKind::Kubernetes),
                 ..PlatformOverride::default()
             },
-            skip_file_checks: false,
+            ..crate::analysis::parse_options()
         };
         for (name, _) in BUILTIN {
             let src = builtin(name).unwrap();

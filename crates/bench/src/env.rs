@@ -37,9 +37,22 @@ pub fn capture(kind: Option<&str>, proxy_v: String) -> Env {
             .unwrap_or(1),
         os,
         sysctls: sysctls(),
-        coarse_clock_us: Some(crate::theory::limit_req::coarse_clock_tick_us()),
+        coarse_clock_us: Some(coarse_clock_tick_us()),
         platform: None,
     }
+}
+
+/// The resolution of CLOCK_MONOTONIC_COARSE in microseconds (1000 if unknown): the clock nginx
+/// caches once per event-loop turn, which limit_req reads;
+/// recorded in [`Env::coarse_clock_us`] so the analyses never read it themselves.
+pub fn coarse_clock_tick_us() -> u64 {
+    let ts = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+    if ts.tv_sec < 0 || ts.tv_nsec < 0 {
+        // Not a resolution: treat it as unknown.
+        return 1000;
+    }
+    let us = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+    us.clamp(1, 100_000)
 }
 
 /// The kernel settings the analyses explain results with ([`Env::sysctls`]).
@@ -118,5 +131,7 @@ mod tests {
         assert!(!e.kernel.is_empty());
         assert_eq!(e.proxy, "nginx version: nginx/1.22.1");
         assert_eq!(e.proxy_kind.as_deref(), Some("nginx"));
+        let tick = e.coarse_clock_us.unwrap();
+        assert!((1..=100_000).contains(&tick), "{tick}");
     }
 }

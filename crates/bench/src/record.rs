@@ -251,7 +251,7 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RecordError> {
 fn parse_options(rec: &RunRecord) -> Result<ParseOptions, String> {
     let mut opts = ParseOptions {
         skip_file_checks: true,
-        ..ParseOptions::default()
+        ..crate::analysis::parse_options()
     };
     if let Some(p) = &rec.run.env.platform {
         let kind = PlatformKind::parse(&p.kind).ok_or_else(|| {
@@ -295,7 +295,7 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
                 "the record ran proxy kind '{name}', which this proxybench does not know"
             ))
         })?;
-        scn = crate::runner::with_proxy_kind(&scn, kind);
+        scn = scn.with_proxy_kind(kind);
     }
     Ok(scn)
 }

@@ -88,7 +88,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let overridden;
     let scn = match target.proxy {
         Some(kind) => {
-            overridden = with_proxy_kind(scn, kind);
+            overridden = scn.with_proxy_kind(kind);
             &overridden
         }
         None => scn,
@@ -209,18 +209,6 @@ pub fn check(scn: &Scenario) -> Result<(), RunError> {
         return Err(e);
     }
     Ok(())
-}
-
-/// `scn` with every proxy config (each case's `[proxy]` and its `[configs.*]` alternatives) set
-/// to `kind`: what `--proxy KIND` runs, and what `analyse` re-parses a record of such a run into.
-pub fn with_proxy_kind(scn: &Scenario, kind: ProxyKind) -> Scenario {
-    let mut out = scn.clone();
-    for case in &mut out.cases {
-        for cfg in case.proxy.iter_mut().chain(case.configs.values_mut()) {
-            cfg.kind = kind;
-        }
-    }
-    out
 }
 
 /// The record of a run about to start: the scenario, the machine, no case yet.

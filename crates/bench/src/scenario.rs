@@ -59,8 +59,9 @@ pub struct Scenario {
     pub name: String,
     /// One-line description.
     pub description: String,
-    /// Built-in analysis that turns measurements into theory checks (catalogue scenarios).
-    pub analysis: Option<AnalysisRef>,
+    /// The built-in analysis that turns measurements into theory checks (catalogue scenarios),
+    /// by name: one of [`ParseOptions::analyses`], checked when the file was parsed.
+    pub analysis: Option<String>,
     /// The cases, in the order they run.
     pub cases: Vec<Case>,
     /// Whether the quick layers were applied.
@@ -260,6 +261,9 @@ pub struct ParseOptions {
     /// Don't require the manifests that `apply` and `delete` name to exist: a recorded run is
     /// analysed where its manifests may no longer be.
     pub skip_file_checks: bool,
+    /// The analyses a scenario may name with `analysis = "NAME"` (the analysis registry's
+    /// names); any other name is an error at its line. Empty: a scenario may name none.
+    pub analyses: Vec<&'static str>,
 }
 
 /// `[platform]` as written, with the spans of its values for errors.
@@ -654,23 +658,6 @@ fn workload(action: &str, s: &str, scalable: bool) -> Result<(), String> {
         ));
     }
     dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))
-}
-
-/// The analysis a scenario named, found in the registry when the file was parsed.
-#[derive(Clone, Copy)]
-pub struct AnalysisRef(pub &'static dyn crate::analysis::Analysis);
-
-impl std::fmt::Debug for AnalysisRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AnalysisRef({:?})", self.0.name())
-    }
-}
-
-impl std::ops::Deref for AnalysisRef {
-    type Target = dyn crate::analysis::Analysis;
-    fn deref(&self) -> &Self::Target {
-        self.0
-    }
 }
 
 /// One case: a complete stack and what happens to it.
@@ -1643,20 +1630,20 @@ impl Scenario {
             cases.push(case);
         }
         let (name, description, analysis) = meta.expect("at least one case is always built");
-        let analysis = match &analysis {
+        let analysis = match analysis {
             None => None,
-            Some(a) => Some(AnalysisRef(crate::analysis::find(a.get_ref()).ok_or_else(
-                || {
-                    src.error(
-                        Some(a.span()),
-                        format!(
-                            "unknown analysis '{}' (known: {})",
-                            a.get_ref(),
-                            crate::analysis::names().join(", ")
-                        ),
-                    )
-                },
-            )?)),
+            Some(a) if opts.analyses.contains(&a.get_ref().as_str()) => Some(a.into_inner()),
+            Some(a) => {
+                let known = if opts.analyses.is_empty() {
+                    "none".to_string()
+                } else {
+                    opts.analyses.join(", ")
+                };
+                return Err(src.error(
+                    Some(a.span()),
+                    format!("unknown analysis '{}' (known: {known})", a.get_ref()),
+                ));
+            }
         };
         let name_ok = !name.get_ref().is_empty()
             && !name.get_ref().chars().all(|c| c == '.')
@@ -1683,6 +1670,21 @@ impl Scenario {
             source: src.text.clone(),
             platform,
         })
+    }
+}
+
+impl Scenario {
+    /// This scenario with every proxy config (each case's `[proxy]` and its `[configs.*]`
+    /// alternatives) set to `kind`: what `--proxy KIND` runs, and what `analyse` re-parses a
+    /// record of such a run into.
+    pub fn with_proxy_kind(&self, kind: proxy::ProxyKind) -> Scenario {
+        let mut out = self.clone();
+        for case in &mut out.cases {
+            for cfg in case.proxy.iter_mut().chain(case.configs.values_mut()) {
+                cfg.kind = kind;
+            }
+        }
+        out
     }
 }
 

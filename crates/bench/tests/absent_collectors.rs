@@ -254,7 +254,7 @@ fn report(name: &str, shape: Shape, seed: u64) -> (String, RunResults) {
     let src = catalogue::builtin(name).unwrap();
     let mut opts = ParseOptions {
         skip_file_checks: true,
-        ..Default::default()
+        ..proxybench_bench::analysis::parse_options()
     };
     if shape == Shape::Kubernetes {
         opts.platform.kind = Some(PlatformKind::Kubernetes);

@@ -84,7 +84,8 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
         file: "kinds.toml".into(),
         text: SCENARIO.into(),
     };
-    let scn = Scenario::parse(&src, false).unwrap();
+    let scn =
+        Scenario::parse_with(&src, false, &proxybench_bench::analysis::parse_options()).unwrap();
     let mut case = CaseResult {
         name: scn.cases[0].name.clone(),
         elapsed_s: 2.0,

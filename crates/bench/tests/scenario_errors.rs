@@ -611,7 +611,7 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
 fn the_command_line_platform_overrides_the_file() {
     let over = |o: PlatformOverride| ParseOptions {
         platform: o,
-        skip_file_checks: false,
+        ..ParseOptions::default()
     };
     let src = |text: String| Source {
         file: "t.toml".into(),

@@ -85,7 +85,7 @@ pub fn run_each(
     junit: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
     for &k in kinds {
-        bench::runner::check(&bench::runner::with_proxy_kind(scn, k))?;
+        bench::runner::check(&scn.with_proxy_kind(k))?;
     }
     let root = bench::runner::results_dir(scn, opts)?;
     let mut outcomes: Vec<(ProxyKind, Result<model::RunResults, String>, u8)> = Vec::new();

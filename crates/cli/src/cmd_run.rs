@@ -157,7 +157,7 @@ fn load_scenario(arg: &str, quick: bool, opts: &ParseOptions) -> Result<Scenario
         None => {
             let path = PathBuf::from(arg);
             if !path.exists() {
-                let names: Vec<String> = bench::catalogue::list()
+                let names: Vec<String> = bench::catalogue::list(&bench::analysis::parse_options())
                     .into_iter()
                     .map(|(n, _)| n)
                     .collect();
@@ -187,6 +187,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let parse_opts = ParseOptions {
         platform: flags.clone(),
         skip_file_checks: false,
+        ..bench::analysis::parse_options()
     };
     let mut scn = load_scenario(&a.scenario, a.quick, &parse_opts)?;
     if scn.platform.kind == PlatformKind::Local {
@@ -354,7 +355,7 @@ fn select_cases(scn: &mut Scenario, names: &[String]) -> Result<(), CliError> {
 
 /// Runs `proxybench scenarios`: one line per built-in scenario.
 pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
-    let list = bench::catalogue::list();
+    let list = bench::catalogue::list(&bench::analysis::parse_options());
     let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     for (name, desc) in list {
         println!("{name:width$}  {desc}");

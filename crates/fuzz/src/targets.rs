@@ -752,9 +752,10 @@ impl Target for Scenario {
         };
         // Lines as an editor numbers them: a final line break does not open a new line.
         let lines = src.text.lines().count().max(1);
+        let opts = bench::analysis::parse_options();
         let mut outcome = Vec::new();
         for quick in [false, true] {
-            match bench::scenario::Scenario::parse(&src, quick) {
+            match bench::scenario::Scenario::parse_with(&src, quick, &opts) {
                 Ok(s) => outcome.push((0, s.cases.len().min(4), String::new())),
                 Err(e) => {
                     let shown = e.to_string();

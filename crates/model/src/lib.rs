@@ -11,11 +11,13 @@ pub mod load;
 pub mod measured;
 pub mod metric;
 pub mod records;
+pub mod reloads;
 pub mod run;
 pub mod table;
 
 pub use load::*;
 pub use measured::*;
+pub use reloads::ReloadStats;
 pub use run::*;
 pub use table::*;
 

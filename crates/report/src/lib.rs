@@ -16,13 +16,11 @@ mod hdr;
 pub mod html;
 pub mod junit;
 mod markdown;
-mod reloads;
 mod terminal;
 pub mod text;
 
 pub use compare::{compare_gated, render_compare, Compared};
 pub use error::Error;
-pub use reloads::ReloadStats;
 pub use terminal::summary_text;
 
 use model::RunResults;

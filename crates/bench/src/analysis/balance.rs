@@ -802,7 +802,7 @@ mod tests {
 
     fn scenario() -> Scenario {
         let src = crate::catalogue::builtin("load-balancing").unwrap();
-        Scenario::parse(&src, true).unwrap()
+        Scenario::parse_with(&src, true, &crate::analysis::parse_options()).unwrap()
     }
 
     fn result(requests: [u64; 2]) -> CaseResult {

@@ -240,7 +240,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let Some(g) = Growth::of(spec, c) else {
             continue;
         };
-        let r = report::ReloadStats::of(&c.reloads);
+        let r = model::ReloadStats::of(&c.reloads);
         let ok = g.ok_steps();
         let ttr: Vec<f64> = ok.iter().filter_map(|s| s.ttr_ms).collect();
         let never = ok.iter().filter(|s| s.probed && s.ttr_ms.is_none()).count();
@@ -497,7 +497,7 @@ fn findings(
 ) -> Vec<String> {
     let mut out = Vec::new();
     let ok = g.ok_steps();
-    let r = report::ReloadStats::of(&result.reloads);
+    let r = model::ReloadStats::of(&result.reloads);
     out.push(format!(
         "Grew {} from {} to {} in {} steps of {}{}: {} reloads, {} failed, average {} ms from the reload signal to the new config served.",
         g.noun(),
@@ -639,7 +639,7 @@ mod tests {
             file: "s.toml".into(),
             text,
         };
-        Scenario::parse(&src, false).unwrap()
+        Scenario::parse_with(&src, false, &crate::analysis::parse_options()).unwrap()
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Built-in analyses: scenario-specific theory that turns a case's measurements into predicted vs
-//! measured tables and checks. A scenario names its analysis with `analysis = "NAME"`; the name
-//! is looked up once, at parse time, in [`ALL`], and the run holds the [`Analysis`] itself.
+//! measured tables and checks. A scenario names its analysis with `analysis = "NAME"`; the parser
+//! checks the name against [`names`] (given through [`parse_options`]), and the analyse stage
+//! finds the [`Analysis`] of that name in [`ALL`].
 //!
 //! An analysis is a pure function of what the run recorded: the case's measurements, its
 //! per-request records and the scenario that was run. It reads nothing from the machine it runs
@@ -13,7 +14,7 @@ mod growth;
 mod overhead;
 mod zero_downtime;
 
-use crate::scenario::{Case, Scenario};
+use crate::scenario::{Case, ParseOptions, Scenario};
 use model::{CaseResult, CheckResult, RequestRecord, RunResults};
 use std::collections::BTreeMap;
 
@@ -65,7 +66,16 @@ pub(crate) fn coarse_clock_us(env: &model::Env) -> u64 {
     env.coarse_clock_us.unwrap_or(1000)
 }
 
-/// The names scenarios may give, for error messages.
+/// The names scenarios may give.
 pub fn names() -> Vec<&'static str> {
     ALL.iter().map(|a| a.name()).collect()
+}
+
+/// Parse options that know every analysis of the registry by name, so that a scenario naming
+/// an unknown one is a `file:line` error wherever it is parsed (run, analyse, check, tests).
+pub fn parse_options() -> ParseOptions {
+    ParseOptions {
+        analyses: names(),
+        ..ParseOptions::default()
+    }
 }

@@ -1079,7 +1079,7 @@ mod tests {
     #[test]
     fn setups_and_styles_come_from_the_config() {
         let src = crate::catalogue::builtin("proxy-overhead").unwrap();
-        let scn = Scenario::parse(&src, true).unwrap();
+        let scn = Scenario::parse_with(&src, true, &crate::analysis::parse_options()).unwrap();
         let got: Vec<(String, Setup, bool)> = scn
             .cases
             .iter()

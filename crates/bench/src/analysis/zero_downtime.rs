@@ -414,7 +414,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn scenario() -> Scenario {
-        Scenario::parse(&catalogue::builtin("zero-downtime-scaling").unwrap(), true).unwrap()
+        Scenario::parse_with(
+            &catalogue::builtin("zero-downtime-scaling").unwrap(),
+            true,
+            &crate::analysis::parse_options(),
+        )
+        .unwrap()
     }
 
     /// A load of `n` answered requests, one per millisecond on connection 0, closed loop.

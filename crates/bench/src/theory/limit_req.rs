@@ -135,18 +135,6 @@ pub fn simulate(limit: Limit, arrivals_ms: &[u64]) -> Simulation {
     }
 }
 
-/// The resolution of CLOCK_MONOTONIC_COARSE in microseconds (1000 if unknown): the clock nginx
-/// caches once per event-loop turn, which limit_req reads.
-pub fn coarse_clock_tick_us() -> u64 {
-    let ts = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
-    if ts.tv_sec < 0 || ts.tv_nsec < 0 {
-        // Not a resolution: treat it as unknown.
-        return 1000;
-    }
-    let us = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
-    us.clamp(1, 100_000)
-}
-
 /// Simulates one arrival sequence (microseconds, any origin) as nginx would see it through a
 /// clock that advances every `tick_us`, at `phases` evenly spaced offsets of the tick boundary.
 /// Returns (fewest accepted, most accepted, the simulation at phase 0).
@@ -268,8 +256,6 @@ mod tests {
         let arr = even_arrivals_us(3.0, 180);
         let (lo, hi, _) = predict(Limit::queued(3.0, 0), &arr, 4000, 16);
         assert!(lo >= 118 && hi <= 122, "{lo}..{hi}");
-        let tick = coarse_clock_tick_us();
-        assert!((1..=100_000).contains(&tick));
     }
 
     #[test]

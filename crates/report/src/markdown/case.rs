@@ -4,7 +4,7 @@
 use super::{chart_line, load, logs};
 use crate::charts::plan::{Chart, Kind};
 use crate::fmt::{self, count, Table};
-use crate::reloads::ReloadStats;
+use model::ReloadStats;
 use model::{CaseResult, Collector, RunResults};
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -1,7 +1,7 @@
-//! Reload arithmetic shared by report.md and compare.md: the seed write-ups' table
+//! Reload arithmetic shared by report.md, compare.md and the analyses: the seed write-ups' table
 //! (Total | Total Errors | Ave Time (ms) | <= 500ms | <= 1000ms) plus old-worker exit times.
 
-use model::ReloadRecord;
+use crate::ReloadRecord;
 
 /// Aggregates over a case's reloads. Shares are of all reloads, so a reload that never served
 /// under its new config counts against the `<= 500ms` and `<= 1000ms` columns.

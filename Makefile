@@ -75,7 +75,7 @@ test: lint test-deps
 
 ## test-fast: the edit loop's tier: every crate's unit tests (--lib) plus the test binaries that
 ## need no nginx and no timing: the response codec over real loopback sockets (load: responses),
-## the scenario parser's errors and fuzz regressions (bench: scenario_errors, fuzz_regressions) and
+## the scenario parser's errors and fuzz regressions (scenario: scenario_errors, fuzz_regressions) and
 ## the results directory with its charts (report: results). No end-to-end scenario, no soak, no
 ## fuzz smoke, no lint. With a warm build it takes about 10 s; after an edit, rebuilding the
 ## changed crate and its dependents dominates. `make test` stays the whole suite.

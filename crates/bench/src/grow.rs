@@ -10,11 +10,11 @@
 //! tests do ([`NGF_POLL`]), so the time to ready is known to within one poll.
 
 use crate::error::StackError;
-use crate::scenario::{GrowSpec, GrowWhat};
 use crate::stack::Applied;
 use model::{Event, ReadyRecord, ReloadRecord};
 use proxy::config::{Listener, PathMatch, ProxyConfig, Route};
 use proxy::TlsFiles;
+use scenario::{GrowSpec, GrowWhat};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

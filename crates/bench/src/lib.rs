@@ -1,24 +1,17 @@
-//! Scenarios and the runner that plays them against a real proxy: the scenario file format
-//! ([`scenario`]), the stack a case stands up ([`stack`]), the runner ([`runner`]) that records
-//! a run ([`record`]), the collectors ([`procfs`]), the analyse stage ([`analyse`]) with its
-//! checks ([`checks`]), analyses ([`analysis`]) and the theory they check against ([`theory`]).
+//! The record stage: plays a scenario (parsed by the `scenario` crate) against a real proxy. The
+//! stack a case stands up ([`stack`], [`grow`]) on its platform ([`platform`]), the runner
+//! ([`runner`]) that records a run through the analysis crate's `record` module, the collectors
+//! ([`procfs`], [`env`]), where loads may connect ([`reach`]), and [`analyse::analyse_dir`], which
+//! analyses a results directory and writes its report.
 #![warn(missing_docs)]
 
 pub mod analyse;
-pub mod analysis;
-pub mod catalogue;
-pub mod checks;
 pub mod env;
 pub mod error;
 pub mod grow;
-pub mod layers;
-pub mod paths;
 pub mod platform;
 pub mod procfs;
 pub mod progress;
 pub mod reach;
-pub mod record;
 pub mod runner;
-pub mod scenario;
 pub mod stack;
-pub mod theory;

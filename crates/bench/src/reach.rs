@@ -2,24 +2,15 @@
 //! url names a host for the Host header and SNI; the connection itself always goes to the
 //! address the stack gave it (`--resolve`-style). A url whose host is an IP address, or that
 //! the load engine would parse to another host than the runner did, would connect somewhere
-//! else: the parser refuses the first ([`check_url_host`]), the runner refuses both before any
+//! else: the parser refuses the first ([`scenario::reach::check_url_host`]), the runner refuses both before any
 //! load starts ([`own_target`]).
 
-use crate::error::ReachError;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use scenario::ReachError;
+use std::net::{IpAddr, SocketAddr};
 
-/// The address every listener and backend of a run binds.
-pub const RUN_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-
-/// Parse-time check of a load's url: the host, as the load engine reads it, is a name or
-/// 127.0.0.1, and the url has no user info, so it can only reach this run's processes.
-pub fn check_url_host(url: &str) -> Result<(), ReachError> {
-    let u = load::target::Url::parse(url)?;
-    match u.host.parse::<IpAddr>() {
-        Ok(ip) if ip != RUN_IP => Err(ReachError::ForeignHost(ip)),
-        _ => Ok(()),
-    }
-}
+/// The address every listener and backend of a run binds (the scenario parser checks load urls
+/// against it, so it is defined there).
+pub use scenario::reach::RUN_IP;
 
 /// Where a load configured by `cfg` will connect, read the way the load engine reads it, if it
 /// can be known without DNS (an IP host or a matching resolve entry); `None` if DNS would decide.
@@ -151,22 +142,6 @@ mod tests {
             .contains("outside 127.0.0.0/8"));
     }
 
-    #[test]
-    fn parse_time_hosts() {
-        assert_eq!(check_url_host("http://cafe.example.com/"), Ok(()));
-        assert_eq!(check_url_host("https://127.0.0.1/x"), Ok(()));
-        assert_eq!(
-            check_url_host("http://10.1.2.3/").unwrap_err().to_string(),
-            "url host 10.1.2.3 is not this run's address: loads go to the run's own listeners \
-             and backends (on 127.0.0.1); write a name (sent as Host and SNI) or 127.0.0.1"
-        );
-        assert!(check_url_host("http://[::1]:80/").is_err());
-        assert!(check_url_host("http://u@cafe.example.com/")
-            .unwrap_err()
-            .to_string()
-            .contains("user info"));
-    }
-
     const ONE_LOAD: &str = r#"name = "reach"
 [[backends]]
 name = "b"
@@ -188,23 +163,12 @@ url = "{url}"
 requests = 5
 "#;
 
-    fn parse(url: &str) -> Result<crate::scenario::Scenario, crate::layers::ScenarioError> {
-        let src = crate::layers::Source {
+    fn parse(url: &str) -> Result<scenario::Scenario, scenario::layers::ScenarioError> {
+        let src = scenario::layers::Source {
             file: "reach.toml".into(),
             text: ONE_LOAD.replace("{url}", url),
         };
-        crate::scenario::Scenario::parse(&src, false)
-    }
-
-    #[test]
-    fn a_scenario_cannot_aim_a_load_at_another_address() {
-        assert!(parse("http://cafe.example.com/").is_ok());
-        assert_eq!(
-            parse("http://192.0.2.1:8080/").unwrap_err().to_string(),
-            "reach.toml:16: load 'l': url host 192.0.2.1 is not this run's address: loads go to \
-             the run's own listeners and backends (on 127.0.0.1); write a name (sent as Host and \
-             SNI) or 127.0.0.1"
-        );
+        scenario::Scenario::parse(&src, false)
     }
 
     #[test]

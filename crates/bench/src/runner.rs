@@ -1,17 +1,19 @@
 //! Plays a scenario: for each case, stand the stack up, start the loads, fire the actions on time,
 //! sample the processes every second, tear everything down, and record what was measured
-//! ([`crate::record`]); then analyse the record ([`crate::analyse`]) into the results directory.
+//! ([`analysis::record`]); then analyse the record ([`crate::analyse`]) into the results directory.
 //! A stop request (Ctrl-C) or a failure ends the run early and still records what was measured.
 
-use crate::analysis::Records;
 use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
-use crate::scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use crate::stack::StackSpec;
-use crate::{analyse, env, paths, record};
+use crate::{analyse, env};
+use analysis::analysis::Records;
+use analysis::record;
 use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
+use scenario::paths;
+use scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
@@ -80,7 +82,7 @@ pub struct Target {
     pub proxy: Option<ProxyKind>,
     /// Run on this platform instead of the scenario's `[platform]` (`--platform` and its
     /// flags).
-    pub platform: Option<crate::scenario::PlatformSpec>,
+    pub platform: Option<scenario::PlatformSpec>,
 }
 
 /// [`run`], into `target.dir` when given, with the proxy kind `target.proxy` when given.
@@ -110,7 +112,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn);
     rec.proxy = target.proxy.map(|k| k.name().to_string());
-    if target.platform.is_some() || platform_spec.kind != crate::scenario::PlatformKind::Local {
+    if target.platform.is_some() || platform_spec.kind != scenario::PlatformKind::Local {
         rec.run.env.platform = Some(model::PlatformInfo {
             kind: platform_spec.kind.name().to_string(),
             context: platform_spec.context.clone().unwrap_or_default(),
@@ -280,7 +282,7 @@ fn certificate(scn: &Scenario, dir: &Path) -> Result<Option<TlsFiles>, RunError>
     let mut names: Vec<String> = Vec::new();
     for case in &scn.cases {
         let grows_https = case.steps.iter().any(|s| {
-            matches!(&s.action, crate::scenario::Action::Grow(g) if g.what == crate::scenario::GrowWhat::HttpsListeners)
+            matches!(&s.action, scenario::Action::Grow(g) if g.what == scenario::GrowWhat::HttpsListeners)
         });
         if grows_https {
             let first = case
@@ -331,7 +333,7 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
                 (g.name.clone(), addrs)
             })
             .collect();
-        let no_lines = crate::scenario::ItemLines::default();
+        let no_lines = scenario::ItemLines::default();
         let named = case
             .proxy
             .iter()
@@ -397,7 +399,7 @@ fn expressible(
     cfg: &ProxyConfig,
     case: &Case,
     where_: &str,
-    lines: &crate::scenario::ItemLines,
+    lines: &scenario::ItemLines,
     file: &str,
 ) -> Result<(), RunError> {
     if let Some(first) = &case.proxy {
@@ -1282,4 +1284,73 @@ fn one_line(msg: &str) -> String {
     }
 }
 
-use crate::analyse::panic_text;
+use analysis::analyse::panic_text;
+
+#[cfg(test)]
+mod tests {
+    /// A runnable scenario with two cases; `{case}` is the second case's name.
+    const TWO_CASES: &str = r#"name = "escape"
+[[backends]]
+name = "b"
+count = 1
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "b"
+backends = "b"
+[[proxy.routes]]
+path = "/"
+upstream = "b"
+
+[[loads]]
+name = "l"
+url = "http://localhost/"
+duration = "1s"
+
+[[cases]]
+name = "first"
+
+[[cases]]
+name = "{case}"
+"#;
+
+    fn parse(text: &str) -> Result<scenario::Scenario, scenario::ScenarioError> {
+        let src = scenario::layers::Source {
+            file: "escape.toml".into(),
+            text: text.into(),
+        };
+        scenario::Scenario::parse(&src, false)
+    }
+
+    /// Names the parser refuses (scenario::paths) are refused by the runner too, before it
+    /// creates anything, for a scenario built or changed in code.
+    #[test]
+    fn the_runner_refuses_them_too_and_creates_nothing() {
+        let mut scn = parse(&TWO_CASES.replace("{case}", "ok")).unwrap();
+        let root = std::env::temp_dir().join(format!("pb-paths-{}", std::process::id()));
+        let opts = crate::runner::RunOptions {
+            results_root: root.join("results"),
+            stop: Default::default(),
+            progress: false,
+            metrics: None,
+        };
+        scn.cases[1].name = "../../../outside".into();
+        let e = crate::runner::run(&scn, &opts).unwrap_err();
+        assert_eq!(
+            e,
+            crate::runner::RunError::Invalid(
+                "case name '../../../outside' must not contain '/' (it becomes a directory name under the results)".into()
+            )
+        );
+        scn.cases[1].name = "ok".into();
+        scn.name = "..".into();
+        let e = crate::runner::run(&scn, &opts).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "scenario name '..' is not a name (it means this or the parent directory)"
+        );
+        assert!(!root.exists(), "the runner created {}", root.display());
+    }
+}

@@ -4,11 +4,11 @@
 //! it started.
 
 use crate::error::StackError;
-use crate::scenario::{Action, BackendGroup, RemoveMode, StopSpec};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
 use model::{Event, ReadyRecord, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode, TlsFiles};
+use scenario::{Action, BackendGroup, RemoveMode, StopSpec};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::{SocketAddr, TcpListener};

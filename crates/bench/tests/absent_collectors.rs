@@ -7,15 +7,15 @@
 //! must also say which collectors were not sampled, and no check may pass on what they would
 //! have given.
 
+use analysis::{analyse, record};
 use model::{
     BackendCounters, CaseResult, ClusterEvent, ClusterRecord, Collector, DistributedLoad, Env,
     ErrorKind, Event, Latency, LoadMode, LoadSummary, Percentile, PlatformInfo, PodChange,
     PodMetric, RateStats, ReadinessSample, RestartRecord, RunRecord, RunResults, ScrapeSample,
     StubSample,
 };
-use proxybench_bench::catalogue;
-use proxybench_bench::scenario::{Case, ParseOptions, PlatformKind, Scenario};
-use proxybench_bench::{analyse, record};
+use scenario::catalogue;
+use scenario::{Case, ParseOptions, PlatformKind, Scenario};
 use std::collections::BTreeMap;
 
 /// The two shapes a run takes when this machine cannot see inside the proxy.
@@ -27,7 +27,7 @@ enum Shape {
     External,
 }
 
-fn load(spec: &proxybench_bench::scenario::LoadSpec, elapsed_s: f64) -> LoadSummary {
+fn load(spec: &scenario::LoadSpec, elapsed_s: f64) -> LoadSummary {
     LoadSummary {
         schema: model::SCHEMA_VERSION,
         name: spec.name.clone(),
@@ -254,7 +254,7 @@ fn report(name: &str, shape: Shape, seed: u64) -> (String, RunResults) {
     let src = catalogue::builtin(name).unwrap();
     let mut opts = ParseOptions {
         skip_file_checks: true,
-        ..proxybench_bench::analysis::parse_options()
+        ..analysis::parse_options()
     };
     if shape == Shape::Kubernetes {
         opts.platform.kind = Some(PlatformKind::Kubernetes);

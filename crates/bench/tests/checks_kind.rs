@@ -3,14 +3,14 @@
 //! cannot give (here: no status page, so no status-page samples) fails with "not measurable for
 //! KIND", never passing on a zero.
 
+use analysis::Records;
+use analysis::{analyse, record};
 use model::{
     CaseResult, ErrorKind, Latency, LoadMode, LoadSummary, Percentile, RateStats, RequestRecord,
     RunRecord, RunResults,
 };
-use proxybench_bench::analysis::Records;
-use proxybench_bench::layers::Source;
-use proxybench_bench::scenario::Scenario;
-use proxybench_bench::{analyse, record};
+use scenario::layers::Source;
+use scenario::Scenario;
 use std::collections::BTreeMap;
 
 const SCENARIO: &str = r#"name = "kinds"
@@ -84,8 +84,7 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
         file: "kinds.toml".into(),
         text: SCENARIO.into(),
     };
-    let scn =
-        Scenario::parse_with(&src, false, &proxybench_bench::analysis::parse_options()).unwrap();
+    let scn = Scenario::parse_with(&src, false, &analysis::parse_options()).unwrap();
     let mut case = CaseResult {
         name: scn.cases[0].name.clone(),
         elapsed_s: 2.0,

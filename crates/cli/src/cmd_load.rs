@@ -2,8 +2,8 @@
 //! (open loop, `-n`, TLS, `--resolve`, output files) follow curl, hey and wrk2.
 
 use crate::CliError;
-use bench::scenario::{PlatformKind, PlatformOverride, PlatformSpec};
 use model::{Arrivals, ErrorKind, LoadSummary};
+use scenario::{PlatformKind, PlatformOverride, PlatformSpec};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;

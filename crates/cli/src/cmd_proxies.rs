@@ -4,9 +4,9 @@
 
 use crate::CliError;
 use bench::runner::{RunOptions, Target};
-use bench::scenario::Scenario;
 use proxy::{Feature, ProxyKind, Support};
 use report::comparison::{self, FeatureRow, Outcome, ProxyInput, SupportCell};
+use scenario::Scenario;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -81,7 +81,7 @@ pub fn run_each(
     scn: &Scenario,
     kinds: &[ProxyKind],
     opts: &RunOptions,
-    platform: Option<&bench::scenario::PlatformSpec>,
+    platform: Option<&scenario::PlatformSpec>,
     junit: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
     for &k in kinds {

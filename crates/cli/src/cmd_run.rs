@@ -1,9 +1,9 @@
 //! `proxybench run`, `scenarios`, `report`, `analyse` and `compare`: flags and dispatch.
 
 use crate::CliError;
-use bench::layers::Source;
 use bench::runner::RunOptions;
-use bench::scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
+use scenario::layers::Source;
+use scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -152,12 +152,12 @@ pub struct CompareArgs {
 }
 
 fn load_scenario(arg: &str, quick: bool, opts: &ParseOptions) -> Result<Scenario, CliError> {
-    let src = match bench::catalogue::builtin(arg) {
+    let src = match scenario::catalogue::builtin(arg) {
         Some(s) => s,
         None => {
             let path = PathBuf::from(arg);
             if !path.exists() {
-                let names: Vec<String> = bench::catalogue::list(&bench::analysis::parse_options())
+                let names: Vec<String> = scenario::catalogue::list(&analysis::parse_options())
                     .into_iter()
                     .map(|(n, _)| n)
                     .collect();
@@ -187,7 +187,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let parse_opts = ParseOptions {
         platform: flags.clone(),
         skip_file_checks: false,
-        ..bench::analysis::parse_options()
+        ..analysis::parse_options()
     };
     let mut scn = load_scenario(&a.scenario, a.quick, &parse_opts)?;
     if scn.platform.kind == PlatformKind::Local {
@@ -244,7 +244,7 @@ fn play(
     scn: &Scenario,
     opts: &RunOptions,
     choice: Option<crate::cmd_proxies::ProxyChoice>,
-    platform: Option<bench::scenario::PlatformSpec>,
+    platform: Option<scenario::PlatformSpec>,
     junit: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
     if opts.progress {
@@ -355,7 +355,7 @@ fn select_cases(scn: &mut Scenario, names: &[String]) -> Result<(), CliError> {
 
 /// Runs `proxybench scenarios`: one line per built-in scenario.
 pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
-    let list = bench::catalogue::list(&bench::analysis::parse_options());
+    let list = scenario::catalogue::list(&analysis::parse_options());
     let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     for (name, desc) in list {
         println!("{name:width$}  {desc}");

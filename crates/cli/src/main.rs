@@ -22,8 +22,8 @@ pub enum CliError {
 }
 
 /// A scenario file that does not parse or validate is bad input.
-impl From<bench::layers::ScenarioError> for CliError {
-    fn from(e: bench::layers::ScenarioError) -> CliError {
+impl From<scenario::layers::ScenarioError> for CliError {
+    fn from(e: scenario::layers::ScenarioError) -> CliError {
         CliError::Usage(e.to_string())
     }
 }

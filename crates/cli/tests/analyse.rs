@@ -100,7 +100,7 @@ fn analyse_reproduces_a_run_byte_for_byte_in_place_and_elsewhere() {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     let toml = fs::read_to_string(dir.join("scenario.toml")).unwrap();
-    assert_eq!(toml, bench::catalogue::builtin("default").unwrap().text);
+    assert_eq!(toml, scenario::catalogue::builtin("default").unwrap().text);
     let case = common::case(&q.r, "main");
     assert!(!case.loads.is_empty());
     for load in &case.loads {

@@ -431,11 +431,11 @@ fn a_backend_port_already_taken_is_a_clear_error() {
 #[test]
 fn the_example_external_scenario_parses_in_both_forms() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/external-example.toml");
-    let src = bench::layers::Source {
+    let src = scenario::layers::Source {
         file: file.display().to_string(),
         text: fs::read_to_string(&file).unwrap(),
     };
-    let scn = bench::scenario::Scenario::parse(&src, false).unwrap();
+    let scn = scenario::Scenario::parse(&src, false).unwrap();
     let ext = scn.cases[0]
         .proxy
         .as_ref()

@@ -746,16 +746,16 @@ impl Target for Scenario {
         16 * 1024
     }
     fn run(&self, input: &[u8]) -> Result<u64, Violation> {
-        let src = bench::layers::Source {
+        let src = scenario::layers::Source {
             file: SCENARIO_FILE.to_string(),
             text: String::from_utf8_lossy(input).into_owned(),
         };
         // Lines as an editor numbers them: a final line break does not open a new line.
         let lines = src.text.lines().count().max(1);
-        let opts = bench::analysis::parse_options();
+        let opts = analysis::parse_options();
         let mut outcome = Vec::new();
         for quick in [false, true] {
-            match bench::scenario::Scenario::parse_with(&src, quick, &opts) {
+            match scenario::Scenario::parse_with(&src, quick, &opts) {
                 Ok(s) => outcome.push((0, s.cases.len().min(4), String::new())),
                 Err(e) => {
                     let shown = e.to_string();

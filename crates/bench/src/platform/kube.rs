@@ -14,7 +14,6 @@
 
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use crate::stack::{free_port, Applied, StackSpec};
 use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
@@ -29,6 +28,7 @@ use k8s::{Cluster, LogFollowers};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
+use scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -1322,8 +1322,8 @@ mod tests {
     //! runner: up, requests through the proxy pods, scale, reload, kill, down.
 
     use super::*;
-    use crate::layers::Source;
-    use crate::scenario::Scenario;
+    use scenario::layers::Source;
+    use scenario::Scenario;
 
     const SCENARIO: &str = r#"
 name = "kube-stage"

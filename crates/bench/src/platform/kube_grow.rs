@@ -12,11 +12,11 @@
 use super::KubeStage;
 use crate::error::StackError;
 use crate::grow::{Grower, NGF_POLL};
-use crate::scenario::{GrowSpec, GrowWhat};
 use crate::stack::free_port;
 use model::ReloadRecord;
 use proxy::config::ProxyConfig;
 use proxy::TlsFiles;
+use scenario::{GrowSpec, GrowWhat};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

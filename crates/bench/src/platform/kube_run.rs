@@ -5,8 +5,8 @@
 
 use super::{Platform, Stage};
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
 use crate::stack::StackSpec;
+use scenario::{Action, Case, PlatformKind, PlatformSpec};
 use std::time::{Duration, Instant};
 
 /// How long the run's namespace may take to go (its pods' grace periods included).

@@ -13,10 +13,10 @@
 //! machine, or an Indexed Job's pods.
 
 use crate::error::StackError;
-use crate::scenario::{Action, Case, PlatformKind, PlatformSpec};
 use crate::stack::{Applied, Stack, StackSpec};
 use model::{BackendCounters, ClusterRecord};
 use proxy::{LogFiles, ReplicaHandle};
+use scenario::{Action, Case, PlatformKind, PlatformSpec};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

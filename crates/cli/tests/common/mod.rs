@@ -85,14 +85,14 @@ pub fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
 /// A run's record and its per-request records, by case, as `mutated` receives them.
 pub type Recorded = (
     model::RunRecord,
-    std::collections::BTreeMap<String, bench::analysis::Records>,
+    std::collections::BTreeMap<String, analysis::Records>,
 );
 
 /// The mutation smoke: analyses a copy of the results directory `dir` after `mutate` changed
 /// what it recorded, and returns the analysed results. A change that must break a check and
 /// does not proves the check cannot fail.
 pub fn mutated(dir: &Path, mutate: impl FnOnce(&mut Recorded)) -> RunResults {
-    use bench::record;
+    use analysis::record;
     let rec = record::read_record(dir).unwrap();
     let requests = rec
         .run
@@ -113,7 +113,7 @@ pub fn mutated(dir: &Path, mutate: impl FnOnce(&mut Recorded)) -> RunResults {
     for c in &rec.run.cases {
         record::write_requests(copy.path(), c, &requests[&c.name]).unwrap();
     }
-    bench::analyse::analyse(copy.path()).unwrap()
+    analysis::analyse(copy.path()).unwrap()
 }
 
 /// The check named `prefix...` of case `case` in `r`.

@@ -1,0 +1,493 @@
+//! The builders every analysis shares (ratios, counts, latencies, shares, multipliers, checks)
+//! and the loader of the data files (`crates/analysis/data/*.toml`) that hold each analysis'
+//! reference numbers, tolerances and prose, so that none of it sits in Rust literals.
+
+use super::Records;
+use model::{Absent, CaseResult, Cell, CheckResult, Collector, Measured, RequestRecord};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+
+/// `a / b`, 0 when `b` is 0.
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// An exact count (prints with thousands separators).
+pub fn count(n: u64) -> Cell {
+    Cell::Count(n)
+}
+
+/// A latency in whole microseconds (prints as wrk does).
+pub fn lat(us: u64) -> Cell {
+    Cell::Us(us as f64)
+}
+
+/// A duration in microseconds (prints as wrk does).
+pub fn us(us: f64) -> Cell {
+    Cell::Us(us)
+}
+
+/// A fraction as a percentage with two decimals.
+pub fn pct(v: f64) -> Cell {
+    Cell::pct(v)
+}
+
+/// `a / b` as a multiplier (`0.14× (÷7.1)`), `-` when either side is not positive.
+pub fn times(a: f64, b: f64) -> Cell {
+    if a <= 0.0 || b <= 0.0 {
+        Cell::dash()
+    } else {
+        Cell::Times(a / b)
+    }
+}
+
+/// The cell, or `-` when there is no value.
+pub fn or_dash(c: Option<Cell>) -> Cell {
+    c.unwrap_or_else(Cell::dash)
+}
+
+/// Text items joined by `sep`.
+pub fn join<T: Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    items
+        .into_iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// The proxy kind whose own mechanisms the built-in theory models where it is not generic
+/// (limit_req's leaky bucket, the master's reload sequence, the config checker's cost): nginx,
+/// the kind proxybench began with. Analyses compare another kind against these models only
+/// after saying that the model is this kind's.
+pub const MODELLED_KIND: &str = "nginx";
+
+/// The run's proxy kind, as it recorded it (`proxy` for records that did not keep it).
+pub fn proxy_kind(env: &model::Env) -> &str {
+    env.proxy_kind.as_deref().unwrap_or("proxy")
+}
+
+/// The proxy kind's name as its replicas and their process groups are named (`KIND-0`...): the
+/// run's recorded kind, else the case's (records that did not keep the kind).
+pub fn replica_kind(env: &model::Env, case: Option<&scenario::Case>) -> String {
+    env.proxy_kind.clone().unwrap_or_else(|| {
+        case.and_then(|c| c.proxy.as_ref())
+            .map_or_else(String::new, |p| p.kind.name().to_string())
+    })
+}
+
+/// True when the run's proxy is the kind the theory models ([`MODELLED_KIND`]); records that
+/// did not keep their kind were made when it was the only kind.
+pub fn model_applies(env: &model::Env) -> bool {
+    env.proxy_kind.as_deref().is_none_or(|k| k == MODELLED_KIND)
+}
+
+/// `c` failed because the run's proxy kind cannot give its data: the same name and expectation,
+/// "not measurable for KIND: why" as its actual value. It never passes.
+pub fn not_measurable(c: CheckResult, kind: &str, why: &str) -> CheckResult {
+    CheckResult {
+        actual: format!("not measurable for {kind}: {why}"),
+        pass: false,
+        ..c
+    }
+}
+
+/// One check of a case.
+pub fn check(
+    case: &str,
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    actual: impl Display,
+    pass: bool,
+) -> CheckResult {
+    CheckResult {
+        name: name.into(),
+        case: Some(case.to_string()),
+        expected: expected.into(),
+        actual: actual.to_string(),
+        pass,
+    }
+}
+
+/// One check of a case whose actual value comes from collectors: `judge` gives the actual value
+/// and the verdict when they gathered data; otherwise the check fails as "not measurable:
+/// <collector> not sampled: why". No check passes on an absent collector's zeros.
+pub fn measured_check<T>(
+    case: &str,
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    m: Measured<T>,
+    judge: impl FnOnce(T) -> (String, bool),
+) -> CheckResult {
+    match m {
+        Ok(v) => {
+            let (actual, pass) = judge(v);
+            check(case, name, expected, actual, pass)
+        }
+        Err(a) => unmeasured(case, name, expected, &a),
+    }
+}
+
+/// A check that cannot be made because a collector it reads gathered nothing: it fails as
+/// "not measurable: <collector> not sampled: why".
+pub fn unmeasured(
+    case: &str,
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    a: &Absent,
+) -> CheckResult {
+    check(case, name, expected, format!("not measurable: {a}"), false)
+}
+
+/// Every value of `items`, or the first collector gap among them.
+pub fn all_measured<T>(items: impl IntoIterator<Item = Measured<T>>) -> Measured<Vec<T>> {
+    items.into_iter().collect()
+}
+
+/// The findings sentence that names every collector among `used` that gathered nothing in the
+/// case, and why: the one sentence that stands in for every number they would have given.
+pub fn not_sampled(r: &CaseResult, used: &[Collector]) -> Option<String> {
+    let gaps: Vec<String> = used
+        .iter()
+        .filter_map(|c| r.gap(*c).map(|why| format!("{} ({why})", c.what())))
+        .collect();
+    (!gaps.is_empty()).then(|| {
+        format!(
+            "Not sampled in this case, so no number below is drawn from them: {}.",
+            gaps.join("; ")
+        )
+    })
+}
+
+/// A finding that draws on collectors: `say` of their values, or "WHAT: not measurable
+/// (<collector> not sampled)" when one of them gathered nothing ([`not_sampled`] says why once
+/// per case).
+pub fn finding<T>(what: &str, m: Measured<T>, say: impl FnOnce(T) -> String) -> String {
+    match m {
+        Ok(v) => say(v),
+        Err(a) => unmeasured_finding(what, &a),
+    }
+}
+
+/// "WHAT: not measurable (<collector> not sampled).": the finding that stands where a sentence
+/// would have drawn on a collector that gathered nothing.
+pub fn unmeasured_finding(what: &str, a: &Absent) -> String {
+    format!(
+        "{what}: not measurable ({} not sampled).",
+        a.collector.what()
+    )
+}
+
+/// A load's per-request records, or why the run kept none for it.
+pub fn load_records<'a>(
+    r: &CaseResult,
+    records: &'a Records,
+    load: &str,
+) -> Measured<&'a [RequestRecord]> {
+    let absent = |why| Absent {
+        collector: Collector::Records,
+        why,
+    };
+    if let Some(why) = r.records_gap(load) {
+        return Err(absent(why));
+    }
+    records.get(load).map(Vec::as_slice).ok_or_else(|| {
+        absent(format!(
+            "no per-request records were found for load '{load}'"
+        ))
+    })
+}
+
+/// Parses an analysis' data file (embedded with `include_str!`). Each analysis parses its file
+/// in a unit test, so a broken file fails `cargo test`, not a user's run.
+pub fn parse<T: DeserializeOwned>(name: &str, src: &str) -> T {
+    toml::from_str(src).unwrap_or_else(|e| panic!("crates/analysis/data/{name}.toml: {e}"))
+}
+
+/// Prose templates of one analysis, by key: `{name}` placeholders are filled from the run.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Texts(BTreeMap<String, String>);
+
+impl Texts {
+    /// The template `key` with no placeholders filled (panics on a missing key: every key the
+    /// code uses is checked against the file by [`Texts::keys_used_in`] in a unit test).
+    pub fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .unwrap_or_else(|| panic!("no text '{key}' in the analysis' data file"))
+    }
+
+    /// The template `key` with its `{name}` placeholders replaced by `args`.
+    pub fn fill(&self, key: &str, args: &[(&str, &dyn Display)]) -> String {
+        fill(self.get(key), args)
+    }
+
+    #[cfg(test)]
+    /// Keys that `src` (an analysis' source) looks up as `text("key"` or `fill("key"`: a
+    /// test asserts each is in the file.
+    pub fn keys_used_in(src: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for pat in ["text(\"", "fill(\""] {
+            let mut from = 0;
+            while let Some(i) = src[from..].find(pat) {
+                let at = from + i;
+                from = at + pat.len();
+                // `Cell::text("...")` and other paths are not lookups.
+                let before = src[..at].chars().next_back().unwrap_or(' ');
+                if before == ':' || before == '_' || before.is_alphanumeric() {
+                    continue;
+                }
+                if let Some(end) = src[from..].find('"') {
+                    out.push(src[from..from + end].to_string());
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    /// True when `key` is in the file.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+}
+
+/// `template` with each `{name}` replaced by the matching argument; an unknown placeholder
+/// stays as written, so a test sees it.
+pub fn fill(template: &str, args: &[(&str, &dyn Display)]) -> String {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut rest = template;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let name_end = after.find('}');
+        match name_end
+            .map(|e| &after[..e])
+            .and_then(|n| args.iter().find(|(k, _)| *k == n))
+        {
+            Some((k, v)) => {
+                out.push_str(&v.to_string());
+                rest = &after[k.len() + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Asserts that every text key `src` uses exists in `texts`, and every placeholder-free render
+/// works: the test each analysis runs on its data file.
+#[cfg(test)]
+pub fn assert_keys(name: &str, texts: &Texts, srcs: &[&str]) {
+    for src in srcs {
+        for k in Texts::keys_used_in(src) {
+            assert!(texts.has(&k), "{name}.toml has no text '{k}'");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_named_placeholders_and_leave_unknown_ones() {
+        let n = 3u64;
+        assert_eq!(
+            fill("{n} of {m} ({n})", &[("n", &n), ("m", &"ten")]),
+            "3 of ten (3)"
+        );
+        assert_eq!(fill("{x} and {", &[]), "{x} and {");
+    }
+
+    #[test]
+    fn builders_print_as_the_tables_did() {
+        assert_eq!(times(20.0, 100.0).to_string(), "0.20× (÷5.0)");
+        assert_eq!(times(500.0, 100.0).to_string(), "5.00×");
+        assert_eq!(times(0.0, 100.0).to_string(), "-");
+        assert_eq!(count(1_234_567).to_string(), "1,234,567");
+        assert_eq!(count(999).to_string(), "999");
+        assert_eq!(lat(1500).to_string(), "1.50ms");
+        assert_eq!(pct(0.5).to_string(), "50.00%");
+        assert_eq!(ratio(1, 0), 0.0);
+        let c = check("c", "n", "e", count(1000), true);
+        assert_eq!((c.case.as_deref(), c.actual.as_str()), (Some("c"), "1,000"));
+    }
+
+    /// A check on an absent collector fails and says which and why, whatever its verdict
+    /// would have been on a value.
+    #[test]
+    fn checks_on_absent_collectors_are_not_measurable() {
+        let gone = Absent {
+            collector: Collector::Logs,
+            why: "no replica ran".into(),
+        };
+        let c = measured_check("c", "n", "e", Err::<u64, _>(gone.clone()), |n| {
+            (n.to_string(), true)
+        });
+        assert!(!c.pass);
+        assert_eq!(
+            c.actual,
+            "not measurable: the proxy's logs not sampled: no replica ran"
+        );
+        let c = measured_check("c", "n", "e", Ok(3u64), |n| (n.to_string(), n == 3));
+        assert!(c.pass && c.actual == "3");
+        assert_eq!(
+            finding("The retries", Err::<(), _>(gone), |_| "said".into()),
+            "The retries: not measurable (the proxy's logs not sampled)."
+        );
+    }
+
+    #[test]
+    fn used_keys_are_found_in_source() {
+        let src = r#"text("c"); Cell::text("no"); x.fill("b", &[]); common::fill("{a}", &[])"#;
+        assert_eq!(Texts::keys_used_in(src), ["c", "b"]);
+    }
+}
+
+/// Ready pods of `role` against time, as steps (the count before and after each change), held
+/// to `end`: the pods-Ready line the analyses chart on Kubernetes. Empty when the role had no
+/// pod.
+pub fn ready_steps(k: &model::ClusterRecord, role: &str, end: f64) -> Vec<(f64, f64)> {
+    let mut ready: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut pts = Vec::new();
+    let mut n = 0.0;
+    let mut changes: Vec<&model::PodChange> = k.pods.iter().filter(|p| p.role == role).collect();
+    changes.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    for p in changes {
+        ready.insert(&p.pod, p.ready && p.phase != "Deleted");
+        let m = ready.values().filter(|r| **r).count() as f64;
+        pts.push((p.t_s, n));
+        pts.push((p.t_s, m));
+        n = m;
+    }
+    if let Some(&(t, _)) = pts.last() {
+        pts.push((end.max(t), n));
+    }
+    pts
+}
+
+/// The fewest and most pods of `role` Ready at once, counted from the first time one was
+/// Ready (`None` when none ever was).
+pub fn ready_range(k: &model::ClusterRecord, role: &str) -> Option<(u64, u64)> {
+    let pts = ready_steps(k, role, 0.0);
+    let first = pts.iter().position(|p| p.1 > 0.0)?;
+    let vals = pts[first..].iter().map(|p| p.1 as u64);
+    Some((vals.clone().min()?, vals.max()?))
+}
+
+/// One sentence on what the cluster showed in a case, for the analyses' findings: the proxy
+/// pods' Ready range, restarts and Warning events, each only when its collector gathered it,
+/// and each absent collector's reason. `None` off Kubernetes.
+pub fn cluster_finding(r: &CaseResult) -> Option<String> {
+    let k = r.cluster.as_ref()?;
+    let mut parts = Vec::new();
+    if r.gap(Collector::PodWatch).is_none() {
+        parts.push(match ready_range(k, "proxy") {
+            Some((lo, hi)) => format!("between {lo} and {hi} proxy pods were Ready at once"),
+            None => "no proxy pod was ever Ready".to_string(),
+        });
+    }
+    if r.gap(Collector::Restarts).is_none() {
+        parts.push(format!("{} container restart(s)", k.restarts.len()));
+    }
+    if r.gap(Collector::Events).is_none() {
+        parts.push(format!("{} Warning event(s)", k.warnings.len()));
+    }
+    let mut s = format!(
+        "On Kubernetes (namespace {})",
+        if k.namespace.is_empty() {
+            "not recorded"
+        } else {
+            &k.namespace
+        },
+    );
+    if parts.is_empty() {
+        s.push('.');
+    } else {
+        s.push_str(&format!(": {}.", parts.join("; ")));
+    }
+    for a in &k.absent {
+        s.push_str(&format!(" Absent: {}", a.trim()));
+        if !s.ends_with('.') {
+            s.push('.');
+        }
+    }
+    for m in &k.counters_missing {
+        s.push_str(&format!(" Backend counters missing: {}", m.trim()));
+        if !s.ends_with('.') {
+            s.push('.');
+        }
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use super::*;
+
+    #[test]
+    fn ready_steps_and_the_cluster_sentence_come_from_the_pod_changes() {
+        let pod = |t: f64, pod: &str, phase: &str, ready: bool| model::PodChange {
+            t_s: t,
+            pod: pod.into(),
+            role: "proxy".into(),
+            phase: phase.into(),
+            ready,
+            terminating: false,
+        };
+        let k = model::ClusterRecord {
+            namespace: "ns".into(),
+            pods: vec![
+                pod(1.0, "a", "Running", true),
+                pod(2.0, "b", "Running", true),
+                pod(3.0, "a", "Deleted", false),
+            ],
+            absent: vec!["metrics API: not served by this cluster".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            ready_steps(&k, "proxy", 4.0),
+            [
+                (1.0, 0.0),
+                (1.0, 1.0),
+                (2.0, 1.0),
+                (2.0, 2.0),
+                (3.0, 2.0),
+                (3.0, 1.0),
+                (4.0, 1.0)
+            ]
+        );
+        assert!(ready_steps(&k, "backend", 4.0).is_empty());
+        assert_eq!(ready_range(&k, "proxy"), Some((1, 2)));
+        let r = CaseResult {
+            cluster: Some(k.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            cluster_finding(&r).unwrap(),
+            "On Kubernetes (namespace ns): between 1 and 2 proxy pods were Ready at once; 0 \
+             container restart(s); 0 Warning event(s). Absent: metrics API: not served by this \
+             cluster."
+        );
+        // A failed pod watch: no Ready range, no restart count.
+        let mut r = r;
+        if let Some(k) = &mut r.cluster {
+            k.absent.push("pod watch: forbidden".into());
+        }
+        assert_eq!(
+            cluster_finding(&r).unwrap(),
+            "On Kubernetes (namespace ns): 0 Warning event(s). Absent: metrics API: not served \
+             by this cluster. Absent: pod watch: forbidden."
+        );
+    }
+}

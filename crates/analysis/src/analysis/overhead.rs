@@ -1,0 +1,1140 @@
+//! The `overhead` analysis (scenario `proxy-overhead`): what a reverse proxy costs a closed-loop
+//! client, and what upstream keepalive and retries buy back (after the "learning nginx" notes).
+//!
+//! Each case is one setup (direct, the proxy without upstream keepalive, with keepalive, with
+//! keepalive plus retries under tight timeouts) against one backend style (cheap, or spiky: a
+//! share of requests takes far longer). Requests are followed from the client to the backends
+//! with exact counts: client responses, the proxy's access-log lines, upstream attempts
+//! (`$upstream_addr` lists one address per attempt), backend responses and accepted connections,
+//! and the TIME_WAIT sockets that connection churn leaves behind. The checks are about mechanism,
+//! never raw speed: Little's law for a closed loop, one upstream connection per request without
+//! keepalive and few with it, no request lost to a retry (the backends' extra answers are the
+//! retries the proxy logged), and the tail (the spike shows in p99 without retries and is cut near
+//! the read timeout with them). The prose explains by nginx's directives, as the notes do; for
+//! another kind a finding says so.
+
+use super::common::{
+    self, check, count, lat, measured_check, or_dash, pct, ratio, times, us, Texts,
+};
+use super::Records;
+use model::{
+    CaseResult, Cell, CheckResult, Collector, ErrorKind, LoadSummary, Measured, RunResults, Table,
+};
+use proxy::config::NextUpstream;
+use scenario::{Case, Scenario};
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+/// Tolerances of the checks (see `crates/analysis/data/overhead.toml`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tolerances {
+    /// Closed loop: measured req/s may differ from connections / mean latency by this share.
+    little: f64,
+    /// With upstream keepalive, at most this share of upstream connections per request.
+    keepalive_share: f64,
+    /// Spikes must cover at least this share of requests for p99 to be sure to land among them.
+    spike_share_for_p99: f64,
+    /// Share of the spiked attempts that must show up as retries.
+    retried_spikes: f64,
+}
+
+/// The setups' names as the tables print them.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Labels {
+    direct: String,
+    no_keepalive: String,
+    keepalive: String,
+    retry: String,
+}
+
+/// The analysis' data file: tolerances, labels and prose.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Data {
+    tolerances: Tolerances,
+    labels: Labels,
+    text: Texts,
+}
+
+static DATA: LazyLock<Data> =
+    LazyLock::new(|| common::parse("overhead", include_str!("../../data/overhead.toml")));
+
+/// Title of the per-case table.
+const FLOW: &str = "where the requests went";
+/// Row label of the TIME_WAIT count in the per-case table.
+const TIME_WAIT_ROW: &str = "TIME_WAIT sockets at the backends' ports (after the case)";
+
+/// A prose template of this analysis.
+fn text(key: &str) -> &'static str {
+    DATA.text.get(key)
+}
+
+/// The four setups of the notes, told apart by the case's proxy config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Setup {
+    /// No proxy: the load talks to a backend.
+    Direct,
+    /// The proxy with no upstream keepalive.
+    NoKeepalive,
+    /// The proxy reusing upstream connections.
+    Keepalive,
+    /// Keepalive plus a tight read timeout that passes slow requests to the next server.
+    Retry,
+}
+
+impl Setup {
+    fn of(case: &Case) -> Setup {
+        let Some(u) = case.proxy.as_ref().and_then(|p| p.upstreams.first()) else {
+            return Setup::Direct;
+        };
+        // nginx's default proxy_next_upstream is `error timeout`: retries on timeout are on
+        // unless turned off, and matter only when the read timeout is tight enough to fire.
+        let on_timeout = u
+            .next_upstream
+            .as_ref()
+            .is_none_or(|v| v.contains(&NextUpstream::Timeout));
+        if u.keepalive == 0 {
+            Setup::NoKeepalive
+        } else if u.read_timeout.is_some() && on_timeout {
+            Setup::Retry
+        } else {
+            Setup::Keepalive
+        }
+    }
+
+    fn label(self) -> &'static str {
+        let l = &DATA.labels;
+        match self {
+            Setup::Direct => &l.direct,
+            Setup::NoKeepalive => &l.no_keepalive,
+            Setup::Keepalive => &l.keepalive,
+            Setup::Retry => &l.retry,
+        }
+    }
+}
+
+/// The spike mix of the backends' profile.
+#[derive(Debug, Clone, Copy)]
+struct Spikes {
+    /// The shortest spiked answer, in microseconds.
+    floor_us: f64,
+    /// Share of requests that spike.
+    share: f64,
+}
+
+fn spikes(case: &Case) -> Option<Spikes> {
+    let list = case.backends.first()?.profile.base.spikes.as_ref()?;
+    if list.is_empty() {
+        return None;
+    }
+    let floor_ns = list
+        .iter()
+        .map(|s| s.latency.quantile(0.0))
+        .filter(|v| v.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    Some(Spikes {
+        floor_us: if floor_ns.is_finite() {
+            floor_ns.max(0.0) / 1e3
+        } else {
+            0.0
+        },
+        share: list.iter().map(|s| s.share.fraction()).sum(),
+    })
+}
+
+/// CPU seconds spent during a case, per process group.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    /// Every replica of the proxy under test.
+    proxy: f64,
+    backends: f64,
+    /// The whole proxybench process (load generator, backends, collectors).
+    process: f64,
+}
+
+/// CPU seconds of the case's process groups; the proxy's are the groups of the replicas of kind
+/// `kind` (`KIND-0`, `KIND-1`...).
+fn cpu(r: &CaseResult, kind: &str) -> Cpu {
+    let replica = format!("{kind}-");
+    let mut by_group: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for s in &r.proc_samples {
+        by_group
+            .entry(s.group.as_str())
+            .or_default()
+            .push((s.t_s, s.cpu_pct));
+    }
+    let mut out = Cpu::default();
+    for (g, mut v) in by_group {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let secs: f64 = v
+            .windows(2)
+            .map(|w| w[1].1 / 100.0 * (w[1].0 - w[0].0).max(0.0))
+            .sum();
+        if g.starts_with(&replica) {
+            out.proxy += secs;
+        } else if g == "backends" {
+            out.backends += secs;
+        } else if g == "proxybench" {
+            out.process += secs;
+        }
+    }
+    out
+}
+
+/// Everything the analysis reads from one case, counted exactly.
+#[derive(Debug, Clone)]
+struct Facts {
+    setup: Setup,
+    spikes: Option<Spikes>,
+    read_timeout_us: Option<f64>,
+    keepalive: u32,
+    connections: u32,
+    /// Closed loop (wrk's model), where Little's law ties req/s to latency.
+    closed: bool,
+    requests: u64,
+    rps: f64,
+    mean_us: f64,
+    p50: u64,
+    p90: u64,
+    p99: u64,
+    max: u64,
+    non_2xx: u64,
+    errors: u64,
+    connect_errors: u64,
+    other_errors: BTreeMap<&'static str, u64>,
+    /// What the proxy's logs counted, when they were read.
+    log: Measured<LogFacts>,
+    /// The backends' final counters, when they were read.
+    counters: Measured<Counters>,
+    cpu: Cpu,
+}
+
+/// What the proxy's logs counted in one case.
+#[derive(Debug, Clone, Default)]
+struct LogFacts {
+    /// Non-2xx answers by who produced them (the proxy or a backend).
+    status_origin: BTreeMap<String, u64>,
+    /// Access-log lines the proxy wrote (lines its driver could parse).
+    lines: u64,
+    /// Lines whose request reached an upstream.
+    lines_up: u64,
+    /// Upstream attempts: one per address in `$upstream_addr`.
+    attempts: u64,
+    /// Upstream timeouts in the error log.
+    timeouts_logged: u64,
+}
+
+impl LogFacts {
+    /// Attempts beyond the first of each request.
+    fn retries(&self) -> u64 {
+        self.attempts.saturating_sub(self.lines_up)
+    }
+}
+
+/// The backends' final counters summed over a case.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    /// Responses the backends completed.
+    requests: u64,
+    /// Connections the backends accepted.
+    connections: u64,
+}
+
+impl Counters {
+    /// Upstream (backend) connections accepted per backend response.
+    fn conns_per_request(&self) -> f64 {
+        ratio(self.connections, self.requests)
+    }
+}
+
+impl Facts {
+    fn new(case: &Case, r: &CaseResult, kind: &str) -> Option<Facts> {
+        let l: &LoadSummary = r.loads.first()?;
+        let p = |q: f64| l.latency.percentile(q).unwrap_or(0);
+        let connect = [
+            ErrorKind::ConnectRefused,
+            ErrorKind::ConnectTimeout,
+            ErrorKind::ConnectOther,
+        ];
+        let upstream = case.proxy.as_ref().and_then(|p| p.upstreams.first());
+        Some(Facts {
+            setup: Setup::of(case),
+            spikes: spikes(case),
+            read_timeout_us: upstream
+                .and_then(|u| u.read_timeout)
+                .map(|d| d.0.as_secs_f64() * 1e6),
+            keepalive: upstream.map_or(0, |u| u.keepalive),
+            connections: l.connections,
+            closed: l.mode == model::LoadMode::Closed,
+            requests: l.requests,
+            rps: l.req_per_sec_total(),
+            mean_us: l.latency.mean_us,
+            p50: p(50.0),
+            p90: p(90.0),
+            p99: p(99.0),
+            max: l.latency.max_us,
+            non_2xx: l.non_2xx_3xx(),
+            errors: l.error_total(),
+            connect_errors: connect
+                .iter()
+                .map(|k| l.errors.get(k).copied().unwrap_or(0))
+                .sum(),
+            other_errors: l
+                .errors
+                .iter()
+                .filter(|(k, n)| !connect.contains(k) && **n > 0)
+                .map(|(k, n)| (k.name(), *n))
+                .collect(),
+            log: r.measured(Collector::Logs, |r| {
+                let logs = &r.logs;
+                let lines: u64 = logs.access_status.values().sum();
+                let no_upstream = logs.upstream_addr.get("-").copied().unwrap_or(0);
+                LogFacts {
+                    status_origin: logs.status_origin.clone(),
+                    lines,
+                    lines_up: lines.saturating_sub(no_upstream),
+                    attempts: logs
+                        .upstream_addr
+                        .iter()
+                        .filter(|(a, _)| a.as_str() != "-")
+                        .map(|(_, n)| n)
+                        .sum(),
+                    timeouts_logged: logs
+                        .error_groups
+                        .iter()
+                        .filter(|g| g.message.contains("timed out"))
+                        .map(|g| g.count)
+                        .sum(),
+                }
+            }),
+            counters: r.measured(Collector::BackendCounters, |r| Counters {
+                requests: r.backends.iter().map(|b| b.requests).sum(),
+                connections: r.backends.iter().map(|b| b.connections).sum(),
+            }),
+            cpu: cpu(r, kind),
+        })
+    }
+
+    fn style(&self) -> &'static str {
+        if self.spikes.is_some() {
+            "spiky"
+        } else {
+            "cheap"
+        }
+    }
+
+    fn proxied(&self) -> bool {
+        self.setup != Setup::Direct
+    }
+
+    /// Attempts beyond the first of each request, from the proxy's logs.
+    fn retries(&self) -> Measured<u64> {
+        self.log
+            .as_ref()
+            .map(LogFacts::retries)
+            .map_err(Clone::clone)
+    }
+
+    /// Upstream (backend) connections accepted per backend response.
+    fn conns_per_request(&self) -> Measured<f64> {
+        self.counters.clone().map(|c| c.conns_per_request())
+    }
+
+    /// Microseconds of CPU per client response.
+    fn cpu_us(&self, secs: f64) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            secs * 1e6 / self.requests as f64
+        }
+    }
+
+    /// The load generator's share: the process minus the backends' threads.
+    fn load_cpu(&self) -> f64 {
+        (self.cpu.process - self.cpu.backends).max(0.0)
+    }
+}
+
+/// The non-2xx answers by who produced them, as one cell.
+fn origins(f: &Facts) -> Cell {
+    if !f.proxied() {
+        return Cell::Missing("no proxy".into());
+    }
+    Cell::measured(&f.log, |l| {
+        if l.status_origin.is_empty() {
+            return Cell::Missing("none".into());
+        }
+        Cell::list(
+            l.status_origin
+                .iter()
+                .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
+            ", ",
+        )
+    })
+}
+
+/// `template` filled from the run.
+fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String {
+    DATA.text.fill(key, args)
+}
+
+/// Runs the analysis on one case: the request-flow table, its explanation, and the checks.
+fn case(
+    _scn: &Scenario,
+    case: &Case,
+    result: &mut CaseResult,
+    _records: &Records,
+    env: &model::Env,
+) -> Vec<CheckResult> {
+    let kind = common::replica_kind(env, Some(case));
+    let Some(f) = Facts::new(case, result, &kind) else {
+        result.findings.push(text("no_load").into());
+        return Vec::new();
+    };
+    let tw = result.time_wait.map(|t| (t.backend_side, t.peer_side));
+    result.tables.push(flow_table(&case.name, &f, tw));
+    result.findings.push(finding(&f));
+    if f.proxied() && !common::model_applies(env) {
+        result.findings.push(fill(
+            "other_kind",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    }
+    let used: &[Collector] = if f.proxied() {
+        &[Collector::Logs, Collector::BackendCounters]
+    } else {
+        &[Collector::BackendCounters]
+    };
+    result.findings.extend(common::not_sampled(result, used));
+    checks(&case.name, &f, super::coarse_clock_us(env))
+}
+
+fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
+    let per = |n: u64| Cell::num(ratio(n, f.requests), 3);
+    let row = |label: &str, n: u64| vec![Cell::text(label), count(n), per(n)];
+    // A count from a collector: "not sampled" in both cells when it gathered nothing.
+    let measured = |label: &str, n: Measured<u64>| match n {
+        Ok(n) => row(label, n),
+        Err(_) => vec![
+            Cell::text(label),
+            Cell::Missing("not sampled".into()),
+            Cell::Missing("not sampled".into()),
+        ],
+    };
+    let log = |g: fn(&LogFacts) -> u64| f.log.as_ref().map(g).map_err(Clone::clone);
+    let mut t = Table::new(
+        format!("{case}: {FLOW}"),
+        &["Quantity", "Count", "Per client response"],
+    );
+    t.rows.push(vec![
+        Cell::text("Client responses (the load)"),
+        count(f.requests),
+        Cell::Int(1),
+    ]);
+    t.rows.push(vec![
+        Cell::text("Client errors below HTTP (connect / other)"),
+        Cell::list(
+            [count(f.connect_errors), count(f.errors - f.connect_errors)],
+            " / ",
+        ),
+        per(f.errors),
+    ]);
+    if f.proxied() {
+        t.rows
+            .push(measured("Proxy access-log lines", log(|l| l.lines)));
+        t.rows.push(measured(
+            "Upstream attempts (addresses in $upstream_addr)",
+            log(|l| l.attempts),
+        ));
+        t.rows.push(measured(
+            "Retries (attempts beyond each request's first)",
+            f.retries(),
+        ));
+        t.rows.push(measured(
+            "Upstream timeouts in the proxy's error log",
+            log(|l| l.timeouts_logged),
+        ));
+    }
+    t.rows.push(measured(
+        "Backend responses (backend counters)",
+        f.counters
+            .as_ref()
+            .map(|c| c.requests)
+            .map_err(Clone::clone),
+    ));
+    t.rows.push(measured(
+        "Backend connections accepted",
+        f.counters
+            .as_ref()
+            .map(|c| c.connections)
+            .map_err(Clone::clone),
+    ));
+    let tw_row = |label: &str, n: Option<u64>| {
+        vec![
+            Cell::text(label),
+            n.map(count).unwrap_or_else(|| Cell::Missing("n/a".into())),
+            or_dash(n.map(per)),
+        ]
+    };
+    t.rows.push(tw_row(TIME_WAIT_ROW, tw.map(|(l, _)| l)));
+    t.rows.push(tw_row(
+        "TIME_WAIT sockets on the connecting side (after the case)",
+        tw.map(|(_, r)| r),
+    ));
+    let cpu_row = |what: &str, secs: f64| {
+        vec![
+            Cell::text(format!("CPU, {what} (µs per client response)")),
+            Cell::num_unit(secs, 2, " s"),
+            Cell::num(f.cpu_us(secs), 1),
+        ]
+    };
+    if f.proxied() {
+        t.rows.push(cpu_row("proxy", f.cpu.proxy));
+    }
+    t.rows.push(cpu_row("backends", f.cpu.backends));
+    t.rows.push(cpu_row("load generator", f.load_cpu()));
+    t.notes = notes(f, tw);
+    t
+}
+
+fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
+    let mut n = Vec::new();
+    let cpu = |secs: f64| Cell::num(f.cpu_us(secs), 1);
+    if f.closed {
+        n.push(fill(
+            "little",
+            &[
+                ("connections", &f.connections),
+                ("mean", &us(f.mean_us)),
+                (
+                    "predicted",
+                    &Cell::num(f.connections as f64 / (f.mean_us / 1e6).max(1e-9), 0),
+                ),
+                ("rps", &Cell::num(f.rps, 0)),
+            ],
+        ));
+    }
+    let tw_text = match tw {
+        Some((backend, proxy)) => fill(
+            if backend >= proxy {
+                "tw_backend_first"
+            } else {
+                "tw_proxy_first"
+            },
+            &[("backend", &count(backend)), ("proxy", &count(proxy))],
+        ),
+        None => text("tw_unread").into(),
+    };
+    let Ok(c) = f.counters else {
+        // Every note below reads the backends' counters.
+        return n;
+    };
+    let conns = count(c.connections);
+    let responses = count(c.requests);
+    match f.setup {
+        Setup::Direct => n.push(fill(
+            "direct",
+            &[
+                ("connections", &conns),
+                ("responses", &responses),
+                ("load_cpu", &cpu(f.load_cpu())),
+                ("backend_cpu", &cpu(f.cpu.backends)),
+            ],
+        )),
+        Setup::NoKeepalive => n.push(fill(
+            "no_keepalive",
+            &[
+                ("connections", &conns),
+                ("responses", &responses),
+                ("per", &Cell::num(c.conns_per_request(), 3)),
+                ("time_wait", &tw_text),
+                ("proxy_cpu", &cpu(f.cpu.proxy)),
+                ("backend_cpu", &cpu(f.cpu.backends)),
+            ],
+        )),
+        Setup::Keepalive | Setup::Retry => n.push(fill(
+            "keepalive",
+            &[
+                ("keepalive", &f.keepalive),
+                ("connections", &conns),
+                ("responses", &responses),
+                ("per", &Cell::num(c.conns_per_request(), 4)),
+                ("proxy_cpu", &cpu(f.cpu.proxy)),
+            ],
+        )),
+    }
+    if f.setup == Setup::Retry {
+        n.push(common::finding("The retries", f.log.clone(), |l| {
+            fill(
+                "retry",
+                &[
+                    ("read_timeout", &or_dash(f.read_timeout_us.map(us))),
+                    ("timeouts", &count(l.timeouts_logged)),
+                    ("retries", &count(l.retries())),
+                    ("backend", &responses),
+                    ("client", &count(f.requests)),
+                    ("extra", &count(c.requests.saturating_sub(f.requests))),
+                ],
+            )
+        }));
+    }
+    if let Some(s) = f.spikes {
+        n.push(fill(
+            "spikes",
+            &[
+                ("share", &pct(s.share)),
+                ("floor", &us(s.floor_us)),
+                ("p99", &lat(f.p99)),
+                ("max", &lat(f.max)),
+            ],
+        ));
+    }
+    n
+}
+
+fn finding(f: &Facts) -> String {
+    let mut s = fill(
+        "finding",
+        &[
+            ("setup", &f.setup.label()),
+            ("style", &f.style()),
+            ("rps", &Cell::num(f.rps, 0)),
+            ("p50", &lat(f.p50)),
+            ("p99", &lat(f.p99)),
+            ("max", &lat(f.max)),
+        ],
+    );
+    if let (true, Ok(c), Ok(l)) = (f.proxied(), &f.counters, &f.log) {
+        s.push_str(&fill(
+            "finding_proxied",
+            &[
+                ("conns", &Cell::num(c.conns_per_request(), 3)),
+                ("attempts", &Cell::num(ratio(l.attempts, l.lines_up), 3)),
+            ],
+        ));
+    }
+    s.push('.');
+    s
+}
+
+fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
+    let tol = &DATA.tolerances;
+    let mut out = Vec::new();
+    if f.closed && f.mean_us > 0.0 && f.rps > 0.0 {
+        let predicted = f.connections as f64 / (f.mean_us / 1e6);
+        let off = (f.rps - predicted).abs() / predicted;
+        out.push(check(
+            case,
+            text("check_little"),
+            fill(
+                "check_little_expected",
+                &[
+                    ("predicted", &Cell::num(predicted, 0)),
+                    ("tolerance", &Cell::num(tol.little * 100.0, 0)),
+                ],
+            ),
+            fill(
+                "check_little_actual",
+                &[
+                    ("rps", &Cell::num(f.rps, 0)),
+                    ("off", &Cell::num(off * 100.0, 1)),
+                ],
+            ),
+            off <= tol.little,
+        ));
+    }
+    match f.setup {
+        Setup::NoKeepalive => {
+            out.push(measured_check(
+                case,
+                text("check_no_keepalive"),
+                fill(
+                    "check_no_keepalive_expected",
+                    &[("connections", &f.connections)],
+                ),
+                f.counters.clone(),
+                |c| {
+                    let extra = c.connections as i64 - c.requests as i64;
+                    (
+                        fill(
+                            "check_no_keepalive_actual",
+                            &[
+                                ("connections", &count(c.connections)),
+                                ("responses", &count(c.requests)),
+                            ],
+                        ),
+                        c.requests > 0 && (0..=i64::from(f.connections)).contains(&extra),
+                    )
+                },
+            ));
+        }
+        Setup::Retry => out.extend(retry_checks(case, f, tick_us)),
+        _ => {}
+    }
+    if let (Some(s), false) = (f.spikes, f.setup == Setup::Retry) {
+        if s.share >= tol.spike_share_for_p99 {
+            out.push(check(
+                case,
+                text("check_spike_p99"),
+                fill(
+                    "check_spike_p99_expected",
+                    &[("floor", &us(s.floor_us)), ("share", &pct(s.share))],
+                ),
+                lat(f.p99),
+                f.p99 as f64 >= s.floor_us,
+            ));
+        }
+    }
+    out
+}
+
+fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
+    let tol = &DATA.tolerances;
+    let mut out = Vec::new();
+    // Losing none needs requests to lose: a load that got no response proves nothing.
+    out.push(measured_check(
+        case,
+        text("check_retries_lose_none"),
+        format!(">= {}", count(f.requests)),
+        f.counters.clone(),
+        |c| {
+            if f.requests == 0 {
+                ("no data: the load received no response".into(), false)
+            } else {
+                (count(c.requests).to_string(), c.requests >= f.requests)
+            }
+        },
+    ));
+    // The backends' excess over the client is the retries, give or take the requests in flight
+    // when the load stopped (logged by the proxy, answered by a backend, never read by the client).
+    let slack = i64::from(f.connections) + (f.requests / 1000) as i64;
+    out.push(measured_check(
+        case,
+        text("check_extra_are_retries"),
+        fill(
+            "check_extra_are_retries_expected",
+            &[
+                ("retries", &Cell::measured(&f.retries(), |r| count(*r))),
+                ("slack", &slack),
+            ],
+        ),
+        f.counters.clone().and_then(|c| Ok((c, f.retries()?))),
+        |(c, retries)| {
+            let excess = c.requests as i64 - f.requests as i64;
+            (
+                fill("check_extra_are_retries_actual", &[("excess", &excess)]),
+                (excess - retries as i64).abs() <= slack,
+            )
+        },
+    ));
+    out.push(measured_check(
+        case,
+        text("check_few_connections"),
+        fill(
+            "check_few_connections_expected",
+            &[("share", &Cell::num(tol.keepalive_share * 100.0, 0))],
+        ),
+        f.counters.clone(),
+        |c| {
+            (
+                fill(
+                    "check_few_connections_actual",
+                    &[
+                        ("connections", &count(c.connections)),
+                        ("responses", &count(c.requests)),
+                        ("pct", &pct(c.conns_per_request())),
+                    ],
+                ),
+                c.requests > 0 && c.conns_per_request() <= tol.keepalive_share,
+            )
+        },
+    ));
+    if let (Some(s), Some(rt)) = (f.spikes, f.read_timeout_us) {
+        let spiked = f.log.as_ref().map_or(0.0, |l| s.share * l.lines_up as f64);
+        out.push(measured_check(
+            case,
+            text("check_spikes_retried"),
+            fill(
+                "check_spikes_retried_expected",
+                &[
+                    ("retries", &Cell::num(tol.retried_spikes * spiked, 0)),
+                    ("share", &Cell::num(tol.retried_spikes * 100.0, 0)),
+                    ("spikes", &pct(s.share)),
+                ],
+            ),
+            f.retries(),
+            |r| {
+                (
+                    count(r).to_string(),
+                    spiked > 0.0 && r as f64 >= tol.retried_spikes * spiked,
+                )
+            },
+        ));
+        // A retried request costs the read timeout (on the proxy's coarse clock) plus one ordinary
+        // answer; p90 stands for an ordinary answer under whatever load the machine is under.
+        let bound = rt + tick_us as f64 + 2.0 * f.p90 as f64;
+        out.push(check(
+            case,
+            text("check_tail_cut"),
+            fill(
+                "check_tail_cut_expected",
+                &[("bound", &us(bound)), ("floor", &us(s.floor_us))],
+            ),
+            lat(f.p99),
+            (f.p99 as f64) <= bound,
+        ));
+    }
+    out
+}
+
+/// One case as the cross-case tables read it: its facts and the typed TIME_WAIT cell of its
+/// flow table (read at the end of the case, so it cannot be recomputed here).
+struct Summary {
+    name: String,
+    f: Facts,
+    time_wait: Cell,
+}
+
+/// Adds the cross-case tables (setups side by side with ratios against direct; non-2xx by
+/// origin; retries) to the last case, the run's findings, and the keepalive comparison checks.
+fn finish(scn: &Scenario, results: &mut RunResults) {
+    let kind = common::replica_kind(&results.env, scn.cases.first());
+    let mut all: Vec<Summary> = Vec::new();
+    for c in &results.cases {
+        let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
+            continue;
+        };
+        if let Some(f) = Facts::new(spec, c, &kind) {
+            let time_wait = c
+                .tables
+                .iter()
+                .find(|t| t.title.ends_with(FLOW))
+                .and_then(|t| t.row(TIME_WAIT_ROW))
+                .and_then(|r| r.get(1).cloned());
+            all.push(Summary {
+                name: c.name.clone(),
+                f,
+                time_wait: or_dash(time_wait),
+            });
+        }
+    }
+    if all.is_empty() {
+        return;
+    }
+    all.sort_by(|a, b| (a.f.style(), a.f.setup).cmp(&(b.f.style(), b.f.setup)));
+    let tables = vec![comparison(&all), origin_table(&all), retry_table(&all)];
+    let mut findings = Vec::new();
+    let mut checks = Vec::new();
+    for style in ["cheap", "spiky"] {
+        let of = |s: Setup| {
+            all.iter()
+                .find(|x| x.f.setup == s && x.f.style() == style)
+                .map(|x| &x.f)
+        };
+        if let (Some(d), Some(nk)) = (of(Setup::Direct), of(Setup::NoKeepalive)) {
+            let mut s = fill(
+                "finding_ratios",
+                &[
+                    ("style", &style),
+                    ("rps", &times(nk.rps, d.rps)),
+                    ("p50", &times(nk.p50 as f64, d.p50 as f64)),
+                ],
+            );
+            for (setup, what) in [
+                (Setup::Keepalive, "with_keepalive"),
+                (Setup::Retry, "with_retries"),
+            ] {
+                if let Some(k) = of(setup) {
+                    s.push_str(&fill(
+                        "finding_ratios_more",
+                        &[
+                            ("what", &text(what)),
+                            ("rps", &times(k.rps, d.rps)),
+                            ("p50", &times(k.p50 as f64, d.p50 as f64)),
+                        ],
+                    ));
+                }
+            }
+            s.push('.');
+            findings.push(s);
+        }
+        if let Some(nk) = of(Setup::NoKeepalive) {
+            for setup in [Setup::Keepalive, Setup::Retry] {
+                if let Some(k) = of(setup) {
+                    let share = DATA.tolerances.keepalive_share;
+                    let name = fill(
+                        "check_keepalive_fewer",
+                        &[("style", &style), ("setup", &setup.label())],
+                    );
+                    let mut c = measured_check(
+                        "",
+                        name,
+                        "",
+                        nk.counters
+                            .clone()
+                            .and_then(|n| Ok((n, k.counters.clone()?))),
+                        |(n, k)| {
+                            let bound = share * n.conns_per_request();
+                            (
+                                fill(
+                                    "check_keepalive_fewer_actual",
+                                    &[("conns", &Cell::num(k.conns_per_request(), 4))],
+                                ),
+                                n.requests > 0 && k.requests > 0 && k.conns_per_request() <= bound,
+                            )
+                        },
+                    );
+                    // A check over the whole run: it belongs to no case.
+                    c.case = None;
+                    c.expected = fill(
+                        "check_keepalive_fewer_expected",
+                        &[
+                            (
+                                "bound",
+                                &Cell::measured(&nk.conns_per_request(), |b| {
+                                    Cell::num(b * share, 4)
+                                }),
+                            ),
+                            ("share", &Cell::num(share * 100.0, 0)),
+                            (
+                                "base",
+                                &Cell::measured(&nk.conns_per_request(), |b| Cell::num(*b, 3)),
+                            ),
+                        ],
+                    );
+                    checks.push(c);
+                }
+            }
+        }
+        if style == "spiky" {
+            let p99 = |s: Setup| or_dash(of(s).map(|f| lat(f.p99)));
+            if let Some(r) = of(Setup::Retry) {
+                findings.push(fill(
+                    "finding_spiky_p99",
+                    &[
+                        ("direct", &p99(Setup::Direct)),
+                        ("keepalive", &p99(Setup::Keepalive)),
+                        ("read_timeout", &or_dash(r.read_timeout_us.map(us))),
+                        ("retry", &lat(r.p99)),
+                        ("retries", &Cell::measured(&r.retries(), |n| count(*n))),
+                    ],
+                ));
+            }
+        }
+    }
+    if let Some(last) = results.cases.last_mut() {
+        last.tables.extend(tables);
+    }
+    findings.push(text("finding_where").into());
+    results.findings.extend(findings);
+    results.checks.extend(checks);
+}
+
+fn comparison(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("comparison_title"),
+        &[
+            "Setup",
+            "Backends",
+            "Case",
+            "Req/s",
+            "Req/s vs direct",
+            "p50",
+            "p50 vs direct",
+            "p99",
+            "p99 vs direct",
+            "Max",
+            "Non-2xx",
+            "Errors",
+            "Backend conns / response",
+            "TIME_WAIT at backends",
+            "Proxy CPU µs / response",
+        ],
+    );
+    for x in all {
+        let f = &x.f;
+        let d = all
+            .iter()
+            .find(|d| d.f.setup == Setup::Direct && d.f.style() == f.style())
+            .map(|d| &d.f);
+        let vs = |a: f64, pick: fn(&Facts) -> f64| or_dash(d.map(|d| times(a, pick(d))));
+        t.rows.push(vec![
+            Cell::text(f.setup.label()),
+            Cell::text(f.style()),
+            Cell::text(&x.name),
+            Cell::num(f.rps, 0),
+            vs(f.rps, |d| d.rps),
+            lat(f.p50),
+            vs(f.p50 as f64, |d| d.p50 as f64),
+            lat(f.p99),
+            vs(f.p99 as f64, |d| d.p99 as f64),
+            lat(f.max),
+            count(f.non_2xx),
+            count(f.errors),
+            Cell::measured(&f.conns_per_request(), |c| Cell::num(*c, 4)),
+            x.time_wait.clone(),
+            if f.proxied() {
+                Cell::num(f.cpu_us(f.cpu.proxy), 1)
+            } else {
+                Cell::dash()
+            },
+        ]);
+    }
+    t.notes = vec![
+        text("comparison_ratios").into(),
+        text("comparison_keepalive").into(),
+    ];
+    t
+}
+
+fn origin_table(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("origin_title"),
+        &[
+            "Case",
+            "Non-2xx at the client",
+            "By origin (proxy access log)",
+            "Client connect failures",
+            "Other client errors",
+        ],
+    );
+    for x in all {
+        let f = &x.f;
+        t.rows.push(vec![
+            Cell::text(&x.name),
+            count(f.non_2xx),
+            origins(f),
+            count(f.connect_errors),
+            if f.other_errors.is_empty() {
+                Cell::Count(0)
+            } else {
+                Cell::list(
+                    f.other_errors
+                        .iter()
+                        .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
+                    ", ",
+                )
+            },
+        ]);
+    }
+    t.notes = vec![text("origin_note").into()];
+    t
+}
+
+fn retry_table(all: &[Summary]) -> Table {
+    let mut t = Table::new(
+        text("retry_title"),
+        &[
+            "Case",
+            "Client responses",
+            "Proxy lines",
+            "Upstream attempts",
+            "Retries",
+            "Timeouts logged",
+            "Backend responses",
+            "Backend - client",
+        ],
+    );
+    for x in all.iter().filter(|x| x.f.proxied()) {
+        let f = &x.f;
+        t.rows.push(vec![
+            Cell::text(&x.name),
+            count(f.requests),
+            Cell::measured(&f.log, |l| count(l.lines)),
+            Cell::measured(&f.log, |l| count(l.attempts)),
+            Cell::measured(&f.log, |l| count(l.retries())),
+            Cell::measured(&f.log, |l| count(l.timeouts_logged)),
+            Cell::measured(&f.counters, |c| count(c.requests)),
+            Cell::measured(&f.counters, |c| {
+                Cell::Signed(c.requests as i64 - f.requests as i64)
+            }),
+        ]);
+    }
+    t.notes = vec![text("retry_note").into()];
+    t
+}
+/// The `overhead` analysis, registered in [`super::ALL`].
+pub struct Overhead;
+
+impl super::Analysis for Overhead {
+    fn name(&self) -> &'static str {
+        "overhead"
+    }
+
+    fn case(&self, input: &super::CaseInput<'_>, result: &mut CaseResult) -> Vec<CheckResult> {
+        case(input.scenario, input.case, result, input.records, input.env)
+    }
+
+    fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
+        finish(scenario, results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setups_and_styles_come_from_the_config() {
+        let src = scenario::catalogue::builtin("proxy-overhead").unwrap();
+        let scn = Scenario::parse_with(&src, true, &crate::analysis::parse_options()).unwrap();
+        let got: Vec<(String, Setup, bool)> = scn
+            .cases
+            .iter()
+            .map(|c| (c.name.clone(), Setup::of(c), spikes(c).is_some()))
+            .collect();
+        let want = [
+            ("direct-cheap", Setup::Direct, false),
+            ("dumb-cheap", Setup::NoKeepalive, false),
+            ("keepalive-cheap", Setup::Keepalive, false),
+            ("retry-cheap", Setup::Retry, false),
+            ("direct-spiky", Setup::Direct, true),
+            ("dumb-spiky", Setup::NoKeepalive, true),
+            ("keepalive-spiky", Setup::Keepalive, true),
+            ("retry-spiky", Setup::Retry, true),
+        ];
+        assert_eq!(got.len(), want.len());
+        for ((n, s, sp), (wn, ws, wsp)) in got.iter().zip(want) {
+            assert_eq!((n.as_str(), *s, *sp), (wn, ws, wsp));
+        }
+        let s = spikes(&scn.cases[4]).unwrap();
+        assert_eq!(s.floor_us, 200_000.0);
+        assert!((s.share - 0.02).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_data_file_parses_and_has_every_text_the_code_uses() {
+        assert!(DATA.tolerances.little > 0.0);
+        common::assert_keys("overhead", &DATA.text, &[include_str!("overhead.rs")]);
+    }
+
+    #[test]
+    fn cpu_seconds_integrate_percent_over_sample_gaps() {
+        let s = |t_s: f64, group: &str, cpu_pct: f64| model::ProcSample {
+            t_s,
+            group: group.into(),
+            cpu_pct,
+            rss_bytes: 0,
+            procs: 1,
+        };
+        let r = CaseResult {
+            proc_samples: vec![
+                s(0.0, "caddy-0", 0.0),
+                s(1.0, "caddy-0", 50.0),
+                s(3.0, "caddy-0", 25.0),
+                s(0.0, "nginx-0", 0.0),
+                s(3.0, "nginx-0", 100.0),
+                s(0.0, "backends", 0.0),
+                s(2.0, "backends", 100.0),
+                s(2.0, "proxybench", 150.0),
+            ],
+            ..Default::default()
+        };
+        let c = cpu(&r, "caddy");
+        assert!((c.proxy - 1.0).abs() < 1e-9, "{c:?}");
+        assert!((c.backends - 2.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.process, 0.0, "a single sample has no interval");
+    }
+}

@@ -1,0 +1,753 @@
+//! `[[actions]]`: an entry's deserialisation (a time, an optional repeat and exactly one action
+//! key) and the action plan's validation, which expands each entry into the [`Step`]s it fires
+//! and checks each against the case as the earlier actions leave it.
+
+use crate::layers::Source;
+use crate::platform::{label_selector, relative_to_file, workload, PlatformKind};
+use crate::spec::{
+    Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
+    SetProfile, Step, StopReplica,
+};
+use proxy::config::ProxyConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use units::Dur;
+
+/// One `[[actions]]` entry: a time, an optional repeat, and exactly one action, written as a key
+/// of the same table (`at = "10s"` next to `kill_backend = "cafe-2"`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ActionSpec {
+    pub(crate) at: Dur,
+    every: Option<Dur>,
+    times: Option<u32>,
+    action: ActionKind,
+    /// `exec` only: how long the command may run.
+    timeout: Option<Dur>,
+    /// `exec` only: a non-zero exit or a timeout does not fail the run.
+    allow_fail: Option<bool>,
+}
+
+/// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
+/// Externally tagged, so each variant reads its own value with the spans (and lines) kept.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ActionKind {
+    ScaleBackends(ScaleBackends),
+    ScaleReplicas(ScaleReplicas),
+    Reload(bool),
+    SwapConfig(String),
+    SetProfile(SetProfile),
+    DrainBackend(String),
+    KillBackend(String),
+    RestartBackend(String),
+    StopReplica(StopReplica),
+    Grow(GrowSpec),
+    Exec(Vec<String>),
+    Apply(String),
+    Delete(String),
+    RolloutRestart(String),
+    DeletePod(DeletePods),
+    Scale(ScaleWorkload),
+}
+
+/// The action keys, in the order messages list them (the variants of [`ActionKind`]).
+const ACTION_KEYS: [&str; 16] = [
+    "scale_backends",
+    "scale_replicas",
+    "reload",
+    "swap_config",
+    "set_profile",
+    "drain_backend",
+    "kill_backend",
+    "restart_backend",
+    "stop_replica",
+    "grow",
+    "exec",
+    "apply",
+    "delete",
+    "rollout_restart",
+    "delete_pod",
+    "scale",
+];
+
+/// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, then the
+/// action keys.
+const ACTION_FIELDS: [&str; 21] = [
+    "at",
+    "every",
+    "times",
+    "timeout",
+    "allow_fail",
+    ACTION_KEYS[0],
+    ACTION_KEYS[1],
+    ACTION_KEYS[2],
+    ACTION_KEYS[3],
+    ACTION_KEYS[4],
+    ACTION_KEYS[5],
+    ACTION_KEYS[6],
+    ACTION_KEYS[7],
+    ACTION_KEYS[8],
+    ACTION_KEYS[9],
+    ACTION_KEYS[10],
+    ACTION_KEYS[11],
+    ACTION_KEYS[12],
+    ACTION_KEYS[13],
+    ACTION_KEYS[14],
+    ACTION_KEYS[15],
+];
+
+impl<'de> Deserialize<'de> for ActionSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionSpec, D::Error> {
+        d.deserialize_struct("ActionSpec", &ACTION_FIELDS, action_de::EntryVisitor)
+    }
+}
+
+/// The serde plumbing of [`ActionSpec`]: the entry's keys are read one by one, and an action key
+/// and its value are handed to [`ActionKind`]'s derived (externally tagged) deserializer as if
+/// they were a one-entry table of their own.
+mod action_de {
+    use super::{ActionKind, ActionSpec, ACTION_FIELDS, ACTION_KEYS};
+    use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, VariantAccess};
+    use serde::Deserialize;
+    use std::fmt;
+
+    /// Reads an `[[actions]]` table.
+    pub(super) struct EntryVisitor;
+
+    impl<'de> de::Visitor<'de> for EntryVisitor {
+        type Value = ActionSpec;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an action table")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
+            let (mut at, mut every, mut times) = (None, None, None);
+            let (mut timeout, mut allow_fail) = (None, None);
+            let mut actions = Vec::new();
+            while let Some(key) = map.next_key_seed(Key)? {
+                match key {
+                    "at" => at = Some(map.next_value()?),
+                    "every" => every = Some(map.next_value()?),
+                    "times" => times = Some(map.next_value()?),
+                    "timeout" => timeout = Some(map.next_value()?),
+                    "allow_fail" => allow_fail = Some(map.next_value()?),
+                    action => actions.push(map.next_value_seed(Tagged(action))?),
+                }
+            }
+            let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
+            if actions.len() != 1 {
+                return Err(de::Error::custom(format!(
+                    "an action needs exactly one of {} (found {})",
+                    ACTION_KEYS.join(", "),
+                    actions.len()
+                )));
+            }
+            let action = actions.remove(0);
+            if !matches!(action, ActionKind::Exec(_)) && (timeout.is_some() || allow_fail.is_some())
+            {
+                return Err(de::Error::custom(
+                    "`timeout` and `allow_fail` belong to an `exec` action",
+                ));
+            }
+            Ok(ActionSpec {
+                at,
+                every,
+                times,
+                action,
+                timeout,
+                allow_fail,
+            })
+        }
+    }
+
+    /// A key of an action table; an unknown one is refused at its own line.
+    struct Key;
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = &'static str;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<&'static str, D::Error> {
+            let k = String::deserialize(d)?;
+            ACTION_FIELDS
+                .iter()
+                .find(|f| **f == k)
+                .copied()
+                .ok_or_else(|| de::Error::unknown_field(&k, &ACTION_FIELDS))
+        }
+    }
+
+    /// The value of action key `.0`, read as the [`ActionKind`] variant of that name.
+    struct Tagged(&'static str);
+
+    impl<'de> DeserializeSeed<'de> for Tagged {
+        type Value = ActionKind;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ActionKind, D::Error> {
+            ActionKind::deserialize(OneEntry {
+                tag: self.0,
+                value: d,
+            })
+        }
+    }
+
+    /// A tag and the deserializer of its value, seen as an externally tagged enum.
+    struct OneEntry<D> {
+        tag: &'static str,
+        value: D,
+    }
+
+    impl<'de, D: Deserializer<'de>> Deserializer<'de> for OneEntry<D> {
+        type Error = D::Error;
+
+        fn deserialize_any<V: de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+            v.visit_enum(self)
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+            identifier ignored_any
+        }
+    }
+
+    impl<'de, D: Deserializer<'de>> EnumAccess<'de> for OneEntry<D> {
+        type Error = D::Error;
+        type Variant = Value<D>;
+
+        fn variant_seed<S: DeserializeSeed<'de>>(
+            self,
+            seed: S,
+        ) -> Result<(S::Value, Value<D>), D::Error> {
+            let tag = seed.deserialize(de::value::StrDeserializer::<D::Error>::new(self.tag))?;
+            Ok((tag, Value(self.value)))
+        }
+    }
+
+    /// The value of a variant: every [`ActionKind`] variant holds exactly one.
+    struct Value<D>(D);
+
+    impl<'de, D: Deserializer<'de>> VariantAccess<'de> for Value<D> {
+        type Error = D::Error;
+
+        fn unit_variant(self) -> Result<(), D::Error> {
+            <()>::deserialize(self.0)
+        }
+
+        fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+            self,
+            seed: T,
+        ) -> Result<T::Value, D::Error> {
+            seed.deserialize(self.0)
+        }
+
+        fn tuple_variant<V: de::Visitor<'de>>(
+            self,
+            len: usize,
+            v: V,
+        ) -> Result<V::Value, D::Error> {
+            self.0.deserialize_tuple(len, v)
+        }
+
+        fn struct_variant<V: de::Visitor<'de>>(
+            self,
+            fields: &'static [&'static str],
+            v: V,
+        ) -> Result<V::Value, D::Error> {
+            self.0.deserialize_struct("", fields, v)
+        }
+    }
+}
+
+/// What a case's actions are checked against besides the case: the file (for manifest paths)
+/// and the platform.
+pub(crate) struct Where<'a> {
+    pub(crate) src: &'a Source,
+    pub(crate) kind: PlatformKind,
+    pub(crate) check_files: bool,
+}
+
+/// How long an `exec` command may run when its action says no `timeout`.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most steps the actions of one case may expand into (every repeat and every gradual step).
+const MAX_STEPS: usize = 100_000;
+/// Most backend instances of one group: each holds a listening socket and its connections, and
+/// the open-files limit here is 20000.
+pub(crate) const MAX_BACKENDS: u32 = 10_000;
+/// Most proxy replicas: each is a process tree (a master and its workers, say) on this machine.
+pub(crate) const MAX_REPLICAS: u32 = 64;
+
+/// Group sizes and replica count as the plan stands after the actions expanded so far, so that a
+/// later scaling action starts from where an earlier one left off.
+pub(crate) struct Sizes {
+    pub(crate) groups: BTreeMap<String, u32>,
+    pub(crate) replicas: u32,
+}
+
+/// Expands one `[[actions]]` entry into its steps (every repeat, every gradual step), checking
+/// it against the plan as it stands; `sizes` moves on to where the entry leaves the case.
+pub(crate) fn expand_action(
+    on: &Where<'_>,
+    a: &ActionSpec,
+    sizes: &mut Sizes,
+    proxy: Option<&ProxyConfig>,
+    configs: &BTreeMap<String, ProxyConfig>,
+    out: &mut Vec<Step>,
+) -> Result<(), String> {
+    let times = repeats(a)?;
+    check_bounds(&a.action)?;
+    let every = a.every.map(|d| d.0).unwrap_or_default();
+    let plan = Plan { proxy, configs, on };
+    for k in 0..times {
+        if out.len() > MAX_STEPS {
+            return Err(format!(
+                "the actions expand to more than {MAX_STEPS} steps; use fewer `times` or larger steps"
+            ));
+        }
+        let at = every
+            .checked_mul(k)
+            .and_then(|d| a.at.0.checked_add(d))
+            .ok_or("`at` + `every` x `times` is beyond any run's length")?;
+        plan.expand_once(a, at, sizes, out)?;
+    }
+    Ok(())
+}
+
+/// How many times an entry fires: once, or `times` times `every` apart.
+fn repeats(a: &ActionSpec) -> Result<u32, String> {
+    match (a.every, a.times) {
+        (None, None) => Ok(1),
+        (Some(_), Some(n)) if n >= 1 => Ok(n),
+        (Some(_), None) => Err("`every` needs `times`".into()),
+        (None, Some(_)) => Err("`times` needs `every`".into()),
+        _ => Err("`times` must be at least 1".into()),
+    }
+}
+
+/// Refuses sizes beyond this machine before anything is expanded (a gradual scaling to millions
+/// would otherwise expand millions of steps first).
+fn check_bounds(action: &ActionKind) -> Result<(), String> {
+    match action {
+        ActionKind::ScaleBackends(s) if s.to > MAX_BACKENDS => Err(format!(
+            "scale_backends: {} instances is beyond what one machine can hold (at most {MAX_BACKENDS})",
+            s.to
+        )),
+        ActionKind::ScaleReplicas(s) if s.to > MAX_REPLICAS => Err(format!(
+            "scale_replicas: {} replicas is beyond what one machine can run (at most {MAX_REPLICAS})",
+            s.to
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What the actions of a case are checked against: its proxy and its alternative configs.
+struct Plan<'a> {
+    proxy: Option<&'a ProxyConfig>,
+    configs: &'a BTreeMap<String, ProxyConfig>,
+    on: &'a Where<'a>,
+}
+
+impl Plan<'_> {
+    /// The steps of one firing of `action` at `at`.
+    fn expand_once(
+        &self,
+        spec: &ActionSpec,
+        at: Duration,
+        sizes: &mut Sizes,
+        out: &mut Vec<Step>,
+    ) -> Result<(), String> {
+        let action = &spec.action;
+        self.external_allows(spec)?;
+        self.platform_allows(action)?;
+        let mut push = |at: Duration, action: Action| out.push(Step { at, action });
+        match action {
+            ActionKind::ScaleBackends(s) => {
+                let from = *sizes
+                    .groups
+                    .get(&s.group)
+                    .ok_or_else(|| format!("scale_backends: no backend group '{}'", s.group))?;
+                self.need_proxy()?;
+                gradual(from, s.to, s.step.map(|d| d.0), at, |at, to| {
+                    let group = s.group.clone();
+                    let remove = s.remove;
+                    push(at, Action::ScaleBackends { group, to, remove })
+                });
+                sizes.groups.insert(s.group.clone(), s.to);
+            }
+            ActionKind::ScaleReplicas(s) => {
+                self.need_proxy()?;
+                if s.to == 0 {
+                    return Err("scale_replicas: `to` must be at least 1".into());
+                }
+                gradual(sizes.replicas, s.to, s.step.map(|d| d.0), at, |at, to| {
+                    push(at, Action::ScaleReplicas { to, stop: s.stop })
+                });
+                sizes.replicas = s.to;
+            }
+            ActionKind::Reload(r) => {
+                self.need_proxy()?;
+                if !r {
+                    return Err("`reload = false` does nothing; remove the action".into());
+                }
+                push(at, Action::Reload);
+            }
+            ActionKind::SwapConfig(c) => {
+                self.need_proxy()?;
+                if !self.configs.contains_key(c) {
+                    return Err(format!(
+                        "swap_config: no [configs.{c}] (defined: {})",
+                        self.configs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                push(at, Action::SwapConfig(c.clone()));
+            }
+            ActionKind::SetProfile(s) => {
+                match (&s.group, &s.backend) {
+                    (Some(g), None) if sizes.groups.contains_key(g) => {}
+                    (Some(g), None) => return Err(format!("set_profile: no backend group '{g}'")),
+                    (None, Some(b)) => backend_exists(&sizes.groups, b)?,
+                    _ => return Err("set_profile needs exactly one of `group` or `backend`".into()),
+                }
+                push(
+                    at,
+                    Action::SetProfile {
+                        group: s.group.clone(),
+                        backend: s.backend.clone(),
+                        profile: s.profile.clone(),
+                    },
+                );
+            }
+            ActionKind::DrainBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::DrainBackend(b.clone()));
+            }
+            ActionKind::KillBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::KillBackend(b.clone()));
+            }
+            ActionKind::RestartBackend(b) => {
+                backend_exists(&sizes.groups, b)?;
+                push(at, Action::RestartBackend(b.clone()));
+            }
+            ActionKind::Grow(g) => {
+                let p = self.proxy.ok_or("grow needs a [proxy]")?;
+                check_grow(g, p)?;
+                push(at, Action::Grow(g.clone()));
+            }
+            ActionKind::StopReplica(s) => {
+                self.need_proxy()?;
+                push(
+                    at,
+                    Action::StopReplica {
+                        replica: s.replica.clone(),
+                        mode: s.mode,
+                    },
+                );
+            }
+            ActionKind::Exec(argv) => {
+                if argv.first().is_none_or(|p| p.is_empty()) {
+                    return Err(
+                        "exec: the command is empty; write exec = [\"program\", \"arg\", ...]"
+                            .into(),
+                    );
+                }
+                let timeout = spec.timeout.map_or(EXEC_TIMEOUT, |d| d.0);
+                if timeout.is_zero() {
+                    return Err("exec: `timeout` must be more than 0".into());
+                }
+                push(
+                    at,
+                    Action::Exec {
+                        argv: argv.clone(),
+                        timeout,
+                        allow_fail: spec.allow_fail.unwrap_or(false),
+                    },
+                );
+            }
+            ActionKind::Apply(f) => push(at, Action::Apply(self.manifest("apply", f)?)),
+            ActionKind::Delete(f) => push(at, Action::Delete(self.manifest("delete", f)?)),
+            ActionKind::RolloutRestart(w) => {
+                workload("rollout_restart", w, false)?;
+                push(at, Action::RolloutRestart(w.clone()));
+            }
+            ActionKind::DeletePod(d) => {
+                label_selector(&d.selector)
+                    .map_err(|e| format!("delete_pod: selector '{}': {e}", d.selector))?;
+                if d.count == 0 {
+                    return Err("delete_pod: `count` must be at least 1".into());
+                }
+                push(
+                    at,
+                    Action::DeletePod {
+                        selector: d.selector.clone(),
+                        count: d.count,
+                        grace: d.grace.0,
+                    },
+                );
+            }
+            ActionKind::Scale(w) => {
+                workload("scale", &w.target, true)?;
+                if w.step.is_some_and(|s| s.0.is_zero()) {
+                    return Err(
+                        "scale: `step` must be more than 0 (leave it out to scale at once)".into(),
+                    );
+                }
+                push(
+                    at,
+                    Action::Scale {
+                        target: w.target.clone(),
+                        to: w.to,
+                        step: w.step.map(|d| d.0).unwrap_or_default(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses the Kubernetes-only actions on the local platform.
+    fn platform_allows(&self, action: &ActionKind) -> Result<(), String> {
+        let key = match action {
+            ActionKind::Apply(_) => "apply",
+            ActionKind::Delete(_) => "delete",
+            ActionKind::RolloutRestart(_) => "rollout_restart",
+            ActionKind::DeletePod(_) => "delete_pod",
+            ActionKind::Scale(_) => "scale",
+            _ => return Ok(()),
+        };
+        if self.on.kind == PlatformKind::Kubernetes {
+            return Ok(());
+        }
+        Err(format!(
+            "{key} needs [platform] kind = \"kubernetes\" (or `run --platform kubernetes`)"
+        ))
+    }
+
+    /// The manifest an `apply` or `delete` names, relative to the scenario file, which must
+    /// exist when the run starts.
+    fn manifest(&self, action: &str, f: &str) -> Result<PathBuf, String> {
+        if f.is_empty() {
+            return Err(format!("{action}: the manifest path is empty"));
+        }
+        let path = relative_to_file(self.on.src, f);
+        if self.on.check_files {
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => return Err(format!("{action}: {} is not a file", path.display())),
+                Err(e) => return Err(format!("{action}: {}: {e}", path.display())),
+            }
+        }
+        Ok(path)
+    }
+
+    /// Refuses, on an external target, the actions that would start, stop or re-render a proxy
+    /// proxybench did not start, and a reload without the command that does it.
+    fn external_allows(&self, spec: &ActionSpec) -> Result<(), String> {
+        let Some(ext) = self.proxy.and_then(|p| p.external.as_ref()) else {
+            return Ok(());
+        };
+        let what = match &spec.action {
+            ActionKind::ScaleReplicas(_) => "scale_replicas",
+            ActionKind::StopReplica(_) => "stop_replica",
+            ActionKind::SwapConfig(_) => "swap_config",
+            ActionKind::Grow(_) => "grow",
+            ActionKind::Reload(_) if ext.reload.is_empty() => {
+                return Err(
+                    "reload on an external target needs the command that reloads it: \
+                            proxy.external.reload = [\"program\", \"arg\", ...]"
+                        .into(),
+                )
+            }
+            _ => return Ok(()),
+        };
+        Err(format!(
+            "{what} on an external target: proxybench does not start, stop or re-render a \
+             proxy it did not start"
+        ))
+    }
+
+    fn need_proxy(&self) -> Result<(), String> {
+        self.proxy
+            .map(|_| ())
+            .ok_or_else(|| "this action needs a [proxy]".to_string())
+    }
+}
+
+/// Refuses a backend name that is not `GROUP-INDEX` of a known group. Instances added by scaling
+/// may not exist at the start; only the group must.
+fn backend_exists(groups: &BTreeMap<String, u32>, n: &str) -> Result<(), String> {
+    let (g, i) = n
+        .rsplit_once('-')
+        .ok_or_else(|| format!("backend '{n}' is not GROUP-INDEX"))?;
+    i.parse::<u32>()
+        .map_err(|_| format!("backend '{n}' is not GROUP-INDEX"))?;
+    if groups.contains_key(g) {
+        Ok(())
+    } else {
+        Err(format!("backend '{n}': no backend group '{g}'"))
+    }
+}
+
+fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
+    if g.by == 0 {
+        return Err("grow: `by` must be at least 1".into());
+    }
+    let up = match &g.upstream {
+        Some(u) => p
+            .upstream(u)
+            .ok_or_else(|| format!("grow: no upstream '{u}'"))?,
+        None => p
+            .upstreams
+            .first()
+            .ok_or("grow: the proxy has no upstream to send new routes to")?,
+    };
+    let _ = up;
+    match g.what {
+        GrowWhat::Routes | GrowWhat::Matches => {
+            match &g.listener {
+                Some(l) => {
+                    let lis = p
+                        .listener(l)
+                        .ok_or_else(|| format!("grow: no listener '{l}'"))?;
+                    if lis.tls {
+                        return Err(format!("grow: listener '{l}' is HTTPS; routes and matches grow on a plain HTTP listener"));
+                    }
+                }
+                None => {
+                    if !p.listeners.iter().any(|l| !l.tls) {
+                        return Err("grow: routes and matches need a plain HTTP listener".into());
+                    }
+                }
+            }
+            if g.what == GrowWhat::Matches && (!g.path.starts_with('/') || g.header.is_empty()) {
+                return Err("grow: matches need a `path` starting with '/' and a `header`".into());
+            }
+        }
+        GrowWhat::Listeners | GrowWhat::HttpsListeners | GrowWhat::UpstreamServers => {}
+    }
+    if g.to > 20_000 && g.what != GrowWhat::Matches {
+        return Err(format!(
+            "grow: {} {} is beyond what one machine can hold (open files are limited to 20000)",
+            g.to,
+            g.what.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Steps from `from` to `to`: one at a time every `step` when gradual, else one step at `at`.
+fn gradual(
+    from: u32,
+    to: u32,
+    step: Option<Duration>,
+    at: Duration,
+    mut push: impl FnMut(Duration, u32),
+) {
+    match step {
+        Some(step) if from != to => {
+            let mut n = from;
+            let mut t = at;
+            while n != to {
+                n = if to > n { n + 1 } else { n - 1 };
+                push(t, n);
+                t = t.saturating_add(step);
+            }
+        }
+        _ => push(at, to),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{RemoveMode, StopSpec};
+    use backend::Profile;
+
+    /// Every action key reads into the variant of the same name, and `Action::kind` gives the
+    /// key back, so files, messages and events.csv agree.
+    #[test]
+    fn every_action_key_names_its_variant() {
+        let values = [
+            "{ group = \"g\", to = 2 }",
+            "{ to = 2 }",
+            "true",
+            "\"alt\"",
+            "{ group = \"g\", profile = \"\" }",
+            "\"g-0\"",
+            "\"g-0\"",
+            "\"g-0\"",
+            "{}",
+            "{ what = \"routes\", to = 2 }",
+            "[\"true\"]",
+            "\"m.yaml\"",
+            "\"m.yaml\"",
+            "\"deployment/x\"",
+            "{ selector = \"app=x\" }",
+            "{ target = \"deployment/x\", to = 2 }",
+        ];
+        for (key, value) in ACTION_KEYS.iter().zip(values) {
+            let a: ActionSpec = toml::from_str(&format!("at = \"1s\"\n{key} = {value}")).unwrap();
+            let camel: String = key
+                .split('_')
+                .map(|w| w[..1].to_uppercase() + &w[1..])
+                .collect();
+            assert!(format!("{:?}", a.action).starts_with(&camel), "{key}");
+            assert_eq!(a.at, Dur(Duration::from_secs(1)));
+        }
+        let names = [
+            Action::ScaleBackends {
+                group: String::new(),
+                to: 0,
+                remove: RemoveMode::Drain,
+            }
+            .kind(),
+            Action::ScaleReplicas {
+                to: 0,
+                stop: StopSpec::Graceful,
+            }
+            .kind(),
+            Action::Reload.kind(),
+            Action::SwapConfig(String::new()).kind(),
+            Action::SetProfile {
+                group: None,
+                backend: None,
+                profile: Profile::default(),
+            }
+            .kind(),
+            Action::DrainBackend(String::new()).kind(),
+            Action::KillBackend(String::new()).kind(),
+            Action::RestartBackend(String::new()).kind(),
+            Action::StopReplica {
+                replica: None,
+                mode: StopSpec::Graceful,
+            }
+            .kind(),
+            "grow",
+            Action::Exec {
+                argv: Vec::new(),
+                timeout: Duration::ZERO,
+                allow_fail: false,
+            }
+            .kind(),
+            Action::Apply(PathBuf::new()).kind(),
+            Action::Delete(PathBuf::new()).kind(),
+            Action::RolloutRestart(String::new()).kind(),
+            Action::DeletePod {
+                selector: String::new(),
+                count: 1,
+                grace: Duration::ZERO,
+            }
+            .kind(),
+            Action::Scale {
+                target: String::new(),
+                to: 1,
+                step: Duration::ZERO,
+            }
+            .kind(),
+        ];
+        assert_eq!(names, ACTION_KEYS);
+    }
+}

@@ -1,0 +1,668 @@
+//! Parsing: a scenario file's layers resolved ([`crate::layers::resolve`]) into cases, each case
+//! built and validated (backends, proxy, loads, the action plan, checks), every problem a
+//! `file:line: reason` before anything starts.
+
+use crate::action::{expand_action, ActionSpec, Sizes, Where, MAX_BACKENDS, MAX_REPLICAS};
+use crate::checks::Check;
+use crate::layers::{self, Source, Table};
+use crate::platform::{parse_platform, PlatformKind, PlatformOverride};
+use crate::spec::{ArrivalsSpec, BackendGroup, Case, ItemLines, LoadSpec, Scenario, Via};
+use crate::ScenarioError;
+use proxy::config::ProxyConfig;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use toml::Spanned;
+use units::Dur;
+
+/// How a scenario is parsed beyond its text.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// The command line's (or the record's) overrides of `[platform]`.
+    pub platform: PlatformOverride,
+    /// Don't require the manifests that `apply` and `delete` name to exist: a recorded run is
+    /// analysed where its manifests may no longer be.
+    pub skip_file_checks: bool,
+    /// The analyses a scenario may name with `analysis = "NAME"` (the analysis registry's
+    /// names); any other name is an error at its line. Empty: a scenario may name none.
+    pub analyses: Vec<&'static str>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseDoc {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    analysis: Option<Spanned<String>>,
+    #[serde(default)]
+    checks: Vec<Spanned<String>>,
+    #[serde(default = "one_usize")]
+    backend_threads: usize,
+    #[serde(default)]
+    settle: Option<Dur>,
+    #[serde(default)]
+    backends: Vec<Spanned<BackendGroup>>,
+    #[serde(default)]
+    proxy: Option<Spanned<ProxyConfig>>,
+    #[serde(default)]
+    loads: Vec<Spanned<LoadSpec>>,
+    #[serde(default)]
+    actions: Vec<Spanned<ActionSpec>>,
+}
+
+fn one_usize() -> usize {
+    1
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; `quick` applies the `[quick]` layers. The other form is
+    /// validated too, so a mistake in `[quick]` (or in the full form) is found in every run.
+    pub fn parse(src: &Source, quick: bool) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(src, quick, &ParseOptions::default())
+    }
+
+    /// [`Scenario::parse`] with the command line's platform overrides applied before the
+    /// actions are checked against the platform.
+    pub fn parse_with(
+        src: &Source,
+        quick: bool,
+        opts: &ParseOptions,
+    ) -> Result<Scenario, ScenarioError> {
+        let scn = Scenario::parse_form(src, quick, opts)?;
+        Scenario::parse_form(src, !quick, opts).map_err(|mut e| {
+            let form = if quick { "full" } else { "--quick" };
+            e.message = format!("in the {form} form: {}", e.message);
+            e
+        })?;
+        // A local run still checks the file's Kubernetes layers, so a mistake there is found
+        // before anyone takes the scenario to a cluster.
+        if scn.platform.kind == PlatformKind::Local && layers::has_platform_layer(src, "kubernetes")
+        {
+            let mut on_cluster = opts.clone();
+            on_cluster.platform.kind = Some(PlatformKind::Kubernetes);
+            for q in [quick, !quick] {
+                Scenario::parse_form(src, q, &on_cluster).map_err(|mut e| {
+                    let form = if q { "--quick" } else { "full" };
+                    e.message = format!("in the {form} form on kubernetes: {}", e.message);
+                    e
+                })?;
+            }
+        }
+        Ok(scn)
+    }
+
+    /// Parses one form of the scenario (the full form, or the `--quick` one).
+    fn parse_form(
+        src: &Source,
+        quick: bool,
+        opts: &ParseOptions,
+    ) -> Result<Scenario, ScenarioError> {
+        let (platform, mut cases_layered) = layers::resolve(src, quick, |table| {
+            let spec = parse_platform(src, table, &opts.platform)?;
+            let layer = spec.kind.name();
+            Ok((spec, layer))
+        })?;
+        let on = Where {
+            src,
+            kind: platform.kind,
+            check_files: !opts.skip_file_checks,
+        };
+        let configs = cases_layered.configs.take();
+        let mut cases = Vec::new();
+        let mut meta: Option<(Spanned<String>, String, Option<Spanned<String>>)> = None;
+        for layered in cases_layered {
+            let layers::CaseLayers {
+                name: case_name,
+                description: case_desc,
+                span: case_span,
+                doc,
+            } = layered?;
+            let alt = resolve_configs(src, &doc, configs.as_ref())?;
+            let proxy_lines = doc
+                .get("proxy")
+                .map(|p| ItemLines::of(src, p))
+                .unwrap_or_default();
+            let parsed: CaseDoc = src.deserialize(doc)?;
+            meta.get_or_insert_with(|| {
+                (
+                    parsed.name.clone(),
+                    parsed.description.clone(),
+                    parsed.analysis.clone(),
+                )
+            });
+            let mut case = build_case(&on, parsed, case_name, case_desc, case_span, alt)?;
+            case.proxy_lines = proxy_lines;
+            cases.push(case);
+        }
+        let (name, description, analysis) = meta.expect("at least one case is always built");
+        let analysis = match analysis {
+            None => None,
+            Some(a) if opts.analyses.contains(&a.get_ref().as_str()) => Some(a.into_inner()),
+            Some(a) => {
+                let known = if opts.analyses.is_empty() {
+                    "none".to_string()
+                } else {
+                    opts.analyses.join(", ")
+                };
+                return Err(src.error(
+                    Some(a.span()),
+                    format!("unknown analysis '{}' (known: {known})", a.get_ref()),
+                ));
+            }
+        };
+        let name_ok = !name.get_ref().is_empty()
+            && !name.get_ref().chars().all(|c| c == '.')
+            && name
+                .get_ref()
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !name_ok {
+            return Err(src.error(
+                Some(name.span()),
+                format!(
+                    "scenario name '{}' must be letters, digits, '-', '_' or '.', and not only dots",
+                    name.get_ref()
+                ),
+            ));
+        }
+        Ok(Scenario {
+            file: src.file.clone(),
+            name: name.into_inner(),
+            description,
+            analysis,
+            cases,
+            quick,
+            source: src.text.clone(),
+            platform,
+        })
+    }
+}
+
+fn resolve_configs(
+    src: &Source,
+    doc: &Table<'_>,
+    configs: Option<&Spanned<Table<'_>>>,
+) -> Result<BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>, ScenarioError> {
+    let mut out = BTreeMap::new();
+    let Some(configs) = configs else {
+        return Ok(out);
+    };
+    let base = doc.get("proxy").ok_or_else(|| {
+        src.error(
+            Some(configs.span()),
+            "`[configs.*]` alternatives need a `[proxy]` table to start from",
+        )
+    })?;
+    for (name, over) in configs.get_ref().iter() {
+        let mut merged = Table::new();
+        merged.insert(Spanned::new(name.span(), "proxy".into()), base.clone());
+        let mut over_doc = Table::new();
+        over_doc.insert(Spanned::new(name.span(), "proxy".into()), over.clone());
+        layers::merge(&mut merged, over_doc);
+        let mut lines = merged
+            .get("proxy")
+            .map(|p| ItemLines::of(src, p))
+            .unwrap_or_default();
+        lines.table = layers::line_of(&src.text, name.span().start);
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Only {
+            proxy: Spanned<ProxyConfig>,
+        }
+        let only: Only = src.deserialize(merged)?;
+        let span = name.span();
+        let cfg = only.proxy.into_inner();
+        cfg.validate().map_err(|e| {
+            src.error(
+                Some(span.clone()),
+                format!("configs.{}: {e}", name.get_ref()),
+            )
+        })?;
+        out.insert(name.get_ref().to_string(), (Spanned::new(span, cfg), lines));
+    }
+    Ok(out)
+}
+
+impl ItemLines {
+    /// Reads the item lines of a proxy table as written (before deserialization).
+    pub(crate) fn of(src: &Source, proxy: &Spanned<toml::de::DeValue<'_>>) -> ItemLines {
+        use toml::de::DeValue;
+        let line = |span: std::ops::Range<usize>| layers::line_of(&src.text, span.start);
+        let mut out = ItemLines {
+            table: line(proxy.span()),
+            items: BTreeMap::new(),
+        };
+        let DeValue::Table(t) = proxy.get_ref() else {
+            return out;
+        };
+        for (key, prefix) in [
+            ("listeners", "listener"),
+            ("upstreams", "upstream"),
+            ("rate_limits", "rate_limit"),
+            ("routes", "route"),
+        ] {
+            let Some(DeValue::Array(items)) = t.get(key).map(|v| v.get_ref()) else {
+                continue;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let name = match item.get_ref() {
+                    DeValue::Table(it) if prefix != "route" => it
+                        .get("name")
+                        .and_then(|n| n.get_ref().as_str())
+                        .map(str::to_string),
+                    _ => Some(i.to_string()),
+                };
+                if let Some(n) = name {
+                    out.items.insert(format!("{prefix}.{n}"), line(item.span()));
+                }
+            }
+        }
+        if let Some(DeValue::Table(raw)) = t.get("raw").map(|v| v.get_ref()) {
+            for (k, v) in raw.iter() {
+                out.items
+                    .insert(format!("raw.{}", k.get_ref()), line(v.span()));
+            }
+        }
+        out
+    }
+}
+
+fn build_case(
+    on: &Where<'_>,
+    doc: CaseDoc,
+    name: String,
+    description: String,
+    case_span: Option<std::ops::Range<usize>>,
+    spanned_configs: BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>,
+) -> Result<Case, ScenarioError> {
+    let src = on.src;
+    let err = |span: std::ops::Range<usize>, msg: String| src.error(Some(span), msg);
+    let mut groups = BTreeMap::new();
+    for g in &doc.backends {
+        let gname = &g.get_ref().name;
+        if !valid_name(gname) {
+            return Err(err(
+                g.span(),
+                format!("backend group name '{gname}' must be letters, digits, '-' or '_'"),
+            ));
+        }
+        if g.get_ref().count > MAX_BACKENDS {
+            return Err(err(
+                g.span(),
+                format!(
+                    "backend group '{gname}': {} instances is beyond what one machine can hold \
+                     (at most {MAX_BACKENDS})",
+                    g.get_ref().count
+                ),
+            ));
+        }
+        check_listen(g.get_ref(), &doc.backends).map_err(|m| err(g.span(), m))?;
+        if groups.insert(gname.clone(), g.get_ref().count).is_some() {
+            return Err(err(
+                g.span(),
+                format!("backend group '{gname}' is defined twice"),
+            ));
+        }
+    }
+    let proxy = match doc.proxy {
+        Some(p) => {
+            let span = p.span();
+            let cfg = p.into_inner();
+            cfg.validate()
+                .map_err(|e| err(span.clone(), e.to_string()))?;
+            if cfg.replicas > MAX_REPLICAS {
+                return Err(err(
+                    span.clone(),
+                    format!(
+                        "proxy.replicas = {} is beyond what one machine can run (at most {MAX_REPLICAS})",
+                        cfg.replicas
+                    ),
+                ));
+            }
+            for u in &cfg.upstreams {
+                if !groups.contains_key(&u.backends) {
+                    return Err(err(
+                        span.clone(),
+                        format!(
+                            "upstream '{}' uses backend group '{}', which is not defined",
+                            u.name, u.backends
+                        ),
+                    ));
+                }
+            }
+            Some(cfg)
+        }
+        None => None,
+    };
+    for (cname, (c, _)) in &spanned_configs {
+        for u in &c.get_ref().upstreams {
+            if !groups.contains_key(&u.backends) {
+                return Err(err(
+                    c.span(),
+                    format!(
+                        "configs.{cname}: upstream '{}' uses unknown backend group '{}'",
+                        u.name, u.backends
+                    ),
+                ));
+            }
+        }
+    }
+    let mut configs = BTreeMap::new();
+    let mut config_lines = BTreeMap::new();
+    for (n, (c, lines)) in spanned_configs {
+        configs.insert(n.clone(), c.into_inner());
+        config_lines.insert(n, lines);
+    }
+    let mut loads = Vec::new();
+    let mut load_lines = BTreeMap::new();
+    let mut load_names = BTreeSet::new();
+    for l in doc.loads {
+        let span = l.span();
+        let spec = l.into_inner();
+        check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if let Some(a) = &spec.agents {
+            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
+        }
+        if !load_names.insert(spec.name.clone()) {
+            return Err(err(span, format!("load '{}' is defined twice", spec.name)));
+        }
+        load_lines.insert(spec.name.clone(), layers::line_of(&src.text, span.start));
+        loads.push(spec);
+    }
+    if loads.is_empty() {
+        // Point at the case, or at the scenario's name for a scenario without cases.
+        let at = case_span.clone().unwrap_or(doc.name.span());
+        return Err(err(at, format!("case '{name}' has no `[[loads]]`")));
+    }
+    // When every load has a duration, the last one's end is known: an action after it would
+    // never fire.
+    let loads_end = loads
+        .iter()
+        .map(|l| l.duration.map(|d| l.start.0 + d.0))
+        .collect::<Option<Vec<Duration>>>()
+        .and_then(|ends| ends.into_iter().max());
+    let mut steps = Vec::new();
+    let mut actions = doc.actions;
+    actions.sort_by_key(|a| a.get_ref().at);
+    let mut sizes = Sizes {
+        groups: groups.clone(),
+        replicas: proxy.as_ref().map_or(0, |p| p.replicas),
+    };
+    for a in actions {
+        let span = a.span();
+        let spec = a.into_inner();
+        let first = steps.len();
+        expand_action(on, &spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
+            .map_err(|m| err(span.clone(), m))?;
+        if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
+            if late >= end {
+                return Err(err(
+                    span,
+                    format!(
+                        "{} at {} fires after every load has ended ({}); move it earlier or \
+                         make a load longer",
+                        steps[first].action.kind(),
+                        Dur(late),
+                        Dur(end)
+                    ),
+                ));
+            }
+        }
+    }
+    steps.sort_by_key(|s| s.at);
+    let mut checks = Vec::new();
+    for c in doc.checks {
+        let span = c.span();
+        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
+        for s in check.subjects() {
+            if !(load_names.contains(s) || crate::checks::SUBJECTS.contains(&s)) {
+                return Err(err(
+                    span,
+                    format!(
+                        "check '{}' names '{s}', which is not a load (loads: {})",
+                        c.get_ref(),
+                        load_names.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        checks.push(check);
+    }
+    Ok(Case {
+        name,
+        description,
+        backends: doc.backends.into_iter().map(|b| b.into_inner()).collect(),
+        proxy,
+        configs,
+        proxy_lines: ItemLines::default(),
+        config_lines,
+        loads,
+        load_lines,
+        steps,
+        checks,
+        backend_threads: doc.backend_threads.max(1),
+        settle: doc
+            .settle
+            .map(|d| d.0)
+            .unwrap_or(Duration::from_millis(500)),
+    })
+}
+
+/// A group's fixed `listen` address: 127.0.0.0/8, a port, room for every member, and no
+/// overlap with another group's ports.
+fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), String> {
+    let Some(a) = g.listen else {
+        return Ok(());
+    };
+    let range = |g: &BackendGroup, a: std::net::SocketAddr| {
+        (
+            u32::from(a.port()),
+            u32::from(a.port()) + g.count.max(1) - 1,
+        )
+    };
+    if !a.ip().is_ipv4() || !a.ip().is_loopback() {
+        return Err(format!(
+            "backend group '{}': listen = \"{a}\": backends listen on 127.0.0.0/8 only",
+            g.name
+        ));
+    }
+    if a.port() == 0 {
+        return Err(format!(
+            "backend group '{}': listen = \"{a}\" needs a port (member i listens on port + i)",
+            g.name
+        ));
+    }
+    let (lo, hi) = range(g, a);
+    if hi > u32::from(u16::MAX) {
+        return Err(format!(
+            "backend group '{}': {} members from port {lo} go past port 65535",
+            g.name, g.count
+        ));
+    }
+    for o in all.iter().map(|o| o.get_ref()) {
+        if o.name == g.name {
+            continue;
+        }
+        if let Some(b) = o.listen {
+            let (olo, ohi) = range(o, b);
+            if b.ip() == a.ip() && lo <= ohi && olo <= hi {
+                return Err(format!(
+                    "backend group '{}': ports {lo}-{hi} overlap group '{}' ({olo}-{ohi})",
+                    g.name, o.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Most agents one load may run on.
+pub const MAX_AGENTS: u32 = 256;
+
+/// `agents = N` on a load: at least one, at most [`MAX_AGENTS`], and enough of the load to give
+/// each agent a share (connections, requests, an even schedule's arrivals).
+fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
+    let name = &l.name;
+    if n == 0 {
+        return Err(format!("load '{name}': agents must be at least 1"));
+    }
+    if n > MAX_AGENTS {
+        return Err(format!(
+            "load '{name}': agents = {n} is more than {MAX_AGENTS}"
+        ));
+    }
+    if l.connections < n {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} connections (it has {})",
+            l.connections
+        ));
+    }
+    if let Some(r) = l.requests.filter(|&r| r < u64::from(n)) {
+        return Err(format!(
+            "load '{name}': agents = {n} needs at least {n} requests (it has {r})"
+        ));
+    }
+    if let (Some(rate), ArrivalsSpec::Even, Some(d)) = (l.rate, l.arrivals, l.duration) {
+        let within = load::even_arrivals(rate.0, d.0.as_nanos() as u64);
+        if within < u64::from(n) {
+            return Err(format!(
+                "load '{name}': agents = {n} would share only {within} requests (rate {}/s for {d})",
+                rate.0
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_load(
+    l: &LoadSpec,
+    proxy: Option<&ProxyConfig>,
+    groups: &BTreeMap<String, u32>,
+) -> Result<(), String> {
+    let https = if let Some(rest) = l.url.strip_prefix("https://") {
+        rest.len() < l.url.len()
+    } else if l.url.starts_with("http://") {
+        false
+    } else {
+        return Err(format!(
+            "load '{}': url '{}' must start with http:// or https://",
+            l.name, l.url
+        ));
+    };
+    crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    if l.duration.is_none() && l.requests.is_none() {
+        return Err(format!(
+            "load '{}' needs a `duration` or `requests`",
+            l.name
+        ));
+    }
+    if l.connections == 0 || l.threads == 0 {
+        return Err(format!(
+            "load '{}': connections and threads must be at least 1",
+            l.name
+        ));
+    }
+    match l.http.as_deref() {
+        None | Some("1.1") | Some("2") => {}
+        Some(v) => {
+            return Err(format!(
+                "load '{}': http = \"{v}\" is not a version; use \"1.1\" or \"2\"",
+                l.name
+            ))
+        }
+    }
+    if l.retry_idle_closed && (l.http2() || !load::replayable(&l.method) || l.body.is_some()) {
+        return Err(format!(
+            "load '{}': retry_idle_closed sends a request twice, so it is for HTTP/1.1 GET, \
+             HEAD, OPTIONS or TRACE without a body",
+            l.name
+        ));
+    }
+    if let Some(m) = l.streams {
+        if !l.http2() {
+            return Err(format!(
+                "load '{}': streams = {m} needs http = \"2\"",
+                l.name
+            ));
+        }
+        if m == 0 || m > 65_536 {
+            return Err(format!(
+                "load '{}': streams must be 1 to 65536, not {m}",
+                l.name
+            ));
+        }
+    }
+    match &l.via {
+        Some(Via::Backend(g)) => {
+            if !groups.contains_key(g) {
+                return Err(format!(
+                    "load '{}' goes via backend group '{g}', which is not defined",
+                    l.name
+                ));
+            }
+            if https {
+                return Err(format!(
+                    "load '{}': backends speak plain HTTP, use an http:// url",
+                    l.name
+                ));
+            }
+        }
+        Some(Via::Listener(v)) if proxy.is_some_and(|p| p.external.is_some()) => {
+            return Err(format!(
+                "load '{}' goes via listener '{v}', but an external target has no listeners: \
+                 its url is used as written, port included",
+                l.name
+            ));
+        }
+        Some(Via::Listener(v)) => {
+            let p = proxy.ok_or_else(|| {
+                format!(
+                    "load '{}' goes via listener '{v}' but there is no [proxy]",
+                    l.name
+                )
+            })?;
+            let lis = p.listener(v).ok_or_else(|| {
+                format!(
+                    "load '{}' goes via listener '{v}', which is not defined",
+                    l.name
+                )
+            })?;
+            if lis.tls != https {
+                return Err(format!(
+                    "load '{}': listener '{v}' is {} but the url is {}",
+                    l.name,
+                    if lis.tls { "HTTPS" } else { "HTTP" },
+                    if https { "https" } else { "http" }
+                ));
+            }
+        }
+        None => match proxy {
+            // An external target's loads go where their urls say (checked by the runner).
+            Some(p) if p.external.is_some() => {}
+            Some(p) => {
+                if !p.listeners.iter().any(|x| x.tls == https) {
+                    return Err(format!(
+                        "load '{}': no {} listener to send it to",
+                        l.name,
+                        if https { "HTTPS" } else { "HTTP" }
+                    ));
+                }
+            }
+            None => {
+                return Err(format!(
+                    "load '{}': without a [proxy], say `via = \"backend:GROUP\"`",
+                    l.name
+                ));
+            }
+        },
+    }
+    Ok(())
+}

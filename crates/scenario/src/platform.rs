@@ -1,0 +1,612 @@
+//! `[platform]`: where a scenario's cases run (processes on this machine, or a Kubernetes
+//! cluster), the command line's overrides of it, and the validators of the Kubernetes names,
+//! selectors and images a scenario writes.
+
+use crate::layers::{self, Source, Table};
+use crate::ScenarioError;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+use units::Dur;
+
+/// Which platform runs a scenario's backends and proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlatformKind {
+    /// Processes on this machine.
+    #[default]
+    Local,
+    /// A Kubernetes cluster, through its API.
+    Kubernetes,
+}
+
+impl PlatformKind {
+    /// The name as written in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlatformKind::Local => "local",
+            PlatformKind::Kubernetes => "kubernetes",
+        }
+    }
+
+    /// Parses a name as written in scenario files and on the command line.
+    pub fn parse(s: &str) -> Option<PlatformKind> {
+        match s {
+            "local" => Some(PlatformKind::Local),
+            "kubernetes" | "k8s" => Some(PlatformKind::Kubernetes),
+            _ => None,
+        }
+    }
+}
+
+/// A scenario's `[platform]` table, with the command line's overrides applied.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlatformSpec {
+    /// Where the cases run.
+    pub kind: PlatformKind,
+    /// Kubeconfig file (default: `KUBECONFIG`, then `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: its current context).
+    pub context: Option<String>,
+    /// Namespace to run in (default: a new `proxybench-<stamp>` per run, deleted at the end).
+    pub namespace: Option<String>,
+    /// Keep the namespace and its objects after the run.
+    pub keep: bool,
+    /// The proxybench image the backend pods run.
+    pub image: Option<String>,
+    /// The proxy image the proxy pods run.
+    pub proxy_image: Option<String>,
+    /// Namespaces whose pods and events the collectors watch besides the run's own (the user's
+    /// gateway).
+    pub watch_namespaces: Vec<String>,
+    /// Label selectors of the user's pods to watch (`app=gateway`); their logs are read too.
+    pub watch_selectors: Vec<String>,
+    /// How the watched pods write their access lines (`combined`, `nginx-json`...): their logs
+    /// are then counted as a proxy's are; without it they are kept, not counted.
+    pub watch_log_format: Option<proxy::logs::LogFormat>,
+    /// The optional Prometheus scrape of a pod port.
+    pub prometheus: Option<ScrapeSpec>,
+    /// The proxy pods' termination grace period: how long a graceful stop may take before the
+    /// kubelet kills the pod (Kubernetes' default, 30 s, when absent).
+    pub proxy_grace: Option<Duration>,
+    /// How long a proxy pod's preStop hook sleeps before its stop signal, so that it leaves the
+    /// endpoints before it stops accepting (1 s when absent).
+    pub proxy_pre_stop: Option<Duration>,
+    /// The `[platform]` table's line, for errors (0 when it came from the command line).
+    pub line: usize,
+}
+
+/// A Prometheus text endpoint scraped on the watched or proxy pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeSpec {
+    /// Label selector of the pods to scrape.
+    pub selector: String,
+    /// Pod port.
+    pub port: u16,
+    /// Path (`/metrics`).
+    pub path: String,
+    /// Metric names kept (every metric when empty).
+    pub metrics: Vec<String>,
+    /// Time between scrapes.
+    pub every: Duration,
+}
+
+/// The command line's overrides of a scenario's `[platform]` (`--platform`, `--context`...),
+/// also read back from a run's record so `proxybench analyse` parses the scenario as it ran.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlatformOverride {
+    /// `--platform`.
+    pub kind: Option<PlatformKind>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `--namespace`.
+    pub namespace: Option<String>,
+    /// `--keep`.
+    pub keep: bool,
+    /// `--image`.
+    pub image: Option<String>,
+    /// `--proxy-image`.
+    pub proxy_image: Option<String>,
+}
+
+impl PlatformOverride {
+    /// True when no flag was given.
+    pub fn is_empty(&self) -> bool {
+        *self == PlatformOverride::default()
+    }
+
+    /// Checks each flag's value on its own: one line naming the flag, for exit 2.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(c) = &self.context {
+            if c.trim().is_empty() {
+                return Err("--context: the context name is empty".into());
+            }
+        }
+        if let Some(n) = &self.namespace {
+            dns_label(n).map_err(|e| format!("--namespace {n}: {e}"))?;
+        }
+        for (flag, v) in [
+            ("--image", &self.image),
+            ("--proxy-image", &self.proxy_image),
+        ] {
+            if let Some(i) = v {
+                image_ref(i).map_err(|e| format!("{flag} {i}: {e}"))?;
+            }
+        }
+        if let Some(k) = &self.kubeconfig {
+            if k.as_os_str().is_empty() {
+                return Err("--kubeconfig: the path is empty".into());
+            }
+        }
+        if self.kind == Some(PlatformKind::Local) {
+            if let Some(flag) = self.cluster_flag() {
+                return Err(format!("{flag} needs --platform kubernetes, not local"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first flag given that only means something on Kubernetes.
+    pub fn cluster_flag(&self) -> Option<&'static str> {
+        [
+            ("--kubeconfig", self.kubeconfig.is_some()),
+            ("--context", self.context.is_some()),
+            ("--namespace", self.namespace.is_some()),
+            ("--keep", self.keep),
+            ("--image", self.image.is_some()),
+            ("--proxy-image", self.proxy_image.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(f, _)| f)
+    }
+
+    /// `spec` with these flags applied; `--platform local` drops the file's cluster settings.
+    pub fn apply(&self, spec: &mut PlatformSpec) {
+        if let Some(kind) = self.kind {
+            if kind == PlatformKind::Local && spec.kind != PlatformKind::Local {
+                *spec = PlatformSpec {
+                    line: spec.line,
+                    ..PlatformSpec::default()
+                };
+            }
+            spec.kind = kind;
+        }
+        let set = |slot: &mut Option<String>, v: &Option<String>| {
+            if v.is_some() {
+                slot.clone_from(v);
+            }
+        };
+        if self.kubeconfig.is_some() {
+            spec.kubeconfig.clone_from(&self.kubeconfig);
+        }
+        set(&mut spec.context, &self.context);
+        set(&mut spec.namespace, &self.namespace);
+        set(&mut spec.image, &self.image);
+        set(&mut spec.proxy_image, &self.proxy_image);
+        spec.keep |= self.keep;
+    }
+}
+
+/// `[platform]` as written, with the spans of its values for errors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlatformDoc {
+    #[serde(default)]
+    kind: Option<Spanned<String>>,
+    #[serde(default)]
+    kubeconfig: Option<Spanned<String>>,
+    #[serde(default)]
+    context: Option<Spanned<String>>,
+    #[serde(default)]
+    namespace: Option<Spanned<String>>,
+    #[serde(default)]
+    keep: Option<Spanned<bool>>,
+    #[serde(default)]
+    image: Option<Spanned<String>>,
+    #[serde(default)]
+    proxy_image: Option<Spanned<String>>,
+    #[serde(default)]
+    watch: Option<Spanned<WatchDoc>>,
+    #[serde(default)]
+    prometheus: Option<Spanned<PrometheusDoc>>,
+    #[serde(default)]
+    proxy_grace: Option<Spanned<Dur>>,
+    #[serde(default)]
+    proxy_pre_stop: Option<Spanned<Dur>>,
+}
+
+/// `watch = { namespaces = [...], selectors = [...] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchDoc {
+    #[serde(default)]
+    namespaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    selectors: Vec<Spanned<String>>,
+    #[serde(default)]
+    log_format: Option<proxy::logs::LogFormat>,
+}
+
+/// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrometheusDoc {
+    selector: String,
+    port: u16,
+    #[serde(default = "metrics_path")]
+    path: String,
+    #[serde(default)]
+    metrics: Vec<String>,
+    #[serde(default = "one_second")]
+    every: Dur,
+}
+
+fn metrics_path() -> String {
+    "/metrics".into()
+}
+fn one_second() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+
+/// Reads `[platform]` (already removed from the document) into a spec, applies the overrides,
+/// and checks the result: bad values and cluster settings on the local platform are refused at
+/// their line.
+pub(crate) fn parse_platform(
+    src: &Source,
+    table: Option<Spanned<Table<'_>>>,
+    over: &PlatformOverride,
+) -> Result<PlatformSpec, ScenarioError> {
+    let mut spec = PlatformSpec::default();
+    // Where each cluster-only setting was written, to refuse it on the local platform.
+    let mut cluster_keys: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+    if let Some(t) = table {
+        let span = t.span();
+        spec.line = layers::line_of(&src.text, span.start);
+        let mut root = Table::new();
+        root.insert(
+            Spanned::new(span.clone(), "platform".into()),
+            Spanned::new(span.clone(), toml::de::DeValue::Table(t.into_inner())),
+        );
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Only {
+            platform: PlatformDoc,
+        }
+        let doc = src.deserialize::<Only>(root)?.platform;
+        let at = |s: std::ops::Range<usize>, m: String| src.error(Some(s), m);
+        if let Some(k) = &doc.kind {
+            spec.kind = PlatformKind::parse(k.get_ref()).ok_or_else(|| {
+                at(
+                    k.span(),
+                    format!(
+                        "platform kind '{}' is not one of local, kubernetes",
+                        k.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if let Some(k) = &doc.kubeconfig {
+            if k.get_ref().is_empty() {
+                return Err(at(k.span(), "platform.kubeconfig is empty".into()));
+            }
+            spec.kubeconfig = Some(relative_to_file(src, k.get_ref()));
+            cluster_keys.push(("kubeconfig", k.span()));
+        }
+        if let Some(c) = &doc.context {
+            if c.get_ref().trim().is_empty() {
+                return Err(at(c.span(), "platform.context is empty".into()));
+            }
+            spec.context = Some(c.get_ref().clone());
+            cluster_keys.push(("context", c.span()));
+        }
+        if let Some(n) = &doc.namespace {
+            dns_label(n.get_ref()).map_err(|e| {
+                at(
+                    n.span(),
+                    format!("platform.namespace '{}': {e}", n.get_ref()),
+                )
+            })?;
+            spec.namespace = Some(n.get_ref().clone());
+            cluster_keys.push(("namespace", n.span()));
+        }
+        if let Some(k) = &doc.keep {
+            spec.keep = *k.get_ref();
+            cluster_keys.push(("keep", k.span()));
+        }
+        for (key, v, slot) in [
+            ("image", &doc.image, &mut spec.image),
+            ("proxy_image", &doc.proxy_image, &mut spec.proxy_image),
+        ] {
+            if let Some(i) = v {
+                image_ref(i.get_ref())
+                    .map_err(|e| at(i.span(), format!("platform.{key} '{}': {e}", i.get_ref())))?;
+                *slot = Some(i.get_ref().clone());
+                cluster_keys.push((key, i.span()));
+            }
+        }
+        if let Some(w) = &doc.watch {
+            for n in &w.get_ref().namespaces {
+                dns_label(n.get_ref()).map_err(|e| {
+                    at(
+                        n.span(),
+                        format!("platform.watch.namespaces: '{}': {e}", n.get_ref()),
+                    )
+                })?;
+                spec.watch_namespaces.push(n.get_ref().clone());
+            }
+            for s in &w.get_ref().selectors {
+                label_selector(s.get_ref()).map_err(|e| {
+                    at(
+                        s.span(),
+                        format!("platform.watch.selectors: '{}': {e}", s.get_ref()),
+                    )
+                })?;
+                spec.watch_selectors.push(s.get_ref().clone());
+            }
+            spec.watch_log_format = w.get_ref().log_format;
+            cluster_keys.push(("watch", w.span()));
+        }
+        if let Some(p) = &doc.prometheus {
+            let d = p.get_ref();
+            let bad = |m: String| at(p.span(), format!("platform.prometheus: {m}"));
+            label_selector(&d.selector)
+                .map_err(|e| bad(format!("selector '{}': {e}", d.selector)))?;
+            if d.port == 0 {
+                return Err(bad("port must be 1-65535".into()));
+            }
+            if !d.path.starts_with('/') {
+                return Err(bad(format!("path '{}' must start with '/'", d.path)));
+            }
+            if d.every.0.is_zero() {
+                return Err(bad("`every` must be more than 0".into()));
+            }
+            if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
+                return Err(bad(format!("'{m}' is not a Prometheus metric name")));
+            }
+            spec.prometheus = Some(ScrapeSpec {
+                selector: d.selector.clone(),
+                port: d.port,
+                path: d.path.clone(),
+                metrics: d.metrics.clone(),
+                every: d.every.0,
+            });
+            cluster_keys.push(("prometheus", p.span()));
+        }
+        for (key, v, slot) in [
+            ("proxy_grace", &doc.proxy_grace, &mut spec.proxy_grace),
+            (
+                "proxy_pre_stop",
+                &doc.proxy_pre_stop,
+                &mut spec.proxy_pre_stop,
+            ),
+        ] {
+            if let Some(d) = v {
+                if d.get_ref().0.subsec_nanos() != 0 {
+                    return Err(at(
+                        d.span(),
+                        format!(
+                            "platform.{key} '{}': Kubernetes counts it in whole seconds",
+                            d.get_ref()
+                        ),
+                    ));
+                }
+                *slot = Some(d.get_ref().0);
+                cluster_keys.push((key, d.span()));
+            }
+        }
+        if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
+            if p.get_ref().0 >= g.get_ref().0 {
+                return Err(at(
+                    p.span(),
+                    format!(
+                        "platform.proxy_pre_stop ({}) must be shorter than proxy_grace ({}): \
+                         the grace period includes the preStop sleep",
+                        p.get_ref(),
+                        g.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    let file_kind = spec.kind;
+    over.apply(&mut spec);
+    if spec.kind == PlatformKind::Local && file_kind == PlatformKind::Local {
+        if let Some((key, span)) = cluster_keys.first() {
+            return Err(src.error(
+                Some(span.clone()),
+                format!("platform.{key} needs [platform] kind = \"kubernetes\""),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+/// `path` as written in the scenario, relative to the scenario file's directory (a built-in
+/// scenario's to the working directory).
+pub(crate) fn relative_to_file(src: &Source, path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() || src.file.starts_with("<builtin>") {
+        return p;
+    }
+    match std::path::Path::new(&src.file).parent() {
+        Some(dir) => dir.join(p),
+        None => p,
+    }
+}
+
+/// Checks a Kubernetes object name of the DNS-1123 label form (namespaces, most names).
+pub fn dns_label(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err("must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit".into())
+    }
+}
+
+/// Checks a DNS-1123 subdomain (Deployment names and the like).
+fn dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 {
+        return Err("must be 1-253 characters".into());
+    }
+    s.split('.')
+        .try_for_each(dns_label)
+        .map_err(|_| "must be lowercase letters, digits, '-' and '.'".to_string())
+}
+
+/// Checks an image reference: no spaces, not empty.
+fn image_ref(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err("an image reference has no spaces and is not empty".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a label selector in the API's string form: comma-separated `key=value`, `key==value`,
+/// `key!=value`, `key`, `!key`, `key in (a,b)`, `key notin (a,b)`.
+pub fn label_selector(s: &str) -> Result<(), String> {
+    if s.trim().is_empty() {
+        return Err("the selector is empty".into());
+    }
+    // Split on commas outside parentheses.
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err("unbalanced ')'".into());
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced '('".into());
+    }
+    terms.push(&s[start..]);
+    for t in terms {
+        let t = t.trim();
+        let bad = || format!("'{t}' is not key=value, key!=value, key, !key or key in (...)");
+        let (key, value) = if let Some((k, v)) = t.split_once("!=") {
+            (k, Some(v))
+        } else if let Some((k, v)) = t.split_once("==") {
+            (k, Some(v))
+        } else if let Some((k, v)) = t.split_once('=') {
+            (k, Some(v))
+        } else if let Some((k, rest)) = t.split_once(" in ").or_else(|| t.split_once(" notin ")) {
+            let rest = rest.trim();
+            let inner = rest
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(bad)?;
+            for v in inner.split(',') {
+                label_value(v.trim()).map_err(|_| bad())?;
+            }
+            (k, None)
+        } else {
+            (t.strip_prefix('!').unwrap_or(t), None)
+        };
+        label_key(key.trim()).map_err(|_| bad())?;
+        if let Some(v) = value {
+            label_value(v.trim()).map_err(|_| bad())?;
+        }
+    }
+    Ok(())
+}
+
+fn label_key(k: &str) -> Result<(), ()> {
+    let name = match k.rsplit_once('/') {
+        Some((prefix, name)) => {
+            dns_subdomain(prefix).map_err(|_| ())?;
+            name
+        }
+        None => k,
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Err(());
+    }
+    label_value(name)
+}
+
+fn label_value(v: &str) -> Result<(), ()> {
+    let ok = v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes().next().is_none_or(|b| b.is_ascii_alphanumeric())
+        && v.bytes().last().is_none_or(|b| b.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+fn prometheus_name(m: &str) -> bool {
+    let mut b = m.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Workload kinds a `rollout_restart` or `scale` may name.
+pub(crate) const WORKLOAD_KINDS: [&str; 3] = ["deployment", "statefulset", "daemonset"];
+
+/// Checks `KIND/NAME` of a workload; `scalable` refuses daemonsets.
+pub(crate) fn workload(action: &str, s: &str, scalable: bool) -> Result<(), String> {
+    let (kind, name) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
+    let kinds: &[&str] = if scalable {
+        &WORKLOAD_KINDS[..2]
+    } else {
+        &WORKLOAD_KINDS
+    };
+    if !kinds.contains(&kind) {
+        return Err(format!(
+            "{action}: kind '{kind}' is not one of {}",
+            kinds.join(", ")
+        ));
+    }
+    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_selectors_in_the_api_string_form_are_accepted() {
+        for ok in [
+            "app=x",
+            "app==x,tier!=db",
+            "app.kubernetes.io/name=nginx",
+            "!canary",
+            "env in (a, b),app",
+            "env notin (a)",
+        ] {
+            label_selector(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in ["", "app=", "=x", "a b=c", "env in a", "app=(x", "app=x,"] {
+            if bad == "app=" {
+                // An empty value is allowed by the API (`app=` selects app with value "").
+                label_selector(bad).unwrap();
+                continue;
+            }
+            assert!(label_selector(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Where a scenario's loads may send: only to the run's own listeners and backends. A load's
+//! url names a host for the Host header and SNI; the connection itself always goes to the
+//! address the stack gave it (`--resolve`-style). A url whose host is an IP address would
+//! connect somewhere else: the parser refuses it ([`check_url_host`]); the runner's own check,
+//! before any load starts, is in the bench crate.
+
+use crate::error::ReachError;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// The address every listener and backend of a run binds.
+pub const RUN_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// Parse-time check of a load's url: the host, as the load engine reads it, is a name or
+/// 127.0.0.1, and the url has no user info, so it can only reach this run's processes.
+pub fn check_url_host(url: &str) -> Result<(), ReachError> {
+    let u = load::target::Url::parse(url)?;
+    match u.host.parse::<IpAddr>() {
+        Ok(ip) if ip != RUN_IP => Err(ReachError::ForeignHost(ip)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_time_hosts() {
+        assert_eq!(check_url_host("http://cafe.example.com/"), Ok(()));
+        assert_eq!(check_url_host("https://127.0.0.1/x"), Ok(()));
+        assert_eq!(
+            check_url_host("http://10.1.2.3/").unwrap_err().to_string(),
+            "url host 10.1.2.3 is not this run's address: loads go to the run's own listeners \
+             and backends (on 127.0.0.1); write a name (sent as Host and SNI) or 127.0.0.1"
+        );
+        assert!(check_url_host("http://[::1]:80/").is_err());
+        assert!(check_url_host("http://u@cafe.example.com/")
+            .unwrap_err()
+            .to_string()
+            .contains("user info"));
+    }
+
+    const ONE_LOAD: &str = r#"name = "reach"
+[[backends]]
+name = "b"
+count = 1
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "b"
+backends = "b"
+[[proxy.routes]]
+path = "/"
+upstream = "b"
+
+[[loads]]
+name = "l"
+url = "{url}"
+requests = 5
+"#;
+
+    fn parse(url: &str) -> Result<crate::Scenario, crate::layers::ScenarioError> {
+        let src = crate::layers::Source {
+            file: "reach.toml".into(),
+            text: ONE_LOAD.replace("{url}", url),
+        };
+        crate::Scenario::parse(&src, false)
+    }
+
+    #[test]
+    fn a_scenario_cannot_aim_a_load_at_another_address() {
+        assert!(parse("http://cafe.example.com/").is_ok());
+        assert_eq!(
+            parse("http://192.0.2.1:8080/").unwrap_err().to_string(),
+            "reach.toml:16: load 'l': url host 192.0.2.1 is not this run's address: loads go to \
+             the run's own listeners and backends (on 127.0.0.1); write a name (sent as Host and \
+             SNI) or 127.0.0.1"
+        );
+    }
+}

@@ -1,0 +1,606 @@
+//! The scenario's types, as the parser resolves a file into them: a [`Scenario`] of [`Case`]s,
+//! each with its backends, proxy config, loads, timed [`Step`]s and checks. Nothing here reads a
+//! file; [`crate::parse`] builds these, and the runner and the analyses read them.
+
+use crate::checks::Check;
+use crate::platform::PlatformSpec;
+use backend::Profile;
+use proxy::config::ProxyConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+use units::{Dur, Rate};
+
+/// A scenario resolved into runnable cases.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file it was read from, as errors name it.
+    pub file: String,
+    /// Scenario name (results go under `results/<name>/`).
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// The built-in analysis that turns measurements into theory checks (catalogue scenarios),
+    /// by name: one of [`crate::ParseOptions::analyses`], checked when the file was parsed.
+    pub analysis: Option<String>,
+    /// The cases, in the order they run.
+    pub cases: Vec<Case>,
+    /// Whether the quick layers were applied.
+    pub quick: bool,
+    /// The file's text as parsed: the run writes it to scenario.toml, so `proxybench analyse`
+    /// parses exactly what ran.
+    pub source: String,
+    /// Where the cases run (`[platform]`): processes on this machine unless it says otherwise.
+    pub platform: PlatformSpec,
+}
+
+/// One case: a complete stack and what happens to it.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Case name (`main` when the scenario has no `[[cases]]`).
+    pub name: String,
+    /// One-line description of the case.
+    pub description: String,
+    /// Backend groups.
+    pub backends: Vec<BackendGroup>,
+    /// The proxy under test; `None` sends loads straight to the backends.
+    pub proxy: Option<ProxyConfig>,
+    /// Alternative proxy configs for `swap_config`.
+    pub configs: BTreeMap<String, ProxyConfig>,
+    /// Where the proxy config's items were written, for errors the proxy finds later.
+    pub proxy_lines: ItemLines,
+    /// Where each alternative config's items were written.
+    pub config_lines: BTreeMap<String, ItemLines>,
+    /// Loads, which run concurrently (each from its own `start`).
+    pub loads: Vec<LoadSpec>,
+    /// The scenario line of each load, by name, for errors found before the run starts.
+    pub load_lines: BTreeMap<String, usize>,
+    /// Actions, expanded into single steps and sorted by time.
+    pub steps: Vec<Step>,
+    /// Checks evaluated after the case.
+    pub checks: Vec<Check>,
+    /// Backend event-loop threads.
+    pub backend_threads: usize,
+    /// Pause after the loads end before the stack is torn down (lets logs settle).
+    pub settle: Duration,
+}
+
+/// The scenario lines of a proxy config's items (`listener.NAME`, `route.N`, `upstream.NAME`,
+/// `rate_limit.NAME`, `raw.http`...), so that a config the proxy refuses is reported at the
+/// line that wrote the offending item.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemLines {
+    /// The line of the config's own table (`[proxy]` or `[configs.NAME]`).
+    pub table: usize,
+    /// The line of each item, by key.
+    pub items: BTreeMap<String, usize>,
+}
+
+impl ItemLines {
+    /// The line of item `key`, or of the config's table when the item is unknown.
+    pub fn line_of(&self, key: Option<&str>) -> usize {
+        key.and_then(|k| self.items.get(k))
+            .copied()
+            .unwrap_or(self.table)
+    }
+}
+
+impl Case {
+    /// When the last load is planned to end.
+    pub fn planned_length(&self) -> Duration {
+        self.loads
+            .iter()
+            .map(|l| l.start.0 + l.duration.map(|d| d.0).unwrap_or_default())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// A group of identical backends, named `<group>-0`, `<group>-1`...
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendGroup {
+    /// Group name, referred to by upstreams and actions.
+    pub name: String,
+    /// Instances at the start.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Behaviour profile (the backend spec syntax); empty answers 200 at once.
+    #[serde(default)]
+    pub profile: Profile,
+    /// Fixed addresses: member i listens on this port + i (127.0.0.0/8 only), so that a proxy
+    /// configured by hand (an external target) can point at them; unset: ports the OS picks.
+    #[serde(default)]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+/// Arrival spacing as written in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalsSpec {
+    /// Evenly spaced.
+    #[default]
+    Even,
+    /// Poisson (exponential gaps, seeded).
+    Poisson,
+}
+
+/// One load as written in a scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Name, used in reports and checks.
+    pub name: String,
+    /// URL as clients see it, e.g. `https://cafe.example.com/tea`; the port is the listener's.
+    pub url: String,
+    /// Where to aim: a listener name (default: the first listener of the URL's scheme), or
+    /// `backend:GROUP` to go straight to a group's first backend.
+    #[serde(default)]
+    pub via: Option<Via>,
+    /// Connections.
+    #[serde(default = "ten")]
+    pub connections: u32,
+    /// Generator threads.
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// When to start, from the case's start.
+    #[serde(default)]
+    pub start: Dur,
+    /// How long to run.
+    #[serde(default)]
+    pub duration: Option<Dur>,
+    /// Stop after this many requests.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Open loop at this rate; closed loop when absent.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Arrival spacing for open loop.
+    #[serde(default)]
+    pub arrivals: ArrivalsSpec,
+    /// Seed of Poisson arrivals.
+    #[serde(default = "one64")]
+    pub seed: u64,
+    /// Request timeout.
+    #[serde(default = "two_seconds")]
+    pub timeout: Dur,
+    /// Request method.
+    #[serde(default = "get")]
+    pub method: String,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Request body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// HTTP version: `"1.1"` (the default) or `"2"` (h2 by ALPN over https, h2c with prior
+    /// knowledge over http).
+    #[serde(default)]
+    pub http: Option<String>,
+    /// HTTP/2: concurrent streams on each connection (h2load's `-m`); needs `http = "2"`.
+    #[serde(default)]
+    pub streams: Option<u32>,
+    /// Run this load from N agents, each an exact share started at one instant, their results
+    /// merged exactly: `proxybench agent` processes on this machine (local platform), the pods
+    /// of an Indexed Job (Kubernetes). Absent: the load runs in proxybench itself.
+    #[serde(default)]
+    pub agents: Option<Spanned<u32>>,
+    /// Send a request once more on a new connection when the server closed the reused
+    /// keep-alive connection under it before answering (the race of a graceful stop), as Go's
+    /// net/http does; counted as retried, not as an error. HTTP/1.1 GET, HEAD, OPTIONS, TRACE.
+    #[serde(default)]
+    pub retry_idle_closed: bool,
+}
+
+impl LoadSpec {
+    /// Whether this load speaks HTTP/2 (`http = "2"`).
+    pub fn http2(&self) -> bool {
+        self.http.as_deref() == Some("2")
+    }
+
+    /// How many agents run this load (`agents = N`); `None` when it runs in proxybench itself.
+    pub fn agent_count(&self) -> Option<u32> {
+        self.agents.as_ref().map(|a| *a.get_ref())
+    }
+}
+
+/// A load's `via`: `"LISTENER"` aims at a proxy listener, `"backend:GROUP"` straight at a
+/// group's first backend.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub enum Via {
+    /// A listener of the proxy, by name.
+    Listener(String),
+    /// A backend group, by name (its first current instance).
+    Backend(String),
+}
+
+impl From<String> for Via {
+    fn from(s: String) -> Via {
+        match s.strip_prefix("backend:") {
+            Some(group) => Via::Backend(group.to_string()),
+            None => Via::Listener(s),
+        }
+    }
+}
+
+impl std::fmt::Display for Via {
+    /// As written in the scenario file.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Via::Listener(l) => f.write_str(l),
+            Via::Backend(g) => write!(f, "backend:{g}"),
+        }
+    }
+}
+
+/// How a removed backend leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoveMode {
+    /// Reload the proxy without it first, then drain it (no request lost).
+    #[default]
+    Drain,
+    /// Kill it first, then reload the proxy without it (a crash the control plane catches up on).
+    Kill,
+}
+
+/// How a proxy replica is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopSpec {
+    /// SIGQUIT: finish in-flight requests.
+    #[default]
+    Graceful,
+    /// SIGTERM.
+    Fast,
+    /// SIGKILL.
+    Kill,
+}
+
+/// `scale_backends = { group = "cafe", to = 5, step = "1s", remove = "drain" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleBackends {
+    /// Group to scale.
+    pub group: String,
+    /// Target count.
+    pub to: u32,
+    /// Gradual: one instance per `step`; absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+    /// How removed instances leave.
+    #[serde(default)]
+    pub remove: RemoveMode,
+}
+
+/// `scale_replicas = { to = 3, step = "5s", stop = "graceful" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleReplicas {
+    /// Target count.
+    pub to: u32,
+    /// Gradual: one replica per `step`; absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+    /// How removed replicas stop.
+    #[serde(default)]
+    pub stop: StopSpec,
+}
+
+/// `set_profile = { group = "cafe", profile = "latency=fixed(50ms)" }` (or `backend = "cafe-1"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetProfile {
+    /// Every instance of this group...
+    #[serde(default)]
+    pub group: Option<String>,
+    /// ...or this one instance.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// The new profile.
+    pub profile: Profile,
+}
+
+/// `stop_replica = { replica = "nginx-1", mode = "kill" }` (replicas are named `KIND-N`;
+/// default: the newest replica).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopReplica {
+    /// Replica name; the newest running one when absent.
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// How it stops.
+    #[serde(default)]
+    pub mode: StopSpec,
+}
+
+/// What a `grow` action adds, one step at a time, each step a new config generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowWhat {
+    /// Plain HTTP listeners (a port each), each with a `/` route to the upstream.
+    Listeners,
+    /// HTTPS listeners (a port each, the run's certificate), each with a `/` route.
+    HttpsListeners,
+    /// Exact-path routes `/route-N` on one listener.
+    Routes,
+    /// Routes on one path that differ by a header value (`x-match: vN`).
+    Matches,
+    /// Servers of an upstream: backend instances added to its group.
+    UpstreamServers,
+}
+
+impl GrowWhat {
+    /// The snake_case name used in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GrowWhat::Listeners => "listeners",
+            GrowWhat::HttpsListeners => "https_listeners",
+            GrowWhat::Routes => "routes",
+            GrowWhat::Matches => "matches",
+            GrowWhat::UpstreamServers => "upstream_servers",
+        }
+    }
+}
+
+/// `grow = { what = "routes", to = 1000, by = 1, pause = "2s" }`: grows the config step by step,
+/// reloading at each step and timing how long the new item takes to answer (time to ready). The
+/// whole growth is one action; later actions wait for it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowSpec {
+    /// What to add.
+    pub what: GrowWhat,
+    /// How many there are after the last step (counting those the config already had).
+    pub to: u32,
+    /// How many each step adds.
+    #[serde(default = "one")]
+    pub by: u32,
+    /// Pause between steps (none: the next step starts as soon as the previous one is ready).
+    #[serde(default)]
+    pub pause: Dur,
+    /// Upstream the new routes go to (default: the first upstream); for `upstream_servers`, the
+    /// upstream whose backend group grows.
+    #[serde(default)]
+    pub upstream: Option<String>,
+    /// Listener the new routes and matches live on (default: the first plain HTTP listener).
+    #[serde(default)]
+    pub listener: Option<String>,
+    /// Path of `matches` (default `/match`).
+    #[serde(default = "match_path")]
+    pub path: String,
+    /// Header of `matches` (default `x-match`, values `v0`, `v1`...).
+    #[serde(default = "match_header")]
+    pub header: String,
+    /// Stop growing at the first failed reload (and report the proxy's message as the limit hit).
+    #[serde(default = "yes")]
+    pub stop_on_error: bool,
+    /// How long to wait for a new item to answer before calling it never ready.
+    #[serde(default = "ready_timeout")]
+    pub ready_timeout: Dur,
+}
+
+/// `delete_pod = { selector = "app=x", count = 1, grace = "0s" }` (Kubernetes only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeletePods {
+    /// Label selector of the pods.
+    pub selector: String,
+    /// How many of the matching pods.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Grace period (`0s` kills); Kubernetes' default of 30 s when absent.
+    #[serde(default = "thirty_seconds")]
+    pub grace: Dur,
+}
+
+/// `scale = { target = "deployment/NAME", to = N, step = "10s" }` (Kubernetes only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleWorkload {
+    /// The workload, `KIND/NAME`.
+    pub target: String,
+    /// Replicas after the action.
+    pub to: u32,
+    /// One replica every `step` (gradual); absent: all at once.
+    #[serde(default)]
+    pub step: Option<Dur>,
+}
+
+fn thirty_seconds() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+
+fn match_path() -> String {
+    "/match".to_string()
+}
+fn match_header() -> String {
+    "x-match".to_string()
+}
+fn yes() -> bool {
+    true
+}
+fn ready_timeout() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+
+/// A single step of an action, at a time from the case's start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// When it fires.
+    pub at: Duration,
+    /// What it does.
+    pub action: Action,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Set a backend group's size (one instance at a time when gradual), reloading the proxy.
+    ScaleBackends {
+        /// Group.
+        group: String,
+        /// Size after this step.
+        to: u32,
+        /// How removed instances leave.
+        remove: RemoveMode,
+    },
+    /// Set the number of proxy replicas.
+    ScaleReplicas {
+        /// Replicas after this step.
+        to: u32,
+        /// How removed replicas stop.
+        stop: StopSpec,
+    },
+    /// Reload every replica with the current config (a new generation).
+    Reload,
+    /// Switch every replica to a named alternative config.
+    SwapConfig(String),
+    /// Change backend behaviour now: a whole group (its current members, and instances added to
+    /// it later) or one instance.
+    SetProfile {
+        /// The group, when the action names one.
+        group: Option<String>,
+        /// The instance, when the action names one.
+        backend: Option<String>,
+        /// The new profile.
+        profile: Profile,
+    },
+    /// Drain a backend (no reload).
+    DrainBackend(String),
+    /// Kill a backend abruptly (no reload).
+    KillBackend(String),
+    /// Bring a drained or killed backend back.
+    RestartBackend(String),
+    /// Grow the config step by step (one action, many reloads).
+    Grow(GrowSpec),
+    /// Stop one proxy replica.
+    StopReplica {
+        /// Replica name, or the newest when `None`.
+        replica: Option<String>,
+        /// How.
+        mode: StopSpec,
+    },
+    /// Run a command of the user's (no shell), bounded in time; its output is kept.
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Killed past this.
+        timeout: Duration,
+        /// A non-zero exit or a timeout is recorded but does not fail the run.
+        allow_fail: bool,
+    },
+    /// Kubernetes: apply a manifest file (any objects, server-side apply).
+    Apply(PathBuf),
+    /// Kubernetes: delete the objects a manifest file names.
+    Delete(PathBuf),
+    /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does
+    /// (`deployment/NAME`).
+    RolloutRestart(String),
+    /// Kubernetes: delete pods chosen by a label selector.
+    DeletePod {
+        /// Label selector (`app=x`).
+        selector: String,
+        /// How many of the matching pods (the oldest first).
+        count: u32,
+        /// Grace period; zero kills.
+        grace: Duration,
+    },
+    /// Kubernetes: scale a workload (`deployment/NAME`) to `to` replicas, one replica every
+    /// `step` (all at once when `step` is zero).
+    Scale {
+        /// The workload, `KIND/NAME`.
+        target: String,
+        /// Replicas after this step.
+        to: u32,
+        /// Time between one-replica steps; zero scales at once.
+        step: Duration,
+    },
+}
+
+impl Action {
+    /// The action's name as written in a scenario file (and in events.csv).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::ScaleBackends { .. } => "scale_backends",
+            Action::ScaleReplicas { .. } => "scale_replicas",
+            Action::Reload => "reload",
+            Action::SwapConfig(_) => "swap_config",
+            Action::SetProfile { .. } => "set_profile",
+            Action::DrainBackend(_) => "drain_backend",
+            Action::KillBackend(_) => "kill_backend",
+            Action::RestartBackend(_) => "restart_backend",
+            Action::Grow(_) => "grow",
+            Action::StopReplica { .. } => "stop_replica",
+            Action::Exec { .. } => "exec",
+            Action::Apply(_) => "apply",
+            Action::Delete(_) => "delete",
+            Action::RolloutRestart(_) => "rollout_restart",
+            Action::DeletePod { .. } => "delete_pod",
+            Action::Scale { .. } => "scale",
+        }
+    }
+
+    /// Whether the action exists only on the Kubernetes platform.
+    pub fn needs_cluster(&self) -> bool {
+        matches!(
+            self,
+            Action::Apply(_)
+                | Action::Delete(_)
+                | Action::RolloutRestart(_)
+                | Action::DeletePod { .. }
+                | Action::Scale { .. }
+        )
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+fn one64() -> u64 {
+    1
+}
+fn ten() -> u32 {
+    10
+}
+fn two_seconds() -> Dur {
+    Dur(Duration::from_secs(2))
+}
+fn get() -> String {
+    "GET".to_string()
+}
+
+impl Scenario {
+    /// This scenario with every proxy config (each case's `[proxy]` and its `[configs.*]`
+    /// alternatives) set to `kind`: what `--proxy KIND` runs, and what `analyse` re-parses a
+    /// record of such a run into.
+    pub fn with_proxy_kind(&self, kind: proxy::ProxyKind) -> Scenario {
+        let mut out = self.clone();
+        for case in &mut out.cases {
+            for cfg in case.proxy.iter_mut().chain(case.configs.values_mut()) {
+                cfg.kind = kind;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn via_reads_a_listener_or_a_backend_group() {
+        assert_eq!(Via::from("http".to_string()), Via::Listener("http".into()));
+        assert_eq!(
+            Via::from("backend:cafe".to_string()),
+            Via::Backend("cafe".into())
+        );
+        for text in ["http", "backend:cafe", "backend:"] {
+            assert_eq!(Via::from(text.to_string()).to_string(), text);
+        }
+    }
+}

@@ -1,0 +1,836 @@
+//! Scenario files with mistakes: each is refused when parsed, before anything starts, with the
+//! file and the line of the mistake, whichever form (`--quick` or full) it sits in.
+
+use proxybench_scenario::layers::{ScenarioError, Source};
+use proxybench_scenario::{Action, ParseOptions, PlatformKind, PlatformOverride, Scenario};
+
+/// A valid scenario: one backend group, one nginx listener, one 10 s load. Lines 1-20.
+const BASE: &str = r#"name = "t"
+checks = ["coffee.failure_rate <= 1%"]
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/"
+duration = "10s"
+"#;
+
+fn parse(text: &str, quick: bool) -> Result<Scenario, ScenarioError> {
+    Scenario::parse(
+        &Source {
+            file: "t.toml".into(),
+            text: text.into(),
+        },
+        quick,
+    )
+}
+
+/// The error of `BASE` with `extra` appended, in both forms; asserts that both name the line.
+fn error(extra: &str) -> ScenarioError {
+    let text = format!("{BASE}{extra}");
+    let full = parse(&text, false).expect_err("the full form should be refused");
+    let quick = parse(&text, true).expect_err("the quick form should be refused");
+    assert_eq!(full.line, quick.line, "{full} / {quick}");
+    assert!(full.line.is_some(), "no line: {full}");
+    full
+}
+
+/// The line of the `n`th (1-based) line after BASE.
+fn after_base(n: usize) -> usize {
+    BASE.lines().count() + n
+}
+
+#[test]
+fn the_base_is_valid() {
+    parse(BASE, false).unwrap();
+    parse(BASE, true).unwrap();
+}
+
+#[test]
+fn an_action_after_every_load_has_ended_is_refused() {
+    let e = error("\n[[actions]]\nat = \"10s\"\nreload = true\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(
+        e.message
+            .contains("reload at 10s fires after every load has ended (10s)"),
+        "{e}"
+    );
+    // A gradual scale whose last step lands after the end is refused too.
+    let e = error(
+        "\n[[actions]]\nat = \"5s\"\nscale_backends = { group = \"cafe\", to = 8, step = \"1s\" }\n",
+    );
+    assert!(
+        e.message.contains("scale_backends at 10s fires after"),
+        "{e}"
+    );
+    // Repeats: the last one counts.
+    let e = error("\n[[actions]]\nat = \"1s\"\nevery = \"3s\"\ntimes = 4\nreload = true\n");
+    assert!(e.message.contains("reload at 10s"), "{e}");
+    // Just before the end is fine, and so is anything when a load ends by count.
+    parse(
+        &format!("{BASE}\n[[actions]]\nat = \"9s\"\nreload = true\n"),
+        false,
+    )
+    .unwrap();
+    let by_count = BASE.replace("duration = \"10s\"", "requests = 1000");
+    parse(
+        &format!("{by_count}\n[[actions]]\nat = \"60s\"\nreload = true\n"),
+        false,
+    )
+    .unwrap();
+}
+
+#[test]
+fn unknown_check_metrics_are_refused_with_their_line() {
+    let text = BASE.replace(
+        "checks = [\"coffee.failure_rate <= 1%\"]",
+        "checks = [\n  \"coffee.failure_rate <= 1%\",\n  \"nginx.p99 < 10ms\",\n]",
+    );
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(
+        e.message.contains("unknown metric 'p99' for 'nginx'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_mistake_in_the_quick_form_is_found_in_a_full_run() {
+    let text = format!("{BASE}\n[quick]\n[[quick.loads]]\nname = \"coffee\"\nduraton = \"1s\"\n");
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(after_base(5)), "{e}");
+    assert!(e.message.starts_with("in the --quick form: "), "{e}");
+    assert!(e.message.contains("duraton"), "{e}");
+    // And a mistake in the full form is found in a quick run: the quick form fixes a load the
+    // full form breaks.
+    let broken = BASE.replace("duration = \"10s\"", "duration = \"10s\"\nrate = \"fast\"");
+    let text = format!("{broken}\n[quick]\n[[quick.loads]]\nname = \"coffee\"\nrate = \"5\"\n");
+    let e = parse(&text, true).unwrap_err();
+    assert!(e.message.starts_with("in the full form: "), "{e}");
+    assert_eq!(e.line, Some(22), "{e}");
+}
+
+#[test]
+fn a_mistake_in_a_case_override_is_found_whichever_case_runs() {
+    let text = format!(
+        "{BASE}\n[[cases]]\nname = \"a\"\n\n[[cases]]\nname = \"b\"\n[cases.quick]\nsettle = \"soon\"\n"
+    );
+    let e = parse(&text, false).unwrap_err();
+    assert_eq!(e.line, Some(after_base(8)), "{e}");
+}
+
+#[test]
+fn errors_without_a_natural_place_still_have_a_line() {
+    // No loads at all: the scenario's name.
+    let no_loads = BASE.split("[[loads]]").next().unwrap().to_string();
+    let e = parse(&no_loads, false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    // A case without loads points at the case.
+    let e = error("\n[[cases]]\nname = \"x\"\nloads = []\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    // An unknown analysis, a bad scenario name.
+    let e = parse(&format!("analysis = \"nope\"\n{BASE}"), false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    assert!(e.message.contains("unknown analysis 'nope'"), "{e}");
+    let e = parse(&BASE.replace("name = \"t\"", "name = \"../t\""), false).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    // An alternative config that names a group that does not exist.
+    let e = error(
+        "\n[configs.other]\n[[configs.other.upstreams]]\nname = \"x\"\nbackends = \"nope\"\n",
+    );
+    assert!(e.message.contains("nope"), "{e}");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    // A case name that could not be a directory.
+    let e = error("\n[[cases]]\nname = \"../up\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+}
+
+#[test]
+fn sizes_beyond_one_machine_are_refused_before_expanding() {
+    let e =
+        error("\n[[actions]]\nat = \"1s\"\nscale_replicas = { to = 4294967295, step = \"1s\" }\n");
+    assert!(e.message.contains("at most 64"), "{e}");
+    let e = error(
+        "\n[[actions]]\nat = \"1s\"\nscale_backends = { group = \"cafe\", to = 4294967295, step = \"1ms\" }\n",
+    );
+    assert!(e.message.contains("at most 10000"), "{e}");
+    let e =
+        error("\n[[actions]]\nat = \"1s\"\nevery = \"1us\"\ntimes = 4294967295\nreload = true\n");
+    assert!(e.message.contains("more than 100000 steps"), "{e}");
+    let e = parse(&BASE.replace("count = 2", "count = 100000"), false).unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+}
+
+#[test]
+fn an_action_entry_names_exactly_one_known_action() {
+    let list = "scale_backends, scale_replicas, reload, swap_config, set_profile, drain_backend, \
+                kill_backend, restart_backend, stop_replica, grow, exec, apply, delete, \
+                rollout_restart, delete_pod, scale";
+    // Two actions in one entry: refused at the entry's line.
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nkill_backend = \"cafe-1\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(
+        e.message,
+        format!("an action needs exactly one of {list} (found 2)")
+    );
+    // None.
+    let e = error("\n[[actions]]\nat = \"1s\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(
+        e.message,
+        format!("an action needs exactly one of {list} (found 0)")
+    );
+    // An unknown key: refused at its own line, with the keys an entry may hold.
+    let e = error("\n[[actions]]\nat = \"1s\"\nrelaod = true\n");
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(
+        e.message.starts_with(
+            "unknown field `relaod`, expected one of `at`, `every`, `times`, `timeout`, \
+             `allow_fail`, `scale_backends`"
+        ),
+        "{e}"
+    );
+    // A bad value: refused at the value's line, by the action's own type.
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = \"yes\"\n");
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(e.message.contains("expected a boolean"), "{e}");
+    let e = error(
+        "\n[[actions]]\nat = \"1s\"\nscale_backends = { group = \"cafe\", to = 3, bogus = 1 }\n",
+    );
+    assert_eq!(e.line, Some(after_base(4)), "{e}");
+    assert!(e.message.contains("unknown field `bogus`"), "{e}");
+    // No time.
+    let e = error("\n[[actions]]\nreload = true\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert_eq!(e.message, "missing field `at`");
+}
+
+#[test]
+fn via_names_a_listener_or_a_backend_group() {
+    let load = |via: &str, url: &str| {
+        format!("\n[[loads]]\nname = \"b\"\nurl = \"{url}\"\nduration = \"1s\"\nvia = \"{via}\"\n")
+    };
+    for (via, url, want) in [
+        (
+            "backend:nope",
+            "http://x/",
+            "load 'b' goes via backend group 'nope', which is not defined",
+        ),
+        (
+            "backend:cafe",
+            "https://x/",
+            "load 'b': backends speak plain HTTP, use an http:// url",
+        ),
+        (
+            "nope",
+            "http://x/",
+            "load 'b' goes via listener 'nope', which is not defined",
+        ),
+    ] {
+        let e = error(&load(via, url));
+        assert_eq!(e.line, Some(after_base(2)), "{e}");
+        assert_eq!(e.message, want);
+    }
+    use proxybench_scenario::Via;
+    let scn = parse(
+        &format!(
+            "{BASE}{}{}",
+            load("backend:cafe", "http://x/"),
+            load("http", "http://y/").replace("\"b\"", "\"c\"")
+        ),
+        false,
+    )
+    .unwrap();
+    let vias: Vec<_> = scn.cases[0].loads.iter().map(|l| l.via.clone()).collect();
+    assert_eq!(
+        vias,
+        [
+            None,
+            Some(Via::Backend("cafe".into())),
+            Some(Via::Listener("http".into()))
+        ]
+    );
+}
+
+/// A valid external scenario: a proxy the user runs, backends on fixed ports. Lines 1-16.
+const EXTERNAL: &str = r#"name = "x"
+
+[[backends]]
+name = "app"
+count = 2
+listen = "127.0.0.1:9101"
+
+[proxy]
+kind = "external"
+[proxy.external]
+processes = "nginx"
+
+[[loads]]
+name = "l"
+url = "http://127.0.0.1:8080/"
+duration = "10s"
+"#;
+
+fn external_error(text: &str) -> ScenarioError {
+    let e = parse(text, false).expect_err("should be refused");
+    assert!(e.line.is_some(), "no line: {e}");
+    assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    e
+}
+
+#[test]
+fn external_targets_are_refused_what_proxybench_cannot_do_to_them() {
+    parse(EXTERNAL, false).unwrap();
+    let e = external_error(&EXTERNAL.replace(
+        "processes = \"nginx\"\n",
+        "processes = \"nginx\"\n[[proxy.listeners]]\nname = \"http\"\n",
+    ));
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("must not carry listeners"), "{e}");
+    let e = external_error(&EXTERNAL.replace("[proxy.external]\nprocesses = \"nginx\"\n", ""));
+    assert_eq!(e.line, Some(8), "{e}");
+    assert!(e.message.contains("needs a [proxy.external] table"), "{e}");
+    let e = external_error(&format!(
+        "{EXTERNAL}\n[[actions]]\nat = \"1s\"\nscale_replicas = {{ to = 2 }}\n"
+    ));
+    assert_eq!(e.line, Some(18), "{e}");
+    assert!(
+        e.message
+            .contains("scale_replicas on an external target: proxybench does not start, stop"),
+        "{e}"
+    );
+    let e = external_error(&format!(
+        "{EXTERNAL}\n[[actions]]\nat = \"1s\"\nreload = true\n"
+    ));
+    assert_eq!(e.line, Some(18), "{e}");
+    assert!(e.message.contains("proxy.external.reload"), "{e}");
+    let e = external_error(&EXTERNAL.replace("127.0.0.1:9101", "10.0.0.1:9101"));
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.message.contains("127.0.0.0/8 only"), "{e}");
+    let e = external_error(&EXTERNAL.replace("127.0.0.1:9101", "127.0.0.1:65535"));
+    assert!(e.message.contains("go past port 65535"), "{e}");
+}
+
+#[test]
+fn bad_exec_actions_are_refused_at_their_line() {
+    let exec = |a: &str| format!("{BASE}\n[[actions]]\nat = \"1s\"\n{a}\n");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = []\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(e.message.contains("exec: the command is empty"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"\"]\n");
+    assert!(e.message.contains("exec: the command is empty"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"true\"]\ntimeout = \"soon\"\n");
+    assert!(e.line.is_some(), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nexec = [\"true\"]\ntimeout = \"0s\"\n");
+    assert!(e.message.contains("`timeout` must be more than 0"), "{e}");
+    let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nallow_fail = true\n");
+    assert!(
+        e.message
+            .contains("`timeout` and `allow_fail` belong to an `exec` action"),
+        "{e}"
+    );
+    parse(
+        &exec("exec = [\"true\"]\ntimeout = \"5s\"\nallow_fail = true"),
+        false,
+    )
+    .unwrap();
+}
+
+/// `BASE` on Kubernetes, with `extra` appended.
+fn kube(extra: &str) -> String {
+    format!("{BASE}{extra}\n[platform]\nkind = \"kubernetes\"\n")
+}
+
+#[test]
+fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
+    let scn = parse(
+        &BASE.replacen(
+            "\n[[backends]]",
+            "\n[platform]\nkind = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"bench-1\"\n\
+             keep = true\nimage = \"localhost/proxybench:0.1.0\"\nproxy_image = \"nginx:1.27\"\n\
+             watch = { namespaces = [\"gw\"], selectors = [\"app=gateway\"] }\n\
+             prometheus = { selector = \"app=gateway\", port = 9113, metrics = [\"nginx_up\"] }\n\
+             \n[[backends]]",
+            1,
+        ),
+        true,
+    )
+    .unwrap();
+    let p = &scn.platform;
+    assert_eq!(p.kind, PlatformKind::Kubernetes);
+    assert_eq!(p.context.as_deref(), Some("lab"));
+    assert_eq!(p.namespace.as_deref(), Some("bench-1"));
+    assert!(p.keep);
+    assert_eq!(p.image.as_deref(), Some("localhost/proxybench:0.1.0"));
+    assert_eq!(p.proxy_image.as_deref(), Some("nginx:1.27"));
+    assert_eq!(p.watch_namespaces, ["gw"]);
+    assert_eq!(p.watch_selectors, ["app=gateway"]);
+    let prom = p.prometheus.as_ref().unwrap();
+    assert_eq!(
+        (prom.port, prom.path.as_str(), prom.every),
+        (9113, "/metrics", std::time::Duration::from_secs(1))
+    );
+    assert_eq!(p.line, 4);
+    // No [platform]: local.
+    assert_eq!(
+        parse(BASE, false).unwrap().platform.kind,
+        PlatformKind::Local
+    );
+
+    let bad = |table: &str, line: usize, needle: &str| {
+        let e = error(&format!("\n[platform]\n{table}\n"));
+        assert_eq!(e.line, Some(after_base(line)), "{table}: {e}");
+        assert!(e.message.contains(needle), "{table}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad(
+        "kind = \"nomad\"",
+        3,
+        "platform kind 'nomad' is not one of local, kubernetes",
+    );
+    bad(
+        "kind = \"kubernetes\"\nflavour = 1",
+        4,
+        "unknown field `flavour`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nnamespace = \"Bench_1\"",
+        4,
+        "platform.namespace 'Bench_1'",
+    );
+    bad(
+        "kind = \"kubernetes\"\ncontext = \"\"",
+        4,
+        "platform.context is empty",
+    );
+    bad("kind = \"kubernetes\"\nkeep = \"yes\"", 4, "invalid type");
+    bad(
+        "kind = \"kubernetes\"\nimage = \"a b\"",
+        4,
+        "platform.image 'a b'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nwatch = { selectors = [\"app=(x\"] }",
+        4,
+        "platform.watch.selectors",
+    );
+    bad(
+        "kind = \"kubernetes\"\nwatch = { pods = [] }",
+        4,
+        "unknown field `pods`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 0 }",
+        4,
+        "platform.prometheus: port must be 1-65535",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 80, path = \"metrics\" }",
+        4,
+        "path 'metrics' must start with '/'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { selector = \"app=x\", port = 80, every = \"0s\" }",
+        4,
+        "`every` must be more than 0",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80 }",
+        4,
+        "missing field `selector`",
+    );
+    // Cluster settings on the local platform mean nothing: refused at their line.
+    bad(
+        "namespace = \"x\"",
+        3,
+        "platform.namespace needs [platform] kind = \"kubernetes\"",
+    );
+    bad(
+        "kind = \"local\"\nkeep = true",
+        4,
+        "platform.keep needs [platform] kind",
+    );
+    bad(
+        "kind = \"kubernetes\"\nproxy_grace = \"2.5s\"",
+        4,
+        "platform.proxy_grace '2500ms': Kubernetes counts it in whole seconds",
+    );
+    bad(
+        "kind = \"kubernetes\"\nproxy_grace = \"5s\"\nproxy_pre_stop = \"5s\"",
+        5,
+        "platform.proxy_pre_stop (5s) must be shorter than proxy_grace (5s)",
+    );
+    bad(
+        "proxy_grace = \"5s\"",
+        3,
+        "platform.proxy_grace needs [platform] kind = \"kubernetes\"",
+    );
+    // [platform] belongs to the whole scenario, not to a case.
+    let e = error("\n[[cases]]\nname = \"a\"\n[cases.platform]\nkind = \"kubernetes\"\n");
+    assert!(e.message.contains("unknown field `platform`"), "{e}");
+}
+
+#[test]
+fn cluster_actions_are_refused_on_the_local_platform() {
+    for (action, key) in [
+        ("apply = \"m.yaml\"", "apply"),
+        ("delete = \"m.yaml\"", "delete"),
+        ("rollout_restart = \"deployment/web\"", "rollout_restart"),
+        ("delete_pod = { selector = \"app=x\" }", "delete_pod"),
+        ("scale = { target = \"deployment/web\", to = 3 }", "scale"),
+    ] {
+        let e = error(&format!("\n[[actions]]\nat = \"1s\"\n{action}\n"));
+        assert_eq!(e.line, Some(after_base(2)), "{e}");
+        assert!(
+            e.message
+                .contains(&format!("{key} needs [platform] kind = \"kubernetes\"")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("route.yaml"), "kind: ConfigMap\n").unwrap();
+    let file = dir.path().join("s.toml");
+    let on = |extra: &str| Source {
+        file: file.display().to_string(),
+        text: kube(&format!("\n[[actions]]\nat = \"1s\"\n{extra}\n")),
+    };
+    // The blank line, then [[actions]].
+    let line = after_base(2);
+    let ok = |extra: &str| {
+        let s = Scenario::parse(&on(extra), false).unwrap_or_else(|e| panic!("{extra}: {e}"));
+        s.cases[0].steps[0].action.clone()
+    };
+    assert_eq!(
+        ok("apply = \"route.yaml\""),
+        Action::Apply(dir.path().join("route.yaml"))
+    );
+    assert_eq!(
+        ok("delete = \"route.yaml\""),
+        Action::Delete(dir.path().join("route.yaml"))
+    );
+    assert_eq!(
+        ok("rollout_restart = \"deployment/web\""),
+        Action::RolloutRestart("deployment/web".into())
+    );
+    assert_eq!(
+        ok("delete_pod = { selector = \"app=x\", count = 2, grace = \"0s\" }"),
+        Action::DeletePod {
+            selector: "app=x".into(),
+            count: 2,
+            grace: std::time::Duration::ZERO
+        }
+    );
+    assert_eq!(
+        ok("scale = { target = \"deployment/web\", to = 3, step = \"2s\" }"),
+        Action::Scale {
+            target: "deployment/web".into(),
+            to: 3,
+            step: std::time::Duration::from_secs(2)
+        }
+    );
+    let bad = |extra: &str, needle: &str| {
+        let e = Scenario::parse(&on(extra), false).expect_err(extra);
+        // The entry's line, or the line of the action's own value (serde's errors).
+        assert!(
+            e.line == Some(line) || e.line == Some(line + 2),
+            "{extra}: {e}"
+        );
+        assert!(e.message.contains(needle), "{extra}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad("apply = \"missing.yaml\"", "apply: ");
+    bad("apply = \"missing.yaml\"", "missing.yaml");
+    bad("delete = \"\"", "delete: the manifest path is empty");
+    bad(
+        "rollout_restart = \"web\"",
+        "rollout_restart: 'web' is not KIND/NAME",
+    );
+    bad(
+        "rollout_restart = \"pod/web\"",
+        "rollout_restart: kind 'pod' is not one of",
+    );
+    bad(
+        "rollout_restart = \"deployment/Web\"",
+        "rollout_restart: name 'Web'",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", count = 0 }",
+        "`count` must be at least 1",
+    );
+    bad(
+        "delete_pod = { selector = \"a b\" }",
+        "delete_pod: selector 'a b'",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", force = true }",
+        "unknown field `force`",
+    );
+    bad(
+        "delete_pod = { selector = \"app=x\", grace = \"soon\" }",
+        "",
+    );
+    bad(
+        "scale = { target = \"daemonset/x\", to = 2 }",
+        "scale: kind 'daemonset' is not one of deployment, statefulset",
+    );
+    bad(
+        "scale = { target = \"deployment/x\" }",
+        "missing field `to`",
+    );
+    bad(
+        "scale = { target = \"deployment/x\", to = 2, step = \"0s\" }",
+        "`step` must be more than 0",
+    );
+    // A record is analysed where its manifests may be gone.
+    let gone = on("apply = \"gone.yaml\"");
+    let opts = ParseOptions {
+        skip_file_checks: true,
+        ..ParseOptions::default()
+    };
+    Scenario::parse_with(&gone, false, &opts).unwrap();
+}
+
+#[test]
+fn the_command_line_platform_overrides_the_file() {
+    let over = |o: PlatformOverride| ParseOptions {
+        platform: o,
+        ..ParseOptions::default()
+    };
+    let src = |text: String| Source {
+        file: "t.toml".into(),
+        text,
+    };
+    let restart = format!("{BASE}\n[[actions]]\nat = \"1s\"\nrollout_restart = \"deployment/x\"\n");
+    // --platform kubernetes lets a file without [platform] use the cluster actions.
+    let k = PlatformOverride {
+        kind: Some(PlatformKind::Kubernetes),
+        namespace: Some("mine".into()),
+        keep: true,
+        ..PlatformOverride::default()
+    };
+    let s = Scenario::parse_with(&src(restart.clone()), true, &over(k)).unwrap();
+    assert_eq!(s.platform.kind, PlatformKind::Kubernetes);
+    assert_eq!(s.platform.namespace.as_deref(), Some("mine"));
+    assert!(s.platform.keep);
+    // --platform local on a kubernetes file drops the file's cluster settings, and refuses its
+    // cluster actions at their line.
+    let local = PlatformOverride {
+        kind: Some(PlatformKind::Local),
+        ..PlatformOverride::default()
+    };
+    let text = format!("{restart}\n[platform]\nkind = \"kubernetes\"\nnamespace = \"n\"\n");
+    let e = Scenario::parse_with(&src(text.clone()), false, &over(local.clone())).unwrap_err();
+    assert!(
+        e.message.contains("rollout_restart needs [platform]"),
+        "{e}"
+    );
+    let plain = text.replace("rollout_restart = \"deployment/x\"", "reload = true");
+    let s = Scenario::parse_with(&src(plain), false, &over(local)).unwrap();
+    assert_eq!(s.platform.kind, PlatformKind::Local);
+    assert_eq!(s.platform.namespace, None);
+    // Flag values are checked on their own, one line naming the flag.
+    let flag = |o: PlatformOverride| o.validate().unwrap_err();
+    let e = flag(PlatformOverride {
+        namespace: Some("Not_A_Label".into()),
+        ..PlatformOverride::default()
+    });
+    assert!(e.starts_with("--namespace Not_A_Label: "), "{e}");
+    let e = flag(PlatformOverride {
+        kind: Some(PlatformKind::Local),
+        context: Some("lab".into()),
+        ..PlatformOverride::default()
+    });
+    assert_eq!(e, "--context needs --platform kubernetes, not local");
+    let e = flag(PlatformOverride {
+        proxy_image: Some("a b".into()),
+        ..PlatformOverride::default()
+    });
+    assert!(e.starts_with("--proxy-image a b: "), "{e}");
+}
+
+#[test]
+fn a_load_http_version_and_streams_are_checked() {
+    // BASE ends inside its [[loads]] table, so the keys appended belong to that load.
+    let e = error("http = \"3\"\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': http = \"3\" is not a version; use \"1.1\" or \"2\""),
+        "{e}"
+    );
+    let e = error("streams = 10\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': streams = 10 needs http = \"2\""),
+        "{e}"
+    );
+    let e = error("http = \"2\"\nstreams = 0\n");
+    assert!(
+        e.message
+            .contains("load 'coffee': streams must be 1 to 65536, not 0"),
+        "{e}"
+    );
+    // A number is not a version string: refused by the parser, at its line.
+    let e = error("http = 2\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    let ok = parse(&format!("{BASE}http = \"2\"\nstreams = 10\n"), false).unwrap();
+    let l = &ok.cases[0].loads[0];
+    assert!(l.http2());
+    assert_eq!(l.streams, Some(10));
+    parse(&format!("{BASE}http = \"1.1\"\n"), true).unwrap();
+}
+
+#[test]
+fn a_load_retries_idle_closed_requests_only_when_safe() {
+    let refused = "load 'coffee': retry_idle_closed sends a request twice, so it is for \
+                   HTTP/1.1 GET, HEAD, OPTIONS or TRACE without a body";
+    for extra in [
+        "retry_idle_closed = true\nmethod = \"POST\"\n",
+        "retry_idle_closed = true\nbody = \"x\"\n",
+        "retry_idle_closed = true\nhttp = \"2\"\n",
+    ] {
+        let e = error(extra);
+        assert!(e.message.contains(refused), "{extra}: {e}");
+    }
+    let e = error("retry_idle_closed = \"yes\"\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    let ok = parse(&format!("{BASE}retry_idle_closed = true\n"), false).unwrap();
+    assert!(ok.cases[0].loads[0].retry_idle_closed);
+    let ok = parse(BASE, false).unwrap();
+    assert!(!ok.cases[0].loads[0].retry_idle_closed, "off by default");
+}
+
+#[test]
+fn a_platform_layer_applies_on_its_platform_only() {
+    // The top-level layer and a case's own, each with a quick form of its own.
+    let text = format!(
+        "{BASE}
+[platforms.kubernetes]
+loads = [{{ name = \"coffee\", rate = \"100/s\", connections = 10 }}]
+quick = {{ loads = [{{ name = \"coffee\", duration = \"3s\" }}] }}
+
+[[cases]]
+name = \"plain\"
+
+[[cases]]
+name = \"busy\"
+platforms = {{ kubernetes = {{ loads = [{{ name = \"coffee\", rate = \"500/s\" }}] }} }}
+"
+    );
+    let src = Source {
+        file: "t.toml".into(),
+        text,
+    };
+    let on = |kind: Option<PlatformKind>, quick: bool| {
+        let opts = ParseOptions {
+            platform: PlatformOverride {
+                kind,
+                ..PlatformOverride::default()
+            },
+            ..ParseOptions::default()
+        };
+        Scenario::parse_with(&src, quick, &opts).unwrap()
+    };
+    let load = |s: &Scenario, case: usize| {
+        let l = &s.cases[case].loads[0];
+        (l.rate.map(|r| r.0), l.connections, l.duration.map(|d| d.0))
+    };
+    let secs = |s| Some(std::time::Duration::from_secs(s));
+    let local = on(None, false);
+    assert_eq!(load(&local, 0), (None, 10, secs(10)));
+    assert_eq!(load(&local, 1), (None, 10, secs(10)));
+    let kube = on(Some(PlatformKind::Kubernetes), false);
+    assert_eq!(load(&kube, 0), (Some(100.0), 10, secs(10)));
+    // The case's layer wins over the top-level one.
+    assert_eq!(load(&kube, 1), (Some(500.0), 10, secs(10)));
+    let kube_quick = on(Some(PlatformKind::Kubernetes), true);
+    assert_eq!(load(&kube_quick, 0), (Some(100.0), 10, secs(3)));
+    assert_eq!(
+        on(None, true).cases[0].loads[0].duration.map(|d| d.0),
+        secs(10)
+    );
+}
+
+#[test]
+fn a_mistake_in_a_platform_layer_is_found_on_every_platform() {
+    // Found by a local run although the layer applies only on Kubernetes.
+    let e = error("\n[platforms.kubernetes]\nloads = [{ name = \"coffee\", rate = \"fast\" }]\n");
+    assert_eq!(e.line, Some(after_base(3)), "{e}");
+    assert!(e.message.contains("on kubernetes"), "{e}");
+    let e = error("\n[platforms.nomad]\nsettle = \"1s\"\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(
+        e.message
+            .contains("platforms.nomad: not a platform (known: local, kubernetes)"),
+        "{e}"
+    );
+    let e = error("\n[[cases]]\nname = \"a\"\nplatforms = { kubernetes = 3 }\n");
+    assert!(e.message.contains("`kubernetes` must be a table"), "{e}");
+}
+
+#[test]
+fn a_load_on_agents_is_checked_at_its_agents_line() {
+    // BASE's load has 10 connections and 10 s of closed loop; the key is its line 1 after BASE.
+    for (extra, want) in [
+        ("agents = 0\n", "load 'coffee': agents must be at least 1"),
+        (
+            "agents = 300\n",
+            "load 'coffee': agents = 300 is more than 256",
+        ),
+        (
+            "agents = 11\n",
+            "load 'coffee': agents = 11 needs at least 11 connections (it has 10)",
+        ),
+        (
+            "requests = 2\nagents = 3\n",
+            "load 'coffee': agents = 3 needs at least 3 requests (it has 2)",
+        ),
+        (
+            "rate = \"12r/m\"\nagents = 3\n",
+            "load 'coffee': agents = 3 would share only 2 requests (rate 0.2/s for 10s)",
+        ),
+    ] {
+        let e = error(extra);
+        let line = after_base(extra.lines().count());
+        assert_eq!(e.line, Some(line), "{extra}: {e}");
+        assert!(e.message.contains(want), "{extra}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("t.toml:{line}: ")),
+            "{e}"
+        );
+    }
+    // Not a number: refused by the parser at its line.
+    let e = error("agents = \"three\"\n");
+    assert_eq!(e.line, Some(after_base(1)), "{e}");
+    // A --quick layer's value is checked too, at the line that wrote it.
+    let text = format!(
+        "{BASE}agents = 2\n\n[quick]\nloads = [\n  {{ name = \"coffee\", agents = 0 }},\n]\n"
+    );
+    let e = parse(&text, true).expect_err("the quick form sets agents = 0");
+    assert_eq!(e.line, Some(after_base(5)), "{e}");
+    assert!(e.message.contains("agents must be at least 1"), "{e}");
+    // Valid: the load knows its agents, on either platform.
+    let ok = parse(&format!("{BASE}agents = 3\n"), false).unwrap();
+    assert_eq!(ok.cases[0].loads[0].agent_count(), Some(3));
+    assert_eq!(
+        parse(BASE, false).unwrap().cases[0].loads[0].agent_count(),
+        None
+    );
+}

@@ -1,5 +1,5 @@
 //! The analyse stage: a results directory's record ([`record`]: record.json, scenario.toml,
-//! requests/) read back and turned into typed results ([`analyse`]) by the scenario's checks and
+//! requests/) read back and turned into typed results ([`analyse()`]) by the scenario's checks and
 //! its named analysis ([`analysis`]: the registry and the built-in analyses), with the theory they
 //! check against ([`theory`]). The runner writes the record through [`record`] too.
 //!

@@ -1,5 +1,5 @@
 //! The record stage's files in a results directory: what a run measured, raw, and nothing
-//! analysed. The runner writes them; [`crate::analyse`] reads them back.
+//! analysed. The runner writes them; [`crate::analyse()`] reads them back.
 //!
 //! ```text
 //! record.json                 model::RunRecord: measurements in data.json's schema, analysed fields empty

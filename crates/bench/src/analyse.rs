@@ -1,4 +1,4 @@
-//! The analyse stage as a run ends it: [`analysis::analyse`] on a results directory, then the
+//! The analyse stage as a run ends it: [`analysis::analyse()`] on a results directory, then the
 //! report stage writes data.json, the CSVs, report.md and charts from the results. The runner
 //! ends every run by calling [`analyse_dir`] on its own directory, and `proxybench analyse DIR`
 //! calls the same function on an old one, so both give the same bytes.
@@ -26,7 +26,7 @@ impl AnalyseDirError {
     }
 }
 
-/// [`analysis::analyse`], then writes the analysis outputs into `dir` (data.json, CSVs,
+/// [`analysis::analyse()`], then writes the analysis outputs into `dir` (data.json, CSVs,
 /// report.md, charts/) and returns the results.
 pub fn analyse_dir(dir: &Path) -> Result<RunResults, AnalyseDirError> {
     let results = analysis::analyse(dir)?;

@@ -16,12 +16,14 @@ CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
 ARRIVALS=${ARRIVALS:-even}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PB=${PB:-$ROOT/target/release/proxybench}
+PB_DEFAULT=$ROOT/target/release/proxybench
+PB=${PB:-$PB_DEFAULT}
 NGINX=${NGINX:-/usr/sbin/nginx}
 
 [ -x "$NGINX" ] || { echo "open-loop-rate: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "open-loop-rate: python3 is needed" >&2; exit 2; }
-if [ ! -x "$PB" ] || [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; then
+# The default binary is rebuilt when a source is newer; a PB given by path is used as it is.
+if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
   echo "building proxybench (release)..." >&2
   (cd "$ROOT" && cargo build --release -q -p proxybench)
 fi

@@ -4,13 +4,15 @@
 //!
 //! What it keeps: the peer's SETTINGS, both directions' flow-control windows (receive windows
 //! are replenished with WINDOW_UPDATE as DATA is consumed; request bodies wait for send window
-//! and such waits are reported as stalls), the HPACK decoder, the open streams, and GOAWAY. A
+//! and such waits are reported as stalls), the HPACK decoder, the request's HPACK state (its
+//! first block on the connection fills the server's dynamic table, later ones name the entries,
+//! see [`hpack::RequestHeaders`]), the open streams, and GOAWAY. A
 //! violation of the protocol by the peer is a connection error: [`ClientConn::feed`] returns
 //! it, queues a GOAWAY with its code, and the connection is dead from then on.
 
 pub use crate::frame::ConnError;
 use crate::frame::{self, code, err, unpad, Head, HEAD_LEN};
-use crate::hpack;
+use crate::hpack::{self, Blocks, RequestHeaders};
 use std::sync::Arc;
 
 /// Our receive window, per stream (SETTINGS_INITIAL_WINDOW_SIZE) and for the connection: large,
@@ -125,13 +127,23 @@ pub struct ClientConn {
     goaway: Option<(u32, u32)>,
     dead: bool,
     body: Option<Arc<[u8]>>,
+    /// The request [`ClientConn::open`] sends.
+    request: Arc<RequestHeaders>,
+    /// Its blocks for a server that set SETTINGS_HEADER_TABLE_SIZE below the default.
+    small_table: Option<Box<Blocks>>,
+    /// The request's first block went out: the server's table holds its entries.
+    indexed: bool,
+    /// The dynamic table size our encoder uses (the server's setting, at most the default).
+    table_size: usize,
+    /// Dynamic table size updates owed at the start of the next header block (RFC 7541 6.3).
+    size_update: Vec<u8>,
 }
 
 impl ClientConn {
-    /// A new connection that will send `body` (shared, e.g. by every connection of a load) with
-    /// each request that has one. The preface, our SETTINGS and a connection WINDOW_UPDATE are
-    /// queued in [`ClientConn::out`] already.
-    pub fn new(body: Option<Arc<[u8]>>) -> ClientConn {
+    /// A new connection whose [`ClientConn::open`] sends `request`, with `body` when it has one
+    /// (both shared, e.g. by every connection of a load). The preface, our SETTINGS and a
+    /// connection WINDOW_UPDATE are queued in [`ClientConn::out`] already.
+    pub fn new(request: Arc<RequestHeaders>, body: Option<Arc<[u8]>>) -> ClientConn {
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(frame::PREFACE);
         frame::settings(
@@ -164,6 +176,11 @@ impl ClientConn {
             goaway: None,
             dead: false,
             body,
+            request,
+            small_table: None,
+            indexed: false,
+            table_size: hpack::TABLE_SIZE,
+            size_update: Vec::new(),
         }
     }
 
@@ -217,17 +234,59 @@ impl ClientConn {
         self.streams.iter().map(|s| s.slot)
     }
 
-    /// Opens a stream tagged `slot` and queues its HEADERS (split into CONTINUATIONs if the
-    /// block exceeds the peer's frame size), then as much of the body as the windows allow.
-    /// Returns the stream id, or `None` when [`ClientConn::can_open`] is false.
-    pub fn open(&mut self, slot: u32, block: &[u8]) -> Option<u32> {
+    /// Opens a stream tagged `slot` for the connection's request and queues its HEADERS (split
+    /// into CONTINUATIONs if the block exceeds the peer's frame size), then as much of the body
+    /// as the windows allow. The first request's block adds its fields to the server's dynamic
+    /// table, every later one names them by index. Returns the stream id, or `None` when
+    /// [`ClientConn::can_open`] is false.
+    pub fn open(&mut self, slot: u32) -> Option<u32> {
+        self.start(slot, None)
+    }
+
+    /// Opens a stream tagged `slot` for a request other than the connection's own, with a
+    /// header block of the caller's that names no dynamic table entry (such as
+    /// [`hpack::request_block`]'s); otherwise as [`ClientConn::open`].
+    pub fn open_block(&mut self, slot: u32, block: &[u8]) -> Option<u32> {
+        self.start(slot, Some(block))
+    }
+
+    /// Opens a stream with the caller's block, or the connection's request when `None`.
+    fn start(&mut self, slot: u32, theirs: Option<&[u8]>) -> Option<u32> {
         if !self.can_open() {
             return None;
         }
+        let block = match theirs {
+            Some(b) => b,
+            None => {
+                let blocks = match &self.small_table {
+                    Some(b) => b,
+                    None => self.request.default_blocks(),
+                };
+                let first = !self.indexed;
+                self.indexed = true;
+                if first {
+                    &blocks.first
+                } else {
+                    &blocks.repeat
+                }
+            }
+        };
         let id = self.next_id;
         self.next_id += 2;
         let has_body = self.body.as_ref().is_some_and(|b| !b.is_empty());
-        frame::header_frames(&mut self.out, id, block, !has_body, self.peer.max_frame);
+        if self.size_update.is_empty() {
+            frame::header_frames(&mut self.out, id, block, !has_body, self.peer.max_frame);
+        } else {
+            let mut b = std::mem::take(&mut self.size_update);
+            b.extend_from_slice(block);
+            frame::header_frames(&mut self.out, id, &b, !has_body, self.peer.max_frame);
+        }
+        self.opened(id, slot, has_body);
+        Some(id)
+    }
+
+    /// Stream `id`'s HEADERS went out: it is open, and its body follows.
+    fn opened(&mut self, id: u32, slot: u32, has_body: bool) {
         self.streams.push(Stream {
             id,
             slot,
@@ -243,7 +302,6 @@ impl ClientConn {
             let k = self.streams.len() - 1;
             self.send_body(k);
         }
-        Some(id)
     }
 
     /// Sends as much of stream `k`'s body as the windows allow.
@@ -439,6 +497,7 @@ impl ClientConn {
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => self.peer.max_frame = v,
+                frame::SETTINGS_HEADER_TABLE_SIZE => self.table_size_changed(v),
                 _ => {}
             }
             Ok(())
@@ -447,6 +506,24 @@ impl ClientConn {
         frame::settings_ack(&mut self.out);
         self.resume_bodies();
         Ok(())
+    }
+
+    /// The server's SETTINGS_HEADER_TABLE_SIZE is `v`. When the size our encoder may use
+    /// changes, the next header block opens with size updates to 0 (which empties the
+    /// server's table) and to the new size, and the request is indexed again from scratch.
+    fn table_size_changed(&mut self, v: u32) {
+        let size = (v as usize).min(hpack::TABLE_SIZE);
+        if size == self.table_size {
+            return;
+        }
+        self.table_size = size;
+        self.size_update.clear();
+        hpack::size_update(&mut self.size_update, 0);
+        if size > 0 {
+            hpack::size_update(&mut self.size_update, size);
+        }
+        self.small_table = (size < hpack::TABLE_SIZE).then(|| Box::new(self.request.blocks(size)));
+        self.indexed = false;
     }
 
     /// Sends the bodies that waited for window.

@@ -3,7 +3,7 @@
 //! path is one `read` and one `send` per request and never an `epoll_ctl` (wrk re-arms EPOLLOUT
 //! twice per request).
 
-use super::{connect_kind, now_ns, Io, Why, Worker};
+use super::{connect_kind, now_ns, Io, Waited, Why, Worker};
 use crate::conn::{Recv, State, Step, TlsFail};
 use crate::sys::{self, Socket};
 use model::ErrorKind;
@@ -11,13 +11,21 @@ use std::io;
 use std::os::fd::RawFd;
 
 impl Worker<'_> {
-    /// Waits for readiness and handles every event. True when the event array came back full.
-    pub(super) fn epoll_wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+    /// Waits for readiness and handles every event.
+    pub(super) fn epoll_wait(&mut self, timeout_ns: u64) -> io::Result<Waited> {
         let Io::Epoll { epoll, events, .. } = &mut self.io else {
             unreachable!("epoll worker");
         };
         let n = epoll.wait(events, timeout_ns)?;
-        let full = n == events.len();
+        let waited = Waited {
+            handled: n,
+            reads: events[..n]
+                .iter()
+                .filter(|e| e.events & sys::IN != 0)
+                .count(),
+            full: n == events.len(),
+            woke: now_ns(&self.sh.origin),
+        };
         for k in 0..n {
             let Io::Epoll { events, .. } = &self.io else {
                 unreachable!("epoll worker");
@@ -30,7 +38,7 @@ impl Worker<'_> {
                 ev.events,
             );
         }
-        Ok(full)
+        Ok(waited)
     }
 
     /// Registers a new socket for connection `i`.

@@ -502,7 +502,7 @@ impl Worker<'_> {
                 c.sock = Some(sock);
                 c.state = State::Connecting;
                 let watched = match self.io {
-                    Io::Epoll { .. } => self.epoll_watch(i, fd),
+                    Io::Epoll { .. } => self.epoll_watch(i),
                     Io::Uring { .. } if established => Ok(()),
                     Io::Uring { .. } => self.uring_watch_connect(i, fd),
                 };

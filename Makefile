@@ -30,8 +30,10 @@ deps:
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 
 ## test-deps: what the tests use besides nginx: haproxy and caddy (the other proxies under test),
-## openssl and curl (the TLS trust tests compare with them), python3, pgrep and setsid
-## (bench/soak.sh)
+## openssl and curl (the TLS trust tests compare with them), prometheus (it scrapes
+## --metrics-listen in the metrics tests), python3, pgrep and setsid (bench/soak.sh), xmllint
+## (libxml2-utils: JUnit files validated against their schema) and chromium (report.html opened
+## in a real headless browser)
 test-deps: deps
 	@need=""; \
 	 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1 || need="$$need haproxy"; \
@@ -41,10 +43,16 @@ test-deps: deps
 	 command -v python3 >/dev/null 2>&1 || need="$$need python3"; \
 	 command -v pgrep >/dev/null 2>&1 || need="$$need procps"; \
 	 command -v setsid >/dev/null 2>&1 || need="$$need util-linux"; \
+	 command -v xmllint >/dev/null 2>&1 || need="$$need libxml2-utils"; \
+	 [ -x /usr/bin/chromium ] || need="$$need chromium"; \
 	 if [ -n "$$need" ]; then \
 	   echo "installing from Debian packages:$$need"; \
 	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \
 	 fi
+# Prometheus alone, without its recommended node exporter (a second daemon nothing here uses).
+	@command -v prometheus >/dev/null 2>&1 || { \
+	   echo "installing from Debian packages: prometheus"; \
+	   $(APT) install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends prometheus; }; }
 
 ## build: the release binary
 build: deps
@@ -114,16 +122,17 @@ image-musl: deps
 	$(CARGO) build --release --locked -p proxybench --target $(MUSL)
 	PROXYBENCH_IMAGE_BIN=$${CARGO_TARGET_DIR:-target}/$(MUSL)/release/proxybench bash k8s/image.sh proxybench
 
-## k8s-build: the local test cluster's parts: Debian packages (etcd, containerd, runc, CNI plugins)
-## and Kubernetes $(K8S_VERSION) built from its Go module once (about 6 min cold on 2 cores),
-## cached under ~/.cache/proxybench/k8s/$(K8S_VERSION)
+## k8s-build: the local test cluster's parts: Debian packages (etcd, containerd, runc, CNI plugins,
+## iptables, nftables) and Kubernetes $(K8S_VERSION) (kube-proxy included) and metrics-server built
+## from their Go modules once (about 6 min cold on 2 cores), cached under ~/.cache/proxybench/k8s/
 K8S_VERSION ?= v1.34.4
 export K8S_VERSION
 k8s-build:
 	bash k8s/build.sh
 
-## k8s-up: a real single-node cluster on loopback (docs/kubernetes.md); the last line it prints is
-## `export KUBECONFIG=...`. k8s-down removes it and everything it made.
+## k8s-up: a real two-node cluster on a host-only network (docs/kubernetes.md); the last line it
+## prints is `export KUBECONFIG=...`. k8s-down removes it and everything it made, and returns
+## once every process it started has exited.
 k8s-up: k8s-build image
 	@bash k8s/cluster.sh up
 
@@ -131,20 +140,26 @@ k8s-down:
 	@bash k8s/cluster.sh down
 
 ## test-k8s: the Kubernetes tests (ignored tests named k8s_*) against a local cluster it starts
-## and always tears down, even when the tests fail; the exit status is the tests'. When a cluster
-## is already running (make k8s-up) it loads the fresh images into it, uses it and leaves it up.
+## and always tears down, even when the tests fail; k8s/smoke.sh first, and k8s/check-clean.sh
+## after the teardown against a baseline taken before `up`. The exit status is the tests' (or 1
+## when the smoke test or the clean check fails). When a cluster is already running
+## (make k8s-up) it loads the fresh images into it, uses it and leaves it up.
 K8S_TESTS := --ignored k8s_ --test-threads=1
 test-k8s: deps k8s-build image
 	@D=$${PROXYBENCH_K8S_DIR:-$$HOME/.cache/proxybench/k8s-run}; \
+	 B=$$(mktemp "$${TMPDIR:-/tmp}/proxybench-k8s-baseline.XXXXXX"); \
 	 trap 'exit 130' INT TERM; \
 	 if bash k8s/cluster.sh status >/dev/null 2>&1; then \
 	   echo "test-k8s: using the cluster already running in $$D (left running)"; \
+	   rm -f "$$B"; \
 	   bash k8s/load-images.sh >/dev/null || exit 1; \
 	 else \
 	   [ ! -d "$$D" ] || bash k8s/cluster.sh down || exit 1; \
-	   trap 'bash k8s/cluster.sh down' EXIT; \
+	   bash k8s/check-clean.sh save "$$B" >/dev/null; \
+	   trap 'rc=$$?; bash k8s/cluster.sh down && bash k8s/check-clean.sh "$$B" || rc=1; rm -f "$$B"; exit $$rc' EXIT; \
 	   bash k8s/cluster.sh up || exit 1; \
 	 fi; \
+	 bash k8s/smoke.sh || exit 1; \
 	 export PROXYBENCH_TEST_KUBECONFIG=$$D/admin.kubeconfig; \
 	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \

@@ -2,22 +2,31 @@
 # k8s/build.sh: what the local test cluster needs, built or installed once.
 #
 #  - Debian packages, when absent: etcd-server, containerd (+runc), containernetworking-plugins,
-#    openssl, curl, iproute2, gcc + libc6-dev (k8s/image.sh's static pause binary).
-#  - kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl $K8S_VERSION, built from
-#    the Go module k8s.io/kubernetes and cached under $K8S_CACHE/$K8S_VERSION (a warm run only
-#    checks the cache). The module cannot be built with `go install` (its `replace` directives
-#    point into a staging/ tree that the module zip does not carry), so the build copies the module
-#    out of the module cache, drops go.work and the replace block, and pins every staging module
-#    to its published v0.X.Y tag (docs/kubernetes.md, "Building").
+#    iptables (kube-proxy's mode), nftables (`nft`: `down` removes the netfilter tables the
+#    cluster made, and k8s/check-clean.sh proves it), util-linux (unshare, nsenter: the second
+#    node's namespaces), openssl, curl, iproute2, gcc + libc6-dev (k8s/image.sh's static pause binary).
+#  - kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl
+#    $K8S_VERSION, built from the Go module k8s.io/kubernetes and cached under $K8S_CACHE/$K8S_VERSION
+#    (a warm run only checks the cache; a cache that lacks some binaries gets only those built).
+#    The module cannot be built with `go install` (its `replace` directives point into a staging/
+#    tree that the module zip does not carry), so the build copies the module out of the module
+#    cache, drops go.work and the replace block, and pins every staging module to its published
+#    v0.X.Y tag (docs/kubernetes.md, "Building").
+#  - metrics-server $METRICS_SERVER_VERSION, built from its Go module sigs.k8s.io/metrics-server
+#    (`go install`, it has no replace directives) the same way, cached under
+#    $K8S_CACHE/metrics-server-$METRICS_SERVER_VERSION. k8s/image.sh packs it as an image.
 #
-# Env: K8S_VERSION (v1.34.4), K8S_CACHE (~/.cache/proxybench/k8s), K8S_SKIP_APT=1 skips the
-# package check. Go: `go` on PATH, else /usr/local/go/bin/go (only needed when the cache is cold).
+# Env: K8S_VERSION (v1.34.4), METRICS_SERVER_VERSION (v0.8.0), K8S_CACHE (~/.cache/proxybench/k8s),
+# K8S_SKIP_APT=1 skips the package check. Go: `go` on PATH, else /usr/local/go/bin/go (only needed
+# when the cache is cold).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 K8S_CACHE=${K8S_CACHE:-$HOME/.cache/proxybench/k8s}
 OUT=$K8S_CACHE/$K8S_VERSION
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
+MS_OUT=$K8S_CACHE/metrics-server-$METRICS_SERVER_VERSION
 work="" # the build's scratch directory, removed on exit
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -40,6 +49,9 @@ apt_install() {
     command -v gcc >/dev/null 2>&1 || need+=(gcc)
     [ -n "$(ls /usr/lib/*/libc.a 2>/dev/null)" ] || need+=(libc6-dev)
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
+    command -v iptables-restore >/dev/null 2>&1 || need+=(iptables)
+    command -v nft >/dev/null 2>&1 || need+=(nftables)
+    command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
     [ ${#need[@]} = 0 ] && return 0
     log "installing from Debian packages: ${need[*]}"
     # A package's postinst must not start a daemon (etcd would take the host's port 2379): a
@@ -67,23 +79,36 @@ apt_install() {
 }
 
 # --- the Kubernetes binaries -------------------------------------------------------------------
-cached() {
-    [ -e "$OUT/.complete" ] || return 1
-    for b in "${BINARIES[@]}"; do [ -x "$OUT/$b" ] || return 1; done
+# missing: the binaries the cache lacks (all of them without the .complete marker)
+missing() {
+    local b
+    for b in "${BINARIES[@]}"; do
+        [ -e "$OUT/.complete" ] && [ -x "$OUT/$b" ] || echo "$b"
+    done
 }
 
+find_go() {
+    if command -v go >/dev/null 2>&1; then command -v go
+    elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
+    else die "go is not installed (needs Go >= 1.24 at /usr/local/go/bin or on PATH) to build $1 once"
+    fi
+}
+
+scratch() {
+    [ -n "$work" ] && return 0
+    work=$(mktemp -d "${TMPDIR:-/tmp}/proxybench-k8s-build.XXXXXX")
+    trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+}
+
+# build_kube BINARY...: the named binaries of k8s.io/kubernetes, into $OUT.
 build_kube() {
     local go
-    if command -v go >/dev/null 2>&1; then go=$(command -v go)
-    elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
-    else die "go is not installed (needs Go >= 1.24 at /usr/local/go/bin or on PATH) to build Kubernetes $K8S_VERSION once"
-    fi
+    go=$(find_go "Kubernetes $K8S_VERSION")
     local cores
     cores=$(nproc)
     export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=$cores" CGO_ENABLED=0
     local t0=$SECONDS
-    work=$(mktemp -d "${TMPDIR:-/tmp}/proxybench-k8s-build.XXXXXX")
-    trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+    scratch
 
     log "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
     local dir
@@ -99,7 +124,7 @@ build_kube() {
     sed -i '/^replace (/,/^)/d; /^replace k8s.io\//d' go.mod
     sed -i -E "s#^(\s*k8s\.io/[A-Za-z0-9._-]+) v0\.0\.0\$#\1 $staging#; s#^(\s*k8s\.io/[A-Za-z0-9._-]+) v0\.0\.0 // indirect\$#\1 $staging // indirect#" go.mod
     grep -Eq ' v0\.0\.0( |$)' go.mod && die "go.mod still requires a v0.0.0 module after the rewrite: $(grep ' v0\.0\.0' go.mod | head -3)"
-    log "module prepared ($((SECONDS - t0)) s); compiling ${BINARIES[*]} (about 6 min cold on 2 cores, 20 s warm)"
+    log "module prepared ($((SECONDS - t0)) s); compiling $* (about 6 min cold on 2 cores, 20 s warm)"
 
     local major minor date ldf=""
     major=${K8S_VERSION#v}; major=${major%%.*}
@@ -110,22 +135,51 @@ build_kube() {
         ldf+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
     done
     mkdir -p "$work/bin"
-    local pkgs=()
-    for b in "${BINARIES[@]}"; do pkgs+=("./cmd/$b"); done
+    local pkgs=() b
+    for b in "$@"; do pkgs+=("./cmd/$b"); done
     "$go" build -mod=mod -trimpath -ldflags="-s -w$ldf" -o "$work/bin/" "${pkgs[@]}"
     mkdir -p "$OUT"
-    for b in "${BINARIES[@]}"; do
+    for b in "$@"; do
         mv "$work/bin/$b" "$OUT/$b.tmp" && mv "$OUT/$b.tmp" "$OUT/$b"
     done
+    for b in "${BINARIES[@]}"; do [ -x "$OUT/$b" ] || die "$OUT/$b is missing after the build"; done
     date -u +%FT%TZ >"$OUT/.complete"
     cd /
-    log "built ${BINARIES[*]} in $((SECONDS - t0)) s into $OUT"
+    log "built $* in $((SECONDS - t0)) s into $OUT"
+}
+
+# metrics-server from its own module: no replace directives, so `go install module@version`
+# works; the version goes where its Makefile puts it (client-go's version package).
+build_metrics_server() {
+    local go t0=$SECONDS
+    go=$(find_go "metrics-server $METRICS_SERVER_VERSION")
+    scratch
+    log "building sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION (about 2 min cold on 2 cores)"
+    local pkg=k8s.io/client-go/pkg/version date
+    date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    mkdir -p "$work/ms-bin" "$MS_OUT"
+    (cd "$work" && GOBIN="$work/ms-bin" CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=$(nproc)" \
+        "$go" install -trimpath \
+        -ldflags="-s -w -X $pkg.gitVersion=$METRICS_SERVER_VERSION -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date" \
+        "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION") \
+        || die "go install sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION failed"
+    mv "$work/ms-bin/metrics-server" "$MS_OUT/metrics-server.tmp"
+    mv "$MS_OUT/metrics-server.tmp" "$MS_OUT/metrics-server"
+    date -u +%FT%TZ >"$MS_OUT/.complete"
+    log "built metrics-server in $((SECONDS - t0)) s into $MS_OUT"
 }
 
 [ "${K8S_SKIP_APT:-}" = 1 ] || apt_install
-if cached; then
+todo=$(missing | tr '\n' ' ')
+if [ -z "${todo// /}" ]; then
     log "cached: $OUT (${BINARIES[*]})"
 else
-    build_kube
+    # shellcheck disable=SC2086
+    build_kube $todo
+fi
+if [ -e "$MS_OUT/.complete" ] && [ -x "$MS_OUT/metrics-server" ]; then
+    log "cached: $MS_OUT/metrics-server"
+else
+    build_metrics_server
 fi
 "$OUT/kubelet" --version >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# k8s/image.sh [proxybench|nginx|pause]...: OCI image tarballs built without Docker.
+# k8s/image.sh [proxybench|nginx|pause|metrics-server]...: OCI image tarballs built without Docker.
 #
 # Each image is one hand-made layer (a reproducible tar of a small root filesystem) in an OCI
 # image layout, packed as a tarball that `ctr -n k8s.io images import`, `kind load image-archive`
@@ -17,9 +17,12 @@
 #    /usr/sbin/nginx -g 'daemon off;', stop signal SIGQUIT (nginx's graceful stop). Named
 #    localhost/proxybench-nginx:<nginx version>.
 #  - pause: a static pause binary (the pod sandbox), localhost/pause:1.
+#  - metrics-server (not in the default set; k8s/cluster.sh up makes it when absent): the static
+#    metrics-server binary k8s/build.sh built from its Go module, entrypoint /metrics-server,
+#    named localhost/metrics-server:<version> (METRICS_SERVER_VERSION, v0.8.0).
 #
 # Env: PROXYBENCH_IMAGE_DIR (target/image), PROXYBENCH_IMAGE_BIN, PROXYBENCH_IMAGE_TAG,
-# CARGO_TARGET_DIR.
+# CARGO_TARGET_DIR, METRICS_SERVER_VERSION, K8S_CACHE.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -216,6 +219,16 @@ EOF
     pack pause localhost/pause:1 "$root" "{\"Entrypoint\":[\"/pause\"],$PATH_ENV,\"WorkingDir\":\"/\"}"
 }
 
+image_metrics_server() {
+    local version=${METRICS_SERVER_VERSION:-v0.8.0} root=$WORK/metrics-server-rootfs
+    local bin=${K8S_CACHE:-$HOME/.cache/proxybench/k8s}/metrics-server-$version/metrics-server
+    [ -x "$bin" ] || die "$bin is missing: run k8s/build.sh (make k8s-build) first"
+    base "$root"
+    install -m 0755 "$bin" "$root/metrics-server"
+    pack metrics-server "localhost/metrics-server:$version" "$root" \
+        "{\"Entrypoint\":[\"/metrics-server\"],$PATH_ENV,\"WorkingDir\":\"/\",\"User\":\"65534\",\"Labels\":{\"org.opencontainers.image.version\":\"$version\",\"org.opencontainers.image.source\":\"sigs.k8s.io/metrics-server\"}}"
+}
+
 mkdir -p "$OUT" "$WORK"
 [ $# = 0 ] && set -- proxybench nginx pause
 for i in "$@"; do
@@ -223,7 +236,8 @@ for i in "$@"; do
     proxybench) image_proxybench ;;
     nginx) image_nginx ;;
     pause) image_pause ;;
-    *) echo "usage: k8s/image.sh [proxybench|nginx|pause]..." >&2; exit 2 ;;
+    metrics-server) image_metrics_server ;;
+    *) echo "usage: k8s/image.sh [proxybench|nginx|pause|metrics-server]..." >&2; exit 2 ;;
     esac
 done
 rm -rf "$WORK"

@@ -43,8 +43,9 @@ pub struct Plan<'a> {
 }
 
 /// Live progress, once per second that every agent still running has reported: the merged
-/// row of that second, and each agent's request count in it (None for an agent that is gone).
-pub type Progress<'a> = &'a dyn Fn(&Second, &[Option<u64>]);
+/// row of that second, its merged histograms, and each agent's request count in it (None for an
+/// agent that is gone).
+pub type Progress<'a> = &'a dyn Fn(&Second, &SecondHdr, &[Option<u64>]);
 
 /// What a distributed run returns.
 pub struct Distributed {
@@ -112,6 +113,7 @@ pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, 
             };
             Job {
                 argv: argv.to_vec(),
+                load: cfg.name.clone(),
                 start_unix_ns: 0,
                 origin_ahead_ns: 0,
                 phase_ns,
@@ -312,13 +314,13 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
                         .enumerate()
                         .filter_map(|(i, k)| k.map(|k| (&seconds[i][k].0, Some(&seconds[i][k].1))))
                         .collect();
-                    let (row, _) = merge::merge_second(t, &parts, open, &mut h, &mut u)?;
+                    let (row, hdr) = merge::merge_second(t, &parts, open, &mut h, &mut u)?;
                     let counts: Vec<Option<u64>> = at
                         .iter()
                         .enumerate()
                         .map(|(i, k)| k.map(|k| seconds[i][k].0.requests))
                         .collect();
-                    p(&row, &counts);
+                    p(&row, &hdr, &counts);
                     shown = t + 1;
                 }
                 per_t.remove(&t);

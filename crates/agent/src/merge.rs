@@ -323,6 +323,9 @@ pub fn merge_second(
         }
         row.bytes += r.bytes;
         row.retried += r.retried;
+        row.sent += r.sent;
+        row.in_flight += r.in_flight;
+        row.latency_sum_us += r.latency_sum_us;
         row.max_us = row.max_us.max(r.max_us);
         if let Some(x) = hdr {
             add(h, &x.hdr)?;

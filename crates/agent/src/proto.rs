@@ -33,6 +33,10 @@ pub struct Job {
     /// The `proxybench load` arguments as the user gave them (the agent parses them like
     /// `load` does, then applies the share below).
     pub argv: Vec<String>,
+    /// The load's name (its scenario name, or `load`): the `load` label of the agent's live
+    /// metrics. Absent from older coordinators.
+    #[serde(default)]
+    pub load: String,
     /// The common start instant on the agent's own clock, ns since the epoch.
     pub start_unix_ns: u64,
     /// The time base (the load's origin: its seconds and `start_s` count from it) lies this

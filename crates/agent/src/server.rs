@@ -11,23 +11,34 @@ use std::time::{Duration, Instant};
 /// Turns a job's `load` arguments into an engine config (the CLI's own flag parsing).
 pub type BuildConfig = Arc<dyn Fn(&[String]) -> Result<load::Config, String> + Send + Sync>;
 
-/// Serves coordinators forever, one thread per connection.
-pub fn serve(listener: TcpListener, token: String, build: BuildConfig) -> std::io::Result<()> {
+/// Serves coordinators forever, one thread per connection. With `metrics`, every job's seconds
+/// are also added to the agent's live metrics (counting on across jobs, as counters do).
+pub fn serve(
+    listener: TcpListener,
+    token: String,
+    build: BuildConfig,
+    metrics: Option<Arc<openmetrics::Registry>>,
+) -> std::io::Result<()> {
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(s) => s,
             Err(_) => continue,
         };
-        let (token, build) = (token.clone(), build.clone());
+        let (token, build, metrics) = (token.clone(), build.clone(), metrics.clone());
         std::thread::spawn(move || {
-            let _ = session(stream, &token, &build);
+            let _ = session(stream, &token, &build, metrics.as_ref());
         });
     }
     Ok(())
 }
 
 /// One coordinator's session: hello, pings, one run.
-fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Result<()> {
+fn session(
+    stream: TcpStream,
+    token: &str,
+    build: &BuildConfig,
+    metrics: Option<&Arc<openmetrics::Registry>>,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut r = BufReader::new(stream.try_clone()?);
     let w = Arc::new(Mutex::new(stream.try_clone()?));
@@ -86,7 +97,17 @@ fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Resu
     let mut cfg = cfg;
     let w2 = w.clone();
     let stop2 = stop.clone();
+    let name = if job.load.is_empty() {
+        "load"
+    } else {
+        &job.load
+    };
+    let feed = metrics.map(|m| m.load(&openmetrics::Scope::default(), name, cfg.rate));
+    let feed2 = feed.clone();
     cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
+        if let Some(f) = &feed2 {
+            f.second(row, hdr);
+        }
         let m = FromAgent::Second {
             row: row.clone(),
             hdr: hdr.clone(),
@@ -106,7 +127,11 @@ fn session(stream: TcpStream, token: &str, build: &BuildConfig) -> std::io::Resu
         origin,
         on_second: None,
     };
-    match load::run(&cfg, &ctl) {
+    let ran = load::run(&cfg, &ctl);
+    if let Some(f) = &feed {
+        f.end();
+    }
+    match ran {
         Ok(o) => {
             let result = model::LoadResult {
                 summary: o.summary,

@@ -12,7 +12,8 @@
 //! fails with "not measurable for KIND: why": it never passes and never reads zeros.
 
 pub use crate::error::CheckError;
-use model::{CaseResult, CheckResult, ErrorKind, LoadSummary};
+use model::metric::{self, MetricKind};
+use model::{CaseResult, CheckResult, Collector, LoadSummary};
 use std::fmt;
 
 /// The subject of the proxy under test, whatever its kind.
@@ -102,15 +103,9 @@ impl fmt::Display for Op {
     }
 }
 
-/// How a metric's value is printed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Count,
-    Fraction,
-    Micros,
-    Millis,
-    PerSec,
-}
+/// How a metric's value is read and printed: the load metrics' vocabulary, shared with gates
+/// (`model::metric`).
+type Kind = MetricKind;
 
 impl Check {
     /// Parses `subject.metric OP value` and checks that the metric exists for its subject; the
@@ -229,171 +224,108 @@ fn parse_metric(s: &str, whole: &str) -> Result<(Operand, Kind), CheckError> {
     ))
 }
 
-/// Metrics every load (or `all`) offers.
-const LOAD_METRICS: &str = "requests, attempts, rps, throughput, failures, failure_rate, \
-    success_ratio, errors, error_KIND, non_2xx, status_CODE, late_sends, and for one load p50..p99.999, \
-    mean, max, late_max";
-/// Metrics of `backends`.
-const BACKEND_METRICS: &str = "requests, count, spread, status_CODE";
-/// Metrics of `proxy` (its logs and its status page).
-const PROXY_METRICS: &str =
-    "errors, warns, access_lines, requests, status_CODE, active_max, served";
-/// Metrics of `reloads`.
-const RELOAD_METRICS: &str = "count, errors, avg_ms, max_ms, within_500ms, within_1000ms";
-/// Metrics of `cluster`.
-const CLUSTER_METRICS: &str = "restarts, warnings, ready_pods_min, ready_pods_max, pods_deleted";
+/// Which subject a metric belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubjectKind {
+    /// A load by name, or `all` (every load summed).
+    Load,
+    /// `backends`: the backends' final counters.
+    Backends,
+    /// `proxy` (or its alias `nginx`): its logs and status page.
+    Proxy,
+    /// `reloads`: every reload of the case.
+    Reloads,
+    /// `cluster`: what a Kubernetes cluster showed.
+    Cluster,
+}
 
-/// How `subject.metric` is printed, or why that metric does not exist for that subject.
-fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
-    let unknown = |list: &str| {
-        CheckError(format!(
-            "unknown metric '{metric}' for '{subject}' ({list})"
-        ))
-    };
+/// Every metric the parser accepts of the subjects other than loads, with how its value is
+/// printed (a load's are [`model::metric::LOAD`], which compare's gates read too). `status_CODE`
+/// stands for a family (`status_503`). Validation, the error messages and the no-data tests read
+/// these two lists.
+const METRICS: &[(SubjectKind, &str, Kind)] = &[
+    (SubjectKind::Backends, "requests", Kind::Count),
+    (SubjectKind::Backends, "count", Kind::Count),
+    (SubjectKind::Backends, "spread", Kind::Fraction),
+    (SubjectKind::Backends, "status_CODE", Kind::Count),
+    (SubjectKind::Proxy, "errors", Kind::Count),
+    (SubjectKind::Proxy, "warns", Kind::Count),
+    (SubjectKind::Proxy, "access_lines", Kind::Count),
+    (SubjectKind::Proxy, "requests", Kind::Count),
+    (SubjectKind::Proxy, "status_CODE", Kind::Count),
+    (SubjectKind::Proxy, "active_max", Kind::Count),
+    (SubjectKind::Proxy, "served", Kind::Count),
+    (SubjectKind::Reloads, "count", Kind::Count),
+    (SubjectKind::Reloads, "errors", Kind::Count),
+    (SubjectKind::Reloads, "avg_ms", Kind::Millis),
+    (SubjectKind::Reloads, "max_ms", Kind::Millis),
+    (SubjectKind::Reloads, "within_500ms", Kind::Fraction),
+    (SubjectKind::Reloads, "within_1000ms", Kind::Fraction),
+    (SubjectKind::Cluster, "restarts", Kind::Count),
+    (SubjectKind::Cluster, "warnings", Kind::Count),
+    (SubjectKind::Cluster, "ready_pods_min", Kind::Count),
+    (SubjectKind::Cluster, "ready_pods_max", Kind::Count),
+    (SubjectKind::Cluster, "pods_deleted", Kind::Count),
+];
+
+/// The kind of subject a name is (anything else is a load's name).
+pub fn subject_kind(subject: &str) -> SubjectKind {
     match subject {
-        "backends" => match metric {
-            "requests" | "count" => Ok(Kind::Count),
-            "spread" => Ok(Kind::Fraction),
-            m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
-            _ => Err(unknown(BACKEND_METRICS)),
-        },
-        s if is_proxy(s) => match metric {
-            "errors" | "warns" | "access_lines" | "requests" | "active_max" | "served" => {
-                Ok(Kind::Count)
-            }
-            m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count),
-            _ => Err(unknown(PROXY_METRICS)),
-        },
-        CLUSTER_SUBJECT => match metric {
-            "restarts" | "warnings" | "ready_pods_min" | "ready_pods_max" | "pods_deleted" => {
-                Ok(Kind::Count)
-            }
-            _ => Err(unknown(CLUSTER_METRICS)),
-        },
-        "reloads" => match metric {
-            "count" | "errors" => Ok(Kind::Count),
-            "avg_ms" | "max_ms" => Ok(Kind::Millis),
-            "within_500ms" | "within_1000ms" => Ok(Kind::Fraction),
-            _ => Err(unknown(RELOAD_METRICS)),
-        },
-        _ => {
-            let kind = match metric {
-                "requests" | "attempts" | "failures" | "errors" | "non_2xx" | "late_sends" => {
-                    Kind::Count
-                }
-                "failure_rate" | "success_ratio" => Kind::Fraction,
-                "rps" | "throughput" => Kind::PerSec,
-                "mean" | "max" | "late_max" => Kind::Micros,
-                m if m.starts_with("status_") => status_code(m).map(|_| Kind::Count)?,
-                m if m.starts_with("error_") => error_kind(m).map(|_| Kind::Count)?,
-                m if m.starts_with('p') && m.len() > 1 => {
-                    percentile(m)?;
-                    Kind::Micros
-                }
-                _ => return Err(unknown(LOAD_METRICS)),
-            };
-            if subject == "all" && single_load_only(metric) {
-                return Err(CheckError(format!(
-                    "'{metric}' is a metric of one load; name the load instead of 'all'"
-                )));
-            }
-            Ok(kind)
-        }
+        "backends" => SubjectKind::Backends,
+        s if is_proxy(s) => SubjectKind::Proxy,
+        "reloads" => SubjectKind::Reloads,
+        CLUSTER_SUBJECT => SubjectKind::Cluster,
+        _ => SubjectKind::Load,
     }
 }
 
-/// Metrics that cannot be summed over loads.
-fn single_load_only(metric: &str) -> bool {
-    matches!(metric, "mean" | "max" | "late_max")
-        || (metric.starts_with('p') && percentile(metric).is_ok())
+/// Every metric the parser accepts for a kind of subject, families in their pattern form
+/// (`status_CODE`), in the order the error messages list them.
+pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
+    if kind == SubjectKind::Load {
+        return metric::LOAD.iter().map(|(m, _)| *m).collect();
+    }
+    METRICS
+        .iter()
+        .filter(|(k, _, _)| *k == kind)
+        .map(|(_, m, _)| *m)
+        .collect()
+}
+
+/// How `subject.metric` is printed, or why that metric does not exist for that subject.
+fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
+    let sk = subject_kind(subject);
+    if sk == SubjectKind::Load {
+        return Ok(metric::load_metric_kind(metric, Some(subject))?);
+    }
+    // `backends` and `proxy` count statuses; no other family applies to them.
+    let family = if metric.starts_with("status_") {
+        status_code(metric)?;
+        "status_CODE"
+    } else {
+        metric
+    };
+    let Some((_, _, kind)) = METRICS.iter().find(|(k, m, _)| *k == sk && *m == family) else {
+        return Err(CheckError(format!(
+            "unknown metric '{metric}' for '{subject}' ({})",
+            metric_names(sk).join(", ")
+        )));
+    };
+    Ok(*kind)
 }
 
 /// The status code of `status_CODE`.
 fn status_code(m: &str) -> Result<u16, CheckError> {
-    m["status_".len()..]
-        .parse::<u16>()
-        .ok()
-        .filter(|c| (100..=599).contains(c))
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': the status must be a code from 100 to 599, e.g. status_503"
-            ))
-        })
-}
-
-/// The error kind of `error_KIND`.
-fn error_kind(m: &str) -> Result<ErrorKind, CheckError> {
-    let name = &m["error_".len()..];
-    ErrorKind::ALL
-        .iter()
-        .copied()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-            CheckError(format!(
-                "'{m}': unknown error kind '{name}' ({})",
-                known.join(", ")
-            ))
-        })
-}
-
-/// The percentile of `pNN` (0 < NN <= 100).
-fn percentile(m: &str) -> Result<f64, CheckError> {
-    m[1..]
-        .parse::<f64>()
-        .ok()
-        .filter(|p| *p > 0.0 && *p <= 100.0)
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': a percentile is p followed by a number up to 100, e.g. p99.9"
-            ))
-        })
+    Ok(metric::status_code(m)?)
 }
 
 fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, CheckError> {
-    let bad = |why: &str| CheckError(format!("check '{whole}': value '{s}' {why}"));
-    if let Some(p) = s.strip_suffix('%') {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 100.0);
-    }
-    if let Some(p) = s.strip_suffix("ppm") {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 1e6);
-    }
-    match kind {
-        Kind::Micros => {
-            if let Ok(v) = s.parse::<f64>() {
-                return Ok(v);
-            }
-            units::parse_duration(s)
-                .map(|d| d.as_secs_f64() * 1e6)
-                .map_err(|e| bad(&format!("is not a duration ({e})")))
-        }
-        Kind::PerSec => units::parse_rate(s).map_err(|e| bad(&e.to_string())),
-        _ => s.parse::<f64>().map_err(|_| bad("is not a number")),
-    }
+    metric::parse_value(s, kind)
+        .map_err(|e| CheckError(format!("check '{whole}': value '{}' {e}", s.trim())))
 }
 
 fn show(v: f64, kind: Kind) -> String {
-    match kind {
-        Kind::Count => {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.3}")
-            }
-        }
-        Kind::Fraction => {
-            if v != 0.0 && v.abs() < 0.001 {
-                format!("{:.1} ppm", v * 1e6)
-            } else {
-                format!("{:.3}%", v * 100.0)
-            }
-        }
-        Kind::Micros => units::fmt_us(v),
-        Kind::Millis => format!("{v:.1}ms"),
-        Kind::PerSec => format!("{v:.2}/s"),
-    }
+    metric::show(v, kind)
 }
 
 fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, CheckError> {
@@ -412,11 +344,20 @@ fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>
 
 fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     match subject {
-        "backends" => Ok(backend_metric(metric, case)?),
+        "backends" => backend_metric(metric, case),
         s if is_proxy(s) => proxy_metric(metric, case),
         "reloads" => reload_metric(metric, case),
         CLUSTER_SUBJECT => cluster_metric(metric, case),
         _ => Ok(load_metric(&loads(subject, case)?, metric)?),
+    }
+}
+
+/// The collector a `cluster.*` metric reads.
+fn cluster_collector(metric: &str) -> Collector {
+    match metric {
+        "restarts" => Collector::Restarts,
+        "warnings" => Collector::Events,
+        _ => Collector::PodWatch,
     }
 }
 
@@ -428,6 +369,10 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
             "the case ran on no Kubernetes cluster (cluster.* needs --platform kubernetes)".into(),
         ));
     };
+    // A collector that failed gathered nothing: its zero restarts or warnings mean nothing.
+    if let Some(why) = case.gap(cluster_collector(metric)) {
+        return Err(Gap::NoData(CheckError(why)));
+    }
     match metric {
         // Each record is one restart (its count is the container's total after it).
         "restarts" => Ok(k.restarts.len() as f64),
@@ -461,93 +406,16 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     }
 }
 
-fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, CheckError> {
-    let sum = |f: &dyn Fn(&LoadSummary) -> u64| ls.iter().map(|l| f(l)).sum::<u64>() as f64;
-    let attempts = sum(&|l| l.attempts());
-    let elapsed = ls.iter().map(|l| l.elapsed_s).fold(0.0, f64::max);
-    let single = || -> Result<&LoadSummary, CheckError> {
-        match ls {
-            [one] => Ok(one),
-            _ => Err(CheckError(format!(
-                "'{metric}' needs a single load, not 'all'"
-            ))),
-        }
-    };
-    let answered = |what: &str| -> Result<(), CheckError> {
-        if sum(&|l| l.requests) == 0.0 {
-            Err(CheckError(format!(
-                "no response was received, so there is no {what}"
-            )))
-        } else {
-            Ok(())
-        }
-    };
-    Ok(match metric {
-        "requests" => sum(&|l| l.requests),
-        "attempts" => attempts,
-        "failures" => sum(&|l| l.failures()),
-        "errors" => sum(&|l| l.error_total()),
-        "non_2xx" => sum(&|l| l.non_2xx_3xx()),
-        "failure_rate" | "success_ratio" => {
-            if attempts == 0.0 {
-                return Err("no request was attempted".into());
-            }
-            let f = sum(&|l| l.failures()) / attempts;
-            if metric == "failure_rate" {
-                f
-            } else {
-                1.0 - f
-            }
-        }
-        "rps" => sum(&|l| l.requests) / elapsed.max(1e-9),
-        "throughput" => (sum(&|l| l.requests) - sum(&|l| l.non_2xx_3xx())) / elapsed.max(1e-9),
-        "late_sends" | "late_max" => {
-            let schedules: Vec<_> = ls.iter().filter_map(|l| l.schedule.as_ref()).collect();
-            if schedules.is_empty() {
-                return Err(CheckError(format!(
-                    "'{metric}' is kept only for open-loop loads (with a rate)"
-                )));
-            }
-            if metric == "late_sends" {
-                schedules.iter().map(|s| s.late).sum::<u64>() as f64
-            } else {
-                single()?;
-                schedules[0].late_max_us as f64
-            }
-        }
-        "mean" => {
-            answered("latency")?;
-            single()?.latency.mean_us
-        }
-        "max" => {
-            answered("latency")?;
-            single()?.latency.max_us as f64
-        }
-        m if m.starts_with("status_") => {
-            let code = status_code(m)?;
-            sum(&|l| l.status.get(&code).copied().unwrap_or(0))
-        }
-        m if m.starts_with("error_") => {
-            let kind = error_kind(m)?;
-            sum(&|l| l.errors.get(&kind).copied().unwrap_or(0))
-        }
-        m if m.starts_with('p') => {
-            let p = percentile(m)?;
-            answered("latency")?;
-            let l = single()?;
-            l.latency
-                .percentile(p)
-                .ok_or_else(|| format!("percentile {p} was not recorded"))? as f64
-        }
-        other => return Err(CheckError(format!("'{other}' is not a load metric"))),
-    })
+/// A load metric's value, as gates read it too (`model::metric`).
+fn load_metric(ls: &[&LoadSummary], m: &str) -> Result<f64, CheckError> {
+    Ok(metric::load_metric(ls, m)?)
 }
 
-fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
-    let b = &case.backends;
-    if b.is_empty() {
-        return Err("no backend counters were recorded".into());
+fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    if let Some(why) = case.gap(Collector::BackendCounters) {
+        return Err(Gap::NoData(CheckError(why)));
     }
+    let b = &case.backends;
     let total: u64 = b.iter().map(|x| x.requests).sum();
     Ok(match metric {
         "requests" => total as f64,
@@ -568,7 +436,7 @@ fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, CheckError> {
                 .map(|x| x.by_status.get(&code).copied().unwrap_or(0))
                 .sum::<u64>() as f64
         }
-        other => return Err(CheckError(format!("'{other}' is not a backends metric"))),
+        other => return Err(format!("'{other}' is not a backends metric").into()),
     })
 }
 
@@ -578,7 +446,7 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
         return status_page_metric(metric, case);
     }
     let logs = &case.logs;
-    if let Some(why) = &logs.missing {
+    if let Some(why) = case.gap(Collector::Logs) {
         return Err(Gap::NotMeasurable(format!(
             "the proxy's logs could not be read ({why})"
         )));
@@ -604,14 +472,10 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 /// `active_max` (the most active client connections one replica's status page reported) and
 /// `served` (requests each replica's page counted last, summed).
 fn status_page_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
-    let s = &case.stub_samples;
-    if s.is_empty() {
-        return Err(Gap::NotMeasurable(
-            "no status-page sample was recorded (the kind's replicas have no status page, or \
-             none ran)"
-                .into(),
-        ));
+    if let Some(why) = case.gap(Collector::StatusPages) {
+        return Err(Gap::NotMeasurable(why));
     }
+    let s = &case.stub_samples;
     Ok(match metric {
         "active_max" => s.iter().map(|x| x.active).max().unwrap_or(0) as f64,
         _ => {
@@ -662,7 +526,9 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::{BackendCounters, Latency, LoadMode, Percentile, RateStats, ReloadRecord};
+    use model::{
+        BackendCounters, ErrorKind, Latency, LoadMode, Percentile, RateStats, ReloadRecord,
+    };
     use std::collections::BTreeMap;
 
     fn load(name: &str, ok: u64, e503: u64, resets: u64) -> LoadSummary {
@@ -943,6 +809,106 @@ mod tests {
             let r = Check::parse(e).unwrap().eval(&c, Some("nginx"));
             assert!(!r.pass && r.actual.starts_with("no data: "), "{e}: {r:?}");
         }
+    }
+
+    /// A case in which no check has a subject: a load that made no attempt, no backend
+    /// counters, unreadable logs, no status page, no reload, and a cluster whose collectors all
+    /// failed (their lists hold data that must not be read).
+    fn case_without_subjects() -> CaseResult {
+        let mut c = case();
+        for l in &mut c.loads {
+            l.requests = 0;
+            l.status.clear();
+            l.errors.clear();
+            l.connects = 0;
+            l.latency = Latency::default();
+        }
+        c.backends.clear();
+        c.logs.missing = Some("no proxy replica ran in this case".into());
+        c.logs.access_lines = 7;
+        c.stub_samples.clear();
+        c.reloads.clear();
+        c.cluster = Some(model::ClusterRecord {
+            pods: vec![model::PodChange {
+                t_s: 1.0,
+                pod: "proxy-1".into(),
+                role: "proxy".into(),
+                phase: "Running".into(),
+                ready: true,
+                terminating: false,
+            }],
+            absent: vec![
+                "pod watch: forbidden".into(),
+                "events: forbidden".into(),
+                "metrics API: not served by this cluster".into(),
+                "Prometheus scrape: no such pod".into(),
+            ],
+            ..Default::default()
+        });
+        c
+    }
+
+    /// Every metric the parser accepts, on a case where its subject never happened or its
+    /// collector gathered nothing, fails with "no data" or "not measurable", even compared with
+    /// itself (`x >= x`), which any value it could read passes. The metrics come from the parser's own list, so a metric
+    /// cannot be added without meeting this test.
+    #[test]
+    fn every_metric_fails_without_its_subject() {
+        let empty = case_without_subjects();
+        let off_cluster = CaseResult {
+            cluster: None,
+            ..empty.clone()
+        };
+        // Facts about the subject itself, true without it: the load made no attempt, the case
+        // had no reload.
+        let exempt = ["coffee.attempts", "all.attempts", "reloads.count"];
+        let mut seen = 0;
+        for (kind, subjects) in [
+            (SubjectKind::Load, &["coffee", "all"][..]),
+            (SubjectKind::Backends, &["backends"][..]),
+            (SubjectKind::Proxy, &["proxy", "nginx"][..]),
+            (SubjectKind::Reloads, &["reloads"][..]),
+            (SubjectKind::Cluster, &["cluster"][..]),
+        ] {
+            for family in metric_names(kind) {
+                let metric = family
+                    .replace("CODE", "200")
+                    .replace("KIND", ErrorKind::ReadReset.name())
+                    .replace("NN", "99");
+                for subject in subjects {
+                    // Compared with itself: any value it could read would pass.
+                    let text = format!("{subject}.{metric} >= {subject}.{metric}");
+                    let Ok(check) = Check::parse(&text) else {
+                        // `all` refuses the metrics of one load, at parse.
+                        assert!(
+                            *subject == "all" && metric::single_load_only(&metric),
+                            "{text}"
+                        );
+                        continue;
+                    };
+                    seen += 1;
+                    for c in [&empty, &off_cluster] {
+                        let r = check.eval(c, Some("nginx"));
+                        if exempt.contains(&format!("{subject}.{metric}").as_str()) {
+                            assert!(r.pass, "{text}: {r:?}");
+                            continue;
+                        }
+                        assert!(
+                            !r.pass
+                                && (r.actual.starts_with("no data: ")
+                                    || r.actual.starts_with("not measurable")),
+                            "{text} passed or read a number without its subject: {r:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Each metric once, plus `all` for the 12 summable load metrics and the 7 of `nginx`.
+        assert_eq!(
+            seen,
+            METRICS.len() + metric::LOAD.len() + 12 + 7,
+            "every metric was tried"
+        );
     }
 
     /// `nginx.*`, written before the proxy could be any kind, reads the same data as `proxy.*`

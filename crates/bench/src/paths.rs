@@ -180,6 +180,7 @@ name = "{case}"
             results_root: root.join("results"),
             stop: Default::default(),
             progress: false,
+            metrics: None,
         };
         scn.cases[1].name = "../../../outside".into();
         let e = crate::runner::run(&scn, &opts).unwrap_err();

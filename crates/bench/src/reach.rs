@@ -217,6 +217,7 @@ requests = 5
             results_root: root.path().to_path_buf(),
             stop: Default::default(),
             progress: false,
+            metrics: None,
         };
         let out = crate::runner::run(&scn, &opts).unwrap();
         assert!(out.results.partial);

@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Print a live progress line on stderr.
     pub progress: bool,
+    /// Feed live OpenMetrics (`--metrics-listen`): each load's seconds, each case's steps.
+    pub metrics: Option<Arc<openmetrics::Registry>>,
 }
 
 /// Why a run could not be done.
@@ -132,6 +134,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
             platform: platform.as_ref(),
+            proxy: target.proxy.map(|k| k.name()),
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| run_case(case, &ctx))).unwrap_or_else(|p| {
             CaseOutcome {
@@ -480,6 +483,8 @@ struct CaseCtx<'a> {
     start_s: f64,
     /// Where the case's backends and proxy run.
     platform: &'a dyn Platform,
+    /// The proxy kind the command line chose (`--proxy`), for the live metrics' `proxy` label.
+    proxy: Option<&'static str>,
 }
 
 /// What one case left: its measurements (none when it could not start), every request of its
@@ -550,6 +555,8 @@ struct Running {
     loads: Vec<thread::JoinHandle<Result<LoadOut, String>>>,
     collecting: Arc<AtomicBool>,
     collector: thread::JoinHandle<Samples>,
+    /// The case's live metrics, when served.
+    metrics: Option<openmetrics::CaseFeed>,
 }
 
 /// Stands the case's stack up and starts its loads (each waits for its start time) and the
@@ -607,9 +614,28 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         origin,
         ctx.opts.progress,
     ));
+    let scope = openmetrics::Scope {
+        proxy: ctx.proxy.map(str::to_string),
+        case: Some(case.name.clone()),
+    };
+    let case_feed = ctx
+        .opts
+        .metrics
+        .as_ref()
+        .map(|m| m.case(&scope, case.steps.len(), origin_unix_ns as f64 / 1e9));
     let finished = Arc::new(AtomicUsize::new(0));
     let mut loads = Vec::new();
-    for ((spec, cfg), agents) in case.loads.iter().zip(configs).zip(agents) {
+    for ((spec, mut cfg), agents) in case.loads.iter().zip(configs).zip(agents) {
+        let feed = ctx
+            .opts
+            .metrics
+            .as_ref()
+            .map(|m| m.load(&scope, &spec.name, cfg.rate));
+        if let (Some(f), None) = (feed.clone(), &agents) {
+            cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
+                f.second(row, hdr)
+            })));
+        }
         let stop = ctx.opts.stop.clone();
         let finished = finished.clone();
         let progress = progress.clone();
@@ -638,8 +664,18 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                             })
                             .map_err(|e| format!("load '{name}': {e}"))
                     }
-                    Some(a) => on_agents(&name, a, &cfg, (origin_unix_ns, start), stop, &progress),
+                    Some(a) => on_agents(
+                        &name,
+                        a,
+                        &cfg,
+                        (origin_unix_ns, start),
+                        stop,
+                        (&progress, feed.as_ref()),
+                    ),
                 };
+                if let Some(f) = &feed {
+                    f.end();
+                }
                 finished.fetch_add(1, Ordering::SeqCst);
                 out
             })
@@ -658,6 +694,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         loads,
         collecting,
         collector,
+        metrics: case_feed,
     })
 }
 
@@ -670,9 +707,14 @@ fn on_agents(
     cfg: &load::Config,
     (origin_unix_ns, start): (u64, Duration),
     stop: Arc<AtomicBool>,
-    progress: &Progress,
+    (progress, feed): (&Progress, Option<&openmetrics::LoadFeed>),
 ) -> Result<LoadOut, String> {
-    let show = |row: &model::Second, _: &[Option<u64>]| progress.second(name, row);
+    let show = |row: &model::Second, hdr: &model::SecondHdr, _: &[Option<u64>]| {
+        if let Some(f) = feed {
+            f.second(row, hdr);
+        }
+        progress.second(name, row)
+    };
     let run = platform::agents::run_load(
         agents.as_ref(),
         cfg,
@@ -761,7 +803,13 @@ fn fire_steps(case: &Case, ctx: &CaseCtx<'_>, run: &mut Running) -> Fired {
         }
         let keep_going =
             || finished.load(Ordering::SeqCst) < n_loads && !stop.load(Ordering::SeqCst);
+        if let Some(m) = &run.metrics {
+            m.action_started(i + 1, step.action.kind());
+        }
         let applied = run.stack.apply(&step.action, &keep_going);
+        if let Some(m) = &run.metrics {
+            m.action_done(&applied.events, &applied.reloads);
+        }
         for ev in &applied.events {
             run.progress.action(ev);
         }
@@ -841,6 +889,9 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         }
     }
     run.progress.finish();
+    if let Some(m) = &run.metrics {
+        m.end();
+    }
     if !ctx.opts.stop.load(Ordering::SeqCst) {
         thread::sleep(case.settle);
     }
@@ -932,6 +983,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         tables: Vec::new(),
         series: Vec::new(),
         findings: Vec::new(),
+        absent: absent(case, c.cluster.is_some()),
         cluster: c.cluster,
         distributed: c.distributed,
     };
@@ -950,6 +1002,34 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         agent_parts: c.agent_parts,
         abort: c.abort,
     }
+}
+
+/// The collectors this machine cannot run for the case's proxy, each with why: a proxy in pods
+/// (its probes are the kubelet's, its status pages are not reached from here) or an external
+/// target (no admin listener, no status page). Collectors left out here are absent only when
+/// they gathered nothing ([`CaseResult::gap`]).
+fn absent(case: &Case, on_cluster: bool) -> BTreeMap<model::Collector, String> {
+    use model::Collector;
+    let mut out = BTreeMap::new();
+    let external = case.proxy.as_ref().is_some_and(|p| p.external.is_some());
+    if external {
+        let why = "an external target has no admin listener and no status page";
+        out.insert(Collector::Readiness, why.to_string());
+        out.insert(Collector::StatusPages, why.to_string());
+    } else if on_cluster {
+        out.insert(
+            Collector::Readiness,
+            "the proxy runs in pods, whose readiness probes the kubelet runs (the Cluster \
+             section has every pod's Ready changes)"
+                .to_string(),
+        );
+        out.insert(
+            Collector::StatusPages,
+            "the proxy runs in pods, whose status pages are not sampled from this machine"
+                .to_string(),
+        );
+    }
+    out
 }
 
 /// What an external target cannot give, said once per case so that no absent measurement reads

@@ -15,6 +15,8 @@ pub struct Args {
     /// File holding the shared token a coordinator must present.
     #[arg(long = "token-file", value_name = "FILE")]
     token_file: PathBuf,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsFlags,
 }
 
 /// Runs `proxybench agent` until killed.
@@ -25,10 +27,32 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let addr = listener
         .local_addr()
         .map_err(|e| CliError::runtime(e.to_string()))?;
+    let live = args.metrics.start(
+        openmetrics::Info {
+            command: "agent".to_string(),
+            scenario: None,
+            agent: Some(format!("{}:{}", host_name(), addr.port())),
+        },
+        None,
+    )?;
     println!("proxybench agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    agent::server::serve(listener, token, Arc::new(crate::cmd_load::agent_config))
-        .map_err(|e| CliError::runtime(e.to_string()))?;
+    agent::server::serve(
+        listener,
+        token,
+        Arc::new(crate::cmd_load::agent_config),
+        live.as_ref().map(|l| l.registry.clone()),
+    )
+    .map_err(|e| CliError::runtime(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// This machine's (or pod's) host name, for the `agent` label of its metrics.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
 }

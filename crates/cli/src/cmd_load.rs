@@ -124,6 +124,10 @@ pub struct Args {
     agents_timeout: Option<String>,
     #[command(flatten)]
     platform: crate::cmd_run::PlatformFlags,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsFlags,
+    #[command(flatten)]
+    linger: crate::metrics::LingerFlag,
 }
 
 /// `proxybench load`'s flags alone, for an agent parsing the arguments a coordinator forwards.
@@ -168,6 +172,32 @@ enum Format {
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let cfg = config(&args)?;
     let flags = args.platform.to_override(None)?;
+    // Bound before anything starts: a taken port is bad input, not a failed run.
+    let live = args.metrics.start(
+        openmetrics::Info {
+            command: "load".to_string(),
+            ..openmetrics::Info::default()
+        },
+        Some(&args.linger),
+    )?;
+    let linger_stop = match &live {
+        Some(_) => Some(crate::metrics::linger_flag()?),
+        None => None,
+    };
+    let code = dispatch(&args, cfg, &flags, live.as_ref());
+    if let (Some(l), Some(stop), Ok(_)) = (&live, &linger_stop, &code) {
+        l.finish(stop);
+    }
+    code
+}
+
+/// Runs the load where the flags say: here, on the agents given, or on agent pods.
+fn dispatch(
+    args: &Args,
+    mut cfg: load::Config,
+    flags: &PlatformOverride,
+    live: Option<&crate::metrics::Live>,
+) -> Result<ExitCode, CliError> {
     let kubernetes = flags.kind == Some(PlatformKind::Kubernetes);
     if let Some(n) = args.agents {
         if !kubernetes {
@@ -175,7 +205,7 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
                 "--agents needs --platform kubernetes (agents you started yourself: --agent-hosts)",
             ));
         }
-        return on_kubernetes(&args, &cfg, n, &flags);
+        return on_kubernetes(args, &cfg, n, flags, live);
     }
     if kubernetes {
         return Err(CliError::usage(
@@ -191,7 +221,7 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::usage("--agents-timeout goes with --agents"));
     }
     if !args.agent_hosts.is_empty() {
-        return distributed(&args, &cfg);
+        return distributed(args, &cfg, live);
     }
     if args.token_file.is_some() || args.save_agents.is_some() {
         return Err(CliError::usage(
@@ -200,6 +230,15 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     }
     let ctl = load::Control::new();
     load::stop_on_interrupt(&ctl.stop).map_err(|e| CliError::runtime(e.to_string()))?;
+    let feed = live.map(|l| {
+        l.registry
+            .load(&openmetrics::Scope::default(), &cfg.name, cfg.rate)
+    });
+    if let Some(f) = feed.clone() {
+        cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
+            f.second(row, hdr)
+        })));
+    }
     let live = std::io::stderr().is_terminal();
     let ctl = if live {
         let start_t = ctl.origin.elapsed().as_secs() as u32;
@@ -221,6 +260,9 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     let outcome = load::run(&cfg, &ctl).map_err(CliError::from);
     if live {
         eprint!("\r\x1b[K");
+    }
+    if let Some(f) = &feed {
+        f.end();
     }
     let outcome = outcome?;
     if stopped.load(Ordering::Relaxed) {
@@ -269,7 +311,11 @@ pub fn result_of(o: &load::Outcome) -> model::LoadResult {
 
 /// `load --agent-hosts`: the coordinator's side of a distributed run on agents the user
 /// started.
-fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
+fn distributed(
+    args: &Args,
+    cfg: &load::Config,
+    metrics: Option<&crate::metrics::Live>,
+) -> Result<ExitCode, CliError> {
     let token_file = args
         .token_file
         .as_ref()
@@ -288,9 +334,10 @@ fn distributed(args: &Args, cfg: &load::Config) -> Result<ExitCode, CliError> {
         origin: None,
         stop: Some(stop),
     };
-    let live = LiveAgents::new(cfg);
-    let show = |row: &model::Second, per: &[Option<u64>]| live.show(row, per);
-    let run = agent::coordinator::run(&plan, live.on.then_some(&show));
+    let live = LiveAgents::new(cfg, metrics);
+    let show =
+        |row: &model::Second, hdr: &model::SecondHdr, per: &[Option<u64>]| live.show(row, hdr, per);
+    let run = agent::coordinator::run(&plan, live.wanted().then_some(&show));
     live.clear();
     report_distributed(args, run)
 }
@@ -303,6 +350,7 @@ fn on_kubernetes(
     cfg: &load::Config,
     n: u32,
     flags: &PlatformOverride,
+    metrics: Option<&crate::metrics::Live>,
 ) -> Result<ExitCode, CliError> {
     if n == 0 {
         return Err(CliError::usage("--agents must be at least 1"));
@@ -345,14 +393,15 @@ fn on_kubernetes(
         }
     };
     eprintln!("proxybench: {n} agents ready: {}", agents.place());
-    let live = LiveAgents::new(cfg);
-    let show = |row: &model::Second, per: &[Option<u64>]| live.show(row, per);
+    let live = LiveAgents::new(cfg, metrics);
+    let show =
+        |row: &model::Second, hdr: &model::SecondHdr, per: &[Option<u64>]| live.show(row, hdr, per);
     let run = bench::platform::agents::run_load(
         agents.as_ref(),
         cfg,
         None,
         Some(stop),
-        live.on.then_some(&show),
+        live.wanted().then_some(&show),
     );
     live.clear();
     // The results first; then the Job, its Secret and the namespace go (what could not be
@@ -389,22 +438,39 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>, CliError> {
     Ok(stop)
 }
 
-/// The live line of a distributed run on a terminal: the merged second and each agent's count.
+/// The live line of a distributed run on a terminal: the merged second and each agent's count;
+/// and the merged seconds' live metrics, when they are served.
 struct LiveAgents {
     on: bool,
     /// The row after the last planned second only holds the drain of in-flight requests.
     last: Option<u32>,
+    feed: Option<openmetrics::LoadFeed>,
 }
 
 impl LiveAgents {
-    fn new(cfg: &load::Config) -> LiveAgents {
+    fn new(cfg: &load::Config, metrics: Option<&crate::metrics::Live>) -> LiveAgents {
         LiveAgents {
             on: std::io::stderr().is_terminal(),
             last: cfg.duration.map(|d| d.as_secs_f64().ceil() as u32),
+            feed: metrics.map(|m| {
+                m.registry
+                    .load(&openmetrics::Scope::default(), &cfg.name, cfg.rate)
+            }),
         }
     }
 
-    fn show(&self, row: &model::Second, per: &[Option<u64>]) {
+    /// Whether the merged seconds are wanted at all.
+    fn wanted(&self) -> bool {
+        self.on || self.feed.is_some()
+    }
+
+    fn show(&self, row: &model::Second, hdr: &model::SecondHdr, per: &[Option<u64>]) {
+        if let Some(f) = &self.feed {
+            f.second(row, hdr);
+        }
+        if !self.on {
+            return;
+        }
         let elapsed = row.t + 1;
         if self.last.is_some_and(|l| elapsed > l) {
             return;
@@ -418,6 +484,9 @@ impl LiveAgents {
     }
 
     fn clear(&self) {
+        if let Some(f) = &self.feed {
+            f.end();
+        }
         if self.on {
             eprint!("\r\x1b[K");
         }

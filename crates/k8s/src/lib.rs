@@ -29,7 +29,7 @@ pub use error::Error;
 pub use follow::{FollowedLog, LogFollowers};
 pub use forward::PortForward;
 pub use manifest::{Document, Outcome};
-pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo};
+pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, HOSTNAME_LABEL};
 pub use prom::Sample;
 pub use workload::Replicas;
 

@@ -25,6 +25,9 @@ pub struct PodInfo {
     pub deleting: bool,
     /// `status.podIP` once assigned.
     pub ip: Option<IpAddr>,
+    /// The node it is bound to (`spec.nodeName`) once scheduled: on a cluster of several nodes,
+    /// where it runs.
+    pub node: Option<String>,
     /// The sum of its containers' restart counts.
     pub restarts: i32,
     /// Its containers' names, in spec order.
@@ -52,6 +55,7 @@ impl PodInfo {
                 .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
             deleting: p.metadata.deletion_timestamp.is_some(),
             ip: st.pod_ip.as_deref().and_then(|s| s.parse().ok()),
+            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
             restarts: st
                 .container_statuses
                 .as_ref()
@@ -433,6 +437,37 @@ impl Cluster {
             })
             .count() as u64;
         Ok(cap)
+    }
+}
+
+/// The node label a node selector pins a pod to one node with.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+impl Cluster {
+    /// A node selector for the node that is this machine: the first node one of whose
+    /// InternalIPs is an address of this host (a socket binds to it), by its
+    /// `kubernetes.io/hostname` label. A hostNetwork pod that must share this machine's loopback
+    /// (a proxy or an agent reached at 127.0.0.1) is pinned there on a cluster of several nodes.
+    /// `None` when no node is this machine (a remote cluster) or the nodes cannot be listed (the
+    /// permission is optional): the pod is then scheduled as usual.
+    pub fn local_node_selector(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let list = self
+            .block_on(async { nodes.list(&ListParams::default()).await })
+            .ok()?;
+        list.items.iter().find_map(|n| {
+            let local = n
+                .status
+                .as_ref()?
+                .addresses
+                .as_ref()?
+                .iter()
+                .filter(|a| a.type_ == "InternalIP")
+                .filter_map(|a| a.address.parse::<std::net::IpAddr>().ok())
+                .any(|ip| std::net::TcpListener::bind((ip, 0)).is_ok());
+            let host = n.metadata.labels.as_ref()?.get(HOSTNAME_LABEL)?;
+            local.then(|| [(HOSTNAME_LABEL.to_string(), host.clone())].into())
+        })
     }
 }
 

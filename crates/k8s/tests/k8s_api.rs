@@ -277,7 +277,7 @@ spec:
         .remove(0);
     assert!(
         pod.ip
-            .is_some_and(|ip| ip.to_string().starts_with("198.18.0.")),
+            .is_some_and(|ip| ip.to_string().starts_with("198.18.")),
         "{pod:?}"
     );
 
@@ -395,12 +395,121 @@ fn k8s_port_forward_reaches_a_port_on_the_pods_loopback() {
     eprintln!("forward to a closed port: {why}");
     assert!(why.contains(&pod.name) && why.contains("18081"), "{why}");
 
-    // The node holds our pod, among at most its max-pods.
+    // The test cluster's two nodes each take the kubelet's maxPods (110, k8s/cluster.sh), and
+    // hold our pod among others; one more pod of ours takes one place more.
     let cap = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("capacity: {cap:?}");
-    assert!(
-        cap.nodes >= 1 && cap.used >= 1 && cap.allocatable >= cap.used,
-        "{cap:?}"
+    assert_eq!((cap.nodes, cap.allocatable), (2, 220), "{cap:?}");
+    assert!(cap.used >= 1, "{cap:?}");
+    let file = write(
+        dir.path(),
+        "one-more.yaml",
+        &shell_deployment("one-more", 1, "exec sleep 3600", "true", 0),
     );
-    assert_eq!(cap.free(), cap.allocatable - cap.used);
+    ns.cluster
+        .apply(&file, &ns.name)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ns.cluster
+        .wait_deployment_ready(&ns.name, "one-more", 1, BOUND)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(after.used, cap.used + 1, "{cap:?} then {after:?}");
+    assert_eq!(after.free(), cap.free() - 1, "{cap:?} then {after:?}");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_pods_on_both_nodes_answer_on_their_ip_and_through_their_kubelet() {
+    use std::io::{Read, Write};
+    let ns = Ns::new("nodes");
+    let dir = tempfile::tempdir().unwrap();
+    // Two nodes, and one of them is this machine (the hostNetwork pods on loopback go there).
+    let cap = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cap.nodes, 2, "{cap:?}");
+    let here = ns
+        .cluster
+        .local_node_selector()
+        .expect("one node of the test cluster is this machine");
+    eprintln!("this machine is node {here:?}");
+    // One nginx per node (a topology spread), answering with its pod's name on every address.
+    let deployment = shell_deployment(
+        "spread",
+        2,
+        "printf 'events {}\\nhttp { server { listen 18080; return 200 \"$hostname\\\\n\"; } }\\n' > /tmp/n.conf\nexec /usr/sbin/nginx -c /tmp/n.conf -g 'daemon off; pid /tmp/n.pid;'",
+        "wget -q -O- http://127.0.0.1:18080/",
+        0,
+    )
+    .replacen(
+        "      automountServiceAccountToken: false\n",
+        "      automountServiceAccountToken: false\n      topologySpreadConstraints:\n      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}\n",
+        1,
+    );
+    let file = write(dir.path(), "d.yaml", &deployment);
+    ns.cluster
+        .apply(&file, &ns.name)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ns.cluster
+        .wait_deployment_ready(&ns.name, "spread", 2, BOUND)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pods = ns.cluster.pods(&ns.name, Some("app=spread")).unwrap();
+    let nodes: std::collections::BTreeSet<_> = pods.iter().map(|p| p.node.clone()).collect();
+    assert_eq!(nodes.len(), 2, "one pod on each node: {pods:?}");
+    assert!(
+        nodes.contains(&here.get(proxybench_k8s::HOSTNAME_LABEL).cloned()),
+        "{nodes:?} {here:?}"
+    );
+    let get = |addr: std::net::SocketAddr| {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{addr}: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut b = String::new();
+        let _ = s.read_to_string(&mut b);
+        b
+    };
+    let mut subnets = std::collections::BTreeSet::new();
+    for p in &pods {
+        // Straight to the pod IP: each node's pod subnet is routed from this machine.
+        let ip = p.ip.expect("a pod IP");
+        assert!(ip.to_string().starts_with("198.18."), "{p:?}");
+        subnets.insert(ip.to_string().rsplit_once('.').unwrap().0.to_string());
+        let b = get((ip, 18080).into());
+        assert!(
+            b.starts_with("HTTP/1.1 200") && b.ends_with(&format!("{}\n", p.name)),
+            "{}: {b}",
+            p.name
+        );
+        // Through the API server and the pod's kubelet: a port-forward, an exec, the log.
+        let fwd = ns
+            .cluster
+            .port_forward(&ns.name, &p.name, 18080)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let b = get(fwd.addr());
+        assert!(b.ends_with(&format!("{}\n", p.name)), "{}: {b}", p.name);
+        let out = ns
+            .cluster
+            .exec(
+                &ns.name,
+                &p.name,
+                None,
+                &["cat", "/etc/hostname"],
+                None,
+                BOUND,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (out.code, String::from_utf8_lossy(&out.stdout).trim()),
+            (0, p.name.as_str()),
+            "{}",
+            out.text()
+        );
+        ns.cluster
+            .logs(&ns.name, &p.name, None, false)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    }
+    assert_eq!(
+        subnets.len(),
+        2,
+        "each node has its own pod subnet: {pods:?}"
+    );
 }

@@ -273,46 +273,139 @@ fn k8s_restarts_and_warning_events_are_recorded() {
     );
 }
 
+/// `deployment` with each container limited to `cpu` and its replicas spread over the nodes.
+fn limited(deployment: String, cpu: &str, app: &str) -> String {
+    deployment.replacen(
+        "        imagePullPolicy: Never\n",
+        &format!(
+            "        imagePullPolicy: Never\n        resources: {{limits: {{cpu: {cpu}}}, requests: {{cpu: 10m}}}}\n"
+        ),
+        1,
+    )
+    .replacen(
+        "      automountServiceAccountToken: false\n",
+        &format!(
+            "      automountServiceAccountToken: false\n      topologySpreadConstraints:\n      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n"
+        ),
+        1,
+    )
+}
+
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
-fn k8s_the_metrics_api_says_when_it_is_absent() {
+fn k8s_the_metrics_api_gives_each_pods_cpu_and_memory() {
     let ns = Ns::new("metrics");
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "d.yaml",
-        &shell_deployment(
-            "idle",
-            1,
-            "touch /tmp/ready\nexec sleep 3600",
+    assert!(
+        ns.cluster.serves_group("metrics.k8s.io").unwrap(),
+        "the test cluster serves the metrics API (metrics-server)"
+    );
+    // Two pods that spin under a CPU limit of half a core, one on each node, and one that sleeps.
+    let busy = limited(
+        shell_deployment(
+            "busy",
+            2,
+            "touch /tmp/ready\nwhile :; do :; done",
             "test -f /tmp/ready",
             0,
         ),
+        "500m",
+        "busy",
     );
+    let idle = shell_deployment(
+        "idle",
+        1,
+        "touch /tmp/ready\nexec sleep 3600",
+        "test -f /tmp/ready",
+        0,
+    );
+    let file = write(dir.path(), "d.yaml", &format!("{busy}---\n{idle}"));
     ns.cluster
         .apply(&file, &ns.name)
         .unwrap_or_else(|e| panic!("{e}"));
-    ns.cluster
-        .wait_deployment_ready(&ns.name, "idle", 1, BOUND)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let served = ns.cluster.serves_group("metrics.k8s.io").unwrap();
+    for d in ["busy", "idle"] {
+        ns.cluster
+            .wait_deployment_ready(&ns.name, d, if d == "busy" { 2 } else { 1 }, BOUND)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let pods = ns.cluster.pods(&ns.name, None).unwrap();
+    let nodes: std::collections::BTreeSet<_> = pods
+        .iter()
+        .filter(|p| p.name.starts_with("busy-"))
+        .map(|p| p.node.clone())
+        .collect();
+    assert_eq!(nodes.len(), 2, "one busy pod on each node: {pods:?}");
     let origin = Instant::now();
     let m = ns
         .cluster
-        .sample_metrics(&ns.name, "app=idle", origin, Duration::from_millis(500));
-    if served {
-        while m.snapshot().data.is_empty() {
-            assert!(origin.elapsed() < BOUND, "{:?}", m.snapshot());
-            std::thread::sleep(Duration::from_millis(200));
+        .sample_metrics(&ns.name, "", origin, Duration::from_secs(1));
+    // metrics-server scrapes the kubelets every 10 s and needs two scrapes of a pod for its CPU
+    // rate: wait until the newest sample of each of the three pods is one taken over a window
+    // in which every pod ran all along (a busy pod above 0.1 core).
+    let latest = |data: &[proxybench_k8s::PodUsage]| {
+        let mut last = std::collections::BTreeMap::new();
+        for u in data {
+            last.insert(u.pod.clone(), u.clone());
         }
-        let got = m.stop();
-        assert!(got.data.iter().all(|u| u.memory_bytes > 0.0), "{got:?}");
-    } else {
-        std::thread::sleep(Duration::from_millis(1200));
-        let got = m.stop();
-        assert!(got.data.is_empty());
-        let why = got.absent.expect("absence is said");
-        assert!(why.starts_with("metrics API not served: "), "{why}");
+        last
+    };
+    loop {
+        let got = latest(&m.snapshot().data);
+        let busy_ok = got
+            .values()
+            .filter(|u| u.pod.starts_with("busy-"))
+            .filter(|u| u.cpu_cores > 0.1)
+            .count();
+        if busy_ok == 2 && got.keys().any(|p| p.starts_with("idle-")) {
+            break;
+        }
+        assert!(
+            origin.elapsed() < BOUND,
+            "no CPU samples of all three pods in {BOUND:?}: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
     }
+    let got = m.stop();
+    assert_eq!(got.absent, None, "{got:?}");
+    let last = latest(&got.data);
+    for u in last.values() {
+        eprintln!(
+            "{:7.3} {} cpu {:.3} cores, memory {:.1} MiB",
+            u.t_s,
+            u.pod,
+            u.cpu_cores,
+            u.memory_bytes / 1048576.0
+        );
+        // a shell and its loop: some hundreds of KiB of working set at least, well under the
+        // machine's memory
+        assert!(u.memory_bytes > 100e3 && u.memory_bytes < 1e9, "{u:?}");
+        if u.pod.starts_with("busy-") {
+            // spinning, capped at half a core by its CFS quota (less when the machine is busy)
+            assert!(u.cpu_cores > 0.1 && u.cpu_cores < 0.6, "{u:?}");
+        } else {
+            // asleep
+            assert!(u.cpu_cores < 0.02, "{u:?}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_the_metrics_collector_says_when_it_has_no_sample() {
+    // The metrics API is served, but no pod matches: the collector says it got nothing, and why,
+    // rather than reporting zeros.
+    let ns = Ns::new("nometrics");
+    let origin = Instant::now();
+    let m = ns
+        .cluster
+        .sample_metrics(&ns.name, "app=none", origin, Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(1200));
+    let got = m.stop();
+    assert!(got.data.is_empty(), "{got:?}");
+    assert_eq!(
+        got.absent.as_deref(),
+        Some("metrics API gave no sample before the collector stopped"),
+        "{got:?}"
+    );
     let _ = NGINX_IMAGE;
 }

@@ -209,5 +209,8 @@ fn row_of(b: &SecondBlock) -> Second {
         max_us: if l.count > 0 { l.max } else { 0 },
         bytes: b.bytes,
         retried: b.retried,
+        sent: b.sent,
+        in_flight: b.in_flight,
+        latency_sum_us: l.sum,
     }
 }

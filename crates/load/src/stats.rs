@@ -138,6 +138,10 @@ pub struct SecondBlock {
     pub bytes: u64,
     /// Requests resent after an idle close ([`crate::Config::retry_idle_closed`]).
     pub retried: u64,
+    /// Requests sent (issued to a connection or stream) in this second.
+    pub sent: u64,
+    /// Requests in flight when the thread closed this second (a gauge, set once per second).
+    pub in_flight: u64,
     /// Latency (corrected in open loop).
     pub latency: Recorder,
     /// Open loop: latency from the actual send.
@@ -155,6 +159,8 @@ impl SecondBlock {
             errors: [0; KINDS],
             bytes: 0,
             retried: 0,
+            sent: 0,
+            in_flight: 0,
             latency: Recorder::default(),
             uncorrected: open_loop.then(Recorder::default),
         }
@@ -167,6 +173,8 @@ impl SecondBlock {
         self.errors = [0; KINDS];
         self.bytes = 0;
         self.retried = 0;
+        self.sent = 0;
+        self.in_flight = 0;
         self.latency.reset();
         if let Some(u) = &mut self.uncorrected {
             u.reset();
@@ -184,6 +192,8 @@ impl SecondBlock {
         }
         self.bytes += other.bytes;
         self.retried += other.retried;
+        self.sent += other.sent;
+        self.in_flight += other.in_flight;
         self.latency.merge(&other.latency);
         if let (Some(a), Some(b)) = (&mut self.uncorrected, &other.uncorrected) {
             a.merge(b);

@@ -8,11 +8,14 @@
 #![warn(missing_docs)]
 
 pub mod load;
+pub mod measured;
+pub mod metric;
 pub mod records;
 pub mod run;
 pub mod table;
 
 pub use load::*;
+pub use measured::*;
 pub use run::*;
 pub use table::*;
 

@@ -219,6 +219,17 @@ pub struct Second {
     /// `--retry-idle-closed`). Not failures; the answer to the second attempt counts once.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retried: u64,
+    /// Requests sent in this second (the achieved send rate; in open loop, what the schedule
+    /// got out). Absent (0) in files written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sent: u64,
+    /// Requests in flight at the end of this second: sent, neither answered nor failed yet.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight: u64,
+    /// Exact sum of the latencies of this second's responses, in microseconds (the histogram's
+    /// sum, so a mean can be taken over any span).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_sum_us: u64,
 }
 
 /// Serde's test for counters left out of a file while they are zero (files stay as they were

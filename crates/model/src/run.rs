@@ -194,6 +194,10 @@ pub struct CaseResult {
     /// per-agent result files are in `agents/<case>/<load>/`; they keep no per-request records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distributed: Vec<DistributedLoad>,
+    /// Collectors that gathered nothing in this case, each with why (`readiness`: the proxy runs
+    /// in pods, whose probes the kubelet runs). Read through [`CaseResult::gap`], never directly.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub absent: BTreeMap<crate::Collector, String>,
 }
 
 /// A load of a case that ran on agents: its summary in [`CaseResult::loads`] is the exact merge
@@ -610,6 +614,18 @@ pub struct CheckResult {
     pub actual: String,
     /// Whether it held.
     pub pass: bool,
+}
+
+impl CheckResult {
+    /// Why the check could not be evaluated, when the run could not give its data (the proxy
+    /// kind or the platform cannot): its `actual`, which then reads `not measurable...: why`.
+    /// `None` for a check that was measured, whether it held or not. A "no data" check is not
+    /// this: its data could have been there, so it is a failure.
+    pub fn not_measurable(&self) -> Option<&str> {
+        self.actual
+            .starts_with("not measurable")
+            .then_some(self.actual.as_str())
+    }
 }
 
 /// A series computed by a scenario (for example limiter queue depth), charted against time or,

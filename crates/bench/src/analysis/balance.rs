@@ -21,7 +21,9 @@ use super::common::{self, check, count, join, lat, or_dash, pct, ratio, us, Text
 use super::Records;
 use crate::scenario::{Action, Case, LoadSpec, Scenario};
 use backend::Profile;
-use model::{CaseResult, Cell, CheckResult, RequestRecord, RunResults, Series, Table};
+use model::{
+    CaseResult, Cell, CheckResult, Collector, Measured, RequestRecord, RunResults, Series, Table,
+};
 use proxy::config::Lb;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -90,7 +92,8 @@ struct Instance {
     /// Mean base latency of the profile, in microseconds.
     latency_us: f64,
     requests: u64,
-    attempts: u64,
+    /// Upstream attempts the proxy logged for it (`$upstream_addr`), when its logs were read.
+    attempts: Measured<u64>,
     connections: u64,
 }
 
@@ -111,7 +114,7 @@ struct Facts {
 impl Facts {
     fn new(case: &Case, r: &CaseResult) -> Facts {
         let profiles = profiles(case);
-        let attempts = &r.logs.upstream_addr;
+        let attempts = r.measured(Collector::Logs, |r| &r.logs.upstream_addr);
         let instances: Vec<Instance> = r
             .backends
             .iter()
@@ -122,7 +125,10 @@ impl Facts {
                     profile,
                     name: b.name.clone(),
                     requests: b.requests,
-                    attempts: attempts.get(&b.addr).copied().unwrap_or(0),
+                    attempts: attempts
+                        .as_ref()
+                        .map(|a| a.get(&b.addr).copied().unwrap_or(0))
+                        .map_err(Clone::clone),
                     connections: b.connections,
                 }
             })
@@ -163,8 +169,18 @@ impl Facts {
         self.instances.iter().map(|i| i.requests).sum()
     }
 
-    fn total_attempts(&self) -> u64 {
-        self.instances.iter().map(|i| i.attempts).sum()
+    fn total_attempts(&self) -> Measured<u64> {
+        common::all_measured(self.instances.iter().map(|i| i.attempts.clone()))
+            .map(|v| v.iter().sum())
+    }
+
+    /// One backend's share of the upstream attempts the proxy logged.
+    fn attempt_share(&self, i: &Instance) -> Cell {
+        let both = i
+            .attempts
+            .clone()
+            .and_then(|a| Ok((a, self.total_attempts()?)));
+        Cell::measured(&both, |(a, t)| pct(ratio(*a, *t)))
     }
 
     fn share(&self, i: &Instance) -> f64 {
@@ -282,6 +298,20 @@ fn case(
     records: &Records,
 ) -> Vec<CheckResult> {
     let f = Facts::new(case, result);
+    result.findings.extend(common::not_sampled(
+        result,
+        &[Collector::BackendCounters, Collector::Logs],
+    ));
+    // The shares are the backends' own counts: without them every check of the case is not
+    // measurable (a partial count would show a false split).
+    if let Err(a) = result.measured(Collector::BackendCounters, |_| ()) {
+        return vec![common::unmeasured(
+            &case.name,
+            text("check_shares"),
+            text("check_shares_expected"),
+            &a,
+        )];
+    }
     if f.total() == 0 {
         result.findings.push(text("no_requests").into());
         return Vec::new();
@@ -332,8 +362,8 @@ fn share_table(case: &str, f: &Facts) -> Table {
             Cell::text(i.profile.to_string()),
             count(i.requests),
             pct(f.share(i)),
-            count(i.attempts),
-            pct(ratio(i.attempts, f.total_attempts())),
+            Cell::measured(&i.attempts, |a| count(*a)),
+            f.attempt_share(i),
             count(i.connections),
         ]);
     }
@@ -584,16 +614,27 @@ impl Summary {
 fn finish(scn: &Scenario, results: &mut RunResults) {
     let mut fast_slow = Vec::new();
     let mut costs = Vec::new();
+    // Shares are the backends' counts: a case without them has nothing to compare.
+    let mut unshared = Vec::new();
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
             continue;
         };
+        if c.gap(Collector::BackendCounters).is_some() {
+            unshared.push(c.name.as_str());
+            continue;
+        }
         let f = Facts::new(spec, c);
         match f.part {
             Part::FastSlow => fast_slow.push(Summary::new(c, f)),
             Part::Costs => costs.push(Summary::new(c, f)),
             Part::Other => {}
         }
+    }
+    if !unshared.is_empty() {
+        results
+            .findings
+            .push(fill("unshared", &[("cases", &join(unshared.iter(), ", "))]));
     }
     let mut tables = Vec::new();
     if !fast_slow.is_empty() {
@@ -690,7 +731,7 @@ fn fast_slow_table(cases: &[Summary]) -> Table {
             p(90.0),
             p(99.0),
             or_dash(slow.map(|s| pct(f.share(s)))),
-            or_dash(slow.map(|s| pct(ratio(s.attempts, f.total_attempts())))),
+            or_dash(slow.map(|s| f.attempt_share(s))),
             if f.counts_in_flight() {
                 or_dash(f.slow_rate_bound().map(rate))
             } else {

@@ -35,7 +35,7 @@ use crate::scenario::{ArrivalsSpec, Case, Scenario};
 use crate::theory::limit_req::Limit;
 use analysis::{Analysis, ACCEPTED_ROW, CODES_ROW, DURATION_ROW, LATENCY_ROW, REQUESTS_ROW};
 use analysis::{SUCCESS_ROW, THROUGHPUT_ROW};
-use model::{CaseResult, Cell, CheckResult, RunResults, Table};
+use model::{CaseResult, Cell, CheckResult, Collector, RunResults, Table};
 use proxy::config::RateLimit;
 use published::{published, Published};
 use std::fmt::Display;
@@ -140,20 +140,26 @@ fn case(
             .push(fill("no_records", &[("load", &spec.name)]));
         return Vec::new();
     };
+    let logs = result.measured(Collector::Logs, |r| r.logs.clone());
     let a = Analysis::new(
         spec,
         &summary,
         rl,
         recs,
-        &result.logs,
+        logs.as_ref().map_err(Clone::clone),
         super::coarse_clock_us(env),
     );
     result.tables.push(a.report_table(&case.name));
-    result.tables.push(a.model_table(&case.name, &result.logs));
+    result
+        .tables
+        .push(a.model_table(&case.name, logs.as_ref().map_err(Clone::clone)));
     result.tables.push(a.drift_table(&case.name));
     result.series.extend(a.series());
     result.findings.extend(a.findings());
-    let checks = a.checks(&case.name, &result.logs);
+    let checks = a.checks(&case.name, logs.as_ref().map_err(Clone::clone));
+    result
+        .findings
+        .extend(common::not_sampled(result, &[Collector::Logs]));
     if common::model_applies(env) {
         return checks;
     }

@@ -2,7 +2,8 @@
 //! and the loader of the data files (`crates/bench/data/*.toml`) that hold each analysis'
 //! reference numbers, tolerances and prose, so that none of it sits in Rust literals.
 
-use model::{Cell, CheckResult};
+use super::Records;
+use model::{Absent, CaseResult, Cell, CheckResult, Collector, Measured, RequestRecord};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -112,17 +113,93 @@ pub fn check(
     }
 }
 
-/// One check over the whole run (no case).
-pub fn run_check(
+/// One check of a case whose actual value comes from collectors: `judge` gives the actual value
+/// and the verdict when they gathered data; otherwise the check fails as "not measurable:
+/// <collector> not sampled: why". No check passes on an absent collector's zeros.
+pub fn measured_check<T>(
+    case: &str,
     name: impl Into<String>,
     expected: impl Into<String>,
-    actual: impl Display,
-    pass: bool,
+    m: Measured<T>,
+    judge: impl FnOnce(T) -> (String, bool),
 ) -> CheckResult {
-    CheckResult {
-        case: None,
-        ..check("", name, expected, actual, pass)
+    match m {
+        Ok(v) => {
+            let (actual, pass) = judge(v);
+            check(case, name, expected, actual, pass)
+        }
+        Err(a) => unmeasured(case, name, expected, &a),
     }
+}
+
+/// A check that cannot be made because a collector it reads gathered nothing: it fails as
+/// "not measurable: <collector> not sampled: why".
+pub fn unmeasured(
+    case: &str,
+    name: impl Into<String>,
+    expected: impl Into<String>,
+    a: &Absent,
+) -> CheckResult {
+    check(case, name, expected, format!("not measurable: {a}"), false)
+}
+
+/// Every value of `items`, or the first collector gap among them.
+pub fn all_measured<T>(items: impl IntoIterator<Item = Measured<T>>) -> Measured<Vec<T>> {
+    items.into_iter().collect()
+}
+
+/// The findings sentence that names every collector among `used` that gathered nothing in the
+/// case, and why: the one sentence that stands in for every number they would have given.
+pub fn not_sampled(r: &CaseResult, used: &[Collector]) -> Option<String> {
+    let gaps: Vec<String> = used
+        .iter()
+        .filter_map(|c| r.gap(*c).map(|why| format!("{} ({why})", c.what())))
+        .collect();
+    (!gaps.is_empty()).then(|| {
+        format!(
+            "Not sampled in this case, so no number below is drawn from them: {}.",
+            gaps.join("; ")
+        )
+    })
+}
+
+/// A finding that draws on collectors: `say` of their values, or "WHAT: not measurable
+/// (<collector> not sampled)" when one of them gathered nothing ([`not_sampled`] says why once
+/// per case).
+pub fn finding<T>(what: &str, m: Measured<T>, say: impl FnOnce(T) -> String) -> String {
+    match m {
+        Ok(v) => say(v),
+        Err(a) => unmeasured_finding(what, &a),
+    }
+}
+
+/// "WHAT: not measurable (<collector> not sampled).": the finding that stands where a sentence
+/// would have drawn on a collector that gathered nothing.
+pub fn unmeasured_finding(what: &str, a: &Absent) -> String {
+    format!(
+        "{what}: not measurable ({} not sampled).",
+        a.collector.what()
+    )
+}
+
+/// A load's per-request records, or why the run kept none for it.
+pub fn load_records<'a>(
+    r: &CaseResult,
+    records: &'a Records,
+    load: &str,
+) -> Measured<&'a [RequestRecord]> {
+    let absent = |why| Absent {
+        collector: Collector::Records,
+        why,
+    };
+    if let Some(why) = r.records_gap(load) {
+        return Err(absent(why));
+    }
+    records.get(load).map(Vec::as_slice).ok_or_else(|| {
+        absent(format!(
+            "no per-request records were found for load '{load}'"
+        ))
+    })
 }
 
 /// Parses an analysis' data file (embedded with `include_str!`). Each analysis parses its file
@@ -244,7 +321,30 @@ mod tests {
         assert_eq!(ratio(1, 0), 0.0);
         let c = check("c", "n", "e", count(1000), true);
         assert_eq!((c.case.as_deref(), c.actual.as_str()), (Some("c"), "1,000"));
-        assert_eq!(run_check("n", "e", 1, false).case, None);
+    }
+
+    /// A check on an absent collector fails and says which and why, whatever its verdict
+    /// would have been on a value.
+    #[test]
+    fn checks_on_absent_collectors_are_not_measurable() {
+        let gone = Absent {
+            collector: Collector::Logs,
+            why: "no replica ran".into(),
+        };
+        let c = measured_check("c", "n", "e", Err::<u64, _>(gone.clone()), |n| {
+            (n.to_string(), true)
+        });
+        assert!(!c.pass);
+        assert_eq!(
+            c.actual,
+            "not measurable: the proxy's logs not sampled: no replica ran"
+        );
+        let c = measured_check("c", "n", "e", Ok(3u64), |n| (n.to_string(), n == 3));
+        assert!(c.pass && c.actual == "3");
+        assert_eq!(
+            finding("The retries", Err::<(), _>(gone), |_| "said".into()),
+            "The retries: not measurable (the proxy's logs not sampled)."
+        );
     }
 
     #[test]
@@ -286,22 +386,36 @@ pub fn ready_range(k: &model::ClusterRecord, role: &str) -> Option<(u64, u64)> {
 }
 
 /// One sentence on what the cluster showed in a case, for the analyses' findings: the proxy
-/// pods' Ready range, restarts and Warning events, and each absent collector's reason.
-pub fn cluster_finding(k: &model::ClusterRecord) -> String {
-    let ready = match ready_range(k, "proxy") {
-        Some((lo, hi)) => format!("between {lo} and {hi} proxy pods were Ready at once"),
-        None => "no proxy pod was ever Ready".to_string(),
-    };
+/// pods' Ready range, restarts and Warning events, each only when its collector gathered it,
+/// and each absent collector's reason. `None` off Kubernetes.
+pub fn cluster_finding(r: &CaseResult) -> Option<String> {
+    let k = r.cluster.as_ref()?;
+    let mut parts = Vec::new();
+    if r.gap(Collector::PodWatch).is_none() {
+        parts.push(match ready_range(k, "proxy") {
+            Some((lo, hi)) => format!("between {lo} and {hi} proxy pods were Ready at once"),
+            None => "no proxy pod was ever Ready".to_string(),
+        });
+    }
+    if r.gap(Collector::Restarts).is_none() {
+        parts.push(format!("{} container restart(s)", k.restarts.len()));
+    }
+    if r.gap(Collector::Events).is_none() {
+        parts.push(format!("{} Warning event(s)", k.warnings.len()));
+    }
     let mut s = format!(
-        "On Kubernetes (namespace {}): {ready}; {} container restart(s); {} Warning event(s).",
+        "On Kubernetes (namespace {})",
         if k.namespace.is_empty() {
             "not recorded"
         } else {
             &k.namespace
         },
-        k.restarts.len(),
-        k.warnings.len()
     );
+    if parts.is_empty() {
+        s.push('.');
+    } else {
+        s.push_str(&format!(": {}.", parts.join("; ")));
+    }
     for a in &k.absent {
         s.push_str(&format!(" Absent: {}", a.trim()));
         if !s.ends_with('.') {
@@ -314,7 +428,7 @@ pub fn cluster_finding(k: &model::ClusterRecord) -> String {
             s.push('.');
         }
     }
-    s
+    Some(s)
 }
 
 #[cfg(test)]
@@ -355,11 +469,25 @@ mod cluster_tests {
         );
         assert!(ready_steps(&k, "backend", 4.0).is_empty());
         assert_eq!(ready_range(&k, "proxy"), Some((1, 2)));
+        let r = CaseResult {
+            cluster: Some(k.clone()),
+            ..Default::default()
+        };
         assert_eq!(
-            cluster_finding(&k),
+            cluster_finding(&r).unwrap(),
             "On Kubernetes (namespace ns): between 1 and 2 proxy pods were Ready at once; 0 \
              container restart(s); 0 Warning event(s). Absent: metrics API: not served by this \
              cluster."
+        );
+        // A failed pod watch: no Ready range, no restart count.
+        let mut r = r;
+        if let Some(k) = &mut r.cluster {
+            k.absent.push("pod watch: forbidden".into());
+        }
+        assert_eq!(
+            cluster_finding(&r).unwrap(),
+            "On Kubernetes (namespace ns): 0 Warning event(s). Absent: metrics API: not served \
+             by this cluster. Absent: pod watch: forbidden."
         );
     }
 }

@@ -22,7 +22,9 @@ use super::common::{self, Texts};
 use super::Records;
 use crate::scenario::{Case, GrowWhat, Scenario};
 use matches::MatchLoads;
-use model::{CaseResult, Cell, CheckResult, ErrorKind, RunResults, Series, SeriesX, Table};
+use model::{
+    CaseResult, Cell, CheckResult, Collector, ErrorKind, RunResults, Series, SeriesX, Table,
+};
 use std::sync::LazyLock;
 use steps::{case_samples, quarters, summary, Growth, ProxySample, Step};
 use tables::{limit_table, resources_table, rss_start_end, size_table, ttr_table, LightLoss};
@@ -185,8 +187,8 @@ fn case(
     result
         .findings
         .extend(findings(&g, result, &samples, &kind));
-    if let Some(k) = result.cluster.clone() {
-        result.findings.push(common::cluster_finding(&k));
+    if let Some(s) = common::cluster_finding(result) {
+        result.findings.push(s);
         result.findings.push(if samples.is_empty() {
             "The proxy's CPU and memory are absent on kubernetes: the proxy runs in pods, not \
              as processes of this machine, and the cluster's metrics API gave no sample of the \
@@ -285,14 +287,15 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                         .unwrap_or(0)
                 ))
             }),
-            Cell::Int(
-                c.logs
-                    .error_levels
-                    .iter()
-                    .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
-                    .map(|(_, n)| n)
-                    .sum::<u64>() as i64,
-            ),
+            Cell::measured(&c.measured(Collector::Logs, |c| &c.logs), |logs| {
+                Cell::Int(
+                    logs.error_levels
+                        .iter()
+                        .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
+                        .map(|(_, n)| n)
+                        .sum::<u64>() as i64,
+                )
+            }),
             g.span().map_or_else(Cell::dash, |(a, b)| f1(b - a)),
             published(&g).into(),
         ]);

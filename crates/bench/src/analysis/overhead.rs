@@ -13,10 +13,14 @@
 //! the read timeout with them). The prose explains by nginx's directives, as the notes do; for
 //! another kind a finding says so.
 
-use super::common::{self, check, count, lat, or_dash, pct, ratio, run_check, times, us, Texts};
+use super::common::{
+    self, check, count, lat, measured_check, or_dash, pct, ratio, times, us, Texts,
+};
 use super::Records;
 use crate::scenario::{Case, Scenario};
-use model::{CaseResult, Cell, CheckResult, ErrorKind, LoadSummary, RunResults, Table};
+use model::{
+    CaseResult, Cell, CheckResult, Collector, ErrorKind, LoadSummary, Measured, RunResults, Table,
+};
 use proxy::config::NextUpstream;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -200,6 +204,17 @@ struct Facts {
     errors: u64,
     connect_errors: u64,
     other_errors: BTreeMap<&'static str, u64>,
+    /// What the proxy's logs counted, when they were read.
+    log: Measured<LogFacts>,
+    /// The backends' final counters, when they were read.
+    counters: Measured<Counters>,
+    cpu: Cpu,
+}
+
+/// What the proxy's logs counted in one case.
+#[derive(Debug, Clone, Default)]
+struct LogFacts {
+    /// Non-2xx answers by who produced them (the proxy or a backend).
     status_origin: BTreeMap<String, u64>,
     /// Access-log lines the proxy wrote (lines its driver could parse).
     lines: u64,
@@ -207,10 +222,31 @@ struct Facts {
     lines_up: u64,
     /// Upstream attempts: one per address in `$upstream_addr`.
     attempts: u64,
+    /// Upstream timeouts in the error log.
     timeouts_logged: u64,
-    backend_requests: u64,
-    backend_connections: u64,
-    cpu: Cpu,
+}
+
+impl LogFacts {
+    /// Attempts beyond the first of each request.
+    fn retries(&self) -> u64 {
+        self.attempts.saturating_sub(self.lines_up)
+    }
+}
+
+/// The backends' final counters summed over a case.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    /// Responses the backends completed.
+    requests: u64,
+    /// Connections the backends accepted.
+    connections: u64,
+}
+
+impl Counters {
+    /// Upstream (backend) connections accepted per backend response.
+    fn conns_per_request(&self) -> f64 {
+        ratio(self.connections, self.requests)
+    }
 }
 
 impl Facts {
@@ -222,9 +258,6 @@ impl Facts {
             ErrorKind::ConnectTimeout,
             ErrorKind::ConnectOther,
         ];
-        let logs = &r.logs;
-        let lines: u64 = logs.access_status.values().sum();
-        let no_upstream = logs.upstream_addr.get("-").copied().unwrap_or(0);
         let upstream = case.proxy.as_ref().and_then(|p| p.upstreams.first());
         Some(Facts {
             setup: Setup::of(case),
@@ -254,23 +287,32 @@ impl Facts {
                 .filter(|(k, n)| !connect.contains(k) && **n > 0)
                 .map(|(k, n)| (k.name(), *n))
                 .collect(),
-            status_origin: logs.status_origin.clone(),
-            lines,
-            lines_up: lines.saturating_sub(no_upstream),
-            attempts: logs
-                .upstream_addr
-                .iter()
-                .filter(|(a, _)| a.as_str() != "-")
-                .map(|(_, n)| n)
-                .sum(),
-            timeouts_logged: logs
-                .error_groups
-                .iter()
-                .filter(|g| g.message.contains("timed out"))
-                .map(|g| g.count)
-                .sum(),
-            backend_requests: r.backends.iter().map(|b| b.requests).sum(),
-            backend_connections: r.backends.iter().map(|b| b.connections).sum(),
+            log: r.measured(Collector::Logs, |r| {
+                let logs = &r.logs;
+                let lines: u64 = logs.access_status.values().sum();
+                let no_upstream = logs.upstream_addr.get("-").copied().unwrap_or(0);
+                LogFacts {
+                    status_origin: logs.status_origin.clone(),
+                    lines,
+                    lines_up: lines.saturating_sub(no_upstream),
+                    attempts: logs
+                        .upstream_addr
+                        .iter()
+                        .filter(|(a, _)| a.as_str() != "-")
+                        .map(|(_, n)| n)
+                        .sum(),
+                    timeouts_logged: logs
+                        .error_groups
+                        .iter()
+                        .filter(|g| g.message.contains("timed out"))
+                        .map(|g| g.count)
+                        .sum(),
+                }
+            }),
+            counters: r.measured(Collector::BackendCounters, |r| Counters {
+                requests: r.backends.iter().map(|b| b.requests).sum(),
+                connections: r.backends.iter().map(|b| b.connections).sum(),
+            }),
             cpu: cpu(r, kind),
         })
     }
@@ -287,14 +329,17 @@ impl Facts {
         self.setup != Setup::Direct
     }
 
-    /// Attempts beyond the first of each request.
-    fn retries(&self) -> u64 {
-        self.attempts.saturating_sub(self.lines_up)
+    /// Attempts beyond the first of each request, from the proxy's logs.
+    fn retries(&self) -> Measured<u64> {
+        self.log
+            .as_ref()
+            .map(LogFacts::retries)
+            .map_err(Clone::clone)
     }
 
     /// Upstream (backend) connections accepted per backend response.
-    fn conns_per_request(&self) -> f64 {
-        ratio(self.backend_connections, self.backend_requests)
+    fn conns_per_request(&self) -> Measured<f64> {
+        self.counters.clone().map(|c| c.conns_per_request())
     }
 
     /// Microseconds of CPU per client response.
@@ -314,15 +359,20 @@ impl Facts {
 
 /// The non-2xx answers by who produced them, as one cell.
 fn origins(f: &Facts) -> Cell {
-    if f.status_origin.is_empty() {
-        return Cell::Missing(if f.proxied() { "none" } else { "no proxy log" }.into());
+    if !f.proxied() {
+        return Cell::Missing("no proxy".into());
     }
-    Cell::list(
-        f.status_origin
-            .iter()
-            .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
-        ", ",
-    )
+    Cell::measured(&f.log, |l| {
+        if l.status_origin.is_empty() {
+            return Cell::Missing("none".into());
+        }
+        Cell::list(
+            l.status_origin
+                .iter()
+                .map(|(k, n)| Cell::labelled(&format!("{k}:"), count(*n))),
+            ", ",
+        )
+    })
 }
 
 /// `template` filled from the run.
@@ -352,32 +402,28 @@ fn case(
             &[("kind", &kind), ("model", &common::MODELLED_KIND)],
         ));
     }
-    let mut out = checks(&case.name, &f, super::coarse_clock_us(env));
-    // The retry checks count attempts and timeouts in the proxy's logs: without them they are
-    // not measurable, never zeros.
-    if let (Some(why), true) = (&result.logs.missing, f.setup == Setup::Retry) {
-        let logged = [
-            text("check_extra_are_retries"),
-            text("check_spikes_retried"),
-        ];
-        let why = format!("the proxy's logs could not be read ({why})");
-        out = out
-            .into_iter()
-            .map(|c| {
-                if logged.contains(&c.name.as_str()) {
-                    common::not_measurable(c, common::proxy_kind(env), &why)
-                } else {
-                    c
-                }
-            })
-            .collect();
-    }
-    out
+    let used: &[Collector] = if f.proxied() {
+        &[Collector::Logs, Collector::BackendCounters]
+    } else {
+        &[Collector::BackendCounters]
+    };
+    result.findings.extend(common::not_sampled(result, used));
+    checks(&case.name, &f, super::coarse_clock_us(env))
 }
 
 fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
     let per = |n: u64| Cell::num(ratio(n, f.requests), 3);
     let row = |label: &str, n: u64| vec![Cell::text(label), count(n), per(n)];
+    // A count from a collector: "not sampled" in both cells when it gathered nothing.
+    let measured = |label: &str, n: Measured<u64>| match n {
+        Ok(n) => row(label, n),
+        Err(_) => vec![
+            Cell::text(label),
+            Cell::Missing("not sampled".into()),
+            Cell::Missing("not sampled".into()),
+        ],
+    };
+    let log = |g: fn(&LogFacts) -> u64| f.log.as_ref().map(g).map_err(Clone::clone);
     let mut t = Table::new(
         format!("{case}: {FLOW}"),
         &["Quantity", "Count", "Per client response"],
@@ -396,26 +442,35 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
         per(f.errors),
     ]);
     if f.proxied() {
-        t.rows.push(row("Proxy access-log lines", f.lines));
-        t.rows.push(row(
+        t.rows
+            .push(measured("Proxy access-log lines", log(|l| l.lines)));
+        t.rows.push(measured(
             "Upstream attempts (addresses in $upstream_addr)",
-            f.attempts,
+            log(|l| l.attempts),
         ));
-        t.rows.push(row(
+        t.rows.push(measured(
             "Retries (attempts beyond each request's first)",
             f.retries(),
         ));
-        t.rows.push(row(
+        t.rows.push(measured(
             "Upstream timeouts in the proxy's error log",
-            f.timeouts_logged,
+            log(|l| l.timeouts_logged),
         ));
     }
-    t.rows.push(row(
+    t.rows.push(measured(
         "Backend responses (backend counters)",
-        f.backend_requests,
+        f.counters
+            .as_ref()
+            .map(|c| c.requests)
+            .map_err(Clone::clone),
     ));
-    t.rows
-        .push(row("Backend connections accepted", f.backend_connections));
+    t.rows.push(measured(
+        "Backend connections accepted",
+        f.counters
+            .as_ref()
+            .map(|c| c.connections)
+            .map_err(Clone::clone),
+    ));
     let tw_row = |label: &str, n: Option<u64>| {
         vec![
             Cell::text(label),
@@ -472,8 +527,12 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
         ),
         None => text("tw_unread").into(),
     };
-    let conns = count(f.backend_connections);
-    let responses = count(f.backend_requests);
+    let Ok(c) = f.counters else {
+        // Every note below reads the backends' counters.
+        return n;
+    };
+    let conns = count(c.connections);
+    let responses = count(c.requests);
     match f.setup {
         Setup::Direct => n.push(fill(
             "direct",
@@ -489,7 +548,7 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
             &[
                 ("connections", &conns),
                 ("responses", &responses),
-                ("per", &Cell::num(f.conns_per_request(), 3)),
+                ("per", &Cell::num(c.conns_per_request(), 3)),
                 ("time_wait", &tw_text),
                 ("proxy_cpu", &cpu(f.cpu.proxy)),
                 ("backend_cpu", &cpu(f.cpu.backends)),
@@ -501,26 +560,25 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
                 ("keepalive", &f.keepalive),
                 ("connections", &conns),
                 ("responses", &responses),
-                ("per", &Cell::num(f.conns_per_request(), 4)),
+                ("per", &Cell::num(c.conns_per_request(), 4)),
                 ("proxy_cpu", &cpu(f.cpu.proxy)),
             ],
         )),
     }
     if f.setup == Setup::Retry {
-        n.push(fill(
-            "retry",
-            &[
-                ("read_timeout", &or_dash(f.read_timeout_us.map(us))),
-                ("timeouts", &count(f.timeouts_logged)),
-                ("retries", &count(f.retries())),
-                ("backend", &responses),
-                ("client", &count(f.requests)),
-                (
-                    "extra",
-                    &count(f.backend_requests.saturating_sub(f.requests)),
-                ),
-            ],
-        ));
+        n.push(common::finding("The retries", f.log.clone(), |l| {
+            fill(
+                "retry",
+                &[
+                    ("read_timeout", &or_dash(f.read_timeout_us.map(us))),
+                    ("timeouts", &count(l.timeouts_logged)),
+                    ("retries", &count(l.retries())),
+                    ("backend", &responses),
+                    ("client", &count(f.requests)),
+                    ("extra", &count(c.requests.saturating_sub(f.requests))),
+                ],
+            )
+        }));
     }
     if let Some(s) = f.spikes {
         n.push(fill(
@@ -548,12 +606,12 @@ fn finding(f: &Facts) -> String {
             ("max", &lat(f.max)),
         ],
     );
-    if f.proxied() {
+    if let (true, Ok(c), Ok(l)) = (f.proxied(), &f.counters, &f.log) {
         s.push_str(&fill(
             "finding_proxied",
             &[
-                ("conns", &Cell::num(f.conns_per_request(), 3)),
-                ("attempts", &Cell::num(ratio(f.attempts, f.lines_up), 3)),
+                ("conns", &Cell::num(c.conns_per_request(), 3)),
+                ("attempts", &Cell::num(ratio(l.attempts, l.lines_up), 3)),
             ],
         ));
     }
@@ -589,22 +647,27 @@ fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     }
     match f.setup {
         Setup::NoKeepalive => {
-            let extra = f.backend_connections as i64 - f.backend_requests as i64;
-            out.push(check(
+            out.push(measured_check(
                 case,
                 text("check_no_keepalive"),
                 fill(
                     "check_no_keepalive_expected",
                     &[("connections", &f.connections)],
                 ),
-                fill(
-                    "check_no_keepalive_actual",
-                    &[
-                        ("connections", &count(f.backend_connections)),
-                        ("responses", &count(f.backend_requests)),
-                    ],
-                ),
-                (0..=i64::from(f.connections)).contains(&extra),
+                f.counters.clone(),
+                |c| {
+                    let extra = c.connections as i64 - c.requests as i64;
+                    (
+                        fill(
+                            "check_no_keepalive_actual",
+                            &[
+                                ("connections", &count(c.connections)),
+                                ("responses", &count(c.requests)),
+                            ],
+                        ),
+                        c.requests > 0 && (0..=i64::from(f.connections)).contains(&extra),
+                    )
+                },
             ));
         }
         Setup::Retry => out.extend(retry_checks(case, f, tick_us)),
@@ -630,47 +693,67 @@ fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
 fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     let tol = &DATA.tolerances;
     let mut out = Vec::new();
-    out.push(check(
+    // Losing none needs requests to lose: a load that got no response proves nothing.
+    out.push(measured_check(
         case,
         text("check_retries_lose_none"),
         format!(">= {}", count(f.requests)),
-        count(f.backend_requests),
-        f.backend_requests >= f.requests,
+        f.counters.clone(),
+        |c| {
+            if f.requests == 0 {
+                ("no data: the load received no response".into(), false)
+            } else {
+                (count(c.requests).to_string(), c.requests >= f.requests)
+            }
+        },
     ));
     // The backends' excess over the client is the retries, give or take the requests in flight
     // when the load stopped (logged by the proxy, answered by a backend, never read by the client).
-    let excess = f.backend_requests as i64 - f.requests as i64;
     let slack = i64::from(f.connections) + (f.requests / 1000) as i64;
-    out.push(check(
+    out.push(measured_check(
         case,
         text("check_extra_are_retries"),
         fill(
             "check_extra_are_retries_expected",
-            &[("retries", &count(f.retries())), ("slack", &slack)],
+            &[
+                ("retries", &Cell::measured(&f.retries(), |r| count(*r))),
+                ("slack", &slack),
+            ],
         ),
-        fill("check_extra_are_retries_actual", &[("excess", &excess)]),
-        (excess - f.retries() as i64).abs() <= slack,
+        f.counters.clone().and_then(|c| Ok((c, f.retries()?))),
+        |(c, retries)| {
+            let excess = c.requests as i64 - f.requests as i64;
+            (
+                fill("check_extra_are_retries_actual", &[("excess", &excess)]),
+                (excess - retries as i64).abs() <= slack,
+            )
+        },
     ));
-    out.push(check(
+    out.push(measured_check(
         case,
         text("check_few_connections"),
         fill(
             "check_few_connections_expected",
             &[("share", &Cell::num(tol.keepalive_share * 100.0, 0))],
         ),
-        fill(
-            "check_few_connections_actual",
-            &[
-                ("connections", &count(f.backend_connections)),
-                ("responses", &count(f.backend_requests)),
-                ("pct", &pct(f.conns_per_request())),
-            ],
-        ),
-        f.conns_per_request() <= tol.keepalive_share,
+        f.counters.clone(),
+        |c| {
+            (
+                fill(
+                    "check_few_connections_actual",
+                    &[
+                        ("connections", &count(c.connections)),
+                        ("responses", &count(c.requests)),
+                        ("pct", &pct(c.conns_per_request())),
+                    ],
+                ),
+                c.requests > 0 && c.conns_per_request() <= tol.keepalive_share,
+            )
+        },
     ));
     if let (Some(s), Some(rt)) = (f.spikes, f.read_timeout_us) {
-        let spiked = s.share * f.lines_up as f64;
-        out.push(check(
+        let spiked = f.log.as_ref().map_or(0.0, |l| s.share * l.lines_up as f64);
+        out.push(measured_check(
             case,
             text("check_spikes_retried"),
             fill(
@@ -681,8 +764,13 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
                     ("spikes", &pct(s.share)),
                 ],
             ),
-            count(f.retries()),
-            f.retries() as f64 >= tol.retried_spikes * spiked,
+            f.retries(),
+            |r| {
+                (
+                    count(r).to_string(),
+                    spiked > 0.0 && r as f64 >= tol.retried_spikes * spiked,
+                )
+            },
         ));
         // A retried request costs the read timeout (on the proxy's coarse clock) plus one ordinary
         // answer; p90 stands for an ordinary answer under whatever load the machine is under.
@@ -776,26 +864,47 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             for setup in [Setup::Keepalive, Setup::Retry] {
                 if let Some(k) = of(setup) {
                     let share = DATA.tolerances.keepalive_share;
-                    let bound = share * nk.conns_per_request();
-                    checks.push(run_check(
-                        fill(
-                            "check_keepalive_fewer",
-                            &[("style", &style), ("setup", &setup.label())],
-                        ),
-                        fill(
-                            "check_keepalive_fewer_expected",
-                            &[
-                                ("bound", &Cell::num(bound, 4)),
-                                ("share", &Cell::num(share * 100.0, 0)),
-                                ("base", &Cell::num(nk.conns_per_request(), 3)),
-                            ],
-                        ),
-                        fill(
-                            "check_keepalive_fewer_actual",
-                            &[("conns", &Cell::num(k.conns_per_request(), 4))],
-                        ),
-                        k.conns_per_request() <= bound,
-                    ));
+                    let name = fill(
+                        "check_keepalive_fewer",
+                        &[("style", &style), ("setup", &setup.label())],
+                    );
+                    let mut c = measured_check(
+                        "",
+                        name,
+                        "",
+                        nk.counters
+                            .clone()
+                            .and_then(|n| Ok((n, k.counters.clone()?))),
+                        |(n, k)| {
+                            let bound = share * n.conns_per_request();
+                            (
+                                fill(
+                                    "check_keepalive_fewer_actual",
+                                    &[("conns", &Cell::num(k.conns_per_request(), 4))],
+                                ),
+                                n.requests > 0 && k.requests > 0 && k.conns_per_request() <= bound,
+                            )
+                        },
+                    );
+                    // A check over the whole run: it belongs to no case.
+                    c.case = None;
+                    c.expected = fill(
+                        "check_keepalive_fewer_expected",
+                        &[
+                            (
+                                "bound",
+                                &Cell::measured(&nk.conns_per_request(), |b| {
+                                    Cell::num(b * share, 4)
+                                }),
+                            ),
+                            ("share", &Cell::num(share * 100.0, 0)),
+                            (
+                                "base",
+                                &Cell::measured(&nk.conns_per_request(), |b| Cell::num(*b, 3)),
+                            ),
+                        ],
+                    );
+                    checks.push(c);
                 }
             }
         }
@@ -809,7 +918,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                         ("keepalive", &p99(Setup::Keepalive)),
                         ("read_timeout", &or_dash(r.read_timeout_us.map(us))),
                         ("retry", &lat(r.p99)),
-                        ("retries", &count(r.retries())),
+                        ("retries", &Cell::measured(&r.retries(), |n| count(*n))),
                     ],
                 ));
             }
@@ -864,7 +973,7 @@ fn comparison(all: &[Summary]) -> Table {
             lat(f.max),
             count(f.non_2xx),
             count(f.errors),
-            Cell::num(f.conns_per_request(), 4),
+            Cell::measured(&f.conns_per_request(), |c| Cell::num(*c, 4)),
             x.time_wait.clone(),
             if f.proxied() {
                 Cell::num(f.cpu_us(f.cpu.proxy), 1)
@@ -933,12 +1042,14 @@ fn retry_table(all: &[Summary]) -> Table {
         t.rows.push(vec![
             Cell::text(&x.name),
             count(f.requests),
-            count(f.lines),
-            count(f.attempts),
-            count(f.retries()),
-            count(f.timeouts_logged),
-            count(f.backend_requests),
-            Cell::Signed(f.backend_requests as i64 - f.requests as i64),
+            Cell::measured(&f.log, |l| count(l.lines)),
+            Cell::measured(&f.log, |l| count(l.attempts)),
+            Cell::measured(&f.log, |l| count(l.retries())),
+            Cell::measured(&f.log, |l| count(l.timeouts_logged)),
+            Cell::measured(&f.counters, |c| count(c.requests)),
+            Cell::measured(&f.counters, |c| {
+                Cell::Signed(c.requests as i64 - f.requests as i64)
+            }),
         ]);
     }
     t.notes = vec![text("retry_note").into()];

@@ -29,7 +29,7 @@ mod text;
 use super::{common, Records};
 use crate::scenario::{Case, RemoveMode, Scenario, StopSpec};
 use ledger::{Ledger, LoadBooks};
-use model::{CaseResult, Cell, CheckResult, RunResults, Series};
+use model::{CaseResult, Cell, CheckResult, Collector, RunResults, Series};
 use plan::{Plan, What};
 use text::{fill, text};
 
@@ -41,6 +41,15 @@ pub(crate) const OLD_WORKERS_QUIT_MS: f64 = 100.0;
 pub(crate) const QUIT_MARGIN_MS: f64 = 10.0;
 /// The readiness probe's timeout (the runner probes like a Kubernetes readiness probe).
 pub(crate) const READINESS_TIMEOUT_S: f64 = 1.0;
+/// The collectors the analysis draws on: when one gathered nothing, the case's findings say so
+/// once, and every cell and check that needs it says "not sampled" or "not measurable".
+const USES: &[Collector] = &[
+    Collector::Readiness,
+    Collector::StatusPages,
+    Collector::Logs,
+    Collector::BackendCounters,
+    Collector::Records,
+];
 
 /// Runs the analysis on one case: tables, the size series, findings and checks.
 fn case(
@@ -55,7 +64,7 @@ fn case(
     let books: Vec<LoadBooks> = result
         .loads
         .iter()
-        .map(|s| LoadBooks::new(s, records.get(&s.name), &plan))
+        .map(|s| LoadBooks::new(s, common::load_records(result, records, &s.name), &plan))
         .collect();
     let ledger = Ledger::new(result);
     let lives = replicas::lives(&plan, result);
@@ -92,10 +101,9 @@ fn case(
             ..Default::default()
         });
     }
-    if let Some(k) = result.cluster.clone() {
-        // On Kubernetes the replicas are pods: the kubelet's readiness is the pods-Ready line,
-        // and the per-replica status page and probes of the local stack are absent.
-        let points = common::ready_steps(&k, "proxy", end);
+    if let (Some(k), None) = (&result.cluster, result.gap(Collector::PodWatch)) {
+        // On Kubernetes the replicas are pods: the kubelet's readiness is the pods-Ready line.
+        let points = common::ready_steps(k, "proxy", end);
         if !points.is_empty() {
             result.series.push(Series {
                 name: "proxy pods Ready".into(),
@@ -105,16 +113,9 @@ fn case(
                 ..Default::default()
             });
         }
-        result.findings.push(common::cluster_finding(&k));
-        if result.stub_samples.is_empty() && result.readiness.is_empty() {
-            result.findings.push(
-                "The replicas table's requests served and probes are absent on kubernetes: \
-                 the proxy pods' status pages and readiness probes are not sampled from this \
-                 machine (the Cluster section has the kubelet's readiness of every pod)."
-                    .into(),
-            );
-        }
     }
+    result.findings.extend(common::cluster_finding(result));
+    result.findings.extend(common::not_sampled(result, USES));
     result
         .findings
         .extend(findings(&plan, &books, &ledger, &lives));
@@ -146,23 +147,14 @@ fn case(
             &[("kind", &kind), ("model", &common::MODELLED_KIND)],
         ));
     }
-    let proxy = checks::Proxy {
-        kind: common::proxy_kind(env),
-        logs_missing: result.logs.missing.as_deref(),
-        model_applies: common::model_applies(env),
-        counters_missing: result
-            .cluster
-            .as_ref()
-            .filter(|k| !k.counters_missing.is_empty())
-            .map(|k| {
-                format!(
-                    "the final counters of {} backend pod(s) could not be read ({})",
-                    k.counters_missing.len(),
-                    k.counters_missing.join("; ")
-                )
-            }),
-    };
-    checks::all(&case.name, &plan, &ledger, &books, &proxy)
+    checks::all(
+        &case.name,
+        &plan,
+        &ledger,
+        &books,
+        &result.reloads,
+        common::model_applies(env),
+    )
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.
@@ -178,7 +170,8 @@ pub(crate) fn tcp_migrate_req(env: &model::Env) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// One sentence per outcome of the case, explained from the mechanism.
+/// One sentence per outcome of the case, explained from the mechanism; a sentence that draws on
+/// a collector that gathered nothing says it is not measurable instead (`common::finding`).
 fn findings(
     plan: &Plan,
     books: &[LoadBooks],
@@ -189,44 +182,41 @@ fn findings(
     let lost: u64 = books.iter().map(|b| b.failures).sum();
     let attempts: u64 = books.iter().map(|b| b.attempts).sum();
     let causes = causes(books);
-    let up = plan.fired.iter().find(|f| f.what == What::ReplicasUp);
+    let up = plan.fired.iter().rev().find(|f| f.what == What::ReplicasUp);
     let only_up = up.is_some() && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
-    if let (true, Some(_)) = (only_up, up) {
-        let served: u64 = lives.iter().map(|r| r.requests).sum();
-        let newcomers: u64 = lives
-            .iter()
-            .filter(|r| r.started.is_some())
-            .map(|r| r.requests)
-            .sum();
+    if let (true, Some(up)) = (only_up, up) {
         out.push(fill(
             "finding_up",
             &[
                 ("from", &plan.replicas_at_start),
-                (
-                    "to",
-                    &plan
-                        .fired
-                        .iter()
-                        .rev()
-                        .find(|f| f.what == What::ReplicasUp)
-                        .map_or(0, |f| f.to),
-                ),
+                ("to", &up.to),
                 ("lost", &lost),
                 ("attempts", &attempts),
-                (
-                    "share",
-                    &Cell::num(
-                        if served > 0 {
-                            100.0 * newcomers as f64 / served as f64
-                        } else {
-                            0.0
-                        },
-                        1,
-                    ),
-                ),
             ],
         ));
+        let newcomers = common::all_measured(
+            lives
+                .iter()
+                .filter(|r| r.started.is_some())
+                .map(|r| r.requests.clone()),
+        );
+        let shares = replicas::served(lives).and_then(|all| Ok((newcomers?, all)));
+        out.push(common::finding(
+            "The new replicas' share of requests",
+            shares,
+            |(new, all)| {
+                let new: u64 = new.iter().sum();
+                fill(
+                    "finding_up_share",
+                    &[("share", &Cell::num(common::ratio(new, all) * 100.0, 1))],
+                )
+            },
+        ));
     }
+    let owned_by = |pred: &dyn Fn(What) -> bool| {
+        common::all_measured(books.iter().map(|b| b.owned_by(plan, pred)))
+            .map(|v| v.iter().sum::<u64>())
+    };
     for (mode, how) in [
         (StopSpec::Graceful, "how_graceful"),
         (StopSpec::Kill, "how_kill"),
@@ -236,28 +226,34 @@ fn findings(
         if n == 0 {
             continue;
         }
-        let owned: u64 = books
-            .iter()
-            .map(|b| b.owned_by(plan, |w| w == What::ReplicasDown(mode)))
-            .sum();
-        let mut s = fill(
-            "finding_stop",
-            &[
-                ("n", &n),
-                ("how", &text(how)),
-                ("owned", &owned),
-                ("attempts", &attempts),
-                ("causes", &causes),
-            ],
-        );
-        if mode == StopSpec::Graceful {
-            s.push_str(text("finding_stop_graceful"));
-        } else {
-            s.push_str(&fill(
-                "finding_stop_kill",
-                &[("died", &l.lost_in_proxy().max(0))],
-            ));
-        }
+        let what = format!("Stopping {n} replica(s) {}", text(how));
+        let s = match owned_by(&|w| w == What::ReplicasDown(mode)) {
+            Err(a) => common::unmeasured_finding(&what, &a),
+            Ok(owned) => {
+                let mut s = fill(
+                    "finding_stop",
+                    &[
+                        ("n", &n),
+                        ("how", &text(how)),
+                        ("owned", &owned),
+                        ("attempts", &attempts),
+                        ("causes", &causes),
+                    ],
+                );
+                if mode == StopSpec::Graceful {
+                    s.push_str(text("finding_stop_graceful"));
+                } else {
+                    s.push_str(&match l.lost_in_proxy() {
+                        Ok(died) => fill("finding_stop_kill", &[("died", &died.max(0))]),
+                        Err(a) => fill(
+                            "finding_stop_kill_unmeasured",
+                            &[("what", &a.collector.what())],
+                        ),
+                    });
+                }
+                s
+            }
+        };
         out.push(s);
     }
     let removed = |m| {
@@ -276,26 +272,31 @@ fn findings(
         if n == 0 {
             continue;
         }
-        let owned: u64 = books.iter().map(|b| b.owned_by(plan, backends)).sum();
-        let late: u64 = books
-            .iter()
-            .map(|b| {
-                let g = b.sighup_gaps(plan, backends);
-                g.n - g.early
-            })
-            .sum();
-        out.push(fill(
-            "finding_backends",
-            &[
-                ("n", &n),
-                ("how", &how),
-                ("lines", &l.error_warn),
-                ("retried", &l.retried),
-                ("owned", &owned),
-                ("causes", &causes),
-                ("late", &late),
-                ("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0)),
-            ],
+        let late = common::all_measured(
+            books
+                .iter()
+                .map(|b| b.sighup_gaps(plan, backends).map(|g| g.n - g.early)),
+        )
+        .map(|v| v.iter().sum::<u64>());
+        let measured = owned_by(&backends).and_then(|owned| Ok((owned, late?, l.log.clone()?)));
+        out.push(common::finding(
+            &format!("Removing {n} backend(s) by {how}"),
+            measured,
+            |(owned, late, log)| {
+                fill(
+                    "finding_backends",
+                    &[
+                        ("n", &n),
+                        ("how", &how),
+                        ("lines", &log.error_warn),
+                        ("retried", &log.retried),
+                        ("owned", &owned),
+                        ("causes", &causes),
+                        ("late", &late),
+                        ("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0)),
+                    ],
+                )
+            },
         ));
     }
     if plan.has(|w| w == What::Reload) {
@@ -325,32 +326,42 @@ fn findings(
                     ],
                 )
             } else {
-                fill(
-                    "finding_reload_busy",
-                    &[
-                        ("load", &b.name),
-                        ("hups", &hups),
-                        ("connections", &b.connections),
-                        ("idle", &idle),
-                        ("rate", &rate(idle, 2)),
-                        (
-                            "earliest",
-                            &b.sighup_gaps(plan, |w| w == What::Reload)
-                                .earliest
-                                .map_or("-".to_string(), |g| format!("{g:.0} ms")),
-                        ),
-                    ],
+                common::finding(
+                    &format!("{}: the earliest loss after SIGHUP", b.name),
+                    b.sighup_gaps(plan, |w| w == What::Reload),
+                    |g| {
+                        fill(
+                            "finding_reload_busy",
+                            &[
+                                ("load", &b.name),
+                                ("hups", &hups),
+                                ("connections", &b.connections),
+                                ("idle", &idle),
+                                ("rate", &rate(idle, 2)),
+                                (
+                                    "earliest",
+                                    &g.earliest.map_or("-".to_string(), |g| format!("{g:.0} ms")),
+                                ),
+                            ],
+                        )
+                    },
                 )
             });
         }
     }
-    let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
-    let slowest = lives.iter().map(|r| r.slowest_ms).fold(0.0, f64::max);
-    out.push(if flaps == 0 {
-        fill("finding_no_flaps", &[("slowest", &Cell::num(slowest, 1))])
-    } else {
-        fill("finding_flaps", &[("flaps", &flaps)])
-    });
+    match replicas::flaps(lives) {
+        // No probe was made (no replica ran long enough): nothing to say.
+        Ok(None) => {}
+        Ok(Some((0, slowest))) => out.push(fill(
+            "finding_no_flaps",
+            &[(
+                "slowest",
+                &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
+            )],
+        )),
+        Ok(Some((flaps, _))) => out.push(fill("finding_flaps", &[("flaps", &flaps)])),
+        Err(a) => out.push(common::unmeasured_finding("Readiness under load", &a)),
+    }
     out
 }
 
@@ -385,5 +396,243 @@ impl super::Analysis for ZeroDowntime {
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
         finish(scenario, results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each mechanism check on a fixture built from the catalogue's own cases: it holds on books
+    //! that balance, and fails on a fixture whose subject is broken.
+
+    use super::Records;
+    use crate::catalogue;
+    use crate::scenario::Scenario;
+    use model::{
+        BackendCounters, CaseResult, CheckResult, ErrorKind, Event, LoadMode, LoadSummary,
+        ReloadRecord, RequestRecord,
+    };
+    use std::collections::BTreeMap;
+
+    fn scenario() -> Scenario {
+        Scenario::parse(&catalogue::builtin("zero-downtime-scaling").unwrap(), true).unwrap()
+    }
+
+    /// A load of `n` answered requests, one per millisecond on connection 0, closed loop.
+    fn load(name: &str, n: u64) -> (LoadSummary, Vec<RequestRecord>) {
+        let summary = LoadSummary {
+            schema: model::SCHEMA_VERSION,
+            name: name.into(),
+            url: format!("http://cafe.example.com/{name}"),
+            method: "GET".into(),
+            mode: LoadMode::Closed,
+            threads: 1,
+            connections: 10,
+            start_s: 0.0,
+            planned_s: Some(6.0),
+            elapsed_s: 6.0,
+            timeout_ms: 2000,
+            requests: n,
+            bytes_read: 0,
+            bytes_written: 0,
+            status: BTreeMap::from([(200, n)]),
+            errors: BTreeMap::new(),
+            error_messages: BTreeMap::new(),
+            connects: 10,
+            retried: 0,
+            latency: model::Latency::default(),
+            latency_uncorrected: None,
+            req_per_sec: model::RateStats::default(),
+            schedule: None,
+            timeline: vec![],
+            http2: None,
+        };
+        let recs = (0..n)
+            .map(|i| RequestRecord {
+                t_us: 1000 * (i + 1),
+                latency_us: 500,
+                conn: 0,
+                bytes: 100,
+                status: 200,
+                error: None,
+            })
+            .collect();
+        (summary, recs)
+    }
+
+    /// Case `name` run with books that balance: every answer logged once and answered by a
+    /// backend once, each action fired as planned, each reload served.
+    fn balanced(scn: &Scenario, name: &str) -> (CaseResult, Records) {
+        let case = scn.cases.iter().find(|c| c.name == name).unwrap();
+        let mut r = CaseResult {
+            name: name.into(),
+            elapsed_s: 6.0,
+            ..Default::default()
+        };
+        let mut records = Records::new();
+        for l in &case.loads {
+            let (s, recs) = load(&l.name, 1000);
+            r.loads.push(s);
+            records.insert(l.name.clone(), recs);
+        }
+        let total: u64 = r.loads.iter().map(|l| l.requests).sum();
+        for s in &case.steps {
+            let t_s = s.at.as_secs_f64();
+            let action = match s.action {
+                crate::scenario::Action::Reload => "reload",
+                crate::scenario::Action::ScaleBackends { .. } => "scale_backends",
+                _ => "scale_replicas",
+            };
+            r.events.push(Event {
+                t_s,
+                action: action.into(),
+                detail: String::new(),
+                duration_ms: 100.0,
+                error: None,
+                limit: false,
+            });
+            if action != "scale_replicas" {
+                r.reloads.push(ReloadRecord {
+                    replica: "nginx-0".into(),
+                    generation: r.reloads.len() as u64 + 2,
+                    t_s: t_s + 0.01,
+                    served_ms: Some(40.0),
+                    old_workers_exited_ms: Some(150.0),
+                    validate_ms: 5.0,
+                    error: None,
+                });
+            }
+        }
+        r.logs.access_lines = total;
+        r.logs.access_status = BTreeMap::from([(200, total)]);
+        r.logs.upstream_status = BTreeMap::from([("200".into(), total)]);
+        r.backends = vec![BackendCounters {
+            name: "cafe-0".into(),
+            requests: total,
+            ..Default::default()
+        }];
+        (r, records)
+    }
+
+    /// The analysis's checks of case `name` after `mutate` changed its balanced books.
+    fn checks(name: &str, mutate: impl FnOnce(&mut CaseResult, &mut Records)) -> Vec<CheckResult> {
+        let scn = scenario();
+        let case = scn.cases.iter().find(|c| c.name == name).unwrap();
+        let (mut r, mut records) = balanced(&scn, name);
+        mutate(&mut r, &mut records);
+        let env = model::Env {
+            proxy_kind: Some("nginx".into()),
+            ..Default::default()
+        };
+        super::case(&scn, case, &mut r, &records, &env)
+    }
+
+    fn named<'a>(cs: &'a [CheckResult], prefix: &str) -> &'a CheckResult {
+        cs.iter()
+            .find(|c| c.name.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no check '{prefix}': {cs:#?}"))
+    }
+
+    #[test]
+    fn balanced_books_pass_every_check() {
+        for name in [
+            "reload-keepalive",
+            "abrupt-down-kill",
+            "backends-kill",
+            "gradual-up",
+        ] {
+            let cs = checks(name, |_, _| {});
+            assert!(!cs.is_empty(), "{name}");
+            for c in &cs {
+                // A kill must show in the error log and cost requests: balanced books have
+                // neither, so those checks fail here by design.
+                if c.name.starts_with("killed backends") || c.name.starts_with("busy keep-alive") {
+                    continue;
+                }
+                assert!(c.pass, "{name}: {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_outside_every_action_fails_the_span_check() {
+        let cs = checks("reload-keepalive", |r, records| {
+            let load = &mut r.loads[0];
+            *load.errors.entry(ErrorKind::ReadReset).or_default() += 1;
+            let recs = records.get_mut(&load.name).unwrap();
+            recs.insert(
+                0,
+                RequestRecord {
+                    t_us: 200,
+                    latency_us: 100,
+                    conn: 7,
+                    bytes: 0,
+                    status: 0,
+                    error: Some(ErrorKind::ReadReset),
+                },
+            );
+        });
+        let c = named(&cs, "every failure falls inside");
+        assert!(!c.pass && c.actual == "1 of 1 outside", "{c:?}");
+    }
+
+    #[test]
+    fn a_reload_that_never_served_fails() {
+        let cs = checks("reload-keepalive", |r, _| {
+            r.reloads[2].served_ms = None;
+            r.reloads[2].error = Some("nginx -t failed".into());
+        });
+        let c = named(&cs, "every reload served");
+        assert!(
+            !c.pass && c.actual == "4 of 5 served (nginx -t failed)",
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn answers_lost_inside_a_killed_replica_beyond_the_clients_losses_fail() {
+        let cs = checks("abrupt-down-kill", |r, _| {
+            // The backends answered 30 more than the proxy logged; no client went unanswered.
+            r.backends[0].requests += 30;
+        });
+        let c = named(
+            &cs,
+            "every backend answer that died inside a killed replica",
+        );
+        assert!(!c.pass && c.actual == "30", "{c:?}");
+    }
+
+    #[test]
+    fn killed_backends_whose_answers_reached_clients_as_5xx_fail() {
+        let cs = checks("backends-kill", |r, _| {
+            r.logs.error_levels = BTreeMap::from([("error".into(), 2)]);
+            *r.loads[0].status.entry(502).or_default() += 3;
+            r.loads[0].requests += 3;
+        });
+        let c = named(&cs, "killed backends");
+        assert!(!c.pass && c.actual == "2 lines, 3 5xx", "{c:?}");
+    }
+
+    #[test]
+    fn without_records_logs_or_counters_the_checks_are_not_measurable() {
+        let cs = checks("reload-keepalive", |r, records| {
+            records.clear();
+            r.logs.missing = Some("no access log".into());
+            r.backends.clear();
+        });
+        for prefix in [
+            "every failure falls inside",
+            "every answer is counted twice",
+            "nothing dies inside the proxy",
+        ] {
+            let c = named(&cs, prefix);
+            assert!(
+                !c.pass && c.actual.starts_with("not measurable: "),
+                "{prefix}: {c:?}"
+            );
+        }
+        assert!(cs
+            .iter()
+            .filter(|c| c.name.contains("reload(s) cost at most"))
+            .all(|c| !c.pass && c.actual.starts_with("not measurable: ")));
     }
 }

@@ -334,6 +334,13 @@ impl KubeAgents {
         let pod = PodSpec {
             restart_policy: Some("Never".into()),
             host_network: Some(host_network),
+            // A loopback target is this machine's: agents on the node's network run on the node
+            // that is this machine.
+            node_selector: if host_network {
+                st.cluster.local_node_selector()
+            } else {
+                None
+            },
             dns_policy: Some(
                 if host_network {
                     "ClusterFirstWithHostNet"

@@ -411,6 +411,9 @@ impl KubeStage {
         st.proxy_stop = Some((grace as u32, pre_stop as u32));
         let pod = PodSpec {
             host_network: Some(true),
+            // The replicas listen on their node's loopback, which this machine reaches only on
+            // the node it is: pinned there on a cluster of several nodes.
+            node_selector: c.local_node_selector(),
             termination_grace_period_seconds: Some(grace),
             volumes: Some(volumes),
             containers: vec![Container {

@@ -159,6 +159,8 @@ struct Worker<'a> {
     resend: VecDeque<usize>,
     quota: Option<u64>,
     issued: u64,
+    /// `issued` when the last second was sealed: the next second's sends are counted from it.
+    issued_sealed: u64,
     in_flight: usize,
     draining: bool,
     drain_at: u64,
@@ -257,6 +259,7 @@ pub fn run(
         resend: VecDeque::new(),
         quota,
         issued: 0,
+        issued_sealed: 0,
         in_flight: 0,
         draining: false,
         drain_at: 0,
@@ -906,10 +909,19 @@ impl Worker<'_> {
         while self.cur.t < t_now {
             let next_t = self.cur.t + 1;
             let fresh = self.fresh_block(next_t);
-            let done = std::mem::replace(&mut self.cur, fresh);
+            let mut done = std::mem::replace(&mut self.cur, fresh);
+            self.seal(&mut done);
             let _ = self.links.tx.send(Msg::Second(done));
         }
         self.next_boundary = (t_now as u64 + 1) * 1_000_000_000;
+    }
+
+    /// Stamps a finished second with the sends since the last one and the requests still in
+    /// flight: two numbers per second, nothing per request.
+    fn seal(&mut self, b: &mut SecondBlock) {
+        b.sent = self.issued - self.issued_sealed;
+        self.issued_sealed = self.issued;
+        b.in_flight = self.in_flight as u64;
     }
 
     fn fresh_block(&mut self, t: u32) -> Box<SecondBlock> {
@@ -940,7 +952,8 @@ impl Worker<'_> {
         if now >= self.next_boundary {
             self.rotate(now);
         }
-        let last = std::mem::replace(&mut self.cur, Box::new(SecondBlock::new(self.id, false)));
+        let mut last = std::mem::replace(&mut self.cur, Box::new(SecondBlock::new(self.id, false)));
+        self.seal(&mut last);
         let _ = self.links.tx.send(Msg::Second(last));
         let fin = ThreadFinal {
             thread: self.id,

@@ -132,7 +132,7 @@ const CLASS_COLORS: [(u8, u8, u8); 5] = [
 ];
 
 /// The colour of the `i`-th line of a chart.
-fn color(i: usize) -> (u8, u8, u8) {
+pub(crate) fn color(i: usize) -> (u8, u8, u8) {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -165,7 +165,7 @@ pub fn plan(r: &RunResults) -> Vec<Chart> {
         if !case.proc_samples.is_empty() {
             out.extend(procs(&base, case, &prefix));
         }
-        if !case.stub_samples.is_empty() {
+        if case.gap(model::Collector::StatusPages).is_none() {
             out.push(stub(&base, fmt_proxy(r), case, &prefix));
         }
         if case
@@ -278,9 +278,9 @@ const READY_COLORS: [(u8, u8, u8); 3] = [(0, 0, 0), (110, 110, 110), (148, 103, 
 
 /// The pods-Ready steps of a case that ran on a cluster: for each role seen (`proxy`,
 /// `backend`, `watched`), how many of its pods were Ready from each change to the next, held to
-/// the end of the axis. Empty off Kubernetes.
+/// the end of the axis. Empty off Kubernetes, and when the pod watch gathered nothing.
 pub fn ready_lines(case: &CaseResult, x_range: (f64, f64)) -> Vec<Line> {
-    let Some(cluster) = &case.cluster else {
+    let (Some(cluster), None) = (&case.cluster, case.gap(model::Collector::PodWatch)) else {
         return Vec::new();
     };
     let mut roles: Vec<&str> = Vec::new();
@@ -392,7 +392,7 @@ fn count_range(points: &[(f64, f64)]) -> (f64, f64) {
 /// its last second, and its first when it started mid-second, cover only part of a second,
 /// and their counts would read as a drop. If no second is full (a load under a second), all
 /// are kept, there being nothing better to show.
-fn full_seconds(load: &LoadSummary) -> impl Iterator<Item = &model::Second> {
+pub(crate) fn full_seconds(load: &LoadSummary) -> impl Iterator<Item = &model::Second> {
     full_of(&load.timeline, load.start_s, load.elapsed_s)
 }
 

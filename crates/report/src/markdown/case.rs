@@ -5,7 +5,7 @@ use super::{chart_line, load, logs};
 use crate::charts::plan::{Chart, Kind};
 use crate::fmt::{self, count, Table};
 use crate::reloads::ReloadStats;
-use model::{CaseResult, RunResults};
+use model::{CaseResult, Collector, RunResults};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -261,6 +261,11 @@ fn backends(out: &mut String, c: &CaseResult) {
         return;
     }
     out.push_str("### Backends\n\n");
+    // Counters the run could not read at all: said once, never a table of what they held.
+    if let (Some(why), true) = (c.gap(Collector::BackendCounters), missing.is_empty()) {
+        let _ = writeln!(out, "Backend counters not sampled: {why}.\n");
+        return;
+    }
     if !missing.is_empty() {
         out.push_str(
             "Backends whose final counters could not be read (left out below, never counted as zero):\n\n",
@@ -386,7 +391,7 @@ fn procs(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
 }
 
 fn stub(out: &mut String, proxy: &str, c: &CaseResult, ci: usize, charts: &[Chart]) {
-    if c.stub_samples.is_empty() {
+    if c.gap(Collector::StatusPages).is_some() {
         return;
     }
     let _ = writeln!(out, "### {proxy} connections (status page)\n");
@@ -423,7 +428,7 @@ fn stub(out: &mut String, proxy: &str, c: &CaseResult, ci: usize, charts: &[Char
 /// Readiness probes per replica: how many failed, how often a replica flipped from ready to not
 /// ready (a flap), and the slowest answer.
 fn readiness(out: &mut String, c: &CaseResult) {
-    if c.readiness.is_empty() {
+    if c.gap(Collector::Readiness).is_some() {
         return;
     }
     out.push_str(
@@ -501,7 +506,27 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         }
         out.push('\n');
     }
-    pods(out, k);
+    // Each list below only when its collector gathered it: an absent one is in the list above,
+    // never an empty table or a "none".
+    if c.gap(Collector::PodWatch).is_none() {
+        pods(out, k);
+    }
+    if c.gap(Collector::Restarts).is_none() {
+        restarts(out, k);
+    }
+    if c.gap(Collector::Events).is_none() {
+        warnings(out, k);
+    }
+    if c.gap(Collector::MetricsApi).is_none() {
+        metrics(out, k);
+    }
+    if c.gap(Collector::Scrape).is_none() {
+        scrapes(out, k);
+    }
+}
+
+/// Every container restart the pod watch saw.
+fn restarts(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Container restarts\n\n");
     if k.restarts.is_empty() {
         out.push_str("No container restarted.\n\n");
@@ -523,6 +548,10 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         out.push_str(&t.render());
         out.push('\n');
     }
+}
+
+/// Every Warning event of the watched namespaces.
+fn warnings(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Warning events\n\n");
     if k.warnings.is_empty() {
         out.push_str("No Warning events.\n\n");
@@ -540,6 +569,10 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         out.push_str(&t.render());
         out.push('\n');
     }
+}
+
+/// CPU and memory per pod from the metrics API.
+fn metrics(out: &mut String, k: &model::ClusterRecord) {
     if !k.metrics.is_empty() {
         out.push_str("#### Pod CPU and memory (metrics API)\n\n");
         #[derive(Default)]
@@ -576,6 +609,10 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         out.push_str(&t.render());
         out.push('\n');
     }
+}
+
+/// The Prometheus scrape's series, min, max and last.
+fn scrapes(out: &mut String, k: &model::ClusterRecord) {
     if !k.scrapes.is_empty() {
         out.push_str("#### Prometheus scrape\n\n");
         let mut by: BTreeMap<(&str, &str), Vec<&model::ScrapeSample>> = BTreeMap::new();

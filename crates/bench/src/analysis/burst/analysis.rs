@@ -48,7 +48,7 @@ impl<'a> Analysis<'a> {
         summary: &'a LoadSummary,
         rl: &'a RateLimit,
         recs: &[RequestRecord],
-        logs: &LogSummary,
+        logs: model::Measured<&LogSummary>,
         tick_us: u64,
     ) -> Analysis<'a> {
         let limit = model_limit(rl);
@@ -66,17 +66,20 @@ impl<'a> Analysis<'a> {
         // wall-clock time the log gives, truncated to the millisecond. The two clocks' offset
         // has an unknown sub-millisecond part (the phase) and each arrival's own sub-millisecond
         // part is lost (the jitter), so both stay in the envelope.
-        let nginx = Logged::new(logs, &m.intended, start_us).map(|l| {
-            let p = Prediction::new(
-                limit,
-                &l.arrivals_us,
-                LOG_CLOCK_US,
-                LOG_CLOCK_US,
-                Lateness::default(),
-                &l.accepted,
-            );
-            (l, p)
-        });
+        let nginx = logs
+            .map_err(|a| format!("not measurable: {a}"))
+            .and_then(|logs| Logged::new(logs, &m.intended, start_us))
+            .map(|l| {
+                let p = Prediction::new(
+                    limit,
+                    &l.arrivals_us,
+                    LOG_CLOCK_US,
+                    LOG_CLOCK_US,
+                    Lateness::default(),
+                    &l.accepted,
+                );
+                (l, p)
+            });
         let last_us = m.completed.last().copied().unwrap_or(start_us);
         let attack_s = spec
             .duration
@@ -224,28 +227,32 @@ impl<'a> Analysis<'a> {
     }
 
     /// Predicted vs measured vs nginx's log, with the notes that explain them.
-    pub(super) fn model_table(&self, case: &str, logs: &model::LogSummary) -> Table {
+    pub(super) fn model_table(&self, case: &str, logs: model::Measured<&LogSummary>) -> Table {
         let n = self.m.n();
         let (plo, phi) = (self.p().env_lo, self.p().env_hi);
         let range = |a: String, b: String| if a == b { a } else { format!("{a} .. {b}") };
-        let nginx_ok = log_count(logs, "PASSED") + log_count(logs, "DELAYED");
+        // nginx's column, from its access log: "not sampled" when the logs were not read.
+        let logged = |f: &dyn Fn(&LogSummary) -> Cell| Cell::measured(&logs, |l| f(l));
         let (tlo, thi) = self.predicted_total_s();
         let mut rows = vec![
             row4(
                 "Requests",
                 Cell::Int(n as i64),
                 Cell::Int(n as i64),
-                Cell::Int(logs.access_lines as i64),
+                logged(&|l| Cell::Int(l.access_lines as i64)),
             ),
             row4(
                 ACCEPTED_ROW,
                 range(plo.to_string(), phi.to_string()),
                 Cell::Int(self.m.ok() as i64),
-                format!(
-                    "{nginx_ok} (PASSED {}, DELAYED {})",
-                    log_count(logs, "PASSED"),
-                    log_count(logs, "DELAYED")
-                ),
+                logged(&|l| {
+                    Cell::text(format!(
+                        "{} (PASSED {}, DELAYED {})",
+                        log_count(l, "PASSED") + log_count(l, "DELAYED"),
+                        log_count(l, "PASSED"),
+                        log_count(l, "DELAYED")
+                    ))
+                }),
             ),
             row4(
                 "Accepted, arrivals exactly on time",
@@ -257,7 +264,7 @@ impl<'a> Analysis<'a> {
                 &format!("Rejected ({})", self.rl.status),
                 range((n - phi).to_string(), (n - plo).to_string()),
                 self.m.limited.to_string(),
-                log_count(logs, "REJECTED").to_string(),
+                logged(&|l| Cell::Int(log_count(l, "REJECTED") as i64)),
             ),
             row4(
                 "Success ratio",

@@ -238,7 +238,10 @@ pub fn case_samples(r: &CaseResult, kind: &str) -> Vec<ProxySample> {
     if !local.is_empty() {
         return local;
     }
-    r.cluster.as_ref().map(pod_samples).unwrap_or_default()
+    match (&r.cluster, r.gap(model::Collector::MetricsApi)) {
+        (Some(k), None) => pod_samples(k),
+        _ => Vec::new(),
+    }
 }
 
 /// The proxy pods' samples from the metrics API (pods `proxy-...`), summed over pods per round:

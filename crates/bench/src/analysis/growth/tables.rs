@@ -3,6 +3,7 @@
 
 use super::steps::{quarters, summary, Growth, ProxySample, Step};
 use super::{f1, f2, fill, mib, one_line, share, text, trend, Records, AROUND_RELOAD_S};
+use crate::analysis::common;
 use crate::scenario::GrowWhat;
 use model::{CaseResult, Cell, ErrorKind, LoadSummary, Table};
 
@@ -265,7 +266,7 @@ pub(super) struct LightLoss {
     pub(super) non_2xx: u64,
     pub(super) idle_closed: u64,
     pub(super) other: u64,
-    pub(super) idle_near_reload: u64,
+    pub(super) idle_near_reload: model::Measured<u64>,
 }
 
 impl LightLoss {
@@ -281,7 +282,7 @@ impl LightLoss {
                 t >= r.t_s && t <= r.t_s + gone + AROUND_RELOAD_S
             })
         };
-        let idle_near_reload = records.get(&l.name).map_or(0, |recs| {
+        let idle_near_reload = common::load_records(result, records, &l.name).map(|recs| {
             recs.iter()
                 .filter(|r| r.error == Some(ErrorKind::ReadIdleClosed))
                 .filter(|r| near(r.t_us as f64 / 1e6))
@@ -320,7 +321,7 @@ impl LightLoss {
                 Cell::Int(l.attempts() as i64),
                 Cell::Int(self.non_2xx as i64),
                 Cell::Int(self.idle_closed as i64),
-                Cell::Int(self.idle_near_reload as i64),
+                Cell::measured(&self.idle_near_reload, |n| Cell::Int(*n as i64)),
                 Cell::Int(bound as i64),
                 Cell::Int(self.other as i64),
                 p(50.0),

@@ -5,23 +5,9 @@ use super::ledger::{Ledger, LoadBooks};
 use super::plan::{Plan, What};
 use super::text::{fill, text};
 use super::{OLD_WORKERS_QUIT_MS, QUIT_MARGIN_MS};
-use crate::analysis::common::{check, not_measurable};
+use crate::analysis::common::{all_measured, check, measured_check, unmeasured};
 use crate::scenario::{RemoveMode, StopSpec};
-use model::{Cell, CheckResult};
-
-/// What the checks must know of the proxy under test.
-pub struct Proxy<'a> {
-    /// Its kind's name, for "not measurable for KIND".
-    pub kind: &'a str,
-    /// Why its logs are missing, when they are: the checks that count log lines cannot be made.
-    pub logs_missing: Option<&'a str>,
-    /// True when it is the kind whose reload sequence the timing check models.
-    pub model_applies: bool,
-    /// Backends whose final counters could not be read (on Kubernetes, a pod that stopped
-    /// before printing them), as a sentence: the backends' total is short, so the check that
-    /// compares it cannot be made.
-    pub counters_missing: Option<String>,
-}
+use model::{Cell, CheckResult, ReloadRecord};
 
 /// What every check of a case reads.
 struct Input<'a> {
@@ -33,16 +19,18 @@ struct Input<'a> {
     killed: u32,
 }
 
-/// Every check that applies to the case's actions.
-/// Checks that count the proxy's log lines (conservation, backend answers, error/warn lines)
-/// fail as "not measurable" when its logs are missing; the reload-timing check, which models
-/// nginx's reload sequence, is made only for that kind (the analysis says so for others).
+/// Every check that applies to the case's actions. A check that counts what a collector gathered
+/// (the proxy's log lines, the backends' counters, the loads' per-request records) fails as "not
+/// measurable" when that collector gathered nothing (`common::measured_check`); the
+/// reload-timing check, which models nginx's reload sequence, is made only for that kind (the
+/// analysis says so for others).
 pub fn all(
     case: &str,
     plan: &Plan,
     ledger: &Ledger,
     loads: &[LoadBooks],
-    proxy: &Proxy<'_>,
+    reload_records: &[ReloadRecord],
+    model_applies: bool,
 ) -> Vec<CheckResult> {
     let i = Input {
         case,
@@ -51,33 +39,13 @@ pub fn all(
         loads,
         killed: plan.stopped(StopSpec::Kill) + plan.stopped(StopSpec::Fast),
     };
-    let logged = |c: CheckResult| match proxy.logs_missing {
-        Some(why) => not_measurable(
-            c,
-            proxy.kind,
-            &format!("the proxy's logs could not be read ({why})"),
-        ),
-        None => c,
-    };
-    let mut out = vec![logged(conservation(&i))];
+    let mut out = vec![conservation(&i)];
     out.extend(in_spans(&i));
-    let nothing_dies = text("check_nothing_dies");
-    out.extend(replicas(&i).into_iter().map(|(c, uses_logs)| {
-        if let Some(why) = proxy
-            .counters_missing
-            .as_deref()
-            .filter(|_| c.name == nothing_dies)
-        {
-            not_measurable(c, proxy.kind, why)
-        } else if uses_logs {
-            logged(c)
-        } else {
-            c
-        }
-    }));
-    out.extend(reloads(&i, proxy.model_applies));
-    out.extend(idle_and_busy(&i, proxy.model_applies));
-    out.extend(backends(&i, proxy.model_applies).into_iter().map(logged));
+    out.extend(replicas(&i));
+    out.extend(served(case, reload_records));
+    out.extend(reloads(&i, model_applies));
+    out.extend(idle_and_busy(&i, model_applies));
+    out.extend(backends(&i, model_applies));
     out.extend(h2_refused_only(&i));
     out
 }
@@ -115,8 +83,7 @@ fn conservation(i: &Input<'_>) -> CheckResult {
     let (ledger, killed) = (i.ledger, i.killed);
     let connections: u64 = i.loads.iter().map(|l| l.connections).sum();
     let tolerance = ledger.client_timeouts + connections * killed as u64;
-    let diff = ledger.proxy_answered() as i64 - ledger.client_responses as i64;
-    check(
+    measured_check(
         i.case,
         text("check_conservation"),
         fill(
@@ -134,12 +101,19 @@ fn conservation(i: &Input<'_>) -> CheckResult {
                 ),
             ],
         ),
-        format!("{} ({})", ledger.proxy_answered(), Cell::Signed(diff)),
-        diff.unsigned_abs() <= tolerance,
+        ledger.log.clone(),
+        |log| {
+            let diff = log.proxy_answered() as i64 - ledger.client_responses as i64;
+            (
+                format!("{} ({})", log.proxy_answered(), Cell::Signed(diff)),
+                diff.unsigned_abs() <= tolerance,
+            )
+        },
     )
 }
 
-/// Every failure falls inside the span of an action.
+/// Every failure falls inside the span of an action: placed by the loads' per-request records,
+/// so not measurable for a load that kept none.
 fn in_spans(i: &Input<'_>) -> Option<CheckResult> {
     if i.plan.fired.is_empty() {
         return None;
@@ -147,93 +121,134 @@ fn in_spans(i: &Input<'_>) -> Option<CheckResult> {
     // HTTP/2 loads are held to `h2_refused_only` instead: a refused stream is safe to retry
     // whenever the GOAWAY reaches the client.
     let h1 = || i.loads.iter().filter(|l| l.h2.is_none());
-    let outside: u64 = h1().map(|l| l.outside).sum();
     let total: u64 = h1().map(|l| l.failures - l.timeouts).sum();
-    Some(check(
+    Some(measured_check(
         i.case,
         text("check_in_spans"),
         "0 outside",
-        fill(
-            "check_in_spans_actual",
-            &[("outside", &outside), ("total", &total)],
-        ),
-        outside == 0,
+        all_measured(h1().map(|l| l.timed.as_ref().map(|t| t.outside).map_err(Clone::clone))),
+        |outside| {
+            let outside: u64 = outside.iter().sum();
+            (
+                fill(
+                    "check_in_spans_actual",
+                    &[("outside", &outside), ("total", &total)],
+                ),
+                outside == 0,
+            )
+        },
     ))
 }
 
-/// Replicas joining, stopping or dying: what each may cost; each with whether it reads the
-/// proxy's logs.
-fn replicas(i: &Input<'_>) -> Vec<(CheckResult, bool)> {
+/// Replicas joining, stopping or dying: what each may cost.
+fn replicas(i: &Input<'_>) -> Vec<CheckResult> {
     let (case, plan, ledger, loads, killed) = (i.case, i.plan, i.ledger, i.loads, i.killed);
     let mut out = Vec::new();
     let only_up = plan.has(|w| w == What::ReplicasUp)
         && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
     if only_up {
         let broken: u64 = loads.iter().map(|l| l.broken()).sum();
-        out.push((
-            check(
-                case,
-                text("check_join"),
-                text("check_join_expected"),
-                broken,
-                broken == 0,
-            ),
-            false,
+        out.push(check(
+            case,
+            text("check_join"),
+            text("check_join_expected"),
+            broken,
+            broken == 0,
         ));
     }
     let kills = killed > 0 || plan.has(|w| w == What::BackendsDown(RemoveMode::Kill));
     if !kills {
-        out.push((
-            check(
-                case,
-                text("check_nothing_dies"),
-                ledger.upstream_answers.to_string(),
-                ledger.backend_responses,
-                ledger.lost_in_proxy() == 0,
-            ),
-            true,
+        let answers = ledger.log.as_ref().map(|l| l.upstream_answers);
+        out.push(measured_check(
+            case,
+            text("check_nothing_dies"),
+            answers.map_or_else(|_| "-".to_string(), |a| a.to_string()),
+            ledger.lost_in_proxy(),
+            |lost| {
+                let backends = ledger.backend_responses.clone().unwrap_or_default();
+                (backends.to_string(), lost == 0)
+            },
         ));
     }
     if killed > 0 {
-        let lost = ledger.lost_in_proxy().max(0) as u64;
-        out.push((
-            check(
-                case,
-                text("check_killed_answers"),
-                fill(
-                    "check_killed_answers_expected",
-                    &[("broken", &ledger.client_broken)],
-                ),
-                lost,
-                lost <= ledger.client_broken,
+        out.push(measured_check(
+            case,
+            text("check_killed_answers"),
+            fill(
+                "check_killed_answers_expected",
+                &[("broken", &ledger.client_broken)],
             ),
-            true,
+            ledger.lost_in_proxy(),
+            |lost| {
+                let lost = lost.max(0) as u64;
+                (lost.to_string(), lost <= ledger.client_broken)
+            },
         ));
     }
     let stopped = plan.stopped(StopSpec::Graceful) + killed;
     if stopped > 0 {
         for l in loads.iter().filter(|l| l.h2.is_none()) {
             let bound = 2 * l.connections * stopped as u64;
-            out.push((
-                check(
-                    case,
-                    fill(
-                        "check_stop_cost",
-                        &[("load", &l.name), ("stopped", &stopped)],
-                    ),
-                    format!("<= {bound}"),
-                    l.broken(),
-                    l.broken() <= bound,
+            out.push(check(
+                case,
+                fill(
+                    "check_stop_cost",
+                    &[("load", &l.name), ("stopped", &stopped)],
                 ),
-                false,
+                format!("<= {bound}"),
+                l.broken(),
+                l.broken() <= bound,
             ));
         }
     }
     out
 }
 
+/// Every reload of the case served its new generation: a reload that failed, or never served,
+/// left the replica on the old config, whatever the loads saw. A kind whose reloads report no
+/// time at which the new generation served (an external proxy's reload command) cannot show it.
+fn served(case: &str, reloads: &[ReloadRecord]) -> Option<CheckResult> {
+    if reloads.is_empty() {
+        return None;
+    }
+    let n = reloads.len();
+    let ok = reloads
+        .iter()
+        .filter(|r| r.error.is_none() && r.served_ms.is_some())
+        .count();
+    let failed: Vec<&str> = reloads.iter().filter_map(|r| r.error.as_deref()).collect();
+    let expected = fill("check_reloads_served_expected", &[("n", &n)]);
+    if failed.is_empty() && ok == 0 {
+        return Some(check(
+            case,
+            text("check_reloads_served"),
+            expected,
+            "not measurable: the reloads report no time at which the new generation served",
+            false,
+        ));
+    }
+    Some(check(
+        case,
+        text("check_reloads_served"),
+        expected,
+        fill(
+            "check_reloads_served_actual",
+            &[
+                ("served", &ok),
+                ("n", &n),
+                (
+                    "failed",
+                    &failed.first().map_or(String::new(), |e| format!(" ({e})")),
+                ),
+            ],
+        ),
+        ok == n,
+    ))
+}
+
 /// Reloads alone: at most one request per connection each, lost when the old workers quit (the
-/// timing of that quit is nginx's, checked only when `model_applies`).
+/// timing of that quit is nginx's, checked only when `model_applies`). Both are placed by the
+/// loads' per-request records: not measurable for a load that kept none.
 fn reloads(i: &Input<'_>, model_applies: bool) -> Vec<CheckResult> {
     let (case, plan, loads) = (i.case, i.plan, i.loads);
     let mut out = Vec::new();
@@ -242,41 +257,52 @@ fn reloads(i: &Input<'_>, model_applies: bool) -> Vec<CheckResult> {
         return out;
     }
     for l in loads.iter().filter(|l| l.h2.is_none()) {
-        let lost = l.owned_by(plan, |w| w.reload_only());
         let bound = l.connections * hups;
-        out.push(check(
+        out.push(measured_check(
             case,
             fill("check_reload_cost", &[("load", &l.name), ("hups", &hups)]),
             format!("<= {bound}"),
-            lost,
-            lost <= bound,
+            l.owned_by(plan, |w| w.reload_only()),
+            |lost| (lost.to_string(), lost <= bound),
         ));
     }
+    if !model_applies {
+        return out;
+    }
     // Timed by the send, which only closed-loop records carry exactly.
-    let gaps: Vec<_> = loads
-        .iter()
-        .filter(|l| !l.open && l.h2.is_none())
-        .map(|l| l.sighup_gaps(plan, |w| w.reload_only()))
-        .collect();
-    let early: u64 = gaps.iter().map(|g| g.early).sum();
-    let first = gaps
-        .iter()
-        .filter_map(|g| g.earliest)
-        .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |x| x.min(g))));
-    if let (Some(first), true) = (first, model_applies) {
-        out.push(check(
-            case,
-            text("check_reload_timing"),
-            fill(
-                "check_reload_timing_expected",
-                &[("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0))],
-            ),
-            fill(
-                "check_reload_timing_actual",
-                &[("first", &Cell::num(first, 1)), ("early", &early)],
-            ),
-            early == 0,
-        ));
+    let gaps = all_measured(
+        loads
+            .iter()
+            .filter(|l| !l.open && l.h2.is_none())
+            .map(|l| l.sighup_gaps(plan, |w| w.reload_only())),
+    );
+    let expected = fill(
+        "check_reload_timing_expected",
+        &[("ms", &Cell::num(OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS, 0))],
+    );
+    match gaps {
+        Err(a) => out.push(unmeasured(case, text("check_reload_timing"), expected, &a)),
+        Ok(gaps) => {
+            let early: u64 = gaps.iter().map(|g| g.early).sum();
+            let first = gaps
+                .iter()
+                .filter_map(|g| g.earliest)
+                .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |x| x.min(g))));
+            // No loss followed a SIGHUP: there is no send to time (the cost check holds the
+            // count).
+            if let Some(first) = first {
+                out.push(check(
+                    case,
+                    text("check_reload_timing"),
+                    expected,
+                    fill(
+                        "check_reload_timing_actual",
+                        &[("first", &Cell::num(first, 1)), ("early", &early)],
+                    ),
+                    early == 0,
+                ));
+            }
+        }
     }
     out
 }
@@ -330,42 +356,45 @@ fn idle_and_busy(i: &Input<'_>, model_applies: bool) -> Vec<CheckResult> {
 }
 
 /// Backends drained (never met) or killed (met, and passed on). That nginx meets a killed
-/// backend shows in its error log (`connect() failed`); another proxy may retry without a line,
-/// so for it only the outcome is checked: no 5xx reached a client.
+/// backend shows in its error log (`connect() failed`), so those two checks read the proxy's
+/// logs; another proxy may retry without a line, so for it only the outcome is checked: no 5xx
+/// reached a client.
 fn backends(i: &Input<'_>, model_applies: bool) -> Vec<CheckResult> {
     let (case, plan, ledger) = (i.case, i.plan, i.ledger);
     let mut out = Vec::new();
     let five: u64 = i.loads.iter().map(|l| l.five_xx()).sum();
-    let lines = || {
-        fill(
-            "lines_5xx",
-            &[("lines", &ledger.error_warn), ("five", &five)],
-        )
+    let lines = |n: u64| fill("lines_5xx", &[("lines", &n), ("five", &five)]);
+    let error_warn = || {
+        ledger
+            .log
+            .as_ref()
+            .map(|l| l.error_warn)
+            .map_err(Clone::clone)
     };
     if plan.has(|w| w == What::BackendsDown(RemoveMode::Drain)) {
-        out.push(check(
+        out.push(measured_check(
             case,
             text("check_drained"),
             text("check_drained_expected"),
-            lines(),
-            ledger.error_warn == 0 && five == 0,
+            error_warn(),
+            |n| (lines(n), n == 0 && five == 0),
         ));
     }
     if plan.has(|w| w == What::BackendsDown(RemoveMode::Kill)) {
         out.push(if model_applies {
-            check(
+            measured_check(
                 case,
                 text("check_killed_backends"),
                 text("check_killed_backends_expected"),
-                lines(),
-                ledger.error_warn >= 1 && five == 0,
+                error_warn(),
+                |n| (lines(n), n >= 1 && five == 0),
             )
         } else {
             check(
                 case,
                 text("check_killed_backends_passed_on"),
                 "0 5xx",
-                lines(),
+                format!("{five} 5xx"),
                 five == 0,
             )
         });

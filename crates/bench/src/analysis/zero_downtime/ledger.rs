@@ -4,7 +4,7 @@
 
 use super::plan::{Plan, What};
 use super::{OLD_WORKERS_QUIT_MS, QUIT_MARGIN_MS};
-use model::{CaseResult, ErrorKind, LoadMode, LoadSummary, RequestRecord};
+use model::{CaseResult, Collector, ErrorKind, LoadMode, LoadSummary, Measured, RequestRecord};
 use std::collections::BTreeMap;
 
 /// One load's losses, placed against the case's actions.
@@ -28,6 +28,16 @@ pub struct LoadBooks {
     pub causes: BTreeMap<String, u64>,
     /// Requests that timed out on the client.
     pub timeouts: u64,
+    /// Each failure placed in time against the actions: only the load's per-request records
+    /// can, so a load without them (run on agents) has none to place.
+    pub timed: Measured<Timed>,
+    /// HTTP/2 loads: what the load saw below the responses (GOAWAYs, refused streams).
+    pub h2: Option<model::Http2Stats>,
+}
+
+/// One load's failures placed in time, from its per-request records.
+#[derive(Debug, Clone, Default)]
+pub struct Timed {
     /// Failures other than timeouts that happened outside every action's span.
     pub outside: u64,
     /// Per fired action (index into the plan): failures it owns, earliest and latest failure
@@ -36,8 +46,6 @@ pub struct LoadBooks {
     /// Failures (timeouts aside) that followed a SIGHUP: (index of the action that sent it,
     /// milliseconds from the SIGHUP to the request's send, or to the failure in open loop).
     pub after_sighup: Vec<(usize, f64)>,
-    /// HTTP/2 loads: what the load saw below the responses (GOAWAYs, refused streams).
-    pub h2: Option<model::Http2Stats>,
 }
 
 /// Failures that followed reloads, timed from the SIGHUP.
@@ -63,8 +71,8 @@ pub struct Owned {
 }
 
 impl LoadBooks {
-    /// Reads one load's summary and records against the plan.
-    pub fn new(s: &LoadSummary, recs: Option<&Vec<RequestRecord>>, plan: &Plan) -> LoadBooks {
+    /// Reads one load's summary and, when it has them, its records against the plan.
+    pub fn new(s: &LoadSummary, recs: Measured<&[RequestRecord]>, plan: &Plan) -> LoadBooks {
         let mut causes = BTreeMap::new();
         for (k, n) in &s.errors {
             *causes.entry(k.name().to_string()).or_insert(0) += n;
@@ -74,9 +82,10 @@ impl LoadBooks {
                 *causes.entry(code.to_string()).or_insert(0) += n;
             }
         }
-        let mut b = LoadBooks {
+        let open = matches!(s.mode, LoadMode::Open { .. });
+        LoadBooks {
             name: s.name.clone(),
-            open: matches!(s.mode, LoadMode::Open { .. }),
+            open,
             connections: s.connections as u64,
             late_max_ms: s.schedule.as_ref().map(|x| x.late_max_us as f64 / 1e3),
             connects: s.connects,
@@ -84,14 +93,69 @@ impl LoadBooks {
             failures: s.failures(),
             causes,
             timeouts: s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0),
-            outside: 0,
-            by_action: BTreeMap::new(),
-            after_sighup: Vec::new(),
+            timed: recs.map(|r| Timed::place(r, plan, open)),
             h2: s.http2.clone(),
-        };
+        }
+    }
+
+    /// Count of one cause (`read_idle_closed`, `502`...).
+    pub fn cause(&self, k: &str) -> u64 {
+        self.causes.get(k).copied().unwrap_or(0)
+    }
+
+    /// Failures below HTTP other than timeouts: a connection refused, reset or closed.
+    pub fn broken(&self) -> u64 {
+        ErrorKind::ALL
+            .iter()
+            .filter(|k| **k != ErrorKind::Timeout)
+            .map(|k| self.cause(k.name()))
+            .sum()
+    }
+
+    /// Responses with a 5xx status.
+    pub fn five_xx(&self) -> u64 {
+        self.causes
+            .iter()
+            .filter(|(k, _)| k.starts_with('5') && k.len() == 3)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Failures after SIGHUPs of actions of a kind: how many, how many came sooner than the old
+    /// workers can have been told to quit, and the earliest (ms after SIGHUP).
+    pub fn sighup_gaps(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Measured<Gaps> {
+        let t = self.timed.as_ref().map_err(Clone::clone)?;
+        let mut g = Gaps::default();
+        for (i, ms) in &t.after_sighup {
+            if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
+                g.n += 1;
+                if *ms < OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS {
+                    g.early += 1;
+                }
+                g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));
+            }
+        }
+        Ok(g)
+    }
+
+    /// Failures owned by actions of a kind.
+    pub fn owned_by(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Measured<u64> {
+        let t = self.timed.as_ref().map_err(Clone::clone)?;
+        Ok(t.by_action
+            .iter()
+            .filter(|(i, _)| plan.fired.get(**i).is_some_and(|f| pred(f.what)))
+            .map(|(_, o)| o.failed)
+            .sum())
+    }
+}
+
+impl Timed {
+    /// Places every failed record against the plan's actions.
+    fn place(recs: &[RequestRecord], plan: &Plan, open: bool) -> Timed {
+        let mut b = Timed::default();
         // When each connection slot's previous attempt ended (records are in completion order).
         let mut last_on_slot: BTreeMap<u32, f64> = BTreeMap::new();
-        for r in recs.into_iter().flatten() {
+        for r in recs {
             let t = r.t_us as f64 / 1e6;
             let prev = last_on_slot.insert(r.conn, t);
             if !r.failed() {
@@ -120,65 +184,17 @@ impl LoadBooks {
             // A loss caused by a reload is sent around the moment the old workers close, so
             // it is timed from the last SIGHUP before it left (closed loop), or before it
             // failed (open loop, whose send time is only the intended one).
-            let at = if b.open { t } else { sent };
+            let at = if open { t } else { sent };
             if let (false, Some((index, sig))) = (timeout, plan.last_sighup(at)) {
                 b.after_sighup.push((index, (at - sig) * 1e3));
             }
         }
         b
     }
-
-    /// Count of one cause (`read_idle_closed`, `502`...).
-    pub fn cause(&self, k: &str) -> u64 {
-        self.causes.get(k).copied().unwrap_or(0)
-    }
-
-    /// Failures below HTTP other than timeouts: a connection refused, reset or closed.
-    pub fn broken(&self) -> u64 {
-        ErrorKind::ALL
-            .iter()
-            .filter(|k| **k != ErrorKind::Timeout)
-            .map(|k| self.cause(k.name()))
-            .sum()
-    }
-
-    /// Responses with a 5xx status.
-    pub fn five_xx(&self) -> u64 {
-        self.causes
-            .iter()
-            .filter(|(k, _)| k.starts_with('5') && k.len() == 3)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    /// Failures after SIGHUPs of actions of a kind: how many, how many came sooner than the old
-    /// workers can have been told to quit, and the earliest (ms after SIGHUP).
-    pub fn sighup_gaps(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Gaps {
-        let mut g = Gaps::default();
-        for (i, ms) in &self.after_sighup {
-            if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
-                g.n += 1;
-                if *ms < OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS {
-                    g.early += 1;
-                }
-                g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));
-            }
-        }
-        g
-    }
-
-    /// Failures owned by actions of a kind.
-    pub fn owned_by(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> u64 {
-        self.by_action
-            .iter()
-            .filter(|(i, _)| plan.fired.get(**i).is_some_and(|f| pred(f.what)))
-            .map(|(_, o)| o.failed)
-            .sum()
-    }
 }
 
 /// Requests counted three ways: by the clients, in the proxy's access log, at the backends.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone)]
 pub struct Ledger {
     /// Responses the clients received (any status).
     pub client_responses: u64,
@@ -186,12 +202,19 @@ pub struct Ledger {
     pub client_timeouts: u64,
     /// Client attempts that failed below HTTP other than timeouts (never answered).
     pub client_broken: u64,
+    /// What the proxy's logs counted.
+    pub log: Measured<LogBooks>,
+    /// Responses the backends completed (their final counters).
+    pub backend_responses: Measured<u64>,
+}
+
+/// What the proxy's access and error logs counted in one case.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogBooks {
     /// Access-log lines.
     pub proxy_lines: u64,
     /// Access-log lines with status 499 (the client went away first).
     pub proxy_499: u64,
-    /// Responses the backends completed.
-    pub backend_responses: u64,
     /// Upstream attempts in the access log that a backend answered (a status other than the
     /// 502/504 the proxy writes for a failed attempt).
     pub upstream_answers: u64,
@@ -201,21 +224,18 @@ pub struct Ledger {
     pub error_warn: u64,
 }
 
-impl Ledger {
-    /// Counts one case's books.
-    pub fn new(r: &CaseResult) -> Ledger {
-        let mut l = Ledger {
-            client_responses: r.loads.iter().map(|s| s.requests).sum(),
-            client_timeouts: r
-                .loads
-                .iter()
-                .map(|s| s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0))
-                .sum(),
-            proxy_lines: r.logs.access_lines,
-            proxy_499: r.logs.access_status.get(&499).copied().unwrap_or(0),
-            backend_responses: r.backends.iter().map(|b| b.requests).sum(),
-            error_warn: r
-                .logs
+impl LogBooks {
+    /// Access-log lines that carry an answer the proxy sent (all but 499).
+    pub fn proxy_answered(&self) -> u64 {
+        self.proxy_lines - self.proxy_499
+    }
+
+    /// Counts the proxy's logs of one case.
+    fn new(logs: &model::LogSummary) -> LogBooks {
+        let mut b = LogBooks {
+            proxy_lines: logs.access_lines,
+            proxy_499: logs.access_status.get(&499).copied().unwrap_or(0),
+            error_warn: logs
                 .error_levels
                 .iter()
                 .filter(|(lvl, _)| {
@@ -224,36 +244,54 @@ impl Ledger {
                 })
                 .map(|(_, n)| n)
                 .sum(),
-            ..Ledger::default()
+            ..LogBooks::default()
         };
-        l.client_broken = r
-            .loads
-            .iter()
-            .map(|s| s.error_total())
-            .sum::<u64>()
-            .saturating_sub(l.client_timeouts);
-        for (statuses, n) in &r.logs.upstream_status {
+        for (statuses, n) in &logs.upstream_status {
             let answered = statuses
                 .split([',', ':'])
                 .filter_map(|p| p.trim().parse::<u16>().ok())
                 .filter(|s| *s != 502 && *s != 504)
                 .count() as u64;
-            l.upstream_answers += answered * n;
+            b.upstream_answers += answered * n;
             if statuses.contains(',') {
-                l.retried += n;
+                b.retried += n;
             }
         }
-        l
+        b
     }
+}
 
-    /// Access-log lines that carry an answer the proxy sent (all but 499).
-    pub fn proxy_answered(&self) -> u64 {
-        self.proxy_lines - self.proxy_499
+impl Ledger {
+    /// Counts one case's books; the proxy's and the backends' counts only where their
+    /// collectors gathered them.
+    pub fn new(r: &CaseResult) -> Ledger {
+        let client_timeouts = r
+            .loads
+            .iter()
+            .map(|s| s.errors.get(&ErrorKind::Timeout).copied().unwrap_or(0))
+            .sum();
+        Ledger {
+            client_responses: r.loads.iter().map(|s| s.requests).sum(),
+            client_timeouts,
+            client_broken: r
+                .loads
+                .iter()
+                .map(|s| s.error_total())
+                .sum::<u64>()
+                .saturating_sub(client_timeouts),
+            log: r.measured(Collector::Logs, |r| LogBooks::new(&r.logs)),
+            backend_responses: r.measured(Collector::BackendCounters, |r| {
+                r.backends.iter().map(|b| b.requests).sum()
+            }),
+        }
     }
 
     /// Backend responses that never made it into the access log: requests that died inside
-    /// the proxy after the backend answered (a killed worker).
-    pub fn lost_in_proxy(&self) -> i64 {
-        self.backend_responses as i64 - self.upstream_answers as i64
+    /// the proxy after the backend answered (a killed worker). Needs both the backends'
+    /// counters and the proxy's logs.
+    pub fn lost_in_proxy(&self) -> Measured<i64> {
+        let backends = self.backend_responses.clone()?;
+        let log = self.log.as_ref().map_err(Clone::clone)?;
+        Ok(backends as i64 - log.upstream_answers as i64)
     }
 }

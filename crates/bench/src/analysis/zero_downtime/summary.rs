@@ -2,19 +2,19 @@
 //! protocol, 499s, error/warn lines) and ours (readiness flaps, the worst disruption window),
 //! and run findings that compare the ways of scaling.
 
-use super::ledger::Ledger;
+use super::ledger::{Ledger, LogBooks};
 use super::plan::{Plan, What};
 use super::replicas;
 use super::text::{fill, text};
 use crate::scenario::{RemoveMode, Scenario, StopSpec};
-use model::{CaseResult, Cell, RunResults, Table};
+use model::{CaseResult, Cell, Measured, RunResults, Table};
 
 /// One case's summary numbers.
 struct Row {
     what: Vec<What>,
     failed: u64,
-    retried: u64,
-    error_warn: u64,
+    /// What the proxy's logs counted (retries, error/warn lines), when they were read.
+    log: Measured<LogBooks>,
     cells: Vec<Cell>,
 }
 
@@ -52,21 +52,22 @@ fn row(case: &crate::scenario::Case, c: &CaseResult, kind: &str) -> Row {
             " ",
         )
     };
-    let flaps: u64 = lives.iter().map(|r| r.flaps).sum();
+    let flaps = replicas::flaps(&lives);
     Row {
         what: plan.fired.iter().map(|f| f.what).collect(),
         failed: c.loads.iter().map(|l| l.failures()).sum(),
-        retried: ledger.retried,
-        error_warn: ledger.error_warn,
         cells: vec![
             Cell::text(&c.name),
             proto(false),
             proto(true),
-            Cell::Int(ledger.proxy_499 as i64),
-            Cell::Int(ledger.error_warn as i64),
-            Cell::Int(flaps as i64),
+            Cell::measured(&ledger.log, |b| Cell::Int(b.proxy_499 as i64)),
+            Cell::measured(&ledger.log, |b| Cell::Int(b.error_warn as i64)),
+            Cell::measured(&flaps, |f| {
+                f.map_or_else(Cell::dash, |(n, _)| Cell::Int(n as i64))
+            }),
             Cell::text(worst(c)),
         ],
+        log: ledger.log,
     }
 }
 
@@ -138,16 +139,30 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
     let drain = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Drain), f);
     let killb = |f: &dyn Fn(&Row) -> u64| sum(&|w| *w == What::BackendsDown(RemoveMode::Kill), f);
     if let (Some(dl), Some(kl)) = (drain(&|r| r.failed), killb(&|r| r.failed)) {
-        findings.push(fill(
-            "summary_backends",
-            &[
-                ("drain_lines", &drain(&|r| r.error_warn).unwrap_or(0)),
-                ("drain_retried", &drain(&|r| r.retried).unwrap_or(0)),
-                ("kill_lines", &killb(&|r| r.error_warn).unwrap_or(0)),
-                ("kill_retried", &killb(&|r| r.retried).unwrap_or(0)),
-                ("drain_lost", &dl),
-                ("kill_lost", &kl),
-            ],
+        // The proxy's side of it comes from its logs, in every case that removed backends.
+        let logs = crate::analysis::common::all_measured(
+            rows.iter()
+                .filter(|r| r.what.iter().any(|w| matches!(w, What::BackendsDown(_))))
+                .map(|r| r.log.clone()),
+        );
+        findings.push(crate::analysis::common::finding(
+            "Backends: the proxy's error/warn lines and retries",
+            logs,
+            |_| {
+                let lines = |r: &Row| r.log.as_ref().map_or(0, |b| b.error_warn);
+                let retried = |r: &Row| r.log.as_ref().map_or(0, |b| b.retried);
+                fill(
+                    "summary_backends",
+                    &[
+                        ("drain_lines", &drain(&lines).unwrap_or(0)),
+                        ("drain_retried", &drain(&retried).unwrap_or(0)),
+                        ("kill_lines", &killb(&lines).unwrap_or(0)),
+                        ("kill_retried", &killb(&retried).unwrap_or(0)),
+                        ("drain_lost", &dl),
+                        ("kill_lost", &kl),
+                    ],
+                )
+            },
         ));
     }
     let table = Table {

@@ -1,12 +1,12 @@
 //! The per-case tables: what each action cost each load and when, the three-way count of
 //! requests, and (for reloads under keep-alive load) losses per connection kind.
 
-use super::ledger::{Ledger, LoadBooks};
+use super::ledger::{Ledger, LoadBooks, LogBooks, Owned};
 use super::plan::{Plan, What};
 use super::text::{fill, text};
 use super::OLD_WORKERS_QUIT_MS;
 use crate::scenario::{RemoveMode, StopSpec};
-use model::{Cell, Table};
+use model::{Cell, Measured, Table};
 
 fn cols(c: &[&str]) -> Vec<String> {
     c.iter().map(|s| s.to_string()).collect()
@@ -29,15 +29,27 @@ pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks], migrate_req: &str) 
             Cell::num(f.event.duration_ms, 0),
         ];
         let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+        let mut placed = true;
         for l in loads {
-            let o = l.by_action.get(&f.index).copied().unwrap_or_default();
-            row.push(Cell::Int(o.failed as i64));
-            if o.failed > 0 {
-                first = first.min(o.first_ms);
-                last = last.max(o.last_ms);
+            let o: Measured<Owned> = l
+                .timed
+                .as_ref()
+                .map(|t| t.by_action.get(&f.index).copied().unwrap_or_default())
+                .map_err(Clone::clone);
+            row.push(Cell::measured(&o, |o| Cell::Int(o.failed as i64)));
+            match o {
+                Ok(o) if o.failed > 0 => {
+                    first = first.min(o.first_ms);
+                    last = last.max(o.last_ms);
+                }
+                Ok(_) => {}
+                Err(_) => placed = false,
             }
         }
-        if first.is_finite() {
+        if !placed {
+            row.push(Cell::Missing("not sampled".into()));
+            row.push(Cell::Missing("not sampled".into()));
+        } else if first.is_finite() {
             row.push(Cell::num(first, 1));
             row.push(Cell::num(last, 1));
         } else {
@@ -84,9 +96,11 @@ fn explain(plan: &Plan, migrate_req: &str) -> Vec<String> {
     out
 }
 
-/// Requests counted by the clients, the proxy and the backends.
+/// Requests counted by the clients, the proxy and the backends; the proxy's and the backends'
+/// counts only where their collectors gathered them.
 pub fn ledger(case: &str, l: &Ledger) -> Table {
     let row = |what: &str, n: Cell, meaning: &str| vec![Cell::text(what), n, Cell::text(meaning)];
+    let log = |f: &dyn Fn(&LogBooks) -> i64| Cell::measured(&l.log, |b| Cell::Int(f(b)));
     Table {
         title: format!("{case}: every request counted three ways"),
         columns: cols(&["Count", "Requests", "What it is"]),
@@ -108,42 +122,44 @@ pub fn ledger(case: &str, l: &Ledger) -> Table {
             ),
             row(
                 "proxy: access-log lines",
-                Cell::Int(l.proxy_lines as i64),
+                log(&|b| b.proxy_lines as i64),
                 "one per request the proxy read",
             ),
             row(
                 "proxy: of which 499",
-                Cell::Int(l.proxy_499 as i64),
+                log(&|b| b.proxy_499 as i64),
                 "the client closed first",
             ),
             row(
                 "proxy answers - client answers",
-                Cell::Signed(l.proxy_answered() as i64 - l.client_responses as i64),
+                Cell::measured(&l.log, |b| {
+                    Cell::Signed(b.proxy_answered() as i64 - l.client_responses as i64)
+                }),
                 "0 when every answer the proxy logged reached a client",
             ),
             row(
                 "backends: responses",
-                Cell::Int(l.backend_responses as i64),
+                Cell::measured(&l.backend_responses, |n| Cell::Int(*n as i64)),
                 "what the backends completed",
             ),
             row(
                 "proxy: backend answers logged",
-                Cell::Int(l.upstream_answers as i64),
+                log(&|b| b.upstream_answers as i64),
                 "upstream attempts a backend answered",
             ),
             row(
                 "lost inside the proxy",
-                Cell::Int(l.lost_in_proxy()),
+                Cell::measured(&l.lost_in_proxy(), |n| Cell::Int(*n)),
                 "a backend answered, the proxy died before it logged: only a kill does this",
             ),
             row(
                 "proxy: passed to a second backend",
-                Cell::Int(l.retried as i64),
+                log(&|b| b.retried as i64),
                 "lines with more than one upstream attempt",
             ),
             row(
                 "proxy: error/warn lines",
-                Cell::Int(l.error_warn as i64),
+                log(&|b| b.error_warn as i64),
                 "error log at warn and above",
             ),
         ],
@@ -184,9 +200,9 @@ pub fn reloads(case: &str, plan: &Plan, loads: &[LoadBooks]) -> Table {
                     Cell::Int((l.failures - idle) as i64),
                     Cell::Int((l.connections * hups) as i64),
                     Cell::Int(l.connects.saturating_sub(l.connections) as i64),
-                    l.sighup_gaps(plan, |w| w.reload_only())
-                        .earliest
-                        .map_or_else(Cell::dash, |g| Cell::num(g, 1)),
+                    Cell::measured(&l.sighup_gaps(plan, |w| w.reload_only()), |g| {
+                        g.earliest.map_or_else(Cell::dash, |g| Cell::num(g, 1))
+                    }),
                 ]
             })
             .collect(),

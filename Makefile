@@ -31,7 +31,9 @@ deps:
 
 ## test-deps: what the tests use besides nginx: haproxy and caddy (the other proxies under test),
 ## openssl and curl (the TLS trust tests compare with them), prometheus (it scrapes
-## --metrics-listen in the metrics tests), python3, pgrep and setsid (bench/soak.sh)
+## --metrics-listen in the metrics tests), python3, pgrep and setsid (bench/soak.sh), xmllint
+## (libxml2-utils: JUnit files validated against their schema) and chromium (report.html opened
+## in a real headless browser)
 test-deps: deps
 	@need=""; \
 	 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1 || need="$$need haproxy"; \
@@ -41,6 +43,8 @@ test-deps: deps
 	 command -v python3 >/dev/null 2>&1 || need="$$need python3"; \
 	 command -v pgrep >/dev/null 2>&1 || need="$$need procps"; \
 	 command -v setsid >/dev/null 2>&1 || need="$$need util-linux"; \
+	 command -v xmllint >/dev/null 2>&1 || need="$$need libxml2-utils"; \
+	 [ -x /usr/bin/chromium ] || need="$$need chromium"; \
 	 if [ -n "$$need" ]; then \
 	   echo "installing from Debian packages:$$need"; \
 	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \

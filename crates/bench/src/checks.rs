@@ -12,7 +12,8 @@
 //! fails with "not measurable for KIND: why": it never passes and never reads zeros.
 
 pub use crate::error::CheckError;
-use model::{CaseResult, CheckResult, Collector, ErrorKind, LoadSummary};
+use model::metric::{self, MetricKind};
+use model::{CaseResult, CheckResult, Collector, LoadSummary};
 use std::fmt;
 
 /// The subject of the proxy under test, whatever its kind.
@@ -102,15 +103,9 @@ impl fmt::Display for Op {
     }
 }
 
-/// How a metric's value is printed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Count,
-    Fraction,
-    Micros,
-    Millis,
-    PerSec,
-}
+/// How a metric's value is read and printed: the load metrics' vocabulary, shared with gates
+/// (`model::metric`).
+type Kind = MetricKind;
 
 impl Check {
     /// Parses `subject.metric OP value` and checks that the metric exists for its subject; the
@@ -244,26 +239,11 @@ pub enum SubjectKind {
     Cluster,
 }
 
-/// Every metric the parser accepts, by subject, with how its value is printed. `status_CODE`,
-/// `error_KIND` and `pNN` stand for families (`status_503`, `error_read_reset`, `p99.9`).
-/// Validation, the error messages and the no-data tests all read this one list.
+/// Every metric the parser accepts of the subjects other than loads, with how its value is
+/// printed (a load's are [`model::metric::LOAD`], which compare's gates read too). `status_CODE`
+/// stands for a family (`status_503`). Validation, the error messages and the no-data tests read
+/// these two lists.
 const METRICS: &[(SubjectKind, &str, Kind)] = &[
-    (SubjectKind::Load, "requests", Kind::Count),
-    (SubjectKind::Load, "attempts", Kind::Count),
-    (SubjectKind::Load, "rps", Kind::PerSec),
-    (SubjectKind::Load, "throughput", Kind::PerSec),
-    (SubjectKind::Load, "failures", Kind::Count),
-    (SubjectKind::Load, "failure_rate", Kind::Fraction),
-    (SubjectKind::Load, "success_ratio", Kind::Fraction),
-    (SubjectKind::Load, "errors", Kind::Count),
-    (SubjectKind::Load, "error_KIND", Kind::Count),
-    (SubjectKind::Load, "non_2xx", Kind::Count),
-    (SubjectKind::Load, "status_CODE", Kind::Count),
-    (SubjectKind::Load, "late_sends", Kind::Count),
-    (SubjectKind::Load, "pNN", Kind::Micros),
-    (SubjectKind::Load, "mean", Kind::Micros),
-    (SubjectKind::Load, "max", Kind::Micros),
-    (SubjectKind::Load, "late_max", Kind::Micros),
     (SubjectKind::Backends, "requests", Kind::Count),
     (SubjectKind::Backends, "count", Kind::Count),
     (SubjectKind::Backends, "spread", Kind::Fraction),
@@ -302,6 +282,9 @@ pub fn subject_kind(subject: &str) -> SubjectKind {
 /// Every metric the parser accepts for a kind of subject, families in their pattern form
 /// (`status_CODE`), in the order the error messages list them.
 pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
+    if kind == SubjectKind::Load {
+        return metric::LOAD.iter().map(|(m, _)| *m).collect();
+    }
     METRICS
         .iter()
         .filter(|(k, _, _)| *k == kind)
@@ -312,16 +295,13 @@ pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
 /// How `subject.metric` is printed, or why that metric does not exist for that subject.
 fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
     let sk = subject_kind(subject);
-    let has = |family: &str| METRICS.iter().any(|(k, m, _)| *k == sk && *m == family);
-    let family = if metric.starts_with("status_") && has("status_CODE") {
+    if sk == SubjectKind::Load {
+        return Ok(metric::load_metric_kind(metric, Some(subject))?);
+    }
+    // `backends` and `proxy` count statuses; no other family applies to them.
+    let family = if metric.starts_with("status_") {
         status_code(metric)?;
         "status_CODE"
-    } else if metric.starts_with("error_") && has("error_KIND") {
-        error_kind(metric)?;
-        "error_KIND"
-    } else if metric.starts_with('p') && metric.len() > 1 && has("pNN") {
-        percentile(metric)?;
-        "pNN"
     } else {
         metric
     };
@@ -331,106 +311,21 @@ fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
             metric_names(sk).join(", ")
         )));
     };
-    if subject == "all" && single_load_only(metric) {
-        return Err(CheckError(format!(
-            "'{metric}' is a metric of one load; name the load instead of 'all'"
-        )));
-    }
     Ok(*kind)
-}
-
-/// Metrics that cannot be summed over loads.
-fn single_load_only(metric: &str) -> bool {
-    matches!(metric, "mean" | "max" | "late_max")
-        || (metric.starts_with('p') && percentile(metric).is_ok())
 }
 
 /// The status code of `status_CODE`.
 fn status_code(m: &str) -> Result<u16, CheckError> {
-    m["status_".len()..]
-        .parse::<u16>()
-        .ok()
-        .filter(|c| (100..=599).contains(c))
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': the status must be a code from 100 to 599, e.g. status_503"
-            ))
-        })
-}
-
-/// The error kind of `error_KIND`.
-fn error_kind(m: &str) -> Result<ErrorKind, CheckError> {
-    let name = &m["error_".len()..];
-    ErrorKind::ALL
-        .iter()
-        .copied()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-            CheckError(format!(
-                "'{m}': unknown error kind '{name}' ({})",
-                known.join(", ")
-            ))
-        })
-}
-
-/// The percentile of `pNN` (0 < NN <= 100).
-fn percentile(m: &str) -> Result<f64, CheckError> {
-    m[1..]
-        .parse::<f64>()
-        .ok()
-        .filter(|p| *p > 0.0 && *p <= 100.0)
-        .ok_or_else(|| {
-            CheckError(format!(
-                "'{m}': a percentile is p followed by a number up to 100, e.g. p99.9"
-            ))
-        })
+    Ok(metric::status_code(m)?)
 }
 
 fn parse_value(s: &str, kind: Kind, whole: &str) -> Result<f64, CheckError> {
-    let bad = |why: &str| CheckError(format!("check '{whole}': value '{s}' {why}"));
-    if let Some(p) = s.strip_suffix('%') {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 100.0);
-    }
-    if let Some(p) = s.strip_suffix("ppm") {
-        let v: f64 = p.trim().parse().map_err(|_| bad("is not a number"))?;
-        return Ok(v / 1e6);
-    }
-    match kind {
-        Kind::Micros => {
-            if let Ok(v) = s.parse::<f64>() {
-                return Ok(v);
-            }
-            units::parse_duration(s)
-                .map(|d| d.as_secs_f64() * 1e6)
-                .map_err(|e| bad(&format!("is not a duration ({e})")))
-        }
-        Kind::PerSec => units::parse_rate(s).map_err(|e| bad(&e.to_string())),
-        _ => s.parse::<f64>().map_err(|_| bad("is not a number")),
-    }
+    metric::parse_value(s, kind)
+        .map_err(|e| CheckError(format!("check '{whole}': value '{}' {e}", s.trim())))
 }
 
 fn show(v: f64, kind: Kind) -> String {
-    match kind {
-        Kind::Count => {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.3}")
-            }
-        }
-        Kind::Fraction => {
-            if v != 0.0 && v.abs() < 0.001 {
-                format!("{:.1} ppm", v * 1e6)
-            } else {
-                format!("{:.3}%", v * 100.0)
-            }
-        }
-        Kind::Micros => units::fmt_us(v),
-        Kind::Millis => format!("{v:.1}ms"),
-        Kind::PerSec => format!("{v:.2}/s"),
-    }
+    metric::show(v, kind)
 }
 
 fn loads<'a>(subject: &str, case: &'a CaseResult) -> Result<Vec<&'a LoadSummary>, CheckError> {
@@ -511,88 +406,9 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     }
 }
 
-fn load_metric(ls: &[&LoadSummary], metric: &str) -> Result<f64, CheckError> {
-    let sum = |f: &dyn Fn(&LoadSummary) -> u64| ls.iter().map(|l| f(l)).sum::<u64>() as f64;
-    let attempts = sum(&|l| l.attempts());
-    // A load that never sent has no failures, statuses or rate to count: its zeros would pass
-    // `failures == 0`. Only its attempts (none) are a fact about it.
-    if attempts == 0.0 && metric != "attempts" {
-        return Err("no request was attempted".into());
-    }
-    let elapsed = ls.iter().map(|l| l.elapsed_s).fold(0.0, f64::max);
-    let single = || -> Result<&LoadSummary, CheckError> {
-        match ls {
-            [one] => Ok(one),
-            _ => Err(CheckError(format!(
-                "'{metric}' needs a single load, not 'all'"
-            ))),
-        }
-    };
-    let answered = |what: &str| -> Result<(), CheckError> {
-        if sum(&|l| l.requests) == 0.0 {
-            Err(CheckError(format!(
-                "no response was received, so there is no {what}"
-            )))
-        } else {
-            Ok(())
-        }
-    };
-    Ok(match metric {
-        "requests" => sum(&|l| l.requests),
-        "attempts" => attempts,
-        "failures" => sum(&|l| l.failures()),
-        "errors" => sum(&|l| l.error_total()),
-        "non_2xx" => sum(&|l| l.non_2xx_3xx()),
-        "failure_rate" | "success_ratio" => {
-            let f = sum(&|l| l.failures()) / attempts;
-            if metric == "failure_rate" {
-                f
-            } else {
-                1.0 - f
-            }
-        }
-        "rps" => sum(&|l| l.requests) / elapsed.max(1e-9),
-        "throughput" => (sum(&|l| l.requests) - sum(&|l| l.non_2xx_3xx())) / elapsed.max(1e-9),
-        "late_sends" | "late_max" => {
-            let schedules: Vec<_> = ls.iter().filter_map(|l| l.schedule.as_ref()).collect();
-            if schedules.is_empty() {
-                return Err(CheckError(format!(
-                    "'{metric}' is kept only for open-loop loads (with a rate)"
-                )));
-            }
-            if metric == "late_sends" {
-                schedules.iter().map(|s| s.late).sum::<u64>() as f64
-            } else {
-                single()?;
-                schedules[0].late_max_us as f64
-            }
-        }
-        "mean" => {
-            answered("latency")?;
-            single()?.latency.mean_us
-        }
-        "max" => {
-            answered("latency")?;
-            single()?.latency.max_us as f64
-        }
-        m if m.starts_with("status_") => {
-            let code = status_code(m)?;
-            sum(&|l| l.status.get(&code).copied().unwrap_or(0))
-        }
-        m if m.starts_with("error_") => {
-            let kind = error_kind(m)?;
-            sum(&|l| l.errors.get(&kind).copied().unwrap_or(0))
-        }
-        m if m.starts_with('p') => {
-            let p = percentile(m)?;
-            answered("latency")?;
-            let l = single()?;
-            l.latency
-                .percentile(p)
-                .ok_or_else(|| format!("percentile {p} was not recorded"))? as f64
-        }
-        other => return Err(CheckError(format!("'{other}' is not a load metric"))),
-    })
+/// A load metric's value, as gates read it too (`model::metric`).
+fn load_metric(ls: &[&LoadSummary], m: &str) -> Result<f64, CheckError> {
+    Ok(metric::load_metric(ls, m)?)
 }
 
 fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
@@ -710,7 +526,9 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::{BackendCounters, Latency, LoadMode, Percentile, RateStats, ReloadRecord};
+    use model::{
+        BackendCounters, ErrorKind, Latency, LoadMode, Percentile, RateStats, ReloadRecord,
+    };
     use std::collections::BTreeMap;
 
     fn load(name: &str, ok: u64, e503: u64, resets: u64) -> LoadSummary {
@@ -1062,7 +880,10 @@ mod tests {
                     let text = format!("{subject}.{metric} >= {subject}.{metric}");
                     let Ok(check) = Check::parse(&text) else {
                         // `all` refuses the metrics of one load, at parse.
-                        assert!(*subject == "all" && single_load_only(&metric), "{text}");
+                        assert!(
+                            *subject == "all" && metric::single_load_only(&metric),
+                            "{text}"
+                        );
                         continue;
                     };
                     seen += 1;
@@ -1083,7 +904,11 @@ mod tests {
             }
         }
         // Each metric once, plus `all` for the 12 summable load metrics and the 7 of `nginx`.
-        assert_eq!(seen, METRICS.len() + 12 + 7, "every metric was tried");
+        assert_eq!(
+            seen,
+            METRICS.len() + metric::LOAD.len() + 12 + 7,
+            "every metric was tried"
+        );
     }
 
     /// `nginx.*`, written before the proxy could be any kind, reads the same data as `proxy.*`

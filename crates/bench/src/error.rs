@@ -35,6 +35,13 @@ impl From<&str> for CheckError {
     }
 }
 
+/// A load metric's name, value or reading, in the vocabulary checks share with gates.
+impl From<model::metric::MetricError> for CheckError {
+    fn from(e: model::metric::MetricError) -> CheckError {
+        CheckError(e.0)
+    }
+}
+
 /// A load url or config that could send traffic somewhere other than this run's processes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReachError {

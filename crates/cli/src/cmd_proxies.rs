@@ -82,6 +82,7 @@ pub fn run_each(
     kinds: &[ProxyKind],
     opts: &RunOptions,
     platform: Option<&bench::scenario::PlatformSpec>,
+    junit: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
     for &k in kinds {
         bench::runner::check(&bench::runner::with_proxy_kind(scn, k))?;
@@ -148,6 +149,13 @@ pub fn run_each(
         "comparison: {}",
         root.join(comparison::COMPARISON_MD).display()
     );
+    if let Some(path) = junit {
+        let ran: Vec<(&str, &model::RunResults)> = outcomes
+            .iter()
+            .filter_map(|(k, r, _)| r.as_ref().ok().map(|r| (k.name(), r)))
+            .collect();
+        crate::cmd_run::write_junit(path, &report::junit::checks_by_proxy(&scn.name, &ran))?;
+    }
     let mut worst = outcomes.iter().map(|o| o.2).max().unwrap_or(0);
     if !not_run.is_empty() {
         worst = worst.max(130);

@@ -43,6 +43,10 @@ pub struct RunArgs {
     metrics: crate::metrics::MetricsFlags,
     #[command(flatten)]
     linger: crate::metrics::LingerFlag,
+    /// Also write the checks as JUnit XML to FILE (one testcase per check: a failed check is a
+    /// failure, a check the run could not measure is skipped with its reason).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -112,7 +116,8 @@ pub struct ScenariosArgs {}
 /// Flags of `proxybench report`.
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// A results directory (holding data.json).
+    /// A results directory (holding data.json), or a comparison directory of `run --proxy a,b`
+    /// (holding comparison.json).
     dir: PathBuf,
 }
 
@@ -126,11 +131,24 @@ pub struct AnalyseArgs {
 
 /// Flags of `proxybench compare`.
 #[derive(clap::Args)]
+#[command(after_help = COMPARE_EXIT_CODES)]
 pub struct CompareArgs {
     /// The baseline results directory.
     a: PathBuf,
     /// The results directory compared with it (compare.md is written here).
     b: PathBuf,
+    /// A gate on B (repeatable): `[LOAD.]METRIC OP VALUE` in the checks' vocabulary. A signed
+    /// percentage bounds the change from A and fails only when the change is significantly
+    /// beyond it (`coffee.p99 <= +10%`, `rps >= -5%`); any other value is checked exactly on B
+    /// (`failures == 0`). Without LOAD, each load is gated; `all.` sums a case's loads.
+    #[arg(long = "gate", value_name = "EXPR")]
+    gates: Vec<String>,
+    /// The confidence level of the gates' intervals, between 0.5 and 0.9999.
+    #[arg(long, value_name = "LEVEL", default_value_t = report::gate::DEFAULT_CONFIDENCE)]
+    confidence: f64,
+    /// Also write the gates as JUnit XML to FILE (one testcase per gate and load).
+    #[arg(long, value_name = "FILE", requires = "gates")]
+    junit: Option<PathBuf>,
 }
 
 fn load_scenario(arg: &str, quick: bool, opts: &ParseOptions) -> Result<Scenario, CliError> {
@@ -212,19 +230,21 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         progress: !a.no_progress && std::io::stderr().is_terminal(),
         metrics: live.as_ref().map(|l| l.registry.clone()),
     };
-    let code = play(&scn, &opts, choice, platform);
+    let code = play(&scn, &opts, choice, platform, a.junit.as_deref());
     if let (Some(l), Some(stop), Ok(_)) = (&live, &linger_stop, &code) {
         l.finish(stop);
     }
     code
 }
 
-/// Plays the scenario (once, or once per proxy kind of a comparison) and prints the outcome.
+/// Plays the scenario (once, or once per proxy kind of a comparison), prints the outcome and
+/// writes the checks to `junit` when asked.
 fn play(
     scn: &Scenario,
     opts: &RunOptions,
     choice: Option<crate::cmd_proxies::ProxyChoice>,
     platform: Option<bench::scenario::PlatformSpec>,
+    junit: Option<&std::path::Path>,
 ) -> Result<ExitCode, CliError> {
     if opts.progress {
         eprintln!(
@@ -236,7 +256,7 @@ fn play(
         );
     }
     if let Some(c) = choice.as_ref().filter(|c| c.compare) {
-        return crate::cmd_proxies::run_each(scn, &c.kinds, opts, platform.as_ref());
+        return crate::cmd_proxies::run_each(scn, &c.kinds, opts, platform.as_ref(), junit);
     }
     let target = bench::runner::Target {
         dir: None,
@@ -246,7 +266,18 @@ fn play(
     let out = bench::runner::run_as(scn, opts, &target)?;
     print!("{}", report::summary_text(&out.results));
     println!("results: {}", out.dir.display());
+    if let Some(path) = junit {
+        write_junit(path, &report::junit::checks(&out.results))?;
+    }
     Ok(ExitCode::from(exit_code(&out.results)))
+}
+
+/// Writes a JUnit file; a path that cannot be written is a failure of the run's output (exit
+/// 1), with the path named.
+pub(crate) fn write_junit(path: &std::path::Path, xml: &str) -> Result<(), CliError> {
+    report::write_junit(path, xml).map_err(|e| CliError::runtime(format!("--junit: {e}")))?;
+    println!("junit: {}", path.display());
+    Ok(())
 }
 
 /// The exit code of a finished run (see [`EXIT_CODES`]), with the reason on stderr when it is
@@ -334,7 +365,12 @@ pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
 /// Runs `proxybench report DIR`.
 pub fn report(a: ReportArgs) -> Result<ExitCode, CliError> {
     report::rebuild(&a.dir)?;
-    println!("{}", a.dir.join("report.md").display());
+    if a.dir.join("data.json").is_file() {
+        println!("{}", a.dir.join("report.md").display());
+        println!("{}", a.dir.join(report::html::REPORT_HTML).display());
+    } else {
+        println!("{}", a.dir.join(report::html::COMPARISON_HTML).display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -370,9 +406,48 @@ pub const ANALYSE_EXIT_CODES: &str =
     damaged record\n  \
     3    the target was unusable: every request of some load failed";
 
-/// Runs `proxybench compare A B`.
+/// Runs `proxybench compare A B [--gate EXPR]...`; the exit code says whether every gate held
+/// ([`COMPARE_EXIT_CODES`]).
 pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
-    let text = report::compare(&a.a, &a.b)?;
-    print!("{text}");
+    if !(0.5..=0.9999).contains(&a.confidence) {
+        return Err(CliError::usage(format!(
+            "--confidence {}: a level between 0.5 and 0.9999 (0.95 for 95%)",
+            a.confidence
+        )));
+    }
+    let gates = a
+        .gates
+        .iter()
+        .map(|g| report::gate::Gate::parse(g))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let opts = report::gate::GateOptions {
+        confidence: a.confidence,
+        ..Default::default()
+    };
+    let out = report::compare_gated(&a.a, &a.b, &gates, &opts)?;
+    print!("{}", out.markdown);
+    if let Some(path) = &a.junit {
+        let xml = report::junit::gates(
+            &out.scenario,
+            (&a.a.display().to_string(), &a.b.display().to_string()),
+            opts.confidence,
+            &out.gates,
+        );
+        write_junit(path, &xml)?;
+    }
+    let failed = out.gates.iter().filter(|g| !g.pass()).count();
+    if failed > 0 {
+        eprintln!("proxybench: {failed} gate(s) failed");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The exit codes of `proxybench compare`, for `--help` and the docs.
+pub const COMPARE_EXIT_CODES: &str = "Exit codes:\n  \
+    0    every gate held (or none was given)\n  \
+    1    a gate failed: a significant change beyond its bound, an absolute bound broken, or a \
+    gate the runs could not measure; or the JUnit file could not be written\n  \
+    2    bad input: a gate that does not parse (with its column), a directory that is not a \
+    results directory, or runs that differ in scenario, form, cases or loads (named)";

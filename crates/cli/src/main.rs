@@ -94,11 +94,11 @@ enum Cmd {
     Run(cmd_run::RunArgs),
     /// List the built-in scenarios.
     Scenarios(cmd_run::ScenariosArgs),
-    /// Rebuild report.md and charts from a results directory's data.json.
+    /// Rebuild report.md, report.html and charts from a results directory's data.json.
     Report(cmd_run::ReportArgs),
     /// Analyse a results directory's record again: data.json, CSVs, report.md and charts.
     Analyse(cmd_run::AnalyseArgs),
-    /// Compare two results directories side by side.
+    /// Compare two results directories side by side; gate B against A (`--gate`).
     Compare(cmd_run::CompareArgs),
     /// Serve as a load agent for `proxybench load --agent-hosts` coordinators.
     Agent(cmd_agent::Args),

@@ -29,6 +29,7 @@ fn text(out: &Output) -> String {
 fn is_output(name: &str) -> bool {
     name == "data.json"
         || name == "report.md"
+        || name == "report.html"
         || name.ends_with(".csv")
         || name.starts_with("charts/")
 }

@@ -114,9 +114,33 @@ fn every_proxy_runs_into_its_own_directory_and_the_comparison_counts_are_theirs(
         .collect();
     entries.sort();
     let mut want: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-    want.extend(["comparison.json".into(), "comparison.md".into()]);
+    want.extend([
+        "comparison.html".into(),
+        "comparison.json".into(),
+        "comparison.md".into(),
+    ]);
     want.sort();
     assert_eq!(entries, want, "{t}");
+    // comparison.html: the same comparison for a browser, each proxy's report.html linked,
+    // rebuilt byte for byte from comparison.json by `report DIR`.
+    let html = fs::read_to_string(root.join("comparison.html")).unwrap();
+    for kind in &kinds {
+        assert!(
+            html.contains(&format!("href=\"{kind}/report.html\"")),
+            "{kind}"
+        );
+    }
+    fs::remove_file(root.join("comparison.html")).unwrap();
+    let rebuilt = std::process::Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .arg("report")
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(rebuilt.status.success(), "{rebuilt:?}");
+    assert_eq!(
+        fs::read_to_string(root.join("comparison.html")).unwrap(),
+        html
+    );
 
     for (i, kind) in kinds.iter().enumerate() {
         let dir = root.join(kind);

@@ -117,4 +117,26 @@ fn load_balancing_quick_passes_its_theory() {
     );
     let report = fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("Slow share (backend counters)"));
+
+    // The mutation smoke: round robin over backends of different costs that split 3 to 1 is
+    // not round robin, and the check that held must say so.
+    let m = common::mutated(&dir, |(rec, _)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "costs-round-robin")
+            .unwrap();
+        let total: u64 = c.backends.iter().map(|b| b.requests).sum();
+        let n = c.backends.len() as u64;
+        for (i, b) in c.backends.iter_mut().enumerate() {
+            b.requests = if i == 0 {
+                total * 3 / 4
+            } else {
+                total / 4 / (n - 1)
+            };
+        }
+    });
+    let k = common::check(&m, "costs-round-robin", "round robin splits evenly");
+    assert!(!k.pass, "{k:?}");
 }

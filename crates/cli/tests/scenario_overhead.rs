@@ -139,4 +139,44 @@ fn proxy_overhead_quick_passes_its_theory() {
     assert!(r.findings.iter().any(|f| f.starts_with("cheap backend:")));
     let report = fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("Req/s vs direct"));
+
+    // The mutation smoke: a check that held fails once its subject is broken.
+    // Without keepalive, the backends accepting no connection at all is impossible.
+    let m = common::mutated(&dir, |(rec, _)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "dumb-cheap")
+            .unwrap();
+        for b in &mut c.backends {
+            b.connections = 0;
+        }
+    });
+    let k = common::check(&m, "dumb-cheap", "without upstream keepalive");
+    assert!(!k.pass, "{k:?}");
+    // Retries that lost requests: fewer backend responses than client responses.
+    let m = common::mutated(&dir, |(rec, _)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "retry-cheap")
+            .unwrap();
+        let client = c.loads[0].requests;
+        let n = c.backends.len() as u64;
+        for b in &mut c.backends {
+            b.requests = client / n / 2;
+        }
+    });
+    let k = common::check(&m, "retry-cheap", "retries lose no request");
+    assert!(!k.pass, "{k:?}");
+    // No backend counters: not measurable, never 0 - 0.
+    let m = common::mutated(&dir, |(rec, _)| {
+        for c in &mut rec.run.cases {
+            c.backends.clear();
+        }
+    });
+    let k = common::check(&m, "dumb-cheap", "without upstream keepalive");
+    assert!(!k.pass && k.actual.starts_with("not measurable"), "{k:?}");
 }

@@ -33,7 +33,9 @@ fn counts(from: u32, to: u32, by: u32) -> Vec<u32> {
 #[test]
 fn scale_quick_grows_every_case_and_passes_its_theory() {
     let tmp = tempfile::tempdir().unwrap();
-    let Quick { r, code, text, .. } = run_quick("scale", tmp.path());
+    let Quick {
+        r, code, text, dir, ..
+    } = run_quick("scale", tmp.path());
     assert_eq!(code, Some(0), "{text}");
     assert!(r.quick && !r.partial, "{:?}", r.abort_reason);
     assert!(r.checks_passed());
@@ -148,6 +150,22 @@ fn scale_quick_grows_every_case_and_passes_its_theory() {
         .unwrap();
     assert_eq!(summary.rows.len(), 6);
     assert_eq!(r.findings.len(), 6, "{:?}", r.findings);
+
+    // The mutation smoke: a light-load request answered 502 during the growth is more than
+    // reloads can cost, and the check that held must fail.
+    let m = common::mutated(&dir, |(rec, _)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "listeners")
+            .unwrap();
+        let light = c.loads.iter_mut().find(|l| l.name == "light").unwrap();
+        *light.status.entry(502).or_default() += 1;
+        light.requests += 1;
+    });
+    let k = common::check(&m, "listeners", "the light load lost only idle keep-alive");
+    assert!(!k.pass, "{k:?}");
 }
 
 #[test]

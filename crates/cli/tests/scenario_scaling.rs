@@ -50,6 +50,20 @@ fn timeouts(c: &CaseResult) -> u64 {
         .sum()
 }
 
+/// How many checks each case of the quick form makes: the scenario's own and the analysis's
+/// mechanism checks for the case's actions (a check that silently stopped being made fails here).
+const CHECKS_PER_CASE: &[(&str, usize)] = &[
+    ("gradual-up", 0),
+    ("gradual-down", 0),
+    ("abrupt-up", 0),
+    ("abrupt-down", 0),
+    ("abrupt-down-kill", 0),
+    ("backends-drain", 0),
+    ("backends-kill", 0),
+    ("reload-keepalive", 0),
+    ("h2-reload-down", 0),
+];
+
 #[test]
 fn zero_downtime_scaling_quick() {
     let tmp = tempfile::tempdir().unwrap();
@@ -101,7 +115,17 @@ fn zero_downtime_scaling_quick() {
             .iter()
             .filter(|k| k.case.as_deref() == Some(&c.name))
             .collect();
-        assert!(own.len() >= 3, "{}: only {} checks", c.name, own.len());
+        let want = CHECKS_PER_CASE
+            .iter()
+            .find(|(n, _)| *n == c.name)
+            .map(|(_, k)| *k);
+        assert_eq!(
+            Some(own.len()),
+            want,
+            "{}: {:#?}",
+            c.name,
+            own.iter().map(|k| &k.name).collect::<Vec<_>>()
+        );
     }
 
     // Scaling up: the events fired as planned and no connection broke.
@@ -213,6 +237,59 @@ fn zero_downtime_scaling_quick() {
     assert!(report.contains("zero-downtime scaling at a glance"));
     // wrk's block per protocol, as the write-ups show it.
     assert!(report.contains("2 threads and 2 connections"));
+
+    // The mutation smoke: checks that held on this run fail once their subject is broken.
+    // A reset that no action caused, 10 ms into the reload case, before its first reload.
+    let m = common::mutated(&dir, |(rec, reqs)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "reload-keepalive")
+            .unwrap();
+        // Times count from the case's start; its first reload comes at 1 s.
+        assert!(c.events[0].t_s > 0.5, "{:?}", c.events[0]);
+        let load = &mut c.loads[0];
+        *load.errors.entry(ErrorKind::ReadReset).or_default() += 1;
+        let recs = reqs
+            .get_mut("reload-keepalive")
+            .unwrap()
+            .get_mut(&load.name)
+            .unwrap();
+        recs.push(model::RequestRecord {
+            t_us: 10_000,
+            latency_us: 100,
+            conn: u32::MAX,
+            bytes: 0,
+            status: 0,
+            error: Some(ErrorKind::ReadReset),
+        });
+        recs.sort_by_key(|r| r.t_us);
+    });
+    let k = common::check(&m, "reload-keepalive", "every failure falls inside");
+    assert!(!k.pass && k.actual.starts_with("1 of"), "{k:?}");
+    // A backend answer that died inside the proxy with no client left unanswered for it.
+    let m = common::mutated(&dir, |(rec, _)| {
+        let c = rec
+            .run
+            .cases
+            .iter_mut()
+            .find(|c| c.name == "abrupt-down-kill")
+            .unwrap();
+        let broken: u64 = c.loads.iter().map(|l| l.error_total()).sum();
+        // Far more than every client attempt that went unanswered.
+        c.backends[0].requests += broken + 1_000_000;
+    });
+    let k = common::check(&m, "abrupt-down-kill", "every backend answer that died");
+    assert!(!k.pass, "{k:?}");
+    // Without the proxy's logs, the checks that count them are not measurable, never passed.
+    let m = common::mutated(&dir, |(rec, _)| {
+        for c in &mut rec.run.cases {
+            c.logs.missing = Some("deleted for the test".into());
+        }
+    });
+    let k = common::check(&m, "gradual-up", "every answer is counted twice");
+    assert!(!k.pass && k.actual.starts_with("not measurable"), "{k:?}");
 }
 
 /// The same scenario on HAProxy and Caddy (`--proxy KIND`): every case runs end to end with its
@@ -259,6 +336,8 @@ fn zero_downtime_scaling_quick_on_other_proxies() {
         if kind == "haproxy" {
             assert_eq!(code, Some(0), "{kind}: every check must pass\n{text}");
         } else {
+            // Only the two log-counting checks may fail on Caddy, and the exit status says
+            // whether any did.
             assert!(
                 failed
                     .iter()
@@ -266,6 +345,8 @@ fn zero_downtime_scaling_quick_on_other_proxies() {
                         || c.name.starts_with("nothing dies inside the proxy")),
                 "{kind}: {failed:#?}"
             );
+            let want = if failed.is_empty() { 0 } else { 1 };
+            assert_eq!(code, Some(want), "{kind}: {} failed\n{text}", failed.len());
         }
     }
 }

@@ -395,14 +395,26 @@ fn k8s_port_forward_reaches_a_port_on_the_pods_loopback() {
     eprintln!("forward to a closed port: {why}");
     assert!(why.contains(&pod.name) && why.contains("18081"), "{why}");
 
-    // The node holds our pod, among at most its max-pods.
+    // The test cluster's two nodes each take the kubelet's maxPods (110, k8s/cluster.sh), and
+    // hold our pod among others; one more pod of ours takes one place more.
     let cap = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("capacity: {cap:?}");
-    assert!(
-        cap.nodes >= 1 && cap.used >= 1 && cap.allocatable >= cap.used,
-        "{cap:?}"
+    assert_eq!((cap.nodes, cap.allocatable), (2, 220), "{cap:?}");
+    assert!(cap.used >= 1, "{cap:?}");
+    let file = write(
+        dir.path(),
+        "one-more.yaml",
+        &shell_deployment("one-more", 1, "exec sleep 3600", "true", 0),
     );
-    assert_eq!(cap.free(), cap.allocatable - cap.used);
+    ns.cluster
+        .apply(&file, &ns.name)
+        .unwrap_or_else(|e| panic!("{e}"));
+    ns.cluster
+        .wait_deployment_ready(&ns.name, "one-more", 1, BOUND)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = ns.cluster.pod_capacity().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(after.used, cap.used + 1, "{cap:?} then {after:?}");
+    assert_eq!(after.free(), cap.free() - 1, "{cap:?} then {after:?}");
 }
 
 #[test]

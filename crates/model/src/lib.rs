@@ -9,6 +9,7 @@
 
 pub mod load;
 pub mod measured;
+pub mod metric;
 pub mod records;
 pub mod run;
 pub mod table;

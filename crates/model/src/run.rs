@@ -616,6 +616,18 @@ pub struct CheckResult {
     pub pass: bool,
 }
 
+impl CheckResult {
+    /// Why the check could not be evaluated, when the run could not give its data (the proxy
+    /// kind or the platform cannot): its `actual`, which then reads `not measurable...: why`.
+    /// `None` for a check that was measured, whether it held or not. A "no data" check is not
+    /// this: its data could have been there, so it is a failure.
+    pub fn not_measurable(&self) -> Option<&str> {
+        self.actual
+            .starts_with("not measurable")
+            .then_some(self.actual.as_str())
+    }
+}
+
 /// A series computed by a scenario (for example limiter queue depth), charted against time or,
 /// for one value per step of a growth, against what grew.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -4,6 +4,7 @@
 
 use crate::files::{read_results, write_atomic};
 use crate::fmt::{self, count, signed_count, Table};
+use crate::gate::{self, Gate, GateOptions, GateResult};
 use crate::hdr;
 use crate::reloads::ReloadStats;
 use crate::Error;
@@ -17,11 +18,48 @@ pub const COMPARE_MD: &str = "compare.md";
 
 /// Reads both directories, renders the comparison, writes it to `b/compare.md` and returns it.
 pub fn compare_dirs(a: &Path, b: &Path) -> Result<String, Error> {
+    Ok(compare_gated(a, b, &[], &GateOptions::default())?.markdown)
+}
+
+/// What `compare` found: the markdown it wrote and each gate's outcome.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// compare.md as written.
+    pub markdown: String,
+    /// Each gate on each load it applies to, in the order the gates were given.
+    pub gates: Vec<GateResult>,
+    /// The scenario both runs ran.
+    pub scenario: String,
+    /// The runs' cases (places are named `case/load` when there are several).
+    pub cases: usize,
+}
+
+/// [`compare_dirs`] with gates: the runs must be comparable (same scenario, form, cases and
+/// loads) when any gate is given, and compare.md ends with the gates section.
+pub fn compare_gated(
+    a: &Path,
+    b: &Path,
+    gates: &[Gate],
+    opts: &GateOptions,
+) -> Result<Compared, Error> {
     let ra = read_results(a)?;
     let rb = read_results(b)?;
-    let md = render_compare(&ra, &rb, &a.display().to_string(), &b.display().to_string());
+    let results = if gates.is_empty() {
+        Vec::new()
+    } else {
+        gate::evaluate(gates, (a, &ra), (b, &rb), opts)?
+    };
+    let mut md = render_compare(&ra, &rb, &a.display().to_string(), &b.display().to_string());
+    if !gates.is_empty() {
+        md.push_str(&gate::render(&results, ra.cases.len(), opts));
+    }
     write_atomic(&b.join(COMPARE_MD), md.as_bytes())?;
-    Ok(md)
+    Ok(Compared {
+        markdown: md,
+        gates: results,
+        scenario: ra.scenario,
+        cases: ra.cases.len(),
+    })
 }
 
 /// How a metric's values print.

@@ -546,7 +546,7 @@ pub fn render_markdown(c: &Comparison) -> String {
     out
 }
 
-/// Writes comparison.md and comparison.json into `dir`.
+/// Writes comparison.md, comparison.json and comparison.html into `dir`.
 pub fn write(dir: &Path, c: &Comparison) -> Result<(), Error> {
     let mut json = serde_json::to_string_pretty(c).map_err(|e| Error::Parse {
         path: dir.join(COMPARISON_JSON),
@@ -554,7 +554,11 @@ pub fn write(dir: &Path, c: &Comparison) -> Result<(), Error> {
     })?;
     json.push('\n');
     write_atomic(&dir.join(COMPARISON_JSON), json.as_bytes())?;
-    write_atomic(&dir.join(COMPARISON_MD), render_markdown(c).as_bytes())
+    write_atomic(&dir.join(COMPARISON_MD), render_markdown(c).as_bytes())?;
+    write_atomic(
+        &dir.join(crate::html::COMPARISON_HTML),
+        crate::html::render_comparison(c).as_bytes(),
+    )
 }
 
 #[cfg(test)]

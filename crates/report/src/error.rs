@@ -37,6 +37,10 @@ pub enum Error {
         /// The parser's message (with line and column).
         msg: String,
     },
+    /// Two runs that cannot be gated against each other (another scenario, other loads), or a
+    /// gate that names no load of theirs: what differs.
+    #[error("cannot gate these runs: {0}")]
+    Mismatch(String),
     /// A chart could not be drawn or encoded.
     #[error("chart {}: {msg}", path.display())]
     Chart {

@@ -1,7 +1,7 @@
 //! The results directory on disk: writing every file of a run, reading data.json back, and
 //! rebuilding report.md and charts from it.
 
-use crate::{charts, csv, markdown, Error};
+use crate::{charts, comparison, csv, html, markdown, Error};
 use model::{RunResults, SCHEMA_VERSION};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,7 @@ pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
         write_atomic(&env_path, env.as_bytes())?;
     }
     write_atomic(&dir.join(REPORT_MD), markdown::render(r).as_bytes())?;
+    write_atomic(&dir.join(html::REPORT_HTML), html::render(r).as_bytes())?;
     charts::render_all(r, &dir.join(CHARTS_DIR))?;
 
     // A value JSON cannot carry (NaN, infinity) is written as null and would make the directory
@@ -105,8 +106,24 @@ pub fn read_results(dir: &Path) -> Result<RunResults, Error> {
 
 /// See [`crate::rebuild`].
 pub fn rebuild(dir: &Path) -> Result<(), Error> {
+    if !dir.join(DATA_JSON).is_file() && dir.join(comparison::COMPARISON_JSON).is_file() {
+        return rebuild_comparison(dir);
+    }
     let r = read_results(dir)?;
     write_atomic(&dir.join(REPORT_MD), markdown::render(&r).as_bytes())?;
+    write_atomic(&dir.join(html::REPORT_HTML), html::render(&r).as_bytes())?;
     charts::render_all(&r, &dir.join(CHARTS_DIR))?;
     Ok(())
+}
+
+/// A comparison directory (`run --proxy a,b`): comparison.md and comparison.html again from
+/// comparison.json.
+fn rebuild_comparison(dir: &Path) -> Result<(), Error> {
+    let path = dir.join(comparison::COMPARISON_JSON);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let c: comparison::Comparison = serde_json::from_str(&text).map_err(|e| Error::Parse {
+        path: path.clone(),
+        msg: e.to_string(),
+    })?;
+    comparison::write(dir, &c)
 }

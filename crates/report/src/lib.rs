@@ -11,13 +11,16 @@ mod csv;
 mod error;
 mod files;
 mod fmt;
+pub mod gate;
 mod hdr;
+pub mod html;
+pub mod junit;
 mod markdown;
 mod reloads;
 mod terminal;
 pub mod text;
 
-pub use compare::render_compare;
+pub use compare::{compare_gated, render_compare, Compared};
 pub use error::Error;
 pub use reloads::ReloadStats;
 pub use terminal::summary_text;
@@ -27,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 /// Writes a complete results directory for `r`: data.json (pretty, versioned), timeline.csv,
 /// events.csv, disruptions.csv, samples.csv, reloads.csv, series.csv, env.json (when absent),
-/// report.md and charts/*.png + *.svg. Creates `dir` if needed.
+/// report.md, report.html and charts/*.png + *.svg. Creates `dir` if needed.
 pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
     files::write_results(dir, r)
 }
@@ -43,7 +46,9 @@ pub fn render_charts(r: &RunResults, charts_dir: &Path) -> Result<Vec<PathBuf>, 
     charts::render_all(r, charts_dir)
 }
 
-/// `proxybench report DIR`: reads DIR/data.json and rewrites report.md and charts/ from it.
+/// `proxybench report DIR`: reads DIR/data.json and rewrites report.md, report.html and charts/
+/// from it; in a comparison directory (`run --proxy a,b`), rewrites comparison.md and
+/// comparison.html from comparison.json.
 pub fn rebuild(dir: &Path) -> Result<(), Error> {
     files::rebuild(dir)
 }
@@ -52,6 +57,12 @@ pub fn rebuild(dir: &Path) -> Result<(), Error> {
 /// deltas, writes it to `B/compare.md` (B being the newer run by convention) and returns it.
 pub fn compare(a: &Path, b: &Path) -> Result<String, Error> {
     compare::compare_dirs(a, b)
+}
+
+/// Writes `xml` (from [`junit`]) to `path` through a temporary file, so CI never reads half a
+/// file.
+pub fn write_junit(path: &Path, xml: &str) -> Result<(), Error> {
+    files::write_atomic(path, xml.as_bytes())
 }
 
 /// Reads DIR/data.json, with a one-line error for a missing file, another schema version, or

@@ -85,6 +85,7 @@ fn write_results_creates_every_file() {
         "series.csv",
         "env.json",
         "report.md",
+        "report.html",
     ] {
         let p = dir.path().join(f);
         assert!(
@@ -208,18 +209,20 @@ fn rebuild_gives_a_byte_identical_report() {
     let r = fixture::run();
     let dir = written(&r);
     let original = std::fs::read(dir.path().join("report.md")).unwrap();
+    let html = std::fs::read(dir.path().join("report.html")).unwrap();
     std::fs::remove_file(dir.path().join("report.md")).unwrap();
+    std::fs::remove_file(dir.path().join("report.html")).unwrap();
     std::fs::remove_dir_all(dir.path().join("charts")).unwrap();
     report::rebuild(dir.path()).unwrap();
     let rebuilt = std::fs::read(dir.path().join("report.md")).unwrap();
     assert!(original == rebuilt, "rebuilt report.md differs");
+    assert!(
+        html == std::fs::read(dir.path().join("report.html")).unwrap(),
+        "rebuilt report.html differs"
+    );
     for png in linked_charts(&String::from_utf8(rebuilt).unwrap()) {
         check_png(&dir.path().join("charts").join(png));
     }
-    assert_eq!(
-        report::render_markdown(&r),
-        report::render_markdown(&r.clone())
-    );
 }
 
 #[test]
@@ -237,7 +240,6 @@ fn reload_table_arithmetic() {
 fn report_has_every_section_in_the_seeds_shape() {
     let r = fixture::run();
     let md = report::render_markdown(&r);
-    let coffee = &r.cases[0].loads[0];
     let expect = [
         "# proxybench report: zero-downtime-scaling".to_string(),
         "## Versions".into(),
@@ -245,14 +247,10 @@ fn report_has_every_section_in_the_seeds_shape() {
         "| Cores | 2 |".into(),
         "## Summary".into(),
         "**1 of 3 checks failed:** `limiter throughput within prediction`.".into(),
-        // Headline row: exact counts, rate, ppm from the model's own arithmetic.
-        format!(
-            "| scale-up-gradual | coffee | {} | {:.2} | {} |",
-            thousands(coffee.requests),
-            coffee.req_per_sec_total(),
-            coffee.failures()
-        ),
-        units::fmt_ppm(coffee.failures(), coffee.attempts()),
+        // Headline row, worked out by hand from the fixture: 74,277 responses over its 30 s
+        // timeline (2,475.57/s), 27 failures, 363 ppm of 74,281 attempts.
+        "| scale-up-gradual | coffee | 74,277 | 2475.57 | 27 |".into(),
+        "363 ppm".into(),
         "## Case 1: scale-up-gradual".into(),
         "### Load `coffee`: GET http://cafe.example.com/coffee".into(),
         "```text\nRunning 30s test @ http://cafe.example.com/coffee".into(),

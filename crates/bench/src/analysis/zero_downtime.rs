@@ -152,6 +152,7 @@ fn case(
         &plan,
         &ledger,
         &books,
+        &result.reloads,
         common::model_applies(env),
     )
 }
@@ -395,5 +396,243 @@ impl super::Analysis for ZeroDowntime {
 
     fn finish(&self, scenario: &Scenario, results: &mut RunResults) {
         finish(scenario, results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each mechanism check on a fixture built from the catalogue's own cases: it holds on books
+    //! that balance, and fails on a fixture whose subject is broken.
+
+    use super::Records;
+    use crate::catalogue;
+    use crate::scenario::Scenario;
+    use model::{
+        BackendCounters, CaseResult, CheckResult, ErrorKind, Event, LoadMode, LoadSummary,
+        ReloadRecord, RequestRecord,
+    };
+    use std::collections::BTreeMap;
+
+    fn scenario() -> Scenario {
+        Scenario::parse(&catalogue::builtin("zero-downtime-scaling").unwrap(), true).unwrap()
+    }
+
+    /// A load of `n` answered requests, one per millisecond on connection 0, closed loop.
+    fn load(name: &str, n: u64) -> (LoadSummary, Vec<RequestRecord>) {
+        let summary = LoadSummary {
+            schema: model::SCHEMA_VERSION,
+            name: name.into(),
+            url: format!("http://cafe.example.com/{name}"),
+            method: "GET".into(),
+            mode: LoadMode::Closed,
+            threads: 1,
+            connections: 10,
+            start_s: 0.0,
+            planned_s: Some(6.0),
+            elapsed_s: 6.0,
+            timeout_ms: 2000,
+            requests: n,
+            bytes_read: 0,
+            bytes_written: 0,
+            status: BTreeMap::from([(200, n)]),
+            errors: BTreeMap::new(),
+            error_messages: BTreeMap::new(),
+            connects: 10,
+            retried: 0,
+            latency: model::Latency::default(),
+            latency_uncorrected: None,
+            req_per_sec: model::RateStats::default(),
+            schedule: None,
+            timeline: vec![],
+            http2: None,
+        };
+        let recs = (0..n)
+            .map(|i| RequestRecord {
+                t_us: 1000 * (i + 1),
+                latency_us: 500,
+                conn: 0,
+                bytes: 100,
+                status: 200,
+                error: None,
+            })
+            .collect();
+        (summary, recs)
+    }
+
+    /// Case `name` run with books that balance: every answer logged once and answered by a
+    /// backend once, each action fired as planned, each reload served.
+    fn balanced(scn: &Scenario, name: &str) -> (CaseResult, Records) {
+        let case = scn.cases.iter().find(|c| c.name == name).unwrap();
+        let mut r = CaseResult {
+            name: name.into(),
+            elapsed_s: 6.0,
+            ..Default::default()
+        };
+        let mut records = Records::new();
+        for l in &case.loads {
+            let (s, recs) = load(&l.name, 1000);
+            r.loads.push(s);
+            records.insert(l.name.clone(), recs);
+        }
+        let total: u64 = r.loads.iter().map(|l| l.requests).sum();
+        for s in &case.steps {
+            let t_s = s.at.as_secs_f64();
+            let action = match s.action {
+                crate::scenario::Action::Reload => "reload",
+                crate::scenario::Action::ScaleBackends { .. } => "scale_backends",
+                _ => "scale_replicas",
+            };
+            r.events.push(Event {
+                t_s,
+                action: action.into(),
+                detail: String::new(),
+                duration_ms: 100.0,
+                error: None,
+                limit: false,
+            });
+            if action != "scale_replicas" {
+                r.reloads.push(ReloadRecord {
+                    replica: "nginx-0".into(),
+                    generation: r.reloads.len() as u64 + 2,
+                    t_s: t_s + 0.01,
+                    served_ms: Some(40.0),
+                    old_workers_exited_ms: Some(150.0),
+                    validate_ms: 5.0,
+                    error: None,
+                });
+            }
+        }
+        r.logs.access_lines = total;
+        r.logs.access_status = BTreeMap::from([(200, total)]);
+        r.logs.upstream_status = BTreeMap::from([("200".into(), total)]);
+        r.backends = vec![BackendCounters {
+            name: "cafe-0".into(),
+            requests: total,
+            ..Default::default()
+        }];
+        (r, records)
+    }
+
+    /// The analysis's checks of case `name` after `mutate` changed its balanced books.
+    fn checks(name: &str, mutate: impl FnOnce(&mut CaseResult, &mut Records)) -> Vec<CheckResult> {
+        let scn = scenario();
+        let case = scn.cases.iter().find(|c| c.name == name).unwrap();
+        let (mut r, mut records) = balanced(&scn, name);
+        mutate(&mut r, &mut records);
+        let env = model::Env {
+            proxy_kind: Some("nginx".into()),
+            ..Default::default()
+        };
+        super::case(&scn, case, &mut r, &records, &env)
+    }
+
+    fn named<'a>(cs: &'a [CheckResult], prefix: &str) -> &'a CheckResult {
+        cs.iter()
+            .find(|c| c.name.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no check '{prefix}': {cs:#?}"))
+    }
+
+    #[test]
+    fn balanced_books_pass_every_check() {
+        for name in [
+            "reload-keepalive",
+            "abrupt-down-kill",
+            "backends-kill",
+            "gradual-up",
+        ] {
+            let cs = checks(name, |_, _| {});
+            assert!(!cs.is_empty(), "{name}");
+            for c in &cs {
+                // A kill must show in the error log and cost requests: balanced books have
+                // neither, so those checks fail here by design.
+                if c.name.starts_with("killed backends") || c.name.starts_with("busy keep-alive") {
+                    continue;
+                }
+                assert!(c.pass, "{name}: {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_outside_every_action_fails_the_span_check() {
+        let cs = checks("reload-keepalive", |r, records| {
+            let load = &mut r.loads[0];
+            *load.errors.entry(ErrorKind::ReadReset).or_default() += 1;
+            let recs = records.get_mut(&load.name).unwrap();
+            recs.insert(
+                0,
+                RequestRecord {
+                    t_us: 200,
+                    latency_us: 100,
+                    conn: 7,
+                    bytes: 0,
+                    status: 0,
+                    error: Some(ErrorKind::ReadReset),
+                },
+            );
+        });
+        let c = named(&cs, "every failure falls inside");
+        assert!(!c.pass && c.actual == "1 of 1 outside", "{c:?}");
+    }
+
+    #[test]
+    fn a_reload_that_never_served_fails() {
+        let cs = checks("reload-keepalive", |r, _| {
+            r.reloads[2].served_ms = None;
+            r.reloads[2].error = Some("nginx -t failed".into());
+        });
+        let c = named(&cs, "every reload served");
+        assert!(
+            !c.pass && c.actual == "4 of 5 served (nginx -t failed)",
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn answers_lost_inside_a_killed_replica_beyond_the_clients_losses_fail() {
+        let cs = checks("abrupt-down-kill", |r, _| {
+            // The backends answered 30 more than the proxy logged; no client went unanswered.
+            r.backends[0].requests += 30;
+        });
+        let c = named(
+            &cs,
+            "every backend answer that died inside a killed replica",
+        );
+        assert!(!c.pass && c.actual == "30", "{c:?}");
+    }
+
+    #[test]
+    fn killed_backends_whose_answers_reached_clients_as_5xx_fail() {
+        let cs = checks("backends-kill", |r, _| {
+            r.logs.error_levels = BTreeMap::from([("error".into(), 2)]);
+            *r.loads[0].status.entry(502).or_default() += 3;
+            r.loads[0].requests += 3;
+        });
+        let c = named(&cs, "killed backends");
+        assert!(!c.pass && c.actual == "2 lines, 3 5xx", "{c:?}");
+    }
+
+    #[test]
+    fn without_records_logs_or_counters_the_checks_are_not_measurable() {
+        let cs = checks("reload-keepalive", |r, records| {
+            records.clear();
+            r.logs.missing = Some("no access log".into());
+            r.backends.clear();
+        });
+        for prefix in [
+            "every failure falls inside",
+            "every answer is counted twice",
+            "nothing dies inside the proxy",
+        ] {
+            let c = named(&cs, prefix);
+            assert!(
+                !c.pass && c.actual.starts_with("not measurable: "),
+                "{prefix}: {c:?}"
+            );
+        }
+        assert!(cs
+            .iter()
+            .filter(|c| c.name.contains("reload(s) cost at most"))
+            .all(|c| !c.pass && c.actual.starts_with("not measurable: ")));
     }
 }

@@ -81,3 +81,45 @@ pub fn case<'a>(r: &'a RunResults, name: &str) -> &'a CaseResult {
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("case {name} missing"))
 }
+
+/// A run's record and its per-request records, by case, as `mutated` receives them.
+pub type Recorded = (
+    model::RunRecord,
+    std::collections::BTreeMap<String, bench::analysis::Records>,
+);
+
+/// The mutation smoke: analyses a copy of the results directory `dir` after `mutate` changed
+/// what it recorded, and returns the analysed results. A change that must break a check and
+/// does not proves the check cannot fail.
+pub fn mutated(dir: &Path, mutate: impl FnOnce(&mut Recorded)) -> RunResults {
+    use bench::record;
+    let rec = record::read_record(dir).unwrap();
+    let requests = rec
+        .run
+        .cases
+        .iter()
+        .map(|c| (c.name.clone(), record::read_requests(dir, c).unwrap()))
+        .collect();
+    let mut recorded = (rec, requests);
+    mutate(&mut recorded);
+    let (rec, requests) = recorded;
+    let copy = tempfile::tempdir().unwrap();
+    fs::copy(
+        dir.join(record::SCENARIO_TOML),
+        copy.path().join(record::SCENARIO_TOML),
+    )
+    .unwrap();
+    record::write_record(copy.path(), &rec).unwrap();
+    for c in &rec.run.cases {
+        record::write_requests(copy.path(), c, &requests[&c.name]).unwrap();
+    }
+    bench::analyse::analyse(copy.path()).unwrap()
+}
+
+/// The check named `prefix...` of case `case` in `r`.
+pub fn check<'a>(r: &'a RunResults, case: &str, prefix: &str) -> &'a model::CheckResult {
+    r.checks
+        .iter()
+        .find(|k| k.case.as_deref() == Some(case) && k.name.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{case}: no check '{prefix}...': {:#?}", r.checks))
+}

@@ -132,7 +132,7 @@ const CLASS_COLORS: [(u8, u8, u8); 5] = [
 ];
 
 /// The colour of the `i`-th line of a chart.
-fn color(i: usize) -> (u8, u8, u8) {
+pub(crate) fn color(i: usize) -> (u8, u8, u8) {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -392,7 +392,7 @@ fn count_range(points: &[(f64, f64)]) -> (f64, f64) {
 /// its last second, and its first when it started mid-second, cover only part of a second,
 /// and their counts would read as a drop. If no second is full (a load under a second), all
 /// are kept, there being nothing better to show.
-fn full_seconds(load: &LoadSummary) -> impl Iterator<Item = &model::Second> {
+pub(crate) fn full_seconds(load: &LoadSummary) -> impl Iterator<Item = &model::Second> {
     full_of(&load.timeline, load.start_s, load.elapsed_s)
 }
 

@@ -7,7 +7,7 @@ use super::text::{fill, text};
 use super::{OLD_WORKERS_QUIT_MS, QUIT_MARGIN_MS};
 use crate::analysis::common::{all_measured, check, measured_check, unmeasured};
 use crate::scenario::{RemoveMode, StopSpec};
-use model::{Cell, CheckResult};
+use model::{Cell, CheckResult, ReloadRecord};
 
 /// What every check of a case reads.
 struct Input<'a> {
@@ -29,6 +29,7 @@ pub fn all(
     plan: &Plan,
     ledger: &Ledger,
     loads: &[LoadBooks],
+    reload_records: &[ReloadRecord],
     model_applies: bool,
 ) -> Vec<CheckResult> {
     let i = Input {
@@ -41,6 +42,7 @@ pub fn all(
     let mut out = vec![conservation(&i)];
     out.extend(in_spans(&i));
     out.extend(replicas(&i));
+    out.extend(served(case, reload_records));
     out.extend(reloads(&i, model_applies));
     out.extend(idle_and_busy(&i, model_applies));
     out.extend(backends(&i, model_applies));
@@ -200,6 +202,48 @@ fn replicas(i: &Input<'_>) -> Vec<CheckResult> {
         }
     }
     out
+}
+
+/// Every reload of the case served its new generation: a reload that failed, or never served,
+/// left the replica on the old config, whatever the loads saw. A kind whose reloads report no
+/// time at which the new generation served (an external proxy's reload command) cannot show it.
+fn served(case: &str, reloads: &[ReloadRecord]) -> Option<CheckResult> {
+    if reloads.is_empty() {
+        return None;
+    }
+    let n = reloads.len();
+    let ok = reloads
+        .iter()
+        .filter(|r| r.error.is_none() && r.served_ms.is_some())
+        .count();
+    let failed: Vec<&str> = reloads.iter().filter_map(|r| r.error.as_deref()).collect();
+    let expected = fill("check_reloads_served_expected", &[("n", &n)]);
+    if failed.is_empty() && ok == 0 {
+        return Some(check(
+            case,
+            text("check_reloads_served"),
+            expected,
+            "not measurable: the reloads report no time at which the new generation served",
+            false,
+        ));
+    }
+    Some(check(
+        case,
+        text("check_reloads_served"),
+        expected,
+        fill(
+            "check_reloads_served_actual",
+            &[
+                ("served", &ok),
+                ("n", &n),
+                (
+                    "failed",
+                    &failed.first().map_or(String::new(), |e| format!(" ({e})")),
+                ),
+            ],
+        ),
+        ok == n,
+    ))
 }
 
 /// Reloads alone: at most one request per connection each, lost when the old workers quit (the

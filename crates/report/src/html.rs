@@ -1,0 +1,739 @@
+//! report.html (and comparison.html): one self-contained page a person opens in a browser, with
+//! no network fetch. Its charts are drawn by uPlot (assets/uplot: the library's minified JS and
+//! CSS, embedded in the binary), zoomed by dragging and read by hovering: every chart of report.md
+//! (the same plan), plus per-pod CPU and memory on Kubernetes and readiness probe times per
+//! replica, with the actions marked and each load's disruptions (first to last failure after an
+//! action) shaded.
+//!
+//! The page is built from data.json alone and holds no clock, so `proxybench report DIR` and
+//! `proxybench analyse DIR` rebuild it byte for byte. The chart data travel as one JSON block
+//! that a small script (below, [`SCRIPT`]) hands to uPlot.
+
+use crate::charts::plan::{self, Chart, Kind, Line, Marker, Span};
+use crate::comparison::Comparison;
+use crate::fmt::{self, count};
+use crate::hdr;
+use model::{CaseResult, LoadSummary, RunResults};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// The report's page, beside report.md.
+pub const REPORT_HTML: &str = "report.html";
+/// The comparison's page, beside comparison.md.
+pub const COMPARISON_HTML: &str = "comparison.html";
+/// The uPlot release embedded (see assets/uplot/README.md).
+pub const UPLOT_VERSION: &str = "1.6.32";
+
+/// uPlot's minified build, MIT licensed (assets/uplot/LICENSE).
+static UPLOT_JS: &str = include_str!("../assets/uplot/uPlot.iife.min.js");
+/// uPlot's stylesheet.
+static UPLOT_CSS: &str = include_str!("../assets/uplot/uPlot.min.css");
+
+/// The page's own style.
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;margin:24px auto;max-width:1180px;padding:0 16px;color:#222}
+h1{font-size:1.6em}h2{font-size:1.3em;margin-top:2em;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin-top:1.6em}
+table{border-collapse:collapse;margin:8px 0;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.pass{color:#2a7d2a}.fail{color:#c62828;font-weight:bold}.note{color:#666;font-size:.9em}.chart{margin:18px 0 30px}
+.partial{background:#fff3e0;border:1px solid #f0a030;padding:8px}
+"#;
+
+/// The page's script: reads the data block and draws each chart with uPlot. Markers, spans and
+/// disruption windows are drawn by a hook; what each chart drew is kept on `window.pbCharts` so
+/// a reader's tools (and the tests) can see it.
+const SCRIPT: &str = r##"
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("pb-data").textContent);
+  var dpr = window.devicePixelRatio || 1;
+  window.pbCharts = [];
+  window.pbPlots = [];
+  function fmt(v, unit) {
+    if (v == null) return "-";
+    var a = Math.abs(v);
+    var s = a >= 1000 ? v.toFixed(0) : a >= 100 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : v.toPrecision(3);
+    return unit ? s + " " + unit : s;
+  }
+  function overlay(c, rec) {
+    return {
+      hooks: {
+        drawClear: [function (u) {
+          var ctx = u.ctx, b = u.bbox;
+          ctx.save();
+          rec.shaded = 0;
+          c.shade.forEach(function (s) {
+            var x0 = u.valToPos(s.from, "x", true), x1 = u.valToPos(s.to, "x", true);
+            ctx.fillStyle = "rgba(214,39,40,0.16)";
+            ctx.fillRect(Math.min(x0, x1) - dpr, b.top, Math.max(Math.abs(x1 - x0), 2 * dpr) + 2 * dpr, b.height);
+            rec.shaded++;
+          });
+          c.spans.forEach(function (s) {
+            var x0 = u.valToPos(s.from, "x", true), x1 = u.valToPos(s.to, "x", true);
+            ctx.fillStyle = "rgba(120,120,120,0.14)";
+            ctx.fillRect(Math.min(x0, x1), b.top, Math.max(Math.abs(x1 - x0), 2 * dpr), b.height);
+          });
+          ctx.restore();
+        }],
+        draw: [function (u) {
+          var ctx = u.ctx, b = u.bbox;
+          ctx.save();
+          rec.markers = [];
+          ctx.strokeStyle = "#444";
+          ctx.fillStyle = "#444";
+          ctx.lineWidth = dpr;
+          ctx.font = (11 * dpr) + "px sans-serif";
+          c.markers.forEach(function (m) {
+            var x = Math.round(u.valToPos(m.t, "x", true));
+            if (x < b.left || x > b.left + b.width) return;
+            ctx.setLineDash([4 * dpr, 3 * dpr]);
+            ctx.beginPath();
+            // Half a pixel over, so a one-pixel line covers its column instead of two halves.
+            ctx.moveTo(x + 0.5, b.top);
+            ctx.lineTo(x + 0.5, b.top + b.height);
+            ctx.stroke();
+            ctx.setLineDash([]);
+            ctx.fillText("#" + m.n + " " + m.action, x + 3 * dpr, b.top + 12 * dpr);
+            rec.markers.push({ t: m.t, n: m.n, action: m.action, x: x });
+          });
+          ctx.restore();
+          rec.drawn++;
+        }]
+      }
+    };
+  }
+  D.charts.forEach(function (c) {
+    var el = document.getElementById("chart-" + c.id);
+    var rec = { id: c.id, kind: c.kind, series: c.series.length, drawn: 0, markers: [], shaded: 0 };
+    var series = [{ label: c.x, value: function (u, v) { return fmt(v); } }];
+    c.series.forEach(function (s) {
+      var o = {
+        label: s.name,
+        stroke: s.color,
+        width: 1.5,
+        scale: s.right ? "r" : "y",
+        spanGaps: !s.gaps,
+        value: function (u, v) { return fmt(v, s.right ? "" : c.unit); },
+        points: { show: s.dots, size: 6, fill: s.color }
+      };
+      if (!s.join) o.paths = function () { return null; };
+      series.push(o);
+    });
+    // The x data run from the axis' start to its end (empty rows at both ends), so the first
+    // view and a double-click's reset show the whole case, and a drag zooms.
+    var scales = { x: { time: false }, y: c.log ? { distr: 3 } : {} };
+    var axes = [{ label: c.x }, { label: c.y, size: 70 }];
+    if (c.series.some(function (s) { return s.right; })) {
+      scales.r = { range: function (u, lo, hi) { return [0, Math.max(1, hi + 1)]; } };
+      axes.push({ scale: "r", side: 1, label: "pods Ready", grid: { show: false } });
+    }
+    var width = Math.max(480, Math.min(1140, el.clientWidth || 1140));
+    var u = new uPlot({
+      width: width,
+      height: 330,
+      series: series,
+      scales: scales,
+      axes: axes,
+      cursor: { drag: { x: true, y: false, setScale: true } },
+      plugins: [overlay(c, rec)]
+    }, c.data, el);
+    rec.uplotSeries = u.series.length - 1;
+    window.pbCharts.push(rec);
+    window.pbPlots.push(u);
+  });
+  window.pbReady = true;
+})();
+"##;
+
+/// One series as the page draws it.
+#[derive(Serialize)]
+struct SeriesOut {
+    name: String,
+    color: String,
+    dots: bool,
+    join: bool,
+    /// Breaks in the line are meant (null values are gaps, not missing neighbours' points).
+    gaps: bool,
+    /// On the right-hand scale (pods Ready).
+    right: bool,
+}
+
+/// A shaded window on the time axis.
+#[derive(Serialize)]
+struct Window {
+    from: f64,
+    to: f64,
+    label: String,
+}
+
+/// An action's marker.
+#[derive(Serialize)]
+struct MarkerOut {
+    t: f64,
+    n: usize,
+    action: String,
+}
+
+/// One chart as the page draws it: uPlot's aligned data (x values, then one column per series,
+/// `null` where a series has no point).
+#[derive(Serialize)]
+struct ChartOut {
+    id: String,
+    kind: &'static str,
+    title: String,
+    x: String,
+    y: String,
+    /// The y axis' unit, for hover values.
+    unit: String,
+    log: bool,
+    series: Vec<SeriesOut>,
+    data: Vec<Vec<Option<f64>>>,
+    markers: Vec<MarkerOut>,
+    spans: Vec<Window>,
+    shade: Vec<Window>,
+}
+
+/// The data block of a page.
+#[derive(Serialize)]
+struct Data {
+    charts: Vec<ChartOut>,
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Throughput => "throughput",
+        Kind::Latency => "latency",
+        Kind::Errors => "errors",
+        Kind::Cpu => "cpu",
+        Kind::Memory => "memory",
+        Kind::Stub => "stub",
+        Kind::Reloads => "reloads",
+        Kind::Series(_) => "series",
+        Kind::Pods => "pods",
+    }
+}
+
+fn hex((r, g, b): (u8, u8, u8)) -> String {
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+/// The unit of a y label (`latency (ms)` → `ms`).
+fn unit_of(label: &str) -> String {
+    match (label.rfind('('), label.ends_with(')')) {
+        (Some(i), true) => label[i + 1..label.len() - 1].to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Aligns the chart's lines on one x axis for uPlot. A line broken into runs gets a `null`
+/// between them, so the page draws the break.
+fn aligned(
+    lines: &[(&Line, bool)],
+    x_range: (f64, f64),
+) -> (Vec<SeriesOut>, Vec<Vec<Option<f64>>>) {
+    let mut per: Vec<BTreeMap<u64, Option<f64>>> = Vec::new();
+    let mut xs: BTreeSet<u64> = BTreeSet::new();
+    // f64 keys in total order: finite x values map monotonically onto u64.
+    let key = |x: f64| {
+        let b = x.to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | (1 << 63)
+        }
+    };
+    let unkey = |k: u64| f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k });
+    let mut series = Vec::new();
+    for (l, right) in lines {
+        let mut m = BTreeMap::new();
+        for (si, seg) in l.segments.iter().enumerate() {
+            for &(x, y) in seg.iter().filter(|p| p.0.is_finite()) {
+                m.insert(key(x), y.is_finite().then_some(y));
+            }
+            if let (Some(last), Some(next)) =
+                (seg.last(), l.segments.get(si + 1).and_then(|s| s.first()))
+            {
+                let mid = (last.0 + next.0) / 2.0;
+                if mid.is_finite() {
+                    m.entry(key(mid)).or_insert(None);
+                }
+            }
+        }
+        xs.extend(m.keys().copied());
+        per.push(m);
+        series.push(SeriesOut {
+            name: l.name.clone(),
+            color: hex(l.color),
+            dots: l.dots,
+            join: l.join,
+            gaps: l.segments.len() > 1,
+            right: *right,
+        });
+    }
+    for x in [x_range.0, x_range.1] {
+        if x.is_finite() {
+            xs.insert(key(x));
+        }
+    }
+    let mut data = vec![xs.iter().map(|&k| Some(unkey(k))).collect::<Vec<_>>()];
+    for m in &per {
+        data.push(xs.iter().map(|k| m.get(k).copied().flatten()).collect());
+    }
+    (series, data)
+}
+
+/// The windows of `load` in which its requests failed after an action: from its first to its
+/// last failure.
+fn disruption_windows(case: &CaseResult, load: &LoadSummary) -> Vec<Window> {
+    case.disruptions
+        .iter()
+        .filter(|d| d.load == load.name && d.failed > 0)
+        .filter_map(|d| {
+            let (from, to) = (d.first_failure_s?, d.last_failure_s?);
+            let action = case
+                .events
+                .get(d.event)
+                .map_or("an action", |e| e.action.as_str());
+            Some(Window {
+                from,
+                to,
+                label: format!("{} failed after #{} {action}", d.failed, d.event + 1),
+            })
+        })
+        .collect()
+}
+
+fn chart_out(r: &RunResults, c: &Chart, kind: &'static str) -> ChartOut {
+    let case = &r.cases[c.case];
+    let mut lines: Vec<(&Line, bool)> = c.lines.iter().map(|l| (l, false)).collect();
+    if c.kind != Kind::Pods {
+        lines.extend(c.ready.iter().map(|l| (l, true)));
+    }
+    let (series, data) = aligned(&lines, c.x_range);
+    let shade = match c.load {
+        Some(li) if c.x_desc.starts_with("time") => disruption_windows(case, &case.loads[li]),
+        _ => Vec::new(),
+    };
+    ChartOut {
+        id: c.stem.clone(),
+        kind,
+        title: c.title.clone(),
+        x: c.x_desc.clone(),
+        y: c.y_label.clone(),
+        unit: unit_of(&c.y_label),
+        log: c.log_y,
+        series,
+        data,
+        markers: c
+            .markers
+            .iter()
+            .map(|m: &Marker| MarkerOut {
+                t: m.t,
+                n: m.n,
+                action: m.action.clone(),
+            })
+            .collect(),
+        spans: c
+            .spans
+            .iter()
+            .map(|s: &Span| Window {
+                from: s.from,
+                to: s.to,
+                label: s.label.clone(),
+            })
+            .collect(),
+        shade,
+    }
+}
+
+/// The charts the page adds to report.md's: per-pod CPU and memory (Kubernetes metrics API)
+/// and readiness probe times per replica.
+fn extra_charts(r: &RunResults, charts: &[Chart]) -> Vec<(Chart, &'static str)> {
+    let mut out = Vec::new();
+    for (ci, case) in r.cases.iter().enumerate() {
+        // Reuse the case's axis, markers and spans from any of its time charts.
+        let Some(base) = charts
+            .iter()
+            .find(|c| c.case == ci && c.x_desc.starts_with("time"))
+        else {
+            continue;
+        };
+        let prefix = base.stem.split('-').next().unwrap_or("case").to_string();
+        let mk = |stem: String, title: String, y: &str, lines: Vec<Line>| Chart {
+            stem,
+            title,
+            y_label: y.to_string(),
+            log_y: false,
+            stacked: false,
+            lines,
+            markers: base.markers.clone(),
+            spans: base.spans.clone(),
+            x_range: base.x_range,
+            x_desc: base.x_desc.clone(),
+            case: ci,
+            load: None,
+            kind: Kind::Series(0),
+            ready: base.ready.clone(),
+        };
+        let color = |i: usize| plan::color(i);
+        if let Some(k) = &case.cluster {
+            let mut pods: BTreeMap<&str, Vec<&model::PodMetric>> = BTreeMap::new();
+            for m in &k.metrics {
+                pods.entry(&m.pod).or_default().push(m);
+            }
+            if !pods.is_empty() {
+                let line = |i: usize, pod: &str, pts: Vec<(f64, f64)>| Line {
+                    name: pod.to_string(),
+                    color: color(i),
+                    segments: vec![pts],
+                    dots: false,
+                    join: true,
+                };
+                let cpu = pods
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (p, v))| {
+                        line(i, p, v.iter().map(|m| (m.t_s, m.cpu_millicores)).collect())
+                    })
+                    .collect();
+                let mem = pods
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (p, v))| {
+                        line(
+                            i,
+                            p,
+                            v.iter()
+                                .map(|m| (m.t_s, m.memory_bytes as f64 / (1024.0 * 1024.0)))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                out.push((
+                    mk(
+                        format!("{prefix}-pod-cpu"),
+                        format!("{}: CPU per pod (metrics API)", case.name),
+                        "CPU (millicores)",
+                        cpu,
+                    ),
+                    "pod-cpu",
+                ));
+                out.push((
+                    mk(
+                        format!("{prefix}-pod-memory"),
+                        format!("{}: memory per pod (metrics API)", case.name),
+                        "working set (MiB)",
+                        mem,
+                    ),
+                    "pod-memory",
+                ));
+            }
+        }
+        let mut replicas: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+        for s in &case.readiness {
+            replicas.entry(&s.replica).or_default().push((s.t_s, s.ms));
+        }
+        if !replicas.is_empty() {
+            let lines = replicas
+                .into_iter()
+                .enumerate()
+                .map(|(i, (rep, pts))| Line {
+                    name: rep.to_string(),
+                    color: color(i),
+                    segments: vec![pts],
+                    dots: false,
+                    join: true,
+                })
+                .collect();
+            out.push((
+                mk(
+                    format!("{prefix}-readiness"),
+                    format!("{}: readiness probe time per replica", case.name),
+                    "probe answer (ms)",
+                    lines,
+                ),
+                "readiness",
+            ));
+        }
+    }
+    out
+}
+
+/// Escapes text for HTML.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// JSON for a `<script type="application/json">` block: `<` written as `\u003c`, so no text in
+/// it can close the block.
+fn json_block<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v)
+        .expect("chart data holds only finite numbers and strings")
+        .replace('<', "\\u003c")
+}
+
+/// The page around `body` and the chart data.
+fn page(title: &str, body: &str, data: &Data) -> String {
+    let mut out = String::with_capacity(UPLOT_JS.len() + body.len() + 4096);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"proxybench; charts by uPlot {UPLOT_VERSION} (MIT)\">\n\
+         <title>{}</title>\n<style>\n{UPLOT_CSS}\n{STYLE}</style>\n</head>\n<body>\n",
+        esc(title)
+    );
+    out.push_str(body);
+    let _ = write!(
+        out,
+        "<p class=\"note\">Charts: drag across a chart to zoom into that span, double-click to \
+         zoom out; hover for each series' value. Dashed lines are actions (numbered as in the \
+         events table), red bands the time from a load's first to its last failure after an \
+         action, grey bands runs of many actions. Drawn with uPlot {UPLOT_VERSION} (MIT \
+         licence, embedded).</p>\n\
+         <script type=\"application/json\" id=\"pb-data\">{}</script>\n\
+         <script>\n{UPLOT_JS}\n</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        json_block(data)
+    );
+    out
+}
+
+/// A chart's place in the page.
+fn chart_div(c: &ChartOut) -> String {
+    format!(
+        "<div class=\"chart\"><h3>{}</h3><div id=\"chart-{}\"></div></div>\n",
+        esc(&c.title),
+        esc(&c.id)
+    )
+}
+
+fn ms(us: Option<u64>) -> String {
+    us.map_or("-".into(), |v| format!("{:.3}", v as f64 / 1000.0))
+}
+
+/// report.html for `r`.
+pub fn render(r: &RunResults) -> String {
+    let mut charts: Vec<(Chart, &'static str)> = plan::plan(r)
+        .into_iter()
+        .map(|c| {
+            let k = kind_name(c.kind);
+            (c, k)
+        })
+        .collect();
+    let plain: Vec<Chart> = charts.iter().map(|(c, _)| c.clone()).collect();
+    charts.extend(extra_charts(r, &plain));
+    let all: Vec<ChartOut> = charts.iter().map(|(c, k)| chart_out(r, c, k)).collect();
+    let mut b = String::new();
+    let _ = writeln!(b, "<h1>proxybench report: {}</h1>", esc(&r.scenario));
+    if r.partial {
+        let _ = writeln!(
+            b,
+            "<p class=\"partial\"><b>PARTIAL RESULTS.</b> The run stopped before it finished: {}.</p>",
+            esc(r.abort_reason.as_deref().unwrap_or("no reason was recorded"))
+        );
+    }
+    if !r.description.is_empty() {
+        let _ = writeln!(b, "<p>{}</p>", esc(r.description.trim()));
+    }
+    b.push_str("<table>\n");
+    for (k, v) in [
+        ("Scenario", r.scenario.clone()),
+        ("Started (UTC)", r.started_at.clone()),
+        ("Form", if r.quick { "quick" } else { "full" }.to_string()),
+        ("Proxy", fmt::proxy_name(&r.env).to_string()),
+        (
+            "Proxy version",
+            r.env.proxy.lines().next().unwrap_or("").to_string(),
+        ),
+        ("proxybench", r.env.proxybench.clone()),
+        (
+            "Outcome",
+            if r.partial { "PARTIAL" } else { "complete" }.to_string(),
+        ),
+    ] {
+        let _ = writeln!(b, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
+    }
+    b.push_str("</table>\n");
+    if !r.checks.is_empty() {
+        b.push_str("<h2>Checks</h2>\n<table>\n<tr><th>Check</th><th>Case</th><th>Expected</th><th>Actual</th><th>Result</th></tr>\n");
+        for c in &r.checks {
+            let _ = writeln!(
+                b,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                esc(&c.name),
+                esc(c.case.as_deref().unwrap_or("")),
+                esc(&c.expected),
+                esc(&c.actual),
+                if c.pass { "pass" } else { "fail" },
+                if c.pass { "pass" } else { "FAIL" }
+            );
+        }
+        b.push_str("</table>\n");
+    }
+    for (ci, case) in r.cases.iter().enumerate() {
+        let _ = writeln!(b, "<h2>Case <code>{}</code></h2>", esc(&case.name));
+        if !case.description.is_empty() {
+            let _ = writeln!(b, "<p>{}</p>", esc(&case.description));
+        }
+        b.push_str("<table>\n<tr><th>Load</th><th>Requests</th><th>Req/s</th><th>p50 (ms)</th><th>p99 (ms)</th><th>p99.9 (ms)</th><th>max (ms)</th><th>Failures</th></tr>\n");
+        for l in &case.loads {
+            let p = |q: f64| hdr::percentile_us(&l.latency, q);
+            let _ = writeln!(
+                b,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(&l.name),
+                count(l.requests),
+                fmt::f2(l.req_per_sec_total()),
+                ms(p(50.0)),
+                ms(p(99.0)),
+                ms(p(99.9)),
+                ms((l.latency.count > 0).then_some(l.latency.max_us)),
+                count(l.failures())
+            );
+        }
+        b.push_str("</table>\n");
+        if !case.events.is_empty() {
+            b.push_str("<table>\n<tr><th>#</th><th>t (s)</th><th>Action</th><th>Detail</th><th>Took (ms)</th><th>Error</th></tr>\n");
+            for (i, e) in case.events.iter().enumerate() {
+                let _ = writeln!(
+                    b,
+                    "<tr><td class=\"n\">{}</td><td class=\"n\">{:.3}</td><td>{}</td><td>{}</td><td class=\"n\">{:.1}</td><td>{}</td></tr>",
+                    i + 1,
+                    e.t_s,
+                    esc(&e.action),
+                    esc(&e.detail),
+                    e.duration_ms,
+                    esc(e.error.as_deref().unwrap_or(""))
+                );
+            }
+            b.push_str("</table>\n");
+        }
+        for ((c, _), out) in charts.iter().zip(&all) {
+            if c.case == ci {
+                b.push_str(&chart_div(out));
+            }
+        }
+    }
+    page(
+        &format!("proxybench report: {}", r.scenario),
+        &b,
+        &Data { charts: all },
+    )
+}
+
+/// comparison.html for a comparison across proxies: per case and load, req/s and latency
+/// percentiles per proxy, and each proxy's own cost, as bars.
+pub fn render_comparison(c: &Comparison) -> String {
+    let kinds: Vec<&str> = c.proxies.iter().map(|p| p.kind.as_str()).collect();
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "<h1>proxybench comparison: {}</h1>\n<table>\n<tr><th>Proxy</th><th>Status</th><th>Version</th><th>Checks</th><th>Report</th></tr>",
+        esc(&c.scenario)
+    );
+    for p in &c.proxies {
+        let _ = writeln!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{} of {}</td><td><a href=\"{}/report.html\">{}/report.html</a></td></tr>",
+            esc(&p.kind),
+            esc(&p.status),
+            esc(&p.version),
+            p.checks.0,
+            p.checks.1,
+            esc(&p.dir),
+            esc(&p.dir)
+        );
+    }
+    b.push_str("</table>\n");
+    let mut charts = Vec::new();
+    // One bar group per proxy: x is the proxy's place, labelled by the page's axis.
+    let bars = |id: String, title: String, y: &str, series: Vec<(String, Vec<Option<f64>>)>| {
+        let n = kinds.len();
+        // Empty rows half a place before the first proxy and after the last frame the points.
+        let mut xs = vec![Some(-0.5)];
+        xs.extend((0..n).map(|i| Some(i as f64)));
+        xs.push(Some(n as f64 - 0.5));
+        let mut data = vec![xs];
+        let mut out = Vec::new();
+        for (i, (name, mut v)) in series.into_iter().enumerate() {
+            v.insert(0, None);
+            v.push(None);
+            out.push(SeriesOut {
+                name,
+                color: hex(plan::color(i)),
+                dots: true,
+                join: false,
+                gaps: false,
+                right: false,
+            });
+            data.push(v);
+        }
+        ChartOut {
+            id,
+            kind: "comparison",
+            title,
+            x: format!("proxy ({})", kinds.join(", ")),
+            y: y.to_string(),
+            unit: unit_of(y),
+            log: false,
+            series: out,
+            data,
+            markers: Vec::new(),
+            spans: Vec::new(),
+            shade: Vec::new(),
+        }
+    };
+    for case in &c.cases {
+        for load in &case.loads {
+            let get =
+                |f: &dyn Fn(&crate::comparison::LoadMetrics) -> Option<f64>| -> Vec<Option<f64>> {
+                    kinds
+                        .iter()
+                        .map(|k| load.by_proxy.iter().find(|m| m.kind == *k).and_then(f))
+                        .collect()
+                };
+            let stem = format!("{}-{}", fmt::slug(&case.name), fmt::slug(&load.name));
+            charts.push(bars(
+                format!("{stem}-rps"),
+                format!("{} / {}: responses per second", case.name, load.name),
+                "responses per second",
+                vec![("req/s".into(), get(&|m| Some(m.req_per_sec)))],
+            ));
+            let ms = |v: Option<u64>| v.map(|x| x as f64 / 1000.0);
+            charts.push(bars(
+                format!("{stem}-latency"),
+                format!("{} / {}: latency", case.name, load.name),
+                "latency (ms)",
+                vec![
+                    ("p50".into(), get(&|m| ms(m.p50_us))),
+                    ("p99".into(), get(&|m| ms(m.p99_us))),
+                    ("p99.9".into(), get(&|m| ms(m.p999_us))),
+                ],
+            ));
+        }
+        let cost =
+            |f: &dyn Fn(&crate::comparison::ProxyMetrics) -> Option<f64>| -> Vec<Option<f64>> {
+                kinds
+                    .iter()
+                    .map(|k| case.proxy.iter().find(|m| m.kind == *k).and_then(f))
+                    .collect()
+            };
+        charts.push(bars(
+            format!("{}-proxy-cpu", fmt::slug(&case.name)),
+            format!("{}: proxy CPU per request", case.name),
+            "CPU per request (µs)",
+            vec![("CPU per request".into(), cost(&|m| m.cpu_us_per_request))],
+        ));
+    }
+    for ch in &charts {
+        b.push_str(&chart_div(ch));
+    }
+    page(
+        &format!("proxybench comparison: {}", c.scenario),
+        &b,
+        &Data { charts },
+    )
+}

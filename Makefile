@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test test-fast bench bench-deps soak fuzz deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
+.PHONY: run test test-fast bench bench-deps soak fuzz fuzz-build fuzz-smoke deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -67,10 +67,12 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release --locked -- -D warnings
 
-## test: the whole suite (lint, unit tests, end-to-end tests against real nginx, a 60 s soak,
-## a few seconds of fuzzing per parser), then the Kubernetes tests on a real local cluster (test-k8s)
+## test: the whole suite (lint, unit tests, end-to-end tests against real nginx, a 60 s soak),
+## a few seconds of coverage-guided fuzzing per parser (fuzz-smoke), then the Kubernetes tests on a
+## real local cluster (test-k8s)
 test: lint test-deps
 	$(CARGO) test --workspace --release --locked --no-fail-fast
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-k8s
 
 ## test-fast: the edit loop's tier: every crate's unit tests (--lib) plus the test binaries that
@@ -99,10 +101,39 @@ bench: build bench-deps
 soak: build test-deps
 	bash bench/soak.sh
 
-## fuzz: every parser fuzzed from its corpus for FUZZ_SECONDS each (default 60; make test runs a few)
+## fuzz-build: the coverage-guided engine, libFuzzer (built from the libfuzzer-sys crate's
+## source, so a C++ compiler: g++ is installed when absent) linked with the targets into
+## proxybench-fuzz-libfuzzer. Stable rustc instruments it with LLVM's SanitizerCoverage
+## (-C passes=sancov-module, -C llvm-args): edge counters, the PC table and comparison tracing,
+## plus debug assertions and overflow checks. Built for the host target by name, so build
+## scripts and proc macros stay uninstrumented and the instrumented artifacts live apart from
+## the release build's, in target/<host>/release/.
+FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+  -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks
+FUZZ_DIR = $(abspath $(or $(CARGO_TARGET_DIR),target))
+FUZZ_HOST = $$(rustc -vV | sed -n 's/^host: //p')
+FUZZ_ENGINE = $(FUZZ_DIR)/$(FUZZ_HOST)/release/proxybench-fuzz-libfuzzer
+fuzz-build: deps
+	@command -v c++ >/dev/null 2>&1 || { \
+	   echo "installing from Debian packages: g++"; \
+	   $(APT) install -y -qq g++ >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq g++; }; }
+	RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --release --locked -p proxybench-fuzz \
+	  --features libfuzzer --bin proxybench-fuzz-libfuzzer --target $(FUZZ_HOST)
+
+## fuzz: every parser fuzzed from its corpus for FUZZ_SECONDS each (default 60); what the engine
+## finds stays in target/fuzz/corpus/ for the next run, crashes go to crates/fuzz/crashes/
 FUZZ_SECONDS ?= 60
-fuzz: deps
-	$(CARGO) run --release --locked -p proxybench-fuzz -- all --seconds $(FUZZ_SECONDS)
+fuzz: fuzz-build
+	$(CARGO) run --release --locked -p proxybench-fuzz --bin proxybench-fuzz -- all \
+	  --seconds $(FUZZ_SECONDS) --engine $(FUZZ_ENGINE) --work $(FUZZ_DIR)/fuzz
+
+## fuzz-smoke: make test's part: FUZZ_SMOKE_SECONDS (default 3) per parser from the checked-in
+## corpus alone, and the planted-bug target (a panic, a broken invariant behind six comparisons,
+## a hang, memory growth), as the ignored tests of crates/fuzz/tests/engine.rs
+fuzz-smoke: fuzz-build
+	PROXYBENCH_FUZZ_ENGINE=$(FUZZ_ENGINE) $(CARGO) test --workspace --release --locked \
+	  --test engine -- --ignored engine_
 
 ## image: OCI image tarballs without Docker (proxybench, nginx with busybox, pause) in target/image/.
 ## The binary is built for the whole workspace, so its dependencies' features are the ones

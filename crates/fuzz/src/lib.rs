@@ -1,21 +1,25 @@
-//! A small mutational fuzzer that runs on stable Rust (cargo-fuzz and libFuzzer need nightly).
-//! It has no coverage instrumentation; instead each [`Target`] reports a fingerprint of what an
-//! input made the parser do (which error, which state, how many responses), and an input that
-//! produces a fingerprint not seen before joins the corpus. That steers the mutator towards
-//! inputs that reach new outcomes, which is most of what coverage buys for parsers this size.
+//! Coverage-guided fuzzing of proxybench's parsers on stable Rust. The engine is libFuzzer
+//! (vendored and built by the `libfuzzer-sys` crate), linked into `proxybench-fuzz-libfuzzer`,
+//! which `make fuzz-build` compiles with LLVM's SanitizerCoverage (stable `-C passes=sancov-module`
+//! and `-C llvm-args` flags): every edge of the code under test counts, and an input that reaches
+//! new ones joins the corpus. The `proxybench-fuzz` driver ([`libfuzzer`]) runs it per target from
+//! the checked-in corpus and reports executions per second and the edges reached.
 //!
-//! A target must never panic, never hang (each input has a time budget, watched by another
-//! thread), and must keep its invariants: a broken invariant is reported like a panic, with the
-//! input written to a file and printed as an escaped string.
+//! Each [`Target`] checks invariants beyond "does not crash": a broken one panics in the engine
+//! (a crash libFuzzer saves the input of), like a real panic; a hang or memory growth is one too.
+//! [`replay::run_one`] runs saved inputs in this process, without the engine.
 
 #![warn(missing_docs)]
 
-pub mod engine;
+pub mod dict;
 pub mod h2;
-pub mod mutate;
+pub mod libfuzzer;
+pub mod planted;
+pub mod replay;
 pub mod targets;
 
-pub use engine::{fuzz, run_one, Config, Crash, CrashKind, Stats};
+pub use libfuzzer::{fuzz, FuzzError, Options, Stats};
+pub use replay::{run_one, Crash, CrashKind};
 pub use targets::{by_name, Target, TARGETS};
 
 /// An input that breaks one of a target's invariants (beyond not panicking); the message names
@@ -26,7 +30,8 @@ pub struct Violation(pub String);
 
 use std::path::{Path, PathBuf};
 
-/// A seeded pseudo-random generator (SplitMix64): runs are reproducible from `--seed`.
+/// A seeded pseudo-random generator (SplitMix64): the targets' own choices (split points,
+/// chunk sizes) are fixed by the input, so a replay does the same.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 
@@ -57,7 +62,7 @@ impl Rng {
     }
 }
 
-/// FNV-1a over `data`: fingerprints and deterministic per-input choices (split points).
+/// FNV-1a over `data`: deterministic per-input choices (split points) and crash file names.
 pub fn hash(data: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for &b in data {

@@ -1,11 +1,15 @@
-//! `proxybench-fuzz TARGET|all [--seconds N] [--seed S] [--runs N] [--budget-ms N]` fuzzes a
-//! parser from its checked-in corpus; `proxybench-fuzz TARGET --replay FILE...` runs saved inputs.
+//! `proxybench-fuzz TARGET|all [--seconds N] [--seed S] [--runs N] [--timeout S] [--engine PATH]
+//! [--work DIR]` fuzzes parsers with the coverage-guided engine (libFuzzer, built by
+//! `make fuzz-build`) from the checked-in corpus and the work corpus;
+//! `proxybench-fuzz TARGET --replay FILE...` runs saved inputs in this process.
 
-use proxybench_fuzz::{by_name, corpus_dir, fuzz, load_corpus, run_one, Config, TARGETS};
+use proxybench_fuzz::libfuzzer::{default_work_dir, ENGINE_ENV};
+use proxybench_fuzz::targets::find;
+use proxybench_fuzz::{by_name, corpus_dir, fuzz, run_one, FuzzError, Options, TARGETS};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-const USAGE: &str = "usage: proxybench-fuzz TARGET|all [--seconds N] [--seed S] [--runs N] [--budget-ms N] [--replay FILE...]";
+const USAGE: &str = "usage: proxybench-fuzz TARGET|all [--seconds N] [--seed S] [--runs N] [--timeout S] [--engine PATH] [--work DIR] [--replay FILE...]";
 
 fn bad(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("proxybench-fuzz: {msg}");
@@ -14,10 +18,12 @@ fn bad(msg: impl std::fmt::Display) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut cfg = Config {
-        duration: Duration::from_secs(60),
-        ..Config::default()
+    let mut opts = Options {
+        seconds: 60,
+        work: default_work_dir(),
+        ..Options::default()
     };
+    let mut engine = std::env::var_os(ENGINE_ENV).map(PathBuf::from);
     let mut target = None;
     let mut replay = Vec::new();
     let mut i = 0;
@@ -29,23 +35,27 @@ fn main() -> ExitCode {
                 println!("{USAGE}\ntargets: {}", names());
                 return ExitCode::SUCCESS;
             }
-            "--seconds" | "--seed" | "--runs" | "--budget-ms" => {
+            "--seconds" | "--seed" | "--runs" | "--timeout" | "--engine" | "--work" => {
                 let Some(v) = value(i) else {
                     return bad(format!("{a} needs a value"));
                 };
                 let ok = match a {
-                    "--seconds" => v
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s >= 0.0)
-                        .map(|s| cfg.duration = Duration::from_secs_f64(s)),
-                    "--seed" => v.parse().ok().map(|s| cfg.seed = s),
-                    "--runs" => v.parse().ok().map(|r| cfg.max_runs = Some(r)),
-                    _ => v
+                    "--seconds" => v.parse().ok().filter(|&s| s > 0).map(|s| opts.seconds = s),
+                    "--seed" => v.parse().ok().map(|s| opts.seed = s),
+                    "--runs" => v.parse().ok().map(|r| opts.runs = Some(r)),
+                    "--timeout" => v
                         .parse()
                         .ok()
-                        .filter(|&ms| ms > 0)
-                        .map(|ms| cfg.budget = Duration::from_millis(ms)),
+                        .filter(|&s| s > 0)
+                        .map(|s| opts.timeout_secs = s),
+                    "--engine" => {
+                        engine = Some(PathBuf::from(v));
+                        Some(())
+                    }
+                    _ => {
+                        opts.work = PathBuf::from(v);
+                        Some(())
+                    }
                 };
                 if ok.is_none() {
                     return bad(format!("{a}: '{v}' is not a valid number"));
@@ -71,7 +81,7 @@ fn main() -> ExitCode {
     let chosen: Vec<_> = if target == "all" {
         TARGETS.to_vec()
     } else {
-        match by_name(&target) {
+        match find(&target) {
             Some(t) => vec![t],
             None => {
                 return bad(format!(
@@ -90,7 +100,7 @@ fn main() -> ExitCode {
             };
             for t in &chosen {
                 match run_one(*t, &input) {
-                    Ok(_) => println!("{}: {file}: ok", t.name()),
+                    Ok(()) => println!("{}: {file}: ok", t.name()),
                     Err((kind, msg)) => {
                         failed = true;
                         println!("{}: {file}: {kind:?}: {msg}", t.name());
@@ -104,24 +114,36 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         };
     }
+    let Some(engine) = engine else {
+        return bad(format!(
+            "no engine: build it with `make fuzz-build`, then pass --engine PATH or set {ENGINE_ENV}"
+        ));
+    };
     for t in chosen {
-        let dir = corpus_dir(t.name());
-        let seeds = match load_corpus(&dir) {
-            Ok(s) => s,
-            Err(e) => return bad(format!("{}: {e}", dir.display())),
-        };
-        match fuzz(t, seeds, &cfg) {
+        // The planted target has no checked-in corpus: it starts from an empty input.
+        let seeds: Vec<PathBuf> = Some(corpus_dir(t.name()))
+            .filter(|d| by_name(t.name()).is_some() && d.is_dir())
+            .into_iter()
+            .collect();
+        match fuzz(&engine, t, &seeds, &opts) {
             Ok(s) => println!(
-                "{}: {} execs in {:.1} s ({:.0}/s), corpus {}, outcomes {}",
+                "{}: {} execs in {:.1} s ({:.0}/s), edges {} (seeds {}), corpus {} (+{} new), peak RSS {} MiB",
                 t.name(),
                 s.execs,
                 s.elapsed.as_secs_f64(),
                 s.rate(),
+                s.edges,
+                s.seed_edges,
                 s.corpus,
-                s.outcomes
+                s.new_inputs,
+                s.peak_rss_mb
             ),
-            Err(c) => {
+            Err(FuzzError::Crash(c)) => {
                 eprintln!("{c}");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("proxybench-fuzz: {}: {e}", t.name());
                 return ExitCode::FAILURE;
             }
         }

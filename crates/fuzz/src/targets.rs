@@ -2,16 +2,15 @@
 //! the one chunked decoder (round trip, and raw framing alone and inside both users: response
 //! framing and the backend's request bodies), the backend's request parser (http1's request
 //! heads), the scenario parser, and both HTTP/2 connections (`crate::h2`: the load engine's
-//! client, the backend's server). Each checks invariants beyond "no panic" and fingerprints its
-//! outcome.
+//! client, the backend's server). Each checks invariants beyond "no panic": a broken one is
+//! reported like a crash.
 
-use crate::mutate::{HTTP_TOKENS, TOML_TOKENS};
+use crate::dict::{HTTP_TOKENS, TOML_TOKENS};
 use crate::{hash, Rng, Violation};
 use backend::http::{parse_head, HeadError, ReqHead};
 use http1::request::{Decoder, Feed};
 use http1::response::{Eof, Progress, ResponseParser};
 use http1::{BodyKind, ChunkedDecoder, ChunkedError, Sink};
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// One parser under fuzzing.
 pub trait Target: Sync {
@@ -21,9 +20,8 @@ pub trait Target: Sync {
     fn dictionary(&self) -> &'static [&'static [u8]];
     /// Inputs are cut to this length.
     fn max_len(&self) -> usize;
-    /// Runs one input: `Ok` with a fingerprint of the outcome, or `Err` naming a broken
-    /// invariant. Must not panic or hang.
-    fn run(&self, input: &[u8]) -> Result<u64, Violation>;
+    /// Runs one input: `Err` names a broken invariant. Must not panic or hang.
+    fn run(&self, input: &[u8]) -> Result<(), Violation>;
 }
 
 /// Every target, in the order `make fuzz` runs them.
@@ -32,6 +30,17 @@ pub static TARGETS: &[&dyn Target] = &[&Codec, &Chunked, &Request, &Scenario, &H
 /// The target called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Target> {
     TARGETS.iter().copied().find(|t| t.name() == name)
+}
+
+/// The target called `name` among [`TARGETS`] and the planted-bug ones the engine's tests use
+/// ([`crate::planted`]): what the engine and `--replay` accept.
+pub fn find(name: &str) -> Option<&'static dyn Target> {
+    by_name(name).or_else(|| {
+        crate::planted::ALL
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|&t| t as &'static dyn Target)
+    })
 }
 
 /// The HTTP/2 client connection of the load engine (`crate::h2`).
@@ -47,7 +56,7 @@ impl Target for H2 {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         crate::h2::run(input)
     }
 }
@@ -65,7 +74,7 @@ impl Target for H2Server {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         crate::h2::run_server(input)
     }
 }
@@ -77,12 +86,6 @@ macro_rules! ensure {
             return Err(Violation(format!($($msg)+)));
         }
     };
-}
-
-fn fingerprint(parts: impl Hash) -> u64 {
-    let mut h = DefaultHasher::new();
-    parts.hash(&mut h);
-    h.finish()
 }
 
 /// Cut points for feeding `len` bytes in pieces, fixed by `seed` (so a replay splits alike).
@@ -133,41 +136,6 @@ enum Event {
     Malformed(&'static str),
     /// The stream ended.
     Eof(Eof, Vec<u8>),
-}
-
-impl Event {
-    /// The part of an event that makes an outcome: no bodies or offsets.
-    fn shape(&self) -> (u8, u16, bool, &'static str, usize) {
-        match self {
-            Event::Done {
-                status,
-                keep_alive,
-                body,
-                ..
-            } => (0, class(*status), *keep_alive, "", log2(body.len())),
-            Event::Malformed(m) => (1, 0, false, m, 0),
-            Event::Eof(e, body) => {
-                let (k, s) = match e {
-                    Eof::Empty => (2, 0),
-                    Eof::Done(r) => (3, class(r.status)),
-                    Eof::Truncated => (4, 0),
-                };
-                (k, s, false, "", log2(body.len()))
-            }
-        }
-    }
-}
-
-/// Status codes that frame differently stay apart; the rest count by class.
-fn class(status: u16) -> u16 {
-    match status {
-        101 | 204 | 304 => status,
-        s => s / 100,
-    }
-}
-
-fn log2(n: usize) -> usize {
-    (usize::BITS - n.leading_zeros()) as usize
 }
 
 /// Parses `input` as a stream of pipelined responses fed in the pieces ending at `ends`,
@@ -253,16 +221,13 @@ impl Target for Codec {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         let head = hash(input) % 8 == 0;
         let events = responses_any_split(input, head)?;
         for e in &events {
             check_length(e, head)?;
         }
-        // Coarse on purpose: a fingerprint per body length or per long pipeline would make
-        // nearly every input "new" and the corpus a random sample.
-        let shape: Vec<_> = events.iter().take(3).map(Event::shape).collect();
-        Ok(fingerprint((head, shape, events.len().min(4))))
+        Ok(())
     }
 }
 
@@ -442,7 +407,7 @@ impl Target for Chunked {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         // Round trip: the decoder alone...
         let mut rng = Rng::new(hash(input));
         let (encoded, trailers) = encode_chunked(input, &mut rng);
@@ -527,13 +492,7 @@ impl Target for Chunked {
             backend.is_ok() == whole.is_ok() && backend.ok() == whole.ok(),
             "as a request body the framing gave {backend:?}, alone {whole:?}"
         );
-        let shape: Vec<_> = events.iter().take(2).map(Event::shape).collect();
-        let verdict = match whole {
-            Ok(Some(_)) => "",
-            Ok(None) => "more",
-            Err(e) => e.message(),
-        };
-        Ok(fingerprint((shape, verdict, keep.headers.len().min(3))))
+        Ok(())
     }
 }
 
@@ -541,22 +500,6 @@ impl Target for Chunked {
 /// its connections do; heads and bodies are also re-parsed from prefixes and in pieces. The
 /// input also becomes a valid request whose parse must match what was built.
 pub struct Request;
-
-fn head_shape(h: &ReqHead) -> (bool, bool, bool, u8, bool, bool) {
-    let body = match h.body {
-        BodyKind::None => 0,
-        BodyKind::Length(_) => 1,
-        BodyKind::Chunked => 2,
-    };
-    (
-        h.head_only,
-        h.keep_alive,
-        h.ka_header,
-        body,
-        h.expect_continue,
-        h.debug,
-    )
-}
 
 /// Builds a valid request from `input` (its path from the input's URL-safe bytes, the body the
 /// input itself, everything else drawn from its hash), parses it, and checks every field of the
@@ -651,12 +594,15 @@ impl Target for Request {
     fn max_len(&self) -> usize {
         4096
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         request_round_trip(input)?;
-        let mut shape = Vec::new();
         let mut pos = 0;
         let mut rng = Rng::new(hash(input));
-        while pos < input.len() && shape.len() < 64 {
+        // A bound on the pipeline, so one input's work stays small.
+        for _ in 0..64 {
+            if pos >= input.len() {
+                break;
+            }
             let rest = &input[pos..];
             match parse_head(rest) {
                 Ok(Some(h)) => {
@@ -686,7 +632,6 @@ impl Target for Request {
                             h.len
                         );
                     }
-                    shape.push((0u8, head_shape(&h)));
                     pos += h.len;
                     let body = &input[pos..];
                     let whole = backend_body(h.body, body, &[body.len()])?;
@@ -698,32 +643,14 @@ impl Target for Request {
                     );
                     match whole {
                         Ok(Some(n)) => pos += n,
-                        Ok(None) => {
-                            shape.push((1, Default::default()));
-                            break;
-                        }
-                        Err(_) => {
-                            shape.push((2, Default::default()));
-                            break;
-                        }
+                        Ok(None) | Err(_) => break,
                     }
                 }
-                Ok(None) => {
-                    shape.push((3, Default::default()));
-                    break;
-                }
-                Err(e) => {
-                    let k = match e {
-                        HeadError::Bad => 4,
-                        HeadError::TooLarge => 5,
-                    };
-                    shape.push((k, Default::default()));
-                    break;
-                }
+                // Needs more bytes, or refused: either way the stream ends here.
+                Ok(None) | Err(HeadError::Bad | HeadError::TooLarge) => break,
             }
         }
-        shape.truncate(4);
-        Ok(fingerprint(shape))
+        Ok(())
     }
 }
 
@@ -745,7 +672,7 @@ impl Target for Scenario {
     fn max_len(&self) -> usize {
         16 * 1024
     }
-    fn run(&self, input: &[u8]) -> Result<u64, Violation> {
+    fn run(&self, input: &[u8]) -> Result<(), Violation> {
         let src = scenario::layers::Source {
             file: SCENARIO_FILE.to_string(),
             text: String::from_utf8_lossy(input).into_owned(),
@@ -753,10 +680,9 @@ impl Target for Scenario {
         // Lines as an editor numbers them: a final line break does not open a new line.
         let lines = src.text.lines().count().max(1);
         let opts = analysis::parse_options();
-        let mut outcome = Vec::new();
         for quick in [false, true] {
             match scenario::Scenario::parse_with(&src, quick, &opts) {
-                Ok(s) => outcome.push((0, s.cases.len().min(4), String::new())),
+                Ok(_) => {}
                 Err(e) => {
                     let shown = e.to_string();
                     ensure!(
@@ -777,20 +703,9 @@ impl Target for Scenario {
                             "error points at line {l} of a {lines}-line text: {shown:?}"
                         );
                     }
-                    // The message up to the first quoted user text is the kind of error.
-                    let kind: String = e
-                        .message
-                        .split(['`', '\'', '"'])
-                        .next()
-                        .unwrap_or("")
-                        .chars()
-                        .filter(|c| !c.is_ascii_digit())
-                        .take(60)
-                        .collect();
-                    outcome.push((1, usize::from(e.line.is_some()), kind));
                 }
             }
         }
-        Ok(fingerprint(outcome))
+        Ok(())
     }
 }

@@ -43,6 +43,10 @@ pub struct RenderContext {
     /// `127.0.0.1:admin_port`: on Kubernetes a placeholder the pod replaces with its own address
     /// (hostNetwork pods share every port).
     pub admin_listen: Option<String>,
+    /// The control API's address (Caddy's admin API) as written into the config instead of
+    /// `127.0.0.1:control_port`: on Kubernetes a placeholder the pod replaces with its own
+    /// address, as [`RenderContext::admin_listen`].
+    pub control_listen: Option<String>,
     /// The upstream addresses come from the cluster (EndpointSlices), so they need not be on
     /// loopback; locally every backend is on 127.0.0.0/8.
     pub cluster_upstreams: bool,

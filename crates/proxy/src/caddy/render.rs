@@ -285,7 +285,7 @@ impl Renderer<'_> {
         let doc = json!({
             "@id": format!("{PROCS_ID}{}", cfg.worker_processes),
             "admin": {
-                "listen": format!("127.0.0.1:{}", self.ctx.control_port),
+                "listen": self.ctx.control_listen.clone().unwrap_or_else(|| format!("127.0.0.1:{}", self.ctx.control_port)),
                 "config": {"persist": false},
             },
             "storage": {"module": "file_system", "root": self.path("caddy-data")},

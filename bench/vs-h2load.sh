@@ -2,16 +2,28 @@
 # proxybench load --http2 vs h2load (nghttp2), side by side against the same nginx (1 worker,
 # `return 200`), over h2c (prior knowledge) and over TLS (h2 by ALPN).
 #
-# Runs the two tools ALTERNATELY (so drift on a noisy machine hits both alike), ROUNDS rounds
-# each of `-t1 -c50 -m10 -d10s` per mode, and prints per tool: requests/s, client CPU
-# microseconds per request (user+sys from getrusage of the client process) and nginx's CPU use
-# during the run (100% means the server, not the client, was the limit); then the medians and
-# the ratios proxybench/h2load.
+# nginx is pinned to one core (SERVER_CPU) and the client to the other (CLIENT_CPU), so the two
+# never share a core. The tools run ALTERNATELY (so drift on a noisy machine hits both alike),
+# ROUNDS rounds each of `-t1 -c50 -m10` for DURATION seconds per mode, and each run prints:
+# requests/s, the client's CPU per request (user+sys from getrusage of the client process), the
+# SERVER's CPU per request (the nginx worker's time on CPU from /proc/PID/schedstat, over the
+# requests the client completed: what one request of this client costs the server), and nginx's
+# CPU use during the run (100% means the server, not the client, was the limit). Then the
+# medians and the ratios proxybench/h2load.
 #
-# Targets: req/s ratio >= 1.0, CPU per request ratio <= 1.0.
+# Goals (issue 27): req/s >= 1.0x h2load's, server CPU per request <= 1.0x, client CPU per
+# request <= 0.8x.
 #
-# Prerequisites: nginx, python3, openssl, h2load (Debian: apt-get install nghttp2-client).
-# Usage: bench/vs-h2load.sh   (env: ROUNDS=3 DURATION=10 CONNS=50 STREAMS=10 MODES="h2c h2")
+# PB_BASE=path/to/another/proxybench adds that binary as a third tool in every round (a build
+# from before a change), with the ratios proxybench/base: before and after in one run.
+#
+# PRIO=auto (the default) runs nginx and the clients under SCHED_RR 10 when root, so unrelated
+# work on a shared machine does not preempt them; PRIO= runs them as they are.
+#
+# Prerequisites: nginx, python3, openssl, taskset, h2load (Debian: apt-get install
+# nghttp2-client; `make bench-deps`).
+# Usage: bench/vs-h2load.sh   (env: ROUNDS=3 DURATION=10 CONNS=50 STREAMS=10 MODES="h2c h2"
+#                               SERVER_CPU=0 CLIENT_CPU=1 PRIO=auto PB_BASE=)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -19,15 +31,28 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-50}
 STREAMS=${STREAMS:-10}
 MODES=${MODES:-h2c h2}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PB=${PB:-$ROOT/target/release/proxybench}
+PB_DEFAULT=$ROOT/target/release/proxybench
+PB=${PB:-$PB_DEFAULT}
+PB_BASE=${PB_BASE:-}
 NGINX=${NGINX:-/usr/sbin/nginx}
+PRIO=${PRIO-auto}
+if [ "$PRIO" = auto ]; then
+  PRIO=""
+  [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
+fi
+read -r -a prio <<<"$PRIO"
 
 command -v h2load >/dev/null || { echo "vs-h2load: h2load is not installed (apt-get install nghttp2-client)" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "vs-h2load: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "vs-h2load: python3 is needed for getrusage" >&2; exit 2; }
 command -v openssl >/dev/null || { echo "vs-h2load: openssl is needed for the test certificate" >&2; exit 2; }
-if [ ! -x "$PB" ] || [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; then
+command -v taskset >/dev/null || { echo "vs-h2load: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+[ -z "$PB_BASE" ] || [ -x "$PB_BASE" ] || { echo "vs-h2load: PB_BASE=$PB_BASE is not an executable" >&2; exit 2; }
+# The default binary is rebuilt when a source is newer; a PB given by path is used as it is.
+if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
   echo "building proxybench (release)..." >&2
   (cd "$ROOT" && cargo build --release -q -p proxybench)
 fi
@@ -38,7 +63,8 @@ cleanup() {
   if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
@@ -46,6 +72,10 @@ TLS_PORT=$(free_port)
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
   -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
+# SSL_CIPHERS=... makes nginx choose the cipher (the same for every client) instead of following
+# the client's order (nginx's default), to compare the clients' engines alone.
+CIPHER_LINES=""
+[ -n "${SSL_CIPHERS:-}" ] && CIPHER_LINES="ssl_ciphers $SSL_CIPHERS; ssl_prefer_server_ciphers on;"
 cat >"$WORK/nginx.conf" <<CONF
 $USER_LINE
 worker_processes 1;
@@ -56,17 +86,20 @@ http {
   access_log off;
   keepalive_requests 1000000000;
   keepalive_timeout 300s;
+  log_format cipher '\$ssl_protocol \$ssl_cipher';
   client_body_temp_path $WORK/body;
   server {
     listen 127.0.0.1:$PORT http2;
     listen 127.0.0.1:$TLS_PORT ssl http2;
     ssl_certificate $WORK/cert.pem;
     ssl_certificate_key $WORK/key.pem;
+    $CIPHER_LINES
     location / { return 200 "hello\n"; }
+    location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
   }
 }
 CONF
-"$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
+taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
 NGINX_PID=$!
 for _ in $(seq 100); do
   if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
@@ -74,20 +107,20 @@ for _ in $(seq 100); do
 done
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 
-# Runs one client under getrusage; prints "rps cpu_s nginx_cpu_pct requests".
+# Runs one client pinned to CLIENT_CPU under getrusage; prints
+# "rps client_cpu_s server_cpu_s nginx_cpu_pct requests".
 measure() {
-  python3 - "$WORKER" "$@" <<'PY'
-import os, re, resource, subprocess, sys, time
+  python3 - "$WORKER" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
+import re, resource, subprocess, sys, time
 worker, cmd = sys.argv[1], sys.argv[2:]
-hz = os.sysconf("SC_CLK_TCK")
-def ticks():
-    with open(f"/proc/{worker}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])
-t0, n0 = time.monotonic(), ticks()
+def server_ns():
+    # Time on CPU in ns (schedstat's first field): exact, where /proc/PID/stat has 10 ms ticks.
+    with open(f"/proc/{worker}/schedstat") as f:
+        return int(f.read().split()[0])
+t0, n0 = time.monotonic(), server_ns()
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 out = p.stdout
-wall, nginx = time.monotonic() - t0, (ticks() - n0) / hz
+wall, nginx = time.monotonic() - t0, (server_ns() - n0) / 1e9
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 m = re.search(r"^Requests/sec:\s+([\d.]+)", out, re.M)
 if m:  # proxybench (wrk's block)
@@ -96,42 +129,73 @@ if m:  # proxybench (wrk's block)
 else:  # h2load
     rps = float(re.search(r"^finished in [\d.]+\w*, ([\d.]+) req/s", out, re.M).group(1))
     reqs = int(re.search(r"^requests: \d+ total, \d+ started, (\d+) done", out, re.M).group(1))
-print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {100 * nginx / wall:.0f} {reqs}")
+print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {nginx:.4f} {100 * nginx / wall:.0f} {reqs}")
 PY
 }
 
-echo "proxybench load --http2 -t1 -c$CONNS -m$STREAMS -d${DURATION}s  vs  h2load -t1 -c$CONNS -m$STREAMS -D$DURATION  (nginx, 1 worker)"
+TOOLS=(proxybench h2load)
+[ -n "$PB_BASE" ] && TOOLS=(proxybench base h2load)
+echo "proxybench load --http2 -t1 -c$CONNS -m$STREAMS -d${DURATION}s  vs  h2load -t1 -c$CONNS -m$STREAMS -D$DURATION"
+echo "nginx (1 worker) on cpu $SERVER_CPU, clients on cpu $CLIENT_CPU${PRIO:+, under $PRIO}${PB_BASE:+; base = $PB_BASE}"
+echo "uptime: $(uptime)"
 SUMMARY=()
 for mode in $MODES; do
   if [ "$mode" = h2 ]; then URL="https://127.0.0.1:$TLS_PORT/"; PB_TLS=(-k); else URL="http://127.0.0.1:$PORT/"; PB_TLS=(); fi
   echo
   echo "== $mode: $URL"
-  printf '%-11s %5s %10s %11s %12s %7s\n' tool round req/s requests "cpu us/req" "nginx%"
-  PB_R=(); PB_C=(); H_R=(); H_C=()
+  if [ "$mode" = h2 ]; then
+    # What each client negotiated (nginx follows the client's order unless SSL_CIPHERS is set).
+    for tool in "${TOOLS[@]}"; do
+      : >"$WORK/cipher.log"
+      case $tool in
+        proxybench) "$PB" load --http2 -k -n 1 -c 1 "${URL}cipher" >/dev/null 2>&1 || true ;;
+        base) "$PB_BASE" load --http2 -k -n 1 -c 1 "${URL}cipher" >/dev/null 2>&1 || true ;;
+        h2load) h2load -n 1 -c 1 "${URL}cipher" >/dev/null 2>&1 || true ;;
+      esac
+      echo "   $tool negotiates: $(head -1 "$WORK/cipher.log")"
+    done
+  fi
+  printf '%-11s %5s %10s %11s %14s %14s %7s\n' tool round req/s requests "client us/req" "server us/req" "nginx%"
+  : >"$WORK/rows"
   for r in $(seq "$ROUNDS"); do
-    for tool in proxybench h2load; do
-      if [ "$tool" = proxybench ]; then
-        read -r rps cpu ng reqs < <(measure "$PB" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL")
-      else
-        read -r rps cpu ng reqs < <(measure h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" "$URL")
-      fi
-      per=$(python3 -c "print(f'{$cpu * 1e6 / max($reqs, 1):.2f}')")
-      printf '%-11s %5s %10s %11s %12s %7s\n' "$tool" "$r" "$rps" "$reqs" "$per" "$ng"
-      if [ "$tool" = proxybench ]; then PB_R+=("$rps"); PB_C+=("$per"); else H_R+=("$rps"); H_C+=("$per"); fi
+    # Each round starts with the next tool in turn, so no tool always runs first.
+    n=${#TOOLS[@]}
+    for k in $(seq 0 $((n - 1))); do
+      tool=${TOOLS[$(((k + r - 1) % n))]}
+      case $tool in
+        proxybench) read -r rps cpu srv ng reqs < <(measure "$PB" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
+        base) read -r rps cpu srv ng reqs < <(measure "$PB_BASE" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
+        h2load) read -r rps cpu srv ng reqs < <(measure h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" "$URL") ;;
+      esac
+      read -r per sper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$srv*1e6/n:.2f}')")
+      printf '%-11s %5s %10s %11s %14s %14s %7s\n' "$tool" "$r" "$rps" "$reqs" "$per" "$sper" "$ng"
+      echo "$tool $rps $per $sper" >>"$WORK/rows"
     done
   done
-  SUMMARY+=("$(python3 - "$mode" "${PB_R[*]}" "${PB_C[*]}" "${H_R[*]}" "${H_C[*]}" <<'PY'
+  SUMMARY+=("$(python3 - "$mode" "$WORK/rows" <<'PY'
 import statistics as st, sys
-mode = sys.argv[1]
-pr, pc, hr, hc = ([float(x) for x in a.split()] for a in sys.argv[2:6])
-rr = st.median(pr) / st.median(hr)
-cr = st.median(pc) / st.median(hc)
-print(f"{mode:<4} proxybench {st.median(pr):>8.0f} req/s {st.median(pc):>6.2f} us/req | "
-      f"h2load {st.median(hr):>8.0f} req/s {st.median(hc):>6.2f} us/req | "
-      f"ratios: req/s {rr:.3f} (target >= 1.0), CPU/req {cr:.3f} (target <= 1.0)")
+mode, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
+med = {}
+for tool in dict.fromkeys(r[0] for r in rows):
+    mine = [r for r in rows if r[0] == tool]
+    med[tool] = [st.median(float(r[k]) for r in mine) for k in (1, 2, 3)]
+out = []
+for tool, (rps, cpu, srv) in med.items():
+    out.append(f"{mode:<4} {tool:<10} {rps:>8.0f} req/s  client {cpu:>6.2f} us/req  server {srv:>6.2f} us/req")
+def ratios(a, b, goals):
+    (ar, ac, asv), (br, bc, bsv) = med[a], med[b]
+    g = (lambda s: f" (goal {s})") if goals else (lambda s: "")
+    return (f"{mode:<4} {a}/{b}: req/s {ar / br:.3f}{g('>= 1.0')}, server CPU/req {asv / bsv:.3f}{g('<= 1.0')}, "
+            f"client CPU/req {ac / bc:.3f}{g('<= 0.8')}")
+out.append(ratios("proxybench", "h2load", True))
+if "base" in med:
+    out.append(ratios("base", "h2load", True))
+    out.append(ratios("proxybench", "base", False))
+print("\n".join(out))
 PY
 )")
 done
 echo
 echo "medians:"
 printf '%s\n' "${SUMMARY[@]}"
+echo "uptime: $(uptime)"

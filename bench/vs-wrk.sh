@@ -1,33 +1,60 @@
 #!/usr/bin/env bash
-# proxybench load vs wrk, side by side against the same nginx (1 worker, `return 200`).
+# proxybench load vs wrk, side by side against the same nginx (1 worker, `return 200`), over
+# plain HTTP and over HTTPS (TLS 1.3, keep-alive).
 #
-# Runs the two tools ALTERNATELY (so drift on a noisy machine hits both alike), ROUNDS rounds
-# each of `-t1 -c50 -d10s`, and prints per tool: requests/s, client CPU seconds per million
-# requests (user+sys from getrusage of the client process), peak RSS (VmHWM), and nginx's CPU use
-# during the run (100% means the server, not the client, was the limit); then the medians,
-# their spread (min..max), and the ratios proxybench/wrk.
+# nginx is pinned to one core (SERVER_CPU) and the client to the other (CLIENT_CPU). The tools
+# run ALTERNATELY (so drift on a noisy machine hits both alike), ROUNDS rounds each of
+# `-t1 -c50 -d10s` per mode, and each run prints: requests/s, the client's CPU seconds per
+# million requests (user+sys from getrusage of the client process), its peak RSS (VmHWM), the
+# server's CPU per request (the nginx worker's time on CPU from /proc/PID/schedstat over the
+# requests the client completed) and nginx's CPU use (100% means the server, not the client,
+# set the rate); then the medians, their spread (min..max) and the ratios proxybench/wrk.
 #
-# Targets: req/s ratio >= 1.0, CPU per request ratio <= 1.0 (proxybench records every latency
-# in an HDR histogram; wrk keeps its own fixed array).
+# Goals (issue 27): client CPU per request <= 0.75x wrk's; req/s >= 1.2x wrk's over HTTPS.
+# proxybench records every latency in an HDR histogram; wrk keeps its own fixed array.
 #
 # proxybench drives plain HTTP with io_uring when the kernel allows (`--io auto`); measure the
 # epoll path with PB_ARGS="--io epoll".
+# PB_BASE=path/to/another/proxybench adds that binary as a tool in every round (a build from
+# before a change), with the ratios proxybench/base: before and after in one run.
+# FLOOR=1 adds bench/http1-floor.c (compiled with cc) on plain HTTP: an epoll client that only
+# writes the request and reads the answer, the least a request can cost a client.
+# PRIO=auto (the default) runs nginx and the clients under SCHED_RR 10 when root, so unrelated
+# work on a shared machine does not preempt them; PRIO= runs them as they are.
 #
-# Usage: bench/vs-wrk.sh   (env: ROUNDS=3 DURATION=10s CONNS=50 THREADS=1 PORT=auto PB_ARGS=)
+# Usage: bench/vs-wrk.sh   (env: ROUNDS=3 DURATION=10s CONNS=50 THREADS=1 MODES="http https"
+#                           SERVER_CPU=0 CLIENT_CPU=1 PRIO=auto PB_ARGS= PB_BASE= FLOOR=)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
+MODES=${MODES:-http https}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PB=${PB:-$ROOT/target/release/proxybench}
+PB_DEFAULT=$ROOT/target/release/proxybench
+PB=${PB:-$PB_DEFAULT}
+PB_BASE=${PB_BASE:-}
+FLOOR=${FLOOR:-}
 NGINX=${NGINX:-/usr/sbin/nginx}
+PRIO=${PRIO-auto}
+if [ "$PRIO" = auto ]; then
+  PRIO=""
+  [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
+fi
+read -r -a prio <<<"$PRIO"
 
 command -v wrk >/dev/null || { echo "vs-wrk: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "vs-wrk: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "vs-wrk: python3 is needed for getrusage" >&2; exit 2; }
-if [ ! -x "$PB" ] || [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; then
+command -v openssl >/dev/null || { echo "vs-wrk: openssl is needed for the test certificate" >&2; exit 2; }
+command -v taskset >/dev/null || { echo "vs-wrk: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+[ -z "$PB_BASE" ] || [ -x "$PB_BASE" ] || { echo "vs-wrk: PB_BASE=$PB_BASE is not an executable" >&2; exit 2; }
+[ -z "$FLOOR" ] || command -v cc >/dev/null || { echo "vs-wrk: FLOOR=1 needs a C compiler (apt-get install gcc)" >&2; exit 2; }
+# The default binary is rebuilt when a source is newer; a PB given by path is used as it is.
+if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
   echo "building proxybench (release)..." >&2
   (cd "$ROOT" && cargo build --release -q -p proxybench)
 fi
@@ -38,10 +65,22 @@ cleanup() {
   if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+if [ -n "$FLOOR" ]; then
+  cc -O2 -o "$WORK/http1-floor" "$ROOT/bench/http1-floor.c"
+fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=${PORT:-$(free_port)}
+TLS_PORT=${TLS_PORT:-$(free_port)}
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
+  -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
+# SSL_CIPHERS=... makes nginx choose the cipher (the same for every client) instead of following
+# the client's order (nginx's default), to compare the clients' engines alone.
+CIPHER_LINES=""
+[ -n "${SSL_CIPHERS:-}" ] && CIPHER_LINES="ssl_ciphers $SSL_CIPHERS; ssl_prefer_server_ciphers on;"
 cat >"$WORK/nginx.conf" <<EOF
 $USER_LINE
 worker_processes 1;
@@ -52,32 +91,37 @@ http {
   access_log off;
   keepalive_requests 1000000000;
   keepalive_timeout 300s;
+  log_format cipher '\$ssl_protocol \$ssl_cipher';
   client_body_temp_path $WORK/body;
   server {
     listen 127.0.0.1:$PORT;
+    listen 127.0.0.1:$TLS_PORT ssl;
+    ssl_certificate $WORK/cert.pem;
+    ssl_certificate_key $WORK/key.pem;
+    $CIPHER_LINES
     location / { return 200 "hello\n"; }
+    location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
   }
 }
 EOF
-"$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
+taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
 NGINX_PID=$!
 for _ in $(seq 100); do
   if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
   sleep 0.05
 done
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
-URL="http://127.0.0.1:$PORT/"
 
-# Runs one client under getrusage; prints "rps cpu_s maxrss_kb nginx_cpu_pct requests".
+# Runs one client pinned to CLIENT_CPU under getrusage; prints
+# "rps client_cpu_s maxrss_kb server_cpu_s nginx_cpu_pct requests".
 measure() {
-  python3 - "$WORKER" "$@" <<'PY'
-import os, re, resource, subprocess, sys, time
+  python3 - "$WORKER" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
+import re, resource, subprocess, sys, time
 worker, cmd = sys.argv[1], sys.argv[2:]
-hz = os.sysconf("SC_CLK_TCK")
-def ticks():
-    with open(f"/proc/{worker}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])
+def server_ns():
+    # Time on CPU in ns (schedstat's first field): exact, where /proc/PID/stat has 10 ms ticks.
+    with open(f"/proc/{worker}/schedstat") as f:
+        return int(f.read().split()[0])
 def hwm(pid):
     # Peak RSS (VmHWM) of the client itself; getrusage's maxrss would include the python
     # interpreter that forked it.
@@ -89,51 +133,97 @@ def hwm(pid):
     except OSError:
         pass
     return None
-t0, n0 = time.monotonic(), ticks()
+t0, n0 = time.monotonic(), server_ns()
 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 peak = 0
 while p.poll() is None:
     peak = max(peak, hwm(p.pid) or 0)
     time.sleep(0.05)
 stdout = p.stdout.read()
-wall, nginx = time.monotonic() - t0, (ticks() - n0) / hz
+wall, nginx = time.monotonic() - t0, (server_ns() - n0) / 1e9
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 rps = float(re.search(r"^Requests/sec:\s+([\d.]+)", stdout, re.M).group(1))
 reqs = int(re.search(r"^\s+(\d+) requests in", stdout, re.M).group(1))
-print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {100 * nginx / wall:.0f} {reqs}")
+print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {nginx:.4f} {100 * nginx / wall:.0f} {reqs}")
 PY
 }
 
-echo "proxybench load ${PB_ARGS:+$PB_ARGS }-t$THREADS -c$CONNS -d$DURATION  vs  wrk -t$THREADS -c$CONNS -d$DURATION  (nginx, 1 worker, $URL)"
-printf '%-11s %5s %10s %11s %13s %9s %7s\n' tool round req/s requests "cpu s/Mreq" "rss MB" "nginx%"
-declare -a PB_R PB_C PB_M WRK_R WRK_C WRK_M
-for r in $(seq "$ROUNDS"); do
-  for tool in proxybench wrk; do
-    if [ "$tool" = proxybench ]; then
-      # shellcheck disable=SC2086
-      read -r rps cpu rss ng reqs < <(measure "$PB" load ${PB_ARGS:-} -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
-    else
-      read -r rps cpu rss ng reqs < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
-    fi
-    per_m=$(python3 -c "print(f'{$cpu * 1e6 / $reqs:.2f}')")
-    mb=$(python3 -c "print(f'{$rss / 1024:.1f}')")
-    printf '%-11s %5s %10s %11s %13s %9s %7s\n' "$tool" "$r" "$rps" "$reqs" "$per_m" "$mb" "$ng"
-    if [ "$tool" = proxybench ]; then PB_R+=("$rps"); PB_C+=("$per_m"); PB_M+=("$mb")
-    else WRK_R+=("$rps"); WRK_C+=("$per_m"); WRK_M+=("$mb"); fi
+echo "proxybench load ${PB_ARGS:+$PB_ARGS }-t$THREADS -c$CONNS -d$DURATION  vs  wrk -t$THREADS -c$CONNS -d$DURATION"
+echo "nginx (1 worker) on cpu $SERVER_CPU, clients on cpu $CLIENT_CPU${PRIO:+, under $PRIO}${PB_BASE:+; base = $PB_BASE}"
+echo "uptime: $(uptime)"
+SUMMARY=()
+for mode in $MODES; do
+  if [ "$mode" = https ]; then URL="https://127.0.0.1:$TLS_PORT/"; PB_TLS=(-k); else URL="http://127.0.0.1:$PORT/"; PB_TLS=(); fi
+  TOOLS=(proxybench)
+  [ -n "$PB_BASE" ] && TOOLS+=(base)
+  TOOLS+=(wrk)
+  [ -n "$FLOOR" ] && [ "$mode" = http ] && TOOLS+=(floor)
+  echo
+  echo "== $mode: $URL"
+  if [ "$mode" = https ]; then
+    # What each client negotiated (nginx follows the client's order unless SSL_CIPHERS is set).
+    for tool in "${TOOLS[@]}"; do
+      : >"$WORK/cipher.log"
+      case $tool in
+        proxybench) "$PB" load -k -n 1 -c 1 "${URL}cipher" >/dev/null 2>&1 || true ;;
+        base) "$PB_BASE" load -k -n 1 -c 1 "${URL}cipher" >/dev/null 2>&1 || true ;;
+        wrk) wrk -t1 -c1 -d1s "${URL}cipher" >/dev/null 2>&1 || true ;;
+      esac
+      echo "   $tool negotiates: $(head -1 "$WORK/cipher.log")"
+    done
+  fi
+  printf '%-11s %5s %10s %11s %13s %9s %14s %7s\n' tool round req/s requests "cpu s/Mreq" "rss MB" "server us/req" "nginx%"
+  : >"$WORK/rows"
+  for r in $(seq "$ROUNDS"); do
+    # Each round starts with the next tool in turn, so no tool always runs first.
+    n=${#TOOLS[@]}
+    for k in $(seq 0 $((n - 1))); do
+      tool=${TOOLS[$(((k + r - 1) % n))]}
+      case $tool in
+        # shellcheck disable=SC2086
+        proxybench) read -r rps cpu rss srv ng reqs < <(measure "$PB" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        # shellcheck disable=SC2086
+        base) read -r rps cpu rss srv ng reqs < <(measure "$PB_BASE" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        wrk) read -r rps cpu rss srv ng reqs < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        floor) read -r rps cpu rss srv ng reqs < <(measure "$WORK/http1-floor" -c "$CONNS" -d "${DURATION%s}" "$URL") ;;
+      esac
+      read -r per_m mb sper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$rss/1024:.1f} {$srv*1e6/n:.2f}')")
+      printf '%-11s %5s %10s %11s %13s %9s %14s %7s\n' "$tool" "$r" "$rps" "$reqs" "$per_m" "$mb" "$sper" "$ng"
+      echo "$tool $rps $per_m $mb $sper" >>"$WORK/rows"
+    done
   done
-done
-
-python3 - "${PB_R[*]}" "${PB_C[*]}" "${PB_M[*]}" "${WRK_R[*]}" "${WRK_C[*]}" "${WRK_M[*]}" <<'PY'
+  SUMMARY+=("$(python3 - "$mode" "$WORK/rows" <<'PY'
 import statistics as st, sys
-pr, pc, pm, wr, wc, wm = ([float(x) for x in a.split()] for a in sys.argv[1:7])
-def line(name, r, c, m):
-    print(f"{name:<11} req/s {st.median(r):>9.0f} ({min(r):.0f}..{max(r):.0f})   "
-          f"cpu s/Mreq {st.median(c):>6.2f} ({min(c):.2f}..{max(c):.2f})   peak RSS {st.median(m):.1f} MB")
-print("\nmedians (spread min..max):")
-line("proxybench", pr, pc, pm)
-line("wrk", wr, wc, wm)
-rr = st.median(pr) / st.median(wr)
-cr = st.median(pc) / st.median(wc)
-print(f"\nratios proxybench/wrk: req/s {rr:.3f} (target >= 1.0), "
-      f"CPU per request {cr:.3f} (target <= 1.0; efficiency {1 / cr:.2f}x wrk)")
+mode, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
+cols = {}
+for tool in dict.fromkeys(r[0] for r in rows):
+    mine = [r for r in rows if r[0] == tool]
+    cols[tool] = [[float(r[k]) for r in mine] for k in (1, 2, 3, 4)]
+out = []
+for tool, (r, c, m, s) in cols.items():
+    out.append(f"{mode:<5} {tool:<10} req/s {st.median(r):>9.0f} ({min(r):.0f}..{max(r):.0f})   "
+               f"cpu s/Mreq {st.median(c):>6.2f} ({min(c):.2f}..{max(c):.2f})   "
+               f"server us/req {st.median(s):>5.2f}   peak RSS {st.median(m):.1f} MB")
+def ratios(a, b, goals):
+    ra = st.median(cols[a][0]) / st.median(cols[b][0])
+    ca = st.median(cols[a][1]) / st.median(cols[b][1])
+    sa = st.median(cols[a][3]) / st.median(cols[b][3])
+    rg = (" (goal >= 1.2)" if mode == "https" else " (goal >= 1.0)") if goals else ""
+    cg = " (goal <= 0.75)" if goals else ""
+    return (f"{mode:<5} {a}/{b}: req/s {ra:.3f}{rg}, client CPU/req {ca:.3f}{cg} "
+            f"(efficiency {1 / ca:.2f}x), server CPU/req {sa:.3f}")
+out.append(ratios("proxybench", "wrk", True))
+if "base" in cols:
+    out.append(ratios("base", "wrk", True))
+    out.append(ratios("proxybench", "base", False))
+if "floor" in cols:
+    out.append(ratios("proxybench", "floor", False))
+    out.append(ratios("wrk", "floor", False))
+print("\n".join(out))
 PY
+)")
+done
+echo
+echo "medians (spread min..max):"
+printf '%s\n' "${SUMMARY[@]}"
+echo "uptime: $(uptime)"

@@ -16,7 +16,6 @@ use mio::net::TcpStream;
 use rand::rngs::SmallRng;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::AsRawFd;
 
 /// Read buffer per connection; a request head must fit (else 431).
 pub(crate) const RBUF: usize = 8192;
@@ -337,7 +336,7 @@ impl Conn {
             }
             let space = RBUF - self.rlen;
             let r = if timed {
-                read_stamped(self.sock.as_raw_fd(), &mut self.rbuf[self.rlen..]).map(|(n, age)| {
+                read_stamped(&self.sock, &mut self.rbuf[self.rlen..]).map(|(n, age)| {
                     self.arrival = match age {
                         Some(a) if a < MAX_AGE_NS => mono_ns().saturating_sub(a),
                         _ => 0,

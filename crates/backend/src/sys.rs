@@ -1,30 +1,28 @@
 //! The few Linux calls std and mio do not offer: clocks, a precise timer fd, listener options
-//! and SO_LINGER 0 for resets.
+//! and SO_LINGER 0 for resets, through rustix. Two are ours, because rustix has no call for
+//! them: SO_TIMESTAMPNS, and the `recvmsg` that reads its timestamp.
 
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+use rustix::time::{timerfd_create, timerfd_settime, Timespec};
+use rustix::time::{ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live timespec the kernel (or vDSO) writes, of exactly the type it
-    // expects; the clock ids used here always exist on Linux, so it is always written.
-    unsafe { libc::clock_gettime(id, &mut ts) };
+fn clock(id: ClockId) -> u64 {
+    let ts = rustix::time::clock_gettime(id);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` uses and `TimerFd` is armed with.
 #[inline]
 pub(crate) fn mono_ns() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
+    clock(ClockId::Monotonic)
 }
 
 /// CPU time this thread has used, in nanoseconds.
 fn thread_cpu_ns() -> u64 {
-    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+    clock(ClockId::ThreadCPUTime)
 }
 
 /// Burns `ns` of this thread's CPU time. It counts CPU the thread actually got, so on a busy or
@@ -41,113 +39,25 @@ pub(crate) fn spin_cpu(ns: u64) {
 /// deep backlog (so bursts of connects are not refused).
 pub(crate) fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let family = if addr.is_ipv4() {
-        libc::AF_INET
+        AddressFamily::INET
     } else {
-        libc::AF_INET6
+        AddressFamily::INET6
     };
-    // SAFETY: socket(2) takes no pointers; the fd it returns is wrapped in an OwnedFd just
-    // below, before any early return, so it is closed exactly once.
-    let fd = unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh, open socket that nothing else owns or will close.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds an initialised sockaddr of the socket's family and `len` is its
-    // size (within the storage); the kernel only reads it. `owned` keeps `fd` open.
-    if unsafe { libc::bind(fd, &storage as *const _ as *const libc::sockaddr, len) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: listen(2) takes no pointers; `owned` keeps `fd` open.
-    if unsafe { libc::listen(fd, 4096) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(std::net::TcpListener::from(owned))
-}
-
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: the value pointer and length describe `v`, a live i32 the kernel only reads.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &v as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain integers and byte arrays, for which all-zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is, by definition, large enough and aligned for every
-            // sockaddr type, so the write stays inside `storage` and is aligned.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, sockaddr_storage is large enough and aligned for sockaddr_in6.
-            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        }
-    }
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, 4096)?;
+    Ok(std::net::TcpListener::from(fd))
 }
 
 /// SO_LINGER with a zero timeout: the next close sends RST instead of FIN.
-pub(crate) fn set_linger_zero(fd: RawFd) {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: the value pointer and length describe `l`, a live linger the kernel only reads.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &l as *const libc::linger as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+pub(crate) fn set_linger_zero(fd: impl AsFd) {
+    let _ = rustix::net::sockopt::set_socket_linger(fd, Some(std::time::Duration::ZERO));
 }
 
 /// A CLOCK_MONOTONIC timerfd armed at absolute deadlines with nanosecond precision (epoll's own
@@ -159,58 +69,33 @@ pub(crate) struct TimerFd {
 impl TimerFd {
     /// A new, disarmed, non-blocking timer.
     pub(crate) fn new() -> io::Result<TimerFd> {
-        // SAFETY: timerfd_create(2) takes no pointers; the fd is wrapped in an OwnedFd below
-        // before any other use, so it is closed exactly once.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh, open timer fd that nothing else owns or will close.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
         Ok(TimerFd { fd })
     }
 
     /// Fires once at `deadline_ns` on CLOCK_MONOTONIC (at once if that has passed).
     pub(crate) fn arm(&self, deadline_ns: u64) {
         let deadline_ns = deadline_ns.max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+            it_value: Timespec {
+                tv_sec: (deadline_ns / 1_000_000_000) as i64,
+                tv_nsec: (deadline_ns % 1_000_000_000) as i64,
             },
         };
-        // SAFETY: `spec` is a live itimerspec the kernel only reads; a null old-value pointer
-        // is allowed and means the previous setting is not returned. `self.fd` is open.
-        unsafe {
-            libc::timerfd_settime(
-                self.fd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
+        let _ = timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &spec);
     }
 
     /// Clears the expiration count so the next expiry raises a new edge.
     pub(crate) fn clear(&self) {
         let mut buf = [0u8; 8];
-        // SAFETY: the kernel writes at most 8 bytes, the size of `buf`, which is a live local.
-        unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                8,
-            )
-        };
+        let _ = rustix::io::read(&self.fd, &mut buf);
     }
 
     /// The raw fd, to register with the poller.
@@ -225,12 +110,28 @@ const SO_TIMESTAMPNS: i32 = 35;
 /// Asks the kernel to stamp received data with its arrival time (inherited by accepted sockets
 /// when set on a listener), so emulated latency can start when a request arrived rather than
 /// when the loop woke up to read it.
-pub(crate) fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
-    setsockopt_int(fd, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)
+pub(crate) fn enable_rx_timestamps(fd: impl AsFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `fd` is borrowed, so it stays open for the call; the value pointer and length
+    // describe `one`, a live c_int the kernel only reads.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPNS,
+            &one as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// `read` that also returns how long ago (ns) the data read arrived, when the kernel said.
-pub(crate) fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+pub(crate) fn read_stamped(fd: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
@@ -245,7 +146,8 @@ pub(crate) fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Opti
     msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
     // SAFETY: `msg` points at `iov` (which covers exactly `buf`) and at `cbuf` with its true
     // length; all three are live locals borrowed for the call, and the kernel writes within them.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    // `fd` is borrowed, so it is open.
+    let n = unsafe { libc::recvmsg(fd.as_fd().as_raw_fd(), &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -259,7 +161,7 @@ pub(crate) fn read_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Opti
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
                 let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
                 let stamped = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-                age = Some(clock(libc::CLOCK_REALTIME).saturating_sub(stamped));
+                age = Some(clock(ClockId::Realtime).saturating_sub(stamped));
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }

@@ -12,7 +12,6 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::io::{self, ErrorKind};
-use std::os::fd::AsRawFd;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -251,7 +250,7 @@ impl Worker {
         };
         self.free.push(slot);
         if reset {
-            set_linger_zero(conn.sock.as_raw_fd());
+            set_linger_zero(&conn.sock);
         }
         // Instances are never removed from a loop: the connection's is there.
         let Some(Some(local)) = self.insts.get_mut(conn.inst) else {
@@ -324,7 +323,7 @@ impl Worker {
 
     fn listen(&mut self, idx: usize, l: std::net::TcpListener) -> Option<TcpListener> {
         // Accepted sockets inherit the option; reads use the stamps only for timed profiles.
-        let _ = crate::sys::enable_rx_timestamps(l.as_raw_fd());
+        let _ = crate::sys::enable_rx_timestamps(&l);
         let mut l = TcpListener::from_std(l);
         self.poll
             .registry()

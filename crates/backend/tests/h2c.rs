@@ -147,7 +147,7 @@ fn request_bodies_are_read_under_flow_control() {
     let (fleet, addr) = one("");
     let mut c = H2Client::connect(addr);
     let body: std::sync::Arc<[u8]> = vec![b'x'; 300_000].into();
-    c.c = http2::ClientConn::new(Some(body));
+    c.c = http2::ClientConn::new(common::h2::default_request(), Some(body));
     for slot in 0..3 {
         c.request(slot, "POST", "/upload", &[("content-length", "300000")]);
     }
@@ -165,7 +165,7 @@ fn request_bodies_are_read_under_flow_control() {
     drop(c);
     // A body shorter than its content-length is malformed: the stream is reset, not answered.
     let mut c = H2Client::connect(addr);
-    c.c = http2::ClientConn::new(Some(b"abc".to_vec().into()));
+    c.c = http2::ClientConn::new(common::h2::default_request(), Some(b"abc".to_vec().into()));
     c.request(0, "POST", "/", &[("content-length", "4")]);
     let reset = |c: &H2Client| {
         c.events.contains(&Event::Reset {

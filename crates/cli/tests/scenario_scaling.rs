@@ -53,15 +53,15 @@ fn timeouts(c: &CaseResult) -> u64 {
 /// How many checks each case of the quick form makes: the scenario's own and the analysis's
 /// mechanism checks for the case's actions (a check that silently stopped being made fails here).
 const CHECKS_PER_CASE: &[(&str, usize)] = &[
-    ("gradual-up", 0),
-    ("gradual-down", 0),
-    ("abrupt-up", 0),
-    ("abrupt-down", 0),
-    ("abrupt-down-kill", 0),
-    ("backends-drain", 0),
-    ("backends-kill", 0),
-    ("reload-keepalive", 0),
-    ("h2-reload-down", 0),
+    ("gradual-up", 4),
+    ("gradual-down", 5),
+    ("abrupt-up", 4),
+    ("abrupt-down", 5),
+    ("abrupt-down-kill", 5),
+    ("backends-drain", 8),
+    ("backends-kill", 7),
+    ("reload-keepalive", 10),
+    ("h2-reload-down", 10),
 ];
 
 #[test]

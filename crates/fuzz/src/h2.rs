@@ -44,10 +44,10 @@ struct Outcome {
 }
 
 fn run_split(streams: u32, server: &[u8], cuts: &[usize]) -> Outcome {
-    let mut c = ClientConn::new(None);
-    let block = http2::hpack::request_block("GET", "http", "a", "/", &[]);
+    let request = http2::hpack::RequestHeaders::new("GET", "http", "a", "/", &[]);
+    let mut c = ClientConn::new(std::sync::Arc::new(request), None);
     for slot in 0..streams {
-        c.open(slot, &block);
+        c.open(slot);
     }
     let mut events = Vec::new();
     let mut error = None;

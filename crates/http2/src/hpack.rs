@@ -1,7 +1,9 @@
 //! HPACK (RFC 7541): a decoder (dynamic table, Huffman with a four-bit state machine), and the
-//! encoding of a request, done once per load: the static table's indices for the pseudo-headers it has, and
-//! literals "without indexing" for the rest, so the block is the same bytes on every request and
-//! on every connection (no dynamic-table state on our side).
+//! encoding of a request, done once per load ([`RequestHeaders`]): the static table's indices
+//! for the fields it has; the others are added to the server's dynamic table by a connection's
+//! first request and named by their index (one byte each) in every later one, as h2load and
+//! browsers do, so a repeated request costs the server a few bytes to read and nothing to copy.
+//! [`request_block`] is the stateless form (literals without indexing), for tests and fuzzing.
 
 use crate::tables;
 
@@ -455,6 +457,103 @@ pub fn request_block(
     out
 }
 
+/// The blocks of one request for one size of the server's dynamic table: the first a
+/// connection sends (adding the fields the static table lacks, as far as they fit), and the one
+/// every later request sends (naming them by index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocks {
+    /// The first request's block on a connection (literals with incremental indexing, 6.2.1).
+    pub first: Vec<u8>,
+    /// Every later request's block (indexed fields, 6.1).
+    pub repeat: Vec<u8>,
+}
+
+/// A request's header fields, lower-cased and without the connection-specific ones, with their
+/// [`Blocks`] for the default dynamic table size (what nearly every server keeps). One per
+/// load, shared by its connections; each connection remembers whether its first block went out.
+#[derive(Debug, Clone)]
+pub struct RequestHeaders {
+    fields: Vec<(String, String)>,
+    default: Blocks,
+}
+
+impl RequestHeaders {
+    /// The pseudo-headers, then `headers` with their names lower-cased and the
+    /// connection-specific ones dropped.
+    pub fn new(
+        method: &str,
+        scheme: &str,
+        authority: &str,
+        path: &str,
+        headers: &[(String, String)],
+    ) -> RequestHeaders {
+        let mut fields = vec![
+            (":method".to_string(), method.to_string()),
+            (":scheme".to_string(), scheme.to_string()),
+            (":authority".to_string(), authority.to_string()),
+            (":path".to_string(), path.to_string()),
+        ];
+        for (n, v) in headers {
+            let n = n.to_ascii_lowercase();
+            if !connection_specific(&n) {
+                fields.push((n, v.clone()));
+            }
+        }
+        let default = blocks(&fields, TABLE_SIZE);
+        RequestHeaders { fields, default }
+    }
+
+    /// The blocks for the default table size ([`TABLE_SIZE`]).
+    pub fn default_blocks(&self) -> &Blocks {
+        &self.default
+    }
+
+    /// The blocks for a dynamic table of at most `table` bytes (a server that set
+    /// SETTINGS_HEADER_TABLE_SIZE lower, or higher: we never use more than the default).
+    pub fn blocks(&self, table: usize) -> Blocks {
+        blocks(&self.fields, table.min(TABLE_SIZE))
+    }
+}
+
+/// Encodes `fields` twice: the first block indexes each field the static table lacks while the
+/// entries fit in `table` bytes (4.1: name, value and 32 each), the repeat block names those
+/// by their dynamic index; fields that do not fit stay literals without indexing in both.
+fn blocks(fields: &[(String, String)], table: usize) -> Blocks {
+    let mut first = Vec::with_capacity(64);
+    let mut used = 0;
+    // Per field: Some(k) when it is the k-th entry added to the dynamic table.
+    let mut added: Vec<Option<usize>> = Vec::with_capacity(fields.len());
+    let mut n = 0;
+    for (name, value) in fields {
+        let (i, full) = static_index(name, value);
+        let size = name.len() + value.len() + 32;
+        if full || used + size > table {
+            field(&mut first, name, value);
+            added.push(None);
+            continue;
+        }
+        if i == 0 {
+            first.push(0x40);
+            string(&mut first, name.as_bytes());
+        } else {
+            integer(&mut first, 0x40, 6, i);
+        }
+        string(&mut first, value.as_bytes());
+        used += size;
+        added.push(Some(n));
+        n += 1;
+    }
+    let mut repeat = Vec::with_capacity(fields.len());
+    for ((name, value), a) in fields.iter().zip(added) {
+        match a {
+            // The newest entry is index 62 (2.3.3); entries were added in field order.
+            Some(k) => integer(&mut repeat, 0x80, 7, tables::STATIC.len() + n - k),
+            None => field(&mut repeat, name, value),
+        }
+    }
+    Blocks { first, repeat }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,6 +725,60 @@ mod tests {
             let b = theirs.decode(&block).unwrap();
             assert_eq!(a, b);
         }
+    }
+
+    fn decoded(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
+        let mut fields = Vec::new();
+        d.decode(block, |n, v| {
+            fields.push((
+                String::from_utf8(n.to_vec()).unwrap(),
+                String::from_utf8(v.to_vec()).unwrap(),
+            ))
+        })
+        .unwrap();
+        fields
+    }
+
+    #[test]
+    fn indexed_request_blocks_decode_to_the_same_fields() {
+        let headers = vec![
+            ("User-Agent".to_string(), "proxybench".to_string()),
+            ("Connection".to_string(), "dropped".to_string()),
+            ("x-long".to_string(), "v".repeat(5000)),
+            ("X-Trace".to_string(), "1".to_string()),
+        ];
+        let req = RequestHeaders::new("GET", "http", "127.0.0.1:8080", "/", &headers);
+        let b = req.default_blocks();
+        let mut d = Decoder::new();
+        let first = decoded(&mut d, &b.first);
+        assert_eq!(first.len(), 7);
+        assert_eq!(first[2], (":authority".into(), "127.0.0.1:8080".into()));
+        assert_eq!(first[4].0, "user-agent");
+        // Every later request decodes to the same fields, from the table the first one filled.
+        for _ in 0..3 {
+            assert_eq!(decoded(&mut d, &b.repeat), first);
+        }
+        // :method, :scheme and :path are in the static table, :authority, user-agent and x-trace
+        // are added (one byte each from then on), the 5,000-byte value does not fit in 4,096
+        // bytes and stays a literal.
+        let mut long = Vec::new();
+        field(&mut long, "x-long", &"v".repeat(5000));
+        assert_eq!(b.repeat.len(), 6 + long.len());
+        assert_eq!(&b.repeat[..4], &[0x82, 0x86, 0x80 | 64, 0x84]);
+        // Without the long header, every field of a repeated request is one byte.
+        let short = RequestHeaders::new("GET", "https", "a.example", "/tea", &headers[..2]);
+        assert_eq!(short.default_blocks().repeat.len(), 5);
+        // A table of 0 bytes adds nothing: both blocks are the stateless encoding.
+        let none = short.blocks(0);
+        let stateless = request_block("GET", "https", "a.example", "/tea", &headers[..2]);
+        assert_eq!((&none.first, &none.repeat), (&stateless, &stateless));
+        // A table that holds only :authority (9 + 10 + 32 = 51 bytes).
+        let one = short.blocks(60);
+        let mut d = Decoder::new();
+        let want = decoded(&mut Decoder::new(), &stateless);
+        assert_eq!(decoded(&mut d, &one.first), want);
+        assert_eq!(decoded(&mut d, &one.repeat), want);
+        assert_eq!(one.repeat[2], 0x80 | 62);
     }
 
     #[test]

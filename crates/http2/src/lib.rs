@@ -1,12 +1,14 @@
 //! proxybench's HTTP/2 codec, kept apart from any I/O as the HTTP/1.1 one is, so it can be
 //! tested and fuzzed without sockets: `frame` (the frame layer, RFC 9113), `hpack` (RFC 7541,
-//! with its `tables`), `client` (one client connection's state: SETTINGS, flow control,
-//! streams, GOAWAY and RST_STREAM; the load engine's) and `server` (one server connection's
-//! state, sharing the frame layer and HPACK; the emulated backend's).
+//! with its `tables`), `conn` (the connection core both ends share, generic over the peer:
+//! framing, SETTINGS, flow control, PING, CONTINUATION, connection errors), and its two roles:
+//! `client` (the load engine's: the streams it opens, responses, GOAWAY and RST_STREAM) and
+//! `server` (the emulated backend's: requests and their heads, responses and their bodies).
 
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod conn;
 pub mod frame;
 pub mod hpack;
 pub mod server;

@@ -5,10 +5,11 @@
 //! up a fast one), lets [`ServerConn::pump`] write response bodies as the client's flow-control
 //! windows allow, and sends what was queued in [`ServerConn::out`].
 //!
-//! What it keeps: the client's SETTINGS (frame size, initial window, header table size), both
-//! directions' flow-control windows (request bodies are taken as they come and their windows
-//! given back with WINDOW_UPDATE; response bodies wait for window), the HPACK decoder, the open
-//! streams with their request heads, and GOAWAY both ways. Streams above
+//! The framing, SETTINGS, flow control, PING and connection errors are the shared core's
+//! ([`crate::conn::Connection`]); the [`Server`] role adds the rest: the client's header table
+//! size, request bodies taken as they come (their stream windows given back with WINDOW_UPDATE),
+//! response bodies that wait for window, the open streams with their request heads, and GOAWAY
+//! both ways. Streams above
 //! SETTINGS_MAX_CONCURRENT_STREAMS are refused (RST_STREAM REFUSED_STREAM); a malformed request
 //! (RFC 9113 8.1.1, 8.2, 8.3) is a stream error (RST_STREAM PROTOCOL_ERROR); a violation of the
 //! framing or of the connection's state is a connection error: [`ServerConn::feed`] returns it,
@@ -21,7 +22,8 @@
 //! `T`, and produced piece by piece by the closure given to [`ServerConn::pump`], so a large body
 //! never has to exist in memory.
 
-use crate::frame::{self, code, err, unpad, ConnError, Head, HEAD_LEN};
+use crate::conn::{Connection, Flow, Peer, Pending, StreamWindow};
+use crate::frame::{self, code, err, ConnError, Head};
 use crate::hpack;
 
 /// What a server connection advertises and accepts.
@@ -151,16 +153,14 @@ impl RequestHead {
     }
 }
 
+/// One server stream.
 #[derive(Debug)]
-struct Stream<T> {
-    id: u32,
+pub struct Stream<T> {
+    flow: Flow,
     /// END_STREAM received: the request is complete (half-closed remote).
     ended: bool,
     /// Response HEADERS sent; the body is being sent.
     responding: bool,
-    recv_window: i64,
-    recv_unacked: u32,
-    send_window: i64,
     /// The request's content-length, checked against its DATA (8.1.1).
     content_length: Option<u64>,
     received: u64,
@@ -170,33 +170,23 @@ struct Stream<T> {
     tag: Option<T>,
 }
 
-/// A header block being collected across CONTINUATION frames.
-#[derive(Debug)]
-struct Pending {
-    stream: u32,
-    end_stream: bool,
-    /// The HEADERS frame made the stream depend on itself (5.3.1).
-    self_dependent: bool,
+impl<T> StreamWindow for Stream<T> {
+    fn flow(&self) -> &Flow {
+        &self.flow
+    }
+    fn flow_mut(&mut self) -> &mut Flow {
+        &mut self.flow
+    }
 }
 
 /// Streams we reset lately, whose late frames are ignored rather than called errors.
 const RECENT: usize = 16;
 
-/// One HTTP/2 server connection (see the module documentation). `T` is the caller's
+/// The server's side of a connection (see the module documentation). `T` is the caller's
 /// description of a response body, handed back to [`ServerConn::pump`]'s closure.
 #[derive(Debug)]
-pub struct ServerConn<T: Copy> {
-    /// Bytes to write to the socket, in order; the caller removes what it sent.
-    pub out: Vec<u8>,
-    /// What happened since the caller last drained it.
-    pub events: Vec<ServerEvent>,
+pub struct Server<T: Copy> {
     settings: ServerSettings,
-    preface_left: usize,
-    rbuf: Vec<u8>,
-    decoder: hpack::Decoder,
-    block: Vec<u8>,
-    pending: Option<Pending>,
-    streams: Vec<Stream<T>>,
     spare: Vec<RequestHead>,
     /// Responses with body bytes left to send.
     sending: usize,
@@ -204,23 +194,20 @@ pub struct ServerConn<T: Copy> {
     last_id: u32,
     recent: [u32; RECENT],
     recent_at: usize,
-    got_settings: bool,
-    settings_acked: bool,
-    peer_max_frame: u32,
-    peer_initial_window: u32,
     /// A dynamic table size update owed at the start of the next header block.
     table_update: Option<usize>,
     table_max: usize,
-    conn_send_window: i64,
-    conn_recv_window: i64,
-    conn_recv_unacked: u32,
     /// Our GOAWAY's last-stream-id once sent.
     goaway_last: Option<u32>,
     peer_goaway: Option<u32>,
-    dead: bool,
+    _body: std::marker::PhantomData<T>,
 }
 
-impl<T: Copy> ServerConn<T> {
+/// One HTTP/2 server connection (see the module documentation). `T` is the caller's
+/// description of a response body, handed back to [`ServerConn::pump`]'s closure.
+pub type ServerConn<T> = Connection<Server<T>>;
+
+impl<T: Copy> Connection<Server<T>> {
     /// A new connection with these settings; our SETTINGS (and the WINDOW_UPDATE that raises
     /// the connection window) are queued in [`ServerConn::out`] already.
     pub fn new(settings: ServerSettings) -> ServerConn<T> {
@@ -251,37 +238,23 @@ impl<T: Copy> ServerConn<T> {
         if conn_window > frame::DEFAULT_WINDOW {
             frame::window_update(&mut out, 0, conn_window - frame::DEFAULT_WINDOW);
         }
-        ServerConn {
-            out,
-            events: Vec::with_capacity(64),
+        let role = Server {
             settings: ServerSettings {
                 conn_window,
                 ..settings
             },
-            preface_left: frame::PREFACE.len(),
-            rbuf: Vec::new(),
-            decoder: hpack::Decoder::new(),
-            block: Vec::new(),
-            pending: None,
-            streams: Vec::new(),
             spare: Vec::new(),
             sending: 0,
             last_id: 0,
             recent: [0; RECENT],
             recent_at: 0,
-            got_settings: false,
-            settings_acked: false,
-            peer_max_frame: frame::DEFAULT_MAX_FRAME,
-            peer_initial_window: frame::DEFAULT_WINDOW,
             table_update: None,
             table_max: hpack::TABLE_SIZE,
-            conn_send_window: frame::DEFAULT_WINDOW as i64,
-            conn_recv_window: conn_window as i64,
-            conn_recv_unacked: 0,
             goaway_last: None,
             peer_goaway: None,
-            dead: false,
-        }
+            _body: std::marker::PhantomData,
+        };
+        Connection::with_role(role, out, true, conn_window)
     }
 
     /// The output buffer, for the caller's pool.
@@ -289,47 +262,26 @@ impl<T: Copy> ServerConn<T> {
         self.out
     }
 
-    /// Streams open now: requests being received, awaiting their response, or sending it.
-    #[inline]
-    pub fn active(&self) -> usize {
-        self.streams.len()
-    }
-
     /// The highest stream id the client opened (0 before the first).
     pub fn last_stream(&self) -> u32 {
-        self.last_id
-    }
-
-    /// The largest frame the client accepts (its SETTINGS_MAX_FRAME_SIZE).
-    pub fn peer_max_frame(&self) -> u32 {
-        self.peer_max_frame
-    }
-
-    /// The client acknowledged our SETTINGS.
-    pub fn settings_acked(&self) -> bool {
-        self.settings_acked
-    }
-
-    /// A connection error happened (ours or the caller's [`ServerConn::fail`]).
-    pub fn is_dead(&self) -> bool {
-        self.dead
+        self.role.last_id
     }
 
     /// Our GOAWAY went out (graceful or not).
     pub fn goaway_sent(&self) -> bool {
-        self.goaway_last.is_some()
+        self.role.goaway_last.is_some()
     }
 
     /// The client's GOAWAY code, once it sent one.
     pub fn peer_goaway(&self) -> Option<u32> {
-        self.peer_goaway
+        self.role.peer_goaway
     }
 
     /// True when nothing more will happen on the connection: dead, or going away (our GOAWAY
     /// or the client's) with every stream finished. The caller closes it once `out` is sent.
     pub fn finished(&self) -> bool {
         self.dead
-            || ((self.goaway_last.is_some() || self.peer_goaway.is_some())
+            || ((self.role.goaway_last.is_some() || self.role.peer_goaway.is_some())
                 && self.streams.is_empty())
     }
 
@@ -342,74 +294,12 @@ impl<T: Copy> ServerConn<T> {
     /// far; those streams are still answered, later ones are ignored. False if a GOAWAY was
     /// already sent.
     pub fn goaway(&mut self) -> bool {
-        if self.goaway_last.is_some() {
+        if self.role.goaway_last.is_some() {
             return false;
         }
-        self.goaway_last = Some(self.last_id);
-        frame::goaway(&mut self.out, self.last_id, code::NO_ERROR);
+        self.role.goaway_last = Some(self.role.last_id);
+        frame::goaway(&mut self.out, self.role.last_id, code::NO_ERROR);
         true
-    }
-
-    /// Ends the connection with an error of ours: GOAWAY with `code` is queued (unless one
-    /// with an error went out already) and nothing more is accepted or sent.
-    pub fn fail(&mut self, code: u32) {
-        if !self.dead {
-            self.dead = true;
-            // The last-stream-id never grows from one GOAWAY to the next (6.8).
-            let last = self.goaway_last.unwrap_or(self.last_id);
-            self.goaway_last = Some(last);
-            frame::goaway(&mut self.out, last, code);
-        }
-    }
-
-    /// Takes in bytes read from the socket. Complete frames are handled at once; a partial one
-    /// is kept for the next call. On a connection error the GOAWAY is queued and the error
-    /// returned; requests still open then get no response.
-    pub fn feed(&mut self, mut data: &[u8]) -> Result<(), ConnError> {
-        if self.dead {
-            return Ok(());
-        }
-        if self.preface_left > 0 {
-            let at = frame::PREFACE.len() - self.preface_left;
-            let n = self.preface_left.min(data.len());
-            if data[..n] != frame::PREFACE[at..at + n] {
-                let e = err(code::PROTOCOL_ERROR, "not the HTTP/2 connection preface");
-                self.fail(e.code);
-                return Err(e);
-            }
-            self.preface_left -= n;
-            data = &data[n..];
-        }
-        let r = if self.rbuf.is_empty() {
-            self.frames(data).map(|used| {
-                self.rbuf.extend_from_slice(&data[used..]);
-            })
-        } else {
-            let mut buf = std::mem::take(&mut self.rbuf);
-            buf.extend_from_slice(data);
-            let r = self.frames(&buf);
-            if let Ok(used) = r {
-                buf.drain(..used);
-                self.rbuf = buf;
-            }
-            r.map(|_| ())
-        };
-        if let Err(e) = r {
-            self.fail(e.code);
-            self.rbuf = Vec::new();
-            return Err(e);
-        }
-        if self.conn_recv_unacked >= self.settings.conn_window / 2 {
-            frame::window_update(&mut self.out, 0, self.conn_recv_unacked);
-            self.conn_recv_window += self.conn_recv_unacked as i64;
-            self.conn_recv_unacked = 0;
-        }
-        Ok(())
-    }
-
-    /// Bytes of an incomplete frame held over (a client that stops mid-frame leaves some).
-    pub fn buffered(&self) -> usize {
-        self.rbuf.len()
     }
 
     /// Queues the response to the complete request on `stream`: `block` is its header block
@@ -428,13 +318,13 @@ impl<T: Copy> ServerConn<T> {
             return false;
         }
         let end = body_len == 0;
-        match self.table_update.take() {
-            None => frame::header_frames(&mut self.out, stream, block, end, self.peer_max_frame),
+        match self.role.table_update.take() {
+            None => frame::header_frames(&mut self.out, stream, block, end, self.peer.max_frame),
             Some(size) => {
                 let mut b = Vec::with_capacity(block.len() + 4);
                 hpack::size_update(&mut b, size);
                 b.extend_from_slice(block);
-                frame::header_frames(&mut self.out, stream, &b, end, self.peer_max_frame);
+                frame::header_frames(&mut self.out, stream, &b, end, self.peer.max_frame);
             }
         }
         if end {
@@ -445,21 +335,21 @@ impl<T: Copy> ServerConn<T> {
             s.body_len = body_len;
             s.body_sent = 0;
             s.tag = Some(tag);
-            self.sending += 1;
+            self.role.sending += 1;
         }
         true
     }
 
     /// True while some response body waits to be sent (for window, or for [`ServerConn::pump`]).
     pub fn sending(&self) -> bool {
-        self.sending > 0
+        self.role.sending > 0
     }
 
     /// Writes response bodies as DATA frames while the windows allow and `out` is shorter than
     /// `limit`; `fill(tag, offset, n, out)` must append exactly `n` body bytes from `offset`.
     /// A stream whose body is all sent is closed.
     pub fn pump(&mut self, limit: usize, mut fill: impl FnMut(T, u64, usize, &mut Vec<u8>)) {
-        if self.dead || self.sending == 0 {
+        if self.dead || self.role.sending == 0 {
             return;
         }
         let mut k = 0;
@@ -470,13 +360,13 @@ impl<T: Copy> ServerConn<T> {
                 continue;
             };
             while s.body_sent < s.body_len && self.out.len() < limit {
-                let window = s.send_window.min(self.conn_send_window);
+                let window = s.flow.send.min(self.conn_send_window);
                 if window <= 0 {
                     break;
                 }
                 let n = (s.body_len - s.body_sent)
                     .min(window as u64)
-                    .min(self.peer_max_frame as u64)
+                    .min(self.peer.max_frame as u64)
                     .min((limit - self.out.len()) as u64) as usize;
                 let end = s.body_sent + n as u64 == s.body_len;
                 frame::head(
@@ -484,18 +374,18 @@ impl<T: Copy> ServerConn<T> {
                     n,
                     frame::DATA,
                     if end { frame::END_STREAM } else { 0 },
-                    s.id,
+                    s.flow.id,
                 );
                 let before = self.out.len();
                 fill(tag, s.body_sent, n, &mut self.out);
                 debug_assert_eq!(self.out.len() - before, n, "fill wrote the wrong length");
                 self.out.resize(before + n, 0);
                 s.body_sent += n as u64;
-                s.send_window -= n as i64;
+                s.flow.send -= n as i64;
                 self.conn_send_window -= n as i64;
             }
             if s.body_sent == s.body_len {
-                self.sending -= 1;
+                self.role.sending -= 1;
                 self.close(k);
             } else {
                 k += 1;
@@ -507,31 +397,39 @@ impl<T: Copy> ServerConn<T> {
     fn close(&mut self, k: usize) {
         let mut s = self.streams.swap_remove(k);
         if s.responding && s.body_sent < s.body_len {
-            self.sending -= 1;
+            self.role.sending -= 1;
         }
         s.head.clear();
-        self.spare.push(s.head);
-    }
-
-    /// Resets stream `k` with `c` (a stream error of ours) and reports it.
-    fn stream_error(&mut self, k: usize, c: u32, reason: &'static str) {
-        let id = self.streams[k].id;
-        self.close(k);
-        self.reset(id, c);
-        self.events.push(ServerEvent::StreamError {
-            stream: id,
-            code: c,
-            reason,
-        });
+        self.role.spare.push(s.head);
     }
 
     /// Queues RST_STREAM and remembers the id, so the client's frames already on their way
     /// are ignored.
     fn reset(&mut self, id: u32, c: u32) {
         frame::rst_stream(&mut self.out, id, c);
-        self.remember(id);
+        self.role.remember(id);
     }
 
+    /// The request on stream `k` ended (END_STREAM): it is complete unless its body fell short
+    /// of its content-length.
+    fn end_request(&mut self, k: usize) -> Result<(), ConnError> {
+        let s = &mut self.streams[k];
+        s.ended = true;
+        if s.content_length.is_some_and(|cl| s.received != cl) {
+            Server::stream_error(
+                self,
+                k,
+                code::PROTOCOL_ERROR,
+                "a body shorter than its content-length",
+            );
+            return Ok(());
+        }
+        self.events.push(ServerEvent::Request { stream: s.flow.id });
+        Ok(())
+    }
+}
+
+impl<T: Copy> Server<T> {
     /// Notes a stream we dropped, whose late frames are to be ignored.
     fn remember(&mut self, id: u32) {
         self.recent[self.recent_at] = id;
@@ -541,362 +439,86 @@ impl<T: Copy> ServerConn<T> {
     fn recently_reset(&self, id: u32) -> bool {
         self.recent.contains(&id)
     }
+}
 
-    fn stream_index(&self, id: u32) -> Option<usize> {
-        self.streams.iter().position(|s| s.id == id)
+impl<T: Copy> Peer for Server<T> {
+    type Event = ServerEvent;
+    type Stream = Stream<T>;
+    const NOT_SETTINGS_FIRST: &'static str = "the client's first frame was not SETTINGS";
+    const PUSH_PROMISE: &'static str = "PUSH_PROMISE from a client";
+
+    fn max_header_block(c: &ServerConn<T>) -> usize {
+        c.role.settings.max_header_block
     }
 
-    /// Handles every complete frame in `buf`; returns the bytes used.
-    fn frames(&mut self, buf: &[u8]) -> Result<usize, ConnError> {
-        let mut pos = 0;
-        while let Some(h) = Head::parse(&buf[pos..]) {
-            if h.len > frame::DEFAULT_MAX_FRAME {
-                return Err(err(
-                    code::FRAME_SIZE_ERROR,
-                    "a frame larger than SETTINGS_MAX_FRAME_SIZE",
-                ));
-            }
-            let end = pos + HEAD_LEN + h.len as usize;
-            if buf.len() < end {
-                break;
-            }
-            self.frame(h, &buf[pos + HEAD_LEN..end])?;
-            pos = end;
-        }
-        Ok(pos)
+    fn idle(c: &ServerConn<T>, id: u32) -> bool {
+        id > c.role.last_id
     }
 
-    fn frame(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        frame::order(
-            h,
-            self.got_settings,
-            self.pending.as_ref().map(|p| p.stream),
-            "the client's first frame was not SETTINGS",
-        )?;
-        match h.kind {
-            frame::DATA => self.data(h, p),
-            frame::HEADERS => self.headers(h, p),
-            frame::CONTINUATION => self.continuation(h, p),
-            frame::PRIORITY => self.priority(h, p),
-            frame::RST_STREAM => self.rst_stream(h, p),
-            frame::SETTINGS => self.settings(h, p),
-            frame::PUSH_PROMISE => Err(err(code::PROTOCOL_ERROR, "PUSH_PROMISE from a client")),
-            frame::PING => frame::ping(&mut self.out, h, p),
-            frame::GOAWAY => {
-                let (_, c) = frame::goaway_fields(h, p)?;
-                if self.peer_goaway.is_none() {
-                    self.events.push(ServerEvent::GoAway { code: c });
-                }
-                self.peer_goaway = Some(c);
-                Ok(())
-            }
-            frame::WINDOW_UPDATE => self.window_update(h, p),
-            // Unknown frame types are ignored (4.1).
-            _ => Ok(()),
-        }
-    }
-
-    fn settings(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.flags & frame::ACK != 0 {
-            frame::settings_ack_ok(h, p)?;
-            self.settings_acked = true;
-            return Ok(());
-        }
-        frame::settings_each(h, p, |id, v| {
-            match id {
-                frame::SETTINGS_HEADER_TABLE_SIZE if (v as usize) < self.table_max => {
-                    // Our encoder never inserts, but the client's decoder is owed the news.
-                    self.table_max = v as usize;
-                    self.table_update = Some(v as usize);
-                }
-                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    let delta = v as i64 - self.peer_initial_window as i64;
-                    self.peer_initial_window = v;
-                    for s in &mut self.streams {
-                        s.send_window += delta;
-                        if s.send_window > frame::MAX_WINDOW as i64 {
-                            return Err(err(
-                                code::FLOW_CONTROL_ERROR,
-                                "a stream window above 2^31-1",
-                            ));
-                        }
-                    }
-                }
-                frame::SETTINGS_MAX_FRAME_SIZE => self.peer_max_frame = v,
-                _ => {}
-            }
-            Ok(())
-        })?;
-        self.got_settings = true;
-        frame::settings_ack(&mut self.out);
-        Ok(())
-    }
-
-    fn window_update(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        let inc = frame::window_increment(p)?;
-        if h.stream == 0 {
-            if inc == 0 {
-                return Err(err(code::PROTOCOL_ERROR, "WINDOW_UPDATE of 0"));
-            }
-            self.conn_send_window += inc as i64;
-            if self.conn_send_window > frame::MAX_WINDOW as i64 {
-                return Err(err(
-                    code::FLOW_CONTROL_ERROR,
-                    "connection window above 2^31-1",
-                ));
-            }
-            return Ok(());
-        }
-        match self.stream_index(h.stream) {
-            Some(k) if inc == 0 => {
-                self.stream_error(k, code::PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-            }
-            Some(k) => {
-                self.streams[k].send_window += inc as i64;
-                if self.streams[k].send_window > frame::MAX_WINDOW as i64 {
-                    self.stream_error(k, code::FLOW_CONTROL_ERROR, "stream window above 2^31-1");
-                }
-            }
-            None if h.stream > self.last_id => {
-                return Err(err(code::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream"));
-            }
-            // A closed stream: the update crossed our END_STREAM or RST_STREAM.
-            None => {}
-        }
-        Ok(())
-    }
-
-    fn rst_stream(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        let c = frame::rst_code(h, p)?;
-        match self.stream_index(h.stream) {
-            Some(k) => {
-                self.close(k);
-                self.events.push(ServerEvent::Reset {
-                    stream: h.stream,
-                    code: c,
-                });
-                Ok(())
-            }
-            None if h.stream > self.last_id => {
-                Err(err(code::PROTOCOL_ERROR, "RST_STREAM on an idle stream"))
-            }
-            None => Ok(()),
-        }
-    }
-
-    fn priority(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(err(code::PROTOCOL_ERROR, "PRIORITY on stream 0"));
-        }
-        let k = self.stream_index(h.stream);
-        let (c, reason) = if p.len() != 5 {
-            (code::FRAME_SIZE_ERROR, "PRIORITY not 5 bytes")
-        } else if u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & frame::MAX_STREAM_ID == h.stream {
-            (code::PROTOCOL_ERROR, "a stream depending on itself")
-        } else {
-            // Priorities are advice; responses go out as they are ready.
-            return Ok(());
-        };
-        match k {
-            Some(k) => {
-                self.stream_error(k, c, reason);
-                Ok(())
-            }
-            // RST_STREAM must not name an idle stream: the whole connection pays.
-            None => Err(err(c, reason)),
-        }
-    }
-
-    fn data(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(err(code::PROTOCOL_ERROR, "DATA on stream 0"));
-        }
-        let body = unpad(h, p)?.len() as u64;
-        // Flow control counts the whole payload, padding included (6.9.1); the bytes are
-        // discarded at once, so the connection's window is given back whatever the stream.
-        let n = p.len() as u32;
-        self.conn_recv_window -= n as i64;
-        if self.conn_recv_window < 0 {
-            return Err(err(
-                code::FLOW_CONTROL_ERROR,
-                "DATA beyond the connection window",
-            ));
-        }
-        self.conn_recv_unacked += n;
-        let Some(k) = self.stream_index(h.stream) else {
-            if h.stream > self.last_id {
-                return Err(err(code::PROTOCOL_ERROR, "DATA on an idle stream"));
-            }
-            if !self.recently_reset(h.stream) {
-                self.reset(h.stream, code::STREAM_CLOSED);
-            }
-            return Ok(());
-        };
-        let window = self.settings.stream_window;
-        let s = &mut self.streams[k];
-        if s.ended {
-            self.stream_error(k, code::STREAM_CLOSED, "DATA after END_STREAM");
-            return Ok(());
-        }
-        s.recv_window -= n as i64;
-        if s.recv_window < 0 {
-            self.stream_error(k, code::FLOW_CONTROL_ERROR, "DATA beyond the stream window");
-            return Ok(());
-        }
-        s.received += body;
-        if s.content_length.is_some_and(|cl| s.received > cl) {
-            self.stream_error(k, code::PROTOCOL_ERROR, "DATA beyond the content-length");
-            return Ok(());
-        }
-        if h.flags & frame::END_STREAM != 0 {
-            return self.end_request(k);
-        }
-        s.recv_unacked += n;
-        if s.recv_unacked >= window / 2 {
-            frame::window_update(&mut self.out, s.id, s.recv_unacked);
-            s.recv_window += s.recv_unacked as i64;
-            s.recv_unacked = 0;
-        }
-        Ok(())
-    }
-
-    /// The request on stream `k` ended (END_STREAM): it is complete unless its body fell short
-    /// of its content-length.
-    fn end_request(&mut self, k: usize) -> Result<(), ConnError> {
-        let s = &mut self.streams[k];
-        s.ended = true;
-        if s.content_length.is_some_and(|cl| s.received != cl) {
-            self.stream_error(
-                k,
-                code::PROTOCOL_ERROR,
-                "a body shorter than its content-length",
-            );
-            return Ok(());
-        }
-        self.events.push(ServerEvent::Request { stream: s.id });
-        Ok(())
-    }
-
-    fn headers(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(err(code::PROTOCOL_ERROR, "HEADERS on stream 0"));
-        }
-        if h.stream % 2 == 0 {
+    fn check_headers(_: &ServerConn<T>, id: u32) -> Result<(), ConnError> {
+        if id % 2 == 0 {
             return Err(err(code::PROTOCOL_ERROR, "HEADERS on an even stream id"));
-        }
-        let mut frag = unpad(h, p)?;
-        let mut self_dependent = false;
-        if h.flags & frame::PRIORITY_FLAG != 0 {
-            if frag.len() < 5 {
-                return Err(err(code::FRAME_SIZE_ERROR, "HEADERS priority truncated"));
-            }
-            self_dependent = u32::from_be_bytes([frag[0], frag[1], frag[2], frag[3]])
-                & frame::MAX_STREAM_ID
-                == h.stream;
-            frag = &frag[5..];
-        }
-        let pend = Pending {
-            stream: h.stream,
-            end_stream: h.flags & frame::END_STREAM != 0,
-            self_dependent,
-        };
-        if h.flags & frame::END_HEADERS != 0 {
-            return self.header_block(pend, frag);
-        }
-        if frag.len() > self.settings.max_header_block {
-            return Err(err(code::ENHANCE_YOUR_CALM, "a header block too large"));
-        }
-        self.block.clear();
-        self.block.extend_from_slice(frag);
-        self.pending = Some(pend);
-        Ok(())
-    }
-
-    fn continuation(&mut self, h: Head, p: &[u8]) -> Result<(), ConnError> {
-        if self.pending.is_none() {
-            return Err(err(
-                code::PROTOCOL_ERROR,
-                "CONTINUATION without a header block",
-            ));
-        }
-        if self.block.len() + p.len() > self.settings.max_header_block {
-            return Err(err(code::ENHANCE_YOUR_CALM, "a header block too large"));
-        }
-        self.block.extend_from_slice(p);
-        if h.flags & frame::END_HEADERS != 0 {
-            let Some(pend) = self.pending.take() else {
-                return Ok(());
-            };
-            let block = std::mem::take(&mut self.block);
-            let r = self.header_block(pend, &block);
-            self.block = block;
-            return r;
         }
         Ok(())
     }
 
     /// A complete header block: decoded always (the HPACK context is the connection's), then
     /// a new request, a request's trailers, or a frame on a stream that cannot take one.
-    fn header_block(&mut self, pend: Pending, block: &[u8]) -> Result<(), ConnError> {
+    fn header_block(c: &mut ServerConn<T>, pend: Pending, block: &[u8]) -> Result<(), ConnError> {
         let id = pend.stream;
-        if let Some(k) = self.stream_index(id) {
+        let limit = c.role.settings.max_header_list;
+        if let Some(k) = c.stream_index(id) {
             // Trailers: decoded, checked, and dropped.
-            let mut scratch = self.spare.pop().unwrap_or_default();
-            let limit = self.settings.max_header_list;
-            let r = decode(&mut self.decoder, block, &mut scratch, true, limit);
+            let mut scratch = c.role.spare.pop().unwrap_or_default();
+            let r = decode(&mut c.decoder, block, &mut scratch, true, limit);
             scratch.clear();
-            self.spare.push(scratch);
+            c.role.spare.push(scratch);
             let bad = r?;
-            if self.streams[k].ended {
-                self.stream_error(k, code::STREAM_CLOSED, "HEADERS after END_STREAM");
+            if c.streams[k].ended {
+                Self::stream_error(c, k, code::STREAM_CLOSED, "HEADERS after END_STREAM");
             } else if let Some(reason) = bad.reason {
-                self.stream_error(k, code::PROTOCOL_ERROR, reason);
+                Self::stream_error(c, k, code::PROTOCOL_ERROR, reason);
             } else if !pend.end_stream {
-                self.stream_error(k, code::PROTOCOL_ERROR, "trailers without END_STREAM");
+                Self::stream_error(c, k, code::PROTOCOL_ERROR, "trailers without END_STREAM");
             } else if pend.self_dependent {
-                self.stream_error(k, code::PROTOCOL_ERROR, "a stream depending on itself");
+                Self::stream_error(c, k, code::PROTOCOL_ERROR, "a stream depending on itself");
             } else {
-                return self.end_request(k);
+                return c.end_request(k);
             }
             return Ok(());
         }
-        let mut head = self.spare.pop().unwrap_or_default();
-        let limit = self.settings.max_header_list;
-        let r = decode(&mut self.decoder, block, &mut head, false, limit);
-        let fields = match r {
+        let mut head = c.role.spare.pop().unwrap_or_default();
+        let fields = match decode(&mut c.decoder, block, &mut head, false, limit) {
             Ok(f) => f,
             Err(e) => {
                 head.clear();
-                self.spare.push(head);
+                c.role.spare.push(head);
                 return Err(e);
             }
         };
-        if id <= self.last_id {
+        if id <= c.role.last_id {
             head.clear();
-            self.spare.push(head);
-            if self.recently_reset(id) {
+            c.role.spare.push(head);
+            if c.role.recently_reset(id) {
                 return Ok(());
             }
             return Err(err(code::STREAM_CLOSED, "HEADERS on a closed stream"));
         }
-        self.last_id = id;
-        let refuse = if self.goaway_last.is_some_and(|last| id > last) {
+        c.role.last_id = id;
+        let refuse = if c.role.goaway_last.is_some_and(|last| id > last) {
             // After our GOAWAY: ignored, the client knows from the last-stream-id (6.8).
             None
-        } else if self.streams.len() >= self.settings.max_concurrent as usize {
+        } else if c.streams.len() >= c.role.settings.max_concurrent as usize {
             Some((code::REFUSED_STREAM, ""))
         } else if let Some(reason) = fields.reason {
             Some((code::PROTOCOL_ERROR, reason))
         } else if pend.self_dependent {
             Some((code::PROTOCOL_ERROR, "a stream depending on itself"))
         } else {
-            self.streams.push(Stream {
-                id,
+            c.streams.push(Stream {
+                flow: Flow::new(id, c.peer.initial_window, c.role.settings.stream_window),
                 ended: false,
                 responding: false,
-                recv_window: self.settings.stream_window as i64,
-                recv_unacked: 0,
-                send_window: self.peer_initial_window as i64,
                 content_length: fields.content_length,
                 received: 0,
                 head,
@@ -905,29 +527,111 @@ impl<T: Copy> ServerConn<T> {
                 tag: None,
             });
             if pend.end_stream {
-                let k = self.streams.len() - 1;
-                return self.end_request(k);
+                let k = c.streams.len() - 1;
+                return c.end_request(k);
             }
             return Ok(());
         };
         head.clear();
-        self.spare.push(head);
+        c.role.spare.push(head);
         match refuse {
-            None => self.remember(id),
+            None => c.role.remember(id),
             Some((code::REFUSED_STREAM, _)) => {
-                self.reset(id, code::REFUSED_STREAM);
-                self.events.push(ServerEvent::Refused { stream: id });
+                c.reset(id, code::REFUSED_STREAM);
+                c.events.push(ServerEvent::Refused { stream: id });
             }
-            Some((c, reason)) => {
-                self.reset(id, c);
-                self.events.push(ServerEvent::StreamError {
+            Some((code, reason)) => {
+                c.reset(id, code);
+                c.events.push(ServerEvent::StreamError {
                     stream: id,
-                    code: c,
+                    code,
                     reason,
                 });
             }
         }
         Ok(())
+    }
+
+    fn stream_recv_window(c: &ServerConn<T>) -> u32 {
+        c.role.settings.stream_window
+    }
+
+    fn refuse_data(c: &ServerConn<T>, k: usize) -> Option<(u32, &'static str)> {
+        c.streams[k]
+            .ended
+            .then_some((code::STREAM_CLOSED, "DATA after END_STREAM"))
+    }
+
+    /// DATA of a request: taken as it comes (the bytes are discarded) and checked against its
+    /// content-length; END_STREAM completes the request.
+    fn data(c: &mut ServerConn<T>, k: usize, h: Head, body: u64) -> Result<bool, ConnError> {
+        let s = &mut c.streams[k];
+        s.received += body;
+        if s.content_length.is_some_and(|cl| s.received > cl) {
+            Self::stream_error(c, k, code::PROTOCOL_ERROR, "DATA beyond the content-length");
+            return Ok(false);
+        }
+        if h.flags & frame::END_STREAM != 0 {
+            c.end_request(k)?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// DATA on a stream already closed: answered with RST_STREAM(STREAM_CLOSED) once, unless we
+    /// reset it lately (its frames were on their way).
+    fn data_closed(c: &mut ServerConn<T>, id: u32) {
+        if !c.role.recently_reset(id) {
+            c.reset(id, code::STREAM_CLOSED);
+        }
+    }
+
+    fn reset_by_peer(c: &mut ServerConn<T>, k: usize, code: u32) {
+        let stream = c.streams[k].flow.id;
+        c.close(k);
+        c.events.push(ServerEvent::Reset { stream, code });
+    }
+
+    /// The client opens no more streams; the open ones are still answered.
+    fn goaway(c: &mut ServerConn<T>, _last: u32, code: u32) {
+        if c.role.peer_goaway.is_none() {
+            c.events.push(ServerEvent::GoAway { code });
+        }
+        c.role.peer_goaway = Some(code);
+    }
+
+    /// SETTINGS_HEADER_TABLE_SIZE lowered: our encoder never inserts, but the client's decoder
+    /// is owed the news in the next response's block.
+    fn setting(c: &mut ServerConn<T>, id: u16, v: u32) {
+        if id == frame::SETTINGS_HEADER_TABLE_SIZE && (v as usize) < c.role.table_max {
+            c.role.table_max = v as usize;
+            c.role.table_update = Some(v as usize);
+        }
+    }
+
+    /// Response bodies wait for [`ServerConn::pump`], which the caller drives.
+    fn window_opened(_: &mut ServerConn<T>) {}
+
+    fn settings_acked(_: &mut ServerConn<T>) {}
+
+    /// Resets stream `k` with `code` (a stream error of ours) and reports it.
+    fn stream_error(c: &mut ServerConn<T>, k: usize, code: u32, reason: &'static str) {
+        let stream = c.streams[k].flow.id;
+        c.close(k);
+        c.reset(stream, code);
+        c.events.push(ServerEvent::StreamError {
+            stream,
+            code,
+            reason,
+        });
+    }
+
+    /// The last stream opened, or the last-stream-id of a GOAWAY already sent (it never grows
+    /// from one GOAWAY to the next, 6.8).
+    fn last_stream_for_goaway(c: &mut ServerConn<T>) -> u32 {
+        let last = c.role.goaway_last.unwrap_or(c.role.last_id);
+        c.role.goaway_last = Some(last);
+        last
     }
 }
 

@@ -37,6 +37,17 @@ fn get_block(path: &str) -> Vec<u8> {
     hpack::request_block("GET", "http", "a.test", path, &[])
 }
 
+/// A GET of `path` as our client sends it (indexed after the first request).
+fn get_req(path: &str) -> std::sync::Arc<hpack::RequestHeaders> {
+    std::sync::Arc::new(hpack::RequestHeaders::new(
+        "GET",
+        "http",
+        "a.test",
+        path,
+        &[],
+    ))
+}
+
 /// A HEADERS frame carrying `block`.
 fn headers(out: &mut Vec<u8>, stream: u32, block: &[u8], end_stream: bool) {
     frame::header_frames(out, stream, block, end_stream, 16_384);
@@ -103,10 +114,10 @@ fn settings_exchange_and_preface() {
 /// Runs our client against the server in memory: `n` GETs of `path`, each answered with a
 /// `len`-byte body; the server's bytes reach the client cut at `cut` (0: whole).
 fn round_trip(n: u32, len: u64, cut: usize) -> (Vec<Event>, Server) {
-    let mut client = ClientConn::new(None);
+    let mut client = ClientConn::new(get_req("/p"), None);
     let mut server = Server::new(ServerSettings::default());
     for slot in 0..n {
-        client.open(slot, &get_block("/p")).unwrap();
+        client.open(slot).unwrap();
     }
     let mut events = Vec::new();
     for _ in 0..20 {
@@ -190,16 +201,16 @@ fn excess_streams_are_refused() {
 #[test]
 fn request_bodies_are_taken_and_their_windows_given_back() {
     let body: std::sync::Arc<[u8]> = vec![1u8; 200_000].into();
-    let mut client = ClientConn::new(Some(body));
-    let mut server = Server::new(ServerSettings::default());
-    let block = hpack::request_block(
+    let req = hpack::RequestHeaders::new(
         "POST",
         "http",
         "a",
         "/up",
         &[("content-length".into(), "200000".into())],
     );
-    client.open(0, &block).unwrap();
+    let mut client = ClientConn::new(std::sync::Arc::new(req), Some(body));
+    let mut server = Server::new(ServerSettings::default());
+    client.open(0).unwrap();
     let mut updates = 0;
     let mut got = None;
     for _ in 0..50 {
@@ -697,14 +708,14 @@ fn trailers_end_the_request_and_padding_and_continuation_are_read() {
 
 #[test]
 fn a_smaller_header_table_is_announced_in_the_next_block() {
-    let mut client = ClientConn::new(None);
+    let mut client = ClientConn::new(get_req("/"), None);
     let mut s = Server::new(ServerSettings::default());
     let mut c = client_preface(&[(frame::SETTINGS_HEADER_TABLE_SIZE, 0)]);
     headers(&mut c, 1, &get_block("/"), true);
     headers(&mut c, 3, &get_block("/"), true);
     s.feed(&c).unwrap();
-    client.open(0, &get_block("/")).unwrap();
-    client.open(1, &get_block("/")).unwrap();
+    client.open(0).unwrap();
+    client.open(1).unwrap();
     s.out.clear();
     s.feed(&[]).unwrap();
     let mut server_preface = Vec::new();

@@ -3,6 +3,7 @@
 use crate::client::{ClientConn, Event, RECV_WINDOW};
 use crate::frame::{self, code};
 use crate::hpack;
+use std::sync::Arc;
 
 /// A server's frames: its SETTINGS (with `pairs`) then the ACK of ours.
 fn server_preface(pairs: &[(u16, u32)]) -> Vec<u8> {
@@ -33,13 +34,19 @@ fn data(out: &mut Vec<u8>, stream: u32, body: &[u8], end: bool) {
     out.extend_from_slice(body);
 }
 
-fn block() -> Vec<u8> {
-    hpack::request_block("GET", "http", "127.0.0.1", "/", &[])
+fn req() -> Arc<hpack::RequestHeaders> {
+    Arc::new(hpack::RequestHeaders::new(
+        "GET",
+        "http",
+        "127.0.0.1",
+        "/",
+        &[],
+    ))
 }
 
 #[test]
 fn preface_settings_and_window() {
-    let c = ClientConn::new(None);
+    let c = ClientConn::new(req(), None);
     assert!(c.out.starts_with(frame::PREFACE));
     let rest = &c.out[frame::PREFACE.len()..];
     let h = frame::Head::parse(rest).unwrap();
@@ -55,8 +62,8 @@ fn a_response_split_at_every_byte() {
     data(&mut server, 1, b"hello", false);
     data(&mut server, 1, b" world", true);
     for split in 1..server.len() {
-        let mut c = ClientConn::new(None);
-        assert_eq!(c.open(7, &block()), Some(1));
+        let mut c = ClientConn::new(req(), None);
+        assert_eq!(c.open(7), Some(1));
         c.feed(&server[..split]).unwrap();
         c.feed(&server[split..]).unwrap();
         assert!(c.events.contains(&Event::Response {
@@ -75,8 +82,8 @@ fn a_response_split_at_every_byte() {
 fn byte_by_byte_and_settings_ack_sent() {
     let mut server = server_preface(&[]);
     response_headers(&mut server, 1, "404", true);
-    let mut c = ClientConn::new(None);
-    c.open(0, &block());
+    let mut c = ClientConn::new(req(), None);
+    c.open(0);
     c.out.clear();
     for b in &server {
         c.feed(std::slice::from_ref(b)).unwrap();
@@ -98,28 +105,28 @@ fn byte_by_byte_and_settings_ack_sent() {
 
 #[test]
 fn concurrency_limit_and_stream_ids() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[(
         frame::SETTINGS_MAX_CONCURRENT_STREAMS,
         2,
     )]))
     .unwrap();
-    assert_eq!(c.open(0, &block()), Some(1));
-    assert_eq!(c.open(1, &block()), Some(3));
+    assert_eq!(c.open(0), Some(1));
+    assert_eq!(c.open(1), Some(3));
     assert!(!c.can_open());
-    assert_eq!(c.open(2, &block()), None);
+    assert_eq!(c.open(2), None);
     let mut s = Vec::new();
     response_headers(&mut s, 3, "200", true);
     c.feed(&s).unwrap();
-    assert_eq!(c.open(2, &block()), Some(5));
+    assert_eq!(c.open(2), Some(5));
 }
 
 #[test]
 fn goaway_refuses_streams_above_last_id() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
     for slot in 0..3 {
-        c.open(slot, &block());
+        c.open(slot);
     }
     let mut s = Vec::new();
     frame::goaway(&mut s, 1, code::NO_ERROR);
@@ -149,9 +156,9 @@ fn goaway_refuses_streams_above_last_id() {
 
 #[test]
 fn rst_stream_by_code() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(4, &block());
+    c.open(4);
     let mut s = Vec::new();
     frame::rst_stream(&mut s, 1, code::REFUSED_STREAM);
     c.feed(&s).unwrap();
@@ -171,11 +178,11 @@ fn rst_stream_by_code() {
 #[test]
 fn connection_errors() {
     // An HTTP/1.1 answer reads as a frame of 4.7 MB.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     let e = c.feed(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
     assert_eq!(e.code, code::FRAME_SIZE_ERROR);
     // A first frame other than SETTINGS.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     let e = c.feed(&[0, 0, 0, frame::PING, 0, 0, 0, 0, 0]).unwrap_err();
     assert_eq!(e.code, code::PROTOCOL_ERROR);
     assert!(c.is_dead());
@@ -184,16 +191,16 @@ fn connection_errors() {
     assert_eq!(frame::Head::parse(tail).unwrap().kind, frame::GOAWAY);
 
     // An oversized frame is refused from its header alone.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
     let mut s = Vec::new();
     frame::head(&mut s, 20_000, frame::DATA, 0, 1);
     assert_eq!(c.feed(&s).unwrap_err().code, code::FRAME_SIZE_ERROR);
 
     // A bad HPACK block.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(0, &block());
+    c.open(0);
     let mut s = Vec::new();
     frame::head(&mut s, 1, frame::HEADERS, frame::END_HEADERS, 1);
     s.push(0xbf); // index 63: beyond the static table and an empty dynamic table
@@ -201,12 +208,12 @@ fn connection_errors() {
     assert_eq!(c.open_slots().collect::<Vec<_>>(), [0]);
 
     // HEADERS on a stream never opened, and PUSH_PROMISE.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
     let mut s = Vec::new();
     response_headers(&mut s, 5, "200", true);
     assert_eq!(c.feed(&s).unwrap_err().code, code::PROTOCOL_ERROR);
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
     let mut s = Vec::new();
     frame::head(&mut s, 4, frame::PUSH_PROMISE, frame::END_HEADERS, 1);
@@ -216,10 +223,10 @@ fn connection_errors() {
 
 #[test]
 fn malformed_responses_reset_the_stream_only() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(0, &block());
-    c.open(1, &block());
+    c.open(0);
+    c.open(1);
     let mut s = Vec::new();
     data(&mut s, 1, b"x", true); // DATA before HEADERS
     response_headers(&mut s, 3, "2000", true); // bad status
@@ -235,9 +242,9 @@ fn malformed_responses_reset_the_stream_only() {
 
 #[test]
 fn informational_then_final_and_trailers() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(0, &block());
+    c.open(0);
     let mut s = Vec::new();
     response_headers(&mut s, 1, "103", false);
     response_headers(&mut s, 1, "200", false);
@@ -265,9 +272,9 @@ fn informational_then_final_and_trailers() {
 
 #[test]
 fn continuation_and_padding() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(0, &block());
+    c.open(0);
     let mut b = Vec::new();
     hpack::field(&mut b, ":status", "204");
     hpack::field(&mut b, "x-long", &"v".repeat(100));
@@ -302,9 +309,9 @@ fn continuation_and_padding() {
         })
     );
     // A PING in the middle of a header block is a protocol error.
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
-    c.open(0, &block());
+    c.open(0);
     let mut s = Vec::new();
     frame::head(&mut s, a.len(), frame::HEADERS, 0, 1);
     s.extend_from_slice(a);
@@ -315,7 +322,7 @@ fn continuation_and_padding() {
 
 #[test]
 fn ping_is_answered() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[])).unwrap();
     c.out.clear();
     let mut s = Vec::new();
@@ -329,10 +336,10 @@ fn ping_is_answered() {
 
 #[test]
 fn receive_window_is_given_back() {
-    let mut c = ClientConn::new(None);
+    let mut c = ClientConn::new(req(), None);
     c.feed(&server_preface(&[(frame::SETTINGS_MAX_FRAME_SIZE, 16_384)]))
         .unwrap();
-    c.open(0, &block());
+    c.open(0);
     c.out.clear();
     let mut s = Vec::new();
     response_headers(&mut s, 1, "200", false);
@@ -358,10 +365,10 @@ fn receive_window_is_given_back() {
 #[test]
 fn bodies_wait_for_window_and_stall_is_reported() {
     let body: std::sync::Arc<[u8]> = vec![7u8; 100_000].into();
-    let mut c = ClientConn::new(Some(body));
+    let mut c = ClientConn::new(req(), Some(body));
     c.feed(&server_preface(&[])).unwrap();
     c.out.clear();
-    c.open(9, &block());
+    c.open(9);
     assert!(c.events.contains(&Event::Stalled { slot: 9 }));
     let sent = |out: &[u8]| {
         let mut p = 0;
@@ -384,10 +391,102 @@ fn bodies_wait_for_window_and_stall_is_reported() {
 
 #[test]
 fn settings_timeout_is_the_callers_connection_error() {
-    let mut c = ClientConn::new(None);
-    c.open(0, &block());
+    let mut c = ClientConn::new(req(), None);
+    c.open(0);
     assert!(!c.settings_acked());
     c.fail(code::SETTINGS_TIMEOUT);
     assert!(c.is_dead() && c.finished());
     assert_eq!(c.open_slots().count(), 1);
+}
+
+/// The header blocks in `out` (one per HEADERS frame; no CONTINUATION here), after the
+/// connection preface if it is there.
+fn header_blocks(out: &[u8]) -> Vec<Vec<u8>> {
+    let out = out.strip_prefix(frame::PREFACE).unwrap_or(out);
+    let mut v = Vec::new();
+    let mut p = 0;
+    while let Some(h) = frame::Head::parse(&out[p..]) {
+        let end = p + 9 + h.len as usize;
+        if h.kind == frame::HEADERS {
+            v.push(out[p + 9..end].to_vec());
+        }
+        p = end;
+    }
+    v
+}
+
+#[test]
+fn repeated_requests_name_their_fields_by_index() {
+    let request = Arc::new(hpack::RequestHeaders::new(
+        "GET",
+        "http",
+        "127.0.0.1:8080",
+        "/",
+        &[("User-Agent".to_string(), "proxybench".to_string())],
+    ));
+    let mut c = ClientConn::new(request, None);
+    c.feed(&server_preface(&[])).unwrap();
+    for slot in 0..4 {
+        c.open(slot);
+    }
+    let blocks = header_blocks(&c.out);
+    assert_eq!(blocks.len(), 4);
+    // The first adds :authority and user-agent; the others are one byte a field, as h2load's.
+    assert!(blocks[0].len() > 20);
+    for b in &blocks[1..] {
+        assert_eq!(b, &[0x82, 0x86, 0x80 | 63, 0x84, 0x80 | 62]);
+    }
+    // A server decoder sees the same five fields every time.
+    let mut d = hpack::Decoder::new();
+    let mut all = Vec::new();
+    for b in &blocks {
+        let mut f = Vec::new();
+        d.decode(b, |n, v| f.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        all.push(f);
+    }
+    assert!(all.iter().all(|f| f == &all[0] && f.len() == 5));
+}
+
+#[test]
+fn a_smaller_table_from_the_server_is_announced_and_the_request_indexed_again() {
+    let mut c = ClientConn::new(req(), None);
+    c.open(0);
+    let mut d = hpack::Decoder::new();
+    let want = {
+        let mut f = Vec::new();
+        let first = header_blocks(&c.out).remove(0);
+        d.decode(&first, |n, v| f.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        f
+    };
+    c.out.clear();
+    // The server allows 60 bytes: room for :authority (10 + 9 + 32) only.
+    c.feed(&server_preface(&[(frame::SETTINGS_HEADER_TABLE_SIZE, 60)]))
+        .unwrap();
+    c.out.clear();
+    c.open(1);
+    c.open(2);
+    let blocks = header_blocks(&c.out);
+    // Size updates to 0 then 60 open the next block, and only it (RFC 7541 4.2, 6.3).
+    assert_eq!(&blocks[0][..3], &[0x20, 0x3f, 60 - 31]);
+    assert_ne!(blocks[1][0] & 0xe0, 0x20);
+    assert_eq!(blocks[1], [0x82, 0x86, 0x80 | 62, 0x84]);
+    for b in &blocks {
+        let mut f = Vec::new();
+        d.decode(b, |n, v| f.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        assert_eq!(f, want);
+    }
+    // No table at all: every block is the stateless encoding.
+    c.feed(&server_preface(&[(frame::SETTINGS_HEADER_TABLE_SIZE, 0)]))
+        .unwrap();
+    c.out.clear();
+    c.open(3);
+    c.open(4);
+    let blocks = header_blocks(&c.out);
+    let stateless = hpack::request_block("GET", "http", "127.0.0.1", "/", &[]);
+    assert_eq!(blocks[0][0], 0x20);
+    assert_eq!(&blocks[0][1..], &stateless[..]);
+    assert_eq!(blocks[1], stateless);
 }

@@ -126,8 +126,9 @@ pub struct Target {
     pub request: Arc<[u8]>,
     /// The method is HEAD: responses have no body.
     pub head: bool,
-    /// HTTP/2: the request's HPACK header block, the same bytes for every stream.
-    pub h2_block: Option<Arc<[u8]>>,
+    /// HTTP/2: the request's header fields with their HPACK blocks (a connection's first
+    /// request indexes them, every later one names them by index).
+    pub h2_request: Option<Arc<http2::hpack::RequestHeaders>>,
     /// HTTP/2: the request body, sent in DATA frames.
     pub h2_body: Option<Arc<[u8]>>,
 }
@@ -143,14 +144,14 @@ impl Target {
             _ => url.host.clone(),
         });
         let request = serialize_request(cfg, &url);
-        let h2_block = cfg.http2.then(|| h2_block(cfg, &url).into());
+        let h2_request = cfg.http2.then(|| Arc::new(h2_request(cfg, &url)));
         let h2_body = cfg
             .body
             .as_ref()
             .filter(|_| cfg.http2)
             .map(|b| Arc::from(b.as_slice()));
         Ok(Target {
-            h2_block,
+            h2_request,
             h2_body,
             head: cfg.method == "HEAD",
             url,
@@ -190,9 +191,9 @@ pub fn serialize_request(cfg: &Config, url: &Url) -> Vec<u8> {
     out
 }
 
-/// The HTTP/2 header block: `:authority` is the Host override, a `-H Host:`, or the URL's;
+/// The HTTP/2 request's fields: `:authority` is the Host override, a `-H Host:`, or the URL's;
 /// a Content-Length goes with a body.
-pub fn h2_block(cfg: &Config, url: &Url) -> Vec<u8> {
+pub fn h2_request(cfg: &Config, url: &Url) -> http2::hpack::RequestHeaders {
     let authority = cfg
         .headers
         .iter()
@@ -210,7 +211,7 @@ pub fn h2_block(cfg: &Config, url: &Url) -> Vec<u8> {
         }
     }
     let scheme = if url.tls { "https" } else { "http" };
-    http2::hpack::request_block(&cfg.method, scheme, &authority, &url.path, &headers)
+    http2::hpack::RequestHeaders::new(&cfg.method, scheme, &authority, &url.path, &headers)
 }
 
 #[cfg(test)]

@@ -333,42 +333,21 @@ fn kv_pairs(s: &str) -> Vec<(&str, &str)> {
     out
 }
 
-/// `10/Oct/2000:13:55:36 -0700` as ms since the Unix epoch.
+/// `10/Oct/2000:13:55:36 -0700` (seconds may carry a fraction; no zone reads as UTC) as ms since
+/// the Unix epoch.
 pub fn clf_time(s: &str) -> Option<f64> {
-    let (dt, zone) = s.split_once(' ').unwrap_or((s, "+0000"));
-    let mut p = dt.splitn(4, [':', '/']);
-    let day: i64 = p.next()?.parse().ok()?;
-    let mon = p.next()?;
-    let year: i64 = p.next()?.parse().ok()?;
-    let hms = p.next()?;
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| *m == mon)? as i64
-        + 1;
-    let mut t = hms.splitn(3, ':');
-    let h: i64 = t.next()?.parse().ok()?;
-    let m: i64 = t.next()?.parse().ok()?;
-    let sec: f64 = t.next()?.parse().ok()?;
-    let sign = if zone.starts_with('-') { -1 } else { 1 };
-    let z = zone.trim_start_matches(['+', '-']);
-    let zh: i64 = z.get(..2)?.parse().ok()?;
-    let zm: i64 = z.get(2..4)?.parse().ok()?;
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + h * 3600 + m * 60 - sign * (zh * 3600 + zm * 60);
-    Some((secs as f64 + sec) * 1000.0)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let s = s.trim();
+    let zoned;
+    let s = if s.contains(' ') {
+        s
+    } else {
+        zoned = format!("{s} +0000");
+        &zoned
+    };
+    let t = jiff::Timestamp::strptime("%d/%b/%Y:%H:%M:%S%.f %z", s).ok()?;
+    // Whole milliseconds and the rest apart: nanoseconds since the epoch exceed an f64's 53 bits.
+    let sub_ms = t.subsec_nanosecond() % 1_000_000;
+    Some(t.as_millisecond() as f64 + f64::from(sub_ms) / 1e6)
 }
 
 fn or_dash(s: &str) -> String {
@@ -606,5 +585,35 @@ mod tests {
                 (1_764_043_809_001, 1_764_043_809_001, 503, "REJECTED", false),
             ]
         );
+    }
+
+    /// Common-log times as ms since the epoch: the zone applied, a fraction kept, a missing zone
+    /// read as UTC, and nonsense refused. 1,764,066,019 s is 2025-11-25 10:20:19 UTC.
+    #[test]
+    fn common_log_times() {
+        assert_eq!(
+            clf_time("25/Nov/2025:10:20:19 +0000"),
+            Some(1_764_066_019_000.0)
+        );
+        assert_eq!(
+            clf_time("25/Nov/2025:11:20:19 +0100"),
+            Some(1_764_066_019_000.0)
+        );
+        assert_eq!(
+            clf_time("25/Nov/2025:03:20:19 -0700"),
+            Some(1_764_066_019_000.0)
+        );
+        assert_eq!(
+            clf_time("25/Nov/2025:10:20:19.250 +0000"),
+            Some(1_764_066_019_250.0)
+        );
+        assert_eq!(clf_time("25/Nov/2025:10:20:19"), Some(1_764_066_019_000.0));
+        assert_eq!(
+            clf_time("29/Feb/2024:00:00:00 +0000"),
+            Some(1_709_164_800_000.0)
+        );
+        assert_eq!(clf_time("30/Feb/2024:00:00:00 +0000"), None);
+        assert_eq!(clf_time("25/Foo/2025:10:20:19 +0000"), None);
+        assert_eq!(clf_time(""), None);
     }
 }

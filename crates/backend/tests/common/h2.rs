@@ -99,6 +99,17 @@ impl Observer {
     }
 }
 
+/// The request a connection is made for (each test request brings its own block).
+pub fn default_request() -> std::sync::Arc<hpack::RequestHeaders> {
+    std::sync::Arc::new(hpack::RequestHeaders::new(
+        "GET",
+        "http",
+        "backend.test",
+        "/",
+        &[],
+    ))
+}
+
 /// One h2c connection.
 pub struct H2Client {
     pub s: TcpStream,
@@ -116,7 +127,7 @@ impl H2Client {
         s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
         H2Client {
             s,
-            c: ClientConn::new(None),
+            c: ClientConn::new(default_request(), None),
             seen: Observer::default(),
             events: Vec::new(),
             eof: false,
@@ -136,7 +147,9 @@ impl H2Client {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
         let block = hpack::request_block(method, "http", "backend.test", path, &h);
-        self.c.open(slot, &block).expect("a stream can be opened")
+        self.c
+            .open_block(slot, &block)
+            .expect("a stream can be opened")
     }
 
     /// Writes what the client queued, reads and feeds what came back, until `done` holds, the

@@ -3,42 +3,50 @@
 //! path is one `read` and one `send` per request and never an `epoll_ctl` (wrk re-arms EPOLLOUT
 //! twice per request).
 
-use super::{connect_kind, now_ns, Io, Why, Worker};
+use super::{connect_kind, now_ns, Io, Waited, Why, Worker};
 use crate::conn::{Recv, State, Step, TlsFail};
 use crate::sys::{self, Socket};
 use model::ErrorKind;
 use std::io;
-use std::os::fd::RawFd;
 
 impl Worker<'_> {
-    /// Waits for readiness and handles every event. True when the event array came back full.
-    pub(super) fn epoll_wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+    /// Waits for readiness and handles every event.
+    pub(super) fn epoll_wait(&mut self, timeout_ns: u64) -> io::Result<Waited> {
         let Io::Epoll { epoll, events, .. } = &mut self.io else {
             unreachable!("epoll worker");
         };
         let n = epoll.wait(events, timeout_ns)?;
-        let full = n == events.len();
+        let waited = Waited {
+            handled: n,
+            reads: events[..n]
+                .iter()
+                .filter(|e| { e.flags }.bits() & sys::IN != 0)
+                .count(),
+            full: n == events.len(),
+            woke: now_ns(&self.sh.origin),
+        };
         for k in 0..n {
             let Io::Epoll { events, .. } = &self.io else {
                 unreachable!("epoll worker");
             };
             let ev = events[k];
-            let token = ev.u64;
-            self.event(
-                (token & 0xffff_ffff) as usize,
-                (token >> 32) as u32,
-                ev.events,
-            );
+            // The event is packed (the kernel's layout): its fields are copied out, not borrowed.
+            let (token, flags) = ({ ev.data }.u64(), { ev.flags }.bits());
+            self.event((token & 0xffff_ffff) as usize, (token >> 32) as u32, flags);
         }
-        Ok(full)
+        Ok(waited)
     }
 
     /// Registers a new socket for connection `i`.
-    pub(super) fn epoll_watch(&mut self, i: usize, fd: RawFd) -> io::Result<()> {
+    pub(super) fn epoll_watch(&mut self, i: usize) -> io::Result<()> {
         let Io::Epoll { epoll, .. } = &self.io else {
             unreachable!("epoll worker");
         };
-        epoll.add(fd, ((self.conns[i].gen as u64) << 32) | i as u64)
+        let c = &self.conns[i];
+        let Some(sock) = &c.sock else {
+            return Ok(());
+        };
+        epoll.add(sock, ((c.gen as u64) << 32) | i as u64)
     }
 
     /// Writes (the rest of) the request.

@@ -63,7 +63,9 @@ impl Worker<'_> {
             tls.set_buffer_limit(None);
         }
         let h = c.h2.get_or_insert_with(|| Box::new(H2::new(streams)));
-        h.codec = Some(ClientConn::new(self.sh.target.h2_body.clone()));
+        let request = (self.sh.target.h2_request.clone())
+            .expect("an HTTP/2 load has its request's fields (Target::new)");
+        h.codec = Some(ClientConn::new(request, self.sh.target.h2_body.clone()));
         h.wpos = 0;
         h.settings_deadline = now + self.sh.timeout_ns;
         c.state = State::Idle;
@@ -78,7 +80,6 @@ impl Worker<'_> {
     /// to give (GOAWAY and no stream left), reconnecting when requests wait. Marks the
     /// connection for the end-of-turn flush.
     pub(super) fn h2_pump(&mut self, i: usize, now: u64) {
-        let block = self.sh.target.h2_block.as_deref().unwrap_or_default();
         let c = &mut self.conns[i];
         let Some(h) = c.h2.as_deref_mut() else {
             return;
@@ -104,7 +105,7 @@ impl Worker<'_> {
                 break;
             }
             h.pending.pop_front();
-            codec.open(s, block);
+            codec.open(s);
             h.slots[s as usize].opened = true;
             self.h2c.streams += 1;
         }

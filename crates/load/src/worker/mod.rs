@@ -31,6 +31,32 @@ pub const LATE_THRESHOLD_NS: u64 = 1_000_000;
 const STOP_POLL_NS: u64 = 50_000_000;
 /// Size of the per-thread read buffer shared by all its connections (epoll).
 const READ_BUF: usize = 64 * 1024;
+/// How long a busy loop polls for I/O before it goes to sleep. Going to sleep in the kernel
+/// and being woken costs both ends: this thread two context switches, and the server (the
+/// kernel path that delivers its bytes runs on the server's CPU) a wake-up of this thread for
+/// the next response. A loop whose sleeps keep ending this soon polls instead.
+const SPIN_NS: u64 = 50_000;
+/// Sleeps in a row, each ended by bytes from a peer within [`SPIN_NS`], before the loop polls.
+const SHORT_SLEEPS: u32 = 3;
+/// How long the loop does not poll after it found itself preempted while polling: another
+/// thread wants this CPU (the server under test, on a shared machine), so polling would take
+/// time from it.
+const SPIN_COOLDOWN_NS: u64 = 100_000_000;
+
+/// What one wait of the I/O backend brought.
+#[derive(Debug, Clone, Copy)]
+struct Waited {
+    /// Events (epoll) or completions (io_uring) handled.
+    handled: usize,
+    /// Of those, the ones that brought bytes from a peer (readable sockets, receive
+    /// completions): the work that a loop sleeping between them would be woken for. A socket
+    /// turning writable or a send completing right after a request went out is not.
+    reads: usize,
+    /// The event array came back full: more may be ready at once.
+    full: bool,
+    /// When the wait returned, ns since the origin (before the events were handled).
+    woke: u64,
+}
 
 /// Which kernel interface a worker drives its sockets with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +190,12 @@ struct Worker<'a> {
     h2c: H2Counts,
     /// HTTP/2 connections with frames to write at the end of the loop turn.
     h2_dirty: Vec<usize>,
+    /// Poll before sleeping ([`SPIN_NS`]): I/O keeps the loop busy.
+    spin: bool,
+    /// Sleeps in a row that bytes from a peer ended within [`SPIN_NS`].
+    short_sleeps: u32,
+    /// No polling before this time, ns since the origin ([`SPIN_COOLDOWN_NS`]).
+    spin_after: u64,
 }
 
 /// The load-wide index of thread `id`'s first connection when `connections` are dealt out to
@@ -246,6 +278,9 @@ pub fn run(
         batch_now: None,
         h2c: H2Counts::default(),
         h2_dirty: Vec::new(),
+        spin: false,
+        short_sleeps: 0,
+        spin_after: 0,
     };
     w.main_loop()
 }
@@ -343,7 +378,56 @@ impl Worker<'_> {
 
     /// Waits up to `timeout_ns` for I/O and handles all of it. Returns true when there may be
     /// more ready right away (the event array was full).
-    fn wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+    ///
+    /// While I/O keeps the loop busy ([`SHORT_SLEEPS`] sleeps in a row ended by bytes from a
+    /// peer in less than [`SPIN_NS`]), it polls for up to [`SPIN_NS`] before sleeping; a
+    /// window that passes without I/O, or a sleep that lasts, puts it back to sleeping, and a
+    /// poll that finds the thread was preempted stops polling for [`SPIN_COOLDOWN_NS`]. A loop
+    /// paced by its own timer (open loop) or waiting on a slow server never polls.
+    fn wait(&mut self, mut timeout_ns: u64) -> io::Result<bool> {
+        if self.spin && timeout_ns > 0 {
+            let t0 = now_ns(&self.sh.origin);
+            let window = SPIN_NS.min(timeout_ns);
+            let mut last = t0;
+            loop {
+                let w = self.poll_io(0)?;
+                if w.handled > 0 {
+                    return Ok(w.full);
+                }
+                let now = now_ns(&self.sh.origin);
+                if now - last >= SPIN_NS {
+                    // One poll took a whole window: the thread was off its CPU.
+                    self.spin_after = now + SPIN_COOLDOWN_NS;
+                }
+                last = now;
+                if now - t0 >= window {
+                    timeout_ns -= (now - t0).min(timeout_ns);
+                    break;
+                }
+            }
+            self.spin = false;
+            self.short_sleeps = 0;
+            if timeout_ns == 0 {
+                return Ok(false);
+            }
+        }
+        let t0 = now_ns(&self.sh.origin);
+        let w = self.poll_io(timeout_ns)?;
+        if timeout_ns > 0 {
+            if w.reads > 0 && w.woke.saturating_sub(t0) < SPIN_NS {
+                self.short_sleeps += 1;
+            } else if w.reads > 0 || w.handled == 0 {
+                // A long sleep, or one the timeout ended: the loop is not that busy.
+                self.short_sleeps = 0;
+            }
+            self.spin = self.short_sleeps >= SHORT_SLEEPS && w.woke >= self.spin_after;
+        }
+        Ok(w.full)
+    }
+
+    /// One wait of the I/O backend, up to `timeout_ns` (0 polls), with everything it brought
+    /// handled.
+    fn poll_io(&mut self, timeout_ns: u64) -> io::Result<Waited> {
         match self.io {
             Io::Epoll { .. } => self.epoll_wait(timeout_ns),
             Io::Uring { .. } => self.uring_wait(timeout_ns),
@@ -421,7 +505,7 @@ impl Worker<'_> {
                 c.sock = Some(sock);
                 c.state = State::Connecting;
                 let watched = match self.io {
-                    Io::Epoll { .. } => self.epoll_watch(i, fd),
+                    Io::Epoll { .. } => self.epoll_watch(i),
                     Io::Uring { .. } if established => Ok(()),
                     Io::Uring { .. } => self.uring_watch_connect(i, fd),
                 };

@@ -5,7 +5,7 @@
 //! on only after the whole batch is in, so a close that arrived with a response is seen before
 //! the connection would be reused, as with epoll.
 
-use super::{connect_kind, now_ns, Io, Why, Worker};
+use super::{connect_kind, now_ns, Io, Waited, Why, Worker};
 use crate::conn::State;
 use crate::uring::{token, untoken, Op};
 use model::ErrorKind;
@@ -13,14 +13,20 @@ use std::io;
 use std::os::fd::RawFd;
 
 impl Worker<'_> {
-    /// Submits, waits, and handles every completion. True when more may be ready at once.
-    pub(super) fn uring_wait(&mut self, timeout_ns: u64) -> io::Result<bool> {
+    /// Submits, waits, and handles every completion (the completion queue is emptied, so
+    /// never `full`).
+    pub(super) fn uring_wait(&mut self, timeout_ns: u64) -> io::Result<Waited> {
         let Io::Uring { ring, done, .. } = &mut self.io else {
             unreachable!("uring worker");
         };
         ring.wait(timeout_ns, done)?;
-        self.batch_now = Some(now_ns(&self.sh.origin));
+        let woke = now_ns(&self.sh.origin);
+        self.batch_now = Some(woke);
         let n = done.len();
+        let reads = done
+            .iter()
+            .filter(|d| untoken(d.user_data).0 == Op::Recv as u8)
+            .count();
         for k in 0..n {
             let Io::Uring { done, .. } = &self.io else {
                 unreachable!("uring worker");
@@ -52,7 +58,12 @@ impl Worker<'_> {
             };
             self.proceed(i, now);
         }
-        Ok(false)
+        Ok(Waited {
+            handled: n,
+            reads,
+            full: false,
+            woke,
+        })
     }
 
     fn recv_done(&mut self, i: usize, current: bool, res: i32, more: bool, bid: Option<u16>) {

@@ -135,11 +135,19 @@ fuzz-smoke: fuzz-build
 	PROXYBENCH_FUZZ_ENGINE=$(FUZZ_ENGINE) $(CARGO) test --workspace --release --locked \
 	  --test engine -- --ignored engine_
 
-## image: OCI image tarballs without Docker (proxybench, nginx with busybox, pause) in target/image/.
+## image: OCI image tarballs without Docker (proxybench; nginx, haproxy and caddy with busybox; pause)
+## in target/image/.
 ## The binary is built for the whole workspace, so its dependencies' features are the ones
 ## `cargo test --workspace` unifies (rustix's fs, fastrand's default): after make test's first
 ## half it is already up to date, where `cargo build` of the cli alone rebuilt every crate (3 min).
 image: deps
+	@need=""; \
+	 [ -x /usr/sbin/haproxy ] || need="$$need haproxy"; \
+	 [ -x /usr/bin/caddy ] || need="$$need caddy"; \
+	 if [ -n "$$need" ]; then \
+	   echo "installing from Debian packages (their binaries go into the images):$$need"; \
+	   $(APT) install -y -qq $$need >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq $$need; }; \
+	 fi
 	$(CARGO) build --release --locked --workspace
 	bash k8s/image.sh
 
@@ -194,6 +202,8 @@ test-k8s: deps k8s-build image
 	 export PROXYBENCH_TEST_KUBECONFIG=$$D/admin.kubeconfig; \
 	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
+	 export PROXYBENCH_TEST_HAPROXY_IMAGE=$$(awk '$$1 == "haproxy" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
+	 export PROXYBENCH_TEST_CADDY_IMAGE=$$(awk '$$1 == "caddy" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 echo "test-k8s: KUBECONFIG=$$PROXYBENCH_TEST_KUBECONFIG images $$PROXYBENCH_TEST_IMAGE $$PROXYBENCH_TEST_NGINX_IMAGE"; \
 	 $(CARGO) test --workspace --release --locked --no-fail-fast -- $(K8S_TESTS)
 

@@ -760,6 +760,9 @@ cmd_up() {
     wait "$imp2" || die "importing the images into node 2's containerd failed; $D/logs/images.log"
     wait_until 60 "node $NODE" kc get node "$NODE" || { need_alive kubelet; die "node $NODE did not register in 60 s; $D/logs/kubelet.log"; }
     wait_until 60 "node $NODE2" kc get node "$NODE2" || { need_alive kubelet-2; die "node $NODE2 did not register in 60 s; $D/logs/kubelet-2.log"; }
+    # Neither node can reach a registry (host-only network): proxybench refuses an image they
+    # would have to pull, with one line, instead of a pod stuck in ErrImagePull.
+    kc annotate --overwrite node "$NODE" "$NODE2" proxybench.dev/registry=none >/dev/null || die "kubectl annotate of the nodes failed"
     phase_done "control plane + nodes registered"
 
     phase "kube-proxy on both nodes, metrics-server"

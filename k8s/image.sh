@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# k8s/image.sh [proxybench|nginx|pause|metrics-server]...: OCI image tarballs built without Docker.
+# k8s/image.sh [proxybench|nginx|haproxy|caddy|pause|metrics-server]...: OCI image tarballs built
+# without Docker.
 #
 # Each image is one hand-made layer (a reproducible tar of a small root filesystem) in an OCI
 # image layout, packed as a tarball that `ctr -n k8s.io images import`, `kind load image-archive`
 # and `skopeo copy oci-archive:...` all read. Output: target/image/<name>.tar, and
-# target/image/names (`<name> <image reference>` per line). With no argument it builds all three:
+# target/image/names (`<name> <image reference>` per line). With no argument it builds all but
+# metrics-server:
 #
 #  - proxybench: target/release/proxybench (stripped) with its `ldd` libraries, entrypoint
 #    /proxybench, named localhost/proxybench:<crate version> (the git revision is in the image's
@@ -16,6 +18,14 @@
 #    into the pod, write a config and run `nginx -s reload`. Config /etc/nginx/nginx.conf, entrypoint
 #    /usr/sbin/nginx -g 'daemon off;', stop signal SIGQUIT (nginx's graceful stop). Named
 #    localhost/proxybench-nginx:<nginx version>.
+#  - haproxy: Debian's /usr/sbin/haproxy with its libraries, plus busybox-static as above (the
+#    platform's reload script waits for the master and sends it SIGUSR2). Entrypoint
+#    /usr/sbin/haproxy -W -db -f /etc/haproxy/haproxy.cfg, stop signal SIGUSR1 (HAProxy's soft
+#    stop). Named localhost/proxybench-haproxy:<haproxy version>.
+#  - caddy: Debian's /usr/bin/caddy with its libraries, plus busybox-static as above (the reload
+#    runs `caddy reload` against the admin API). Entrypoint /usr/bin/caddy run --config
+#    /etc/caddy/caddy.json, stop signal SIGTERM (Caddy's graceful stop). Named
+#    localhost/proxybench-caddy:<caddy version>.
 #  - pause: a static pause binary (the pod sandbox), localhost/pause:1.
 #  - metrics-server (not in the default set; k8s/cluster.sh up makes it when absent): the static
 #    metrics-server binary k8s/build.sh built from its Go module, entrypoint /metrics-server,
@@ -147,6 +157,22 @@ busybox_deb() {
     echo "$deb"
 }
 
+# with_busybox ROOTFS: busybox-static, unpacked (not installed): a shell and the tools an exec
+# needs (sh, sed, cat, wget, kill, sleep, usleep, tr, grep), linked where the image has no file.
+with_busybox() {
+    local root=$1 deb bb a t
+    deb=$(busybox_deb)
+    bb=$WORK/busybox-deb
+    rm -rf "$bb"
+    dpkg-deb -x "$deb" "$bb"
+    install -D -m 0755 "$bb/bin/busybox" "$root/bin/busybox"
+    for a in $("$bb/bin/busybox" --list); do
+        [ -e "$root/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || [ -e "$root/usr/bin/$a" ] || ln -s busybox "$root/bin/$a"
+    done
+    rm -rf "$bb"
+    for t in sh sed cat wget kill sleep usleep tr grep; do [ -e "$root/bin/$t" ] || die "busybox has no $t applet"; done
+}
+
 image_nginx() {
     local nginx=/usr/sbin/nginx root=$WORK/nginx-rootfs version
     [ -x "$nginx" ] || die "$nginx is missing (apt-get install nginx)"
@@ -178,20 +204,49 @@ http {
     }
 }
 EOF
-    # busybox-static, unpacked (not installed): a shell and the tools an exec needs
-    local deb bb
-    deb=$(busybox_deb)
-    bb=$WORK/busybox-deb
-    rm -rf "$bb"
-    dpkg-deb -x "$deb" "$bb"
-    install -D -m 0755 "$bb/bin/busybox" "$root/bin/busybox"
-    for a in $("$bb/bin/busybox" --list); do
-        [ -e "$root/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || ln -s busybox "$root/bin/$a"
-    done
-    rm -rf "$bb"
-    for t in sh sed cat wget kill sleep; do [ -e "$root/bin/$t" ] || die "busybox has no $t applet"; done
+    with_busybox "$root"
     pack nginx "localhost/proxybench-nginx:$version" "$root" \
         "{\"Entrypoint\":[\"/usr/sbin/nginx\"],\"Cmd\":[\"-g\",\"daemon off;\"],$PATH_ENV,\"WorkingDir\":\"/\",\"StopSignal\":\"SIGQUIT\",\"Labels\":{\"org.opencontainers.image.version\":\"$version\"}}"
+}
+
+image_haproxy() {
+    local haproxy=/usr/sbin/haproxy root=$WORK/haproxy-rootfs version
+    [ -x "$haproxy" ] || die "$haproxy is missing (apt-get install haproxy)"
+    version=$("$haproxy" -v 2>&1 | sed -n 's/^HAProxy version \([0-9.]*\).*/\1/p')
+    [ -n "$version" ] || die "cannot read the version of $haproxy"
+    base "$root"
+    copy_with_libs "$root" "$haproxy"
+    mkdir -p "$root/etc/haproxy" "$root/run/haproxy" "$root/var/lib/haproxy"
+    # A config that starts: the platform runs its own (and reloads with SIGUSR2).
+    cat >"$root/etc/haproxy/haproxy.cfg" <<'EOF'
+# proxybench-haproxy default: the platform runs its own config
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend default
+    bind 127.0.0.1:8080
+    http-request return status 200 content-type text/plain string "proxybench-haproxy\n"
+EOF
+    with_busybox "$root"
+    pack haproxy "localhost/proxybench-haproxy:$version" "$root" \
+        "{\"Entrypoint\":[\"/usr/sbin/haproxy\"],\"Cmd\":[\"-W\",\"-db\",\"-f\",\"/etc/haproxy/haproxy.cfg\"],$PATH_ENV,\"WorkingDir\":\"/\",\"StopSignal\":\"SIGUSR1\",\"Labels\":{\"org.opencontainers.image.version\":\"$version\"}}"
+}
+
+image_caddy() {
+    local caddy=/usr/bin/caddy root=$WORK/caddy-rootfs version
+    [ -x "$caddy" ] || die "$caddy is missing (apt-get install caddy)"
+    version=$("$caddy" version 2>/dev/null | sed -n 's/^v\{0,1\}\([0-9][0-9.]*\).*/\1/p' | head -1)
+    [ -n "$version" ] || die "cannot read the version of $caddy"
+    base "$root"
+    copy_with_libs "$root" "$caddy"
+    mkdir -p "$root/etc/caddy" "$root/root"
+    printf '%s\n' '{"apps":{"http":{"servers":{"default":{"listen":["127.0.0.1:8080"],"routes":[{"handle":[{"handler":"static_response","body":"proxybench-caddy\n"}]}]}}}}}' \
+        >"$root/etc/caddy/caddy.json"
+    with_busybox "$root"
+    pack caddy "localhost/proxybench-caddy:$version" "$root" \
+        "{\"Entrypoint\":[\"/usr/bin/caddy\"],\"Cmd\":[\"run\",\"--config\",\"/etc/caddy/caddy.json\"],$PATH_ENV,\"WorkingDir\":\"/\",\"StopSignal\":\"SIGTERM\",\"Labels\":{\"org.opencontainers.image.version\":\"$version\"}}"
 }
 
 image_pause() {
@@ -230,14 +285,16 @@ image_metrics_server() {
 }
 
 mkdir -p "$OUT" "$WORK"
-[ $# = 0 ] && set -- proxybench nginx pause
+[ $# = 0 ] && set -- proxybench nginx haproxy caddy pause
 for i in "$@"; do
     case "$i" in
     proxybench) image_proxybench ;;
     nginx) image_nginx ;;
+    haproxy) image_haproxy ;;
+    caddy) image_caddy ;;
     pause) image_pause ;;
     metrics-server) image_metrics_server ;;
-    *) echo "usage: k8s/image.sh [proxybench|nginx|pause|metrics-server]..." >&2; exit 2 ;;
+    *) echo "usage: k8s/image.sh [proxybench|nginx|haproxy|caddy|pause|metrics-server]..." >&2; exit 2 ;;
     esac
 done
 rm -rf "$WORK"

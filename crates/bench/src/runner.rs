@@ -1271,7 +1271,7 @@ fn spawn_collector(
 
 /// The proxy's complaint on one line: its lines joined, without a closing "test failed" line
 /// (the one nginx's checker ends with).
-fn one_line(msg: &str) -> String {
+pub(crate) fn one_line(msg: &str) -> String {
     let lines: Vec<&str> = msg
         .lines()
         .map(str::trim)

@@ -12,6 +12,7 @@ use crate::pods::PodInfo;
 use crate::prom::{parse_prometheus, Sample};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::WatchStreamExt;
@@ -691,6 +692,363 @@ impl Cluster {
             .client()
             .request_text(req)
             .await
+            .map_err(|e| Error::api(&what, e))?;
+        Ok(parse_prometheus(&text))
+    }
+}
+
+/// One endpoint of a Service changed, as an EndpointSlice watch saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointChange {
+    /// Seconds since the case's origin when the watch delivered it.
+    pub t_s: f64,
+    /// The Service.
+    pub service: String,
+    /// The pod the endpoint belongs to (its `targetRef`), else its address.
+    pub endpoint: String,
+    /// Its address.
+    pub ip: String,
+    /// The `ready` condition (traffic goes to it).
+    pub ready: bool,
+    /// The `serving` condition (it would serve; true for a terminating pod still answering).
+    pub serving: bool,
+    /// The `terminating` condition.
+    pub terminating: bool,
+    /// It left the Service's EndpointSlices.
+    pub gone: bool,
+    /// Part of the state found when the watch started, not a change seen happening.
+    pub initial: bool,
+    /// After this change: the Service's ready endpoints.
+    pub ready_endpoints: u32,
+}
+
+/// One endpoint's conditions, as compared between events.
+#[derive(Debug, Clone, PartialEq)]
+struct EndpointSeen {
+    endpoint: String,
+    ready: bool,
+    serving: bool,
+    terminating: bool,
+}
+
+/// Every endpoint of one EndpointSlice, by address.
+fn slice_endpoints(s: &EndpointSlice) -> BTreeMap<String, EndpointSeen> {
+    let mut out = BTreeMap::new();
+    for e in &s.endpoints {
+        let c = e.conditions.clone().unwrap_or_default();
+        // Absent conditions mean ready and serving, not terminating (the API's defaults).
+        let ready = c.ready.unwrap_or(true);
+        for a in &e.addresses {
+            out.insert(
+                a.clone(),
+                EndpointSeen {
+                    endpoint: e
+                        .target_ref
+                        .as_ref()
+                        .and_then(|t| t.name.clone())
+                        .unwrap_or_else(|| a.clone()),
+                    ready,
+                    serving: c.serving.unwrap_or(ready),
+                    terminating: c.terminating.unwrap_or(false),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The merge of every slice's endpoints (an address in two slices, as during a slice's
+/// replacement, counts once: ready if either says so).
+fn merged(
+    slices: &BTreeMap<String, BTreeMap<String, EndpointSeen>>,
+) -> BTreeMap<String, EndpointSeen> {
+    let mut out: BTreeMap<String, EndpointSeen> = BTreeMap::new();
+    for eps in slices.values() {
+        for (ip, e) in eps {
+            match out.get_mut(ip) {
+                Some(o) => {
+                    o.ready |= e.ready;
+                    o.serving |= e.serving;
+                    o.terminating &= e.terminating;
+                }
+                None => {
+                    out.insert(ip.clone(), e.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One readiness probe tally of one pod, as its kubelet counted it between two samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeTally {
+    /// Seconds since the case's origin when the kubelet's counters were read (the probes ran
+    /// in the interval before).
+    pub t_s: f64,
+    /// The pod's name.
+    pub pod: String,
+    /// The node whose kubelet probed it.
+    pub node: String,
+    /// Probes that succeeded in the interval.
+    pub successes: u64,
+    /// Probes that failed in the interval.
+    pub failures: u64,
+    /// Probes whose result was unknown (the prober could not run them) in the interval.
+    pub unknown: u64,
+    /// The mean duration of the interval's successful probes, in seconds (the kubelet keeps a
+    /// histogram of them: its sum over its count); `None` when none succeeded.
+    pub mean_success_s: Option<f64>,
+}
+
+/// The readiness probe counters of one pod, as last read.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProbeCounters {
+    successes: f64,
+    failures: f64,
+    unknown: f64,
+    duration_sum: f64,
+    duration_count: f64,
+}
+
+impl Cluster {
+    /// Watches the EndpointSlices of Service `service` in `namespace`: each endpoint's arrival,
+    /// departure and condition change (ready, serving, terminating), stamped against `origin`.
+    pub fn watch_endpoints(
+        &self,
+        namespace: &str,
+        service: &str,
+        origin: Instant,
+    ) -> Collector<Vec<EndpointChange>> {
+        let api: Api<EndpointSlice> = Api::namespaced(self.client(), namespace);
+        let what = format!("EndpointSlices of service {service} in {namespace}");
+        let cfg =
+            watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let w = what.clone();
+        let service = service.to_string();
+        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+            let mut stream = watcher(api, cfg).default_backoff().boxed();
+            let mut slices: BTreeMap<String, BTreeMap<String, EndpointSeen>> = BTreeMap::new();
+            let mut listing: Option<BTreeMap<String, BTreeMap<String, EndpointSeen>>> = None;
+            let mut before: BTreeMap<String, EndpointSeen> = BTreeMap::new();
+            let mut first_listing = true;
+            let mut got_any = false;
+            loop {
+                let ev = tokio::select! {
+                    _ = stopped(&mut stop) => break,
+                    ev = stream.next() => ev,
+                };
+                let Some(ev) = ev else { break };
+                let t = t_s(origin);
+                let mut st = state.lock().expect("collector state");
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        st.error(format!("{w}: watch: {}", crate::error::chain(&e)));
+                        continue;
+                    }
+                };
+                got_any = true;
+                let name = |s: &EndpointSlice| s.metadata.name.clone().unwrap_or_default();
+                let initial = match ev {
+                    watcher::Event::Init => {
+                        listing = Some(BTreeMap::new());
+                        continue;
+                    }
+                    watcher::Event::InitApply(s) => {
+                        if let Some(l) = listing.as_mut() {
+                            l.insert(name(&s), slice_endpoints(&s));
+                        }
+                        continue;
+                    }
+                    watcher::Event::InitDone => {
+                        slices = listing.take().unwrap_or_default();
+                        let was = first_listing;
+                        first_listing = false;
+                        was
+                    }
+                    watcher::Event::Apply(s) => {
+                        slices.insert(name(&s), slice_endpoints(&s));
+                        false
+                    }
+                    watcher::Event::Delete(s) => {
+                        slices.remove(&name(&s));
+                        false
+                    }
+                };
+                let now = merged(&slices);
+                let ready_endpoints = now.values().filter(|e| e.ready).count() as u32;
+                let mut push = |ip: &str, e: &EndpointSeen, gone: bool| {
+                    st.data.push(EndpointChange {
+                        t_s: t,
+                        service: service.clone(),
+                        endpoint: e.endpoint.clone(),
+                        ip: ip.to_string(),
+                        ready: e.ready && !gone,
+                        serving: e.serving && !gone,
+                        terminating: e.terminating,
+                        gone,
+                        initial,
+                        ready_endpoints,
+                    });
+                };
+                for (ip, e) in &now {
+                    if before.get(ip) != Some(e) {
+                        push(ip, e, false);
+                    }
+                }
+                for (ip, e) in &before {
+                    if !now.contains_key(ip) {
+                        push(ip, e, true);
+                    }
+                }
+                before = now;
+            }
+            let mut st = state.lock().expect("collector state");
+            if !got_any {
+                st.absent = Some(match st.errors.first() {
+                    Some(e) => format!("EndpointSlice watch got no data: {e}"),
+                    None => "EndpointSlice watch got no data before it was stopped".into(),
+                });
+            }
+        })
+    }
+
+    /// Reads, every `every`, the readiness probe counters that the kubelets running the pods of
+    /// `selector` in `namespace` keep (`prober_probe_total` and
+    /// `prober_probe_duration_seconds` on each kubelet's `/metrics/probes`, through the API
+    /// server's node proxy): each pod's successes, failures and the mean time of its successful
+    /// probes since the previous read. Needs `nodes/proxy`; without it the collector says why.
+    pub fn sample_probes(
+        &self,
+        namespace: &str,
+        selector: &str,
+        origin: Instant,
+        every: Duration,
+    ) -> Collector<Vec<ProbeTally>> {
+        let what = format!("readiness probes of pods {selector} in {namespace}");
+        let cluster = self.clone();
+        let (namespace, selector) = (namespace.to_string(), selector.to_string());
+        let w = what.clone();
+        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+            let pods: Api<Pod> = Api::namespaced(cluster.client(), &namespace);
+            let lp = ListParams::default().labels(&selector);
+            let mut last: BTreeMap<String, ProbeCounters> = BTreeMap::new();
+            let mut read_any = false;
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped(&mut stop) => break,
+                    _ = tick.tick() => {}
+                }
+                // The nodes that run (or ran) the selected pods, and which pods are ours.
+                let mut nodes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+                match pods.list(&lp).await {
+                    Ok(l) => {
+                        for p in l.items.iter().map(PodInfo::of) {
+                            if let Some(n) = p.node {
+                                nodes.entry(n).or_default().insert(p.name);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        state
+                            .lock()
+                            .expect("collector state")
+                            .error(format!("{w}: {}", split(e).0));
+                        continue;
+                    }
+                }
+                for (node, ours) in nodes {
+                    let r = cluster.node_metrics(&node, "metrics/probes").await;
+                    let t = t_s(origin);
+                    let mut st = state.lock().expect("collector state");
+                    let samples = match r {
+                        Ok(s) => s,
+                        Err(e) => {
+                            st.error(e.to_string());
+                            continue;
+                        }
+                    };
+                    read_any = true;
+                    let mut now: BTreeMap<String, ProbeCounters> = BTreeMap::new();
+                    for x in &samples {
+                        if x.label("probe_type") != Some("Readiness")
+                            || x.label("namespace") != Some(namespace.as_str())
+                        {
+                            continue;
+                        }
+                        let Some(pod) = x.label("pod").filter(|p| ours.contains(*p)) else {
+                            continue;
+                        };
+                        let c = now.entry(pod.to_string()).or_default();
+                        match (x.metric.as_str(), x.label("result")) {
+                            ("prober_probe_total", Some("successful")) => c.successes += x.value,
+                            ("prober_probe_total", Some("failed")) => c.failures += x.value,
+                            ("prober_probe_total", Some("unknown")) => c.unknown += x.value,
+                            ("prober_probe_duration_seconds_sum", _) => c.duration_sum += x.value,
+                            ("prober_probe_duration_seconds_count", _) => {
+                                c.duration_count += x.value
+                            }
+                            _ => {}
+                        }
+                    }
+                    for (pod, c) in now {
+                        // A pod first seen starts from zero: its kubelet counts from its start.
+                        let b = last.get(&pod).copied().unwrap_or_default();
+                        let d = |a: f64, b: f64| (a - b).max(0.0).round() as u64;
+                        let (ok, failed, unknown) = (
+                            d(c.successes, b.successes),
+                            d(c.failures, b.failures),
+                            d(c.unknown, b.unknown),
+                        );
+                        let timed = c.duration_count - b.duration_count;
+                        if ok + failed + unknown > 0 {
+                            st.data.push(ProbeTally {
+                                t_s: t,
+                                pod: pod.clone(),
+                                node: node.clone(),
+                                successes: ok,
+                                failures: failed,
+                                unknown,
+                                mean_success_s: (ok > 0 && timed > 0.0)
+                                    .then(|| (c.duration_sum - b.duration_sum) / timed),
+                            });
+                        }
+                        last.insert(pod, c);
+                    }
+                }
+            }
+            let mut st = state.lock().expect("collector state");
+            if !read_any {
+                st.absent = Some(match st.errors.first() {
+                    Some(e) => format!("the kubelets' probe counters could not be read: {e}"),
+                    None => "no probed pod ran before the collector stopped".into(),
+                });
+            }
+        })
+    }
+
+    /// One of a node's kubelet metrics endpoints (`metrics/probes`, `metrics/cadvisor`), through
+    /// the API server's node proxy, parsed.
+    async fn node_metrics(&self, node: &str, path: &str) -> Result<Vec<Sample>, Error> {
+        let uri = format!("/api/v1/nodes/{node}/proxy/{path}");
+        let what = format!("read {uri}");
+        let req = http::Request::get(&uri)
+            .body(Vec::new())
+            .map_err(|e| Error::Api {
+                what: what.clone(),
+                message: e.to_string(),
+                code: 0,
+            })?;
+        let text = tokio::time::timeout(Duration::from_secs(5), self.client().request_text(req))
+            .await
+            .map_err(|_| Error::Timeout {
+                what: what.clone(),
+                after: Duration::from_secs(5),
+                state: "no answer".into(),
+            })?
             .map_err(|e| Error::api(&what, e))?;
         Ok(parse_prometheus(&text))
     }

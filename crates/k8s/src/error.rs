@@ -48,6 +48,10 @@ pub enum Error {
         /// The last state seen.
         state: String,
     },
+    /// A pod cannot start, and waiting longer would not change it (its image cannot be had on
+    /// this cluster): the message names the pod or image and the kubelet's reason.
+    #[error("{0}")]
+    Unstartable(String),
     /// A local file could not be read or written.
     #[error("{what}: {source}")]
     Io {

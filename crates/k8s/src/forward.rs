@@ -11,6 +11,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long opening one forwarded connection's stream through the API server may take.
+const OPEN_BOUND: Duration = Duration::from_secs(10);
+
 /// A running port-forward: connect to [`PortForward::addr`]; dropping it closes the listener
 /// and every forwarded connection.
 pub struct PortForward {
@@ -87,9 +90,24 @@ impl Cluster {
                         *errors.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some(format!("{what}: {}", crate::error::one_line(m.trim())));
                     };
-                    let mut pf = match api.portforward(&pod, &[port]).await {
-                        Ok(pf) => pf,
-                        Err(e) => return fail(split(e).0),
+                    // A forward that cannot be opened is tried once more (the API server's
+                    // stream can drop under load); then the connection is closed and the
+                    // reason kept, so the client fails at once instead of hanging.
+                    let mut last = String::new();
+                    let mut opened = None;
+                    for _ in 0..2 {
+                        match tokio::time::timeout(OPEN_BOUND, api.portforward(&pod, &[port])).await
+                        {
+                            Ok(Ok(pf)) => {
+                                opened = Some(pf);
+                                break;
+                            }
+                            Ok(Err(e)) => last = split(e).0,
+                            Err(_) => last = format!("not opened within {OPEN_BOUND:?}"),
+                        }
+                    }
+                    let Some(mut pf) = opened else {
+                        return fail(format!("{last} (tried twice)"));
                     };
                     let Some(mut stream) = pf.take_stream(port) else {
                         return fail("the API server gave no stream".into());

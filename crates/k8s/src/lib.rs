@@ -15,22 +15,28 @@ pub mod collect;
 mod error;
 pub mod follow;
 mod forward;
+mod images;
 pub mod manifest;
 mod pods;
 pub mod prom;
+mod reach;
+mod service;
 mod workload;
 
 pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY};
 pub use collect::{
-    Collected, Collector, PodChange, PodTimeline, PodUsage, PromTarget, RestartChange, Scrape,
-    WarningEvent,
+    Collected, Collector, EndpointChange, PodChange, PodTimeline, PodUsage, ProbeTally, PromTarget,
+    RestartChange, Scrape, WarningEvent,
 };
 pub use error::Error;
 pub use follow::{FollowedLog, LogFollowers};
 pub use forward::PortForward;
+pub use images::{pull_secrets, PullPolicy, REGISTRY_ANNOTATION};
 pub use manifest::{Document, Outcome};
-pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, HOSTNAME_LABEL};
+pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABEL};
 pub use prom::Sample;
+pub use reach::{reaches, PodPath, PodPort};
+pub use service::{service, ServiceAddress, ServicePortInfo, ServiceType};
 pub use workload::Replicas;
 
 /// The Kubernetes object types (k8s-openapi, API v1.34), for building proxybench's own specs.

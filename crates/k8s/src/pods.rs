@@ -3,6 +3,7 @@
 
 use crate::cluster::Cluster;
 use crate::error::{split, Error};
+use crate::images::image_problem;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams};
@@ -365,6 +366,152 @@ impl Cluster {
         v.sort_by_key(|a| a.ip);
         v.dedup_by(|a, b| a.ip == b.ip);
         Ok(v)
+    }
+}
+
+/// What a pod run to completion ([`Cluster::run_pod`]) gave back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRun {
+    /// Its container's exit code.
+    pub code: i32,
+    /// Its container's whole log (stdout and stderr, as the kubelet keeps them).
+    pub log: String,
+    /// From the pod's creation until its container had exited.
+    pub took: Duration,
+}
+
+impl Cluster {
+    /// Runs `pod` (one container, `restartPolicy: Never`) to completion in `namespace`: creates
+    /// it, waits at most `bound` for its container to exit (failing at once when its image
+    /// cannot be had, or when it cannot be scheduled once `bound` ran out), reads its log and
+    /// deletes it. A command that ran and failed is an `Ok` with its code.
+    pub fn run_pod(&self, namespace: &str, pod: &Pod, bound: Duration) -> Result<PodRun, Error> {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let what = format!("pod {name} in {namespace}");
+        let t0 = Instant::now();
+        self.block_on(api.create(&kube::api::PostParams::default(), pod))
+            .map_err(|e| Error::api(format!("create {what}"), e))?;
+        let waited = self.block_on(async {
+            loop {
+                let state = match api.get_opt(&name).await {
+                    Ok(Some(p)) => {
+                        let code = p
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.container_statuses.as_ref())
+                            .and_then(|cs| cs.first())
+                            .and_then(|c| c.state.as_ref())
+                            .and_then(|s| s.terminated.as_ref())
+                            .map(|t| t.exit_code);
+                        if let Some(code) = code {
+                            return Ok((code, t0.elapsed()));
+                        }
+                        let i = PodInfo::of(&p);
+                        if let Some(why) = i.why.as_deref().filter(|w| image_problem(w)) {
+                            return Err(Error::Unstartable(format!("{what} cannot start: {why}")));
+                        }
+                        format!(
+                            "{}{}",
+                            i.phase,
+                            i.why.map(|w| format!(": {w}")).unwrap_or_default()
+                        )
+                    }
+                    Ok(None) => {
+                        return Err(Error::Api {
+                            what: what.clone(),
+                            message: "deleted before it ended".into(),
+                            code: 404,
+                        })
+                    }
+                    Err(e) => split(e).0,
+                };
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what: format!("{what} to end"),
+                        after: bound,
+                        state,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let result = waited.and_then(|(code, took)| {
+            let log = self
+                .block_on(api.logs(&name, &LogParams::default()))
+                .map_err(|e| Error::api(format!("logs of {what}"), e))?;
+            Ok(PodRun { code, log, took })
+        });
+        // It has ended (or will never run): no grace needed.
+        let _ = self.delete_pod(namespace, &name, Some(Duration::ZERO));
+        result
+    }
+}
+
+/// How many log lines and events of a pod a diagnosis quotes.
+const DIAGNOSIS_LINES: usize = 5;
+
+impl Cluster {
+    /// Why the pods of `selector` in `namespace` that are not Ready are not: for each, its
+    /// phase and reason, its latest events (Warnings first: failed probes, back-offs) and the
+    /// last lines of its log, on one line (`pod web-1 (Running): events: Unhealthy: Readiness
+    /// probe failed: ...; log: ...`). Empty when every pod is Ready or nothing can be read.
+    pub fn diagnose_pods(&self, namespace: &str, selector: &str) -> String {
+        let Ok(pods) = self.pods(namespace, Some(selector)) else {
+            return String::new();
+        };
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client(), namespace);
+        let mut out = Vec::new();
+        for p in pods.iter().filter(|p| !p.ready && !p.deleting) {
+            let mut s = format!("pod {} ({}", p.name, p.phase);
+            if let Some(w) = &p.why {
+                s.push_str(&format!(": {w}"));
+            }
+            s.push(')');
+            let lp = ListParams::default().fields(&format!("involvedObject.name={}", p.name));
+            if let Ok(list) = self.block_on(events.list(&lp)) {
+                let mut evs = list.items;
+                // Warnings first, then the newest.
+                evs.sort_by_key(|e| {
+                    (
+                        e.type_.as_deref() != Some("Warning"),
+                        std::cmp::Reverse(e.last_timestamp.as_ref().map(|t| t.0)),
+                    )
+                });
+                let said: Vec<String> = evs
+                    .iter()
+                    .take(DIAGNOSIS_LINES)
+                    .map(|e| {
+                        format!(
+                            "{}: {}{}",
+                            e.reason.clone().unwrap_or_default(),
+                            one_line(e.message.as_deref().unwrap_or_default()),
+                            match e.count {
+                                Some(n) if n > 1 => format!(" (x{n})"),
+                                _ => String::new(),
+                            }
+                        )
+                    })
+                    .collect();
+                if !said.is_empty() {
+                    s.push_str(&format!("; events: {}", said.join(" | ")));
+                }
+            }
+            let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+            let lp = LogParams {
+                tail_lines: Some(DIAGNOSIS_LINES as i64),
+                ..Default::default()
+            };
+            if let Ok(log) = self.block_on(api.logs(&p.name, &lp)) {
+                let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+                if !lines.is_empty() {
+                    s.push_str(&format!("; last log lines: {}", lines.join(" | ")));
+                }
+            }
+            out.push(s);
+        }
+        out.join("; ")
     }
 }
 

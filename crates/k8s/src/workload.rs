@@ -4,9 +4,12 @@
 
 use crate::cluster::{Cluster, FIELD_MANAGER};
 use crate::error::{split, Error};
+use crate::images::image_problem;
+use crate::pods::PodInfo;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -235,13 +238,31 @@ impl Cluster {
     ) -> Result<Duration, Error> {
         let t0 = Instant::now();
         let api: Api<Deployment> = Api::namespaced(self.client(), namespace);
-        self.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let mut selector = None;
+        let waited = self.block_on(async {
             loop {
                 let last = match api.get(name).await {
                     Ok(d) => {
                         let r = Replicas::of(&d);
                         if done(&r) {
                             return Ok(t0.elapsed());
+                        }
+                        // A pod whose image cannot be had never gets Ready: say so at once.
+                        selector = selector.take().or_else(|| match_labels(&d));
+                        if let Some(sel) = &selector {
+                            if let Ok(list) = pods.list(&ListParams::default().labels(sel)).await {
+                                for p in list.items.iter().map(PodInfo::of) {
+                                    if let Some(why) = p.why.as_deref().filter(|w| image_problem(w))
+                                    {
+                                        return Err(Error::Unstartable(format!(
+                                            "deployment/{name} in {namespace}: pod {} cannot \
+                                             start: {why}",
+                                            p.name
+                                        )));
+                                    }
+                                }
+                            }
                         }
                         r.to_string()
                     }
@@ -266,6 +287,37 @@ impl Cluster {
                 }
                 tokio::time::sleep(POLL).await;
             }
-        })
+        });
+        // A wait that ran out says why each pod is not Ready: its reason, its events and the
+        // last lines of its log.
+        match waited {
+            Err(Error::Timeout { what, after, state }) => {
+                let why = selector
+                    .as_deref()
+                    .map(|s| self.diagnose_pods(namespace, s))
+                    .unwrap_or_default();
+                Err(Error::Timeout {
+                    what,
+                    after,
+                    state: if why.is_empty() {
+                        state
+                    } else {
+                        format!("{state}; {why}")
+                    },
+                })
+            }
+            other => other,
+        }
     }
+}
+
+/// A Deployment's `matchLabels` as a label selector (`a=b,c=d`).
+fn match_labels(d: &Deployment) -> Option<String> {
+    let l = d.spec.as_ref()?.selector.match_labels.as_ref()?;
+    Some(
+        l.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }

@@ -11,7 +11,7 @@ use crate::logs::LogFormat;
 use crate::tls::TlsFiles;
 use crate::{admin, process, Error, Feature};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -43,9 +43,21 @@ pub struct RenderContext {
     /// `127.0.0.1:admin_port`: on Kubernetes a placeholder the pod replaces with its own address
     /// (hostNetwork pods share every port).
     pub admin_listen: Option<String>,
+    /// The control API's address (Caddy's admin API) as written into the config instead of
+    /// `127.0.0.1:control_port`: on Kubernetes a placeholder the pod replaces with its own
+    /// address, as [`RenderContext::admin_listen`].
+    pub control_listen: Option<String>,
     /// The upstream addresses come from the cluster (EndpointSlices), so they need not be on
     /// loopback; locally every backend is on 127.0.0.0/8.
     pub cluster_upstreams: bool,
+    /// The address the listeners and the admin listener bind (127.0.0.1 when `None`): a pod on
+    /// the pod network binds every address of its own network namespace (`0.0.0.0`), so that its
+    /// Service, its kubelet's probes and this machine reach it at its pod IP.
+    pub bind: Option<IpAddr>,
+    /// The config runs on another machine (a pod): its paths are that machine's, and the render
+    /// writes nothing here; the driver's container commands make the files the config names
+    /// (HAProxy's certificate PEM) from the platform's files.
+    pub remote: bool,
 }
 
 impl RenderContext {
@@ -60,8 +72,8 @@ impl RenderContext {
         )))
     }
 
-    /// The admin listener's address: the platform's placeholder, or the replica's own
-    /// loopback port.
+    /// The admin listener's address: the platform's placeholder, or the replica's own port on
+    /// the bind address.
     pub fn admin_address(&self) -> Result<String, Error> {
         if let Some(a) = &self.admin_listen {
             return Ok(a.clone());
@@ -69,7 +81,18 @@ impl RenderContext {
         if self.admin_port == 0 {
             return Err(Error::Invalid("the run assigned no admin port".into()));
         }
-        Ok(format!("127.0.0.1:{}", self.admin_port))
+        Ok(SocketAddr::new(self.bind_ip(), self.admin_port).to_string())
+    }
+
+    /// The address listeners bind: [`RenderContext::bind`], else 127.0.0.1.
+    pub fn bind_ip(&self) -> IpAddr {
+        self.bind
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+    }
+
+    /// `ADDRESS:port` of a listener on the bind address.
+    pub fn listen_on(&self, port: u16) -> String {
+        SocketAddr::new(self.bind_ip(), port).to_string()
     }
 }
 
@@ -226,8 +249,11 @@ pub struct LogFiles {
 }
 
 /// How a proxy runs in a container that a platform (Kubernetes) starts instead of proxybench:
-/// the shell commands its image runs. Each reads the config file named by `$CONF`, rendered
-/// with `stdio_logs`, so its access and error lines come out of the container's own streams.
+/// the shell commands its image runs. The platform sets `$CONF` (the config file, rendered with
+/// `stdio_logs` and `remote`, so the access and error lines come out of the container's own
+/// streams), `$PREFIX` (the replica directory the config was rendered for) and, when the case
+/// has TLS listeners, `$TLS_CERT` and `$TLS_KEY` (the certificate chain and key files the
+/// render context named).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerCommands {
     /// Starts the proxy in the foreground (it is the container's main process, so it gets the
@@ -236,6 +262,13 @@ pub struct ContainerCommands {
     /// Checks `$CONF` with the proxy's own checker, then makes the running proxy serve it;
     /// exits non-zero with the checker's message when the config is refused.
     pub reload: String,
+    /// Checks `$CONF` with the proxy's own checker and nothing else: exits 0 when it passes,
+    /// else non-zero with the checker's message (a pod of the proxy's image runs it before any
+    /// replica gets the config).
+    pub check: String,
+    /// Run before the container gets its stop signal, after the platform's own preStop wait
+    /// (Caddy drains keep-alive connections this way); `None` when the proxy needs nothing.
+    pub pre_stop: Option<String>,
     /// The access lines' format among the container's output (the other lines are its errors).
     pub log_format: LogFormat,
 }
@@ -271,6 +304,12 @@ pub trait Driver: Send + Sync {
     /// The commands a container image of this proxy runs, for platforms that start replicas as
     /// pods; `None` when the proxy has no container form yet.
     fn container(&self) -> Option<ContainerCommands> {
+        None
+    }
+
+    /// The model item a checker's message about `rendered` leads to (the same tracing as
+    /// [`Driver::check`]), for a check that ran elsewhere (in a pod of the proxy's image).
+    fn trace(&self, _rendered: &Rendered, _message: &str) -> Option<String> {
         None
     }
 }

@@ -18,6 +18,7 @@ use k8s::k8s_openapi::api::core::v1::{
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s::k8s_openapi::ByteString;
+use k8s::PullPolicy;
 use k8s::{Cluster, PodInfo, PortForward};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -385,7 +386,7 @@ impl KubeAgents {
             containers: vec![Container {
                 name: "agent".into(),
                 image: Some(image.to_string()),
-                image_pull_policy: Some("Never".into()),
+                image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
                 args: Some(vec![
                     "agent".into(),
                     "--listen".into(),

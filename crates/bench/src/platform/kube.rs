@@ -20,11 +20,11 @@ use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scra
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle,
-    LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Secret,
+    LifecycleHandler, ObjectFieldSelector, Pod, PodSpec, PodTemplateSpec, Probe, Secret,
     SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s::{Cluster, LogFollowers};
+use k8s::{Cluster, LogFollowers, PullPolicy};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
@@ -38,12 +38,27 @@ use std::time::{Duration, Instant};
 
 /// The image backend pods run when the platform names none.
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
-/// The image proxy pods run when the platform names none.
+/// The image nginx pods run when the platform names none.
 pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
+
+/// The image a proxy of `kind` runs when the platform names none: the one `make image` builds
+/// for it (k8s/image.sh, from the Debian package's binary).
+pub fn default_proxy_image(kind: proxy::ProxyKind) -> &'static str {
+    match kind {
+        proxy::ProxyKind::Haproxy => "localhost/proxybench-haproxy:2.6.12",
+        proxy::ProxyKind::Caddy => "localhost/proxybench-caddy:2.6.2",
+        _ => DEFAULT_PROXY_IMAGE,
+    }
+}
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
 /// The placeholder the rendered config carries for the pod's own admin address.
 const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
+/// The placeholder the rendered config carries for the pod's own control API address (Caddy's
+/// admin API).
+const CONTROL_PLACEHOLDER: &str = "__PB_CONTROL__";
+/// How long the config check's pod may take, from its creation to its checker's exit.
+const CHECK_BOUND: Duration = Duration::from_secs(60);
 /// The label every object of a case carries.
 const ROLE: &str = "proxybench/role";
 /// How long a wait for pods may take.
@@ -64,6 +79,7 @@ pub(crate) struct KubeStage {
     generation: u64,
     ports: BTreeMap<String, u16>,
     admin_port: u16,
+    control_port: u16,
     groups: Vec<String>,
     tls: Option<proxy::TlsFiles>,
     configs_out: PathBuf,
@@ -147,20 +163,31 @@ fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-/// The proxy pod's two shell scripts, around the driver's container commands: the entry (derive
-/// a loopback address from the pod name, write it to /run/pb/admin, put it into the config in
-/// place of the placeholder, start the proxy) and the reload (the next config arrives on stdin,
-/// gets the pod's address, and the driver's reload makes the proxy serve it).
+/// The proxy pod's shell scripts, around the driver's container commands: the entry (derive
+/// a loopback address from the pod name, write its admin and control addresses to
+/// /run/pb/admin and /run/pb/control, put them into the config in place of the placeholders,
+/// start the proxy), the reload (the next config arrives on stdin, gets the pod's addresses,
+/// and the driver's reload makes the proxy serve it), the driver's preStop command if any, and
+/// the config check a pod of the proxy's image runs before any replica gets the config.
+/// Each exports `$CONF`, `$PREFIX` and, with TLS, `$TLS_CERT` and `$TLS_KEY` for the driver.
 struct PodScripts {
     entry: String,
     reload: String,
+    pre_stop: Option<String>,
+    check: String,
     log_format: proxy::logs::LogFormat,
 }
 
 impl PodScripts {
     /// The scripts for `driver`'s proxy, whose config file is `file`; refused when the driver
     /// has no container form.
-    fn of(driver: &dyn Driver, file: &str, admin_port: u16) -> Result<PodScripts, StackError> {
+    fn of(
+        driver: &dyn Driver,
+        file: &str,
+        admin_port: u16,
+        control_port: u16,
+        tls: bool,
+    ) -> Result<PodScripts, StackError> {
         let Some(c) = driver.container() else {
             return Err(platform(format!(
                 "the {} driver has no container form: the kubernetes platform cannot run it",
@@ -170,20 +197,35 @@ impl PodScripts {
         let addr = format!(
             "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
              h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
-             a=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 )):{admin_port}\"; \
-             echo \"$a\" > /run/pb/admin"
+             ip=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 ))\"; \
+             echo \"$ip:{admin_port}\" > /run/pb/admin; echo \"$ip:{control_port}\" > /run/pb/control"
         );
         let conf = format!("/run/pb/{file}");
-        let place = format!("sed \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\"");
+        let place = format!(
+            "sed -e \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" \
+             -e \"s/{CONTROL_PLACEHOLDER}/$(cat /run/pb/control)/\""
+        );
+        let mut env = format!("export CONF={conf} PREFIX={POD_PREFIX}");
+        if tls {
+            env.push_str(" TLS_CERT=/tls/cert.pem TLS_KEY=/tls/key.pem");
+        }
         Ok(PodScripts {
             entry: format!(
                 "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
-                 {place} /config/{file} > {conf}; CONF={conf}; {}",
+                 {place} /config/{file} > {conf}; {env}; {}",
                 c.start
             ),
             reload: format!(
-                "set -e; cat > /run/pb/next; {place} /run/pb/next > {conf}; CONF={conf}; {}",
+                "set -e; cat > /run/pb/next; {place} /run/pb/next > {conf}; {env}; {}",
                 c.reload
+            ),
+            pre_stop: c.pre_stop.map(|p| format!("{env}; {p}")),
+            // The checker reads the addresses, never binds them: the pod's own loopback.
+            check: format!(
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; sed -e \"s/{ADMIN_PLACEHOLDER}/127.0.0.1:{admin_port}/\" \
+                 -e \"s/{CONTROL_PLACEHOLDER}/127.0.0.1:{control_port}/\" /config/{file} > {conf}; \
+                 {env}; {}",
+                c.check
             ),
             log_format: c.log_format,
         })
@@ -250,6 +292,7 @@ impl KubeStage {
             generation: 1,
             ports: BTreeMap::new(),
             admin_port: 0,
+            control_port: 0,
             groups: Vec::new(),
             tls: stack.tls.clone(),
             configs_out: stack.configs_out.clone(),
@@ -290,6 +333,18 @@ impl KubeStage {
         }
         // Backends.
         let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
+        // An image the cluster can neither pull nor find on its nodes: one line, before any
+        // pod could stick in ErrImagePull.
+        let mut images = vec![(image.as_str(), PullPolicy::for_image(&image))];
+        let proxy_image = spec.proxy_image.clone();
+        if let Some(p) = proxy_image.as_deref().filter(|_| {
+            st.config
+                .as_ref()
+                .is_some_and(|c| c.kind != proxy::ProxyKind::External)
+        }) {
+            images.push((p, PullPolicy::for_image(p)));
+        }
+        c.check_images(&images).map_err(platform)?;
         for g in &case.backends {
             st.groups.push(g.name.clone());
             let name = format!("backend-{}", g.name);
@@ -344,36 +399,24 @@ impl KubeStage {
             st.ports.insert(l.name.clone(), port);
         }
         st.admin_port = free_port().map_err(StackError::NoFreePort)?;
+        st.control_port = free_port().map_err(StackError::NoFreePort)?;
         let rendered = st.render(&cfg)?;
-        let scripts = PodScripts::of(st.driver, rendered.file, st.admin_port)?;
+        let scripts = PodScripts::of(
+            st.driver,
+            rendered.file,
+            st.admin_port,
+            st.control_port,
+            stack.tls.is_some(),
+        )?;
         let entry = scripts.entry.clone();
+        let pre_stop_cmd = scripts.pre_stop.clone();
+        let check = scripts.check.clone();
         st.scripts = Some(scripts);
-        check_locally(&st, &cfg, stack.tls.clone())?;
+        let proxy_image = spec
+            .proxy_image
+            .clone()
+            .unwrap_or_else(|| default_proxy_image(cfg.kind).into());
         let pl = labels(&[(ROLE, "proxy")]);
-        let mut data = BTreeMap::new();
-        data.insert(rendered.file.to_string(), rendered.text.clone());
-        c.apply_object(
-            &ns,
-            &ConfigMap {
-                metadata: meta("proxy", &pl),
-                data: Some(data),
-                ..Default::default()
-            },
-        )
-        .map_err(platform)?;
-        let mut volumes = vec![Volume {
-            name: "config".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: "proxy".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }];
-        let mut mounts = vec![VolumeMount {
-            name: "config".into(),
-            mount_path: "/config".into(),
-            ..Default::default()
-        }];
         if let Some(t) = &stack.tls {
             let read = |p: &PathBuf| {
                 std::fs::read_to_string(p).map_err(|source| StackError::Io {
@@ -393,19 +436,25 @@ impl KubeStage {
                 },
             )
             .map_err(platform)?;
-            volumes.push(Volume {
-                name: "tls".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some("proxy-tls".into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            mounts.push(VolumeMount {
-                name: "tls".into(),
-                mount_path: "/tls".into(),
-                ..Default::default()
-            });
+        }
+        // The proxy's own checker, in a pod of its image, before any replica gets the config.
+        if let Err(e) = check_in_pod(&st, &rendered, &proxy_image, &check) {
+            if st.tls.is_some() {
+                let _ = c.delete_object::<Secret>(&ns, "proxy-tls", BOUND);
+            }
+            return Err(e);
+        }
+        c.apply_object(&ns, &config_map("proxy", &pl, &rendered))
+            .map_err(platform)?;
+        let mut volumes = vec![config_volume("proxy")];
+        let mut mounts = vec![VolumeMount {
+            name: "config".into(),
+            mount_path: "/config".into(),
+            ..Default::default()
+        }];
+        if stack.tls.is_some() {
+            volumes.push(tls_volume());
+            mounts.push(tls_mount());
         }
         let (grace, pre_stop) = proxy_stop(spec);
         st.proxy_stop = Some((grace as u32, pre_stop as u32));
@@ -418,12 +467,8 @@ impl KubeStage {
             volumes: Some(volumes),
             containers: vec![Container {
                 name: "proxy".into(),
-                image: Some(
-                    spec.proxy_image
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_PROXY_IMAGE.into()),
-                ),
-                image_pull_policy: Some("Never".into()),
+                image: Some(proxy_image.clone()),
+                image_pull_policy: Some(PullPolicy::for_image(&proxy_image).to_string()),
                 command: Some(sh(&entry)),
                 env: Some(vec![EnvVar {
                     name: "POD_NAME".into(),
@@ -447,13 +492,21 @@ impl KubeStage {
                     failure_threshold: Some(1),
                     ..Default::default()
                 }),
-                // Stay in rotation a moment after the deletion, then the image's stop signal
-                // (SIGQUIT: graceful).
+                // Stay in rotation a moment after the deletion, then the driver's own preStop
+                // command (Caddy's drain), then the image's stop signal (graceful).
                 lifecycle: Some(Lifecycle {
-                    pre_stop: (pre_stop > 0).then(|| LifecycleHandler {
-                        sleep: Some(SleepAction { seconds: pre_stop }),
-                        ..Default::default()
-                    }),
+                    pre_stop: match pre_stop_cmd {
+                        Some(cmd) => Some(LifecycleHandler {
+                            exec: Some(ExecAction {
+                                command: Some(sh(&format!("sleep {pre_stop}; {cmd}"))),
+                            }),
+                            ..Default::default()
+                        }),
+                        None => (pre_stop > 0).then(|| LifecycleHandler {
+                            sleep: Some(SleepAction { seconds: pre_stop }),
+                            ..Default::default()
+                        }),
+                    },
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -515,6 +568,7 @@ impl KubeStage {
             groups,
             ports: self.ports.clone(),
             admin_port: self.admin_port,
+            control_port: self.control_port,
             tls: self.tls.as_ref().map(|_| proxy::TlsFiles {
                 cert: "/tls/cert.pem".into(),
                 key: "/tls/key.pem".into(),
@@ -522,7 +576,9 @@ impl KubeStage {
             }),
             stdio_logs: true,
             admin_listen: Some(ADMIN_PLACEHOLDER.into()),
+            control_listen: Some(CONTROL_PLACEHOLDER.into()),
             cluster_upstreams: true,
+            remote: true,
             ..RenderContext::default()
         }
     }
@@ -1056,40 +1112,120 @@ fn split_logs(
     }
 }
 
-/// Checks `cfg` with the proxy's own checker on this machine before any pod gets it: rendered
-/// with host paths (a scratch prefix, the run's certificate files, a loopback admin address).
-fn check_locally(
-    st: &KubeStage,
-    cfg: &ProxyConfig,
-    tls: Option<proxy::TlsFiles>,
-) -> Result<(), StackError> {
-    let dir = st.configs_out.join("check");
-    std::fs::create_dir_all(&dir).map_err(|source| StackError::Io {
-        path: dir.clone(),
-        source,
-    })?;
-    let groups = st
-        .groups
-        .iter()
-        .map(|g| {
-            (
-                g.clone(),
-                vec![SocketAddr::from(([127, 0, 0, 1], BACKEND_PORT))],
-            )
-        })
-        .collect();
-    let mut ctx = st.context(groups);
-    ctx.prefix = dir.clone();
-    ctx.admin_listen = None;
-    ctx.tls = tls;
-    let rendered = st.driver.render(cfg, &ctx)?;
-    match st.driver.check(&rendered, &dir)? {
-        Ok(_) => Ok(()),
-        Err(refusal) => Err(platform(format!(
-            "the proxy's checker refused the config: {}",
-            refusal.message
-        ))),
+/// A ConfigMap named `name` holding the rendered config under its file name.
+fn config_map(name: &str, l: &BTreeMap<String, String>, rendered: &proxy::Rendered) -> ConfigMap {
+    let mut data = BTreeMap::new();
+    data.insert(rendered.file.to_string(), rendered.text.clone());
+    ConfigMap {
+        metadata: meta(name, l),
+        data: Some(data),
+        ..Default::default()
     }
+}
+
+/// The volume of ConfigMap `name`, mounted at /config.
+fn config_volume(name: &str) -> Volume {
+    Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: name.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The volume of the proxy's certificate Secret.
+fn tls_volume() -> Volume {
+    Volume {
+        name: "tls".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some("proxy-tls".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Where the proxy's certificate Secret is mounted (`/tls`, as the render context names it).
+fn tls_mount() -> VolumeMount {
+    VolumeMount {
+        name: "tls".into(),
+        mount_path: "/tls".into(),
+        ..Default::default()
+    }
+}
+
+/// Checks `rendered` with the proxy's own checker (`nginx -t`, `haproxy -c`, `caddy validate`)
+/// in a pod of the proxy's image, before any replica gets it: the config as the replicas get it
+/// (pod paths, the cluster's upstreams, the certificate Secret), not a copy rendered for this
+/// machine. A refusal names the checker's message and the model item it leads back to; the
+/// check's ConfigMap and pod are deleted either way.
+fn check_in_pod(
+    st: &KubeStage,
+    rendered: &proxy::Rendered,
+    image: &str,
+    script: &str,
+) -> Result<(), StackError> {
+    let (c, ns) = (&st.cluster, st.namespace.as_str());
+    let name = format!("proxy-check-gen{}", st.generation);
+    let l = labels(&[(ROLE, "proxy-check")]);
+    c.apply_object(ns, &config_map(&name, &l, rendered))
+        .map_err(platform)?;
+    let mut volumes = vec![config_volume(&name)];
+    let mut mounts = vec![VolumeMount {
+        name: "config".into(),
+        mount_path: "/config".into(),
+        ..Default::default()
+    }];
+    if st.tls.is_some() {
+        volumes.push(tls_volume());
+        mounts.push(tls_mount());
+    }
+    let pod = Pod {
+        metadata: meta(&name, &l),
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            dns_policy: Some("Default".into()),
+            termination_grace_period_seconds: Some(0),
+            volumes: Some(volumes),
+            containers: vec![Container {
+                name: "check".into(),
+                image: Some(image.into()),
+                image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
+                command: Some(sh(script)),
+                volume_mounts: Some(mounts),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ran = c.run_pod(ns, &pod, CHECK_BOUND);
+    let _ = c.delete_object::<ConfigMap>(ns, &name, BOUND);
+    let ran = ran.map_err(|e| {
+        platform(format!(
+            "cannot run the {} checker in a pod of {image}: {e}",
+            st.driver.name()
+        ))
+    })?;
+    let _ = std::fs::write(st.configs_out.join(format!("{name}.log")), &ran.log);
+    if ran.code == 0 {
+        return Ok(());
+    }
+    let message = ran.log.trim();
+    let item = st
+        .driver
+        .trace(rendered, message)
+        .map(|i| format!(" (model item {i})"))
+        .unwrap_or_default();
+    Err(platform(format!(
+        "the proxy's checker refused the config in a pod of {image} (exit {}){item}: {}",
+        ran.code,
+        crate::runner::one_line(message)
+    )))
 }
 
 impl Stage for KubeStage {

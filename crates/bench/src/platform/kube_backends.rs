@@ -27,6 +27,7 @@ use k8s::k8s_openapi::api::core::v1::{
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s::PullPolicy;
 use k8s::{Cluster, LogFollowers, PodInfo};
 use model::BackendCounters;
 use std::collections::{BTreeMap, BTreeSet};
@@ -106,7 +107,7 @@ pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile) -> PodSpec {
         containers: vec![Container {
             name: "backend".into(),
             image: Some(image.into()),
-            image_pull_policy: Some("Never".into()),
+            image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
             env: Some(vec![field("POD_IP", "status.podIP")]),
             args: Some(vec![
                 "backend".into(),

@@ -63,6 +63,52 @@ impl driver::Driver for Caddy {
     ) -> Result<Box<dyn driver::Replica>, Error> {
         Ok(Box::new(Replica::start(name, ctx, &rendered.text)?))
     }
+
+    fn container(&self) -> Option<driver::ContainerCommands> {
+        Some(container())
+    }
+
+    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
+        item_at(&rendered.text, message)
+    }
+}
+
+/// Caddy in a container: Debian's binary at its usual path, `caddy run` in the foreground as the
+/// container's main process (SIGTERM, the image's stop signal, is its graceful stop), its home,
+/// data and config directories in `$PREFIX` and GOMAXPROCS from the rendered config, as the local
+/// replica. A reload is `caddy validate`, then `caddy reload`, which loads the file through the
+/// admin API at the address the config names (the pod's own loopback). Before the stop signal,
+/// keep-alive connections drain for [`DRAIN`] (every answer closes its connection; see there).
+fn container() -> driver::ContainerCommands {
+    let caddy = "/usr/bin/caddy";
+    let env = format!(
+        "export HOME=\"$PREFIX/caddy-home\" XDG_DATA_HOME=\"$PREFIX/caddy-data\" \
+         XDG_CONFIG_HOME=\"$PREFIX/caddy-config\"; mkdir -p \"$HOME\" \"$XDG_DATA_HOME\" \
+         \"$XDG_CONFIG_HOME\"; p=$(sed -n 's/.*\"{}\\([0-9]*\\)\".*/\\1/p' \"$CONF\" | head -n 1); \
+         export GOMAXPROCS=${{p:-1}}",
+        render::PROCS_ID
+    );
+    // Caddy logs JSON lines, then `Error: <message>`: the message alone, as the local check.
+    let validate = format!(
+        "out=$({caddy} validate --config \"$CONF\" --adapter '' 2>&1) || \
+         {{ printf '%s\\n' \"$out\" | sed -n '/^Error: /,$p' >&2; exit 1; }}"
+    );
+    driver::ContainerCommands {
+        start: format!(
+            "{env}; rm -f \"$PREFIX/{}\"; exec {caddy} run --config \"$CONF\" --adapter ''",
+            render::DRAIN_FILE
+        ),
+        reload: format!(
+            "{env}; {validate}; {caddy} reload --config \"$CONF\" --adapter '' --force"
+        ),
+        check: format!("{env}; {validate}"),
+        pre_stop: Some(format!(
+            "touch \"$PREFIX/{}\"; usleep {}",
+            render::DRAIN_FILE,
+            DRAIN.as_micros()
+        )),
+        log_format: crate::logs::LogFormat::Caddy,
+    }
 }
 
 /// How far Caddy 2.6 expresses each feature of the model (the capability table).

@@ -208,7 +208,7 @@ impl Renderer<'_> {
             }
             let mut server = json!({
                 "@id": self.id(&format!("listener.{}", first.name)),
-                "listen": [format!("127.0.0.1:{port}")],
+                "listen": [self.ctx.listen_on(*port)],
                 "automatic_https": {"skip": skip, "disable_redirects": true},
                 // h2c (prior knowledge) only when a plain listener asks for HTTP/2; over TLS,
                 // h2 by ALPN is Caddy's default.
@@ -236,7 +236,7 @@ impl Renderer<'_> {
             }
             servers.insert(first.name.clone(), server);
         }
-        servers.insert(ADMIN_SERVER.to_string(), self.admin_server());
+        servers.insert(ADMIN_SERVER.to_string(), self.admin_server()?);
         let mut http = json!({"servers": servers});
         if let Some(t) = cfg.worker_shutdown_timeout {
             http["grace_period"] = nanos(t.0);
@@ -259,15 +259,24 @@ impl Renderer<'_> {
             LogLevel::Error | LogLevel::Crit => "ERROR",
         };
         let access_name = format!("http.log.access.{ACCESS_LOGGER}");
+        // In a container the access lines go to stdout and the rest to stderr, read through the
+        // platform's log API.
+        let writer = |file: &str, stdio: &str| {
+            if self.ctx.stdio_logs {
+                json!({"output": stdio})
+            } else {
+                json!({"output": "file", "filename": self.path(file), "roll": false})
+            }
+        };
         let mut logs = json!({"default": {
-            "writer": {"output": "file", "filename": self.path("caddy.log"), "roll": false},
+            "writer": writer("caddy.log", "stderr"),
             "encoder": {"format": "json"},
             "level": level,
             "exclude": [access_name],
         }});
         if cfg.access_log {
             logs[ACCESS_LOGGER] = json!({
-                "writer": {"output": "file", "filename": self.path("access.log"), "roll": false},
+                "writer": writer("access.log", "stdout"),
                 "encoder": {"format": "json"},
                 "level": "DEBUG",
                 "include": [access_name],
@@ -276,7 +285,7 @@ impl Renderer<'_> {
         let doc = json!({
             "@id": format!("{PROCS_ID}{}", cfg.worker_processes),
             "admin": {
-                "listen": format!("127.0.0.1:{}", self.ctx.control_port),
+                "listen": self.ctx.control_listen.clone().unwrap_or_else(|| format!("127.0.0.1:{}", self.ctx.control_port)),
                 "config": {"persist": false},
             },
             "storage": {"module": "file_system", "root": self.path("caddy-data")},
@@ -287,9 +296,9 @@ impl Renderer<'_> {
             .map_err(|e| Error::Invalid(format!("cannot write the Caddy config: {e}")))
     }
 
-    fn admin_server(&self) -> Value {
-        json!({
-            "listen": [format!("127.0.0.1:{}", self.ctx.admin_port)],
+    fn admin_server(&self) -> Result<Value, Error> {
+        Ok(json!({
+            "listen": [self.ctx.admin_address()?],
             "automatic_https": {"skip": [], "disable_redirects": true},
             "protocols": ["h1"],
             "routes": [
@@ -299,7 +308,7 @@ impl Renderer<'_> {
                     "terminal": true},
                 {"handle": [{"handler": "static_response", "status_code": 404}]},
             ],
-        })
+        }))
     }
 
     /// A `subroute` handler with the routes of one server (listener, host) in nginx's order.

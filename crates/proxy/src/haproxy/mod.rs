@@ -69,6 +69,45 @@ impl driver::Driver for Haproxy {
             ctx.generation,
         )?))
     }
+
+    fn container(&self) -> Option<driver::ContainerCommands> {
+        Some(container())
+    }
+
+    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
+        item_at(&rendered.text, message)
+    }
+}
+
+/// HAProxy in a container: Debian's binary at its usual path, master-worker in the foreground
+/// as the container's main process (the image's stop signal, SIGUSR1, is its soft stop).
+/// A reload checks `$CONF` with `haproxy -c`, waits until the master takes signals (its
+/// wait-mode image with SIGUSR1 and SIGUSR2 caught and not blocked, as the local replica does)
+/// and sends it SIGUSR2. The certificate PEM the config names is made from `$TLS_CERT` and
+/// `$TLS_KEY` before the proxy or its checker reads the config.
+fn container() -> driver::ContainerCommands {
+    let haproxy = "/usr/sbin/haproxy";
+    let pem = format!(
+        "if [ -n \"$TLS_CERT\" ]; then umask 077; {{ cat \"$TLS_CERT\"; echo; cat \"$TLS_KEY\"; }} \
+         > \"$PREFIX/{}\"; fi",
+        render::TLS_PEM
+    );
+    // SIGUSR1 is bit 9 and SIGUSR2 bit 11 of the masks in /proc/PID/status (0xa00).
+    let ready = "m=$(cat \"$PREFIX/haproxy.pid\" 2>/dev/null || echo 1); i=0; \
+         until tr '\\0' '\\n' < /proc/$m/environ 2>/dev/null | grep -qx HAPROXY_MWORKER_WAIT_ONLY=1 \
+         && c=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$m/status) \
+         && b=$(sed -n 's/^SigBlk:[[:space:]]*//p' /proc/$m/status) \
+         && [ $(( 0x$c & 0xa00 )) -eq $(( 0xa00 )) ] && [ $(( 0x$b & 0xa00 )) -eq 0 ]; do \
+         i=$((i + 1)); if [ $i -gt 1500 ]; then \
+         echo \"haproxy: the master (pid $m) did not take signals within 15 s\" >&2; exit 1; fi; \
+         usleep 10000; done";
+    driver::ContainerCommands {
+        start: format!("{pem}; exec {haproxy} -W -db -f \"$CONF\""),
+        reload: format!("{haproxy} -c -f \"$CONF\" >/dev/null && {ready} && kill -USR2 $m"),
+        check: format!("{pem}; exec {haproxy} -c -f \"$CONF\""),
+        pre_stop: None,
+        log_format: crate::logs::LogFormat::Haproxy,
+    }
 }
 
 /// How far HAProxy 2.6 expresses each feature of the model, with the reason wherever it is not

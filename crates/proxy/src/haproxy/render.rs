@@ -57,7 +57,7 @@ pub fn render(cfg: &ProxyConfig, ctx: &RenderContext) -> Result<String, Error> {
     let g = ctx.generation;
     let _ = writeln!(o, "# Rendered by proxybench: generation {g}.");
     global(&mut o, cfg, ctx);
-    admin(&mut o, ctx);
+    admin(&mut o, ctx)?;
     defaults(&mut o, cfg, g);
     let pem = if cfg.has_tls() {
         Some(tls_pem(ctx)?)
@@ -74,7 +74,7 @@ pub fn render(cfg: &ProxyConfig, ctx: &RenderContext) -> Result<String, Error> {
             (_, _, true) => " proto h2".to_string(),
             _ => String::new(),
         };
-        let _ = writeln!(o, "    bind 127.0.0.1:{}{ssl}", ports[li]);
+        let _ = writeln!(o, "    bind {}{ssl}", ctx.listen_on(ports[li]));
         let _ = writeln!(
             o,
             "    http-after-response set-header {GENERATION_HEADER} {g}"
@@ -146,19 +146,20 @@ fn global(o: &mut String, cfg: &ProxyConfig, ctx: &RenderContext) {
     }
 }
 
-fn admin(o: &mut String, ctx: &RenderContext) {
+fn admin(o: &mut String, ctx: &RenderContext) -> Result<(), Error> {
     let g = ctx.generation;
     let _ = writeln!(
         o,
         "# admin: generation and stats for proxybench\n\
          defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    \
          timeout server 30s\n\
-         frontend pb_admin\n    bind 127.0.0.1:{}\n    \
+         frontend pb_admin\n    bind {}\n    \
          http-after-response set-header {GENERATION_HEADER} {g}\n    \
          http-request return status 200 content-type text/plain string \"{g}\\n\" if {{ path {GENERATION_PATH} }}\n    \
          stats enable\n    stats uri {STATS_PATH}\n    stats show-legends",
-        ctx.admin_port
+        ctx.admin_address()?
     );
+    Ok(())
 }
 
 fn defaults(o: &mut String, cfg: &ProxyConfig, generation: u64) {
@@ -648,7 +649,11 @@ pub(crate) fn quote(s: &str) -> String {
 }
 
 /// Writes the chain and key into one owner-only PEM in the replica directory; returns its path.
+/// For a config that runs elsewhere (`remote`), only the path: the container makes the file.
 fn tls_pem(ctx: &RenderContext) -> Result<String, Error> {
+    if ctx.remote {
+        return Ok(ctx.prefix.join(TLS_PEM).to_string_lossy().into_owned());
+    }
     let tls = ctx.tls.as_ref().expect("checked by ports()");
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p).map_err(|e| Error::io(format!("cannot read {}", p.display()), e))

@@ -81,8 +81,15 @@ impl driver::Driver for Nginx {
         Some(driver::ContainerCommands {
             start: format!("exec {nginx} -c \"$CONF\" -g 'daemon off;'"),
             reload: format!("{nginx} -c \"$CONF\" -t -q && {nginx} -c \"$CONF\" -s reload"),
+            // A file, not "stderr", as the local check: nginx prints its errors on stderr.
+            check: format!("exec {nginx} -t -q -c \"$CONF\" -e /dev/null"),
+            pre_stop: None,
             log_format: crate::logs::LogFormat::NginxJson,
         })
+    }
+
+    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
+        item_at(&rendered.text, message)
     }
 }
 

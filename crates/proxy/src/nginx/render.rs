@@ -92,8 +92,9 @@ impl<'a> Renderer<'a> {
             "# Rendered by proxybench: generation {}.",
             self.ctx.generation
         );
-        // Workers need the scratch prefix; as root they would otherwise run as nobody.
-        if rustix::process::geteuid().is_root() {
+        // Workers need the scratch prefix; as root they would otherwise run as nobody. A
+        // container of the proxy's image runs as root wherever the render ran.
+        if self.ctx.remote || rustix::process::geteuid().is_root() {
             o.push_str("user root;\n");
         }
         let _ = writeln!(o, "worker_processes {};", c.worker_processes);
@@ -309,7 +310,8 @@ impl<'a> Renderer<'a> {
             item(&mut out, "    ", &format!("listener.{}", l.name));
             let _ = writeln!(
                 out,
-                "    server {{\n        listen 127.0.0.1:{port}{ssl}{http2}{reuseport};"
+                "    server {{\n        listen {}{ssl}{http2}{reuseport};",
+                self.ctx.listen_on(port)
             );
             if let Some(h) = &p.host {
                 self.server_names += 1;

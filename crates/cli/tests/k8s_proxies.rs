@@ -1,0 +1,241 @@
+//! HAProxy and Caddy on the real test cluster (`make test-k8s`): their images (k8s/image.sh),
+//! their container forms (HAProxy master-worker reloaded by SIGUSR2, Caddy reloaded through its
+//! admin API), the config check in a pod of the proxy's image, and a registry image refused on
+//! a cluster whose nodes pull from no registry. Each run has its own namespace `ktests-*`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A required environment variable, or a panic naming it.
+fn var(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
+    }
+}
+
+/// A fresh namespace name for one test, prefixed `ktests-`.
+fn namespace(test: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!(
+        "ktests-{test}-{}-{}",
+        t.as_secs() % 100_000,
+        std::process::id() % 10_000
+    )
+}
+
+/// Runs `proxybench run SCENARIO --platform kubernetes --proxy KIND --proxy-image IMAGE`.
+fn run_k8s(root: &Path, scenario: &Path, ns: &str, kind: &str, image: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["run", "--no-progress", "--results"])
+        .arg(root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--proxy", kind, "--proxy-image", image])
+        .args(["--namespace", ns])
+        .arg(scenario)
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir` (recursively) whose name is `name`, sorted.
+fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
+fn leftover(ns: &str) -> Vec<String> {
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    cluster.managed_namespaces(Some(ns)).unwrap()
+}
+
+/// Failed attempts of one load in data.json: errors below HTTP plus non-2xx responses.
+fn failed(load: &Value) -> u64 {
+    let errors: u64 = load["errors"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0);
+    let bad: u64 = load["status"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| !s.starts_with('2'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    errors + bad
+}
+
+/// 100 r/s for 8 s through one replica, a reload at 2 s, a second replica at 3 s and back to
+/// one, gracefully, at 6 s.
+const SCENARIO: &str = r#"
+name = "k8s-proxies"
+description = "a reload and 1 -> 2 -> 1 replicas under open-loop load"
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+replicas = 1
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 16
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 100
+connections = 8
+duration = "8s"
+retry_idle_closed = true
+
+[[cases]]
+name = "main"
+actions = [
+  { at = "2s", reload = true },
+  { at = "3s", scale_replicas = { to = 2, step = "1s" } },
+  { at = "6s", scale_replicas = { to = 1, step = "1s" } },
+]
+"#;
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
+    for (kind, image) in [
+        ("haproxy", var("PROXYBENCH_TEST_HAPROXY_IMAGE")),
+        ("caddy", var("PROXYBENCH_TEST_CADDY_IMAGE")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("proxies.toml");
+        std::fs::write(&scenario, SCENARIO).unwrap();
+        let root = dir.path().join("results");
+        let ns = namespace(kind);
+        let out = run_k8s(&root, &scenario, &ns, kind, &image);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{kind}: the run failed: {stderr}");
+        let files = find(&root, "data.json");
+        assert_eq!(files.len(), 1, "{kind}: {files:?}\n{stderr}");
+        let d: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+        let case = &d["cases"][0];
+        let events = case["events"].as_array().unwrap();
+        assert_eq!(events.len(), 3, "{kind}: {events:?}");
+        assert!(
+            events.iter().all(|e| e["error"].is_null()),
+            "{kind}: failed action: {events:?}\n{stderr}"
+        );
+        // The reload reached the one replica and was timed to its admin listener answering
+        // generation 2.
+        let reloads = case["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), 1, "{kind}: {reloads:?}");
+        assert!(
+            reloads[0]["error"].is_null() && reloads[0]["served_ms"].as_f64().is_some(),
+            "{kind}: {reloads:?}"
+        );
+        assert_eq!(reloads[0]["generation"], 2, "{kind}: {reloads:?}");
+        // An open loop of 100 r/s for 8 s sends exactly 800, none lost.
+        let load = &case["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        assert_eq!(requests, 800, "{kind}: {load}");
+        assert_eq!(failed(load), 0, "{kind}: failed requests: {load}");
+        let retried = load["retried"].as_u64().unwrap_or(0);
+        // Every answer is in an access log of the kind's format, read from the pods' output.
+        let logs = find(&root, "access.log");
+        assert_eq!(
+            logs.len(),
+            2,
+            "{kind}: the access logs of both pods: {logs:?}"
+        );
+        let lines: u64 = logs
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .count() as u64
+            })
+            .sum();
+        assert!(
+            (requests..=requests + retried).contains(&lines),
+            "{kind}: access-log lines {lines} over {logs:?}: {requests} answers, {retried} retried"
+        );
+        // The checker ran in a pod of the proxy's image and passed the config.
+        let checks = find(&root, "proxy-check-gen1.log");
+        assert_eq!(checks.len(), 1, "{kind}: the check pod's log: {checks:?}");
+        eprintln!(
+            "{kind}: {requests} requests, 0 failed ({retried} retried), {lines} access-log \
+             lines, reload served in {:.1} ms",
+            reloads[0]["served_ms"].as_f64().unwrap()
+        );
+        assert_eq!(
+            leftover(&ns),
+            Vec::<String>::new(),
+            "{kind}: namespace left behind"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_registry_image_is_refused_before_any_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("proxies.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("registry");
+    let t0 = std::time::Instant::now();
+    let out = run_k8s(
+        &root,
+        &scenario,
+        &ns,
+        "nginx",
+        "registry.example/proxybench-nginx:1.22.1",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("registry.example/proxybench-nginx:1.22.1"))
+        .unwrap_or_else(|| panic!("no line names the image: {stderr}"));
+    assert!(
+        line.contains("imagePullPolicy IfNotPresent")
+            && line.contains("pull from no registry")
+            && line.contains("localhost/"),
+        "{line}"
+    );
+    // Refused before the backends were made: no case ran, nothing waited on a pull.
+    let files = find(&root, "data.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(d["cases"].as_array().map(Vec::len), Some(0), "{d}");
+    eprintln!("registry image refused in {:?}: {line}", t0.elapsed());
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

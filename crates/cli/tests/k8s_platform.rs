@@ -645,7 +645,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
-fn k8s_force_delete_is_attributed() {
+fn k8s_force_delete_is_graceful_and_attributed() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("kill.toml");
     std::fs::write(
@@ -711,9 +711,16 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
         "{}",
         windows[0]
     );
-    // A kill under 50 ms requests catches some in flight: without a failure there is nothing
-    // to attribute, and 0 == 0 would pass on broken attribution.
-    assert!(total > 0, "the kill lost no request: {load}");
+    // A force delete is not a SIGKILL on Kubernetes: the kubelet still stops the container with
+    // its image's stop signal (nginx's graceful SIGQUIT) and a grace of at least 2 s, so the
+    // 50 ms requests in flight are answered. What is left to lose is the close race of a
+    // kept-alive connection: at most one request on each of the 16, and each inside the kill's
+    // window. (Attribution of real losses is tested by the local kill cases, where a kill is
+    // SIGKILL.)
+    assert!(
+        total <= 16,
+        "a graceful stop costs at most one request per connection: {load}"
+    );
     assert_eq!(
         attributed, total,
         "every failure falls after the kill: {load}"

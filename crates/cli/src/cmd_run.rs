@@ -104,7 +104,7 @@ impl PlatformFlags {
             image: self.image.clone(),
             proxy_image,
         };
-        o.validate().map_err(CliError::Usage)?;
+        o.validate().map_err(|e| CliError::Usage(e.to_string()))?;
         Ok(o)
     }
 }

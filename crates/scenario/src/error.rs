@@ -16,6 +16,12 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// A command-line platform flag whose value is wrong on its own (`--namespace`, `--context`,
+/// `--image`...): one line naming the flag, for exit 2.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FlagError(pub String);
+
 /// A name (a scenario's, a case's) that cannot be one directory under the results directory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} '{}' {why}", name.escape_debug())]

@@ -20,7 +20,7 @@ pub mod platform;
 pub mod reach;
 pub mod spec;
 
-pub use error::{CheckError, PathError, ReachError, ScenarioError};
+pub use error::{CheckError, FlagError, PathError, ReachError, ScenarioError};
 pub use parse::*;
 pub use platform::*;
 pub use spec::*;

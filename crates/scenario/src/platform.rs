@@ -118,7 +118,11 @@ impl PlatformOverride {
     }
 
     /// Checks each flag's value on its own: one line naming the flag, for exit 2.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::FlagError> {
+        self.check_flags().map_err(crate::FlagError)
+    }
+
+    fn check_flags(&self) -> Result<(), String> {
         if let Some(c) = &self.context {
             if c.trim().is_empty() {
                 return Err("--context: the context name is empty".into());
@@ -438,7 +442,7 @@ pub(crate) fn relative_to_file(src: &Source, path: &str) -> PathBuf {
 }
 
 /// Checks a Kubernetes object name of the DNS-1123 label form (namespaces, most names).
-pub fn dns_label(s: &str) -> Result<(), String> {
+pub(crate) fn dns_label(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -473,7 +477,7 @@ fn image_ref(s: &str) -> Result<(), String> {
 
 /// Checks a label selector in the API's string form: comma-separated `key=value`, `key==value`,
 /// `key!=value`, `key`, `!key`, `key in (a,b)`, `key notin (a,b)`.
-pub fn label_selector(s: &str) -> Result<(), String> {
+pub(crate) fn label_selector(s: &str) -> Result<(), String> {
     if s.trim().is_empty() {
         return Err("the selector is empty".into());
     }

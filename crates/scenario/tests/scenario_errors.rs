@@ -646,7 +646,7 @@ fn the_command_line_platform_overrides_the_file() {
     assert_eq!(s.platform.kind, PlatformKind::Local);
     assert_eq!(s.platform.namespace, None);
     // Flag values are checked on their own, one line naming the flag.
-    let flag = |o: PlatformOverride| o.validate().unwrap_err();
+    let flag = |o: PlatformOverride| o.validate().unwrap_err().to_string();
     let e = flag(PlatformOverride {
         namespace: Some("Not_A_Label".into()),
         ..PlatformOverride::default()

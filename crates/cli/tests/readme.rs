@@ -274,6 +274,14 @@ fn the_worked_example_prints_what_the_readme_shows() {
 #[test]
 fn numbers_and_paths_are_masked_only_where_a_run_measures_them() {
     assert_eq!(
+        slug("Live metrics (`--metrics-listen`)"),
+        "live-metrics---metrics-listen"
+    );
+    assert_eq!(
+        links("see [a](b.md#c) and [d](#e), not `[x](y)`?"),
+        ["b.md#c", "#e", "y"]
+    );
+    assert_eq!(
         mask_numbers("coffee  83,230 requests  2773.40 req/s  p99 11.79ms."),
         "coffee  # requests  # req/s  p# #ms."
     );
@@ -314,4 +322,125 @@ fn numbers_and_paths_are_masked_only_where_a_run_measures_them() {
     assert_eq!(s.len(), 2, "{s:?}");
     assert_eq!(s[1].cmd, "echo $?");
     assert_eq!(s[1].expected, ["0"]);
+}
+
+/// The repository's root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings (outside code fences).
+fn anchors(text: &str) -> Vec<String> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.starts_with("```") {
+            fence = !fence;
+        } else if !fence && l.starts_with('#') {
+            let title = l.trim_start_matches('#');
+            if title.starts_with(' ') {
+                out.push(slug(title));
+            }
+        }
+    }
+    out
+}
+
+/// The targets of a markdown file's inline links `[text](target)` (outside code fences).
+fn links(text: &str) -> Vec<String> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        let mut rest = l;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            out.push(after[..end].to_string());
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn every_link_between_the_readme_and_docs_reaches_a_file_and_heading() {
+    let root = repo();
+    let mut pages = vec![root.join("README.md")];
+    for e in fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(p);
+        }
+    }
+    assert!(pages.len() >= 10, "{pages:?}");
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = fs::read_to_string(page).unwrap();
+        for link in links(&text) {
+            if link.starts_with("http://") || link.starts_with("https://") {
+                continue;
+            }
+            let (file, anchor) = link.split_once('#').unwrap_or((&link, ""));
+            let target = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            if !target.exists() {
+                broken.push(format!("{}: {link}: no such file", page.display()));
+            } else if !anchor.is_empty() {
+                let doc = fs::read_to_string(&target).unwrap();
+                if !anchors(&doc).iter().any(|a| a == anchor) {
+                    broken.push(format!("{}: {link}: no such heading", page.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn the_readme_catalogue_has_one_row_per_built_in_scenario() {
+    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .arg("scenarios")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(listed.len() >= 6, "{listed:?}");
+    let rows: Vec<String> = section(README, "## Scenario catalogue")
+        .iter()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_string()))
+        .collect();
+    assert_eq!(rows, listed, "README rows against `proxybench scenarios`");
+    for f in fs::read_dir(repo().join("scenarios")).unwrap() {
+        let name = f.unwrap().file_name().to_string_lossy().into_owned();
+        let stem = name.trim_end_matches(".toml");
+        assert!(
+            rows.iter().any(|r| r == stem) || README.contains(&format!("`scenarios/{name}`")),
+            "scenarios/{name} is not in the README's catalogue"
+        );
+    }
 }

@@ -444,3 +444,18 @@ fn the_readme_catalogue_has_one_row_per_built_in_scenario() {
         );
     }
 }
+
+#[test]
+fn the_default_scenario_shown_in_full_is_the_file() {
+    // docs/scenarios.md says of its first TOML block: "This is the default scenario, in full".
+    let page = fs::read_to_string(repo().join("docs/scenarios.md")).unwrap();
+    let lines: Vec<&str> = page.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.ends_with("This is the default scenario, in full:"))
+        .expect("docs/scenarios.md shows the default scenario");
+    let block = first_block(&lines[start..]);
+    assert_eq!(lines[start + 2], "```toml");
+    let file = fs::read_to_string(repo().join("scenarios/default.toml")).unwrap();
+    assert_eq!(block.join("\n") + "\n", file);
+}

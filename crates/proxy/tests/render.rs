@@ -10,7 +10,7 @@ use proxybench_proxy::nginx::{self, render};
 use proxybench_proxy::{Error, ProxyConfig};
 use std::net::SocketAddr;
 
-/// The annotated example of the README: every key of the model.
+/// An annotated example of the model: every key, with what it means.
 pub const FULL_EXAMPLE: &str = r#"
 [proxy]
 kind = "nginx"                # the only driver for now

@@ -39,6 +39,7 @@ pub fn capture(kind: Option<&str>, proxy_v: String) -> Env {
         sysctls: sysctls(),
         coarse_clock_us: Some(coarse_clock_tick_us()),
         platform: None,
+        proxy_resources: Default::default(),
     }
 }
 

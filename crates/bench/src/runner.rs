@@ -10,10 +10,10 @@ use crate::stack::StackSpec;
 use crate::{analyse, env};
 use analysis::analysis::Records;
 use analysis::record;
-use model::{CaseResult, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
+use model::{CaseResult, Env, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
 use scenario::paths;
-use scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
+use scenario::{ArrivalsSpec, Case, LoadSpec, PlatformKind, Scenario, Via};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
@@ -233,12 +233,48 @@ fn new_record(scn: &Scenario) -> RunRecord {
             quick: scn.quick,
             partial: false,
             abort_reason: None,
-            env: env::capture(proxy_kind(scn).map(|k| k.name()), proxy_v),
+            env: Env {
+                proxy_resources: proxy_resources(scn),
+                ..env::capture(proxy_kind(scn).map(|k| k.name()), proxy_v)
+            },
             cases: Vec::new(),
             findings: Vec::new(),
             checks: Vec::new(),
         },
     }
+}
+
+/// What each case gives its proxy to run on, for env.json and the comparison: the process or
+/// thread count the kind makes of `worker_processes` and the CPUs it is pinned to. Only for
+/// proxies this machine runs (not an external one, not pods).
+fn proxy_resources(scn: &Scenario) -> BTreeMap<String, String> {
+    if scn.platform.kind != PlatformKind::Local {
+        return BTreeMap::new();
+    }
+    scn.cases
+        .iter()
+        .filter_map(|c| {
+            let cfg = c.proxy.as_ref()?;
+            let n = cfg.worker_processes;
+            let s = if n == 1 { "" } else { "s" };
+            let workers = match cfg.kind {
+                ProxyKind::Nginx => format!("{n} worker process{}", if n == 1 { "" } else { "es" }),
+                ProxyKind::Haproxy => format!("1 process of {n} thread{s} (nbthread)"),
+                ProxyKind::Caddy => format!("1 process, GOMAXPROCS={n}"),
+                ProxyKind::External => return None,
+            };
+            let pinned = match &cfg.cpus {
+                Some(c) => format!("pinned to CPUs {c}"),
+                None => "not pinned".to_string(),
+            };
+            let replicas = if cfg.replicas == 1 {
+                String::new()
+            } else {
+                format!("{} replicas of ", cfg.replicas)
+            };
+            Some((c.name.clone(), format!("{replicas}{workers}, {pinned}")))
+        })
+        .collect()
 }
 
 /// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (a proxy may resolve relative
@@ -361,6 +397,15 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
             };
             let where_ = format!("case '{}', {what}", case.name);
             expressible(cfg, case, &where_, lines, &scn.file)?;
+            if let Some(cpus) = &cfg.cpus {
+                pinnable(cpus).map_err(|m| {
+                    RunError::Invalid(format!(
+                        "{}:{}: {where_}: {m}",
+                        scn.file,
+                        lines.line_of(None)
+                    ))
+                })?;
+            }
             let driver = proxy::driver(cfg.kind);
             let rendered = driver.render(cfg, &ctx).map_err(|e| {
                 RunError::Invalid(format!(
@@ -390,6 +435,24 @@ fn preflight(scn: &Scenario, tls: Option<&TlsFiles>, scratch: &Path) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Refuses a `[proxy] cpus` list naming a CPU this machine does not have online: the kernel
+/// would pin the proxy to the rest of the list without a word, and the comparison would not be
+/// the one asked for. (The list may lie outside the CPUs proxybench itself was started on: a
+/// benchmark pins the load to one core and the proxy to another.)
+fn pinnable(cpus: &proxy::config::Cpus) -> Result<(), String> {
+    let path = "/sys/devices/system/cpu/online";
+    let online =
+        fs::read_to_string(path).map_err(|e| format!("proxy.cpus: cannot read {path}: {e}"))?;
+    let online = proxy::config::Cpus::parse(online.trim())
+        .map_err(|e| format!("proxy.cpus: cannot read {path}: {e}"))?;
+    match cpus.list().iter().find(|c| !online.list().contains(c)) {
+        Some(c) => Err(format!(
+            "proxy.cpus = \"{cpus}\" names CPU {c}, but this machine has CPUs {online} online"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a config that uses a feature its proxy cannot express, or that changes the proxy

@@ -266,7 +266,12 @@ impl Stack {
             control_port: control,
             ..RenderContext::default()
         };
-        let r = self.driver.start(&name, &ctx, &rendered)?;
+        // Every process the replica starts (a master and the workers it forks) runs on the CPUs
+        // the scenario pins the proxy to.
+        let r = {
+            let _pinned = proxy::PinSpawns::new(cfg.cpus.as_ref());
+            self.driver.start(&name, &ctx, &rendered)?
+        };
         self.replicas.push(r);
         self.publish_handles();
         Ok(name)

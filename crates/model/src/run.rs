@@ -99,6 +99,11 @@ pub struct Env {
     /// it again, and the report names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<PlatformInfo>,
+    /// What each case gave the proxy to run on, by case name (`1 worker process, pinned to CPUs
+    /// 1`): a comparison of proxies is fair only with equal resources, and shows them. Empty
+    /// when no case ran a proxy of this machine, and in records from before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub proxy_resources: BTreeMap<String, String>,
 }
 
 /// Where a run's cases ran, as the record keeps it.

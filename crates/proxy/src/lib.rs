@@ -28,7 +28,7 @@ pub use driver::{
 };
 pub use error::Error;
 pub use features::{Feature, Support};
-pub use process::{run_bounded, Ran, Supervised};
+pub use process::{run_bounded, PinSpawns, Ran, Supervised};
 pub use tls::TlsFiles;
 
 /// The driver of a proxy kind.

@@ -2,6 +2,7 @@
 //! reading /proc for a master's workers, and [`Supervised`], the process group every driver runs
 //! its replicas in (so a crash of proxybench or a killed master leaves nothing behind).
 
+use crate::config::Cpus;
 use crate::Error;
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -239,6 +240,43 @@ pub struct Supervised {
     stderr: PathBuf,
 }
 
+thread_local! {
+    /// The CPUs that processes this thread spawns are pinned to, while a [`PinSpawns`] lives.
+    static PIN: std::cell::RefCell<Option<Cpus>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Pins every proxy process this thread starts while it lives to a CPU set (`[proxy] cpus`):
+/// the master and the workers it forks inherit the set, so a replica runs on exactly those cores
+/// however many processes it has. Dropping it restores what was pinned before.
+#[must_use = "the pin holds only while the guard lives"]
+pub struct PinSpawns {
+    before: Option<Cpus>,
+}
+
+impl PinSpawns {
+    /// Pins this thread's spawns to `cpus`; `None` leaves them on the run's own CPUs.
+    pub fn new(cpus: Option<&Cpus>) -> PinSpawns {
+        let before = PIN.with(|p| p.replace(cpus.cloned()));
+        PinSpawns { before }
+    }
+}
+
+impl Drop for PinSpawns {
+    fn drop(&mut self) {
+        let before = self.before.take();
+        PIN.with(|p| *p.borrow_mut() = before);
+    }
+}
+
+/// The kernel's form of a CPU list, for `sched_setaffinity(2)`.
+fn cpu_set(cpus: &Cpus) -> rustix::thread::CpuSet {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus.list() {
+        set.set(c);
+    }
+    set
+}
+
 impl Supervised {
     /// Starts `cmd` (stdin and stdout null, stderr to `stderr_file`) in a new process group with
     /// its watchdog. `name` names the replica in messages.
@@ -275,12 +313,18 @@ impl Supervised {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
+        // The CPU set is built here, in the parent: the child only hands it to the kernel.
+        let cpus = PIN.with(|p| p.borrow().clone()).map(|c| cpu_set(&c));
         // SAFETY: the closure runs in the forked child before exec, where only
-        // async-signal-safe calls are allowed; it makes one raw prctl(2) system call, which
-        // neither allocates nor takes a lock (it only sets this child's parent-death signal).
+        // async-signal-safe calls are allowed; it makes raw system calls only, prctl(2) and
+        // sched_setaffinity(2) on a set built before the fork, which neither allocate nor take a
+        // lock (they set this child's parent-death signal and the CPUs it may run on).
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Some(set) = &cpus {
+                    rustix::thread::sched_setaffinity(None, set)?;
+                }
                 Ok(())
             });
         }

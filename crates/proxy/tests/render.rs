@@ -16,6 +16,7 @@ pub const FULL_EXAMPLE: &str = r#"
 kind = "nginx"                # the only driver for now
 replicas = 2                  # nginx masters sharing every listener port (reuseport)
 worker_processes = 1
+cpus = "0"                    # optional: pin every process of every replica (taskset -c syntax)
 worker_connections = 4096
 keepalive_requests = 1000     # client side (nginx default)
 keepalive_timeout = "75s"     # client side (nginx default)

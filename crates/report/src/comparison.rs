@@ -100,6 +100,10 @@ pub struct ProxyEntry {
     pub started_at: String,
     /// Checks passed and evaluated.
     pub checks: (u64, u64),
+    /// What the proxy ran on (processes or threads, the CPUs it was pinned to), each distinct
+    /// description of its cases once: equal resources are what make the comparison fair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
 }
 
 /// One load's measurements under one proxy.
@@ -247,6 +251,18 @@ pub fn build(
             version,
             started_at,
             checks,
+            resources: match &p.outcome {
+                Outcome::Ran { results, .. } => {
+                    let mut r: Vec<String> = Vec::new();
+                    for v in results.env.proxy_resources.values() {
+                        if !r.contains(v) {
+                            r.push(v.clone());
+                        }
+                    }
+                    r
+                }
+                _ => Vec::new(),
+            },
         });
     }
     let ran: Vec<(&str, &RunResults)> = proxies
@@ -427,6 +443,15 @@ pub fn render_markdown(c: &Comparison) -> String {
     });
     row(&mut t, "Version", &|p| p.version.clone());
     row(&mut t, "Started (UTC)", &|p| p.started_at.clone());
+    if c.proxies.iter().any(|p| !p.resources.is_empty()) {
+        row(&mut t, "Resources", &|p| {
+            if p.resources.is_empty() {
+                "-".into()
+            } else {
+                p.resources.join("; ")
+            }
+        });
+    }
     row(&mut t, "Outcome", &|p| match &p.detail {
         Some(d) => format!("{} ({d})", p.status),
         None => p.status.clone(),
@@ -651,6 +676,59 @@ mod tests {
         let l = &c.cases[0].loads[0].by_proxy[0];
         assert_eq!((l.requests, l.failures, l.attempts), (1000, 10, 1000));
         assert!(!c.partial);
+    }
+
+    #[test]
+    fn each_proxy_s_resources_are_shown_once_per_distinct_description() {
+        let mut r = results();
+        r.env.proxy_resources = [
+            ("a", "1 worker process, pinned to CPUs 1"),
+            ("b", "1 worker process, pinned to CPUs 1"),
+            ("c", "2 worker processes, not pinned"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let plain = results();
+        let c = build(
+            "s",
+            false,
+            &[
+                ProxyInput {
+                    kind: "nginx".into(),
+                    dir: "nginx".into(),
+                    outcome: Outcome::Ran {
+                        results: &r,
+                        exit_code: 0,
+                    },
+                },
+                ProxyInput {
+                    kind: "old".into(),
+                    dir: "old".into(),
+                    outcome: Outcome::Ran {
+                        results: &plain,
+                        exit_code: 0,
+                    },
+                },
+            ],
+            Vec::new(),
+        );
+        assert_eq!(
+            c.proxies[0].resources,
+            [
+                "1 worker process, pinned to CPUs 1",
+                "2 worker processes, not pinned"
+            ]
+        );
+        assert!(c.proxies[1].resources.is_empty());
+        let md = render_markdown(&c);
+        let row = md.lines().find(|l| l.starts_with("| Resources")).unwrap();
+        assert!(
+            row.contains("1 worker process, pinned to CPUs 1; 2 worker processes, not pinned"),
+            "{row}"
+        );
+        // A record from before resources were kept says nothing rather than "not pinned".
+        assert!(row.trim_end().ends_with("| - |"), "{row}");
     }
 
     #[test]

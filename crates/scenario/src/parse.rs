@@ -312,6 +312,14 @@ fn build_case(
             let cfg = p.into_inner();
             cfg.validate()
                 .map_err(|e| err(span.clone(), e.to_string()))?;
+            if cfg.cpus.is_some() && on.kind == PlatformKind::Kubernetes {
+                return Err(err(
+                    span.clone(),
+                    "proxy.cpus pins the proxy's processes on this machine; on kubernetes the \
+                     pods' CPU requests and limits decide where they run"
+                        .into(),
+                ));
+            }
             if cfg.replicas > MAX_REPLICAS {
                 return Err(err(
                     span.clone(),

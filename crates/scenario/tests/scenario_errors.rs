@@ -834,3 +834,31 @@ fn a_load_on_agents_is_checked_at_its_agents_line() {
         None
     );
 }
+
+#[test]
+fn proxy_cpus_are_a_cpu_list_for_this_machine_only() {
+    let with = |v: &str| BASE.replacen("[proxy]\n", &format!("[proxy]\ncpus = \"{v}\"\n"), 1);
+    let scn = parse(&with("1,0-1"), false).unwrap();
+    let cpus = scn.cases[0].proxy.as_ref().unwrap().cpus.as_ref().unwrap();
+    assert_eq!(cpus.list(), &[0, 1]);
+    assert_eq!(cpus.to_string(), "0-1");
+
+    // A list that is no list: refused at its own line, saying what is wrong.
+    let text = with("3-1");
+    let e = parse(&text, false).expect_err("a backwards range");
+    assert_eq!(e.line, Some(9), "{e}");
+    assert!(e.message.contains("runs backwards"), "{e}");
+    assert_eq!(e.to_string().lines().count(), 1, "{e}");
+
+    // On a cluster the pods' resources place the proxy, so pinning is refused, not ignored.
+    let e = parse(
+        &format!("{}\n[platform]\nkind = \"kubernetes\"\n", with("1")),
+        false,
+    )
+    .expect_err("cpus on kubernetes");
+    assert!(
+        e.message.contains("proxy.cpus") && e.message.contains("kubernetes"),
+        "{e}"
+    );
+    assert!(e.line.is_some(), "{e}");
+}

@@ -5,9 +5,11 @@
 //! [`ProxyConfig::validate`], whose messages name the item.
 
 mod check;
+mod cpus;
 mod lb;
 
 pub use check::Placement;
+pub use cpus::Cpus;
 pub use lb::Lb;
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +30,10 @@ pub struct ProxyConfig {
     /// `worker_processes` of each replica.
     #[serde(default = "one")]
     pub worker_processes: u32,
+    /// The CPUs every process of every replica is pinned to (`"1"`, `"0-1"`), as `taskset -c`
+    /// would: a fair comparison gives each proxy the same cores. Unset: the run's own CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Cpus>,
     /// `worker_connections` (client plus upstream connections per worker).
     #[serde(default = "default_worker_connections")]
     pub worker_connections: u32,
@@ -74,6 +80,7 @@ impl Default for ProxyConfig {
             kind: ProxyKind::Nginx,
             replicas: 1,
             worker_processes: 1,
+            cpus: None,
             worker_connections: default_worker_connections(),
             keepalive_requests: default_keepalive_requests(),
             keepalive_timeout: default_keepalive_timeout(),

@@ -5,8 +5,10 @@
 #   idiomatic  a config written the way the proxy's own documentation recommends for a reverse
 #              proxy with upstream keepalive (bench/idiomatic/: nginx.conf, haproxy.cfg,
 #              Caddyfile), started by this script and attached as `kind = "external"`
-# and once more as `rendered+log`, the rendered config with the JSON access log the scenarios keep
-# for their counts: the setting's measured cost.
+# and twice more, so that what the rendered config adds has a measured cost:
+#   idiomatic+stamps  the idiomatic config with the headers proxybench's measurements need (the
+#                     lines ending in `# stamps`: a generation header, a request id...)
+#   rendered+log      the rendered config with the JSON access log the scenarios keep for counts
 #
 # Equal resources: every proxy runs on the same core (PROXY_CPU, through `[proxy] cpus` for the
 # rendered form and taskset for the idiomatic one), with one worker process (nginx), one thread
@@ -23,7 +25,7 @@
 # proxy closed is sent again, as Go's net/http does); failures counted by kind.
 #
 # Knobs (environment): KINDS="nginx haproxy caddy" DURATION=10s CONNS=50 ROUNDS=3
-# RELOADS=5 RELOAD_DURATION=12s PROXY_CPU=1 LOAD_CPU=0 PORT=18080 BACKEND_PORT=19101 (and the
+# RELOADS=5 (0: no reload runs) RELOAD_DURATION=12s PROXY_CPU=1 LOAD_CPU=0 PORT=18080 BACKEND_PORT=19101 (and the
 # next) ADMIN_PORT=18019 (Caddy's admin API) RESULTS=<tmp dir> PROXYBENCH=target/release/proxybench
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,13 +111,15 @@ one() {
   local kind=$1 form=$2 dur=$3 retry=$4 out=$5 scn
   mkdir -p "$out"
   scn=$out/scenario.toml
-  if [ "$form" = idiomatic ]; then
+  if [ "$form" = idiomatic ] || [ "$form" = idiomatic+stamps ]; then
     local p=$out/proxy reload
     mkdir -p "$p"
     local file=nginx.conf
     [ "$kind" = haproxy ] && file=haproxy.cfg
     [ "$kind" = caddy ] && file=Caddyfile
-    sed -e "s|{PREFIX}|$p|g; s|{PORT}|$PORT|g; s|{B1}|$B1|g; s|{B2}|$B2|g; s|{WORKERS}|1|g; s|{ADMIN}|$ADMIN|g" \
+    local stamps='/# stamps$/d'
+    [ "$form" = idiomatic+stamps ] && stamps='s/ *# stamps$//'
+    sed -e "$stamps" -e "s|{PREFIX}|$p|g; s|{PORT}|$PORT|g; s|{B1}|$B1|g; s|{B2}|$B2|g; s|{WORKERS}|1|g; s|{ADMIN}|$ADMIN|g" \
       "bench/idiomatic/$file" >"$p/$file"
     case $kind in
       nginx)
@@ -192,12 +196,13 @@ echo "proxies-idiomatic: ${run[*]}; proxy on CPU $PROXY_CPU, load and backends o
 for k in "${run[@]}"; do
   RELOADS_NOW=0
   for r in $(seq "$ROUNDS"); do
-    for form in rendered idiomatic rendered+log; do
+    for form in rendered idiomatic idiomatic+stamps rendered+log; do
       echo "  $k $form round $r" >&2
       one "$k" "$form" "$DURATION" false "$RESULTS/tput/$k/$form/$r"
     done
   done
   RELOADS_NOW=$RELOADS
+  [ "$RELOADS" -gt 0 ] || continue
   for retry in false true; do
     for form in rendered idiomatic; do
       echo "  $k $form: $RELOADS reloads, retry_idle_closed = $retry" >&2
@@ -249,28 +254,30 @@ def f(x, fmt):
     return "-" if x is None else format(x, fmt)
 
 print("Throughput: closed loop, the same backends and load, medians over the rounds")
-print(f"{'proxy':<8} {'form':<13} {'req/s':>9} {'cpu us/req':>11}  resources")
+print(f"{'proxy':<8} {'form':<16} {'req/s':>9} {'cpu us/req':>11}  resources")
 verdicts = []
 for k in kinds:
     m = {}
-    for form in ["rendered", "idiomatic", "rendered+log"]:
+    for form in ["rendered", "idiomatic", "idiomatic+stamps", "rendered+log"]:
         runs = [measure(d) for d in sorted(glob.glob(os.path.join(root, "tput", k, form, "*")))]
         m[form] = {"rps": med([x["rps"] for x in runs]), "cpu_us": med([x["cpu_us"] for x in runs])}
         res = "; ".join(sorted(set(v for x in runs for v in x["resources"].values()))) or \
-            ("taskset -c, 1 worker/thread/GOMAXPROCS=1" if form == "idiomatic" else "-")
-        print(f"{k:<8} {form:<13} {f(m[form]['rps'], '.0f'):>9} {f(m[form]['cpu_us'], '.1f'):>11}  {res}")
+            ("taskset -c, 1 worker/thread/GOMAXPROCS=1" if form.startswith("idiomatic") else "-")
+        print(f"{k:<8} {form:<16} {f(m[form]['rps'], '.0f'):>9} {f(m[form]['cpu_us'], '.1f'):>11}  {res}")
     rr = m["rendered"]["rps"] / m["idiomatic"]["rps"] if m["idiomatic"]["rps"] else None
     cr = (m["rendered"]["cpu_us"] / m["idiomatic"]["cpu_us"]
           if m["rendered"]["cpu_us"] and m["idiomatic"]["cpu_us"] else None)
     lr = (m["rendered+log"]["cpu_us"] - m["rendered"]["cpu_us"]
           if m["rendered+log"]["cpu_us"] and m["rendered"]["cpu_us"] else None)
+    sr = (m["idiomatic+stamps"]["cpu_us"] - m["idiomatic"]["cpu_us"]
+          if m["idiomatic+stamps"]["cpu_us"] and m["idiomatic"]["cpu_us"] else None)
     ok = rr is not None and cr is not None and rr >= 0.9 and cr <= 1.1
-    verdicts.append((k, rr, cr, lr, ok))
+    verdicts.append((k, rr, cr, lr, sr, ok))
 print()
 print("Rendered against idiomatic (goal: req/s >= 0.90x, cpu per request <= 1.10x)")
-for k, rr, cr, lr, ok in verdicts:
+for k, rr, cr, lr, sr, ok in verdicts:
     print(f"{k:<8} req/s {f(rr, '.3f')}x  cpu/req {f(cr, '.3f')}x  {'within 10%' if ok else 'OUTSIDE 10%'}"
-          f"  access log costs {f(lr, '+.1f')} us/req")
+          f"  stamps cost {f(sr, '+.1f')} us/req, access log {f(lr, '+.1f')} us/req")
 print()
 print("Reload loss: the same load with reloads; failures by kind (retried requests in brackets)")
 for k in kinds:

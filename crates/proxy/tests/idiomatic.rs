@@ -16,8 +16,16 @@ use std::time::{Duration, Instant};
 /// How many requests each proxy passes on: both backends get some under round robin.
 const REQUESTS: u64 = 20;
 
-/// The config file of `kind` in bench/idiomatic/, its placeholders filled in, written to `dir`.
-fn idiomatic(kind: &str, dir: &Path, port: u16, backends: [u16; 2], admin: u16) -> PathBuf {
+/// The config file of `kind` in bench/idiomatic/, its placeholders filled in, written to `dir`;
+/// with `stamps`, its lines ending in `# stamps` kept (the headers proxybench's rendered configs
+/// add), else dropped, as bench/proxies-idiomatic.sh does.
+fn idiomatic(
+    kind: &str,
+    dir: &Path,
+    (port, admin): (u16, u16),
+    backends: [u16; 2],
+    stamps: bool,
+) -> PathBuf {
     let file = match kind {
         "nginx" => "nginx.conf",
         "haproxy" => "haproxy.cfg",
@@ -27,6 +35,15 @@ fn idiomatic(kind: &str, dir: &Path, port: u16, backends: [u16; 2], admin: u16) 
         .join("../../bench/idiomatic")
         .join(file);
     let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let text: String = text
+        .lines()
+        .filter_map(|l| match l.strip_suffix("# stamps") {
+            Some(kept) if stamps => Some(kept.trim_end()),
+            Some(_) => None,
+            None => Some(l),
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
     let text = text
         .replace("{PREFIX}", &dir.display().to_string())
         .replace("{PORT}", &port.to_string())
@@ -111,6 +128,12 @@ fn start(kind: &str, dir: &Path, conf: &Path) -> Child {
 }
 
 fn each_idiomatic_config_is_checked_and_serves(kind: &str) {
+    for stamps in [false, true] {
+        idiomatic_config_is_checked_and_serves(kind, stamps);
+    }
+}
+
+fn idiomatic_config_is_checked_and_serves(kind: &str, stamps: bool) {
     let tmp = common::scratch(&format!("idiomatic-{kind}"));
     let dir = tmp.path();
     let (b1, b2) = (Backend::start("b1"), Backend::start("b2"));
@@ -118,9 +141,9 @@ fn each_idiomatic_config_is_checked_and_serves(kind: &str) {
     let conf = idiomatic(
         kind,
         dir,
-        ports[0],
+        (ports[0], ports[1]),
         [b1.addr.port(), b2.addr.port()],
-        ports[1],
+        stamps,
     );
     let out = check(kind, dir, &conf);
     assert!(
@@ -143,6 +166,12 @@ fn each_idiomatic_config_is_checked_and_serves(kind: &str) {
             "{kind} request {i}: {:?}\n{}",
             r.body,
             std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+        );
+        // The stamped form carries the generation header on every answer; the plain one none.
+        assert_eq!(
+            r.header("X-Config-Generation"),
+            stamps.then_some("1"),
+            "{kind} request {i}"
         );
     }
     testkit::stop_child(&mut child);

@@ -652,9 +652,10 @@ impl KubeStage {
         self.service = Some((kind, Some(ip)));
         self.notes.push(if answered {
             format!(
-                "The loads from this machine went to the proxy's Service `{PROXY_SERVICE}` \
-                 ({kind}) at its ClusterIP {ip} (port {}): kube-proxy spread their connections \
-                 over the Service's ready endpoints, as users' traffic is.",
+                "The loads aimed at the proxy's Service `{PROXY_SERVICE}` ({kind}) at its \
+                 ClusterIP {ip} (port {}), from this machine or, for a load with agents, from \
+                 their pods: kube-proxy spread their connections over the Service's ready \
+                 endpoints, as users' traffic is.",
                 ports.join(", ")
             )
         } else {

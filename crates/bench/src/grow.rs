@@ -39,8 +39,14 @@ pub(crate) trait Grower {
     fn generation(&self) -> u64;
     /// Renders the current config as a new generation and reloads every replica.
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>);
-    /// Listener name to the port clients reach it on (127.0.0.1).
+    /// Listener name to the port clients reach it on.
     fn ports(&self) -> &BTreeMap<String, u16>;
+    /// Where the time-to-ready probe reaches listener port `port` of one replica: 127.0.0.1
+    /// locally; on Kubernetes a proxy pod's IP, or a port-forward to it when this machine
+    /// cannot reach the pod network.
+    fn probe_addr(&mut self, port: u16) -> Result<SocketAddr, StackError> {
+        Ok(SocketAddr::new(crate::reach::RUN_IP, port))
+    }
     /// Picks a free port for a new listener `name` and keeps it as that listener's.
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError>;
     /// The certificate TLS listeners serve (the probe trusts its CA), if the case has one.
@@ -234,6 +240,7 @@ fn grow_step(
             };
             Some(ReadyProbe {
                 url: format!("http://{}:{port}{path}", host_of(&cfg, &l)),
+                addr: t.probe_addr(port)?,
                 header,
                 cacert: None,
             })
@@ -275,6 +282,7 @@ fn grow_step(
                     "{}://{host}:{last_port}/",
                     if tls { "https" } else { "http" }
                 ),
+                addr: t.probe_addr(last_port)?,
                 header: None,
                 cacert: if tls {
                     t.tls().map(|f| f.ca.clone())
@@ -317,6 +325,8 @@ fn grow_event(
 /// A request that tells whether a grown item answers.
 struct ReadyProbe {
     url: String,
+    /// Where it connects (the url's host is sent as Host and SNI).
+    addr: SocketAddr,
     header: Option<(String, String)>,
     cacert: Option<PathBuf>,
 }
@@ -338,23 +348,28 @@ impl ReadyProbe {
         poll: Duration,
         keep_going: &dyn Fn() -> bool,
     ) -> (Option<f64>, Option<String>) {
-        let mut cfg = match load::Config::new(&self.url) {
+        let Some((host, port)) = host_port(&self.url) else {
+            return (None, Some(format!("{}: no port", self.url)));
+        };
+        // The url's port is the listener's; the connection goes to `addr` (a port-forward's
+        // local end may have another port), so the url carries the address's port.
+        let url = self
+            .url
+            .replacen(&format!(":{port}"), &format!(":{}", self.addr.port()), 1);
+        let mut cfg = match load::Config::new(&url) {
             Ok(c) => c,
             Err(e) => return (None, Some(e.to_string())),
         };
-        if let Some((host, port)) = host_port(&self.url) {
-            if host.parse::<std::net::IpAddr>().is_err() {
-                if let Ok(r) = load::Resolve::parse(&format!("{host}:{port}:127.0.0.1")) {
-                    cfg.resolve.push(r);
-                }
+        if host.parse::<std::net::IpAddr>().is_err() {
+            if let Ok(r) =
+                load::Resolve::parse(&format!("{host}:{}:{}", self.addr.port(), self.addr.ip()))
+            {
+                cfg.resolve.push(r);
             }
         }
         // The probe goes to this run's listener only (a server name may be an IP address).
-        let own = host_port(&self.url).map(|(_, p)| SocketAddr::from(([127, 0, 0, 1], p)));
-        match own.map(|a| crate::reach::own_target(&cfg, a)) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return (None, Some(e.to_string())),
-            None => return (None, Some(format!("{}: no port", self.url))),
+        if let Err(e) = crate::reach::own_target(&cfg, self.addr) {
+            return (None, Some(e.to_string()));
         }
         if let Some((h, v)) = &self.header {
             cfg.headers.push((h.clone(), v.clone()));

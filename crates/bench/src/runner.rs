@@ -882,6 +882,8 @@ struct Collected {
     agent_parts: AgentParts,
     /// What the agents' platform could not clean up.
     left_behind: Vec<String>,
+    /// What the stage said of how the case ran (the path its loads took).
+    notes: Vec<String>,
     /// The first load failure.
     abort: Option<String>,
     samples: Samples,
@@ -955,6 +957,7 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         backends,
         cluster,
         err: down_err,
+        notes,
     } = run.stack.down();
     drop(run.stack);
     let elapsed_s = run.origin.elapsed().as_secs_f64();
@@ -1002,6 +1005,7 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         distributed,
         agent_parts,
         left_behind,
+        notes,
         abort,
         samples,
         logs,
@@ -1048,6 +1052,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
     if let Some(ext) = case.proxy.as_ref().and_then(|p| p.external.as_ref()) {
         result.findings.extend(external_gaps(ext));
     }
+    result.findings.extend(c.notes);
     result.findings.extend(c.left_behind);
     CaseOutcome {
         result: Some(result),
@@ -1209,7 +1214,7 @@ fn load_config(
                 .ports()
                 .get(v)
                 .ok_or_else(|| format!("load '{}': no listener '{v}'", l.name))?,
-            [127, 0, 0, 1].into(),
+            stack.listener_ip(),
         ),
         None => {
             // The first listener of the URL's scheme (validated at parse time).
@@ -1217,7 +1222,7 @@ fn load_config(
             let p = stack
                 .listener_port(want_tls)
                 .ok_or_else(|| format!("load '{}': no {scheme} listener", l.name))?;
-            (p, [127, 0, 0, 1].into())
+            (p, stack.listener_ip())
         }
     };
     let url = format!("{scheme}://{host}:{port}{path}");

@@ -398,9 +398,18 @@ agents = 2
     let dist = &case["distributed"][0];
     let place = dist["place"].as_str().unwrap();
     assert!(place.starts_with("2 pods of Job agents-"), "{place}");
+    // The load aims at the proxy's Service (its ClusterIP), which the agents reach from the pod
+    // network of either node: not on a node's network.
     assert!(
-        place.contains(&format!("in namespace {ns} (host network")),
+        place.ends_with(&format!("in namespace {ns}")) && !place.contains("host network"),
         "{place}"
+    );
+    assert!(
+        case["findings"]
+            .to_string()
+            .contains("at its ClusterIP 198.18.128."),
+        "{}",
+        case["findings"]
     );
     let shares: Vec<u64> = dist["agents"]
         .as_array()

@@ -1053,3 +1053,268 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
         std::panic::resume_unwind(p);
     }
 }
+
+/// The nodes the proxy pods of namespace `ns` run on, watched while `run` runs: a thread lists
+/// them every 100 ms until it returns.
+fn proxy_nodes_while<T>(ns: &str, run: impl FnOnce() -> T) -> (T, BTreeSet<String>) {
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (d, ns2) = (done.clone(), ns.to_string());
+    let watcher = std::thread::spawn(move || {
+        let mut nodes = BTreeSet::new();
+        while !d.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Ok(pods) = cluster.pods(&ns2, Some("proxybench/role=proxy")) {
+                nodes.extend(pods.into_iter().filter_map(|p| p.node));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        nodes
+    });
+    let out = run();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    (out, watcher.join().unwrap())
+}
+
+/// Access-log lines under `dir` (every pod's `access.log`), and how many pods have one.
+fn access_count(dir: &Path) -> (u64, usize) {
+    let logs = find(dir, "access.log");
+    let n = logs
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count() as u64
+        })
+        .sum();
+    (n, logs.len())
+}
+
+/// 2xx answers of one load in data.json.
+fn ok_answers(load: &Value) -> u64 {
+    load["status"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| s.starts_with('2'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_proxy_pods_spread_over_both_nodes_behind_their_service() {
+    let nodes = {
+        let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+        let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+        cluster.nodes_ready().unwrap()
+    };
+    assert!(
+        nodes.len() >= 2 && nodes.iter().all(|(_, r)| *r),
+        "two Ready nodes: {nodes:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("spread.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-spread\"
+[platform]
+kind = \"kubernetes\"
+service_type = \"NodePort\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 8
+duration = \"4s\"
+",
+            SCENARIO_HEAD.replace("replicas = 1", "replicas = 2")
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("spread");
+    let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    // One proxy pod per node: the topology spread constraint.
+    assert!(
+        ran_on.len() >= 2,
+        "the 2 proxy pods ran on both nodes: {ran_on:?}"
+    );
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let findings: Vec<&str> = case["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    // The loads went to the Service's ClusterIP (the test cluster's Service range), and the
+    // replicas were reached at their pod IPs (this machine routes the pod network).
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("Service `proxy` (NodePort) at its ClusterIP 198.18.128.")),
+        "{findings:?}"
+    );
+    assert!(
+        findings.iter().any(|f| f.contains("at its pod IP")),
+        "{findings:?}"
+    );
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    assert_eq!(requests, 400, "100 r/s for 4 s: {load}");
+    assert_eq!(failed(load), 0, "{load}");
+    // Exact against the proxy pods' access logs and the backends' counters.
+    let (lines, pods) = access_count(&root);
+    assert_eq!(pods, 2, "two proxy pods' logs");
+    assert_eq!(lines, requests, "access-log lines");
+    assert_eq!(backend_requests(case, "cafe"), requests, "backend counters");
+    // Both endpoints were ready in the Service at once, on the record beside the pods.
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let endpoints: BTreeSet<&str> = changes
+        .iter()
+        .filter(|c| c["role"] == "endpoint" && c["ready"] == true)
+        .filter_map(|c| c["pod"].as_str())
+        .collect();
+    assert_eq!(endpoints.len(), 2, "two ready endpoints: {changes:?}");
+    assert!(
+        endpoints.iter().all(|e| e.starts_with("proxy-")),
+        "endpoints named by their pods: {endpoints:?}"
+    );
+    eprintln!(
+        "spread: proxy pods on {ran_on:?}; {requests} requests through the Service, \
+         {lines} access-log lines"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("zds");
+    let cases = ["gradual-up", "gradual-down", "abrupt-up", "abrupt-down"];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
+    cmd.args(["run", "zero-downtime-scaling", "--quick", "--no-progress"])
+        .arg("--results")
+        .arg(&root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
+        .args(["--namespace", &ns]);
+    for c in cases {
+        cmd.args(["--case", c]);
+    }
+    let (out, ran_on) = proxy_nodes_while(&ns, || cmd.output().unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let d = data(&root, &out);
+    assert!(ran_on.len() >= 2, "proxy pods on both nodes: {ran_on:?}");
+    let run_dir = find(&root, "data.json")[0].parent().unwrap().to_path_buf();
+    for (i, name) in cases.iter().enumerate() {
+        let case = &d["cases"][i];
+        assert_eq!(case["name"], *name);
+        let events = case["events"].as_array().unwrap();
+        assert!(
+            events.iter().all(|e| e["error"].is_null()),
+            "{name}: failed action: {events:?}\n{stderr}"
+        );
+        let findings = case["findings"].to_string();
+        assert!(
+            findings.contains("at its ClusterIP 198.18.128."),
+            "{name}: the loads went through the Service: {findings}"
+        );
+        let loads = case["loads"].as_array().unwrap();
+        let (mut requests, mut ok, mut retried, mut lost) = (0, 0, 0, 0);
+        for l in loads {
+            let (n, f, r) = (
+                l["requests"].as_u64().unwrap(),
+                failed(l),
+                l["retried"].as_u64().unwrap_or(0),
+            );
+            let p99 = l["latency"]["percentiles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["p"].as_f64() == Some(99.0))
+                .and_then(|p| p["us"].as_u64())
+                .unwrap_or(0);
+            eprintln!(
+                "zds {name}/{}: {n} requests, {f} failed {} {}, {r} retried, p99 {:.2} ms",
+                l["name"].as_str().unwrap(),
+                l["errors"],
+                l["status"],
+                p99 as f64 / 1e3
+            );
+            // 100 r/s, evenly paced: every second of the load is sent, and each attempt is an
+            // answer (`requests`, any status) or an error below HTTP.
+            let errors = l["errors"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum::<u64>())
+                .unwrap_or(0);
+            if let Some(planned) = l["planned_s"].as_f64() {
+                assert_eq!(n + errors, (planned * 100.0).round() as u64, "{name}: {l}");
+            }
+            requests += n;
+            ok += ok_answers(l);
+            retried += r;
+            lost += f;
+        }
+        // Exact: every answer is one line of some proxy pod's access log (a cut-off first
+        // attempt nginx had logged is there too: at most the retries more), and every 2xx was
+        // answered by a backend, which counted it.
+        let (lines, _) = access_count(&run_dir.join("logs").join(name));
+        // Every answer, whatever its status, is a line of the pod that gave it.
+        let answered = requests;
+        eprintln!("zds {name}: {lost} failed in all");
+        assert!(
+            (answered..=answered + retried).contains(&lines),
+            "{name}: {lines} access-log lines for {answered} answers ({retried} retried)"
+        );
+        let served = backend_requests(case, "cafe");
+        assert!(
+            (ok..=ok + retried).contains(&served),
+            "{name}: the backends counted {served} for {ok} 2xx answers ({retried} retried)"
+        );
+        let changes = case["cluster"]["pods"].as_array().unwrap();
+        let steps: Vec<String> = changes
+            .iter()
+            .filter(|c| c["role"] == "endpoint" || c["role"] == "proxy")
+            .map(|c| {
+                format!(
+                    "{:.2} {} {} {} ready={}",
+                    c["t_s"].as_f64().unwrap(),
+                    c["role"].as_str().unwrap(),
+                    c["pod"].as_str().unwrap(),
+                    c["phase"].as_str().unwrap(),
+                    c["ready"]
+                )
+            })
+            .collect();
+        eprintln!(
+            "zds {name}: {lines} access-log lines, backends {served}\n  {}",
+            steps.join("\n  ")
+        );
+        assert!(
+            changes.iter().any(|c| c["role"] == "endpoint"),
+            "{name}: EndpointSlice changes on the record"
+        );
+        if name.ends_with("-down") {
+            // A removed replica left the Service's endpoints.
+            assert!(
+                changes
+                    .iter()
+                    .any(|c| c["role"] == "endpoint" && c["phase"] == "Deleted"),
+                "{name}: an endpoint left: {steps:?}"
+            );
+        }
+    }
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

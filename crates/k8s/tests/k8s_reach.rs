@@ -95,7 +95,15 @@ fn k8s_services_pod_reach_and_pods_run_to_completion() {
     assert_eq!(a.port("18080"), Some(&p), "by number too: {a:?}");
     assert_eq!(a.port("nope"), None);
     assert!(p.node_port.is_some_and(|n| n >= 30000), "{a:?}");
-    // kube-proxy routes the ClusterIP from this machine (a node) to the pods.
+    // kube-proxy routes the ClusterIP from this machine (a node) to the pods, once it has
+    // programmed the Service's endpoints (at most one sync period after they are ready: it
+    // rejects connections to a Service without endpoints until then).
+    let t = Instant::now();
+    while !proxybench_k8s::reaches(ip, p.port, Duration::from_secs(1))
+        && t.elapsed() < Duration::from_secs(15)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (b, _) = get(SocketAddr::new(ip, p.port));
     assert!(b.ends_with("web\n"), "{ip}:{}: {b}", p.port);
 

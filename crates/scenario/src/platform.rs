@@ -39,6 +39,42 @@ impl PlatformKind {
     }
 }
 
+/// The type of the Service that fronts the proxy pods on Kubernetes (`service_type` in
+/// `[platform]`): how users' traffic reaches a gateway, so the loads go the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServiceKind {
+    /// A virtual address inside the cluster (the default).
+    #[default]
+    ClusterIp,
+    /// A ClusterIP plus a port on every node.
+    NodePort,
+    /// A NodePort plus an address from the cluster's load balancer.
+    LoadBalancer,
+}
+
+impl ServiceKind {
+    /// Every kind, in the order messages list them.
+    pub const ALL: [ServiceKind; 3] = [
+        ServiceKind::ClusterIp,
+        ServiceKind::NodePort,
+        ServiceKind::LoadBalancer,
+    ];
+
+    /// The API's spelling (`ClusterIP`), as scenario files write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceKind::ClusterIp => "ClusterIP",
+            ServiceKind::NodePort => "NodePort",
+            ServiceKind::LoadBalancer => "LoadBalancer",
+        }
+    }
+
+    /// Parses the API's spelling; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ServiceKind> {
+        ServiceKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
 /// A scenario's `[platform]` table, with the command line's overrides applied.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlatformSpec {
@@ -72,6 +108,8 @@ pub struct PlatformSpec {
     /// How long a proxy pod's preStop hook sleeps before its stop signal, so that it leaves the
     /// endpoints before it stops accepting (1 s when absent).
     pub proxy_pre_stop: Option<Duration>,
+    /// The type of the proxy pods' Service (`ClusterIP` when absent).
+    pub service_type: ServiceKind,
     /// The `[platform]` table's line, for errors (0 when it came from the command line).
     pub line: usize,
 }
@@ -220,6 +258,8 @@ struct PlatformDoc {
     proxy_grace: Option<Spanned<Dur>>,
     #[serde(default)]
     proxy_pre_stop: Option<Spanned<Dur>>,
+    #[serde(default)]
+    service_type: Option<Spanned<String>>,
 }
 
 /// `watch = { namespaces = [...], selectors = [...] }`.
@@ -400,6 +440,19 @@ pub(crate) fn parse_platform(
                 *slot = Some(d.get_ref().0);
                 cluster_keys.push((key, d.span()));
             }
+        }
+        if let Some(t) = &doc.service_type {
+            spec.service_type = ServiceKind::parse(t.get_ref()).ok_or_else(|| {
+                at(
+                    t.span(),
+                    format!(
+                        "platform.service_type '{}' is not one of {}",
+                        t.get_ref(),
+                        ServiceKind::ALL.map(ServiceKind::name).join(", ")
+                    ),
+                )
+            })?;
+            cluster_keys.push(("service_type", t.span()));
         }
         if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
             if p.get_ref().0 >= g.get_ref().0 {

@@ -474,6 +474,16 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         "platform.proxy_pre_stop (5s) must be shorter than proxy_grace (5s)",
     );
     bad(
+        "kind = \"kubernetes\"\nservice_type = \"clusterip\"",
+        4,
+        "platform.service_type 'clusterip' is not one of ClusterIP, NodePort, LoadBalancer",
+    );
+    bad(
+        "service_type = \"NodePort\"",
+        3,
+        "platform.service_type needs [platform] kind = \"kubernetes\"",
+    );
+    bad(
         "proxy_grace = \"5s\"",
         3,
         "platform.proxy_grace needs [platform] kind = \"kubernetes\"",

@@ -396,6 +396,15 @@ pub fn cluster_finding(r: &CaseResult) -> Option<String> {
             Some((lo, hi)) => format!("between {lo} and {hi} proxy pods were Ready at once"),
             None => "no proxy pod was ever Ready".to_string(),
         });
+        // The proxy Service's endpoints, when the platform watched its EndpointSlices.
+        if k.pods.iter().any(|p| p.role == "endpoint") {
+            parts.push(match ready_range(k, "endpoint") {
+                Some((lo, hi)) => format!(
+                    "between {lo} and {hi} of the proxy Service's endpoints were ready at once"
+                ),
+                None => "the proxy Service never had a ready endpoint".to_string(),
+            });
+        }
     }
     if r.gap(Collector::Restarts).is_none() {
         parts.push(format!("{} container restart(s)", k.restarts.len()));

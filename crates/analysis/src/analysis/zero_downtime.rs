@@ -113,6 +113,17 @@ fn case(
                 ..Default::default()
             });
         }
+        // Beside it, the endpoints the proxy's Service sent traffic to (EndpointSlices).
+        let points = common::ready_steps(k, "endpoint", end);
+        if !points.is_empty() {
+            result.series.push(Series {
+                name: "proxy Service ready endpoints".into(),
+                chart: None,
+                unit: "endpoints".into(),
+                points,
+                ..Default::default()
+            });
+        }
     }
     result.findings.extend(common::cluster_finding(result));
     result.findings.extend(common::not_sampled(result, USES));

@@ -5,33 +5,42 @@
 //!   mode, with a headless Service whose EndpointSlices give the pod IPs (198.18.0.x on the test
 //!   cluster): the upstream addresses the proxy config is rendered with, as a gateway controller
 //!   fills its upstreams.
-//! - The proxy is one hostNetwork Deployment of the proxy image, its config rendered by the same
-//!   driver as locally (`stdio_logs`, a placeholder admin address each pod replaces with its own
-//!   loopback address, listeners on `127.0.0.1:PORT reuseport` shared by every replica).
+//! - The proxy is one Deployment of the proxy image on the pod network, its config rendered by
+//!   the same driver as locally (`stdio_logs`; listeners and the admin listener on `0.0.0.0`,
+//!   their ports fixed per pod: the scenario's, else from [`LISTENER_BASE`] and
+//!   [`ADMIN_BASE`]), a readiness probe on the admin listener, a topology spread constraint over
+//!   the nodes, behind a Service of its own (`proxy`, of the `[platform] service_type`) whose
+//!   ClusterIP the scenario's loads aim at. Reload timing and grow probes reach each replica at
+//!   its pod IP, or through a port-forward per pod when this machine cannot reach the pod
+//!   network ([`k8s::PodPath`]).
 //! - Collectors: pod phases and readiness, restarts, Warning events, the metrics API, an optional
 //!   Prometheus scrape, and every proxy pod's log followed into a file from its start (deleted
 //!   pods included), split at `down` into access and error lines.
 
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::stack::{free_port, Applied, StackSpec};
+use crate::stack::{Applied, StackSpec};
 use backends::{BackendPods, BACKEND_PORT};
-use k8s::collect::{Collected, Collector, PodTimeline, PodUsage, PromTarget, Scrape, WarningEvent};
+use k8s::collect::{
+    Collected, Collector, EndpointChange, PodTimeline, PodUsage, ProbeTally, PromTarget, Scrape,
+    WarningEvent,
+};
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle,
-    LifecycleHandler, ObjectFieldSelector, Pod, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, ExecAction, HTTPGetAction,
+    Lifecycle, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe, Secret, SecretVolumeSource,
+    Service, ServicePort, ServiceSpec, SleepAction, TopologySpreadConstraint, Volume, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s::{Cluster, LogFollowers, PullPolicy};
+use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s::{Cluster, LogFollowers, PodPath, PodPort, PullPolicy, ServiceType};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
 use scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,11 +61,23 @@ pub fn default_proxy_image(kind: proxy::ProxyKind) -> &'static str {
 }
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
-/// The placeholder the rendered config carries for the pod's own admin address.
-const ADMIN_PLACEHOLDER: &str = "__PB_ADMIN__";
-/// The placeholder the rendered config carries for the pod's own control API address (Caddy's
-/// admin API).
-const CONTROL_PLACEHOLDER: &str = "__PB_CONTROL__";
+/// The first port a listener without a fixed port gets in the proxy pods (then the next unused
+/// one): each pod has its own network namespace, so the ports are the same in every pod.
+pub const LISTENER_BASE: u16 = 8080;
+/// The first port the admin listener (then the control API) gets in the proxy pods, when no
+/// listener has it.
+pub const ADMIN_BASE: u16 = 9901;
+/// The name of the proxy's Service.
+const PROXY_SERVICE: &str = "proxy";
+/// The role the proxy Service's endpoints have among the record's pod changes: their ready
+/// steps are drawn beside the pods' (an endpoint is named by its pod).
+pub const ENDPOINT_ROLE: &str = "endpoint";
+/// How long a Service's address may take to answer from here once its pods are Ready
+/// (kube-proxy programs it after the EndpointSlice changes).
+const SERVICE_BOUND: Duration = Duration::from_secs(15);
+/// Set to `port-forward` to reach the proxy pods through port-forwards even when the pod
+/// network is routable from here (to measure what the port-forward path costs).
+pub const POD_PATH_ENV: &str = "PROXYBENCH_K8S_POD_PATH";
 /// How long the config check's pod may take, from its creation to its checker's exit.
 const CHECK_BOUND: Duration = Duration::from_secs(60);
 /// The label every object of a case carries.
@@ -109,6 +130,20 @@ pub(crate) struct KubeStage {
     /// The proxy pods' grace period and preStop sleep, in seconds.
     proxy_stop: Option<(u32, u32)>,
     backends: BackendPods,
+    /// The proxy Service's type and ClusterIP (none before the proxy is up, or for the user's
+    /// own gateway).
+    service: Option<(ServiceType, Option<IpAddr>)>,
+    /// How this machine reaches the proxy pods (detected once they are Ready).
+    pod_path: Option<PodPath>,
+    /// Ports of proxy pods as this machine reaches them, by pod and port (port-forwards stay
+    /// open while their pod runs).
+    reach: BTreeMap<(String, u16), PodPort>,
+    /// Sentences for the case's findings: the path the loads took, how pods were reached.
+    notes: Vec<String>,
+    /// The proxy Service's EndpointSlice watch.
+    endpoints: Option<Collector<Vec<EndpointChange>>>,
+    /// The kubelets' readiness probe counters of the proxy pods.
+    probes: Option<Collector<Vec<ProbeTally>>>,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
@@ -163,10 +198,8 @@ fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-/// The proxy pod's shell scripts, around the driver's container commands: the entry (derive
-/// a loopback address from the pod name, write its admin and control addresses to
-/// /run/pb/admin and /run/pb/control, put them into the config in place of the placeholders,
-/// start the proxy), the reload (the next config arrives on stdin, gets the pod's addresses,
+/// The proxy pod's shell scripts, around the driver's container commands: the entry (copy the
+/// config from its ConfigMap, start the proxy), the reload (the next config arrives on stdin,
 /// and the driver's reload makes the proxy serve it), the driver's preStop command if any, and
 /// the config check a pod of the proxy's image runs before any replica gets the config.
 /// Each exports `$CONF`, `$PREFIX` and, with TLS, `$TLS_CERT` and `$TLS_KEY` for the driver.
@@ -181,50 +214,27 @@ struct PodScripts {
 impl PodScripts {
     /// The scripts for `driver`'s proxy, whose config file is `file`; refused when the driver
     /// has no container form.
-    fn of(
-        driver: &dyn Driver,
-        file: &str,
-        admin_port: u16,
-        control_port: u16,
-        tls: bool,
-    ) -> Result<PodScripts, StackError> {
+    fn of(driver: &dyn Driver, file: &str, tls: bool) -> Result<PodScripts, StackError> {
         let Some(c) = driver.container() else {
             return Err(platform(format!(
                 "the {} driver has no container form: the kubernetes platform cannot run it",
                 driver.name()
             )));
         };
-        let addr = format!(
-            "h=0; n=\"$POD_NAME\"; while [ -n \"$n\" ]; do c=\"${{n%\"${{n#?}}\"}}\"; n=\"${{n#?}}\"; \
-             h=$(( (h * 31 + $(printf %d \"'$c\")) % 16777213 )); done; \
-             ip=\"127.$(( (h >> 16) % 256 )).$(( (h >> 8) % 256 )).$(( h % 253 + 2 ))\"; \
-             echo \"$ip:{admin_port}\" > /run/pb/admin; echo \"$ip:{control_port}\" > /run/pb/control"
-        );
         let conf = format!("/run/pb/{file}");
-        let place = format!(
-            "sed -e \"s/{ADMIN_PLACEHOLDER}/$(cat /run/pb/admin)/\" \
-             -e \"s/{CONTROL_PLACEHOLDER}/$(cat /run/pb/control)/\""
-        );
         let mut env = format!("export CONF={conf} PREFIX={POD_PREFIX}");
         if tls {
             env.push_str(" TLS_CERT=/tls/cert.pem TLS_KEY=/tls/key.pem");
         }
         Ok(PodScripts {
             entry: format!(
-                "set -e; mkdir -p /run/pb {POD_PREFIX}; {addr}; \
-                 {place} /config/{file} > {conf}; {env}; {}",
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
                 c.start
             ),
-            reload: format!(
-                "set -e; cat > /run/pb/next; {place} /run/pb/next > {conf}; {env}; {}",
-                c.reload
-            ),
+            reload: format!("set -e; cat > {conf}; {env}; {}", c.reload),
             pre_stop: c.pre_stop.map(|p| format!("{env}; {p}")),
-            // The checker reads the addresses, never binds them: the pod's own loopback.
             check: format!(
-                "set -e; mkdir -p /run/pb {POD_PREFIX}; sed -e \"s/{ADMIN_PLACEHOLDER}/127.0.0.1:{admin_port}/\" \
-                 -e \"s/{CONTROL_PLACEHOLDER}/127.0.0.1:{control_port}/\" /config/{file} > {conf}; \
-                 {env}; {}",
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
                 c.check
             ),
             log_format: c.log_format,
@@ -242,13 +252,15 @@ fn proxy_stop(spec: &PlatformSpec) -> (i64, i64) {
     (grace, pre_stop)
 }
 
-/// `GET /generation` of a pod's admin listener (an address on the host's loopback, since the
-/// proxy pods share the host's network).
-fn generation_at(addr: &str, timeout: Duration) -> Result<u64, String> {
-    let sa: SocketAddr = addr
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad admin address {addr:?}"))?;
+/// The lowest port from `from` up that `used` does not hold.
+fn next_port(used: &BTreeSet<u16>, from: u16) -> u16 {
+    (from..=u16::MAX)
+        .find(|p| !used.contains(p))
+        .unwrap_or(from)
+}
+
+/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward).
+fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
     let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
     s.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
@@ -313,6 +325,12 @@ impl KubeStage {
             first_backend: BTreeMap::new(),
             scripts: None,
             proxy_stop: None,
+            service: None,
+            pod_path: None,
+            reach: BTreeMap::new(),
+            notes: Vec::new(),
+            endpoints: None,
+            probes: None,
             backends: BackendPods::new(
                 c,
                 &ns,
@@ -391,23 +409,18 @@ impl KubeStage {
             st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
             return Ok(st);
         }
+        // Ports fixed per pod: the scenario's, else the next unused ones.
+        let mut used: BTreeSet<u16> = cfg.listeners.iter().filter_map(|l| l.port).collect();
         for l in &cfg.listeners {
-            let port = match l.port {
-                Some(p) => p,
-                None => free_port().map_err(StackError::NoFreePort)?,
-            };
+            let port = l.port.unwrap_or_else(|| next_port(&used, LISTENER_BASE));
+            used.insert(port);
             st.ports.insert(l.name.clone(), port);
         }
-        st.admin_port = free_port().map_err(StackError::NoFreePort)?;
-        st.control_port = free_port().map_err(StackError::NoFreePort)?;
+        st.admin_port = next_port(&used, ADMIN_BASE);
+        used.insert(st.admin_port);
+        st.control_port = next_port(&used, ADMIN_BASE);
         let rendered = st.render(&cfg)?;
-        let scripts = PodScripts::of(
-            st.driver,
-            rendered.file,
-            st.admin_port,
-            st.control_port,
-            stack.tls.is_some(),
-        )?;
+        let scripts = PodScripts::of(st.driver, rendered.file, stack.tls.is_some())?;
         let entry = scripts.entry.clone();
         let pre_stop_cmd = scripts.pre_stop.clone();
         let check = scripts.check.clone();
@@ -458,11 +471,35 @@ impl KubeStage {
         }
         let (grace, pre_stop) = proxy_stop(spec);
         st.proxy_stop = Some((grace as u32, pre_stop as u32));
+        let pod_ports: BTreeSet<u16> = st.ports.values().copied().collect();
+        let mut container_ports: Vec<ContainerPort> = pod_ports
+            .iter()
+            .map(|p| ContainerPort {
+                container_port: i32::from(*p),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            })
+            .collect();
+        container_ports.push(ContainerPort {
+            name: Some("admin".into()),
+            container_port: i32::from(st.admin_port),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        });
         let pod = PodSpec {
-            host_network: Some(true),
-            // The replicas listen on their node's loopback, which this machine reaches only on
-            // the node it is: pinned there on a cluster of several nodes.
-            node_selector: c.local_node_selector(),
+            // One replica per node before a second on any (tainted nodes, such as a lost one,
+            // are left out of the count).
+            topology_spread_constraints: Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: "kubernetes.io/hostname".into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(pl.clone()),
+                    ..Default::default()
+                }),
+                node_taints_policy: Some("Honor".into()),
+                ..Default::default()
+            }]),
             termination_grace_period_seconds: Some(grace),
             volumes: Some(volumes),
             containers: vec![Container {
@@ -470,23 +507,15 @@ impl KubeStage {
                 image: Some(proxy_image.clone()),
                 image_pull_policy: Some(PullPolicy::for_image(&proxy_image).to_string()),
                 command: Some(sh(&entry)),
-                env: Some(vec![EnvVar {
-                    name: "POD_NAME".into(),
-                    value_from: Some(EnvVarSource {
-                        field_ref: Some(ObjectFieldSelector {
-                            field_path: "metadata.name".into(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }]),
+                ports: Some(container_ports),
                 volume_mounts: Some(mounts),
+                // The kubelet asks the admin listener: its results gate the Service's
+                // endpoints, and the kubelet counts them (the report's probe results).
                 readiness_probe: Some(Probe {
-                    exec: Some(ExecAction {
-                        command: Some(sh(
-                            "wget -q -O- \"http://$(cat /run/pb/admin)/generation\" >/dev/null",
-                        )),
+                    http_get: Some(HTTPGetAction {
+                        path: Some("/generation".into()),
+                        port: IntOrString::Int(i32::from(st.admin_port)),
+                        ..Default::default()
                     }),
                     period_seconds: Some(1),
                     failure_threshold: Some(1),
@@ -517,11 +546,147 @@ impl KubeStage {
             c.follow_logs(&ns, &format!("{ROLE}=proxy"), &logs_dir, origin)
                 .map_err(platform)?,
         );
+        let kind = match spec.service_type {
+            scenario::ServiceKind::ClusterIp => ServiceType::ClusterIp,
+            scenario::ServiceKind::NodePort => ServiceType::NodePort,
+            scenario::ServiceKind::LoadBalancer => ServiceType::LoadBalancer,
+        };
+        st.service = Some((kind, None));
+        st.endpoints = Some(c.watch_endpoints(&ns, PROXY_SERVICE, origin));
+        st.apply_service()?;
         c.apply_object(&ns, &deployment("proxy", &pl, cfg.replicas, pod))
             .map_err(platform)?;
+        st.probes = Some(c.sample_probes(
+            &ns,
+            &format!("{ROLE}=proxy"),
+            origin,
+            Duration::from_secs(1),
+        ));
         c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, BOUND)
             .map_err(platform)?;
+        st.find_paths(cfg.replicas)?;
         Ok(st)
+    }
+
+    /// Applies the proxy's Service: one port per listener port, each to the same pod port.
+    fn apply_service(&self) -> Result<(), StackError> {
+        let Some((kind, _)) = self.service else {
+            return Ok(());
+        };
+        let l = labels(&[(ROLE, "proxy")]);
+        let ports: BTreeSet<u16> = self.ports.values().copied().collect();
+        let ports: Vec<(String, u16)> = ports.into_iter().map(|p| (format!("p{p}"), p)).collect();
+        self.cluster
+            .apply_object(
+                &self.namespace,
+                &k8s::service(PROXY_SERVICE, &l, &l, kind, &ports),
+            )
+            .map(|_| ())
+            .map_err(platform)
+    }
+
+    /// Once the proxy pods are Ready: how this machine reaches them (pod IP or port-forward),
+    /// and the Service's ClusterIP, once its endpoints hold every replica and it answers from
+    /// here. What was found goes into the notes.
+    fn find_paths(&mut self, replicas: u32) -> Result<(), StackError> {
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let first = self
+            .proxy_pods()?
+            .into_iter()
+            .find_map(|p| p.ip)
+            .ok_or_else(|| platform("no Running proxy pod has an IP"))?;
+        let forced = std::env::var(POD_PATH_ENV).is_ok_and(|v| v == "port-forward");
+        let path = if forced {
+            PodPath::PortForward
+        } else {
+            c.detect_pod_path(first, self.admin_port, Duration::from_secs(2))
+        };
+        self.pod_path = Some(path);
+        self.notes.push(match path {
+            PodPath::PodIp => "Reload timing, generation checks and grow probes reached each \
+                               proxy pod at its pod IP (this machine routes the pod network)."
+                .to_string(),
+            PodPath::PortForward if forced => format!(
+                "Reload timing, generation checks and grow probes reached each proxy pod \
+                 through a port-forward of its own ({POD_PATH_ENV}=port-forward)."
+            ),
+            PodPath::PortForward => "Reload timing, generation checks and grow probes reached \
+                                     each proxy pod through a port-forward of its own (this \
+                                     machine does not reach the pod network)."
+                .to_string(),
+        });
+        let Some((kind, _)) = self.service else {
+            return Ok(());
+        };
+        let addr = c.service_address(&ns, PROXY_SERVICE).map_err(platform)?;
+        let Some(ip) = addr.cluster_ip else {
+            return Err(platform("the proxy's Service has no ClusterIP"));
+        };
+        // Every replica in the endpoints, then the address answers from here.
+        let t = Instant::now();
+        loop {
+            let eps = c.endpoints(&ns, PROXY_SERVICE).map_err(platform)?;
+            if eps.iter().filter(|e| e.ready).count() >= replicas as usize {
+                break;
+            }
+            if t.elapsed() > BOUND {
+                return Err(platform(format!(
+                    "the proxy's Service had {} ready endpoints of {replicas} after {BOUND:?}",
+                    eps.iter().filter(|e| e.ready).count()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let ports: Vec<String> = addr.ports.iter().map(|p| p.port.to_string()).collect();
+        let port = addr.ports.first().map_or(0, |p| p.port);
+        let t = Instant::now();
+        let answered = loop {
+            if k8s::reaches(ip, port, Duration::from_secs(1)) {
+                break true;
+            }
+            if t.elapsed() > SERVICE_BOUND {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.service = Some((kind, Some(ip)));
+        self.notes.push(if answered {
+            format!(
+                "The loads aimed at the proxy's Service `{PROXY_SERVICE}` ({kind}) at its \
+                 ClusterIP {ip} (port {}), from this machine or, for a load with agents, from \
+                 their pods: kube-proxy spread their connections over the Service's ready \
+                 endpoints, as users' traffic is.",
+                ports.join(", ")
+            )
+        } else {
+            format!(
+                "The proxy's Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip} did not \
+                 answer from this machine within {SERVICE_BOUND:?}: loads from here fail there; \
+                 agents in the cluster (agents = N) reach it."
+            )
+        });
+        Ok(())
+    }
+
+    /// Where this machine reaches port `port` of proxy pod `p`: its pod IP, or the local end of
+    /// a port-forward kept open for it.
+    fn reach_port(&mut self, p: &k8s::PodInfo, port: u16) -> Result<SocketAddr, StackError> {
+        let ip =
+            p.ip.ok_or_else(|| platform(format!("pod {} has no IP yet", p.name)))?;
+        let key = (p.name.clone(), port);
+        if let Some(pp) = self.reach.get(&key) {
+            if pp.ip == ip && pp.forward_error().is_none() {
+                return Ok(pp.addr());
+            }
+        }
+        let path = self.pod_path.unwrap_or(PodPath::PodIp);
+        let pp = self
+            .cluster
+            .pod_port(&self.namespace, &p.name, ip, port, path)
+            .map_err(platform)?;
+        let a = pp.addr();
+        self.reach.insert(key, pp);
+        Ok(a)
     }
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
@@ -575,8 +740,10 @@ impl KubeStage {
                 ca: "/tls/ca.pem".into(),
             }),
             stdio_logs: true,
-            admin_listen: Some(ADMIN_PLACEHOLDER.into()),
-            control_listen: Some(CONTROL_PLACEHOLDER.into()),
+            // Every address of the pod's own network namespace: its Service, its kubelet's
+            // probes and this machine reach it at its pod IP. The control API (Caddy's) stays
+            // on the pod's loopback.
+            bind: Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
             cluster_upstreams: true,
             remote: true,
             ..RenderContext::default()
@@ -613,6 +780,9 @@ impl KubeStage {
             Ok(p) => p,
             Err(e) => return (Vec::new(), Some(e)),
         };
+        // Forwards to pods that are gone are closed.
+        self.reach
+            .retain(|(pod, _), _| pods.iter().any(|p| &p.name == pod));
         let mut out = Vec::new();
         let mut err = None;
         for p in pods {
@@ -645,20 +815,10 @@ impl KubeStage {
                 Err(e) => Some(e.to_string()),
             };
             if failed.is_none() {
-                let admin = self
-                    .cluster
-                    .exec(
-                        &self.namespace,
-                        &p.name,
-                        None,
-                        &["cat", "/run/pb/admin"],
-                        None,
-                        Duration::from_secs(10),
-                    )
-                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+                let admin = self.reach_port(&p, self.admin_port);
                 match admin {
                     Ok(a) => loop {
-                        if generation_at(&a, Duration::from_millis(500))
+                        if generation_at(a, Duration::from_millis(500))
                             .is_ok_and(|g| g >= self.generation)
                         {
                             rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
@@ -909,6 +1069,13 @@ impl KubeStage {
         let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
         let metrics = self.metrics.take().map(Collector::stop);
         let scrape = self.scrape.take().map(Collector::stop);
+        let endpoints = self.endpoints.take().map(Collector::stop);
+        if let Some(e) = &endpoints {
+            absent("EndpointSlice watch", &e.absent);
+        }
+        if let Some(p) = self.probes.take().map(Collector::stop) {
+            self.notes.push(probe_note(&p));
+        }
         for p in &pods {
             absent("pod watch", &p.absent);
         }
@@ -984,6 +1151,18 @@ impl KubeStage {
             }
         }
         rec.absent.extend(self.absent.iter().cloned());
+        // The Service's endpoints beside the pods: an endpoint enters, changes (ready,
+        // terminating) and leaves ("Deleted") as the EndpointSlice controller saw its pod.
+        for e in endpoints.map(|e| e.data).unwrap_or_default() {
+            rec.pods.push(model::PodChange {
+                t_s: e.t_s,
+                pod: e.endpoint,
+                role: ENDPOINT_ROLE.into(),
+                phase: if e.gone { "Deleted" } else { "Endpoint" }.into(),
+                ready: e.ready,
+                terminating: e.terminating,
+            });
+        }
         rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
@@ -1061,6 +1240,56 @@ impl KubeStage {
         }
         Ok(())
     }
+}
+
+/// What the kubelets counted of the proxy pods' readiness probes, as one sentence: only what was
+/// read from them (never a probe result that was not measured).
+fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
+    if p.data.is_empty() {
+        return format!(
+            "The proxy pods' readiness probes were not counted: {}.",
+            p.absent
+                .as_deref()
+                .or(p.errors.first().map(String::as_str))
+                .unwrap_or("the kubelets gave no counter")
+                .trim_end_matches('.')
+        );
+    }
+    let (mut ok, mut failed, mut unknown) = (0u64, 0u64, 0u64);
+    let (mut sum, mut n) = (0.0, 0u64);
+    let mut failing: BTreeSet<&str> = BTreeSet::new();
+    for t in &p.data {
+        ok += t.successes;
+        failed += t.failures;
+        unknown += t.unknown;
+        if let Some(m) = t.mean_success_s {
+            sum += m * t.successes as f64;
+            n += t.successes;
+        }
+        if t.failures > 0 {
+            failing.insert(&t.pod);
+        }
+    }
+    let mean = if n > 0 {
+        format!(
+            "; a successful probe took {:.2} ms on average (the kubelets' histogram)",
+            sum / n as f64 * 1e3
+        )
+    } else {
+        String::new()
+    };
+    let who = if failing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (failed: {})",
+            failing.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    format!(
+        "The kubelets counted the proxy pods' readiness probes (an httpGet of the admin \
+         listener every second): {ok} succeeded, {failed} failed{who}, {unknown} unknown{mean}."
+    )
 }
 
 /// Stops log followers and splits each pod's log into its access and error lines (by `format`)
@@ -1231,6 +1460,13 @@ fn check_in_pod(
 impl Stage for KubeStage {
     fn ports(&self) -> &BTreeMap<String, u16> {
         &self.ports
+    }
+
+    fn listener_ip(&self) -> IpAddr {
+        match self.service {
+            Some((_, Some(ip))) => ip,
+            _ => crate::reach::RUN_IP,
+        }
     }
 
     fn listener_port(&self, tls: bool) -> Option<u16> {
@@ -1435,6 +1671,10 @@ impl Stage for KubeStage {
             gone(c.delete_object::<Service>(ns, &format!("backend-{g}"), BOUND));
         }
         gone(c.delete_object::<Secret>(ns, backends::TOKEN_SECRET, BOUND));
+        self.reach.clear();
+        if self.service.is_some() {
+            gone(c.delete_object::<Service>(ns, PROXY_SERVICE, BOUND));
+        }
         if self.scripts.is_some() {
             gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
             if self.tls.is_some() {
@@ -1448,6 +1688,7 @@ impl Stage for KubeStage {
             backends,
             cluster: Some(rec),
             err,
+            notes: std::mem::take(&mut self.notes),
         }
     }
 }
@@ -1484,9 +1725,9 @@ connections = 1
 duration = "1s"
 "#;
 
-    /// One GET through the proxy; true on a 200.
-    fn get(port: u16) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+    /// One GET through the proxy at `ip`; true on a 200.
+    fn get(ip: IpAddr, port: u16) -> bool {
+        let Ok(mut s) = TcpStream::connect((ip, port)) else {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
@@ -1538,12 +1779,17 @@ duration = "1s"
             let mut st = KubeStage::up(cluster.clone(), &ns, &pspec, case, spec)
                 .unwrap_or_else(|e| panic!("{e}"));
             let port = st.listener_port(false).unwrap();
+            let ip = st.listener_ip();
+            assert!(
+                !ip.is_loopback(),
+                "the loads go to the proxy's Service: {ip}"
+            );
             let mut ok = 0u64;
             let mut sent = 0u64;
             let burst = |n: u32, ok: &mut u64, sent: &mut u64| {
                 for _ in 0..n {
                     *sent += 1;
-                    *ok += u64::from(get(port));
+                    *ok += u64::from(get(ip, port));
                 }
             };
             burst(50, &mut ok, &mut sent);

@@ -1,9 +1,9 @@
 //! `grow` on Kubernetes: the same steps, probe and records as locally ([`crate::grow`]), with
 //! the cluster's parts. Each step renders the next generation and writes it into every proxy
-//! pod (the stage's reload), new listeners take ports free on this host (the proxy pods share
-//! the host's network and its listener ports through `reuseport`), upstream servers are pods
-//! of the group's Deployment, and the newest item is probed every 100 ms as NGF's scale tests
-//! do ([`crate::grow::NGF_POLL`]).
+//! pod (the stage's reload), new listeners take the next port no listener of the pods has (and
+//! a port on the proxy's Service), upstream servers are pods of the group's Deployment, and the
+//! newest item is probed every 100 ms as NGF's scale tests do ([`crate::grow::NGF_POLL`]), on
+//! the oldest proxy pod at its pod IP (or through its port-forward).
 //!
 //! Upstream servers are pods, and nodes hold a limited number of them (the kubelet's max-pods,
 //! 110 by default): a growth that needs more pods than the schedulable nodes have room for is
@@ -12,12 +12,12 @@
 use super::KubeStage;
 use crate::error::StackError;
 use crate::grow::{Grower, NGF_POLL};
-use crate::stack::free_port;
 use model::ReloadRecord;
 use proxy::config::ProxyConfig;
 use proxy::TlsFiles;
 use scenario::{GrowSpec, GrowWhat};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 impl Grower for KubeStage {
@@ -46,9 +46,19 @@ impl Grower for KubeStage {
     }
 
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
-        let port = free_port().map_err(StackError::NoFreePort)?;
+        let mut used: BTreeSet<u16> = self.ports.values().copied().collect();
+        used.extend([self.admin_port, self.control_port]);
+        let port = super::next_port(&used, super::LISTENER_BASE);
         self.ports.insert(name.to_string(), port);
+        self.apply_service()?;
         Ok(port)
+    }
+
+    fn probe_addr(&mut self, port: u16) -> Result<SocketAddr, StackError> {
+        let mut pods = self.proxy_pods()?;
+        pods.sort_by(|a, b| a.created.cmp(&b.created));
+        let p = pods.into_iter().next().ok_or(StackError::NoReplica)?;
+        self.reach_port(&p, port)
     }
 
     fn tls(&self) -> Option<&TlsFiles> {

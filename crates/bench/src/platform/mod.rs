@@ -18,7 +18,7 @@ use model::{BackendCounters, ClusterRecord};
 use proxy::{LogFiles, ReplicaHandle};
 use scenario::{Action, Case, PlatformKind, PlatformSpec};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 pub mod agents;
@@ -42,8 +42,13 @@ pub trait Platform {
 
 /// One case's running backends and proxy, as the runner, the loads and the actions see them.
 pub trait Stage {
-    /// Listener name to the port clients reach it on (127.0.0.1).
+    /// Listener name to the port clients reach it on (at [`Stage::listener_ip`]).
     fn ports(&self) -> &BTreeMap<String, u16>;
+    /// The address loads reach the listeners at: this machine's loopback locally; on
+    /// Kubernetes the ClusterIP of the proxy's Service, where users' traffic goes.
+    fn listener_ip(&self) -> IpAddr {
+        crate::reach::RUN_IP
+    }
     /// The port of the first listener that is (or is not) TLS.
     fn listener_port(&self, tls: bool) -> Option<u16>;
     /// The address of a group's first current member (for loads that bypass the proxy).
@@ -71,6 +76,9 @@ pub struct Down {
     pub cluster: Option<ClusterRecord>,
     /// The first teardown failure.
     pub err: Option<StackError>,
+    /// How the case ran where the record has no field for it (the path the loads took, how
+    /// replicas were reached), one sentence each, for the case's findings.
+    pub notes: Vec<String>,
 }
 
 /// Processes on this machine.
@@ -134,6 +142,7 @@ impl Stage for Stack {
             backends: self.fleet.counters(),
             cluster: None,
             err,
+            notes: Vec::new(),
         }
     }
 }

@@ -139,13 +139,13 @@ struct LoadOnly {
 }
 
 /// The engine config for the `load` arguments a coordinator forwarded to an agent.
-pub fn agent_config(argv: &[String]) -> Result<load::Config, String> {
+pub fn agent_config(argv: &[String]) -> Result<load::Config, agent::Error> {
     use clap::Parser;
     let parsed =
         LoadOnly::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
-            .map_err(|e| crate::clap_one_line(&e))?;
+            .map_err(|e| agent::Error::Config(crate::clap_one_line(&e)))?;
     config(&parsed.args).map_err(|e| match e {
-        CliError::Usage(m) | CliError::Runtime(m) => m,
+        CliError::Usage(m) | CliError::Runtime(m) => agent::Error::Config(m),
     })
 }
 
@@ -321,7 +321,7 @@ fn distributed(
         .as_ref()
         .ok_or_else(|| CliError::usage("--agent-hosts needs --token-file"))?;
     local_files_only(args, "--agent-hosts")?;
-    let token = agent::proto::read_token(token_file).map_err(CliError::usage)?;
+    let token = agent::proto::read_token(token_file).map_err(|e| CliError::usage(e.to_string()))?;
     // Everything after `load` is forwarded; the agents ignore the coordinator-only flags.
     let argv: Vec<String> = std::env::args().skip(2).collect();
     let stop = interrupt_flag()?;
@@ -370,11 +370,12 @@ fn on_kubernetes(
         },
     };
     // The split is checked before anything is made on the cluster.
-    agent::coordinator::split(cfg, &[], n as usize).map_err(CliError::usage)?;
+    agent::coordinator::split(cfg, &[], n as usize).map_err(|e| CliError::usage(e.to_string()))?;
     let mut spec = PlatformSpec::default();
     flags.apply(&mut spec);
     let stop = interrupt_flag()?;
-    let mut platform = bench::platform::open(&spec).map_err(CliError::runtime)?;
+    let mut platform =
+        bench::platform::open(&spec).map_err(|e| CliError::runtime(e.to_string()))?;
     let work = std::env::temp_dir();
     let started = platform.agents(&bench::platform::AgentsSpec {
         count: n,
@@ -389,7 +390,7 @@ fn on_kubernetes(
             for l in platform.close() {
                 eprintln!("proxybench: {l}");
             }
-            return Err(CliError::runtime(e));
+            return Err(CliError::runtime(e.to_string()));
         }
     };
     eprintln!("proxybench: {n} agents ready: {}", agents.place());
@@ -497,14 +498,11 @@ impl LiveAgents {
 /// per-agent table; saves the agents' results; names lost agents (exit 1).
 fn report_distributed(
     args: &Args,
-    run: Result<agent::coordinator::Distributed, String>,
+    run: Result<agent::coordinator::Distributed, agent::Error>,
 ) -> Result<ExitCode, CliError> {
-    let run = run.map_err(|e| {
-        if e.starts_with('-') {
-            CliError::usage(e)
-        } else {
-            CliError::runtime(e)
-        }
+    let run = run.map_err(|e| match e {
+        agent::Error::Split(m) => CliError::usage(m),
+        e => CliError::runtime(e.to_string()),
     })?;
     if let Some(dir) = &args.save_agents {
         std::fs::create_dir_all(dir)

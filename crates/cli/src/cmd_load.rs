@@ -2,7 +2,7 @@
 //! (open loop, `-n`, TLS, `--resolve`, output files) follow curl, hey and wrk2.
 
 use crate::CliError;
-use model::{Arrivals, ErrorKind, LoadSummary};
+use model::{Arrivals, LoadSummary};
 use scenario::{PlatformKind, PlatformOverride, PlatformSpec};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -270,7 +270,7 @@ fn dispatch(
     }
     let summary = &outcome.summary;
     if let Some(path) = &args.timeline {
-        std::fs::write(path, timeline_csv(summary))
+        std::fs::write(path, report::load_timeline_csv(summary))
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     let text = match args.format {
@@ -671,35 +671,6 @@ fn progress(s: &model::Second, elapsed: u32) {
         s.error_total(),
         units::fmt_us(s.p99_us as f64)
     );
-}
-
-/// The per-second timeline as CSV (the columns of a results directory's timeline.csv, without
-/// the case and load columns).
-fn timeline_csv(s: &LoadSummary) -> String {
-    use std::fmt::Write as _;
-    let mut out =
-        String::from("t,requests,status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,errors");
-    for k in ErrorKind::ALL {
-        out.push(',');
-        out.push_str(k.name());
-    }
-    out.push_str(",p50_us,p90_us,p99_us,max_us,bytes\n");
-    for row in &s.timeline {
-        let _ = write!(out, "{},{}", row.t, row.requests);
-        for c in row.status_class {
-            let _ = write!(out, ",{c}");
-        }
-        let _ = write!(out, ",{}", row.error_total());
-        for k in ErrorKind::ALL {
-            let _ = write!(out, ",{}", row.errors.get(&k).copied().unwrap_or(0));
-        }
-        let _ = writeln!(
-            out,
-            ",{},{},{},{},{}",
-            row.p50_us, row.p90_us, row.p99_us, row.max_us, row.bytes
-        );
-    }
-    out
 }
 
 #[cfg(test)]

@@ -33,6 +33,13 @@ pub enum Error {
     Io(String),
 }
 
+/// A URL the model's parser refused, in the engine's words.
+impl From<model::url::UrlError> for Error {
+    fn from(e: model::url::UrlError) -> Error {
+        Error::Url(e.url, e.why)
+    }
+}
+
 /// Which kernel interface drives the sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoMode {

@@ -14,6 +14,7 @@ pub mod records;
 pub mod reloads;
 pub mod run;
 pub mod table;
+pub mod url;
 
 pub use load::*;
 pub use measured::*;

@@ -105,3 +105,10 @@ pub enum ReachError {
         own: SocketAddr,
     },
 }
+
+/// A url the model's parser refused, as the load engine says it.
+impl From<model::url::UrlError> for ReachError {
+    fn from(e: model::url::UrlError) -> ReachError {
+        ReachError::Url(load::Error::from(e))
+    }
+}

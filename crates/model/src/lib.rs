@@ -13,6 +13,7 @@ pub mod metric;
 pub mod records;
 pub mod reloads;
 pub mod run;
+pub mod schedule;
 pub mod table;
 pub mod url;
 

@@ -64,7 +64,7 @@ impl From<model::metric::MetricError> for CheckError {
 pub enum ReachError {
     /// The load engine cannot read the url.
     #[error("{0}")]
-    Url(#[from] load::Error),
+    Url(#[from] model::url::UrlError),
     /// The url's host is an IP address other than the run's.
     #[error(
         "url host {0} is not this run's address: loads go to the run's own listeners and \
@@ -104,11 +104,4 @@ pub enum ReachError {
         /// Where it should connect.
         own: SocketAddr,
     },
-}
-
-/// A url the model's parser refused, as the load engine says it.
-impl From<model::url::UrlError> for ReachError {
-    fn from(e: model::url::UrlError) -> ReachError {
-        ReachError::Url(load::Error::from(e))
-    }
 }

@@ -28,7 +28,7 @@ pub fn duration_arg(d: Duration) -> String {
 
 /// The arguments that give an agent `cfg` (the split then sets its share), with the body and
 /// the CA file as files in `dir`. Fails only when the CA file cannot be read.
-pub fn load_argv(cfg: &load::Config, dir: &str) -> Result<LoadArgv, String> {
+pub fn load_argv(cfg: &load::Config, dir: &str) -> Result<LoadArgv, crate::Error> {
     let mut a: Vec<String> = Vec::new();
     let mut files = Vec::new();
     let push = |a: &mut Vec<String>, k: &str, v: String| {
@@ -81,7 +81,8 @@ pub fn load_argv(cfg: &load::Config, dir: &str) -> Result<LoadArgv, String> {
         push(&mut a, "--resolve", format!("{}:{}:{addr}", r.host, r.port));
     }
     if let Some(ca) = &cfg.cacert {
-        let pem = std::fs::read(ca).map_err(|e| format!("cannot read {}: {e}", ca.display()))?;
+        let pem = std::fs::read(ca)
+            .map_err(|e| crate::Error::Config(format!("cannot read {}: {e}", ca.display())))?;
         files.push(("cacert.pem".to_string(), pem));
         push(&mut a, "--cacert", format!("{dir}/cacert.pem"));
     }

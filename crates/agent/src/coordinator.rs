@@ -5,6 +5,7 @@
 
 use crate::merge;
 use crate::proto::{self, FromAgent, Job, ToAgent};
+use crate::Error;
 use model::{AgentInfo, Arrivals, LoadResult, Second, SecondHdr};
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -74,19 +75,19 @@ pub fn share(total: u64, n: u64, i: u64) -> u64 {
 /// exact request count for it. Without that count each agent would run its own full duration
 /// from its phase and the shares would add up to n·⌈rate·d/n⌉, more than the local schedule
 /// whenever n does not divide it.
-pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, String> {
+pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, Error> {
     let n64 = n as u64;
     if (cfg.connections as u64) < n64 {
-        return Err(format!(
+        return Err(Error::Split(format!(
             "-c/--connections ({}) must be at least the number of agents ({n})",
             cfg.connections
-        ));
+        )));
     }
     if let Some(r) = cfg.requests {
         if r < n64 {
-            return Err(format!(
+            return Err(Error::Split(format!(
                 "-n/--requests ({r}) must be at least the number of agents ({n})"
-            ));
+            )));
         }
     }
     // The exact number of requests to split: `-n`, or the even schedule's arrivals within the
@@ -95,10 +96,10 @@ pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, 
         (Some(rate), Arrivals::Even, Some(d)) => {
             let within = load::even_arrivals(rate, d.as_nanos() as u64);
             if within < n64 {
-                return Err(format!(
+                return Err(Error::Split(format!(
                     "the load has only {within} requests (-R {rate} for {}) for {n} agents",
                     units::fmt_secs_short(d.as_secs_f64())
-                ));
+                )));
             }
             Some(cfg.requests.map_or(within, |r| r.min(within)))
         }
@@ -139,15 +140,15 @@ struct Link {
 }
 
 /// Connects, checks the token and measures the clock of one agent.
-fn connect(host: &str, name: &str, token: &str) -> Result<Link, String> {
+fn connect(host: &str, name: &str, token: &str) -> Result<Link, Error> {
     let addr = host
         .to_socket_addrs()
-        .map_err(|e| format!("agent {name}: {e}"))?
+        .map_err(|e| Error::Agent(format!("agent {name}: {e}")))?
         .next()
-        .ok_or_else(|| format!("agent {name}: no address"))?;
+        .ok_or_else(|| Error::Agent(format!("agent {name}: no address")))?;
     let stream = TcpStream::connect_timeout(&addr, READY_TIMEOUT)
-        .map_err(|e| format!("agent {name}: cannot connect: {e}"))?;
-    let io = |e: std::io::Error| format!("agent {name}: {e}");
+        .map_err(|e| Error::Agent(format!("agent {name}: cannot connect: {e}")))?;
+    let io = |e: std::io::Error| Error::Agent(format!("agent {name}: {e}"));
     stream.set_nodelay(true).map_err(io)?;
     stream.set_read_timeout(Some(READY_TIMEOUT)).map_err(io)?;
     let mut w = stream.try_clone().map_err(io)?;
@@ -160,13 +161,17 @@ fn connect(host: &str, name: &str, token: &str) -> Result<Link, String> {
     )
     .map_err(io)?;
     match proto::recv::<FromAgent>(&mut reader)
-        .map_err(|e| format!("agent {name} not ready: {e}"))?
+        .map_err(|e| Error::Agent(format!("agent {name} not ready: {e}")))?
     {
         Some(FromAgent::Ready) => {}
         Some(FromAgent::Denied { reason }) => {
-            return Err(format!("agent {name} refused: {reason}"))
+            return Err(Error::Agent(format!("agent {name} refused: {reason}")))
         }
-        other => return Err(format!("agent {name} not ready: answered {other:?}")),
+        other => {
+            return Err(Error::Agent(format!(
+                "agent {name} not ready: answered {other:?}"
+            )))
+        }
     }
     let mut best: Option<(u64, i64)> = None;
     for _ in 0..PINGS {
@@ -182,9 +187,9 @@ fn connect(host: &str, name: &str, token: &str) -> Result<Link, String> {
                 }
             }
             other => {
-                return Err(format!(
+                return Err(Error::Agent(format!(
                     "agent {name}: unexpected answer to a ping: {other:?}"
-                ))
+                )))
             }
         }
     }
@@ -207,10 +212,10 @@ enum Event {
 }
 
 /// Runs the plan to its end: every agent's result, the merge, and who was lost.
-pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distributed, String> {
+pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distributed, Error> {
     let n = plan.hosts.len();
     if n == 0 {
-        return Err("no agent to run the load on".to_string());
+        return Err(Error::Agent("no agent to run the load on".to_string()));
     }
     let name = |i: usize| plan.names.get(i).unwrap_or(&plan.hosts[i]).clone();
     let mut jobs = split(plan.cfg, plan.argv, n)?;
@@ -229,7 +234,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         job.start_unix_ns = (start as i64 + link.offset_ns) as u64;
         job.origin_ahead_ns = start - origin;
         proto::send(&mut link.stream, &ToAgent::Run(job.clone()))
-            .map_err(|e| format!("agent {}: {e}", link.host))?;
+            .map_err(|e| Error::Agent(format!("agent {}: {e}", link.host)))?;
     }
     let (tx, rx) = mpsc::channel();
     for (i, link) in links.iter_mut().enumerate() {
@@ -237,7 +242,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
             link.reader
                 .get_ref()
                 .try_clone()
-                .map_err(|e| format!("agent {}: {e}", link.host))?,
+                .map_err(|e| Error::Agent(format!("agent {}: {e}", link.host)))?,
         );
         let tx = tx.clone();
         std::thread::spawn(move || loop {
@@ -506,6 +511,9 @@ mod tests {
         let e = split(&open(2.0, Duration::from_secs(1), None), &[], 3)
             .err()
             .unwrap();
-        assert_eq!(e, "the load has only 2 requests (-R 2 for 1s) for 3 agents");
+        assert_eq!(
+            e.to_string(),
+            "the load has only 2 requests (-R 2 for 1s) for 3 agents"
+        );
     }
 }

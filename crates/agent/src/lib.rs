@@ -7,6 +7,9 @@
 
 pub mod argv;
 pub mod coordinator;
+pub mod error;
 pub mod merge;
 pub mod proto;
 pub mod server;
+
+pub use error::Error;

@@ -2,6 +2,7 @@
 //! aligned on wall-clock time. A pure function of its inputs and their order, so merging the
 //! saved files of a distributed run reproduces the run's own merged result byte for byte.
 
+use crate::Error;
 use base64::Engine;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
@@ -20,16 +21,16 @@ pub fn new_hist() -> Histogram<u64> {
 }
 
 /// Decodes a base64 V2(-deflate) histogram as the engine writes it.
-pub fn decode(s: &str) -> Result<Histogram<u64>, String> {
+pub fn decode(s: &str) -> Result<Histogram<u64>, Error> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s)
-        .map_err(|e| format!("histogram is not base64: {e}"))?;
+        .map_err(|e| Error::Merge(format!("histogram is not base64: {e}")))?;
     let h: Histogram<u64> = Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram does not decode: {e:?}"))?;
+        .map_err(|e| Error::Merge(format!("histogram does not decode: {e:?}")))?;
     let mut out = new_hist();
     out.add(&h)
-        .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
+        .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))?;
     Ok(out)
 }
 
@@ -85,14 +86,14 @@ fn latency_of(
 
 /// Adds latency summaries: histograms exactly, count/min/max exactly, mean and stdev from each
 /// part's count, mean and stdev (the pooled formulas).
-fn merge_latency(parts: &[&Latency]) -> Result<Latency, String> {
+fn merge_latency(parts: &[&Latency]) -> Result<Latency, Error> {
     let mut h = new_hist();
     let (mut count, mut sum, mut sumsq) = (0u64, 0f64, 0f64);
     let (mut min, mut max) = (u64::MAX, 0u64);
     for l in parts {
         if !l.hdr.is_empty() {
             h.add(decode(&l.hdr)?)
-                .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
+                .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))?;
         }
         if l.count == 0 {
             continue;
@@ -123,14 +124,16 @@ fn merge_latency(parts: &[&Latency]) -> Result<Latency, String> {
 
 /// Merges result files (at least one) in the order given. Fails on a file without a wall-clock
 /// origin or with histograms that do not decode.
-pub fn merge(inputs: &[LoadResult]) -> Result<LoadResult, String> {
-    let first = inputs.first().ok_or("nothing to merge")?;
+pub fn merge(inputs: &[LoadResult]) -> Result<LoadResult, Error> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| Error::Merge("nothing to merge".to_string()))?;
     for (i, r) in inputs.iter().enumerate() {
         if r.ext.result_version == 0 || r.ext.origin_unix_ns == 0 {
-            return Err(format!(
+            return Err(Error::Merge(format!(
                 "input {} has no wall-clock origin (written before result_version 1)",
                 i + 1
-            ));
+            )));
         }
     }
     let base = inputs
@@ -264,7 +267,7 @@ pub fn agent_row(r: &LoadResult) -> AgentRow {
 fn merge_timeline(
     inputs: &[LoadResult],
     shift: &[u32],
-) -> Result<(Vec<Second>, Vec<SecondHdr>), String> {
+) -> Result<(Vec<Second>, Vec<SecondHdr>), Error> {
     let open = inputs.iter().any(|r| {
         r.ext
             .seconds_hdr
@@ -302,10 +305,10 @@ pub fn merge_second(
     open: bool,
     h: &mut Histogram<u64>,
     u: &mut Histogram<u64>,
-) -> Result<(Second, SecondHdr), String> {
-    let add = |h: &mut Histogram<u64>, s: &str| -> Result<(), String> {
+) -> Result<(Second, SecondHdr), Error> {
+    let add = |h: &mut Histogram<u64>, s: &str| -> Result<(), Error> {
         h.add(decode(s)?)
-            .map_err(|e| format!("histogram bounds differ: {e:?}"))
+            .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))
     };
     h.reset();
     u.reset();
@@ -436,7 +439,7 @@ pub fn partial(
     template: &LoadSummary,
     rows: &[(Second, SecondHdr)],
     origin_unix_ns: u64,
-) -> Result<LoadResult, String> {
+) -> Result<LoadResult, Error> {
     let mut h = new_hist();
     let mut u: Option<Histogram<u64>> = None;
     let mut errors = BTreeMap::new();
@@ -450,11 +453,11 @@ pub fn partial(
             *errors.entry(*k).or_insert(0) += n;
         }
         h.add(decode(&hdr.hdr)?)
-            .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
+            .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))?;
         if let Some(x) = &hdr.hdr_uncorrected {
             u.get_or_insert_with(new_hist)
                 .add(decode(x)?)
-                .map_err(|e| format!("histogram bounds differ: {e:?}"))?;
+                .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))?;
         }
     }
     let lat = |h: &Histogram<u64>| {

@@ -128,12 +128,16 @@ pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl BufRead) -> std::io::Resu
 }
 
 /// Reads a token file: its contents without surrounding whitespace; an empty token is refused.
-pub fn read_token(path: &std::path::Path) -> Result<String, String> {
-    let t = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+pub fn read_token(path: &std::path::Path) -> Result<String, crate::Error> {
+    let t = std::fs::read_to_string(path).map_err(|e| {
+        crate::Error::Token(format!("cannot read token file {}: {e}", path.display()))
+    })?;
     let t = t.trim().to_string();
     if t.is_empty() {
-        return Err(format!("token file {} is empty", path.display()));
+        return Err(crate::Error::Token(format!(
+            "token file {} is empty",
+            path.display()
+        )));
     }
     Ok(t)
 }

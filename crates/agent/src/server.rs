@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Turns a job's `load` arguments into an engine config (the CLI's own flag parsing).
-pub type BuildConfig = Arc<dyn Fn(&[String]) -> Result<load::Config, String> + Send + Sync>;
+pub type BuildConfig = Arc<dyn Fn(&[String]) -> Result<load::Config, crate::Error> + Send + Sync>;
 
 /// Serves coordinators forever, one thread per connection. With `metrics`, every job's seconds
 /// are also added to the agent's live metrics (counting on across jobs, as counters do).
@@ -65,7 +65,11 @@ fn session(
     };
     let cfg = match configure(&job, build) {
         Ok(c) => c,
-        Err(reason) => return say(&FromAgent::Failed { reason }),
+        Err(e) => {
+            return say(&FromAgent::Failed {
+                reason: e.to_string(),
+            })
+        }
     };
     // The common start as a local Instant, and the load's origin before it, so every agent's
     // seconds line up.
@@ -154,7 +158,7 @@ fn session(
 }
 
 /// The engine config of a job: the user's flags, then this agent's share.
-fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, String> {
+fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, crate::Error> {
     let mut cfg = build(&job.argv)?;
     cfg.connections = job.connections;
     cfg.threads = job.threads.clamp(1, job.connections.max(1));
@@ -164,6 +168,7 @@ fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, String> {
     cfg.hdr_log = None;
     cfg.record_requests = false;
     cfg.start_at = Some(Duration::from_nanos(job.origin_ahead_ns + job.phase_ns));
-    cfg.validate().map_err(|e| e.to_string())?;
+    cfg.validate()
+        .map_err(|e| crate::Error::Config(e.to_string()))?;
     Ok(cfg)
 }

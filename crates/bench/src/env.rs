@@ -71,40 +71,23 @@ fn sysctls() -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// Seconds since the Unix epoch as (year, month, day, hour, minute, second) in UTC.
-pub fn utc_parts(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem / 60 % 60) as u32,
-        (rem % 60) as u32,
-    )
+/// Seconds since the Unix epoch written with `strftime` directives, in UTC.
+fn utc(secs: u64, format: &str) -> String {
+    let t = i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    t.strftime(format).to_string()
 }
 
 /// Now as RFC 3339 UTC, e.g. `2026-11-22T10:04:05Z`.
 pub fn now_rfc3339() -> String {
-    let (y, mo, d, h, mi, s) = utc_parts(now_secs());
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    utc(now_secs(), "%Y-%m-%dT%H:%M:%SZ")
 }
 
 /// Now as a directory-safe UTC stamp, e.g. `20261122T100405Z`.
 pub fn now_dir_stamp() -> String {
-    let (y, mo, d, h, mi, s) = utc_parts(now_secs());
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+    utc(now_secs(), "%Y%m%dT%H%M%SZ")
 }
 
 fn now_secs() -> u64 {
@@ -120,9 +103,11 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        assert_eq!(utc_parts(0), (1970, 1, 1, 0, 0, 0));
-        assert_eq!(utc_parts(951_782_400), (2000, 2, 29, 0, 0, 0));
-        assert_eq!(utc_parts(1_795_341_845), (2026, 11, 22, 10, 4, 5));
+        let rfc = |s| utc(s, "%Y-%m-%dT%H:%M:%SZ");
+        assert_eq!(rfc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc(1_795_341_845), "2026-11-22T10:04:05Z");
+        assert_eq!(utc(1_795_341_845, "%Y%m%dT%H%M%SZ"), "20261122T100405Z");
     }
 
     #[test]

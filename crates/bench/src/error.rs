@@ -67,3 +67,19 @@ pub enum StackError {
     #[error("{0}")]
     Platform(String),
 }
+
+/// Why a run's platform could not be opened, or a distributed load's agents not started.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    /// Opening the platform failed (on Kubernetes: the connection, the run's namespace); its
+    /// message.
+    #[error("{0}")]
+    Open(String),
+    /// The agents could not be started or did not become ready (processes on this machine, or
+    /// an Indexed Job's pods); its message.
+    #[error("{0}")]
+    Agents(String),
+    /// The agent library refused (a load file it cannot read...).
+    #[error("{0}")]
+    Agent(#[from] agent::Error),
+}

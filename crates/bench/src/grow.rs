@@ -413,9 +413,8 @@ impl ReadyProbe {
     }
 }
 
-fn host_port(url: &str) -> Option<(&str, u16)> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    let (h, p) = authority.rsplit_once(':')?;
-    Some((h, p.parse().ok()?))
+/// The host and the port written in `url`; `None` when it names no port.
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let u = load::target::Url::parse(url).ok()?;
+    u.explicit_port.then_some((u.host, u.port))
 }

@@ -98,7 +98,8 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     check(scn)?;
     let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     // The platform first: a cluster that cannot be reached leaves no empty results directory.
-    let mut platform = platform::open(platform_spec).map_err(RunError::Failed)?;
+    let mut platform =
+        platform::open(platform_spec).map_err(|e| RunError::Failed(e.to_string()))?;
     let dir = match &target.dir {
         Some(d) => {
             fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
@@ -1180,17 +1181,14 @@ fn load_config(
     stack: &dyn Stage,
     tls: Option<&TlsFiles>,
 ) -> Result<load::Config, String> {
-    let (scheme, rest) = l
-        .url
-        .split_once("://")
-        .ok_or_else(|| format!("load '{}': bad url", l.name))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let host = match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.is_empty() => h,
-        _ => authority,
+    let u = load::target::Url::parse(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    let scheme = if u.tls { "https" } else { "http" };
+    let path = &u.path;
+    // The host as it goes back into a url: an IPv6 address in brackets.
+    let host = if u.host.contains(':') {
+        format!("[{}]", u.host)
+    } else {
+        u.host.clone()
     };
     let (port, ip) = match &l.via {
         // An external target: the url as written, port included; its host resolved (to
@@ -1227,7 +1225,7 @@ fn load_config(
     };
     let url = format!("{scheme}://{host}:{port}{path}");
     let mut cfg = load::Config::new(&url).map_err(|e| format!("load '{}': {e}", l.name))?;
-    if host.parse::<std::net::IpAddr>().is_err() {
+    if u.host.parse::<std::net::IpAddr>().is_err() {
         cfg.resolve.push(
             load::Resolve::parse(&format!("{host}:{port}:{ip}"))
                 .map_err(|e| format!("load '{}': {e}", l.name))?,
@@ -1256,7 +1254,7 @@ fn load_config(
     cfg.http2 = l.http2();
     cfg.streams = l.streams.unwrap_or(1);
     cfg.retry_idle_closed = l.retry_idle_closed;
-    if scheme == "https" {
+    if u.tls {
         cfg.cacert = tls.map(|t| t.ca.clone());
     }
     crate::reach::own_target(&cfg, SocketAddr::new(ip, port))

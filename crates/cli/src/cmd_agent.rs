@@ -21,7 +21,8 @@ pub struct Args {
 
 /// Runs `proxybench agent` until killed.
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
-    let token = agent::proto::read_token(&args.token_file).map_err(CliError::usage)?;
+    let token =
+        agent::proto::read_token(&args.token_file).map_err(|e| CliError::usage(e.to_string()))?;
     let listener = std::net::TcpListener::bind(&args.listen)
         .map_err(|e| CliError::usage(format!("--listen {}: {e}", args.listen)))?;
     let addr = listener

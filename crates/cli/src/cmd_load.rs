@@ -2,7 +2,7 @@
 //! (open loop, `-n`, TLS, `--resolve`, output files) follow curl, hey and wrk2.
 
 use crate::CliError;
-use model::{Arrivals, ErrorKind, LoadSummary};
+use model::{Arrivals, LoadSummary};
 use scenario::{PlatformKind, PlatformOverride, PlatformSpec};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -139,13 +139,13 @@ struct LoadOnly {
 }
 
 /// The engine config for the `load` arguments a coordinator forwarded to an agent.
-pub fn agent_config(argv: &[String]) -> Result<load::Config, String> {
+pub fn agent_config(argv: &[String]) -> Result<load::Config, agent::Error> {
     use clap::Parser;
     let parsed =
         LoadOnly::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
-            .map_err(|e| crate::clap_one_line(&e))?;
+            .map_err(|e| agent::Error::Config(crate::clap_one_line(&e)))?;
     config(&parsed.args).map_err(|e| match e {
-        CliError::Usage(m) | CliError::Runtime(m) => m,
+        CliError::Usage(m) | CliError::Runtime(m) => agent::Error::Config(m),
     })
 }
 
@@ -270,7 +270,7 @@ fn dispatch(
     }
     let summary = &outcome.summary;
     if let Some(path) = &args.timeline {
-        std::fs::write(path, timeline_csv(summary))
+        std::fs::write(path, report::load_timeline_csv(summary))
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     let text = match args.format {
@@ -321,7 +321,7 @@ fn distributed(
         .as_ref()
         .ok_or_else(|| CliError::usage("--agent-hosts needs --token-file"))?;
     local_files_only(args, "--agent-hosts")?;
-    let token = agent::proto::read_token(token_file).map_err(CliError::usage)?;
+    let token = agent::proto::read_token(token_file).map_err(|e| CliError::usage(e.to_string()))?;
     // Everything after `load` is forwarded; the agents ignore the coordinator-only flags.
     let argv: Vec<String> = std::env::args().skip(2).collect();
     let stop = interrupt_flag()?;
@@ -370,11 +370,12 @@ fn on_kubernetes(
         },
     };
     // The split is checked before anything is made on the cluster.
-    agent::coordinator::split(cfg, &[], n as usize).map_err(CliError::usage)?;
+    agent::coordinator::split(cfg, &[], n as usize).map_err(|e| CliError::usage(e.to_string()))?;
     let mut spec = PlatformSpec::default();
     flags.apply(&mut spec);
     let stop = interrupt_flag()?;
-    let mut platform = bench::platform::open(&spec).map_err(CliError::runtime)?;
+    let mut platform =
+        bench::platform::open(&spec).map_err(|e| CliError::runtime(e.to_string()))?;
     let work = std::env::temp_dir();
     let started = platform.agents(&bench::platform::AgentsSpec {
         count: n,
@@ -389,7 +390,7 @@ fn on_kubernetes(
             for l in platform.close() {
                 eprintln!("proxybench: {l}");
             }
-            return Err(CliError::runtime(e));
+            return Err(CliError::runtime(e.to_string()));
         }
     };
     eprintln!("proxybench: {n} agents ready: {}", agents.place());
@@ -497,14 +498,11 @@ impl LiveAgents {
 /// per-agent table; saves the agents' results; names lost agents (exit 1).
 fn report_distributed(
     args: &Args,
-    run: Result<agent::coordinator::Distributed, String>,
+    run: Result<agent::coordinator::Distributed, agent::Error>,
 ) -> Result<ExitCode, CliError> {
-    let run = run.map_err(|e| {
-        if e.starts_with('-') {
-            CliError::usage(e)
-        } else {
-            CliError::runtime(e)
-        }
+    let run = run.map_err(|e| match e {
+        agent::Error::Split(m) => CliError::usage(m),
+        e => CliError::runtime(e.to_string()),
     })?;
     if let Some(dir) = &args.save_agents {
         std::fs::create_dir_all(dir)
@@ -673,35 +671,6 @@ fn progress(s: &model::Second, elapsed: u32) {
         s.error_total(),
         units::fmt_us(s.p99_us as f64)
     );
-}
-
-/// The per-second timeline as CSV (the columns of a results directory's timeline.csv, without
-/// the case and load columns).
-fn timeline_csv(s: &LoadSummary) -> String {
-    use std::fmt::Write as _;
-    let mut out =
-        String::from("t,requests,status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,errors");
-    for k in ErrorKind::ALL {
-        out.push(',');
-        out.push_str(k.name());
-    }
-    out.push_str(",p50_us,p90_us,p99_us,max_us,bytes\n");
-    for row in &s.timeline {
-        let _ = write!(out, "{},{}", row.t, row.requests);
-        for c in row.status_class {
-            let _ = write!(out, ",{c}");
-        }
-        let _ = write!(out, ",{}", row.error_total());
-        for k in ErrorKind::ALL {
-            let _ = write!(out, ",{}", row.errors.get(&k).copied().unwrap_or(0));
-        }
-        let _ = writeln!(
-            out,
-            ",{},{},{},{},{}",
-            row.p50_us, row.p90_us, row.p99_us, row.max_us, row.bytes
-        );
-    }
-    out
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             .map_err(|e| CliError::usage(format!("{}:{}: {e}", f.display(), e.line())))?;
         inputs.push(r);
     }
-    let merged = agent::merge::merge(&inputs).map_err(CliError::usage)?;
+    let merged = agent::merge::merge(&inputs).map_err(|e| CliError::usage(e.to_string()))?;
     if let Some(o) = &args.output {
         std::fs::write(o, merged.to_json_pretty())
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", o.display())))?;

@@ -33,6 +33,13 @@ pub enum Error {
     Io(String),
 }
 
+/// A URL the model's parser refused, in the engine's words.
+impl From<model::url::UrlError> for Error {
+    fn from(e: model::url::UrlError) -> Error {
+        Error::Url(e.url, e.why)
+    }
+}
+
 /// Which kernel interface drives the sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoMode {
@@ -284,10 +291,9 @@ impl Config {
 }
 
 /// Whether a request with `method` (and no body) is safe to send twice, so that
-/// [`Config::retry_idle_closed`] may resend it: the methods Go's net/http replays.
-pub fn replayable(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
-}
+/// [`Config::retry_idle_closed`] may resend it (defined in the model, which the scenario
+/// language shares with the engine).
+pub use model::schedule::replayable;
 
 /// Splits `Name: value`, checking the name is an HTTP token and the value has no line breaks.
 pub fn parse_header_line(line: &str) -> Result<(String, String), Error> {

@@ -49,21 +49,9 @@ impl Rng {
     }
 }
 
-/// How many evenly spaced arrivals at `rate` per second fall before `window_ns` (the schedule
-/// of a run from its start: arrival k at k/rate, kept while before the end). A distributed
-/// load splits exactly this many among its agents.
-pub fn even_arrivals(rate: f64, window_ns: u64) -> u64 {
-    let interval = 1e9 / rate;
-    let at = |k: u64| (k as f64 * interval) as u64;
-    let mut k = (window_ns as f64 / interval).ceil() as u64;
-    while k > 0 && at(k - 1) >= window_ns {
-        k -= 1;
-    }
-    while at(k) < window_ns {
-        k += 1;
-    }
-    k
-}
+/// How many evenly spaced arrivals at `rate` per second fall before `window_ns` (defined in the
+/// model, which the scenario language and the agents' coordinator share with the engine).
+pub use model::schedule::even_arrivals;
 
 /// One thread's share of the schedule: global arrivals `thread`, `thread + threads`, ...
 #[derive(Debug, Clone)]

@@ -13,7 +13,9 @@ pub mod metric;
 pub mod records;
 pub mod reloads;
 pub mod run;
+pub mod schedule;
 pub mod table;
+pub mod url;
 
 pub use load::*;
 pub use measured::*;

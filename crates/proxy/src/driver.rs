@@ -6,8 +6,9 @@
 //! traits, through [`crate::driver`](crate::driver()) for a [`ProxyKind`](crate::config::ProxyKind).
 
 use crate::config::ProxyConfig;
+use crate::config::ProxyKind;
 use crate::features::Support;
-use crate::logs::LogFormat;
+use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::tls::TlsFiles;
 use crate::{admin, process, Error, Feature};
 use std::collections::BTreeMap;
@@ -275,8 +276,13 @@ pub struct ContainerCommands {
 
 /// One proxy kind: everything the run asks of it before and while replicas run.
 pub trait Driver: Send + Sync {
+    /// The kind this driver runs.
+    fn kind(&self) -> ProxyKind;
+
     /// The kind as scenarios spell it (`nginx`, `haproxy`, `caddy`, `external`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// The proxy's version as it reports it, verbatim, for env.json.
     fn version(&self) -> Result<String, Error>;
@@ -311,6 +317,30 @@ pub trait Driver: Send + Sync {
     /// [`Driver::check`]), for a check that ran elsewhere (in a pod of the proxy's image).
     fn trace(&self, _rendered: &Rendered, _message: &str) -> Option<String> {
         None
+    }
+
+    /// The log formats this driver's proxy writes and this driver parses ([`LogFormat::access`]
+    /// and [`LogFormat::error`] find their parser here).
+    fn log_formats(&self) -> &'static [LogFormat] {
+        &[]
+    }
+
+    /// Parses one access-log line written in `format` (one of [`Driver::log_formats`]); `None`
+    /// when it is not in that format.
+    fn access_line<'a>(&self, _format: LogFormat, _line: &'a str) -> Option<AccessRecord<'a>> {
+        None
+    }
+
+    /// Parses one error-log line written beside an access log in `format`; `None` when it has no
+    /// level the proxy writes.
+    fn error_line<'a>(&self, _format: LogFormat, _line: &'a str) -> Option<ErrorRecord<'a>> {
+        None
+    }
+
+    /// True for a line of an access stream in `format` that is no request at all (a proxy that
+    /// writes notices to the stream its access log goes to).
+    fn not_a_request(&self, _format: LogFormat, _line: &str) -> bool {
+        false
     }
 }
 

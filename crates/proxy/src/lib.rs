@@ -18,6 +18,7 @@ pub mod haproxy;
 pub mod logs;
 pub mod nginx;
 mod process;
+mod replica;
 pub mod tls;
 
 pub use admin::{GENERATION_HEADER, GENERATION_PATH};

@@ -7,6 +7,8 @@
 //! numbers are taken out. Files are streamed line by line, so size does not matter, and can be
 //! read incrementally from a byte offset.
 
+use crate::driver::Driver;
+use crate::ProxyKind;
 use model::{LimitReqLine, LogGroup, LogSummary};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -53,30 +55,31 @@ impl LogFormat {
         }
     }
 
-    /// True for a line of an access stream that is no request at all: HAProxy also writes its
-    /// proxies' notices (`Proxy fe_http stopped ...`, also on its stderr) to the stream its
-    /// access log goes to; they are not counted as access-log lines.
+    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
+    pub fn driver(self) -> &'static dyn Driver {
+        ProxyKind::ALL
+            .iter()
+            .map(|&k| crate::driver(k))
+            .find(|d| d.log_formats().contains(&self))
+            .expect("every log format is some driver's")
+    }
+
+    /// True for a line of an access stream that is no request at all (see
+    /// [`Driver::not_a_request`]): not counted as an access-log line.
     pub fn not_a_request(self, line: &str) -> bool {
-        self == LogFormat::Haproxy && !line.starts_with("pb ")
+        self.driver().not_a_request(self, line)
     }
 
-    /// Parses one access-log line; `None` when it is not in this format.
+    /// Parses one access-log line, through the format's driver; `None` when it is not in this
+    /// format.
     pub fn access(self, line: &str) -> Option<AccessRecord<'_>> {
-        match self {
-            LogFormat::NginxJson => crate::nginx::logs::access(line),
-            LogFormat::Combined => combined(line),
-            LogFormat::Haproxy => crate::haproxy::logs::access(line),
-            LogFormat::Caddy => crate::caddy::logs::access(line),
-        }
+        self.driver().access_line(self, line)
     }
 
-    /// Parses one error-log line; `None` when it has no level this format knows.
+    /// Parses one error-log line, through the format's driver; `None` when it has no level this
+    /// format knows.
     pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
-        match self {
-            LogFormat::NginxJson | LogFormat::Combined => crate::nginx::logs::error(line),
-            LogFormat::Haproxy => crate::haproxy::logs::error(line),
-            LogFormat::Caddy => crate::caddy::logs::error(line),
-        }
+        self.driver().error_line(self, line)
     }
 }
 
@@ -447,6 +450,27 @@ pub fn normalize(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_format_has_one_driver_and_every_driver_its_kind() {
+        for f in [
+            LogFormat::NginxJson,
+            LogFormat::Combined,
+            LogFormat::Haproxy,
+            LogFormat::Caddy,
+        ] {
+            let owners = ProxyKind::ALL
+                .iter()
+                .filter(|&&k| crate::driver(k).log_formats().contains(&f))
+                .count();
+            assert_eq!(owners, 1, "{}", f.name());
+        }
+        for &k in ProxyKind::ALL {
+            assert_eq!(crate::driver(k).kind(), k);
+            assert_eq!(crate::driver(k).name(), k.name());
+            assert_eq!(ProxyKind::parse(k.name()), Some(k));
+        }
+    }
 
     #[test]
     fn error_messages_normalise() {

@@ -20,6 +20,7 @@ mod terminal;
 pub mod text;
 
 pub use compare::{compare_gated, render_compare, Compared};
+pub use csv::load_timeline as load_timeline_csv;
 pub use error::Error;
 pub use terminal::summary_text;
 

@@ -64,7 +64,7 @@ impl From<model::metric::MetricError> for CheckError {
 pub enum ReachError {
     /// The load engine cannot read the url.
     #[error("{0}")]
-    Url(#[from] load::Error),
+    Url(#[from] model::url::UrlError),
     /// The url's host is an IP address other than the run's.
     #[error(
         "url host {0} is not this run's address: loads go to the run's own listeners and \

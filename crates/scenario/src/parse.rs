@@ -539,7 +539,7 @@ fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
         ));
     }
     if let (Some(rate), ArrivalsSpec::Even, Some(d)) = (l.rate, l.arrivals, l.duration) {
-        let within = load::even_arrivals(rate.0, d.0.as_nanos() as u64);
+        let within = model::schedule::even_arrivals(rate.0, d.0.as_nanos() as u64);
         if within < u64::from(n) {
             return Err(format!(
                 "load '{name}': agents = {n} would share only {within} requests (rate {}/s for {d})",
@@ -587,7 +587,9 @@ fn check_load(
             ))
         }
     }
-    if l.retry_idle_closed && (l.http2() || !load::replayable(&l.method) || l.body.is_some()) {
+    if l.retry_idle_closed
+        && (l.http2() || !model::schedule::replayable(&l.method) || l.body.is_some())
+    {
         return Err(format!(
             "load '{}': retry_idle_closed sends a request twice, so it is for HTTP/1.1 GET, \
              HEAD, OPTIONS or TRACE without a body",

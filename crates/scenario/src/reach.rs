@@ -13,7 +13,7 @@ pub const RUN_IP: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Parse-time check of a load's url: the host, as the load engine reads it, is a name or
 /// 127.0.0.1, and the url has no user info, so it can only reach this run's processes.
 pub fn check_url_host(url: &str) -> Result<(), ReachError> {
-    let u = load::target::Url::parse(url)?;
+    let u = model::url::Url::parse(url)?;
     match u.host.parse::<IpAddr>() {
         Ok(ip) if ip != RUN_IP => Err(ReachError::ForeignHost(ip)),
         _ => Ok(()),

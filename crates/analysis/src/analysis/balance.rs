@@ -277,16 +277,16 @@ fn method(case: &Case) -> String {
     }
 }
 
-fn path_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    rest.find('/').map_or("/", |i| &rest[i..])
+/// The path (and query) a load's url asks for.
+fn path_of(url: &str) -> String {
+    model::url::Url::parse(url).map_or_else(|_| "/".to_string(), |u| u.path)
 }
 
 /// CPU cost of a load's path on the first instance, in microseconds.
 fn cpu_us(f: &Facts, l: &LoadSpec) -> f64 {
     f.instances
         .first()
-        .and_then(|i| i.profile.behaviour_for(path_of(&l.url)).cpu)
+        .and_then(|i| i.profile.behaviour_for(&path_of(&l.url)).cpu)
         .map_or(0.0, |d| d.mean() / 1e3)
 }
 

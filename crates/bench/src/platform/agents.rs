@@ -79,7 +79,7 @@ pub fn run_load(
     origin: Option<(u64, Duration)>,
     stop: Option<Arc<AtomicBool>>,
     progress: Option<Progress<'_>>,
-) -> Result<Distributed, String> {
+) -> Result<Distributed, agent::Error> {
     let plan = Plan {
         hosts: agents.hosts(),
         names: agents.names(),
@@ -127,7 +127,8 @@ impl LocalAgents {
         let token = random_token()?;
         let token_file = dir.join("token");
         write_private(&token_file, token.as_bytes())?;
-        let la = agent::argv::load_argv(spec.cfg, &dir.to_string_lossy())?;
+        let la =
+            agent::argv::load_argv(spec.cfg, &dir.to_string_lossy()).map_err(|e| e.to_string())?;
         for (name, bytes) in &la.files {
             write_private(&dir.join(name), bytes)?;
         }
@@ -279,7 +280,7 @@ impl KubeAgents {
         let salt = u16::from_str_radix(&random_token()?[..4], 16).unwrap_or(0);
         let job = format!("agents-{salt:04x}");
         let token = random_token()?;
-        let la = agent::argv::load_argv(spec.cfg, POD_DIR)?;
+        let la = agent::argv::load_argv(spec.cfg, POD_DIR).map_err(|e| e.to_string())?;
         // The load's target on loopback is the node's loopback (the test cluster's proxy pods
         // listen there): only pods on the node's network reach it.
         let host_network = load::target::Target::new(spec.cfg)

@@ -99,14 +99,18 @@ impl Platform for Kubernetes {
         self.clean_up()
     }
 
-    fn agents(&self, spec: &super::AgentsSpec<'_>) -> Result<Box<dyn super::Agents>, String> {
+    fn agents(
+        &self,
+        spec: &super::AgentsSpec<'_>,
+    ) -> Result<Box<dyn super::Agents>, crate::error::PlatformError> {
         let image = self
             .spec
             .image
             .clone()
             .unwrap_or_else(|| super::kube::DEFAULT_IMAGE.into());
         let a =
-            super::agents::KubeAgents::start(self.cluster.clone(), &self.namespace, &image, spec)?;
+            super::agents::KubeAgents::start(self.cluster.clone(), &self.namespace, &image, spec)
+                .map_err(crate::error::PlatformError::Agents)?;
         Ok(Box::new(a))
     }
 }

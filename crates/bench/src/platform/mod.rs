@@ -12,7 +12,7 @@
 //! A platform also starts the agents of a distributed load ([`agents`]): processes on this
 //! machine, or an Indexed Job's pods.
 
-use crate::error::StackError;
+use crate::error::{PlatformError, StackError};
 use crate::stack::{Applied, Stack, StackSpec};
 use model::{BackendCounters, ClusterRecord};
 use proxy::{LogFiles, ReplicaHandle};
@@ -37,7 +37,7 @@ pub trait Platform {
     /// what it could not undo, one sentence each. Runs after an interrupted run too.
     fn close(&mut self) -> Vec<String>;
     /// Starts the agents of a distributed load and waits until they are ready.
-    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String>;
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, PlatformError>;
 }
 
 /// One case's running backends and proxy, as the runner, the loads and the actions see them.
@@ -97,16 +97,20 @@ impl Platform for Local {
         Vec::new()
     }
 
-    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, String> {
-        Ok(Box::new(agents::LocalAgents::start(spec)?))
+    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, PlatformError> {
+        Ok(Box::new(
+            agents::LocalAgents::start(spec).map_err(PlatformError::Agents)?,
+        ))
     }
 }
 
 /// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
-pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, String> {
+pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
     match spec.kind {
         PlatformKind::Local => Ok(Box::new(Local)),
-        PlatformKind::Kubernetes => Ok(Box::new(kube_run::Kubernetes::open(spec)?)),
+        PlatformKind::Kubernetes => Ok(Box::new(
+            kube_run::Kubernetes::open(spec).map_err(PlatformError::Open)?,
+        )),
     }
 }
 

@@ -16,6 +16,7 @@ pub use replica::{Replica, DRAIN};
 
 use crate::driver::{self, Refusal, Rendered};
 use crate::features::Support;
+use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,8 +31,8 @@ pub struct Caddy;
 pub const CONFIG_FILE: &str = "caddy.json";
 
 impl driver::Driver for Caddy {
-    fn name(&self) -> &'static str {
-        "caddy"
+    fn kind(&self) -> crate::ProxyKind {
+        crate::ProxyKind::Caddy
     }
 
     fn version(&self) -> Result<String, Error> {
@@ -62,6 +63,18 @@ impl driver::Driver for Caddy {
         rendered: &Rendered,
     ) -> Result<Box<dyn driver::Replica>, Error> {
         Ok(Box::new(Replica::start(name, ctx, &rendered.text)?))
+    }
+
+    fn log_formats(&self) -> &'static [LogFormat] {
+        &[LogFormat::Caddy]
+    }
+
+    fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
+        logs::access(line)
+    }
+
+    fn error_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<ErrorRecord<'a>> {
+        logs::error(line)
     }
 
     fn container(&self) -> Option<driver::ContainerCommands> {

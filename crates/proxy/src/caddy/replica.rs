@@ -4,14 +4,14 @@
 
 use super::render::{DRAIN_FILE, PROCS_ID};
 use super::{command, CONFIG_FILE};
-use crate::driver::{self, await_reload, await_start, LogFiles, RenderContext, ReplicaHandle};
-use crate::driver::{Rendered, StopMode};
+use crate::driver::{await_reload, await_start, LogFiles, RenderContext, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::Supervised;
+use crate::replica::{Core, Proxied};
 use crate::Error;
 use std::fs;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -39,13 +39,7 @@ fn signal_of(mode: StopMode) -> (i32, &'static str) {
 /// have been rendered with `RenderContext.prefix = dir`.
 #[derive(Debug)]
 pub struct Replica {
-    name: String,
-    dir: PathBuf,
-    admin_port: u16,
-    control_port: u16,
-    generation: u64,
-    main: Supervised,
-    wait_bound: Duration,
+    core: Core,
 }
 
 impl Replica {
@@ -84,15 +78,9 @@ impl Replica {
             .arg("")
             .env("GOMAXPROCS", gomaxprocs(json).to_string());
         let main = Supervised::spawn(name, cmd, &dir.join("caddy.stderr"))?;
-        let mut r = Replica {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-            admin_port: ctx.admin_port,
-            control_port: ctx.control_port,
-            generation: ctx.generation,
-            main,
-            wait_bound: Duration::from_secs(60),
-        };
+        let mut core = Core::new(name, dir, ctx.admin_port, ctx.generation, main, signal_of);
+        core.control_port = ctx.control_port;
+        let mut r = Replica { core };
         let bound = Duration::from_secs(15);
         let exit_words = |main: &mut Supervised| {
             let status = main.exited()?;
@@ -102,7 +90,7 @@ impl Replica {
             }
             Some(format!("caddy exited ({status}): {msg}"))
         };
-        let main = &mut r.main;
+        let main = &mut r.core.process;
         let started = await_start(name, ctx.admin_port, ctx.generation, bound, &mut || {
             exit_words(main)
         })
@@ -122,7 +110,7 @@ impl Replica {
             })
         });
         if let Err(e) = started {
-            r.main.kill_group();
+            r.core.process.kill_group();
             return Err(e);
         }
         Ok(r)
@@ -135,28 +123,12 @@ impl Replica {
     /// admin listener answers the new generation. A config Caddy's load refuses is recorded with
     /// its message (Caddy keeps the old one). Never panics.
     pub fn reload(&mut self, json: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
-        let mut rec = model::ReloadRecord {
-            replica: self.name.clone(),
-            generation,
-            t_s: origin.elapsed().as_secs_f64(),
-            served_ms: None,
-            old_workers_exited_ms: None,
-            validate_ms: 0.0,
-            error: None,
+        let mut rec = match self.core.begin_reload(generation, origin) {
+            Ok(rec) => rec,
+            Err(refused) => return refused,
         };
-        if !self.main.is_running() {
-            rec.error = Some(format!("{} is not running", self.name));
-            return rec;
-        }
-        if generation == self.generation {
-            rec.error = Some(format!(
-                "{}: generation {generation} is already served; reload with a new generation",
-                self.name
-            ));
-            return rec;
-        }
         let t0 = Instant::now();
-        let checked = super::validate(json, &self.dir);
+        let checked = super::validate(json, &self.core.dir);
         rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = checked {
             rec.error = Some(e.to_string());
@@ -164,29 +136,33 @@ impl Replica {
         }
         let (tx, rx) = mpsc::channel();
         let body = json.as_bytes().to_vec();
-        let port = self.control_port;
-        let bound = self.wait_bound;
+        let port = self.core.control_port;
+        let bound = self.core.wait_bound;
         // No drain here (see DRAIN): during a reload Caddy binds new sockets beside the old
         // ones (SO_REUSEPORT) and closes the old ones, resetting the connections still in their
         // accept queues, so churning connections first loses as many requests as it saves.
         let t_sig = Instant::now();
         rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
         let poster = std::thread::Builder::new()
-            .name(format!("{}-load", self.name))
+            .name(format!("{}-load", self.core.name))
             .spawn(move || {
                 let _ = tx.send(load(port, &body, bound));
             });
         if let Err(e) = poster {
-            rec.error = Some(format!("{}: cannot start the load request: {e}", self.name));
+            rec.error = Some(format!(
+                "{}: cannot start the load request: {e}",
+                self.core.name
+            ));
             return rec;
         }
         let mut answer: Option<Result<(), String>> = None;
-        let main = &mut self.main;
+        let core = &mut self.core;
+        let main = &mut core.process;
         await_reload(
             &mut rec,
-            &self.name,
+            &core.name,
             t_sig,
-            self.admin_port,
+            core.admin_port,
             None,
             bound,
             &mut || {
@@ -230,14 +206,14 @@ impl Replica {
                 if rec.error.is_none() {
                     rec.error = Some(format!(
                         "{}: the load request did not return within {bound:?}",
-                        self.name
+                        self.core.name
                     ));
                 }
             }
         }
         if rec.served_ms.is_some() {
-            self.generation = generation;
-            let conf = self.dir.join(CONFIG_FILE);
+            self.core.generation = generation;
+            let conf = self.core.dir.join(CONFIG_FILE);
             if let Err(e) = fs::write(&conf, json) {
                 rec.error
                     .get_or_insert_with(|| format!("cannot write {}: {e}", conf.display()));
@@ -246,117 +222,64 @@ impl Replica {
         rec
     }
 
-    /// Stops the replica and waits (60 s graceful, 10 s fast, 5 s kill); past the bound the
-    /// group is killed and a Timeout error returned.
-    pub fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        self.stop_within(mode, mode.bound())
-    }
-
-    /// [`stop`](Self::stop) with an explicit bound.
+    /// [`stop`](crate::driver::Replica::stop) with an explicit bound.
     /// A graceful stop drains keep-alive connections for [`DRAIN`] first.
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        let (sig, what) = signal_of(mode);
-        if mode == StopMode::Graceful && self.main.is_running() && self.drain().is_ok() {
+        if mode == StopMode::Graceful && self.core.process.is_running() && self.drain().is_ok() {
             std::thread::sleep(DRAIN);
         }
-        let r = self.main.stop(sig, mode == StopMode::Kill, bound, what);
+        let r = self.core.stop_within(mode, bound);
         self.undrain();
         r
     }
 
     /// Makes every answer close its connection (see [`DRAIN`]).
-    fn drain(&self) -> Result<(), String> {
-        let p = self.dir.join(DRAIN_FILE);
-        fs::write(&p, b"").map_err(|e| format!("cannot write {}: {e}", p.display()))
+    fn drain(&self) -> std::io::Result<()> {
+        fs::write(self.core.dir.join(DRAIN_FILE), b"")
     }
 
     /// Back to keep-alive.
     fn undrain(&self) {
-        let _ = fs::remove_file(self.dir.join(DRAIN_FILE));
-    }
-
-    /// True while caddy runs.
-    pub fn is_running(&mut self) -> bool {
-        self.main.is_running()
+        let _ = fs::remove_file(self.core.dir.join(DRAIN_FILE));
     }
 
     /// The process (Caddy runs as one), for CPU and memory collectors.
     pub fn pids(&self) -> Vec<u32> {
-        self.handle().pids()
-    }
-
-    /// A detached handle for collectors on other threads (Caddy has no stub_status page).
-    pub fn handle(&self) -> ReplicaHandle {
-        ReplicaHandle {
-            name: self.name.clone(),
-            pid: self.main.pid(),
-            admin_port: self.admin_port,
-            status: None,
-            processes: None,
-        }
+        self.core.handle(None).pids()
     }
 
     /// The JSON access log.
     pub fn access_log_path(&self) -> PathBuf {
-        self.dir.join("access.log")
+        self.core.dir.join("access.log")
     }
 
     /// Caddy's own log (JSON lines with `level` and `msg`).
     pub fn error_log_path(&self) -> PathBuf {
-        self.dir.join("caddy.log")
+        self.core.dir.join("caddy.log")
     }
 }
 
-impl driver::Replica for Replica {
-    fn name(&self) -> &str {
-        &self.name
+impl Proxied for Replica {
+    /// Caddy has no stub_status page.
+    const STATUS: Option<StatusReader> = None;
+    fn core(&self) -> &Core {
+        &self.core
     }
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
     }
-    fn admin_port(&self) -> u16 {
-        self.admin_port
+    fn reload_text(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
+        Replica::reload(self, text, generation, origin)
     }
-    fn control_port(&self) -> u16 {
-        self.control_port
+    fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        Replica::stop_within(self, mode, bound)
     }
-    fn generation(&self) -> u64 {
-        self.generation
-    }
-    fn handle(&self) -> ReplicaHandle {
-        Replica::handle(self)
-    }
-    fn set_wait_bound(&mut self, bound: Duration) {
-        self.wait_bound = bound;
-    }
-    fn reload(
-        &mut self,
-        rendered: &Rendered,
-        generation: u64,
-        origin: Instant,
-    ) -> model::ReloadRecord {
-        Replica::reload(self, &rendered.text, generation, origin)
-    }
-    fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        Replica::stop(self, mode)
-    }
-    fn is_running(&mut self) -> bool {
-        Replica::is_running(self)
-    }
-    fn logs(&self) -> LogFiles {
+    fn log_files(&self) -> LogFiles {
         LogFiles {
             access: Some(self.access_log_path()),
             error: Some(self.error_log_path()),
             format: LogFormat::Caddy,
             ..LogFiles::default()
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if self.main.is_running() {
-            let _ = self.stop_within(StopMode::Kill, StopMode::Kill.bound());
         }
     }
 }

@@ -27,8 +27,8 @@ const NOT_RENDERED: &str =
 pub struct External;
 
 impl driver::Driver for External {
-    fn name(&self) -> &'static str {
-        "external"
+    fn kind(&self) -> crate::ProxyKind {
+        crate::ProxyKind::External
     }
 
     fn version(&self) -> Result<String, Error> {

@@ -20,6 +20,7 @@ pub use status::{parse_stats_csv, STATS_PATH};
 
 use crate::driver::{self, Checked, Refusal, RenderContext, Rendered};
 use crate::features::Support;
+use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,8 +31,8 @@ use std::time::Instant;
 pub struct Haproxy;
 
 impl driver::Driver for Haproxy {
-    fn name(&self) -> &'static str {
-        "haproxy"
+    fn kind(&self) -> crate::ProxyKind {
+        crate::ProxyKind::Haproxy
     }
 
     fn version(&self) -> Result<String, Error> {
@@ -68,6 +69,24 @@ impl driver::Driver for Haproxy {
             ctx.admin_port,
             ctx.generation,
         )?))
+    }
+
+    fn log_formats(&self) -> &'static [LogFormat] {
+        &[LogFormat::Haproxy]
+    }
+
+    fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
+        logs::access(line)
+    }
+
+    fn error_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<ErrorRecord<'a>> {
+        logs::error(line)
+    }
+
+    /// HAProxy also writes its proxies' notices (`Proxy fe_http stopped ...`, also on its
+    /// stderr) to the stream its access log goes to; they are not access-log lines.
+    fn not_a_request(&self, _format: LogFormat, line: &str) -> bool {
+        !line.starts_with("pb ")
     }
 
     fn container(&self) -> Option<driver::ContainerCommands> {

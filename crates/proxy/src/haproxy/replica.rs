@@ -11,9 +11,10 @@
 //! the master cannot load (`Loading failure!`) leaves the old worker serving.
 
 use super::{binary, status, test_file};
-use crate::driver::{self, await_reload, await_start, LogFiles, ReplicaHandle, StopMode};
+use crate::driver::{await_reload, await_start, LogFiles, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::{self, Supervised};
+use crate::replica::{Core, Proxied};
 use crate::Error;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -35,12 +36,7 @@ fn signal_of(mode: StopMode) -> (i32, &'static str) {
 /// haproxy.stderr). The config must have been rendered with `RenderContext.prefix = dir`.
 #[derive(Debug)]
 pub struct Replica {
-    name: String,
-    dir: PathBuf,
-    admin_port: u16,
-    generation: u64,
-    master: Supervised,
-    wait_bound: Duration,
+    core: Core,
 }
 
 impl Replica {
@@ -81,14 +77,9 @@ impl Replica {
         let stderr = dir.join("haproxy.stderr");
         let master = Supervised::spawn_with_stdout(name, cmd, &dir.join("access.log"), &stderr)?;
         let mut r = Replica {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-            admin_port,
-            generation,
-            master,
-            wait_bound: Duration::from_secs(60),
+            core: Core::new(name, dir, admin_port, generation, master, signal_of),
         };
-        let master = &mut r.master;
+        let master = &mut r.core.process;
         let started = await_start(
             name,
             admin_port,
@@ -107,12 +98,12 @@ impl Replica {
             },
         );
         if let Err(e) = started {
-            r.master.kill_group();
+            r.core.process.kill_group();
             return Err(e);
         }
         // The worker serves before the master takes signals (see `master_ready`).
-        if !wait_master_ready(r.master.pid(), Duration::from_secs(15)) {
-            r.master.kill_group();
+        if !wait_master_ready(r.core.process.pid(), Duration::from_secs(15)) {
+            r.core.process.kill_group();
             return Err(Error::Timeout(format!(
                 "{name}: the master did not enter its wait mode within 15s"
             )));
@@ -132,27 +123,11 @@ impl Replica {
         generation: u64,
         origin: Instant,
     ) -> model::ReloadRecord {
-        let mut rec = model::ReloadRecord {
-            replica: self.name.clone(),
-            generation,
-            t_s: origin.elapsed().as_secs_f64(),
-            served_ms: None,
-            old_workers_exited_ms: None,
-            validate_ms: 0.0,
-            error: None,
+        let mut rec = match self.core.begin_reload(generation, origin) {
+            Ok(rec) => rec,
+            Err(refused) => return refused,
         };
-        if !self.is_running() {
-            rec.error = Some(format!("{} is not running", self.name));
-            return rec;
-        }
-        if generation == self.generation {
-            rec.error = Some(format!(
-                "{}: generation {generation} is already served; reload with a new generation",
-                self.name
-            ));
-            return rec;
-        }
-        let next = self.dir.join("haproxy.cfg.next");
+        let next = self.core.dir.join("haproxy.cfg.next");
         if let Err(e) = fs::write(&next, conf_text) {
             rec.error = Some(format!("cannot write {}: {e}", next.display()));
             return rec;
@@ -164,31 +139,35 @@ impl Replica {
             rec.error = Some(e.to_string());
             return rec;
         }
-        let current = self.dir.join("haproxy.cfg");
+        let current = self.core.dir.join("haproxy.cfg");
         let previous = fs::read(&current).ok();
         if let Err(e) = fs::rename(&next, &current) {
             rec.error = Some(format!("cannot replace haproxy.cfg: {e}"));
             return rec;
         }
         // A signal sent while the master is still re-executing itself would be lost.
-        wait_master_ready(self.master.pid(), self.wait_bound);
-        let old = process::children(self.master.pid());
+        wait_master_ready(self.core.process.pid(), self.core.wait_bound);
+        let old = process::children(self.core.process.pid());
         let stderr = self.stderr_path();
         let offset = fs::metadata(&stderr).map(|m| m.len()).unwrap_or(0);
         let t_sig = Instant::now();
         rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
-        if !self.master.signal(libc::SIGUSR2, false) {
-            rec.error = Some(format!("{}: SIGUSR2 failed: the master is gone", self.name));
+        if !self.core.process.signal(libc::SIGUSR2, false) {
+            rec.error = Some(format!(
+                "{}: SIGUSR2 failed: the master is gone",
+                self.core.name
+            ));
             return rec;
         }
-        let master = &mut self.master;
+        let core = &mut self.core;
+        let master = &mut core.process;
         let served = await_reload(
             &mut rec,
-            &self.name,
+            &core.name,
             t_sig,
-            self.admin_port,
+            core.admin_port,
             Some(&old),
-            self.wait_bound,
+            core.wait_bound,
             &mut || {
                 let text = read_from(&stderr, offset);
                 text.contains("Loading failure!").then(|| {
@@ -203,7 +182,7 @@ impl Replica {
             &mut || master.is_running(),
         );
         if rec.served_ms.is_some() {
-            self.generation = generation;
+            self.core.generation = generation;
         } else if !served && rec.error.is_some() {
             // Keep the file on disk equal to what runs.
             if let Some(prev) = &previous {
@@ -213,114 +192,64 @@ impl Replica {
         rec
     }
 
-    /// Stops the replica and waits (60 s for Graceful, 10 s for Fast, 5 s for Kill); past the
-    /// bound the group is killed and a Timeout error returned.
-    pub fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        self.stop_within(mode, mode.bound())
-    }
-
-    /// [`stop`](Self::stop) with an explicit bound.
+    /// [`stop`](crate::driver::Replica::stop) with an explicit bound.
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        let (sig, what) = signal_of(mode);
-        if mode != StopMode::Kill && self.master.is_running() {
+        if mode != StopMode::Kill && self.core.process.is_running() {
             // The master passes the signal on to its workers once it takes signals. (Signalling
             // the workers directly as well would race with that: a worker finishing its soft
             // stop has dropped its handler, dies of the second SIGUSR1, and the master then
             // kills everything as after a crash.)
-            wait_master_ready(self.master.pid(), bound.min(Duration::from_secs(15)));
+            wait_master_ready(self.core.process.pid(), bound.min(Duration::from_secs(15)));
         }
-        self.master.stop(sig, mode == StopMode::Kill, bound, what)
-    }
-
-    /// True while the master runs.
-    pub fn is_running(&mut self) -> bool {
-        self.master.is_running()
+        self.core.stop_within(mode, bound)
     }
 
     /// The master and its current workers, for CPU and memory collectors.
     pub fn pids(&self) -> Vec<u32> {
-        self.handle().pids()
+        self.core.handle(None).pids()
     }
 
     /// One stats sample from the admin listener, as a stub_status sample.
     pub fn status(&self, origin: Instant) -> Result<model::StubSample, Error> {
-        status::read(&self.handle(), origin)
-    }
-
-    /// A detached handle for collectors on other threads.
-    pub fn handle(&self) -> ReplicaHandle {
-        ReplicaHandle {
-            name: self.name.clone(),
-            pid: self.master.pid(),
-            admin_port: self.admin_port,
-            status: Some(status::read),
-            processes: None,
-        }
+        status::read(&self.core.handle(Self::STATUS), origin)
     }
 
     /// The master's pid (also the process group id).
     pub fn master_pid(&self) -> u32 {
-        self.master.pid()
+        self.core.process.pid()
     }
 
     /// The access log (the workers' stdout).
     pub fn access_log_path(&self) -> PathBuf {
-        self.dir.join("access.log")
+        self.core.dir.join("access.log")
     }
 
     /// HAProxy's diagnostics (the master's and workers' stderr).
     pub fn stderr_path(&self) -> PathBuf {
-        self.dir.join("haproxy.stderr")
+        self.core.dir.join("haproxy.stderr")
     }
 }
 
-impl driver::Replica for Replica {
-    fn name(&self) -> &str {
-        &self.name
+impl Proxied for Replica {
+    const STATUS: Option<StatusReader> = Some(status::read);
+    fn core(&self) -> &Core {
+        &self.core
     }
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
     }
-    fn admin_port(&self) -> u16 {
-        self.admin_port
+    fn reload_text(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
+        Replica::reload(self, text, generation, origin)
     }
-    fn generation(&self) -> u64 {
-        self.generation
+    fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        Replica::stop_within(self, mode, bound)
     }
-    fn handle(&self) -> ReplicaHandle {
-        Replica::handle(self)
-    }
-    fn set_wait_bound(&mut self, bound: Duration) {
-        self.wait_bound = bound;
-    }
-    fn reload(
-        &mut self,
-        rendered: &driver::Rendered,
-        generation: u64,
-        origin: Instant,
-    ) -> model::ReloadRecord {
-        Replica::reload(self, &rendered.text, generation, origin)
-    }
-    fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        Replica::stop(self, mode)
-    }
-    fn is_running(&mut self) -> bool {
-        Replica::is_running(self)
-    }
-    fn logs(&self) -> LogFiles {
+    fn log_files(&self) -> LogFiles {
         LogFiles {
             access: Some(self.access_log_path()),
             error: Some(self.stderr_path()),
             format: LogFormat::Haproxy,
             ..LogFiles::default()
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if self.master.is_running() {
-            let _ = self.stop_within(StopMode::Kill, StopMode::Kill.bound());
         }
     }
 }

@@ -17,6 +17,7 @@ pub use replica::Replica;
 
 use crate::driver::{self, Refusal, Rendered};
 use crate::features::Support;
+use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,8 +28,8 @@ use std::time::{Duration, Instant};
 pub struct Nginx;
 
 impl driver::Driver for Nginx {
-    fn name(&self) -> &'static str {
-        "nginx"
+    fn kind(&self) -> crate::ProxyKind {
+        crate::ProxyKind::Nginx
     }
 
     fn version(&self) -> Result<String, Error> {
@@ -72,6 +73,21 @@ impl driver::Driver for Nginx {
             ctx.admin_port,
             ctx.generation,
         )?))
+    }
+
+    fn log_formats(&self) -> &'static [LogFormat] {
+        &[LogFormat::NginxJson, LogFormat::Combined]
+    }
+
+    fn access_line<'a>(&self, format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
+        match format {
+            LogFormat::Combined => crate::logs::combined(line),
+            _ => logs::access(line),
+        }
+    }
+
+    fn error_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<ErrorRecord<'a>> {
+        logs::error(line)
     }
 
     fn container(&self) -> Option<driver::ContainerCommands> {

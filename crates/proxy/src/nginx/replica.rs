@@ -3,9 +3,10 @@
 //! SIGHUP and timed, stopped by signal.
 
 use super::{admin, binary, test_file};
-use crate::driver::{self, await_reload, await_start, LogFiles, ReplicaHandle, StopMode};
+use crate::driver::{await_reload, await_start, LogFiles, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::{self, Supervised};
+use crate::replica::{Core, Proxied};
 use crate::Error;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -26,12 +27,7 @@ fn signal_of(mode: StopMode) -> (i32, &'static str) {
 /// access.log, temp dirs). The config must have been rendered with `RenderContext.prefix = dir`.
 #[derive(Debug)]
 pub struct Replica {
-    name: String,
-    dir: PathBuf,
-    admin_port: u16,
-    generation: u64,
-    master: Supervised,
-    wait_bound: Duration,
+    core: Core,
 }
 
 impl Replica {
@@ -74,15 +70,10 @@ impl Replica {
             .arg("daemon off;");
         let master = Supervised::spawn(name, cmd, &dir.join("nginx.stderr"))?;
         let mut r = Replica {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-            admin_port,
-            generation,
-            master,
-            wait_bound: Duration::from_secs(60),
+            core: Core::new(name, dir, admin_port, generation, master, signal_of),
         };
         let error_log = r.error_log_path();
-        let master = &mut r.master;
+        let master = &mut r.core.process;
         let started = await_start(
             name,
             admin_port,
@@ -98,16 +89,10 @@ impl Replica {
             },
         );
         if let Err(e) = started {
-            r.master.kill_group();
+            r.core.process.kill_group();
             return Err(e);
         }
         Ok(r)
-    }
-
-    /// Bounds how long [`reload`](Self::reload) waits for the new config to serve and for the
-    /// old workers to exit (60 s by default; set it above `worker_shutdown_timeout`).
-    pub fn set_wait_bound(&mut self, bound: Duration) {
-        self.wait_bound = bound;
     }
 
     /// Reloads with `conf_text`: `nginx -t` first (a failure leaves the running config and the
@@ -121,64 +106,51 @@ impl Replica {
         generation: u64,
         origin: Instant,
     ) -> model::ReloadRecord {
-        let mut rec = model::ReloadRecord {
-            replica: self.name.clone(),
-            generation,
-            t_s: origin.elapsed().as_secs_f64(),
-            served_ms: None,
-            old_workers_exited_ms: None,
-            validate_ms: 0.0,
-            error: None,
+        let mut rec = match self.core.begin_reload(generation, origin) {
+            Ok(rec) => rec,
+            Err(refused) => return refused,
         };
-        if !self.is_running() {
-            rec.error = Some(format!("{} is not running", self.name));
-            return rec;
-        }
-        if generation == self.generation {
-            // The old workers would answer it too, and the timing would mean nothing.
-            rec.error = Some(format!(
-                "{}: generation {generation} is already served; reload with a new generation",
-                self.name
-            ));
-            return rec;
-        }
-        let next = self.dir.join("nginx.conf.next");
+        let next = self.core.dir.join("nginx.conf.next");
         if let Err(e) = fs::write(&next, conf_text) {
             rec.error = Some(format!("cannot write {}: {e}", next.display()));
             return rec;
         }
         let t0 = Instant::now();
-        let checked = test_file(&self.dir, &next);
+        let checked = test_file(&self.core.dir, &next);
         rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = checked {
             rec.error = Some(e.to_string());
             return rec;
         }
-        let current = self.dir.join("nginx.conf");
+        let current = self.core.dir.join("nginx.conf");
         let previous = fs::read(&current).ok();
         if let Err(e) = fs::rename(&next, &current) {
             rec.error = Some(format!("cannot replace nginx.conf: {e}"));
             return rec;
         }
-        let old = process::children(self.master.pid());
+        let old = process::children(self.core.process.pid());
         let log_offset = fs::metadata(self.error_log_path())
             .map(|m| m.len())
             .unwrap_or(0);
         let t_sig = Instant::now();
         rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
-        if !self.master.signal(libc::SIGHUP, false) {
-            rec.error = Some(format!("{}: SIGHUP failed: the master is gone", self.name));
+        if !self.core.process.signal(libc::SIGHUP, false) {
+            rec.error = Some(format!(
+                "{}: SIGHUP failed: the master is gone",
+                self.core.name
+            ));
             return rec;
         }
         let error_log = self.error_log_path();
-        let master = &mut self.master;
+        let core = &mut self.core;
+        let master = &mut core.process;
         let served = await_reload(
             &mut rec,
-            &self.name,
+            &core.name,
             t_sig,
-            self.admin_port,
+            core.admin_port,
             Some(&old),
-            self.wait_bound,
+            core.wait_bound,
             // A reload the master could not apply (a port in use...) is logged as emerg; the old
             // config keeps running.
             &mut || {
@@ -188,7 +160,7 @@ impl Replica {
             &mut || master.is_running(),
         );
         if rec.served_ms.is_some() {
-            self.generation = generation;
+            self.core.generation = generation;
         } else if !served && rec.error.is_some() {
             // Keep the file on disk equal to what runs.
             if let Some(prev) = &previous {
@@ -198,107 +170,54 @@ impl Replica {
         rec
     }
 
-    /// Stops the replica and waits (60 s for Graceful, 10 s for Fast, 5 s for Kill); past the
-    /// bound the group is killed and a Timeout error returned.
-    pub fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        self.stop_within(mode, mode.bound())
-    }
-
-    /// [`stop`](Self::stop) with an explicit bound.
+    /// [`stop`](crate::driver::Replica::stop) with an explicit bound.
     pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        let (sig, what) = signal_of(mode);
-        self.master.stop(sig, mode == StopMode::Kill, bound, what)
-    }
-
-    /// True while the master runs.
-    pub fn is_running(&mut self) -> bool {
-        self.master.is_running()
+        self.core.stop_within(mode, bound)
     }
 
     /// The master and its current workers, for CPU and memory collectors.
     pub fn pids(&self) -> Vec<u32> {
-        self.handle().pids()
+        self.core.handle(None).pids()
     }
 
     /// One stub_status sample from the admin server.
     pub fn stub_status(&self, origin: Instant) -> Result<model::StubSample, Error> {
-        admin::stub_status(&self.handle(), origin)
-    }
-
-    /// A detached handle for collectors on other threads.
-    pub fn handle(&self) -> ReplicaHandle {
-        ReplicaHandle {
-            name: self.name.clone(),
-            pid: self.master.pid(),
-            admin_port: self.admin_port,
-            status: Some(admin::stub_status),
-            processes: None,
-        }
+        admin::stub_status(&self.core.handle(Self::STATUS), origin)
     }
 
     /// The master's pid (also the process group id).
     pub fn master_pid(&self) -> u32 {
-        self.master.pid()
+        self.core.process.pid()
     }
 
     /// The JSON access log.
     pub fn access_log_path(&self) -> PathBuf {
-        self.dir.join("access.log")
+        self.core.dir.join("access.log")
     }
 
     /// The error log.
     pub fn error_log_path(&self) -> PathBuf {
-        self.dir.join("error.log")
+        self.core.dir.join("error.log")
     }
 }
 
-impl driver::Replica for Replica {
-    fn name(&self) -> &str {
-        &self.name
+impl Proxied for Replica {
+    const STATUS: Option<StatusReader> = Some(admin::stub_status);
+    fn core(&self) -> &Core {
+        &self.core
     }
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
     }
-    fn admin_port(&self) -> u16 {
-        self.admin_port
+    fn reload_text(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
+        Replica::reload(self, text, generation, origin)
     }
-    fn generation(&self) -> u64 {
-        self.generation
-    }
-    fn handle(&self) -> ReplicaHandle {
-        Replica::handle(self)
-    }
-    fn set_wait_bound(&mut self, bound: Duration) {
-        self.wait_bound = bound;
-    }
-    fn reload(
-        &mut self,
-        rendered: &driver::Rendered,
-        generation: u64,
-        origin: Instant,
-    ) -> model::ReloadRecord {
-        Replica::reload(self, &rendered.text, generation, origin)
-    }
-    fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        Replica::stop(self, mode)
-    }
-    fn is_running(&mut self) -> bool {
-        Replica::is_running(self)
-    }
-    fn logs(&self) -> LogFiles {
+    fn log_files(&self) -> LogFiles {
         LogFiles {
             access: Some(self.access_log_path()),
             error: Some(self.error_log_path()),
             format: LogFormat::NginxJson,
             ..LogFiles::default()
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if self.master.is_running() {
-            let _ = self.stop_within(StopMode::Kill, StopMode::Kill.bound());
         }
     }
 }

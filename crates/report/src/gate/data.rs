@@ -181,7 +181,7 @@ fn seconds(loads: &[&LoadSummary], recs: &[&[RequestRecord]]) -> (Vec<u32>, Vec<
 }
 
 /// The statistic of `metric` over loads `idx` of case `ci` of one run, from `source`.
-pub fn stat(
+pub(crate) fn stat(
     l: &mut Loaded<'_>,
     ci: usize,
     idx: &[usize],

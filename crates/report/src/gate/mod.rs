@@ -370,11 +370,8 @@ pub fn check_comparable(a: &RunResults, b: &RunResults) -> Result<(), Error> {
             ));
         }
         for (la, lb) in ca.loads.iter().zip(&cb.loads) {
-            let path = |u: &str| {
-                let rest = u.split_once("://").map_or(u, |(_, r)| r);
-                rest.find('/')
-                    .map_or("/".to_string(), |i| rest[i..].to_string())
-            };
+            let path =
+                |u: &str| model::url::Url::parse(u).map_or_else(|_| "/".to_string(), |u| u.path);
             let mode = |l: &model::LoadSummary| match &l.mode {
                 model::LoadMode::Closed => "closed loop".to_string(),
                 model::LoadMode::Open { rate, .. } => format!("open loop at {rate}/s"),

@@ -18,7 +18,17 @@ use std::time::{Duration, Instant};
 
 /// A port on 127.0.0.1 that the OS just handed out (held open for a moment, then released).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(free_ports(1)?[0])
+}
+
+/// `n` distinct ports on 127.0.0.1 the OS just handed out, all held open until every one is
+/// chosen: ports picked one after another, each released before the next, can repeat, and two
+/// listeners of one proxy then share a port.
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 /// The running stack of one case.
@@ -124,10 +134,14 @@ impl Stack {
         }
         let mut ports = BTreeMap::new();
         if let Some(p) = spec.proxy {
+            let unset = p.listeners.iter().filter(|l| l.port.is_none()).count();
+            let mut free = free_ports(unset)
+                .map_err(StackError::NoFreePort)?
+                .into_iter();
             for l in &p.listeners {
                 let port = match l.port {
                     Some(p) => p,
-                    None => free_port().map_err(StackError::NoFreePort)?,
+                    None => free.next().expect("one free port per listener without one"),
                 };
                 ports.insert(l.name.clone(), port);
             }
@@ -256,8 +270,10 @@ impl Stack {
         let name = format!("{}-{}", self.driver.name(), self.next_replica);
         self.next_replica += 1;
         let dir = self.work.join(&name);
-        let admin = free_port().map_err(StackError::NoFreePort)?;
-        let control = free_port().map_err(StackError::NoFreePort)?;
+        let [admin, control] = free_ports(2)
+            .map_err(StackError::NoFreePort)?
+            .try_into()
+            .expect("two ports");
         let rendered = self.render_for(&cfg, &dir, (admin, control))?;
         let ctx = RenderContext {
             prefix: dir.clone(),
@@ -669,7 +685,14 @@ impl crate::grow::Grower for Stack {
     }
 
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
-        let port = free_port().map_err(StackError::NoFreePort)?;
+        // The proxy listens on the others, but a listener added earlier in this step may not be
+        // bound yet: never hand out a port another listener already has.
+        let port = loop {
+            let p = free_port().map_err(StackError::NoFreePort)?;
+            if !self.ports.values().any(|&q| q == p) {
+                break p;
+            }
+        };
         self.ports.insert(name.to_string(), port);
         Ok(port)
     }
@@ -767,4 +790,22 @@ pub fn run_exec(
         _ => Ok(()),
     };
     (detail, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn ports_chosen_together_are_distinct() {
+        // Chosen one by one, released in between, 64 ports repeated one now and then on a busy
+        // machine; held together they cannot.
+        for _ in 0..20 {
+            let ports = free_ports(64).unwrap();
+            let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+            assert_eq!(distinct.len(), 64, "{ports:?}");
+            assert!(ports.iter().all(|&p| p != 0));
+        }
+    }
 }

@@ -809,7 +809,7 @@ duration = \"120s\"
             &scenario,
             &ns,
             extra,
-            std::time::Duration::from_secs(3),
+            std::time::Duration::from_secs(5),
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!(
@@ -824,7 +824,19 @@ duration = \"120s\"
         assert_eq!(d["abort_reason"], "interrupted");
         let load = &d["cases"][0]["loads"][0];
         let requests = load["requests"].as_u64().unwrap();
-        assert!(requests >= 200, "about 3 s at 100/s were sent: {load}");
+        // The load starts once the proxy's Service serves (after its pods are Ready), so the
+        // interrupt comes some seconds into it: an open loop at 100/s has sent one request per
+        // 10 ms of its elapsed time, give or take the one in flight at each end.
+        let elapsed = load["elapsed_s"].as_f64().unwrap();
+        assert!(
+            elapsed >= 1.0,
+            "the load ran {elapsed} s before the interrupt: {load}"
+        );
+        let expected = (elapsed * 100.0).round() as u64;
+        assert!(
+            requests.abs_diff(expected) <= 3,
+            "{requests} requests in {elapsed} s at 100/s (expected {expected} ± 3): {load}"
+        );
         let lines: u64 = find(&root, "access.log")
             .iter()
             .map(|p| std::fs::read_to_string(p).unwrap().lines().count() as u64)

@@ -830,7 +830,7 @@ stray_pids() {
     {
         local g
         for g in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/*"$CGROUP2"; do
-            [ -d "$g" ] && find "$g" -name cgroup.procs -exec cat {} + 2>/dev/null
+            if [ -d "$g" ]; then find "$g" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
         done
         for f in /proc/[0-9]*; do
             p=${f#/proc/}
@@ -845,7 +845,10 @@ stray_pids() {
             *) continue ;;
             esac
             cmd=$(tr '\0' ' ' <"$f/cmdline" 2>/dev/null) || continue
-            [[ "$cmd" == *"$D/"* ]] && echo "$p"
+            # `if`, not `&&`: a process that does not match (a killed daemon not yet reaped has an
+            # empty command line) must not become the loop's status, which pipefail and set -e
+            # would turn into a silent exit of `down` in the middle of its work.
+            if [[ "$cmd" == *"$D/"* ]]; then echo "$p"; fi
         done
     } | sort -un | while read -r p; do
         if [ "$p" != $$ ] && alive "$p"; then echo "$p"; fi
@@ -856,7 +859,7 @@ stray_pids() {
 kill_strays() {
     local pids p
     for _ in $(seq 1 20); do
-        pids=$(stray_pids "$@")
+        pids=$(stray_pids "$@") || true
         [ -z "$pids" ] && return 0
         for p in $pids; do echo "$p stray:$(cat "/proc/$p/comm" 2>/dev/null)" >>"$D/down.pids"; done
         # shellcheck disable=SC2086

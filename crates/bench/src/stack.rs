@@ -9,17 +9,12 @@ use model::{Event, ReadyRecord, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode, TlsFiles};
 use scenario::{Action, BackendGroup, RemoveMode, StopSpec};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A port on 127.0.0.1 that the OS just handed out (held open for a moment, then released).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(free_ports(1)?[0])
-}
 
 /// `n` distinct ports on 127.0.0.1 the OS just handed out, all held open until every one is
 /// chosen: ports picked one after another, each released before the next, can repeat, and two
@@ -29,6 +24,24 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()?;
     held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
+/// `n` distinct free ports none of which is in `taken`, then added to it. A port handed out to
+/// one listener is free again until its proxy binds it, so the next pick (a replica's admin
+/// port, a grown listener) can return it: seen in CI as "listener 'https' and the admin listener
+/// both use port 37279". A stack keeps every port it gave out in `taken` and never repeats one.
+fn fresh_ports(taken: &mut BTreeSet<u16>, n: usize) -> Result<Vec<u16>, StackError> {
+    for _ in 0..100 {
+        let ports = free_ports(n).map_err(StackError::NoFreePort)?;
+        if ports.iter().all(|p| !taken.contains(p)) {
+            taken.extend(ports.iter().copied());
+            return Ok(ports);
+        }
+    }
+    Err(StackError::NoFreePort(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("100 tries at {n} free port(s) all returned one this stack already uses"),
+    )))
 }
 
 /// The running stack of one case.
@@ -51,6 +64,9 @@ pub struct Stack {
     configs: BTreeMap<String, ProxyConfig>,
     generation: u64,
     ports: BTreeMap<String, u16>,
+    /// Every port this stack gave out (listeners, and each replica's admin and control ports,
+    /// stopped replicas' too): none is handed out twice.
+    taken: BTreeSet<u16>,
     tls: Option<TlsFiles>,
     /// Running replicas, oldest first.
     replicas: Vec<Box<dyn Replica>>,
@@ -133,11 +149,11 @@ impl Stack {
             })?;
         }
         let mut ports = BTreeMap::new();
+        let mut taken = BTreeSet::new();
         if let Some(p) = spec.proxy {
+            taken.extend(p.listeners.iter().filter_map(|l| l.port));
             let unset = p.listeners.iter().filter(|l| l.port.is_none()).count();
-            let mut free = free_ports(unset)
-                .map_err(StackError::NoFreePort)?
-                .into_iter();
+            let mut free = fresh_ports(&mut taken, unset)?.into_iter();
             for l in &p.listeners {
                 let port = match l.port {
                     Some(p) => p,
@@ -157,6 +173,7 @@ impl Stack {
             configs: spec.configs.clone(),
             generation: 1,
             ports,
+            taken,
             tls: spec.tls,
             replicas: Vec::new(),
             stopped: Vec::new(),
@@ -270,8 +287,7 @@ impl Stack {
         let name = format!("{}-{}", self.driver.name(), self.next_replica);
         self.next_replica += 1;
         let dir = self.work.join(&name);
-        let [admin, control] = free_ports(2)
-            .map_err(StackError::NoFreePort)?
+        let [admin, control] = fresh_ports(&mut self.taken, 2)?
             .try_into()
             .expect("two ports");
         let rendered = self.render_for(&cfg, &dir, (admin, control))?;
@@ -686,13 +702,8 @@ impl crate::grow::Grower for Stack {
 
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
         // The proxy listens on the others, but a listener added earlier in this step may not be
-        // bound yet: never hand out a port another listener already has.
-        let port = loop {
-            let p = free_port().map_err(StackError::NoFreePort)?;
-            if !self.ports.values().any(|&q| q == p) {
-                break p;
-            }
-        };
+        // bound yet: never hand out a port the stack already gave out.
+        let port = fresh_ports(&mut self.taken, 1)?[0];
         self.ports.insert(name.to_string(), port);
         Ok(port)
     }
@@ -807,5 +818,19 @@ mod tests {
             assert_eq!(distinct.len(), 64, "{ports:?}");
             assert!(ports.iter().all(|&p| p != 0));
         }
+    }
+
+    #[test]
+    fn a_stack_never_hands_out_a_port_twice() {
+        // Ports given to listeners are released until the proxy binds them, so the OS may offer
+        // them again; the stack's own record keeps the next pick (an admin port) off them.
+        let mut taken = BTreeSet::new();
+        let mut given = Vec::new();
+        for _ in 0..200 {
+            given.extend(fresh_ports(&mut taken, 3).unwrap());
+        }
+        let distinct: BTreeSet<u16> = given.iter().copied().collect();
+        assert_eq!(distinct.len(), 600);
+        assert_eq!(distinct, taken);
     }
 }

@@ -13,22 +13,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A port on 127.0.0.1 that was free a moment ago (the OS picked it; a race is possible but rare).
+/// A port on 127.0.0.1 that was free a moment ago, never one this test process had before.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
+    free_ports(1)[0]
 }
 
-/// `n` distinct free ports on 127.0.0.1, all held open until every one has been chosen.
+/// `n` distinct free ports on 127.0.0.1, all held open until every one has been chosen, none
+/// handed out before in this test process. A port is free again once released, until the
+/// test's server binds it, so two tests on parallel threads (or one test picking twice) could
+/// otherwise both get it.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..100 {
+        let held: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+            .collect();
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        if ports.iter().all(|p| !given.contains(p)) {
+            given.extend(ports.iter().copied());
+            return ports;
+        }
+    }
+    panic!("100 tries at {n} free port(s) on 127.0.0.1 all returned one handed out before");
 }
 
 /// Path of the nginx binary: `$NGINX` if set, else the Debian package's `/usr/sbin/nginx`.

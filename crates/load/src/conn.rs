@@ -184,6 +184,11 @@ pub struct H2 {
     pub wpos: usize,
     /// Output waits to be flushed at the end of the loop turn.
     pub dirty: bool,
+    /// Streams opened since the last flush (their HEADERS wait in the codec's output).
+    pub queued: u32,
+    /// When the first of them was opened, ns since the origin (a held flush waits at most
+    /// `worker::H2_HOLD_NS` from then).
+    pub queued_since: u64,
 }
 
 impl H2 {
@@ -197,6 +202,8 @@ impl H2 {
             settings_deadline: 0,
             wpos: 0,
             dirty: false,
+            queued: 0,
+            queued_since: 0,
         }
     }
 }
@@ -242,6 +249,7 @@ impl Conn {
             h.codec = None;
             h.wpos = 0;
             h.dirty = false;
+            h.queued = 0;
         }
     }
 

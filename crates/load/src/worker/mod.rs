@@ -426,7 +426,12 @@ impl Worker<'_> {
                 // A long sleep, or one the timeout ended: the loop is not that busy.
                 self.short_sleeps = 0;
             }
-            self.spin = self.short_sleeps >= SHORT_SLEEPS && w.woke >= self.spin_after;
+            // Open loop never polls (as documented above): its sends wait for their times
+            // anyway, and a loop that keeps its core full under SCHED_RR meets the kernel's
+            // real-time throttle, which stops it for the rest of the second.
+            self.spin = self.pacer.is_none()
+                && self.short_sleeps >= SHORT_SLEEPS
+                && w.woke >= self.spin_after;
         }
         Ok(w.full)
     }

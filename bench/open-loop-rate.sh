@@ -10,7 +10,8 @@
 # though its latency, counted from the intended times, shows it. The last lines name the
 # highest rate held and, for the others, what ran out: the client's core or nginx's (a side at
 # 95% or more of its core; under SCHED_RR that is also the kernel's real-time throttle, which
-# stops real-time tasks for the rest of each second once they used sched_rt_runtime_us of it).
+# stops real-time tasks for the rest of each second once they used sched_rt_runtime_us of it,
+# named when the late sends waited about that long and the client used 85% or more).
 #
 # nginx is pinned to one core (SERVER_CPU) and the client to the other (CLIENT_CPU), under
 # SCHED_RR when root (PRIO=auto; PRIO= runs them as they are), as in bench/vs-wrk.sh.
@@ -110,14 +111,22 @@ PY
   done
 done
 
-python3 - "$RATES" "$ROUNDS" "$WORK" <<'PY'
+# Under SCHED_RR the kernel stops real-time tasks for (period - runtime) of each period once
+# they used their runtime; sends held back by such a stop are that late.
+RT_STOP_US=0
+RT_RUNTIME=$(cat /proc/sys/kernel/sched_rt_runtime_us 2>/dev/null || echo -1)
+if [ -n "$PRIO" ] && [ "$RT_RUNTIME" -ge 0 ]; then
+  RT_STOP_US=$(( $(cat /proc/sys/kernel/sched_rt_period_us 2>/dev/null || echo 0) - RT_RUNTIME ))
+fi
+python3 - "$RATES" "$ROUNDS" "$WORK" "$RT_STOP_US" <<'PY'
 import json, statistics as st, sys
 rates, rounds, work = [float(r) for r in sys.argv[1].split()], int(sys.argv[2]), sys.argv[3]
+rt_stop_us = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4].lstrip("-").isdigit() else 0
 print(f"{'target/s':>9} {'round':>5} {'achieved/s':>11} {'err %':>7} {'resp/s':>9} {'late':>7} "
       f"{'late p99':>9} {'late max':>9} {'worst s':>8} {'p50':>8} {'p99':>9} {'client%':>7} {'nginx%':>6}")
 held, verdicts = None, []
 for rate in rates:
-    achieved, late, cpu, ngx = [], [], [], []
+    achieved, late, cpu, ngx, late_max = [], [], [], [], []
     for r in range(1, rounds + 1):
         s = json.load(open(f"{work}/r{rate:.0f}.{r}.json"))
         sch = s["schedule"]
@@ -128,6 +137,7 @@ for rate in rates:
         err = 100 * (sch["achieved_rate"] - rate) / rate
         achieved.append(sch["achieved_rate"]); cpu.append(s["_client_pct"]); ngx.append(s["_nginx_pct"])
         late.append(100 * sch["late"] / max(sch["intended"], 1))
+        late_max.append(sch["late_max_us"])
         print(f"{rate:>9.0f} {r:>5} {sch['achieved_rate']:>11.1f} {err:>+7.3f} "
               f"{s['requests'] / s['elapsed_s']:>9.1f} {sch['late']:>7} {sch['late_p99_us']:>7}us "
               f"{sch['late_max_us']:>7}us {worst:>8} {pct[50.0]:>6}us {pct[99.0]:>7}us "
@@ -137,6 +147,12 @@ for rate in rates:
     limit = []
     if st.median(cpu) >= 95: limit.append(f"the client's core ({st.median(cpu):.0f}%)")
     if st.median(ngx) >= 95: limit.append(f"nginx's core ({st.median(ngx):.0f}%)")
+    # Late sends that waited about as long as the real-time throttle stops a task: the client
+    # used its share of the second (it needs more than that share of its core at this rate).
+    if rt_stop_us > 0 and st.median(late_max) >= 0.8 * rt_stop_us and st.median(cpu) >= 85:
+        limit.append(f"the real-time throttle (the client at {st.median(cpu):.0f}% of its core, "
+                     f"sends up to {st.median(late_max) / 1000:.0f} ms late, the throttle stops "
+                     f"{rt_stop_us / 1000:.0f} ms a second)")
     verdicts.append((rate, med, med_late, ok, limit))
     if ok and (held is None or rate > held):
         held = rate

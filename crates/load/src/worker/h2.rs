@@ -154,22 +154,23 @@ impl Worker<'_> {
     /// that sends each request the moment a response frees its stream makes the server pay a
     /// record per request or two: measured against nginx at `-c50 -m10`, 0.73 records per
     /// request and 35 bytes in, where h2load's 0.14 records carry 18 bytes (bench/vs-h2load.sh,
-    /// 2026-11-29). In closed loop, while responses are still due on the connection, the
-    /// requests of freed streams are held until half the streams have one queued, for at most
-    /// [`H2_HOLD_NS`] after the first; their latency counts from when they were issued, so the
-    /// hold is measured, not hidden. Open loop never holds (requests leave at their times),
-    /// nor do h2c, `-m` below 3, or control frames alone.
+    /// 2026-11-29). In closed loop the requests of freed streams are held while fewer are
+    /// queued than there are responses still due on the connection (with `-m10` and every
+    /// stream open, until five are queued; under a server's lower stream limit, half of that),
+    /// for at most [`H2_HOLD_NS`] after the first; their latency counts from when they were
+    /// issued, so the hold is measured, not hidden. Open loop never holds (requests leave at
+    /// their times), nor do h2c, `-m` below 3, or control frames alone.
     fn h2_hold(&self, i: usize, now: u64) -> Option<u64> {
         let c = &self.conns[i];
-        let streams = self.sh.streams.unwrap_or(1);
         if c.tls.is_none() || self.pacer.is_some() || self.draining {
             return None;
         }
         let h = c.h2.as_deref()?;
         let codec = h.codec.as_ref()?;
-        let due = codec.active().saturating_sub(h.queued as usize);
+        let queued = h.queued as usize;
+        let due = codec.active().saturating_sub(queued);
         let until = h.queued_since + H2_HOLD_NS;
-        (h.queued > 0 && h.queued * 2 < streams && due > 0 && now < until).then_some(until)
+        (queued > 0 && queued < due && now < until).then_some(until)
     }
 
     /// Writes connection `i`'s queued frames as far as the socket takes them.

@@ -11,7 +11,7 @@ use std::process::Output;
 mod kube;
 use kube::{
     access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
-    ok_answers, p99_ms, run_command, run_k8s, var,
+    run_command, run_k8s, var,
 };
 
 const SCENARIO_HEAD: &str = r#"
@@ -721,8 +721,9 @@ duration = \"120s\"
             assert_eq!(left, vec![ns.clone()], "--keep keeps the namespace");
             let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
             assert!(
-                md.contains(&format!("namespace `{ns}`, kept)"))
-                    && md.contains(&format!("namespace {ns} was kept (--keep)")),
+                md.contains(&format!(
+                    "namespace `{ns}`, kept, proxy pods reached by pod IP)"
+                )) && md.contains(&format!("namespace {ns} was kept (--keep)")),
                 "the report says the namespace was kept: {md}"
             );
             let cluster = cluster();
@@ -1059,95 +1060,145 @@ fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     assert!(ran_on.len() >= 2, "proxy pods on both nodes: {ran_on:?}");
     let run_dir = find(&root, "data.json")[0].parent().unwrap().to_path_buf();
     for (i, name) in cases.iter().enumerate() {
-        let case = &d["cases"][i];
-        assert_eq!(case["name"], *name);
-        let events = case["events"].as_array().unwrap();
-        assert!(
-            events.iter().all(|e| e["error"].is_null()),
-            "{name}: failed action: {events:?}\n{stderr}"
-        );
-        let findings = case["findings"].to_string();
-        assert!(
-            findings.contains("at its ClusterIP 198.18.128."),
-            "{name}: the loads went through the Service: {findings}"
-        );
-        let loads = case["loads"].as_array().unwrap();
-        let (mut requests, mut ok, mut retried, mut lost) = (0, 0, 0, 0);
-        for l in loads {
-            let (n, f, r) = (
-                l["requests"].as_u64().unwrap(),
-                failed(l),
-                l["retried"].as_u64().unwrap_or(0),
-            );
-            eprintln!(
-                "zds {name}/{}: {n} requests, {f} failed {} {}, {r} retried, p99 {:.2} ms",
-                l["name"].as_str().unwrap(),
-                l["errors"],
-                l["status"],
-                p99_ms(l)
-            );
-            // 100 r/s, evenly paced: every second of the load is sent, and each attempt is an
-            // answer (`requests`, any status) or an error below HTTP.
-            if let Some(planned) = l["planned_s"].as_f64() {
-                assert_eq!(
-                    n + errors(l),
-                    (planned * 100.0).round() as u64,
-                    "{name}: {l}"
-                );
-            }
-            requests += n;
-            ok += ok_answers(l);
-            retried += r;
-            lost += f;
-        }
-        // Exact: every answer is one line of some proxy pod's access log (a cut-off first
-        // attempt nginx had logged is there too: at most the retries more), and every 2xx was
-        // answered by a backend, which counted it.
-        let (lines, _) = access_count(&run_dir.join("logs").join(name));
-        // Every answer, whatever its status, is a line of the pod that gave it.
-        let answered = requests;
-        eprintln!("zds {name}: {lost} failed in all");
-        assert!(
-            (answered..=answered + retried).contains(&lines),
-            "{name}: {lines} access-log lines for {answered} answers ({retried} retried)"
-        );
-        let served = backend_requests(case, "cafe");
-        assert!(
-            (ok..=ok + retried).contains(&served),
-            "{name}: the backends counted {served} for {ok} 2xx answers ({retried} retried)"
-        );
-        let changes = case["cluster"]["pods"].as_array().unwrap();
-        let steps: Vec<String> = changes
-            .iter()
-            .filter(|c| c["role"] == "endpoint" || c["role"] == "proxy")
-            .map(|c| {
-                format!(
-                    "{:.2} {} {} {} ready={}",
-                    c["t_s"].as_f64().unwrap(),
-                    c["role"].as_str().unwrap(),
-                    c["pod"].as_str().unwrap(),
-                    c["phase"].as_str().unwrap(),
-                    c["ready"]
-                )
-            })
-            .collect();
-        eprintln!(
-            "zds {name}: {lines} access-log lines, backends {served}\n  {}",
-            steps.join("\n  ")
-        );
-        assert!(
-            changes.iter().any(|c| c["role"] == "endpoint"),
-            "{name}: EndpointSlice changes on the record"
-        );
-        if name.ends_with("-down") {
-            // A removed replica left the Service's endpoints.
-            assert!(
-                changes
-                    .iter()
-                    .any(|c| c["role"] == "endpoint" && c["phase"] == "Deleted"),
-                "{name}: an endpoint left: {steps:?}"
-            );
-        }
+        kube::check_zds_case("nginx", name, &d["cases"][i], &run_dir, &stderr);
     }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_load_through_the_node_port_is_counted_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("nodeport.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-nodeport\"
+[platform]
+kind = \"kubernetes\"
+service_type = \"NodePort\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+via = \"node-port:http\"
+rate = 100
+connections = 8
+duration = \"4s\"
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("nodeport");
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    assert_eq!(requests, 400, "100 r/s for 4 s: {load}");
+    assert_eq!(failed(load), 0, "{load}");
+    // Exact against the proxy pod's access log and the backends' counters.
+    let (lines, pods) = access_count(&root);
+    assert_eq!(pods, 1, "one proxy pod's log");
+    assert_eq!(lines, requests, "access-log lines");
+    assert_eq!(backend_requests(case, "cafe"), requests, "backend counters");
+    // env.json says which path the load took (a node's InternalIP and the nodePort, from this
+    // machine) and how the proxy pods were reached.
+    let env = kube::env_json(&root);
+    let p = &env["platform"];
+    assert_eq!(p["pod_path"], "pod IP", "{p}");
+    let path = &p["load_paths"][0];
+    assert_eq!(path["load"], "coffee", "{p}");
+    assert_eq!(path["from"], "this machine", "{p}");
+    let target = path["target"].as_str().unwrap();
+    assert!(
+        target.starts_with("Service `proxy` (NodePort) at node ")
+            && target.contains("InternalIP 198.18.0.")
+            && target.contains("nodePort 3"),
+        "{target}"
+    );
+    eprintln!("nodeport: {requests} requests via {target}, {lines} access-log lines");
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_pod_that_never_gets_ready_stops_the_case_at_its_timeout_and_is_deleted() {
+    // The namespace exists before the run, with a LimitRange whose default CPU request no node
+    // has: every pod the run makes stays Pending (FailedScheduling), never Ready.
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("neverready");
+    let cluster = cluster();
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let limits = dir.path().join("limits.yaml");
+    std::fs::write(
+        &limits,
+        "apiVersion: v1
+kind: LimitRange
+metadata:
+  name: too-big
+spec:
+  limits:
+  - type: Container
+    defaultRequest:
+      cpu: \"64\"
+    default:
+      cpu: \"64\"
+",
+    )
+    .unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cluster.apply(&limits, &ns).unwrap();
+        let scenario = dir.path().join("never.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"k8s-never-ready\"
+[platform]
+kind = \"kubernetes\"
+ready_timeout = \"8s\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 10
+duration = \"2s\"
+"
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let t0 = std::time::Instant::now();
+        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let took = t0.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let d = data(&root, &out);
+        let why = d["abort_reason"].as_str().unwrap_or_default().to_string();
+        // Stopped at its timeout (8 s), not the default 3 min, saying why: the pod's state
+        // and its events (a Pending pod has written no log lines).
+        assert!(
+            why.contains("8s") && why.contains("Pending") && why.contains("FailedScheduling"),
+            "{why}"
+        );
+        assert!(why.contains("Insufficient cpu"), "{why}");
+        assert!(took < std::time::Duration::from_secs(100), "took {took:?}");
+        let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+        assert!(md.contains("FailedScheduling"), "{md}");
+        // The run's objects are deleted from the namespace it did not make.
+        let left = cluster.pods(&ns, None).unwrap();
+        assert!(
+            left.iter().all(|p| p.deleting),
+            "pods left: {:?}",
+            left.iter().map(|p| &p.name).collect::<Vec<_>>()
+        );
+        eprintln!("never ready: exit 1 after {took:?}: {why}");
+    }));
+    let _ = cluster.delete_namespace(&ns, std::time::Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }

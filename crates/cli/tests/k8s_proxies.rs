@@ -5,7 +5,7 @@
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{access_count, data, failed, find, leftover, namespace, run_k8s, var};
+use kube::{access_count, data, failed, find, leftover, namespace, run_command, run_k8s, var};
 
 /// 100 r/s for 8 s through one replica, a reload at 2 s, a second replica at 3 s and back to
 /// one, gracefully, at 6 s.
@@ -153,5 +153,54 @@ fn k8s_registry_image_is_refused_before_any_pod() {
     let d = data(&root, &out);
     assert_eq!(d["cases"].as_array().map(Vec::len), Some(0), "{d}");
     eprintln!("registry image refused in {:?}: {line}", t0.elapsed());
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_zero_downtime_scaling_quick_compares_nginx_haproxy_and_caddy_through_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("zdsall");
+    let kinds = ["nginx", "haproxy", "caddy"];
+    let cases = ["gradual-up", "abrupt-down"];
+    // Each kind in its default image (the ones `make image` builds), one after the other in
+    // the same namespace.
+    let mut cmd = run_command(&root, &ns, &["--proxy", &kinds.join(",")]);
+    cmd.args(["zero-downtime-scaling", "--quick"]);
+    for c in cases {
+        cmd.args(["--case", c]);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The comparison over the three runs, each in its own directory.
+    let cmp = find(&root, "comparison.json");
+    assert_eq!(cmp.len(), 1, "one comparison: {stderr}");
+    let top = cmp[0].parent().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cmp[0]).unwrap()).unwrap();
+    let listed: Vec<&str> = json["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, kinds, "{json}");
+    let md = std::fs::read_to_string(top.join("comparison.md")).unwrap();
+    for (i, kind) in kinds.iter().enumerate() {
+        assert_eq!(json["proxies"][i]["status"], "complete", "{kind}: {stderr}");
+        assert!(
+            md.contains(&format!("[{kind}/report.md]({kind}/report.md)")),
+            "{md}"
+        );
+        let run_dir = top.join(kind);
+        let d: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("data.json")).unwrap())
+                .unwrap();
+        assert_eq!(d["partial"], false, "{kind}: {}", d["abort_reason"]);
+        for (ci, name) in cases.iter().enumerate() {
+            kube::check_zds_case(kind, name, &d["cases"][ci], &run_dir, &stderr);
+        }
+    }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

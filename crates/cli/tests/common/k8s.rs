@@ -35,7 +35,8 @@ pub fn cluster() -> k8s::Cluster {
 }
 
 /// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
-/// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image`);
+/// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image` or
+/// a `--proxy`);
 /// the caller adds the scenario (a file or a built-in name) and its own flags.
 pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
@@ -45,7 +46,8 @@ pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
         .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
         .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
         .args(["--namespace", ns]);
-    if !extra.contains(&"--proxy-image") {
+    // Without `--proxy` nginx runs; a list of kinds runs each in its default image.
+    if !extra.contains(&"--proxy-image") && !extra.contains(&"--proxy") {
         cmd.args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")]);
     }
     cmd.args(extra);
@@ -172,4 +174,101 @@ pub fn backend_requests(case: &Value, group: &str) -> u64 {
         })
         .map(|b| b["requests"].as_u64().unwrap())
         .sum()
+}
+
+/// Checks one case of zero-downtime-scaling `--quick` that ran proxy `kind` on the cluster
+/// (`run_dir` holds its data.json and logs/) and prints its counts, latency and timeline: no
+/// failed action, the loads through the Service's ClusterIP, every second of each 100 r/s load
+/// sent, every answer a line of some proxy pod's access log and every 2xx counted by a backend
+/// (a cut-off first attempt the proxy had logged is there too: at most the retries more), and
+/// the EndpointSlice changes on the record (a removed replica leaving the endpoints).
+pub fn check_zds_case(kind: &str, name: &str, case: &Value, run_dir: &Path, stderr: &str) {
+    assert_eq!(case["name"], name, "{kind}");
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "{kind} {name}: failed action: {events:?}\n{stderr}"
+    );
+    let findings = case["findings"].to_string();
+    assert!(
+        findings.contains("at its ClusterIP 198.18.128."),
+        "{kind} {name}: the loads went through the Service: {findings}"
+    );
+    let loads = case["loads"].as_array().unwrap();
+    let (mut requests, mut ok, mut retried, mut lost) = (0, 0, 0, 0);
+    for l in loads {
+        let (n, f, r) = (
+            l["requests"].as_u64().unwrap(),
+            failed(l),
+            l["retried"].as_u64().unwrap_or(0),
+        );
+        eprintln!(
+            "zds {kind} {name}/{}: {n} requests, {f} failed {} {}, {r} retried, p99 {:.2} ms",
+            l["name"].as_str().unwrap(),
+            l["errors"],
+            l["status"],
+            p99_ms(l)
+        );
+        // 100 r/s, evenly paced: every second of the load is sent, and each attempt is an
+        // answer (`requests`, any status) or an error below HTTP.
+        if let Some(planned) = l["planned_s"].as_f64() {
+            assert_eq!(
+                n + errors(l),
+                (planned * 100.0).round() as u64,
+                "{kind} {name}: {l}"
+            );
+        }
+        requests += n;
+        ok += ok_answers(l);
+        retried += r;
+        lost += f;
+    }
+    // Exact: every answer is one line of some proxy pod's access log (a cut-off first
+    // attempt nginx had logged is there too: at most the retries more), and every 2xx was
+    // answered by a backend, which counted it.
+    let (lines, _) = access_count(&run_dir.join("logs").join(name));
+    // Every answer, whatever its status, is a line of the pod that gave it.
+    let answered = requests;
+    eprintln!("zds {kind} {name}: {lost} failed in all");
+    assert!(
+        (answered..=answered + retried).contains(&lines),
+        "{kind} {name}: {lines} access-log lines for {answered} answers ({retried} retried)"
+    );
+    let served = backend_requests(case, "cafe");
+    assert!(
+        (ok..=ok + retried).contains(&served),
+        "{kind} {name}: the backends counted {served} for {ok} 2xx answers ({retried} retried)"
+    );
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let steps: Vec<String> = changes
+        .iter()
+        .filter(|c| c["role"] == "endpoint" || c["role"] == "proxy")
+        .map(|c| {
+            format!(
+                "{:.2} {} {} {} ready={}",
+                c["t_s"].as_f64().unwrap(),
+                c["role"].as_str().unwrap(),
+                c["pod"].as_str().unwrap(),
+                c["phase"].as_str().unwrap(),
+                c["ready"]
+            )
+        })
+        .collect();
+    eprintln!(
+        "zds {kind} {name}: {lines} access-log lines, backends {served}\n  {}",
+        steps.join("\n  ")
+    );
+    assert!(
+        changes.iter().any(|c| c["role"] == "endpoint"),
+        "{kind} {name}: EndpointSlice changes on the record"
+    );
+    if name.ends_with("-down") {
+        // A removed replica left the Service's endpoints.
+        assert!(
+            changes
+                .iter()
+                .any(|c| c["role"] == "endpoint" && c["phase"] == "Deleted"),
+            "{kind} {name}: an endpoint left: {steps:?}"
+        );
+    }
 }

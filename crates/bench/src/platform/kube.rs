@@ -308,15 +308,35 @@ fn next_port(used: &BTreeSet<u16>, from: u16) -> u16 {
         .unwrap_or(from)
 }
 
-/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward).
+/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward). The
+/// answer is read to its Content-Length, not to the connection's close: through a port-forward
+/// the close reaches here about a second after the pod's, longer than `timeout`.
 fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
     let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
     s.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     s.write_all(b"GET /generation HTTP/1.0\r\nHost: admin\r\n\r\n")
         .map_err(|e| e.to_string())?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|n| raw.len() >= end + 4 + n) {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("{sa}: {e}")),
+        }
+    }
+    let buf = String::from_utf8_lossy(&raw);
     let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default();
     body.trim()
         .parse()

@@ -181,6 +181,16 @@ both_backends() {
     got=$(sed 's/-0$//' <<<"$2" | sort -u | tr '\n' ' ')
     [ "$got" = "$(awk '{ print $1 }' <<<"$backends" | sort | tr '\n' ' ')" ] || fail "$1: answers from '$got', not from both backends"
 }
+# kube-proxy programs a new Service's rules in its own time, after the EndpointSlice (seconds on
+# a busy machine: the first request failed at once under a load average of 10): wait until the
+# ClusterIP and both NodePorts answer from here, at most 15 s each, before they are counted.
+for u in "http://$cluster_ip:8080/" "http://$NODE1_IP:$NODEPORT/" "http://$NODE2_IP:$NODEPORT/"; do
+    for _ in $(seq 1 150); do
+        curl -s -m 1 -o /dev/null "$u" && break
+        sleep 0.1
+    done
+done
+lap "kube-proxy routes the ClusterIP and the NodePorts"
 both_backends "ClusterIP $cluster_ip:8080 from this host" "$(answers "http://$cluster_ip:8080/" 20)"
 lap "ClusterIP from this host: 20 x 200, both backends"
 both_backends "NodePort $NODE1_IP:$NODEPORT from this host" "$(answers "http://$NODE1_IP:$NODEPORT/" 20)"

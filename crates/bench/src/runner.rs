@@ -119,6 +119,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             context: platform_spec.context.clone().unwrap_or_default(),
             namespace: platform_spec.namespace.clone().unwrap_or_default(),
             kept: platform_spec.keep,
+            ..Default::default()
         });
     }
     let run_origin = Instant::now();
@@ -148,6 +149,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             }
         });
         if let Some(r) = outcome.result {
+            if let Some(p) = rec.run.env.platform.as_mut() {
+                platform_paths(p, case, &r);
+            }
             record::write_requests(&dir, &r, &outcome.records).map_err(failed)?;
             record::write_agents(&dir, &r, &outcome.agent_parts).map_err(failed)?;
             if outcome.abort.is_some() {
@@ -1175,6 +1179,46 @@ fn move_file(from: &Path, to: &Path) {
     }
 }
 
+/// Adds what one case showed of the platform's paths to env.json's platform record: how the
+/// proxy pods were reached (the first case that found it) and where each load aimed and ran
+/// from (the cluster's record has the Service; a distributed load's record its agents' place).
+fn platform_paths(p: &mut model::PlatformInfo, case: &Case, r: &CaseResult) {
+    let Some(cluster) = &r.cluster else {
+        return;
+    };
+    if p.pod_path.is_empty() {
+        if let Some(path) = &cluster.pod_path {
+            p.pod_path.clone_from(path);
+        }
+    }
+    for l in &r.loads {
+        let target = match case.loads.iter().find(|s| s.name == l.name).map(|s| &s.via) {
+            Some(Some(Via::Backend(g))) => format!("backend group `{g}` (its first pod)"),
+            Some(Some(v)) if v.is_cluster_address() => cluster
+                .load_targets
+                .get(&v.to_string())
+                .cloned()
+                .unwrap_or_else(|| format!("via `{v}`")),
+            _ => cluster
+                .load_targets
+                .get("")
+                .cloned()
+                .unwrap_or_else(|| "the proxy pods".to_string()),
+        };
+        let from = r
+            .distributed
+            .iter()
+            .find(|d| d.load == l.name)
+            .map_or_else(|| "this machine".to_string(), |d| d.place.clone());
+        p.load_paths.push(model::LoadPath {
+            case: r.name.clone(),
+            load: l.name.clone(),
+            target,
+            from,
+        });
+    }
+}
+
 /// Builds the engine's config for one scenario load, aimed at its listener or backend.
 fn load_config(
     l: &LoadSpec,
@@ -1205,6 +1249,12 @@ fn load_config(
                     l.name
                 )
             })?;
+            (a.port(), a.ip())
+        }
+        Some(v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_))) => {
+            let a = stack
+                .aim(v, scheme == "https")
+                .map_err(|e| format!("load '{}': {e}", l.name))?;
             (a.port(), a.ip())
         }
         Some(Via::Listener(v)) => (

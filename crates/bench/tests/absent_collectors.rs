@@ -243,6 +243,7 @@ fn env(shape: Shape) -> Env {
             context: "test".into(),
             namespace: "proxybench-test".into(),
             kept: false,
+            ..Default::default()
         });
     }
     env

@@ -80,6 +80,10 @@ pub(crate) struct PlatformFlags {
     /// Kubernetes: the proxybench image (`run`'s backend pods, `load --agents`' agent pods).
     #[arg(long, value_name = "IMAGE")]
     image: Option<String>,
+    /// Kubernetes: every container's imagePullPolicy (Always, IfNotPresent, Never; default:
+    /// Never for localhost/ images, IfNotPresent for the rest).
+    #[arg(long = "image-pull-policy", value_name = "POLICY")]
+    image_pull_policy: Option<String>,
 }
 
 impl PlatformFlags {
@@ -103,6 +107,7 @@ impl PlatformFlags {
             keep: self.keep,
             image: self.image.clone(),
             proxy_image,
+            image_pull_policy: self.image_pull_policy.clone(),
         };
         o.validate().map_err(|e| CliError::Usage(e.to_string()))?;
         Ok(o)

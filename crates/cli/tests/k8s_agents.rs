@@ -10,30 +10,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A required environment variable, or a panic naming it.
-fn var(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
-    }
-}
-
-/// A fresh namespace name for one test, prefixed `ktests-`.
-fn namespace(test: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    format!(
-        "ktests-{test}-{}-{}",
-        t.as_secs() % 100_000,
-        std::process::id() % 10_000
-    )
-}
-
-fn cluster() -> k8s::Cluster {
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    k8s::Cluster::connect(Some(&kc), None).unwrap()
-}
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{cluster, find, namespace, run_command, var};
 
 /// `proxybench load --agents N --platform kubernetes` in namespace `ns` (which the run makes
 /// and deletes), with the test image, then `args`.
@@ -317,20 +296,6 @@ fn k8s_ctrl_c_stops_the_agents_keeps_their_results_and_deletes_the_job() {
     assert_cleaned_up(&ns);
 }
 
-/// Every file named `name` under `dir`, recursively.
-fn find(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(find(&p, name));
-        } else if p.file_name().is_some_and(|n| n == name) {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_scenario_load_on_agent_pods_counts_what_the_proxy_pods_logged() {
@@ -370,14 +335,7 @@ agents = 2
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("agentscn");
-    let out = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args(["run", "--no-progress", "--results"])
-        .arg(&root)
-        .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
-        .args(["--namespace", &ns])
+    let out = run_command(&root, &ns, &[])
         .arg(&scenario)
         .output()
         .unwrap();

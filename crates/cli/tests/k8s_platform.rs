@@ -4,97 +4,15 @@
 
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-/// A required environment variable, or a panic naming it.
-fn var(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
-    }
-}
-
-/// A fresh namespace name for one test, prefixed `ktests-`.
-fn namespace(test: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    format!(
-        "ktests-{test}-{}-{}",
-        t.as_secs() % 100_000,
-        std::process::id() % 10_000
-    )
-}
-
-/// Runs `proxybench run SCENARIO --platform kubernetes` with the test cluster's settings.
-fn run_k8s(root: &Path, scenario: &Path, ns: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args(["run", "--no-progress", "--results"])
-        .arg(root)
-        .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
-        .args(["--namespace", ns])
-        .arg(scenario)
-        .output()
-        .unwrap()
-}
-
-/// Every file under `dir` (recursively) whose name is `name`, sorted.
-fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(find(&p, name));
-        } else if p.file_name().is_some_and(|n| n == name) {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The run's data.json.
-fn data(root: &Path, out: &Output) -> Value {
-    let files = find(root, "data.json");
-    assert_eq!(
-        files.len(),
-        1,
-        "one data.json under {}: {files:?}\nstderr: {}",
-        root.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
-}
-
-/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
-fn leftover(ns: &str) -> Vec<String> {
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
-    cluster.managed_namespaces(Some(ns)).unwrap()
-}
-
-/// Failed attempts of one load in data.json: errors below HTTP plus non-2xx responses.
-fn failed(load: &Value) -> u64 {
-    let errors: u64 = load["errors"]
-        .as_object()
-        .map(|m| m.values().filter_map(Value::as_u64).sum())
-        .unwrap_or(0);
-    let bad: u64 = load["status"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(s, _)| !s.starts_with('2'))
-        .filter_map(|(_, n)| n.as_u64())
-        .sum();
-    errors + bad
-}
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{
+    access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
+    run_command, run_k8s, var,
+};
 
 const SCENARIO_HEAD: &str = r#"
 [[backends]]
@@ -150,7 +68,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("gradual");
-    let out = run_k8s(&root, &scenario, &ns);
+    let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -203,32 +121,17 @@ actions = [
         );
     }
     // Every request is in one proxy pod's access log, deleted pods' logs included.
-    let logs = find(&root.join(""), "access.log");
-    let pods: BTreeSet<PathBuf> = logs
-        .iter()
-        .map(|p| p.parent().unwrap().to_path_buf())
-        .collect();
-    assert!(pods.len() >= 3, "access logs of 3 pods: {logs:?}");
-    let lines: u64 = logs
-        .iter()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .count() as u64
-        })
-        .sum();
+    let (lines, pods) = access_count(&root);
+    assert!(pods >= 3, "access logs of 3 pods: {pods}");
     // A cut-off first attempt nginx had read and logged would be in the log twice: the lines
     // lie between the answers and the answers plus the retries.
     assert!(
         (requests..=requests + retried).contains(&lines),
-        "access-log lines {lines} over {logs:?}: {requests} answers, {retried} retried"
+        "access-log lines {lines} over {pods} pods: {requests} answers, {retried} retried"
     );
     eprintln!(
         "gradual: {requests} requests, 0 failed ({retried} retried after the close race), \
-         {lines} access-log lines over {} pods",
-        pods.len()
+         {lines} access-log lines over {pods} pods"
     );
     // Readiness: each new proxy pod was seen not ready, then ready, at times in order.
     let changes = case["cluster"]["pods"].as_array().unwrap();
@@ -276,23 +179,6 @@ fn access_lines(root: &Path) -> Vec<Value> {
     out
 }
 
-/// The backends' completed responses in the record, summed over the instances `GROUP-*`.
-fn backend_requests(case: &Value, group: &str) -> u64 {
-    case["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| {
-            b["name"]
-                .as_str()
-                .unwrap()
-                .strip_prefix(group)
-                .is_some_and(|r| r.starts_with('-'))
-        })
-        .map(|b| b["requests"].as_u64().unwrap())
-        .sum()
-}
-
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_grow_routes_and_set_profile() {
@@ -338,7 +224,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("grow");
-    let out = run_k8s(&root, &scenario, &ns);
+    let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -505,7 +391,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("backends");
-    let out = run_k8s(&root, &scenario, &ns);
+    let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -611,7 +497,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("bad");
-    let out = run_k8s(&root, &scenario, &ns);
+    let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -676,7 +562,7 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("kill");
-    let out = run_k8s(&root, &scenario, &ns);
+    let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -739,22 +625,13 @@ fn interrupt_k8s_run(
     after: std::time::Duration,
 ) -> (Output, std::time::Duration) {
     use std::time::{Duration, Instant};
-    let child = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args(["run", "--no-progress", "--results"])
-        .arg(root)
-        .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
-        .args(["--namespace", ns])
-        .args(extra)
+    let child = run_command(root, ns, extra)
         .arg(scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let cluster = cluster();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let pods = cluster
@@ -837,22 +714,19 @@ duration = \"120s\"
             requests.abs_diff(expected) <= 3,
             "{requests} requests in {elapsed} s at 100/s (expected {expected} ± 3): {load}"
         );
-        let lines: u64 = find(&root, "access.log")
-            .iter()
-            .map(|p| std::fs::read_to_string(p).unwrap().lines().count() as u64)
-            .sum();
+        let (lines, _) = access_count(&root);
         assert_eq!(lines, requests, "the interrupted run's access-log lines");
         let left = leftover(&ns);
         if keep {
             assert_eq!(left, vec![ns.clone()], "--keep keeps the namespace");
             let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
             assert!(
-                md.contains(&format!("namespace `{ns}`, kept)"))
-                    && md.contains(&format!("namespace {ns} was kept (--keep)")),
+                md.contains(&format!(
+                    "namespace `{ns}`, kept, proxy pods reached by pod IP)"
+                )) && md.contains(&format!("namespace {ns} was kept (--keep)")),
                 "the report says the namespace was kept: {md}"
             );
-            let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-            let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+            let cluster = cluster();
             cluster
                 .delete_namespace(&ns, std::time::Duration::from_secs(120))
                 .unwrap();
@@ -935,8 +809,7 @@ spec:
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_external_gateway_is_loaded_acted_on_and_its_pods_logs_counted() {
     use std::time::Duration;
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let cluster = cluster();
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1000,7 +873,7 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = run_k8s(&root, &scenario, &ns);
+        let out = run_k8s(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "the run failed: {stderr}");
         let d = data(&root, &out);
@@ -1029,20 +902,12 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
         // through the log API (the deleted pod's too).
         let load = &case["loads"][0];
         let requests = load["requests"].as_u64().unwrap();
-        let below_http: u64 = load["errors"]
-            .as_object()
-            .map(|m| m.values().filter_map(Value::as_u64).sum())
-            .unwrap_or(0);
-        let logs = find(&root, "access.log");
-        let lines: u64 = logs
-            .iter()
-            .map(|p| std::fs::read_to_string(p).unwrap().lines().count() as u64)
-            .sum();
+        let below_http = errors(load);
+        let (lines, logs) = access_count(&root);
         eprintln!(
             "external: {requests} requests ({below_http} without a response: {}), {lines} \
-             access-log lines over {} logs, watched pods {watched:?}",
-            load["errors"],
-            logs.len()
+             access-log lines over {logs} logs, watched pods {watched:?}",
+            load["errors"]
         );
         assert!(requests >= 700, "8 s at 100/s: {load}");
         // Each response is a line; a failed request may be one too (nginx logs a request it
@@ -1050,7 +915,7 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
         // nothing else is: no answer is missing from the logs.
         assert!(
             (requests..=requests + below_http).contains(&lines),
-            "{lines} lines for {requests} requests ({below_http} failed): {logs:?}"
+            "{lines} lines for {requests} requests ({below_http} failed) over {logs} logs"
         );
         // The user's namespace is theirs: the run leaves it (and their gateway) in place.
         assert_eq!(leftover(&ns), vec![ns.clone()]);
@@ -1069,8 +934,7 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
 /// The nodes the proxy pods of namespace `ns` run on, watched while `run` runs: a thread lists
 /// them every 100 ms until it returns.
 fn proxy_nodes_while<T>(ns: &str, run: impl FnOnce() -> T) -> (T, BTreeSet<String>) {
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+    let cluster = cluster();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (d, ns2) = (done.clone(), ns.to_string());
     let watcher = std::thread::spawn(move || {
@@ -1088,39 +952,11 @@ fn proxy_nodes_while<T>(ns: &str, run: impl FnOnce() -> T) -> (T, BTreeSet<Strin
     (out, watcher.join().unwrap())
 }
 
-/// Access-log lines under `dir` (every pod's `access.log`), and how many pods have one.
-fn access_count(dir: &Path) -> (u64, usize) {
-    let logs = find(dir, "access.log");
-    let n = logs
-        .iter()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .count() as u64
-        })
-        .sum();
-    (n, logs.len())
-}
-
-/// 2xx answers of one load in data.json.
-fn ok_answers(load: &Value) -> u64 {
-    load["status"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(s, _)| s.starts_with('2'))
-        .filter_map(|(_, n)| n.as_u64())
-        .sum()
-}
-
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_proxy_pods_spread_over_both_nodes_behind_their_service() {
     let nodes = {
-        let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-        let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
+        let cluster = cluster();
         cluster.nodes_ready().unwrap()
     };
     assert!(
@@ -1150,7 +986,7 @@ duration = \"4s\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("spread");
-    let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns));
+    let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     // One proxy pod per node: the topology spread constraint.
@@ -1213,15 +1049,8 @@ fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     let root = dir.path().join("results");
     let ns = namespace("zds");
     let cases = ["gradual-up", "gradual-down", "abrupt-up", "abrupt-down"];
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
-    cmd.args(["run", "zero-downtime-scaling", "--quick", "--no-progress"])
-        .arg("--results")
-        .arg(&root)
-        .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")])
-        .args(["--namespace", &ns]);
+    let mut cmd = run_command(&root, &ns, &[]);
+    cmd.args(["zero-downtime-scaling", "--quick"]);
     for c in cases {
         cmd.args(["--case", c]);
     }
@@ -1231,102 +1060,145 @@ fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     assert!(ran_on.len() >= 2, "proxy pods on both nodes: {ran_on:?}");
     let run_dir = find(&root, "data.json")[0].parent().unwrap().to_path_buf();
     for (i, name) in cases.iter().enumerate() {
-        let case = &d["cases"][i];
-        assert_eq!(case["name"], *name);
-        let events = case["events"].as_array().unwrap();
-        assert!(
-            events.iter().all(|e| e["error"].is_null()),
-            "{name}: failed action: {events:?}\n{stderr}"
-        );
-        let findings = case["findings"].to_string();
-        assert!(
-            findings.contains("at its ClusterIP 198.18.128."),
-            "{name}: the loads went through the Service: {findings}"
-        );
-        let loads = case["loads"].as_array().unwrap();
-        let (mut requests, mut ok, mut retried, mut lost) = (0, 0, 0, 0);
-        for l in loads {
-            let (n, f, r) = (
-                l["requests"].as_u64().unwrap(),
-                failed(l),
-                l["retried"].as_u64().unwrap_or(0),
-            );
-            let p99 = l["latency"]["percentiles"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|p| p["p"].as_f64() == Some(99.0))
-                .and_then(|p| p["us"].as_u64())
-                .unwrap_or(0);
-            eprintln!(
-                "zds {name}/{}: {n} requests, {f} failed {} {}, {r} retried, p99 {:.2} ms",
-                l["name"].as_str().unwrap(),
-                l["errors"],
-                l["status"],
-                p99 as f64 / 1e3
-            );
-            // 100 r/s, evenly paced: every second of the load is sent, and each attempt is an
-            // answer (`requests`, any status) or an error below HTTP.
-            let errors = l["errors"]
-                .as_object()
-                .map(|m| m.values().filter_map(Value::as_u64).sum::<u64>())
-                .unwrap_or(0);
-            if let Some(planned) = l["planned_s"].as_f64() {
-                assert_eq!(n + errors, (planned * 100.0).round() as u64, "{name}: {l}");
-            }
-            requests += n;
-            ok += ok_answers(l);
-            retried += r;
-            lost += f;
-        }
-        // Exact: every answer is one line of some proxy pod's access log (a cut-off first
-        // attempt nginx had logged is there too: at most the retries more), and every 2xx was
-        // answered by a backend, which counted it.
-        let (lines, _) = access_count(&run_dir.join("logs").join(name));
-        // Every answer, whatever its status, is a line of the pod that gave it.
-        let answered = requests;
-        eprintln!("zds {name}: {lost} failed in all");
-        assert!(
-            (answered..=answered + retried).contains(&lines),
-            "{name}: {lines} access-log lines for {answered} answers ({retried} retried)"
-        );
-        let served = backend_requests(case, "cafe");
-        assert!(
-            (ok..=ok + retried).contains(&served),
-            "{name}: the backends counted {served} for {ok} 2xx answers ({retried} retried)"
-        );
-        let changes = case["cluster"]["pods"].as_array().unwrap();
-        let steps: Vec<String> = changes
-            .iter()
-            .filter(|c| c["role"] == "endpoint" || c["role"] == "proxy")
-            .map(|c| {
-                format!(
-                    "{:.2} {} {} {} ready={}",
-                    c["t_s"].as_f64().unwrap(),
-                    c["role"].as_str().unwrap(),
-                    c["pod"].as_str().unwrap(),
-                    c["phase"].as_str().unwrap(),
-                    c["ready"]
-                )
-            })
-            .collect();
-        eprintln!(
-            "zds {name}: {lines} access-log lines, backends {served}\n  {}",
-            steps.join("\n  ")
-        );
-        assert!(
-            changes.iter().any(|c| c["role"] == "endpoint"),
-            "{name}: EndpointSlice changes on the record"
-        );
-        if name.ends_with("-down") {
-            // A removed replica left the Service's endpoints.
-            assert!(
-                changes
-                    .iter()
-                    .any(|c| c["role"] == "endpoint" && c["phase"] == "Deleted"),
-                "{name}: an endpoint left: {steps:?}"
-            );
-        }
+        kube::check_zds_case("nginx", name, &d["cases"][i], &run_dir, &stderr);
     }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_load_through_the_node_port_is_counted_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("nodeport.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-nodeport\"
+[platform]
+kind = \"kubernetes\"
+service_type = \"NodePort\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+via = \"node-port:http\"
+rate = 100
+connections = 8
+duration = \"4s\"
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("nodeport");
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    assert_eq!(requests, 400, "100 r/s for 4 s: {load}");
+    assert_eq!(failed(load), 0, "{load}");
+    // Exact against the proxy pod's access log and the backends' counters.
+    let (lines, pods) = access_count(&root);
+    assert_eq!(pods, 1, "one proxy pod's log");
+    assert_eq!(lines, requests, "access-log lines");
+    assert_eq!(backend_requests(case, "cafe"), requests, "backend counters");
+    // env.json says which path the load took (a node's InternalIP and the nodePort, from this
+    // machine) and how the proxy pods were reached.
+    let env = kube::env_json(&root);
+    let p = &env["platform"];
+    assert_eq!(p["pod_path"], "pod IP", "{p}");
+    let path = &p["load_paths"][0];
+    assert_eq!(path["load"], "coffee", "{p}");
+    assert_eq!(path["from"], "this machine", "{p}");
+    let target = path["target"].as_str().unwrap();
+    assert!(
+        target.starts_with("Service `proxy` (NodePort) at node ")
+            && target.contains("InternalIP 198.18.0.")
+            && target.contains("nodePort 3"),
+        "{target}"
+    );
+    eprintln!("nodeport: {requests} requests via {target}, {lines} access-log lines");
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_pod_that_never_gets_ready_stops_the_case_at_its_timeout_and_is_deleted() {
+    // The namespace exists before the run, with a LimitRange whose default CPU request no node
+    // has: every pod the run makes stays Pending (FailedScheduling), never Ready.
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("neverready");
+    let cluster = cluster();
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let limits = dir.path().join("limits.yaml");
+    std::fs::write(
+        &limits,
+        "apiVersion: v1
+kind: LimitRange
+metadata:
+  name: too-big
+spec:
+  limits:
+  - type: Container
+    defaultRequest:
+      cpu: \"64\"
+    default:
+      cpu: \"64\"
+",
+    )
+    .unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cluster.apply(&limits, &ns).unwrap();
+        let scenario = dir.path().join("never.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"k8s-never-ready\"
+[platform]
+kind = \"kubernetes\"
+ready_timeout = \"8s\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 10
+duration = \"2s\"
+"
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let t0 = std::time::Instant::now();
+        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let took = t0.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let d = data(&root, &out);
+        let why = d["abort_reason"].as_str().unwrap_or_default().to_string();
+        // Stopped at its timeout (8 s), not the default 3 min, saying why: the pod's state
+        // and its events (a Pending pod has written no log lines).
+        assert!(
+            why.contains("8s") && why.contains("Pending") && why.contains("FailedScheduling"),
+            "{why}"
+        );
+        assert!(why.contains("Insufficient cpu"), "{why}");
+        assert!(took < std::time::Duration::from_secs(100), "took {took:?}");
+        let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+        assert!(md.contains("FailedScheduling"), "{md}");
+        // The run's objects are deleted from the namespace it did not make.
+        let left = cluster.pods(&ns, None).unwrap();
+        assert!(
+            left.iter().all(|p| p.deleting),
+            "pods left: {:?}",
+            left.iter().map(|p| &p.name).collect::<Vec<_>>()
+        );
+        eprintln!("never ready: exit 1 after {took:?}: {why}");
+    }));
+    let _ = cluster.delete_namespace(&ns, std::time::Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }

@@ -3,85 +3,9 @@
 //! admin API), the config check in a pod of the proxy's image, and a registry image refused on
 //! a cluster whose nodes pull from no registry. Each run has its own namespace `ktests-*`.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// A required environment variable, or a panic naming it.
-fn var(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
-    }
-}
-
-/// A fresh namespace name for one test, prefixed `ktests-`.
-fn namespace(test: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    format!(
-        "ktests-{test}-{}-{}",
-        t.as_secs() % 100_000,
-        std::process::id() % 10_000
-    )
-}
-
-/// Runs `proxybench run SCENARIO --platform kubernetes --proxy KIND --proxy-image IMAGE`.
-fn run_k8s(root: &Path, scenario: &Path, ns: &str, kind: &str, image: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args(["run", "--no-progress", "--results"])
-        .arg(root)
-        .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--proxy", kind, "--proxy-image", image])
-        .args(["--namespace", ns])
-        .arg(scenario)
-        .output()
-        .unwrap()
-}
-
-/// Every file under `dir` (recursively) whose name is `name`, sorted.
-fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(find(&p, name));
-        } else if p.file_name().is_some_and(|n| n == name) {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
-fn leftover(ns: &str) -> Vec<String> {
-    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
-    let cluster = k8s::Cluster::connect(Some(&kc), None).unwrap();
-    cluster.managed_namespaces(Some(ns)).unwrap()
-}
-
-/// Failed attempts of one load in data.json: errors below HTTP plus non-2xx responses.
-fn failed(load: &Value) -> u64 {
-    let errors: u64 = load["errors"]
-        .as_object()
-        .map(|m| m.values().filter_map(Value::as_u64).sum())
-        .unwrap_or(0);
-    let bad: u64 = load["status"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(s, _)| !s.starts_with('2'))
-        .filter_map(|(_, n)| n.as_u64())
-        .sum();
-    errors + bad
-}
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{access_count, data, failed, find, leftover, namespace, run_command, run_k8s, var};
 
 /// 100 r/s for 8 s through one replica, a reload at 2 s, a second replica at 3 s and back to
 /// one, gracefully, at 6 s.
@@ -139,12 +63,15 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
         std::fs::write(&scenario, SCENARIO).unwrap();
         let root = dir.path().join("results");
         let ns = namespace(kind);
-        let out = run_k8s(&root, &scenario, &ns, kind, &image);
+        let out = run_k8s(
+            &root,
+            &scenario,
+            &ns,
+            &["--proxy", kind, "--proxy-image", &image],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{kind}: the run failed: {stderr}");
-        let files = find(&root, "data.json");
-        assert_eq!(files.len(), 1, "{kind}: {files:?}\n{stderr}");
-        let d: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+        let d = data(&root, &out);
         let case = &d["cases"][0];
         let events = case["events"].as_array().unwrap();
         assert_eq!(events.len(), 3, "{kind}: {events:?}");
@@ -168,25 +95,11 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
         assert_eq!(failed(load), 0, "{kind}: failed requests: {load}");
         let retried = load["retried"].as_u64().unwrap_or(0);
         // Every answer is in an access log of the kind's format, read from the pods' output.
-        let logs = find(&root, "access.log");
-        assert_eq!(
-            logs.len(),
-            2,
-            "{kind}: the access logs of both pods: {logs:?}"
-        );
-        let lines: u64 = logs
-            .iter()
-            .map(|p| {
-                std::fs::read_to_string(p)
-                    .unwrap()
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .count() as u64
-            })
-            .sum();
+        let (lines, logs) = access_count(&root);
+        assert_eq!(logs, 2, "{kind}: the access logs of both pods");
         assert!(
             (requests..=requests + retried).contains(&lines),
-            "{kind}: access-log lines {lines} over {logs:?}: {requests} answers, {retried} retried"
+            "{kind}: access-log lines {lines}: {requests} answers, {retried} retried"
         );
         // The checker ran in a pod of the proxy's image and passed the config.
         let checks = find(&root, "proxy-check-gen1.log");
@@ -217,8 +130,12 @@ fn k8s_registry_image_is_refused_before_any_pod() {
         &root,
         &scenario,
         &ns,
-        "nginx",
-        "registry.example/proxybench-nginx:1.22.1",
+        &[
+            "--proxy",
+            "nginx",
+            "--proxy-image",
+            "registry.example/proxybench-nginx:1.22.1",
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -233,9 +150,57 @@ fn k8s_registry_image_is_refused_before_any_pod() {
         "{line}"
     );
     // Refused before the backends were made: no case ran, nothing waited on a pull.
-    let files = find(&root, "data.json");
-    let d: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let d = data(&root, &out);
     assert_eq!(d["cases"].as_array().map(Vec::len), Some(0), "{d}");
     eprintln!("registry image refused in {:?}: {line}", t0.elapsed());
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_zero_downtime_scaling_quick_compares_nginx_haproxy_and_caddy_through_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("zdsall");
+    let kinds = ["nginx", "haproxy", "caddy"];
+    let cases = ["gradual-up", "abrupt-down"];
+    // Each kind in its default image (the ones `make image` builds), one after the other in
+    // the same namespace.
+    let mut cmd = run_command(&root, &ns, &["--proxy", &kinds.join(",")]);
+    cmd.args(["zero-downtime-scaling", "--quick"]);
+    for c in cases {
+        cmd.args(["--case", c]);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The comparison over the three runs, each in its own directory.
+    let cmp = find(&root, "comparison.json");
+    assert_eq!(cmp.len(), 1, "one comparison: {stderr}");
+    let top = cmp[0].parent().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cmp[0]).unwrap()).unwrap();
+    let listed: Vec<&str> = json["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, kinds, "{json}");
+    let md = std::fs::read_to_string(top.join("comparison.md")).unwrap();
+    for (i, kind) in kinds.iter().enumerate() {
+        assert_eq!(json["proxies"][i]["status"], "complete", "{kind}: {stderr}");
+        assert!(
+            md.contains(&format!("[{kind}/report.md]({kind}/report.md)")),
+            "{md}"
+        );
+        let run_dir = top.join(kind);
+        let d: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("data.json")).unwrap())
+                .unwrap();
+        assert_eq!(d["partial"], false, "{kind}: {}", d["abort_reason"]);
+        for (ci, name) in cases.iter().enumerate() {
+            kube::check_zds_case(kind, name, &d["cases"][ci], &run_dir, &stderr);
+        }
+    }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

@@ -120,6 +120,29 @@ pub struct PlatformInfo {
     /// Whether the namespace was kept after the run.
     #[serde(default)]
     pub kept: bool,
+    /// How this machine reached the proxy pods for reload timing, generation checks and grow
+    /// probes: `pod IP` (it routes the pod network) or `port-forward` (one per pod, through the
+    /// API server), as the first case that ran proxy pods found it; empty when none did, and in
+    /// records from before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pod_path: String,
+    /// The path each load of each case took: what it aimed at and where it ran from, so that a
+    /// run through a Service is told from one through a pod or a port-forward. Empty locally.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_paths: Vec<LoadPath>,
+}
+
+/// One load's path on a platform, as env.json keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LoadPath {
+    /// The case the load ran in.
+    pub case: String,
+    /// The load's name.
+    pub load: String,
+    /// What it aimed at (`Service proxy (ClusterIP) at 198.18.128.7:8080`).
+    pub target: String,
+    /// Where it ran from (`this machine`, or its agents' place: `2 pods of Job agents-x ...`).
+    pub from: String,
 }
 
 /// `record.json`: what a run measured, before any analysis. `proxybench analyse DIR` turns it,
@@ -259,6 +282,15 @@ pub struct ClusterRecord {
     /// case's backend counters leave them out, so sums over them are short by their counts.
     #[serde(default)]
     pub counters_missing: Vec<String>,
+    /// How this machine reached the proxy pods (`pod IP` or `port-forward`; absent when the
+    /// case ran none): env.json's platform record takes it from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_path: Option<String>,
+    /// Where the case's loads aimed, by their `via` as written (`node-port:http`), and under
+    /// `""` where a load without one went (`Service proxy (ClusterIP) at its ClusterIP
+    /// 198.18.128.7`; absent when the proxy had no Service).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub load_targets: BTreeMap<String, String>,
 }
 
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when

@@ -625,6 +625,13 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         context: "lab".into(),
         namespace: "proxybench-20261125t140000z".into(),
         kept: false,
+        pod_path: "port-forward".into(),
+        load_paths: vec![model::LoadPath {
+            case: "main".into(),
+            load: "coffee".into(),
+            target: "Service `proxy` (ClusterIP) at its ClusterIP 198.18.128.7".into(),
+            from: "this machine".into(),
+        }],
     });
     let pod = |t: f64, pod: &str, role: &str, phase: &str, ready: bool| model::PodChange {
         t_s: t,
@@ -684,14 +691,35 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         counters_missing: vec![
             "cafe-1 (pod cafe-5f-b): its log ends without the counters line".into(),
         ],
+        pod_path: Some("port-forward".into()),
+        load_targets: [(
+            String::new(),
+            "Service `proxy` (ClusterIP) at its ClusterIP 198.18.128.7".to_string(),
+        )]
+        .into(),
     });
     let dir = written(&r);
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(
         md.contains(
-            "| Platform | kubernetes (context `lab`, namespace `proxybench-20261125t140000z`) |"
+            "| Platform | kubernetes (context `lab`, namespace `proxybench-20261125t140000z`, \
+             proxy pods reached by port-forward) |"
         ),
         "{md}"
+    );
+    // env.json keeps how the proxy pods were reached and the path each load took.
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("env.json")).unwrap())
+            .unwrap();
+    assert_eq!(env["platform"]["pod_path"], "port-forward", "{env}");
+    assert_eq!(
+        env["platform"]["load_paths"][0]["target"],
+        "Service `proxy` (ClusterIP) at its ClusterIP 198.18.128.7",
+        "{env}"
+    );
+    assert_eq!(
+        env["platform"]["load_paths"][0]["from"], "this machine",
+        "{env}"
     );
     let section = &md[md.find("### Cluster").expect("a Cluster section")..];
     let section = &section[..section[4..].find("\n## ").map_or(section.len(), |i| i + 4)];

@@ -266,6 +266,8 @@ mod action_de {
 pub(crate) struct Where<'a> {
     pub(crate) src: &'a Source,
     pub(crate) kind: PlatformKind,
+    /// The type of the proxy's Service on Kubernetes (`[platform] service_type`).
+    pub(crate) service_type: crate::platform::ServiceKind,
     pub(crate) check_files: bool,
 }
 

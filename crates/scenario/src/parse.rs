@@ -5,7 +5,7 @@
 use crate::action::{expand_action, ActionSpec, Sizes, Where, MAX_BACKENDS, MAX_REPLICAS};
 use crate::checks::Check;
 use crate::layers::{self, Source, Table};
-use crate::platform::{parse_platform, PlatformKind, PlatformOverride};
+use crate::platform::{parse_platform, PlatformKind, PlatformOverride, ServiceKind};
 use crate::spec::{ArrivalsSpec, BackendGroup, Case, ItemLines, LoadSpec, Scenario, Via};
 use crate::ScenarioError;
 use proxy::config::ProxyConfig;
@@ -107,6 +107,7 @@ impl Scenario {
         let on = Where {
             src,
             kind: platform.kind,
+            service_type: platform.service_type,
             check_files: !opts.skip_file_checks,
         };
         let configs = cases_layered.configs.take();
@@ -370,6 +371,9 @@ fn build_case(
         let span = l.span();
         let spec = l.into_inner();
         check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if let Some(v) = spec.via.as_ref().filter(|v| v.is_cluster_address()) {
+            check_cluster_via(on, &spec, v, proxy.as_ref()).map_err(|m| err(span.clone(), m))?;
+        }
         if let Some(a) = &spec.agents {
             check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
         }
@@ -510,6 +514,102 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The Service proxybench puts in front of the proxy pods on Kubernetes.
+const PROXY_SERVICE: &str = "proxy";
+
+/// A load's `via` that aims at an address found through the Kubernetes API: only on that
+/// platform; the proxy's Service (`service:proxy`, `node-port:`, `load-balancer:`) needs a
+/// proxy of the run, a port that is one of its listeners (by name or number) of the url's
+/// scheme, and a `service_type` that has the address asked for. Another Service's name and
+/// port can only be checked on the cluster, before the load starts.
+fn check_cluster_via(
+    on: &Where<'_>,
+    l: &LoadSpec,
+    via: &Via,
+    proxy: Option<&ProxyConfig>,
+) -> Result<(), String> {
+    let name = &l.name;
+    if on.kind != PlatformKind::Kubernetes {
+        return Err(format!(
+            "load '{name}' goes via '{via}', an address the Kubernetes API gives: run it with \
+             --platform kubernetes (or [platform] kind = \"kubernetes\")"
+        ));
+    }
+    let (service, port) = match via {
+        Via::Service(n, p) => (n.as_str(), p.as_deref()),
+        Via::NodePort(p) | Via::LoadBalancer(p) => (PROXY_SERVICE, Some(p.as_str())),
+        _ => return Ok(()),
+    };
+    if service.is_empty() {
+        return Err(format!(
+            "load '{name}': via '{via}' names no Service (service:NAME[:PORT])"
+        ));
+    }
+    if port == Some("") {
+        return Err(format!(
+            "load '{name}': via '{via}' names no port (a listener name or a port number)"
+        ));
+    }
+    let need = match via {
+        Via::NodePort(_) => Some(&[ServiceKind::NodePort, ServiceKind::LoadBalancer][..]),
+        Via::LoadBalancer(_) => Some(&[ServiceKind::LoadBalancer][..]),
+        _ => None,
+    };
+    if let Some(need) = need {
+        if !need.contains(&on.service_type) {
+            return Err(format!(
+                "load '{name}' goes via '{via}', but the proxy's Service is of type {} \
+                 ([platform] service_type); it needs {}",
+                on.service_type.name(),
+                need.iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+    }
+    if service != PROXY_SERVICE {
+        return Ok(());
+    }
+    let p = match proxy {
+        Some(p) if p.external.is_none() => p,
+        _ => {
+            return Err(format!(
+                "load '{name}' goes via '{via}', the proxy's Service, but the run has no \
+                 [proxy] of its own"
+            ))
+        }
+    };
+    let https = l.url.starts_with("https://");
+    // A port number is checked against the Service on the cluster (listener ports without
+    // a `port` are given there); a name must be a listener's.
+    if let Some(port) = port.filter(|p| p.parse::<u16>().is_err()) {
+        let Some(lis) = p.listeners.iter().find(|x| x.name == port) else {
+            return Err(format!(
+                "load '{name}' goes via '{via}': the proxy's Service has no port '{port}' (its \
+                 ports are its listeners: {})",
+                p.listeners
+                    .iter()
+                    .map(|x| match x.port {
+                        Some(n) => format!("{} ({n})", x.name),
+                        None => x.name.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        if lis.tls != https {
+            return Err(format!(
+                "load '{name}': listener '{}' is {} but the url is {}",
+                lis.name,
+                if lis.tls { "HTTPS" } else { "HTTP" },
+                if https { "https" } else { "http" }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Most agents one load may run on.
@@ -654,6 +754,8 @@ fn check_load(
                 ));
             }
         }
+        // Checked by check_cluster_via, which knows the platform.
+        Some(Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_)) => {}
         None => match proxy {
             // An external target's loads go where their urls say (checked by the runner).
             Some(p) if p.external.is_some() => {}

@@ -110,6 +110,15 @@ pub struct PlatformSpec {
     pub proxy_pre_stop: Option<Duration>,
     /// The type of the proxy pods' Service (`ClusterIP` when absent).
     pub service_type: ServiceKind,
+    /// Secrets of the run's namespace that every pod pulls its image with
+    /// (`imagePullSecrets`), for a private registry.
+    pub image_pull_secrets: Vec<String>,
+    /// Every container's `imagePullPolicy` (`Always`, `IfNotPresent` or `Never`); absent:
+    /// `Never` for `localhost/` images (loaded onto the nodes), `IfNotPresent` for the rest.
+    pub image_pull_policy: Option<String>,
+    /// How long a case's backend pods, then its proxy pods, may take to be Ready before the
+    /// case stops (3 min and 2 min when absent).
+    pub ready_timeout: Option<Duration>,
     /// The `[platform]` table's line, for errors (0 when it came from the command line).
     pub line: usize,
 }
@@ -147,6 +156,8 @@ pub struct PlatformOverride {
     pub image: Option<String>,
     /// `--proxy-image`.
     pub proxy_image: Option<String>,
+    /// `--image-pull-policy`.
+    pub image_pull_policy: Option<String>,
 }
 
 impl PlatformOverride {
@@ -177,6 +188,9 @@ impl PlatformOverride {
                 image_ref(i).map_err(|e| format!("{flag} {i}: {e}"))?;
             }
         }
+        if let Some(p) = &self.image_pull_policy {
+            pull_policy(p).map_err(|e| format!("--image-pull-policy {p}: {e}"))?;
+        }
         if let Some(k) = &self.kubeconfig {
             if k.as_os_str().is_empty() {
                 return Err("--kubeconfig: the path is empty".into());
@@ -199,6 +213,7 @@ impl PlatformOverride {
             ("--keep", self.keep),
             ("--image", self.image.is_some()),
             ("--proxy-image", self.proxy_image.is_some()),
+            ("--image-pull-policy", self.image_pull_policy.is_some()),
         ]
         .into_iter()
         .find(|(_, given)| *given)
@@ -228,6 +243,7 @@ impl PlatformOverride {
         set(&mut spec.namespace, &self.namespace);
         set(&mut spec.image, &self.image);
         set(&mut spec.proxy_image, &self.proxy_image);
+        set(&mut spec.image_pull_policy, &self.image_pull_policy);
         spec.keep |= self.keep;
     }
 }
@@ -260,6 +276,12 @@ struct PlatformDoc {
     proxy_pre_stop: Option<Spanned<Dur>>,
     #[serde(default)]
     service_type: Option<Spanned<String>>,
+    #[serde(default)]
+    image_pull_secrets: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    image_pull_policy: Option<Spanned<String>>,
+    #[serde(default)]
+    ready_timeout: Option<Spanned<Dur>>,
 }
 
 /// `watch = { namespaces = [...], selectors = [...] }`.
@@ -454,6 +476,38 @@ pub(crate) fn parse_platform(
             })?;
             cluster_keys.push(("service_type", t.span()));
         }
+        if let Some(v) = &doc.image_pull_secrets {
+            for n in v.get_ref() {
+                dns_subdomain(n).map_err(|e| {
+                    at(
+                        v.span(),
+                        format!("platform.image_pull_secrets: Secret name '{n}': {e}"),
+                    )
+                })?;
+            }
+            spec.image_pull_secrets.clone_from(v.get_ref());
+            cluster_keys.push(("image_pull_secrets", v.span()));
+        }
+        if let Some(p) = &doc.image_pull_policy {
+            pull_policy(p.get_ref()).map_err(|e| {
+                at(
+                    p.span(),
+                    format!("platform.image_pull_policy '{}': {e}", p.get_ref()),
+                )
+            })?;
+            spec.image_pull_policy = Some(p.get_ref().clone());
+            cluster_keys.push(("image_pull_policy", p.span()));
+        }
+        if let Some(t) = &doc.ready_timeout {
+            if t.get_ref().0.is_zero() {
+                return Err(at(
+                    t.span(),
+                    "platform.ready_timeout must be more than 0s".to_string(),
+                ));
+            }
+            spec.ready_timeout = Some(t.get_ref().0);
+            cluster_keys.push(("ready_timeout", t.span()));
+        }
         if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
             if p.get_ref().0 >= g.get_ref().0 {
                 return Err(at(
@@ -491,6 +545,18 @@ pub(crate) fn relative_to_file(src: &Source, path: &str) -> PathBuf {
     match std::path::Path::new(&src.file).parent() {
         Some(dir) => dir.join(p),
         None => p,
+    }
+}
+
+/// The pull policies the API knows, in its spelling.
+pub const PULL_POLICIES: [&str; 3] = ["Always", "IfNotPresent", "Never"];
+
+/// Checks an `imagePullPolicy` value.
+fn pull_policy(s: &str) -> Result<(), String> {
+    if PULL_POLICIES.contains(&s) {
+        Ok(())
+    } else {
+        Err(format!("not one of {}", PULL_POLICIES.join(", ")))
     }
 }
 

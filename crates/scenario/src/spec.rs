@@ -207,7 +207,11 @@ impl LoadSpec {
 }
 
 /// A load's `via`: `"LISTENER"` aims at a proxy listener, `"backend:GROUP"` straight at a
-/// group's first backend.
+/// group's first backend. On Kubernetes a load can also go where users' traffic goes, to an
+/// address the run discovers through the API: `"service:NAME[:PORT]"` (a Service's ClusterIP),
+/// `"node-port:PORT"` (the proxy's Service on a node's InternalIP and its nodePort) or
+/// `"load-balancer:PORT"` (the proxy's Service at its load balancer's status address); PORT is a
+/// listener name or a port number (for another Service: its port's name or number).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "String")]
 pub enum Via {
@@ -215,14 +219,44 @@ pub enum Via {
     Listener(String),
     /// A backend group, by name (its first current instance).
     Backend(String),
+    /// A Service of the run's namespace, by name, at its ClusterIP; the port by name or number
+    /// (`None`: the first listener of the url's scheme, for the proxy's Service).
+    Service(String, Option<String>),
+    /// The proxy's Service at a node's InternalIP and the nodePort of a port (by name or number).
+    NodePort(String),
+    /// The proxy's Service at its load balancer's address and a port (by name or number).
+    LoadBalancer(String),
+}
+
+impl Via {
+    /// Whether it aims at an address found through the Kubernetes API (a Service's ClusterIP,
+    /// a node's, a load balancer's), which only the Kubernetes platform can give.
+    pub fn is_cluster_address(&self) -> bool {
+        matches!(
+            self,
+            Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_)
+        )
+    }
 }
 
 impl From<String> for Via {
     fn from(s: String) -> Via {
-        match s.strip_prefix("backend:") {
-            Some(group) => Via::Backend(group.to_string()),
-            None => Via::Listener(s),
+        if let Some(group) = s.strip_prefix("backend:") {
+            return Via::Backend(group.to_string());
         }
+        if let Some(rest) = s.strip_prefix("service:") {
+            return match rest.split_once(':') {
+                Some((name, port)) => Via::Service(name.to_string(), Some(port.to_string())),
+                None => Via::Service(rest.to_string(), None),
+            };
+        }
+        if let Some(port) = s.strip_prefix("node-port:") {
+            return Via::NodePort(port.to_string());
+        }
+        if let Some(port) = s.strip_prefix("load-balancer:") {
+            return Via::LoadBalancer(port.to_string());
+        }
+        Via::Listener(s)
     }
 }
 
@@ -232,6 +266,10 @@ impl std::fmt::Display for Via {
         match self {
             Via::Listener(l) => f.write_str(l),
             Via::Backend(g) => write!(f, "backend:{g}"),
+            Via::Service(n, None) => write!(f, "service:{n}"),
+            Via::Service(n, Some(p)) => write!(f, "service:{n}:{p}"),
+            Via::NodePort(p) => write!(f, "node-port:{p}"),
+            Via::LoadBalancer(p) => write!(f, "load-balancer:{p}"),
         }
     }
 }

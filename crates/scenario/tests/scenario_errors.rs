@@ -363,6 +363,8 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
              keep = true\nimage = \"localhost/proxybench:0.1.0\"\nproxy_image = \"nginx:1.27\"\n\
              watch = { namespaces = [\"gw\"], selectors = [\"app=gateway\"] }\n\
              prometheus = { selector = \"app=gateway\", port = 9113, metrics = [\"nginx_up\"] }\n\
+             image_pull_secrets = [\"regcred\"]\nimage_pull_policy = \"Always\"\n\
+             ready_timeout = \"30s\"\n\
              \n[[backends]]",
             1,
         ),
@@ -378,6 +380,9 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
     assert_eq!(p.proxy_image.as_deref(), Some("nginx:1.27"));
     assert_eq!(p.watch_namespaces, ["gw"]);
     assert_eq!(p.watch_selectors, ["app=gateway"]);
+    assert_eq!(p.image_pull_secrets, ["regcred"]);
+    assert_eq!(p.image_pull_policy.as_deref(), Some("Always"));
+    assert_eq!(p.ready_timeout, Some(std::time::Duration::from_secs(30)));
     let prom = p.prometheus.as_ref().unwrap();
     assert_eq!(
         (prom.port, prom.path.as_str(), prom.every),
@@ -417,6 +422,26 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         "platform.context is empty",
     );
     bad("kind = \"kubernetes\"\nkeep = \"yes\"", 4, "invalid type");
+    bad(
+        "kind = \"kubernetes\"\nimage_pull_policy = \"Sometimes\"",
+        4,
+        "platform.image_pull_policy 'Sometimes': not one of Always, IfNotPresent, Never",
+    );
+    bad(
+        "kind = \"kubernetes\"\nimage_pull_secrets = [\"Reg_Cred\"]",
+        4,
+        "platform.image_pull_secrets: Secret name 'Reg_Cred'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nready_timeout = \"0s\"",
+        4,
+        "platform.ready_timeout must be more than 0s",
+    );
+    bad(
+        "image_pull_policy = \"Always\"",
+        3,
+        "platform.image_pull_policy needs [platform] kind = \"kubernetes\"",
+    );
     bad(
         "kind = \"kubernetes\"\nimage = \"a b\"",
         4,
@@ -673,6 +698,14 @@ fn the_command_line_platform_overrides_the_file() {
         ..PlatformOverride::default()
     });
     assert!(e.starts_with("--proxy-image a b: "), "{e}");
+    let e = flag(PlatformOverride {
+        image_pull_policy: Some("never".into()),
+        ..PlatformOverride::default()
+    });
+    assert_eq!(
+        e,
+        "--image-pull-policy never: not one of Always, IfNotPresent, Never"
+    );
 }
 
 #[test]
@@ -871,4 +904,76 @@ fn proxy_cpus_are_a_cpu_list_for_this_machine_only() {
         "{e}"
     );
     assert!(e.line.is_some(), "{e}");
+}
+
+#[test]
+fn a_cluster_via_is_checked_against_the_platform_its_service_and_listeners() {
+    use proxybench_scenario::Via;
+    let load = |via: &str, url: &str| {
+        format!("\n[[loads]]\nname = \"b\"\nurl = \"{url}\"\nduration = \"1s\"\nvia = \"{via}\"\n")
+    };
+    // Refused at the load's line: locally (no cluster gives the address), a port that is not
+    // a listener, a Service type without a nodePort or a load balancer, no Service name.
+    for (text, want) in [
+        (
+            format!("{BASE}{}", load("node-port:http", "http://x/")),
+            "load 'b' goes via 'node-port:http', an address the Kubernetes API gives: run it \
+             with --platform kubernetes (or [platform] kind = \"kubernetes\")",
+        ),
+        (
+            kube(&load("service:proxy:nope", "http://x/")),
+            "load 'b' goes via 'service:proxy:nope': the proxy's Service has no port 'nope' \
+             (its ports are its listeners: http)",
+        ),
+        (
+            kube(&load("node-port:http", "http://x/")),
+            "load 'b' goes via 'node-port:http', but the proxy's Service is of type ClusterIP \
+             ([platform] service_type); it needs NodePort or LoadBalancer",
+        ),
+        (
+            kube(&load("load-balancer:http", "http://x/")).replace(
+                "kind = \"kubernetes\"",
+                "kind = \"kubernetes\"\nservice_type = \"NodePort\"",
+            ),
+            "load 'b' goes via 'load-balancer:http', but the proxy's Service is of type \
+             NodePort ([platform] service_type); it needs LoadBalancer",
+        ),
+        (
+            kube(&load("service:", "http://x/")),
+            "load 'b': via 'service:' names no Service (service:NAME[:PORT])",
+        ),
+        (
+            kube(&load("service:proxy:http", "https://x/")),
+            "load 'b': listener 'http' is HTTP but the url is https",
+        ),
+    ] {
+        let e = parse(&text, false).expect_err(want);
+        assert_eq!(e.line, Some(after_base(2)), "{e}");
+        assert_eq!(e.message, want);
+    }
+    // Accepted: another Service by name and port number (checked on the cluster), and the
+    // proxy's NodePort when its Service has one.
+    let text = kube(&format!(
+        "{}{}",
+        load("service:gateway:8443", "http://x/"),
+        load("node-port:http", "http://y/").replace("\"b\"", "\"c\"")
+    ))
+    .replace(
+        "kind = \"kubernetes\"",
+        "kind = \"kubernetes\"\nservice_type = \"NodePort\"",
+    );
+    let scn = parse(&text, false).unwrap();
+    let vias: Vec<_> = scn.cases[0].loads.iter().map(|l| l.via.clone()).collect();
+    assert_eq!(
+        vias,
+        [
+            None,
+            Some(Via::Service("gateway".into(), Some("8443".into()))),
+            Some(Via::NodePort("http".into()))
+        ]
+    );
+    assert_eq!(
+        vias[1].as_ref().unwrap().to_string(),
+        "service:gateway:8443"
+    );
 }

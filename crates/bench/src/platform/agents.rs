@@ -273,7 +273,7 @@ impl KubeAgents {
     pub(crate) fn start(
         cluster: Cluster,
         namespace: &str,
-        image: &str,
+        (image, pulling): (&str, &super::kube::Pulling),
         spec: &AgentsSpec<'_>,
     ) -> Result<KubeAgents, String> {
         let n = spec.count as usize;
@@ -428,7 +428,7 @@ impl KubeAgents {
                                 labels: Some(labels),
                                 ..Default::default()
                             }),
-                            spec: Some(pod),
+                            spec: Some(pulling.apply(pod)),
                         },
                         ..Default::default()
                     }),

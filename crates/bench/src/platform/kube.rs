@@ -85,6 +85,8 @@ const ROLE: &str = "proxybench/role";
 /// How long a wait for pods may take.
 const BOUND: Duration = Duration::from_secs(120);
 
+#[path = "kube_aim.rs"]
+mod aim;
 #[path = "kube_backends.rs"]
 mod backends;
 #[path = "kube_grow.rs"]
@@ -135,6 +137,13 @@ pub(crate) struct KubeStage {
     service: Option<(ServiceType, Option<IpAddr>)>,
     /// How this machine reaches the proxy pods (detected once they are Ready).
     pod_path: Option<PodPath>,
+    /// The platform's image pull policy and secrets, for every pod the stage makes.
+    pulling: Pulling,
+    /// How long the proxy pods may take to be Ready (`[platform] ready_timeout`, which bounds
+    /// the backend pods' first wait too).
+    ready_bound: Duration,
+    /// What each load's cluster `via` resolved to, by the via as written (for the record).
+    load_targets: Mutex<BTreeMap<String, String>>,
     /// Ports of proxy pods as this machine reaches them, by pod and port (port-forwards stay
     /// open while their pod runs).
     reach: BTreeMap<(String, u16), PodPort>,
@@ -148,6 +157,46 @@ pub(crate) struct KubeStage {
 
 fn platform(e: impl std::fmt::Display) -> StackError {
     StackError::Platform(e.to_string())
+}
+
+/// How every pod of a run gets its image: `[platform] image_pull_policy` (or
+/// `--image-pull-policy`) for every container when set, else [`PullPolicy::for_image`]; and
+/// `image_pull_secrets` on every pod.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pulling {
+    policy: Option<PullPolicy>,
+    secrets: Vec<String>,
+}
+
+impl Pulling {
+    /// The platform's settings (a policy the parser let through is one the API knows).
+    pub(crate) fn of(spec: &PlatformSpec) -> Pulling {
+        Pulling {
+            policy: spec
+                .image_pull_policy
+                .as_deref()
+                .and_then(PullPolicy::parse),
+            secrets: spec.image_pull_secrets.clone(),
+        }
+    }
+
+    /// The policy a container of `image` runs with.
+    pub(crate) fn policy(&self, image: &str) -> PullPolicy {
+        self.policy.unwrap_or_else(|| PullPolicy::for_image(image))
+    }
+
+    /// `pod` with the policy on each container and the pull secrets.
+    pub(crate) fn apply(&self, mut pod: PodSpec) -> PodSpec {
+        for c in pod.containers.iter_mut() {
+            if let Some(i) = c.image.clone() {
+                c.image_pull_policy = Some(self.policy(&i).to_string());
+            }
+        }
+        if let Some(s) = k8s::pull_secrets(&self.secrets) {
+            pod.image_pull_secrets = Some(s);
+        }
+        pod
+    }
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -259,15 +308,35 @@ fn next_port(used: &BTreeSet<u16>, from: u16) -> u16 {
         .unwrap_or(from)
 }
 
-/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward).
+/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward). The
+/// answer is read to its Content-Length, not to the connection's close: through a port-forward
+/// the close reaches here about a second after the pod's, longer than `timeout`.
 fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
     let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
     s.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     s.write_all(b"GET /generation HTTP/1.0\r\nHost: admin\r\n\r\n")
         .map_err(|e| e.to_string())?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|n| raw.len() >= end + 4 + n) {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("{sa}: {e}")),
+        }
+    }
+    let buf = String::from_utf8_lossy(&raw);
     let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default();
     body.trim()
         .parse()
@@ -277,7 +346,9 @@ fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
 impl KubeStage {
     /// Stands up one case in `namespace`: backend Deployments and their headless Services, then
     /// the proxy Deployment (config checked by the proxy's own checker first), the collectors
-    /// and the log followers; returns once every pod is Ready.
+    /// and the log followers; returns once every pod is Ready. A case that cannot come up (a
+    /// pod never Ready, a refused config) deletes what it made before it returns the error,
+    /// also in a namespace the run did not make.
     pub(crate) fn up(
         cluster: Cluster,
         namespace: &str,
@@ -285,6 +356,27 @@ impl KubeStage {
         case: &Case,
         stack: StackSpec<'_>,
     ) -> Result<KubeStage, StackError> {
+        let mut made = None;
+        match Self::up_into(&mut made, cluster, namespace, spec, case, stack) {
+            Ok(()) => made.ok_or_else(|| platform("the stage was not made")),
+            Err(e) => {
+                if let Some(mut st) = made {
+                    let _ = st.down();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`KubeStage::up`]'s work, the stage in `made` as soon as it exists.
+    fn up_into(
+        made: &mut Option<KubeStage>,
+        cluster: Cluster,
+        namespace: &str,
+        spec: &PlatformSpec,
+        case: &Case,
+        stack: StackSpec<'_>,
+    ) -> Result<(), StackError> {
         let origin = stack.origin;
         let ns = namespace.to_string();
         let c = &cluster;
@@ -295,7 +387,7 @@ impl KubeStage {
                 source,
             })?;
         }
-        let mut st = KubeStage {
+        let st = made.insert(KubeStage {
             cluster: cluster.clone(),
             namespace: ns.clone(),
             driver: proxy::driver(stack.proxy.map(|p| p.kind).unwrap_or_default()),
@@ -327,6 +419,9 @@ impl KubeStage {
             proxy_stop: None,
             service: None,
             pod_path: None,
+            load_targets: Mutex::default(),
+            pulling: Pulling::of(spec),
+            ready_bound: spec.ready_timeout.unwrap_or(BOUND),
             reach: BTreeMap::new(),
             notes: Vec::new(),
             endpoints: None,
@@ -338,7 +433,7 @@ impl KubeStage {
                 &stack.work.join("backend-logs"),
                 origin,
             )?,
-        };
+        });
         st.watch(spec)?;
         st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
         if let Some(p) = &spec.prometheus {
@@ -353,21 +448,23 @@ impl KubeStage {
         let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
         // An image the cluster can neither pull nor find on its nodes: one line, before any
         // pod could stick in ErrImagePull.
-        let mut images = vec![(image.as_str(), PullPolicy::for_image(&image))];
+        let mut images = vec![(image.as_str(), st.pulling.policy(&image))];
         let proxy_image = spec.proxy_image.clone();
         if let Some(p) = proxy_image.as_deref().filter(|_| {
             st.config
                 .as_ref()
                 .is_some_and(|c| c.kind != proxy::ProxyKind::External)
         }) {
-            images.push((p, PullPolicy::for_image(p)));
+            images.push((p, st.pulling.policy(p)));
         }
         c.check_images(&images).map_err(platform)?;
         for g in &case.backends {
             st.groups.push(g.name.clone());
             let name = format!("backend-{}", g.name);
             let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
-            let pod = backends::pod_spec(&image, &g.name, &g.profile);
+            let pod = st
+                .pulling
+                .apply(backends::pod_spec(&image, &g.name, &g.profile));
             c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
                 .map_err(platform)?;
             let svc = Service {
@@ -388,11 +485,11 @@ impl KubeStage {
         }
         // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
-            backends::wait_group(c, &ns, &g.name, g.count as i32)?;
+            backends::wait_group(c, &ns, &g.name, (g.count as i32, spec.ready_timeout))?;
         }
         // The proxy.
         let Some(cfg) = st.config.clone() else {
-            return Ok(st);
+            return Ok(());
         };
         if cfg.kind == proxy::ProxyKind::External {
             // The user's own gateway: nothing to deploy; attach to its reload command and log
@@ -407,7 +504,7 @@ impl KubeStage {
                 return Err(platform(refusal.message));
             }
             st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
-            return Ok(st);
+            return Ok(());
         }
         // Ports fixed per pod: the scenario's, else the next unused ones.
         let mut used: BTreeSet<u16> = cfg.listeners.iter().filter_map(|l| l.port).collect();
@@ -451,7 +548,7 @@ impl KubeStage {
             .map_err(platform)?;
         }
         // The proxy's own checker, in a pod of its image, before any replica gets the config.
-        if let Err(e) = check_in_pod(&st, &rendered, &proxy_image, &check) {
+        if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
             if st.tls.is_some() {
                 let _ = c.delete_object::<Secret>(&ns, "proxy-tls", BOUND);
             }
@@ -554,6 +651,7 @@ impl KubeStage {
         st.service = Some((kind, None));
         st.endpoints = Some(c.watch_endpoints(&ns, PROXY_SERVICE, origin));
         st.apply_service()?;
+        let pod = st.pulling.apply(pod);
         c.apply_object(&ns, &deployment("proxy", &pl, cfg.replicas, pod))
             .map_err(platform)?;
         st.probes = Some(c.sample_probes(
@@ -562,10 +660,10 @@ impl KubeStage {
             origin,
             Duration::from_secs(1),
         ));
-        c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, BOUND)
+        c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, st.ready_bound)
             .map_err(platform)?;
         st.find_paths(cfg.replicas)?;
-        Ok(st)
+        Ok(())
     }
 
     /// Applies the proxy's Service: one port per listener port, each to the same pod port.
@@ -1058,6 +1156,19 @@ impl KubeStage {
             server_version: info.version.clone(),
             proxy_grace_s: self.proxy_stop.map(|s| s.0),
             proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
+            pod_path: self.pod_path.map(|p| p.as_str().to_string()),
+            load_targets: {
+                let mut t = std::mem::take(
+                    &mut *self.load_targets.lock().unwrap_or_else(|p| p.into_inner()),
+                );
+                if let Some((kind, Some(ip))) = self.service {
+                    t.insert(
+                        String::new(),
+                        format!("Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip}"),
+                    );
+                }
+                t
+            },
             ..ClusterRecord::default()
         };
         let mut absent = |what: &str, a: &Option<String>| {
@@ -1413,7 +1524,7 @@ fn check_in_pod(
     }
     let pod = Pod {
         metadata: meta(&name, &l),
-        spec: Some(PodSpec {
+        spec: Some(st.pulling.apply(PodSpec {
             restart_policy: Some("Never".into()),
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
@@ -1429,7 +1540,7 @@ fn check_in_pod(
                 ..Default::default()
             }],
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let ran = c.run_pod(ns, &pod, CHECK_BOUND);
@@ -1460,6 +1571,10 @@ fn check_in_pod(
 impl Stage for KubeStage {
     fn ports(&self) -> &BTreeMap<String, u16> {
         &self.ports
+    }
+
+    fn aim(&self, via: &scenario::Via, tls: bool) -> Result<SocketAddr, StackError> {
+        self.aim_at(via, tls).map(|(a, _)| a)
     }
 
     fn listener_ip(&self) -> IpAddr {

@@ -399,7 +399,7 @@ impl BackendPods {
             .deployment_replicas(namespace, &deployment_of(&n.group))
             .map_err(platform)?
             .desired;
-        wait_group(cluster, namespace, &n.group, desired)?;
+        wait_group(cluster, namespace, &n.group, (desired, None))?;
         self.sync(cluster, namespace)?;
         let ready: Vec<String> = self
             .pods(cluster, namespace)?
@@ -477,7 +477,7 @@ impl BackendPods {
         cluster
             .scale_deployment(namespace, &deployment_of(group), to)
             .map_err(platform)?;
-        wait_group(cluster, namespace, group, to)?;
+        wait_group(cluster, namespace, group, (to, None))?;
         self.sync(cluster, namespace)
     }
 
@@ -627,17 +627,17 @@ fn group_of_pod(pod: &str) -> Option<String> {
     Some(parts.pop()?.to_string())
 }
 
-/// Waits until group `group` has `n` Ready pods of its newest template and `n` ready
-/// addresses in its EndpointSlices.
+/// Waits until group `group` has `n` Ready pods of its newest template (at most `bound`, or
+/// [`READY_BOUND`]) and `n` ready addresses in its EndpointSlices.
 pub(super) fn wait_group(
     cluster: &Cluster,
     namespace: &str,
     group: &str,
-    n: i32,
+    (n, bound): (i32, Option<Duration>),
 ) -> Result<(), StackError> {
     let name = deployment_of(group);
     cluster
-        .wait_deployment_ready(namespace, &name, n, READY_BOUND)
+        .wait_deployment_ready(namespace, &name, n, bound.unwrap_or(READY_BOUND))
         .map_err(platform)?;
     // The EndpointSlice controller follows the pods a moment later.
     let t = Instant::now();

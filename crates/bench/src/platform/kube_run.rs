@@ -108,9 +108,13 @@ impl Platform for Kubernetes {
             .image
             .clone()
             .unwrap_or_else(|| super::kube::DEFAULT_IMAGE.into());
-        let a =
-            super::agents::KubeAgents::start(self.cluster.clone(), &self.namespace, &image, spec)
-                .map_err(crate::error::PlatformError::Agents)?;
+        let a = super::agents::KubeAgents::start(
+            self.cluster.clone(),
+            &self.namespace,
+            (&image, &super::kube::Pulling::of(&self.spec)),
+            spec,
+        )
+        .map_err(crate::error::PlatformError::Agents)?;
         Ok(Box::new(a))
     }
 }

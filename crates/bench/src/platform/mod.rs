@@ -49,6 +49,13 @@ pub trait Stage {
     fn listener_ip(&self) -> IpAddr {
         crate::reach::RUN_IP
     }
+    /// Where a load whose `via` names an address the platform discovers (a Service's
+    /// ClusterIP, a NodePort, a load balancer's address) connects; only Kubernetes has them.
+    fn aim(&self, via: &scenario::Via, _tls: bool) -> Result<SocketAddr, StackError> {
+        Err(StackError::Platform(format!(
+            "via '{via}' is an address of the Kubernetes platform"
+        )))
+    }
     /// The port of the first listener that is (or is not) TLS.
     fn listener_port(&self, tls: bool) -> Option<u16>;
     /// The address of a group's first current member (for loads that bypass the proxy).

@@ -85,6 +85,9 @@ fn platform(r: &RunResults) -> String {
                     if p.kept { ", kept" } else { "" }
                 ));
             }
+            if !p.pod_path.is_empty() {
+                parts.push(format!("proxy pods reached by {}", p.pod_path));
+            }
             if !parts.is_empty() {
                 s.push_str(&format!(" ({})", parts.join(", ")));
             }

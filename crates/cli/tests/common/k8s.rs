@@ -1,0 +1,274 @@
+//! What every Kubernetes test (`k8s_*.rs`, run by `make test-k8s`) does before and after its
+//! run: the test cluster's settings from the environment, a namespace of its own, the CLI's
+//! `run --platform kubernetes` command line, and reading back data.json, the access logs and
+//! what the run left on the cluster. Included with `#[path = "common/k8s.rs"] mod kube;`.
+#![allow(dead_code)] // not every test binary uses every helper
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A required environment variable, or a panic naming it.
+pub fn var(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{name} is unset: these tests need the test cluster (make test-k8s sets it)"),
+    }
+}
+
+/// A fresh namespace name for one test, prefixed `ktests-`.
+pub fn namespace(test: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!(
+        "ktests-{test}-{}-{}",
+        t.as_secs() % 100_000,
+        std::process::id() % 10_000
+    )
+}
+
+/// A client of the test cluster.
+pub fn cluster() -> k8s::Cluster {
+    let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
+    k8s::Cluster::connect(Some(&kc), None).unwrap()
+}
+
+/// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
+/// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image` or
+/// a `--proxy`);
+/// the caller adds the scenario (a file or a built-in name) and its own flags.
+pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
+    cmd.args(["run", "--no-progress", "--results"])
+        .arg(root)
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
+        .args(["--namespace", ns]);
+    // Without `--proxy` nginx runs; a list of kinds runs each in its default image.
+    if !extra.contains(&"--proxy-image") && !extra.contains(&"--proxy") {
+        cmd.args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")]);
+    }
+    cmd.args(extra);
+    cmd
+}
+
+/// Runs `proxybench run SCENARIO --platform kubernetes` ([`run_command`]) to its end.
+pub fn run_k8s(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output {
+    run_command(root, ns, extra).arg(scenario).output().unwrap()
+}
+
+/// Every file under `dir` (recursively) whose name is `name`, sorted.
+pub fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find(&p, name));
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The run's data.json (exactly one under `root`).
+pub fn data(root: &Path, out: &Output) -> Value {
+    let files = find(root, "data.json");
+    assert_eq!(
+        files.len(),
+        1,
+        "one data.json under {}: {files:?}\nstderr: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+}
+
+/// The run's env.json (exactly one under `root`).
+pub fn env_json(root: &Path) -> Value {
+    let files = find(root, "env.json");
+    assert_eq!(files.len(), 1, "one env.json under {}", root.display());
+    serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+}
+
+/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
+pub fn leftover(ns: &str) -> Vec<String> {
+    cluster().managed_namespaces(Some(ns)).unwrap()
+}
+
+/// Errors below HTTP of one load in data.json.
+pub fn errors(load: &Value) -> u64 {
+    load["errors"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+}
+
+/// Failed attempts of one load in data.json: errors below HTTP plus non-2xx responses.
+pub fn failed(load: &Value) -> u64 {
+    let bad: u64 = load["status"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| !s.starts_with('2'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    errors(load) + bad
+}
+
+/// 2xx answers of one load in data.json.
+pub fn ok_answers(load: &Value) -> u64 {
+    load["status"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| s.starts_with('2'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum()
+}
+
+/// One load's p99 latency in milliseconds (0 when it recorded none).
+pub fn p99_ms(load: &Value) -> f64 {
+    load["latency"]["percentiles"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["p"].as_f64() == Some(99.0)))
+        .and_then(|p| p["us"].as_u64())
+        .unwrap_or(0) as f64
+        / 1e3
+}
+
+/// Access-log lines under `dir` (every pod's `access.log`), and how many pods have one.
+pub fn access_count(dir: &Path) -> (u64, usize) {
+    let logs = find(dir, "access.log");
+    let n = logs
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count() as u64
+        })
+        .sum();
+    (n, logs.len())
+}
+
+/// The backends' completed responses in the record, summed over the instances `GROUP-*`.
+pub fn backend_requests(case: &Value, group: &str) -> u64 {
+    case["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| {
+            b["name"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(group)
+                .is_some_and(|r| r.starts_with('-'))
+        })
+        .map(|b| b["requests"].as_u64().unwrap())
+        .sum()
+}
+
+/// Checks one case of zero-downtime-scaling `--quick` that ran proxy `kind` on the cluster
+/// (`run_dir` holds its data.json and logs/) and prints its counts, latency and timeline: no
+/// failed action, the loads through the Service's ClusterIP, every second of each 100 r/s load
+/// sent, every answer a line of some proxy pod's access log and every 2xx counted by a backend
+/// (a cut-off first attempt the proxy had logged is there too: at most the retries more), and
+/// the EndpointSlice changes on the record (a removed replica leaving the endpoints).
+pub fn check_zds_case(kind: &str, name: &str, case: &Value, run_dir: &Path, stderr: &str) {
+    assert_eq!(case["name"], name, "{kind}");
+    let events = case["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["error"].is_null()),
+        "{kind} {name}: failed action: {events:?}\n{stderr}"
+    );
+    let findings = case["findings"].to_string();
+    assert!(
+        findings.contains("at its ClusterIP 198.18.128."),
+        "{kind} {name}: the loads went through the Service: {findings}"
+    );
+    let loads = case["loads"].as_array().unwrap();
+    let (mut requests, mut ok, mut retried, mut lost) = (0, 0, 0, 0);
+    for l in loads {
+        let (n, f, r) = (
+            l["requests"].as_u64().unwrap(),
+            failed(l),
+            l["retried"].as_u64().unwrap_or(0),
+        );
+        eprintln!(
+            "zds {kind} {name}/{}: {n} requests, {f} failed {} {}, {r} retried, p99 {:.2} ms",
+            l["name"].as_str().unwrap(),
+            l["errors"],
+            l["status"],
+            p99_ms(l)
+        );
+        // 100 r/s, evenly paced: every second of the load is sent, and each attempt is an
+        // answer (`requests`, any status) or an error below HTTP.
+        if let Some(planned) = l["planned_s"].as_f64() {
+            assert_eq!(
+                n + errors(l),
+                (planned * 100.0).round() as u64,
+                "{kind} {name}: {l}"
+            );
+        }
+        requests += n;
+        ok += ok_answers(l);
+        retried += r;
+        lost += f;
+    }
+    // Exact: every answer is one line of some proxy pod's access log (a cut-off first
+    // attempt nginx had logged is there too: at most the retries more), and every 2xx was
+    // answered by a backend, which counted it.
+    let (lines, _) = access_count(&run_dir.join("logs").join(name));
+    // Every answer, whatever its status, is a line of the pod that gave it.
+    let answered = requests;
+    eprintln!("zds {kind} {name}: {lost} failed in all");
+    assert!(
+        (answered..=answered + retried).contains(&lines),
+        "{kind} {name}: {lines} access-log lines for {answered} answers ({retried} retried)"
+    );
+    let served = backend_requests(case, "cafe");
+    assert!(
+        (ok..=ok + retried).contains(&served),
+        "{kind} {name}: the backends counted {served} for {ok} 2xx answers ({retried} retried)"
+    );
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let steps: Vec<String> = changes
+        .iter()
+        .filter(|c| c["role"] == "endpoint" || c["role"] == "proxy")
+        .map(|c| {
+            format!(
+                "{:.2} {} {} {} ready={}",
+                c["t_s"].as_f64().unwrap(),
+                c["role"].as_str().unwrap(),
+                c["pod"].as_str().unwrap(),
+                c["phase"].as_str().unwrap(),
+                c["ready"]
+            )
+        })
+        .collect();
+    eprintln!(
+        "zds {kind} {name}: {lines} access-log lines, backends {served}\n  {}",
+        steps.join("\n  ")
+    );
+    assert!(
+        changes.iter().any(|c| c["role"] == "endpoint"),
+        "{kind} {name}: EndpointSlice changes on the record"
+    );
+    if name.ends_with("-down") {
+        // A removed replica left the Service's endpoints.
+        assert!(
+            changes
+                .iter()
+                .any(|c| c["role"] == "endpoint" && c["phase"] == "Deleted"),
+            "{kind} {name}: an endpoint left: {steps:?}"
+        );
+    }
+}

@@ -36,6 +36,7 @@ use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers, PodPath, PodPort, PullPolicy, ServiceType};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
+use proxy::logs::Parse as _;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
 use scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use std::collections::{BTreeMap, BTreeSet};

@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 BIN := target/release/proxybench
 CARGO ?= cargo
 
-.PHONY: run test test-fast bench bench-deps soak fuzz fuzz-build fuzz-smoke deps test-deps build lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
+.PHONY: run test test-fast bench bench-deps soak fuzz fuzz-build fuzz-smoke deps test-deps build dist lint clean image image-musl k8s-build k8s-up k8s-down test-k8s
 
 ## deps: install nginx, wrk, a C toolchain (ring builds C) and Rust when absent
 deps:
@@ -57,6 +57,15 @@ test-deps: deps
 ## build: the release binary
 build: deps
 	$(CARGO) build --release --locked
+
+## dist: the binary to copy elsewhere, in target/dist/: proxybench without its debug info (its
+## symbol table kept, so perf still names every function) and proxybench.debug, the line tables
+## split out, which gdb and perf find through the binary's debuglink when it lies beside it
+dist: build
+	@mkdir -p target/dist
+	objcopy --only-keep-debug $(BIN) target/dist/proxybench.debug
+	objcopy --strip-debug --add-gnu-debuglink=target/dist/proxybench.debug $(BIN) target/dist/proxybench
+	@ls -l $(BIN) target/dist/proxybench target/dist/proxybench.debug
 
 ## run: the default scenario, end to end; results land in results/
 run: build

@@ -30,9 +30,8 @@ pub struct Plan<'a> {
     pub names: &'a [String],
     /// The shared token.
     pub token: &'a str,
-    /// The user's `load` arguments, forwarded to every agent.
-    pub argv: &'a [String],
-    /// The totals to split (from the same arguments, parsed by the coordinator).
+    /// The load's engine config: the totals to split, and what every agent runs (sent as
+    /// is, so files it names must be where the agents find them).
     pub cfg: &'a load::Config,
     /// The time base on the coordinator's wall clock (ns since the epoch) and how long after
     /// it the load begins at the earliest: the agents' seconds then count from it, as a
@@ -75,7 +74,7 @@ pub fn share(total: u64, n: u64, i: u64) -> u64 {
 /// exact request count for it. Without that count each agent would run its own full duration
 /// from its phase and the shares would add up to n·⌈rate·d/n⌉, more than the local schedule
 /// whenever n does not divide it.
-pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, Error> {
+pub fn split(cfg: &load::Config, n: usize) -> Result<Vec<Job>, Error> {
     let n64 = n as u64;
     if (cfg.connections as u64) < n64 {
         return Err(Error::Split(format!(
@@ -113,7 +112,7 @@ pub fn split(cfg: &load::Config, argv: &[String], n: usize) -> Result<Vec<Job>, 
                 _ => 0,
             };
             Job {
-                argv: argv.to_vec(),
+                config: cfg.clone(),
                 load: cfg.name.clone(),
                 start_unix_ns: 0,
                 origin_ahead_ns: 0,
@@ -218,7 +217,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         return Err(Error::Agent("no agent to run the load on".to_string()));
     }
     let name = |i: usize| plan.names.get(i).unwrap_or(&plan.hosts[i]).clone();
-    let mut jobs = split(plan.cfg, plan.argv, n)?;
+    let mut jobs = split(plan.cfg, n)?;
     let mut links = Vec::with_capacity(n);
     for (i, h) in plan.hosts.iter().enumerate() {
         links.push(connect(h, &name(i), plan.token)?);
@@ -233,7 +232,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
     for (link, job) in links.iter_mut().zip(jobs.iter_mut()) {
         job.start_unix_ns = (start as i64 + link.offset_ns) as u64;
         job.origin_ahead_ns = start - origin;
-        proto::send(&mut link.stream, &ToAgent::Run(job.clone()))
+        proto::send(&mut link.stream, &ToAgent::Run(Box::new(job.clone())))
             .map_err(|e| Error::Agent(format!("agent {}: {e}", link.host)))?;
     }
     let (tx, rx) = mpsc::channel();
@@ -465,7 +464,7 @@ mod tests {
                 let want = local.drain_before(dur);
                 for n in 1..=7usize {
                     let cfg = open(rate, d, None);
-                    let jobs = match split(&cfg, &[], n) {
+                    let jobs = match split(&cfg, n) {
                         Ok(j) => j,
                         Err(e) => {
                             assert!(want < n as u64, "{rate}/s {d:?} {n}: {e}");
@@ -493,7 +492,7 @@ mod tests {
     #[test]
     fn a_request_count_in_open_loop_is_split_exactly() {
         let cfg = open(1000.0, Duration::from_secs(10), Some(1001));
-        let jobs = split(&cfg, &[], 3).unwrap();
+        let jobs = split(&cfg, 3).unwrap();
         let counts: Vec<usize> = jobs
             .iter()
             .map(|j| times(j, 10_000_000_000).len())
@@ -501,14 +500,14 @@ mod tests {
         assert_eq!(counts, vec![334, 334, 333]);
         // A duration shorter than the count: the duration's arrivals are split.
         let cfg = open(1000.0, Duration::from_millis(500), Some(1001));
-        let jobs = split(&cfg, &[], 3).unwrap();
+        let jobs = split(&cfg, 3).unwrap();
         let total: usize = jobs.iter().map(|j| times(j, 500_000_000).len()).sum();
         assert_eq!(total, 500);
     }
 
     #[test]
     fn too_few_requests_for_the_agents_is_refused() {
-        let e = split(&open(2.0, Duration::from_secs(1), None), &[], 3)
+        let e = split(&open(2.0, Duration::from_secs(1), None), 3)
             .err()
             .unwrap();
         assert_eq!(

@@ -20,7 +20,7 @@ pub enum ToAgent {
         t0_ns: u64,
     },
     /// Run this share of the load.
-    Run(Job),
+    Run(Box<Job>),
     /// End the run now (Ctrl-C at the coordinator): the agent stops its load, as a local run
     /// stops, and still sends its result. (An agent that does not know this message stops on
     /// it too: any message it cannot read ends its run.)
@@ -30,9 +30,9 @@ pub enum ToAgent {
 /// One agent's share of a load.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
-    /// The `proxybench load` arguments as the user gave them (the agent parses them like
-    /// `load` does, then applies the share below).
-    pub argv: Vec<String>,
+    /// The load's engine config itself, as the coordinator holds it (files it names, the CA
+    /// file, are where the agent finds them); the agent applies the share below.
+    pub config: load::Config,
     /// The load's name (its scenario name, or `load`): the `load` label of the agent's live
     /// metrics. Absent from older coordinators.
     #[serde(default)]

@@ -8,15 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Turns a job's `load` arguments into an engine config (the CLI's own flag parsing).
-pub type BuildConfig = Arc<dyn Fn(&[String]) -> Result<load::Config, crate::Error> + Send + Sync>;
-
 /// Serves coordinators forever, one thread per connection. With `metrics`, every job's seconds
 /// are also added to the agent's live metrics (counting on across jobs, as counters do).
 pub fn serve(
     listener: TcpListener,
     token: String,
-    build: BuildConfig,
     metrics: Option<Arc<openmetrics::Registry>>,
 ) -> std::io::Result<()> {
     for stream in listener.incoming() {
@@ -24,9 +20,9 @@ pub fn serve(
             Ok(s) => s,
             Err(_) => continue,
         };
-        let (token, build, metrics) = (token.clone(), build.clone(), metrics.clone());
+        let (token, metrics) = (token.clone(), metrics.clone());
         std::thread::spawn(move || {
-            let _ = session(stream, &token, &build, metrics.as_ref());
+            let _ = session(stream, &token, metrics.as_ref());
         });
     }
     Ok(())
@@ -36,7 +32,6 @@ pub fn serve(
 fn session(
     stream: TcpStream,
     token: &str,
-    build: &BuildConfig,
     metrics: Option<&Arc<openmetrics::Registry>>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
@@ -63,7 +58,7 @@ fn session(
             None => return Ok(()),
         }
     };
-    let cfg = match configure(&job, build) {
+    let cfg = match configure(&job) {
         Ok(c) => c,
         Err(e) => {
             return say(&FromAgent::Failed {
@@ -157,9 +152,10 @@ fn session(
     }
 }
 
-/// The engine config of a job: the user's flags, then this agent's share.
-fn configure(job: &Job, build: &BuildConfig) -> Result<load::Config, crate::Error> {
-    let mut cfg = build(&job.argv)?;
+/// The engine config of a job: the load's config as the coordinator holds it, then this
+/// agent's share.
+fn configure(job: &Job) -> Result<load::Config, crate::Error> {
+    let mut cfg = job.config.clone();
     cfg.connections = job.connections;
     cfg.threads = job.threads.clamp(1, job.connections.max(1));
     cfg.rate = job.rate;

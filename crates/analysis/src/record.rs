@@ -290,7 +290,7 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
     }
     scn.cases.retain(|c| rec.selected_cases.contains(&c.name));
     if let Some(name) = &rec.proxy {
-        let kind = proxy::ProxyKind::parse(name).ok_or_else(|| {
+        let kind = setup::proxy::ProxyKind::parse(name).ok_or_else(|| {
             bad(format!(
                 "the record ran proxy kind '{name}', which this proxybench does not know"
             ))
@@ -326,7 +326,7 @@ mod tests {
         let src = scenario::catalogue::builtin("default").unwrap();
         fs::write(dir.path().join(SCENARIO_TOML), &src.text).unwrap();
         let scn = Scenario::parse(&src, true).unwrap();
-        let kind = *proxy::ProxyKind::ALL.last().unwrap();
+        let kind = *setup::proxy::ProxyKind::ALL.last().unwrap();
         let mut rec = RunRecord {
             record_version: RECORD_VERSION,
             scenario_file: src.file.clone(),
@@ -348,7 +348,7 @@ mod tests {
             },
         };
         let back = read_scenario(dir.path(), &rec).unwrap();
-        let kinds: Vec<proxy::ProxyKind> = back
+        let kinds: Vec<setup::proxy::ProxyKind> = back
             .cases
             .iter()
             .flat_map(|c| c.proxy.iter().chain(c.configs.values()).map(|p| p.kind))

@@ -2,9 +2,9 @@
 //! pre-rendered with the instance's name, path rules ready for a byte-prefix match.
 
 use crate::dist::Sampler;
-use crate::profile::{path_matches, Behaviour, Profile};
 use rand::rngs::SmallRng;
 use rand::RngExt;
+use setup::profile::{path_matches, Behaviour, Profile};
 
 /// Index of the 200 head in [`Compiled::heads`].
 pub(crate) const H200: u16 = 0;

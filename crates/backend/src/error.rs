@@ -1,10 +1,6 @@
 //! What can go wrong when parsing a profile or operating the fleet.
 
-/// A profile spec that does not parse; the message names the bad part, e.g.
-/// `latency: unknown distribution 'lognorml' (use fixed, uniform, normal, lognormal, exponential)`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SpecError(pub String);
+use setup::profile::SpecError;
 
 /// Why a fleet operation failed; every message is one line for the person at the terminal.
 #[derive(Debug, thiserror::Error)]

@@ -3,10 +3,11 @@
 
 use crate::compiled::Compiled;
 use crate::counters::InstCounters;
-use crate::error::{Error, SpecError};
-use crate::profile::Profile;
+use crate::error::Error;
 use crate::sys::{bind_listener, mono_ns};
 use crate::worker::{self, Cmd, DrainSignal, Handle};
+use setup::profile::Profile;
+use setup::profile::SpecError;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};

@@ -60,15 +60,16 @@ mod error;
 mod fleet;
 /// Request framing (head parser, body decoder), public so the fuzzer (crates/fuzz) can drive it.
 pub mod http;
-mod profile;
 mod response;
-mod spec;
 mod sys;
 mod timer;
 mod worker;
 
 pub use counters::{counters_line, parse_counters_line};
-pub use dist::Dist;
-pub use error::{Error, SpecError};
+pub use error::Error;
 pub use fleet::{DrainHandle, Fleet, FleetConfig, InstanceConfig};
-pub use profile::{Behaviour, PathRule, Profile, Share, Spike, StatusShare};
+/// The profiles as data (spec syntax, distributions) live in the sys-free setup crate, so the
+/// scenario language and the analyses read them without this engine; re-exported here.
+pub use setup::profile::{
+    Behaviour, Dist, PathRule, Profile, Share, SpecError, Spike, StatusShare,
+};

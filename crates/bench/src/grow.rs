@@ -1,7 +1,7 @@
 //! `grow` on every platform: each step adds items to the config (listeners, routes, header
 //! matches) or backends to a group, renders and reloads the new generation on every replica,
 //! and probes the newest item for its time to ready. The platform ([`Grower`]: the local
-//! [`crate::stack::Stack`], the Kubernetes stage) supplies the ports, the backends and the
+//! `platform::local::Stack`, the Kubernetes stage) supplies the ports, the backends and the
 //! reload; the steps, the probe and the records are the same everywhere.
 //!
 //! Time to ready has one definition: from the start of the step (render, check, reload) to the
@@ -10,12 +10,10 @@
 //! tests do ([`NGF_POLL`]), so the time to ready is known to within one poll.
 
 use crate::error::StackError;
-use crate::stack::Applied;
+use crate::platform::{Applied, Served};
 use model::{Event, ReadyRecord, ReloadRecord};
 use proxy::config::{Listener, PathMatch, ProxyConfig, Route};
-use proxy::TlsFiles;
 use scenario::{GrowSpec, GrowWhat};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,18 +27,13 @@ pub const NGF_POLL: Duration = Duration::from_millis(100);
 
 /// What `grow` needs of a platform's stage.
 pub(crate) trait Grower {
-    /// The config being served, if there is a proxy.
-    fn config(&self) -> Option<&ProxyConfig>;
-    /// Makes `cfg` the config the next reload renders (a refused step goes back to the last).
-    fn set_config(&mut self, cfg: Option<ProxyConfig>);
-    /// The case's time origin.
-    fn origin(&self) -> Instant;
-    /// The config generation the replicas serve (or were last asked to).
-    fn generation(&self) -> u64;
+    /// What the stage serves (config, generation, ports, certificate, time origin): one
+    /// [`Served`] on every platform.
+    fn served(&self) -> &Served;
+    /// The same, to change (a step's config; a refused step goes back to the last).
+    fn served_mut(&mut self) -> &mut Served;
     /// Renders the current config as a new generation and reloads every replica.
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>);
-    /// Listener name to the port clients reach it on.
-    fn ports(&self) -> &BTreeMap<String, u16>;
     /// Where the time-to-ready probe reaches listener port `port` of one replica: 127.0.0.1
     /// locally; on Kubernetes a proxy pod's IP, or a port-forward to it when this machine
     /// cannot reach the pod network.
@@ -49,8 +42,6 @@ pub(crate) trait Grower {
     }
     /// Picks a free port for a new listener `name` and keeps it as that listener's.
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError>;
-    /// The certificate TLS listeners serve (the probe trusts its CA), if the case has one.
-    fn tls(&self) -> Option<&TlsFiles>;
     /// How many backends of `group` the upstreams hold now.
     fn group_size(&self, group: &str) -> u32;
     /// Adds `n` backends to `group`, running and ready; the next reload puts them in the
@@ -70,7 +61,7 @@ pub(crate) trait Grower {
 /// A growth the platform cannot hold ([`Grower::can_grow`]) is one failed event, no step.
 pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bool) -> Applied {
     let mut out = Applied::default();
-    let Some(base) = t.config().cloned() else {
+    let Some(base) = t.served().config.clone() else {
         return out;
     };
     let upstream = g
@@ -87,7 +78,7 @@ pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bo
     let t0 = Instant::now();
     let mut n = grown_count(t, g, &base, &upstream);
     if let Err(e) = t.can_grow(g, n) {
-        let t_s = t0.duration_since(t.origin()).as_secs_f64();
+        let t_s = t0.duration_since(t.served().origin).as_secs_f64();
         out.events
             .push(grow_event(t_s, g, n, g.to, t0, Some(e.to_string())));
         return out;
@@ -95,8 +86,8 @@ pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bo
     let poll = t.ready_poll();
     while n < g.to && keep_going() {
         let t0 = Instant::now();
-        let t_s = t0.duration_since(t.origin()).as_secs_f64();
-        let before = t.config().cloned();
+        let t_s = t0.duration_since(t.served().origin).as_secs_f64();
+        let before = t.served().config.clone();
         let add = g.by.min(g.to - n);
         let probe = match grow_step(t, g, n, add, &upstream, listener.as_deref()) {
             Ok(p) => p,
@@ -142,12 +133,12 @@ pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bo
                 what: g.what.name().into(),
                 count: n + add,
                 item: probed.map(|p| p.0).unwrap_or_default(),
-                generation: t.generation(),
+                generation: t.served().generation,
                 ready_ms: None,
                 error: Some(e),
             });
             // The proxy kept serving the previous config: go back to it.
-            t.set_config(before);
+            t.served_mut().config = before;
             if g.stop_on_error {
                 break;
             }
@@ -159,7 +150,7 @@ pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bo
                 what: g.what.name().into(),
                 count: n + add,
                 item,
-                generation: t.generation(),
+                generation: t.served().generation,
                 ready_ms,
                 error,
             });
@@ -202,7 +193,7 @@ fn grow_step(
     listener: Option<&str>,
 ) -> Result<Option<ReadyProbe>, StackError> {
     let grow = |why: &str| StackError::Grow(why.to_string());
-    let mut cfg = t.config().cloned().ok_or_else(|| grow("no proxy"))?;
+    let mut cfg = t.served().config.clone().ok_or_else(|| grow("no proxy"))?;
     let last = n + add - 1;
     let host_of = |cfg: &ProxyConfig, l: &str| {
         cfg.listener(l)
@@ -229,7 +220,8 @@ fn grow_step(
                 cfg.routes.push(r);
             }
             let port = t
-                .ports()
+                .served()
+                .ports
                 .get(&l)
                 .copied()
                 .ok_or_else(|| grow("listener without a port"))?;
@@ -247,7 +239,7 @@ fn grow_step(
         }
         GrowWhat::Listeners | GrowWhat::HttpsListeners => {
             let tls = g.what == GrowWhat::HttpsListeners;
-            if tls && t.tls().is_none() {
+            if tls && t.served().tls.is_none() {
                 return Err(grow("no certificate for HTTPS listeners"));
             }
             let names = cfg
@@ -285,7 +277,7 @@ fn grow_step(
                 addr: t.probe_addr(last_port)?,
                 header: None,
                 cacert: if tls {
-                    t.tls().map(|f| f.ca.clone())
+                    t.served().tls.as_ref().map(|f| f.ca.clone())
                 } else {
                     None
                 },
@@ -300,7 +292,7 @@ fn grow_step(
             None
         }
     };
-    t.set_config(Some(cfg));
+    t.served_mut().config = Some(cfg);
     Ok(probe)
 }
 

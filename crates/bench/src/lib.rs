@@ -14,4 +14,3 @@ pub mod procfs;
 pub mod progress;
 pub mod reach;
 pub mod runner;
-pub mod stack;

@@ -143,31 +143,10 @@ mod tests {
             .contains("outside 127.0.0.0/8"));
     }
 
-    const ONE_LOAD: &str = r#"name = "reach"
-[[backends]]
-name = "b"
-count = 1
-
-[proxy]
-[[proxy.listeners]]
-name = "http"
-[[proxy.upstreams]]
-name = "b"
-backends = "b"
-[[proxy.routes]]
-path = "/"
-upstream = "b"
-
-[[loads]]
-name = "l"
-url = "{url}"
-requests = 5
-"#;
-
     fn parse(url: &str) -> Result<scenario::Scenario, scenario::layers::ScenarioError> {
         let src = scenario::layers::Source {
             file: "reach.toml".into(),
-            text: ONE_LOAD.replace("{url}", url),
+            text: testkit::one_load_scenario(url),
         };
         scenario::Scenario::parse(&src, false)
     }

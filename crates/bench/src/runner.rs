@@ -3,10 +3,10 @@
 //! ([`analysis::record`]); then analyse the record ([`crate::analyse`]) into the results directory.
 //! A stop request (Ctrl-C) or a failure ends the run early and still records what was measured.
 
+use crate::platform::StackSpec;
 use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
-use crate::stack::StackSpec;
 use crate::{analyse, env};
 use analysis::analysis::Records;
 use analysis::record;

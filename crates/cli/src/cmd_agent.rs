@@ -4,7 +4,6 @@
 use crate::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Flags of `proxybench agent`.
 #[derive(clap::Args)]
@@ -39,13 +38,8 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
     println!("proxybench agent listening on {addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    agent::server::serve(
-        listener,
-        token,
-        Arc::new(crate::cmd_load::agent_config),
-        live.as_ref().map(|l| l.registry.clone()),
-    )
-    .map_err(|e| CliError::runtime(e.to_string()))?;
+    agent::server::serve(listener, token, live.as_ref().map(|l| l.registry.clone()))
+        .map_err(|e| CliError::runtime(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 

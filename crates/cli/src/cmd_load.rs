@@ -130,25 +130,6 @@ pub struct Args {
     linger: crate::metrics::LingerFlag,
 }
 
-/// `proxybench load`'s flags alone, for an agent parsing the arguments a coordinator forwards.
-#[derive(clap::Parser)]
-#[command(name = "load")]
-struct LoadOnly {
-    #[command(flatten)]
-    args: Args,
-}
-
-/// The engine config for the `load` arguments a coordinator forwarded to an agent.
-pub fn agent_config(argv: &[String]) -> Result<load::Config, agent::Error> {
-    use clap::Parser;
-    let parsed =
-        LoadOnly::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
-            .map_err(|e| agent::Error::Config(crate::clap_one_line(&e)))?;
-    config(&parsed.args).map_err(|e| match e {
-        CliError::Usage(m) | CliError::Runtime(m) => agent::Error::Config(m),
-    })
-}
-
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum IoArg {
     Auto,
@@ -322,14 +303,11 @@ fn distributed(
         .ok_or_else(|| CliError::usage("--agent-hosts needs --token-file"))?;
     local_files_only(args, "--agent-hosts")?;
     let token = agent::proto::read_token(token_file).map_err(|e| CliError::usage(e.to_string()))?;
-    // Everything after `load` is forwarded; the agents ignore the coordinator-only flags.
-    let argv: Vec<String> = std::env::args().skip(2).collect();
     let stop = interrupt_flag()?;
     let plan = agent::coordinator::Plan {
         hosts: &args.agent_hosts,
         names: &[],
         token: &token,
-        argv: &argv,
         cfg,
         origin: None,
         stop: Some(stop),
@@ -370,7 +348,7 @@ fn on_kubernetes(
         },
     };
     // The split is checked before anything is made on the cluster.
-    agent::coordinator::split(cfg, &[], n as usize).map_err(|e| CliError::usage(e.to_string()))?;
+    agent::coordinator::split(cfg, n as usize).map_err(|e| CliError::usage(e.to_string()))?;
     let mut spec = PlatformSpec::default();
     flags.apply(&mut spec);
     let stop = interrupt_flag()?;
@@ -671,73 +649,4 @@ fn progress(s: &model::Second, elapsed: u32) {
         s.error_total(),
         units::fmt_us(s.p99_us as f64)
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// What an agent builds from the arguments a coordinator sends for `cfg` is `cfg`, field by
-    /// field (the split's share is applied after).
-    #[test]
-    fn an_engine_config_survives_the_trip_to_an_agent() {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = dir.path().join("ca.pem");
-        std::fs::write(&ca, "not read here").unwrap();
-        let mut cfg = load::Config::new("https://cafe.example.com:8443/tea").unwrap();
-        cfg.connections = 12;
-        cfg.threads = 3;
-        cfg.duration = Some(Duration::from_millis(2345));
-        cfg.requests = Some(5000);
-        cfg.rate = Some(1333.3);
-        cfg.arrivals = Arrivals::Poisson;
-        cfg.seed = 99;
-        cfg.timeout = Duration::from_micros(1500);
-        cfg.method = "POST".into();
-        cfg.add_header_line("X-Trace: a: b").unwrap();
-        cfg.add_header_line("Accept: */*").unwrap();
-        cfg.body = Some(b"@starts-with-at\n\xff".to_vec());
-        cfg.host = Some("tea.example.com".into());
-        cfg.resolve
-            .push(load::Resolve::parse("cafe.example.com:8443:127.0.0.2").unwrap());
-        cfg.resolve.push(load::Resolve::parse("x:1:[::1]").unwrap());
-        cfg.insecure = true;
-        cfg.cacert = Some(ca);
-        cfg.io = load::IoMode::Epoll;
-        cfg.http2 = true;
-        cfg.streams = 7;
-        let out = dir.path().join("agent");
-        std::fs::create_dir(&out).unwrap();
-        let a = agent::argv::load_argv(&cfg, out.to_str().unwrap()).unwrap();
-        for (name, bytes) in &a.files {
-            std::fs::write(out.join(name), bytes).unwrap();
-        }
-        let got = agent_config(&a.argv).unwrap();
-        assert_eq!(got.url, cfg.url);
-        assert_eq!(got.connections, 12);
-        assert_eq!(got.threads, 3);
-        assert_eq!(got.duration, cfg.duration);
-        assert_eq!(got.requests, cfg.requests);
-        assert_eq!(got.rate, cfg.rate);
-        assert_eq!(got.arrivals, cfg.arrivals);
-        assert_eq!(got.seed, 99);
-        assert_eq!(got.timeout, cfg.timeout);
-        assert_eq!(got.method, "POST");
-        assert_eq!(got.headers, cfg.headers);
-        assert_eq!(got.body, cfg.body);
-        assert_eq!(got.host, cfg.host);
-        assert_eq!(got.resolve, cfg.resolve);
-        assert!(got.insecure);
-        assert_eq!(got.cacert, Some(out.join("cacert.pem")));
-        assert_eq!(got.io, load::IoMode::Epoll);
-        assert!(got.http2);
-        assert_eq!(got.streams, 7);
-        assert!(!got.retry_idle_closed);
-        // The retry goes along too (on a load it is valid for: HTTP/1.1 GET).
-        let mut cfg = load::Config::new("http://127.0.0.1:8080/coffee").unwrap();
-        cfg.retry_idle_closed = true;
-        let a = agent::argv::load_argv(&cfg, out.to_str().unwrap()).unwrap();
-        assert!(agent_config(&a.argv).unwrap().retry_idle_closed);
-    }
 }

@@ -41,7 +41,8 @@ impl From<model::url::UrlError> for Error {
 }
 
 /// Which kernel interface drives the sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IoMode {
     /// io_uring for plain HTTP when the kernel allows it, epoll otherwise (and for https).
     #[default]
@@ -54,7 +55,7 @@ pub enum IoMode {
 
 /// A `--resolve HOST:PORT:ADDR` entry: connections for HOST:PORT go to ADDR, while the Host
 /// header and TLS SNI stay HOST (curl's meaning).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Resolve {
     /// Host name as written in URLs.
     pub host: String,
@@ -108,7 +109,7 @@ impl std::fmt::Debug for SecondHdrSink {
 }
 
 /// Everything one load is asked to do. Build with [`Config::new`], then set fields.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Config {
     /// Target URL (`http://` or `https://`), checked by [`Config::new`].
     pub url: String,
@@ -153,6 +154,8 @@ pub struct Config {
     pub start_at: Option<Duration>,
     /// Called once per completed second with that second's row and serialized histograms (an
     /// agent streams them to its coordinator, so a lost agent's seconds still merge exactly).
+    /// A callback of this process: never sent to an agent (each agent sets its own).
+    #[serde(skip)]
     pub on_second_hdr: Option<SecondHdrSink>,
     /// The load's name in reports.
     pub name: String,

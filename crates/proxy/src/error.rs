@@ -25,3 +25,9 @@ impl Error {
         Error::Io(what.into(), e)
     }
 }
+
+impl From<setup::proxy::Invalid> for Error {
+    fn from(e: setup::proxy::Invalid) -> Error {
+        Error::Invalid(e.0)
+    }
+}

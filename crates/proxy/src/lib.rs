@@ -9,17 +9,21 @@
 
 mod admin;
 pub mod caddy;
-pub mod config;
 pub mod driver;
 mod error;
 pub mod external;
-pub mod features;
 pub mod haproxy;
 pub mod logs;
 pub mod nginx;
 mod process;
 mod replica;
 pub mod tls;
+
+/// The neutral config model, as data in the sys-free setup crate (the scenario language and the
+/// analyses read it without the drivers), at the path it always had.
+pub use setup::proxy as config;
+/// The capability table's vocabulary, with the model it describes.
+pub use setup::proxy::features;
 
 pub use admin::{GENERATION_HEADER, GENERATION_PATH};
 pub use config::{ProxyConfig, ProxyKind};

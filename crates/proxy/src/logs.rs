@@ -26,37 +26,26 @@ pub const MAX_499_EXAMPLES: usize = 5;
 /// counts stay exact beyond it; an analysis that needs every line compares the two).
 pub const MAX_LIMIT_REQ_LINES: usize = 200_000;
 
-/// How an access log (and the error log beside it) is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogFormat {
-    /// nginx's `log_format pb_json` (what the nginx driver renders); nginx error-log lines.
-    #[default]
-    NginxJson,
-    /// The NCSA combined format (nginx's and Apache's default), optionally followed by
-    /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
-    Combined,
-    /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
-    /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
-    Haproxy,
-    /// Caddy's JSON access log (`logging.logs` as the Caddy driver renders it); Caddy's own JSON
-    /// log lines (`level`, `msg`) as the error log.
-    Caddy,
+pub use setup::proxy::{LogFormat, LIFECYCLE};
+
+/// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
+/// format itself is data of the sys-free setup crate, which knows no driver.
+pub trait Parse {
+    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
+    fn driver(self) -> &'static dyn Driver;
+    /// True for a line of an access stream that is no request at all (see
+    /// [`Driver::not_a_request`]): not counted as an access-log line.
+    fn not_a_request(self, line: &str) -> bool;
+    /// Parses one access-log line, through the format's driver; `None` when it is not in this
+    /// format.
+    fn access(self, line: &str) -> Option<AccessRecord<'_>>;
+    /// Parses one error-log line, through the format's driver; `None` when it has no level this
+    /// format knows.
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>>;
 }
 
-impl LogFormat {
-    /// The format as scenarios spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LogFormat::NginxJson => "nginx-json",
-            LogFormat::Combined => "combined",
-            LogFormat::Haproxy => "haproxy",
-            LogFormat::Caddy => "caddy",
-        }
-    }
-
-    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
-    pub fn driver(self) -> &'static dyn Driver {
+impl Parse for LogFormat {
+    fn driver(self) -> &'static dyn Driver {
         ProxyKind::ALL
             .iter()
             .map(|&k| crate::driver(k))
@@ -64,21 +53,15 @@ impl LogFormat {
             .expect("every log format is some driver's")
     }
 
-    /// True for a line of an access stream that is no request at all (see
-    /// [`Driver::not_a_request`]): not counted as an access-log line.
-    pub fn not_a_request(self, line: &str) -> bool {
+    fn not_a_request(self, line: &str) -> bool {
         self.driver().not_a_request(self, line)
     }
 
-    /// Parses one access-log line, through the format's driver; `None` when it is not in this
-    /// format.
-    pub fn access(self, line: &str) -> Option<AccessRecord<'_>> {
+    fn access(self, line: &str) -> Option<AccessRecord<'_>> {
         self.driver().access_line(self, line)
     }
 
-    /// Parses one error-log line, through the format's driver; `None` when it has no level this
-    /// format knows.
-    pub fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
         self.driver().error_line(self, line)
     }
 }
@@ -115,9 +98,6 @@ pub struct ErrorRecord<'a> {
     /// for a warning about the traffic.
     pub lifecycle: bool,
 }
-
-/// The level under which lifecycle lines ([`ErrorRecord::lifecycle`]) are counted.
-pub const LIFECYCLE: &str = "lifecycle";
 
 /// Summarises whole access and error logs written in `format` (missing files count as empty).
 pub fn summarize(

@@ -128,7 +128,7 @@ fn render_and_test(cfg: &ProxyConfig, tag: &str) -> String {
 
 fn invalid(cfg: &ProxyConfig) -> String {
     match cfg.validate() {
-        Err(Error::Invalid(m)) => m,
+        Err(proxybench_proxy::config::Invalid(m)) => m,
         other => panic!("expected an Invalid error, got {other:?}"),
     }
 }

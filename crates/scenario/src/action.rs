@@ -8,8 +8,8 @@ use crate::spec::{
     Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
     SetProfile, Step, StopReplica,
 };
-use proxy::config::ProxyConfig;
 use serde::Deserialize;
+use setup::proxy::ProxyConfig;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -666,7 +666,7 @@ fn gradual(
 mod tests {
     use super::*;
     use crate::spec::{RemoveMode, StopSpec};
-    use backend::Profile;
+    use setup::profile::Profile;
 
     /// Every action key reads into the variant of the same name, and `Action::kind` gives the
     /// key back, so files, messages and events.csv agree.

@@ -99,7 +99,7 @@ pub struct PlatformSpec {
     pub watch_selectors: Vec<String>,
     /// How the watched pods write their access lines (`combined`, `nginx-json`...): their logs
     /// are then counted as a proxy's are; without it they are kept, not counted.
-    pub watch_log_format: Option<proxy::logs::LogFormat>,
+    pub watch_log_format: Option<setup::proxy::LogFormat>,
     /// The optional Prometheus scrape of a pod port.
     pub prometheus: Option<ScrapeSpec>,
     /// The proxy pods' termination grace period: how long a graceful stop may take before the
@@ -293,7 +293,7 @@ struct WatchDoc {
     #[serde(default)]
     selectors: Vec<Spanned<String>>,
     #[serde(default)]
-    log_format: Option<proxy::logs::LogFormat>,
+    log_format: Option<setup::proxy::LogFormat>,
 }
 
 /// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.

@@ -40,31 +40,10 @@ mod tests {
             .contains("user info"));
     }
 
-    const ONE_LOAD: &str = r#"name = "reach"
-[[backends]]
-name = "b"
-count = 1
-
-[proxy]
-[[proxy.listeners]]
-name = "http"
-[[proxy.upstreams]]
-name = "b"
-backends = "b"
-[[proxy.routes]]
-path = "/"
-upstream = "b"
-
-[[loads]]
-name = "l"
-url = "{url}"
-requests = 5
-"#;
-
     fn parse(url: &str) -> Result<crate::Scenario, crate::layers::ScenarioError> {
         let src = crate::layers::Source {
             file: "reach.toml".into(),
-            text: ONE_LOAD.replace("{url}", url),
+            text: testkit::one_load_scenario(url),
         };
         crate::Scenario::parse(&src, false)
     }

@@ -4,9 +4,9 @@
 
 use crate::checks::Check;
 use crate::platform::PlatformSpec;
-use backend::Profile;
-use proxy::config::ProxyConfig;
 use serde::Deserialize;
+use setup::profile::Profile;
+use setup::proxy::ProxyConfig;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -615,7 +615,7 @@ impl Scenario {
     /// This scenario with every proxy config (each case's `[proxy]` and its `[configs.*]`
     /// alternatives) set to `kind`: what `--proxy KIND` runs, and what `analyse` re-parses a
     /// record of such a run into.
-    pub fn with_proxy_kind(&self, kind: proxy::ProxyKind) -> Scenario {
+    pub fn with_proxy_kind(&self, kind: setup::proxy::ProxyKind) -> Scenario {
         let mut out = self.clone();
         for case in &mut out.cases {
             for cfg in case.proxy.iter_mut().chain(case.configs.values_mut()) {

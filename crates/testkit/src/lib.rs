@@ -1,5 +1,6 @@
 //! Fixtures for tests that need real parts: a free port on loopback, and a real nginx (the
-//! distribution's package) running in a scratch prefix that is killed when the fixture drops.
+//! distribution's package) running in a scratch prefix that is killed when the fixture drops;
+//! and scenario texts more than one crate's tests parse.
 //! Only 127.0.0.0/8 is ever used.
 
 #![warn(missing_docs)]
@@ -328,6 +329,35 @@ pub fn in_one_of(attempts: usize, mut measure: impl FnMut() -> Result<(), String
         }
     }
     panic!("all {attempts} attempts missed: {}", misses.join("; "));
+}
+
+/// The smallest scenario with one load aimed at `url` (one backend, one proxy route, five
+/// requests), as a scenario file's text: the parse-time url check (crates/scenario) and the
+/// runner's reading of the same url (crates/bench) test one and the same file. The load's
+/// `url` is on line 16.
+pub fn one_load_scenario(url: &str) -> String {
+    format!(
+        r#"name = "reach"
+[[backends]]
+name = "b"
+count = 1
+
+[proxy]
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "b"
+backends = "b"
+[[proxy.routes]]
+path = "/"
+upstream = "b"
+
+[[loads]]
+name = "l"
+url = "{url}"
+requests = 5
+"#
+    )
 }
 
 #[cfg(test)]

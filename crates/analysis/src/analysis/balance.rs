@@ -19,12 +19,12 @@
 
 use super::common::{self, check, count, join, lat, or_dash, pct, ratio, us, Texts};
 use super::Records;
-use backend::Profile;
 use model::{
     CaseResult, Cell, CheckResult, Collector, Measured, RequestRecord, RunResults, Series, Table,
 };
-use proxy::config::Lb;
 use scenario::{Action, Case, LoadSpec, Scenario};
+use setup::profile::Profile;
+use setup::proxy::Lb;
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::LazyLock;

@@ -20,8 +20,8 @@ use super::Records;
 use model::{
     CaseResult, Cell, CheckResult, Collector, ErrorKind, LoadSummary, Measured, RunResults, Table,
 };
-use proxy::config::NextUpstream;
 use scenario::{Case, Scenario};
+use setup::proxy::NextUpstream;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 

@@ -4,8 +4,8 @@ use super::token::Token;
 use super::wire::{encode, Added, ErrorBody, ProfileBody};
 use crate::error::Error;
 use crate::fleet::InstanceConfig;
-use crate::profile::Profile;
 use http1::client::{Conn, Request};
+use setup::profile::Profile;
 use std::net::SocketAddr;
 use std::time::Duration;
 

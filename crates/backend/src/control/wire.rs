@@ -1,7 +1,7 @@
 //! The JSON bodies of the control endpoint and the server's reading of a request.
 
-use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
+use setup::profile::Profile;
 
 /// `PUT /instances/NAME/profile`.
 #[derive(Serialize, Deserialize)]

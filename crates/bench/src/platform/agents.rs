@@ -62,8 +62,8 @@ pub trait Agents: Send {
     fn names(&self) -> &[String];
     /// The token the agents were started with.
     fn token(&self) -> &str;
-    /// The `load` arguments to send them (file paths as the agents see them).
-    fn argv(&self) -> &[String];
+    /// The directory where the agents find the load's files ([`agent::files`]).
+    fn files_dir(&self) -> &str;
     /// Where they run, in a few words for reports (`3 agent processes on this machine`).
     fn place(&self) -> &str;
     /// Stops them; what could not be cleaned up, one sentence each.
@@ -80,12 +80,12 @@ pub fn run_load(
     stop: Option<Arc<AtomicBool>>,
     progress: Option<Progress<'_>>,
 ) -> Result<Distributed, agent::Error> {
+    let sent = agent::files::config_at(cfg, agents.files_dir());
     let plan = Plan {
         hosts: agents.hosts(),
         names: agents.names(),
         token: agents.token(),
-        argv: agents.argv(),
-        cfg,
+        cfg: &sent,
         origin,
         stop,
     };
@@ -114,7 +114,8 @@ pub(crate) struct LocalAgents {
     hosts: Vec<String>,
     names: Vec<String>,
     token: String,
-    argv: Vec<String>,
+    /// The agents' directory (the token, the load's files).
+    dir: String,
     place: String,
 }
 
@@ -127,9 +128,8 @@ impl LocalAgents {
         let token = random_token()?;
         let token_file = dir.join("token");
         write_private(&token_file, token.as_bytes())?;
-        let la =
-            agent::argv::load_argv(spec.cfg, &dir.to_string_lossy()).map_err(|e| e.to_string())?;
-        for (name, bytes) in &la.files {
+        let files = agent::files::agent_files(spec.cfg).map_err(|e| e.to_string())?;
+        for (name, bytes) in &files {
             write_private(&dir.join(name), bytes)?;
         }
         let mut procs = Vec::new();
@@ -179,7 +179,7 @@ impl LocalAgents {
             names: (0..spec.count).map(|i| format!("agent-{i}")).collect(),
             hosts,
             token,
-            argv: la.argv,
+            dir: dir.to_string_lossy().into_owned(),
             place: format!(
                 "{} agent process{} on this machine",
                 spec.count,
@@ -199,8 +199,8 @@ impl Agents for LocalAgents {
     fn token(&self) -> &str {
         &self.token
     }
-    fn argv(&self) -> &[String] {
-        &self.argv
+    fn files_dir(&self) -> &str {
+        &self.dir
     }
     fn place(&self) -> &str {
         &self.place
@@ -259,7 +259,6 @@ pub(crate) struct KubeAgents {
     hosts: Vec<String>,
     names: Vec<String>,
     token: String,
-    argv: Vec<String>,
     place: String,
     closed: bool,
 }
@@ -280,7 +279,7 @@ impl KubeAgents {
         let salt = u16::from_str_radix(&random_token()?[..4], 16).unwrap_or(0);
         let job = format!("agents-{salt:04x}");
         let token = random_token()?;
-        let la = agent::argv::load_argv(spec.cfg, POD_DIR).map_err(|e| e.to_string())?;
+        let files = agent::files::agent_files(spec.cfg).map_err(|e| e.to_string())?;
         // The load's target on loopback is the node's loopback (the test cluster's proxy pods
         // listen there): only pods on the node's network reach it.
         let host_network = load::target::Target::new(spec.cfg)
@@ -295,7 +294,6 @@ impl KubeAgents {
             hosts: Vec::new(),
             names: Vec::new(),
             token: token.clone(),
-            argv: la.argv,
             place: format!(
                 "{n} pods of Job {job} in namespace {namespace}{}",
                 if host_network {
@@ -318,7 +316,7 @@ impl KubeAgents {
         };
         let mut data = BTreeMap::new();
         data.insert("token".to_string(), ByteString(token.into_bytes()));
-        for (name, bytes) in la.files {
+        for (name, bytes) in files {
             data.insert(name, ByteString(bytes));
         }
         let api = |e: k8s::Error| e.to_string();
@@ -604,8 +602,8 @@ impl Agents for KubeAgents {
     fn token(&self) -> &str {
         &self.token
     }
-    fn argv(&self) -> &[String] {
-        &self.argv
+    fn files_dir(&self) -> &str {
+        POD_DIR
     }
     fn place(&self) -> &str {
         &self.place

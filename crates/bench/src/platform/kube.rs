@@ -17,9 +17,9 @@
 //!   Prometheus scrape, and every proxy pod's log followed into a file from its start (deleted
 //!   pods included), split at `down` into access and error lines.
 
+use super::{Applied, Served, StackSpec};
 use super::{Down, Stage};
 use crate::error::StackError;
-use crate::stack::{Applied, StackSpec};
 use backends::{BackendPods, BACKEND_PORT};
 use k8s::collect::{
     Collected, Collector, EndpointChange, PodTimeline, PodUsage, ProbeTally, PromTarget, Scrape,
@@ -36,6 +36,7 @@ use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s::{Cluster, LogFollowers, PodPath, PodPort, PullPolicy, ServiceType};
 use model::{ClusterRecord, Event, ReloadRecord};
 use proxy::config::ProxyConfig;
+use proxy::logs::Parse as _;
 use proxy::{Driver, LogFiles, RenderContext, ReplicaHandle};
 use scenario::{Action, Case, PlatformSpec, RemoveMode, StopSpec};
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,19 +98,16 @@ pub(crate) struct KubeStage {
     cluster: Cluster,
     namespace: String,
     driver: &'static dyn Driver,
-    config: Option<ProxyConfig>,
+    /// The config, generation, listener ports, certificate and time origin served.
+    served: Served,
     configs: BTreeMap<String, ProxyConfig>,
-    generation: u64,
-    ports: BTreeMap<String, u16>,
     admin_port: u16,
     control_port: u16,
     groups: Vec<String>,
-    tls: Option<proxy::TlsFiles>,
     configs_out: PathBuf,
     exec_out: PathBuf,
     execs: u32,
     logs_dir: PathBuf,
-    origin: Instant,
     handles: Arc<Mutex<Vec<ReplicaHandle>>>,
     /// Pod watchers: the run's namespace, then each watched namespace and selector.
     pods: Vec<Collector<PodTimeline>>,
@@ -391,19 +389,21 @@ impl KubeStage {
             cluster: cluster.clone(),
             namespace: ns.clone(),
             driver: proxy::driver(stack.proxy.map(|p| p.kind).unwrap_or_default()),
-            config: stack.proxy.cloned(),
+            served: Served {
+                config: stack.proxy.cloned(),
+                generation: 1,
+                ports: BTreeMap::new(),
+                tls: stack.tls.clone(),
+                origin,
+            },
             configs: stack.configs.clone(),
-            generation: 1,
-            ports: BTreeMap::new(),
             admin_port: 0,
             control_port: 0,
             groups: Vec::new(),
-            tls: stack.tls.clone(),
             configs_out: stack.configs_out.clone(),
             exec_out: stack.exec_out.clone(),
             execs: 0,
             logs_dir: logs_dir.clone(),
-            origin,
             handles: Arc::new(Mutex::new(Vec::new())),
             pods: vec![c.watch_pods(&ns, "", origin)],
             warnings: vec![c.watch_warnings(&ns, origin)],
@@ -451,7 +451,8 @@ impl KubeStage {
         let mut images = vec![(image.as_str(), st.pulling.policy(&image))];
         let proxy_image = spec.proxy_image.clone();
         if let Some(p) = proxy_image.as_deref().filter(|_| {
-            st.config
+            st.served
+                .config
                 .as_ref()
                 .is_some_and(|c| c.kind != proxy::ProxyKind::External)
         }) {
@@ -488,7 +489,7 @@ impl KubeStage {
             backends::wait_group(c, &ns, &g.name, (g.count as i32, spec.ready_timeout))?;
         }
         // The proxy.
-        let Some(cfg) = st.config.clone() else {
+        let Some(cfg) = st.served.config.clone() else {
             return Ok(());
         };
         if cfg.kind == proxy::ProxyKind::External {
@@ -496,7 +497,7 @@ impl KubeStage {
             // files, as a local run does.
             let ctx = RenderContext {
                 prefix: stack.work.join("external"),
-                generation: st.generation,
+                generation: st.served.generation,
                 ..RenderContext::default()
             };
             let rendered = st.driver.render(&cfg, &ctx)?;
@@ -511,7 +512,7 @@ impl KubeStage {
         for l in &cfg.listeners {
             let port = l.port.unwrap_or_else(|| next_port(&used, LISTENER_BASE));
             used.insert(port);
-            st.ports.insert(l.name.clone(), port);
+            st.served.ports.insert(l.name.clone(), port);
         }
         st.admin_port = next_port(&used, ADMIN_BASE);
         used.insert(st.admin_port);
@@ -549,7 +550,7 @@ impl KubeStage {
         }
         // The proxy's own checker, in a pod of its image, before any replica gets the config.
         if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
-            if st.tls.is_some() {
+            if st.served.tls.is_some() {
                 let _ = c.delete_object::<Secret>(&ns, "proxy-tls", BOUND);
             }
             return Err(e);
@@ -568,7 +569,7 @@ impl KubeStage {
         }
         let (grace, pre_stop) = proxy_stop(spec);
         st.proxy_stop = Some((grace as u32, pre_stop as u32));
-        let pod_ports: BTreeSet<u16> = st.ports.values().copied().collect();
+        let pod_ports: BTreeSet<u16> = st.served.ports.values().copied().collect();
         let mut container_ports: Vec<ContainerPort> = pod_ports
             .iter()
             .map(|p| ContainerPort {
@@ -672,7 +673,7 @@ impl KubeStage {
             return Ok(());
         };
         let l = labels(&[(ROLE, "proxy")]);
-        let ports: BTreeSet<u16> = self.ports.values().copied().collect();
+        let ports: BTreeSet<u16> = self.served.ports.values().copied().collect();
         let ports: Vec<(String, u16)> = ports.into_iter().map(|p| (format!("p{p}"), p)).collect();
         self.cluster
             .apply_object(
@@ -818,7 +819,7 @@ impl KubeStage {
         let r = self.driver.render(cfg, &ctx)?;
         let _ = std::fs::write(
             self.configs_out
-                .join(format!("pod.gen{}.conf", self.generation)),
+                .join(format!("pod.gen{}.conf", self.served.generation)),
             &r.text,
         );
         Ok(r)
@@ -827,12 +828,12 @@ impl KubeStage {
     fn context(&self, groups: BTreeMap<String, Vec<SocketAddr>>) -> RenderContext {
         RenderContext {
             prefix: PathBuf::from(POD_PREFIX),
-            generation: self.generation,
+            generation: self.served.generation,
             groups,
-            ports: self.ports.clone(),
+            ports: self.served.ports.clone(),
             admin_port: self.admin_port,
             control_port: self.control_port,
-            tls: self.tls.as_ref().map(|_| proxy::TlsFiles {
+            tls: self.served.tls.as_ref().map(|_| proxy::TlsFiles {
                 cert: "/tls/cert.pem".into(),
                 key: "/tls/key.pem".into(),
                 ca: "/tls/ca.pem".into(),
@@ -863,10 +864,10 @@ impl KubeStage {
     /// Renders the next generation and writes it into every proxy pod, each reload timed to the
     /// moment that pod's admin listener answers the new generation.
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
-        let Some(cfg) = self.config.clone() else {
+        let Some(cfg) = self.served.config.clone() else {
             return (Vec::new(), Some(StackError::NoProxy));
         };
-        self.generation += 1;
+        self.served.generation += 1;
         let rendered = match self.render(&cfg) {
             Ok(r) => r,
             Err(e) => return (Vec::new(), Some(e)),
@@ -887,8 +888,8 @@ impl KubeStage {
             let t0 = Instant::now();
             let mut rec = ReloadRecord {
                 replica: p.name.clone(),
-                generation: self.generation,
-                t_s: t0.duration_since(self.origin).as_secs_f64(),
+                generation: self.served.generation,
+                t_s: t0.duration_since(self.served.origin).as_secs_f64(),
                 served_ms: None,
                 old_workers_exited_ms: None,
                 validate_ms: 0.0,
@@ -917,7 +918,7 @@ impl KubeStage {
                 match admin {
                     Ok(a) => loop {
                         if generation_at(a, Duration::from_millis(500))
-                            .is_ok_and(|g| g >= self.generation)
+                            .is_ok_and(|g| g >= self.served.generation)
                         {
                             rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
                             break;
@@ -925,7 +926,7 @@ impl KubeStage {
                         if t0.elapsed() > Duration::from_secs(30) {
                             rec.error = Some(format!(
                                 "{}: generation {} not served within 30 s",
-                                p.name, self.generation
+                                p.name, self.served.generation
                             ));
                             break;
                         }
@@ -1282,8 +1283,8 @@ impl KubeStage {
 
     /// Runs the attached gateway's reload command as the next generation.
     fn reload_attached(&mut self) -> ReloadRecord {
-        let (generation, origin) = (self.generation, self.origin);
-        let cfg = self.config.clone();
+        let (generation, origin) = (self.served.generation, self.served.origin);
+        let cfg = self.served.config.clone();
         let rendered = cfg
             .as_ref()
             .ok_or(StackError::NoProxy)
@@ -1318,12 +1319,12 @@ impl KubeStage {
             .collect();
         for ns in &others {
             if spec.watch_selectors.is_empty() {
-                self.pods.push(c.watch_pods(ns, "", self.origin));
+                self.pods.push(c.watch_pods(ns, "", self.served.origin));
             }
             for sel in &spec.watch_selectors {
-                self.pods.push(c.watch_pods(ns, sel, self.origin));
+                self.pods.push(c.watch_pods(ns, sel, self.served.origin));
             }
-            self.warnings.push(c.watch_warnings(ns, self.origin));
+            self.warnings.push(c.watch_warnings(ns, self.served.origin));
         }
         let log_namespaces: Vec<&String> = if spec.watch_namespaces.is_empty() {
             vec![&self.namespace]
@@ -1344,7 +1345,7 @@ impl KubeStage {
             for sel in &spec.watch_selectors {
                 let dir = self.logs_dir.join("watched").join(ns);
                 self.watched_logs.push(
-                    c.follow_logs(ns, sel, &dir, self.origin)
+                    c.follow_logs(ns, sel, &dir, self.served.origin)
                         .map_err(platform)?,
                 );
             }
@@ -1508,7 +1509,7 @@ fn check_in_pod(
     script: &str,
 ) -> Result<(), StackError> {
     let (c, ns) = (&st.cluster, st.namespace.as_str());
-    let name = format!("proxy-check-gen{}", st.generation);
+    let name = format!("proxy-check-gen{}", st.served.generation);
     let l = labels(&[(ROLE, "proxy-check")]);
     c.apply_object(ns, &config_map(&name, &l, rendered))
         .map_err(platform)?;
@@ -1518,7 +1519,7 @@ fn check_in_pod(
         mount_path: "/config".into(),
         ..Default::default()
     }];
-    if st.tls.is_some() {
+    if st.served.tls.is_some() {
         volumes.push(tls_volume());
         mounts.push(tls_mount());
     }
@@ -1570,7 +1571,7 @@ fn check_in_pod(
 
 impl Stage for KubeStage {
     fn ports(&self) -> &BTreeMap<String, u16> {
-        &self.ports
+        &self.served.ports
     }
 
     fn aim(&self, via: &scenario::Via, tls: bool) -> Result<SocketAddr, StackError> {
@@ -1585,9 +1586,9 @@ impl Stage for KubeStage {
     }
 
     fn listener_port(&self, tls: bool) -> Option<u16> {
-        let cfg = self.config.as_ref()?;
+        let cfg = self.served.config.as_ref()?;
         let l = cfg.listeners.iter().find(|l| l.tls == tls)?;
-        self.ports.get(&l.name).copied()
+        self.served.ports.get(&l.name).copied()
     }
 
     fn first_backend(&self, group: &str) -> Option<SocketAddr> {
@@ -1595,7 +1596,10 @@ impl Stage for KubeStage {
     }
 
     fn external(&self) -> Option<&proxy::config::External> {
-        self.config.as_ref().and_then(|c| c.external.as_ref())
+        self.served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
     }
 
     fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
@@ -1622,12 +1626,12 @@ impl Stage for KubeStage {
             }
             Action::Reload if self.attached.is_some() => {
                 // The user's gateway: its reload command, timed to its exit.
-                self.generation += 1;
+                self.served.generation += 1;
                 let r = self.reload_attached();
                 let err = r.error.clone();
                 reloads = vec![r];
                 (
-                    format!("generation {}", self.generation),
+                    format!("generation {}", self.served.generation),
                     err.map_or(Ok(()), |e| Err(StackError::Reload(e))),
                 )
             }
@@ -1635,17 +1639,17 @@ impl Stage for KubeStage {
                 let (rel, err) = self.reload_all();
                 reloads = rel;
                 (
-                    format!("generation {}", self.generation),
+                    format!("generation {}", self.served.generation),
                     err.map_or(Ok(()), Err),
                 )
             }
             Action::SwapConfig(name) => match self.configs.get(name).cloned() {
                 Some(cfg) => {
-                    self.config = Some(cfg);
+                    self.served.config = Some(cfg);
                     let (rel, err) = self.reload_all();
                     reloads = rel;
                     (
-                        format!("{name} (generation {})", self.generation),
+                        format!("{name} (generation {})", self.served.generation),
                         err.map_or(Ok(()), Err),
                     )
                 }
@@ -1672,7 +1676,7 @@ impl Stage for KubeStage {
                 allow_fail,
             } => {
                 self.execs += 1;
-                crate::stack::run_exec(&self.exec_out, self.execs, argv, *timeout, *allow_fail)
+                super::local::run_exec(&self.exec_out, self.execs, argv, *timeout, *allow_fail)
             }
             Action::Apply(_)
             | Action::Delete(_)
@@ -1705,7 +1709,7 @@ impl Stage for KubeStage {
                         let (rel, err) = self.reload_all();
                         reloads = rel;
                         (
-                            format!("{d}; generation {}", self.generation),
+                            format!("{d}; generation {}", self.served.generation),
                             err.map_or(Ok(()), Err),
                         )
                     }
@@ -1716,7 +1720,7 @@ impl Stage for KubeStage {
         };
         Applied {
             events: vec![Event {
-                t_s: t0.duration_since(self.origin).as_secs_f64(),
+                t_s: t0.duration_since(self.served.origin).as_secs_f64(),
                 action: action.kind().to_string(),
                 detail,
                 duration_ms: t0.elapsed().as_secs_f64() * 1e3,
@@ -1792,7 +1796,7 @@ impl Stage for KubeStage {
         }
         if self.scripts.is_some() {
             gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
-            if self.tls.is_some() {
+            if self.served.tls.is_some() {
                 gone(c.delete_object::<Secret>(ns, "proxy-tls", BOUND));
             }
         }

@@ -28,7 +28,9 @@ impl KubeStage {
             .map_err(|e| platform(format!("via '{via}': no Service `{svc}` in {ns}: {e}")))?;
         // The proxy's Service has a port per listener port: a listener name stands for its port.
         let want = match port {
-            Some(p) if svc == PROXY_SERVICE => self.ports.get(&p).map_or(p, |n| n.to_string()),
+            Some(p) if svc == PROXY_SERVICE => {
+                self.served.ports.get(&p).map_or(p, |n| n.to_string())
+            }
             Some(p) => p,
             None if svc == PROXY_SERVICE => self
                 .listener_port(tls)

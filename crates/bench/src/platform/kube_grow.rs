@@ -9,47 +9,33 @@
 //! 110 by default): a growth that needs more pods than the schedulable nodes have room for is
 //! refused before its first step, naming the limit and the largest growth that fits.
 
-use super::KubeStage;
+use super::{KubeStage, Served};
 use crate::error::StackError;
 use crate::grow::{Grower, NGF_POLL};
 use model::ReloadRecord;
-use proxy::config::ProxyConfig;
-use proxy::TlsFiles;
 use scenario::{GrowSpec, GrowWhat};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl Grower for KubeStage {
-    fn config(&self) -> Option<&ProxyConfig> {
-        self.config.as_ref()
+    fn served(&self) -> &Served {
+        &self.served
     }
 
-    fn set_config(&mut self, cfg: Option<ProxyConfig>) {
-        self.config = cfg;
-    }
-
-    fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    fn generation(&self) -> u64 {
-        self.generation
+    fn served_mut(&mut self) -> &mut Served {
+        &mut self.served
     }
 
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
         KubeStage::reload_all(self)
     }
 
-    fn ports(&self) -> &BTreeMap<String, u16> {
-        &self.ports
-    }
-
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
-        let mut used: BTreeSet<u16> = self.ports.values().copied().collect();
+        let mut used: BTreeSet<u16> = self.served.ports.values().copied().collect();
         used.extend([self.admin_port, self.control_port]);
         let port = super::next_port(&used, super::LISTENER_BASE);
-        self.ports.insert(name.to_string(), port);
+        self.served.ports.insert(name.to_string(), port);
         self.apply_service()?;
         Ok(port)
     }
@@ -59,10 +45,6 @@ impl Grower for KubeStage {
         pods.sort_by(|a, b| a.created.cmp(&b.created));
         let p = pods.into_iter().next().ok_or(StackError::NoReplica)?;
         self.reach_port(&p, port)
-    }
-
-    fn tls(&self) -> Option<&TlsFiles> {
-        self.tls.as_ref()
     }
 
     fn group_size(&self, group: &str) -> u32 {

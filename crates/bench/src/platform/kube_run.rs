@@ -3,9 +3,9 @@
 //! actions that act on any cluster object: `apply`, `delete`, `rollout_restart`, `delete_pod`
 //! and `scale`. Each case's backends and proxy are the [`super::kube::KubeStage`].
 
+use super::StackSpec;
 use super::{Platform, Stage};
 use crate::error::StackError;
-use crate::stack::StackSpec;
 use scenario::{Action, Case, PlatformKind, PlatformSpec};
 use std::time::{Duration, Instant};
 

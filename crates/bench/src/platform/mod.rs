@@ -6,26 +6,83 @@
 //! proxy's logs, the backends' counters, what the cluster showed). The runner, the loads and
 //! the collectors talk only to these two traits.
 //!
-//! - `local` ([`Local`]): processes on this machine ([`crate::stack::Stack`]).
+//! - `local` ([`Local`]): processes on this machine (`local::Stack`).
 //! - `kubernetes`: Deployments on a cluster, through its API.
 //!
 //! A platform also starts the agents of a distributed load ([`agents`]): processes on this
 //! machine, or an Indexed Job's pods.
 
 use crate::error::{PlatformError, StackError};
-use crate::stack::{Applied, Stack, StackSpec};
-use model::{BackendCounters, ClusterRecord};
-use proxy::{LogFiles, ReplicaHandle};
-use scenario::{Action, Case, PlatformKind, PlatformSpec};
+use model::{BackendCounters, ClusterRecord, Event, ReadyRecord, ReloadRecord};
+use proxy::config::ProxyConfig;
+use proxy::{LogFiles, ReplicaHandle, TlsFiles};
+use scenario::{Action, BackendGroup, Case, PlatformKind, PlatformSpec};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 pub mod agents;
 mod kube;
 mod kube_run;
+pub mod local;
 
 pub use agents::{Agents, AgentsSpec};
+pub use local::Local;
+
+/// What a platform stands a case up from ([`Platform::stage`]; locally `local::Stack::up`).
+pub struct StackSpec<'a> {
+    /// Backend groups.
+    pub backends: &'a [BackendGroup],
+    /// Backend event-loop threads.
+    pub backend_threads: usize,
+    /// The proxy config, if any.
+    pub proxy: Option<&'a ProxyConfig>,
+    /// Alternatives for `swap_config`.
+    pub configs: &'a BTreeMap<String, ProxyConfig>,
+    /// Certificate for TLS listeners (generated once per run).
+    pub tls: Option<TlsFiles>,
+    /// Scratch directory for replica prefixes.
+    pub work: PathBuf,
+    /// Directory that receives every rendered config.
+    pub configs_out: PathBuf,
+    /// Directory that receives the stdout and stderr of `exec` actions (made at the first).
+    pub exec_out: PathBuf,
+    /// The case's time origin.
+    pub origin: Instant,
+    /// Seed for the fleet's random draws.
+    pub seed: u64,
+}
+
+/// What a step did: its events (one per step of a growth), reloads, and times to ready.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// One event per (sub)step.
+    pub events: Vec<Event>,
+    /// Every reload, one per replica per reload.
+    pub reloads: Vec<ReloadRecord>,
+    /// Times to ready of grown items.
+    pub ready: Vec<ReadyRecord>,
+}
+
+/// What a case's stage serves, the same on every platform, which the actions and `grow`
+/// change: the config, its generation, the listener ports, the certificate and the case's
+/// time origin. Each stage holds one; `grow` reads and changes it through
+/// [`crate::grow::Grower::served`], so no platform repeats its accessors.
+#[derive(Debug)]
+pub struct Served {
+    /// The config being served, if there is a proxy.
+    pub config: Option<ProxyConfig>,
+    /// The config generation the replicas serve (or were last asked to).
+    pub generation: u64,
+    /// Listener name to the port clients reach it on.
+    pub ports: BTreeMap<String, u16>,
+    /// The certificate TLS listeners serve, if the case has one.
+    pub tls: Option<TlsFiles>,
+    /// The case's time origin.
+    pub origin: Instant,
+}
 
 /// A run's platform: stands up each case's [`Stage`] and cleans up after the run.
 pub trait Platform {
@@ -88,29 +145,6 @@ pub struct Down {
     pub notes: Vec<String>,
 }
 
-/// Processes on this machine.
-pub struct Local;
-
-impl Platform for Local {
-    fn name(&self) -> &'static str {
-        PlatformKind::Local.name()
-    }
-
-    fn stage(&self, _case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError> {
-        Ok(Box::new(Stack::up(spec)?))
-    }
-
-    fn close(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-
-    fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, PlatformError> {
-        Ok(Box::new(
-            agents::LocalAgents::start(spec).map_err(PlatformError::Agents)?,
-        ))
-    }
-}
-
 /// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
 pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
     match spec.kind {
@@ -118,42 +152,5 @@ pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
         PlatformKind::Kubernetes => Ok(Box::new(
             kube_run::Kubernetes::open(spec).map_err(PlatformError::Open)?,
         )),
-    }
-}
-
-impl Stage for Stack {
-    fn ports(&self) -> &BTreeMap<String, u16> {
-        Stack::ports(self)
-    }
-
-    fn listener_port(&self, tls: bool) -> Option<u16> {
-        Stack::listener_port(self, tls)
-    }
-
-    fn first_backend(&self, group: &str) -> Option<SocketAddr> {
-        Stack::first_backend(self, group)
-    }
-
-    fn external(&self) -> Option<&proxy::config::External> {
-        Stack::external(self)
-    }
-
-    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
-        Stack::handles(self)
-    }
-
-    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
-        Stack::apply(self, action, keep_going)
-    }
-
-    fn down(&mut self) -> Down {
-        let (logs, err) = Stack::down(self);
-        Down {
-            logs,
-            backends: self.fleet.counters(),
-            cluster: None,
-            err,
-            notes: Vec::new(),
-        }
     }
 }

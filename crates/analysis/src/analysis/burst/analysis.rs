@@ -10,8 +10,8 @@ use super::{
 };
 use crate::theory::limit_req::{self, Limit, Outcome};
 use model::{Cell, LoadSummary, LogSummary, RequestRecord, Series, Table};
-use proxy::config::RateLimit;
 use scenario::{ArrivalsSpec, LoadSpec};
+use setup::proxy::RateLimit;
 
 /// One case's measurements and prediction, with what the report and the checks need.
 pub(super) struct Analysis<'a> {

@@ -223,8 +223,8 @@ mod tests {
     use super::*;
     use crate::theory::limit_req::{Limit, Outcome};
     use model::{LimitReqLine, LoadMode, LoadSummary, LogSummary, RequestRecord};
-    use proxy::config::RateLimit;
     use scenario::{ArrivalsSpec, LoadSpec};
+    use setup::proxy::RateLimit;
     use std::time::Duration;
     use units::{Dur, Rate};
 

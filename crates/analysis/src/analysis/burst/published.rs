@@ -1,8 +1,8 @@
 //! The vegeta write-up's runs, to set beside ours in the cross-case table.
 
 use super::DATA;
-use proxy::config::RateLimit;
 use scenario::{ArrivalsSpec, LoadSpec};
+use setup::proxy::RateLimit;
 
 /// One run of the vegeta write-up this scenario follows (from `crates/analysis/data/burst.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]

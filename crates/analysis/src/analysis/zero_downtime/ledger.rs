@@ -240,7 +240,7 @@ impl LogBooks {
                 .iter()
                 .filter(|(lvl, _)| {
                     !matches!(lvl.as_str(), "notice" | "info" | "debug")
-                        && lvl.as_str() != proxy::logs::LIFECYCLE
+                        && lvl.as_str() != setup::proxy::LIFECYCLE
                 })
                 .map(|(_, n)| n)
                 .sum(),

@@ -4,7 +4,7 @@
 //! that uses a feature its proxy cannot express, naming the proxy, the feature and the item, and
 //! reports every feature a proxy expresses differently.
 
-use crate::config::{Lb, ProxyConfig};
+use crate::proxy::{Lb, ProxyConfig};
 
 /// One thing the model can ask of a proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -261,7 +261,7 @@ impl ProxyConfig {
         }
         for (i, r) in self.routes.iter().enumerate() {
             let item = || format!("route.{i}");
-            if r.path_match == crate::config::PathMatch::Exact {
+            if r.path_match == crate::proxy::PathMatch::Exact {
                 add(Feature::RouteExact, item());
             }
             if !r.headers.is_empty() {
@@ -277,7 +277,7 @@ impl ProxyConfig {
                 add(Feature::RouteReturn, item());
             }
         }
-        let default_key = crate::config::RateLimit::new("x", 1.0).key;
+        let default_key = crate::proxy::RateLimit::new("x", 1.0).key;
         for r in &self.rate_limits {
             let item = || format!("rate_limit.{}", r.name);
             add(Feature::RateLimit, item());
@@ -309,7 +309,7 @@ impl ProxyConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Listener, RateLimit, Route, Upstream};
+    use crate::proxy::{Listener, RateLimit, Route, Upstream};
 
     #[test]
     fn a_model_lists_the_features_it_uses_with_their_items() {

@@ -4,11 +4,12 @@
 //! it started.
 
 use crate::error::StackError;
+use crate::platform::{Applied, Down, Served, StackSpec, Stage};
 use backend::{DrainHandle, Fleet, FleetConfig, InstanceConfig, Profile};
-use model::{Event, ReadyRecord, ReloadRecord};
+use model::{Event, ReloadRecord};
 use proxy::config::ProxyConfig;
-use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode, TlsFiles};
-use scenario::{Action, BackendGroup, RemoveMode, StopSpec};
+use proxy::{Driver, RenderContext, Rendered, Replica, ReplicaHandle, StopMode};
+use scenario::{Action, RemoveMode, StopSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::net::{SocketAddr, TcpListener};
@@ -56,18 +57,15 @@ pub struct Stack {
     next_index: BTreeMap<String, u32>,
     /// Fixed first address of the groups that have one (`listen`): instance i is on port + i.
     group_listen: BTreeMap<String, SocketAddr>,
-    /// The config being served, if there is a proxy.
-    config: Option<ProxyConfig>,
+    /// The config, generation, listener ports, certificate and time origin served.
+    served: Served,
     /// The driver of the proxy kind under test.
     driver: &'static dyn Driver,
     /// Alternatives for `swap_config`.
     configs: BTreeMap<String, ProxyConfig>,
-    generation: u64,
-    ports: BTreeMap<String, u16>,
     /// Every port this stack gave out (listeners, and each replica's admin and control ports,
     /// stopped replicas' too): none is handed out twice.
     taken: BTreeSet<u16>,
-    tls: Option<TlsFiles>,
     /// Running replicas, oldest first.
     replicas: Vec<Box<dyn Replica>>,
     /// Replicas that were stopped (their logs still count).
@@ -84,31 +82,6 @@ pub struct Stack {
     /// Handles for collectors on other threads, kept in step with `replicas`.
     handles: Arc<Mutex<Vec<ReplicaHandle>>>,
     drains: Vec<(String, DrainHandle)>,
-    origin: Instant,
-}
-
-/// Inputs to [`Stack::up`].
-pub struct StackSpec<'a> {
-    /// Backend groups.
-    pub backends: &'a [BackendGroup],
-    /// Backend event-loop threads.
-    pub backend_threads: usize,
-    /// The proxy config, if any.
-    pub proxy: Option<&'a ProxyConfig>,
-    /// Alternatives for `swap_config`.
-    pub configs: &'a BTreeMap<String, ProxyConfig>,
-    /// Certificate for TLS listeners (generated once per run).
-    pub tls: Option<TlsFiles>,
-    /// Scratch directory for replica prefixes.
-    pub work: PathBuf,
-    /// Directory that receives every rendered config.
-    pub configs_out: PathBuf,
-    /// Directory that receives the stdout and stderr of `exec` actions (made at the first).
-    pub exec_out: PathBuf,
-    /// The case's time origin.
-    pub origin: Instant,
-    /// Seed for the fleet's random draws.
-    pub seed: u64,
 }
 
 impl Stack {
@@ -168,13 +141,16 @@ impl Stack {
             group_profiles,
             next_index,
             group_listen,
-            config: spec.proxy.cloned(),
+            served: Served {
+                config: spec.proxy.cloned(),
+                generation: 1,
+                ports,
+                tls: spec.tls,
+                origin: spec.origin,
+            },
             driver: proxy::driver(spec.proxy.map(|p| p.kind).unwrap_or_default()),
             configs: spec.configs.clone(),
-            generation: 1,
-            ports,
             taken,
-            tls: spec.tls,
             replicas: Vec::new(),
             stopped: Vec::new(),
             next_replica: 0,
@@ -184,7 +160,6 @@ impl Stack {
             execs: 0,
             handles: Arc::new(Mutex::new(Vec::new())),
             drains: Vec::new(),
-            origin: spec.origin,
         };
         if let Some(p) = spec.proxy {
             for _ in 0..p.replicas {
@@ -196,14 +171,14 @@ impl Stack {
 
     /// Listener name to port.
     pub fn ports(&self) -> &BTreeMap<String, u16> {
-        &self.ports
+        &self.served.ports
     }
 
     /// The port of the first listener that is (or is not) TLS.
     pub fn listener_port(&self, tls: bool) -> Option<u16> {
-        let cfg = self.config.as_ref()?;
+        let cfg = self.served.config.as_ref()?;
         let l = cfg.listeners.iter().find(|l| l.tls == tls)?;
-        self.ports.get(&l.name).copied()
+        self.served.ports.get(&l.name).copied()
     }
 
     /// The address of a group's first current member (for loads that bypass the proxy).
@@ -222,7 +197,10 @@ impl Stack {
 
     /// The external target's attach settings, when the case's proxy is one the user runs.
     pub fn external(&self) -> Option<&proxy::config::External> {
-        self.config.as_ref().and_then(|c| c.external.as_ref())
+        self.served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
     }
 
     /// Collector handles, updated as replicas come and go.
@@ -260,12 +238,12 @@ impl Stack {
             .collect();
         let ctx = RenderContext {
             prefix: dir.to_path_buf(),
-            generation: self.generation,
+            generation: self.served.generation,
             groups,
-            ports: self.ports.clone(),
+            ports: self.served.ports.clone(),
             admin_port,
             control_port,
-            tls: self.tls.clone(),
+            tls: self.served.tls.clone(),
             ..RenderContext::default()
         };
         let rendered = self.driver.render(cfg, &ctx)?;
@@ -276,14 +254,14 @@ impl Stack {
         let ext = rendered.file.rsplit('.').next().unwrap_or("conf");
         let _ = fs::write(
             self.configs_out
-                .join(format!("{name}.gen{}.{ext}", self.generation)),
+                .join(format!("{name}.gen{}.{ext}", self.served.generation)),
             &rendered.text,
         );
         Ok(rendered)
     }
 
     fn start_replica(&mut self) -> Result<String, StackError> {
-        let cfg = self.config.clone().ok_or(StackError::NoProxy)?;
+        let cfg = self.served.config.clone().ok_or(StackError::NoProxy)?;
         let name = format!("{}-{}", self.driver.name(), self.next_replica);
         self.next_replica += 1;
         let dir = self.work.join(&name);
@@ -293,7 +271,7 @@ impl Stack {
         let rendered = self.render_for(&cfg, &dir, (admin, control))?;
         let ctx = RenderContext {
             prefix: dir.clone(),
-            generation: self.generation,
+            generation: self.served.generation,
             admin_port: admin,
             control_port: control,
             ..RenderContext::default()
@@ -311,7 +289,7 @@ impl Stack {
 
     /// Re-renders the current config as a new generation and reloads every running replica.
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
-        let Some(cfg) = self.config.clone() else {
+        let Some(cfg) = self.served.config.clone() else {
             return (Vec::new(), Some(StackError::NoProxy));
         };
         if cfg.external.as_ref().is_some_and(|e| e.reload.is_empty()) {
@@ -319,7 +297,7 @@ impl Stack {
             // names every backend port it may use; there is nothing to reload.
             return (Vec::new(), None);
         }
-        self.generation += 1;
+        self.served.generation += 1;
         let mut records = Vec::new();
         let mut err = None;
         for i in 0..self.replicas.len() {
@@ -330,7 +308,11 @@ impl Stack {
             );
             match self.render_for(&cfg, &dir, ports) {
                 Ok(rendered) => {
-                    let rec = self.replicas[i].reload(&rendered, self.generation, self.origin);
+                    let rec = self.replicas[i].reload(
+                        &rendered,
+                        self.served.generation,
+                        self.served.origin,
+                    );
                     if let Some(e) = &rec.error {
                         err.get_or_insert_with(|| StackError::Reload(e.clone()));
                     }
@@ -358,7 +340,7 @@ impl Stack {
             Action::Reload => {
                 let (reloads, err) = self.reload_all();
                 Done::new(
-                    format!("generation {}", self.generation),
+                    format!("generation {}", self.served.generation),
                     err.map_or(Ok(()), Err),
                 )
                 .with_reloads(reloads)
@@ -406,7 +388,7 @@ impl Stack {
             ),
         };
         Applied {
-            events: vec![done.event(action.kind(), t0, self.origin)],
+            events: vec![done.event(action.kind(), t0, self.served.origin)],
             reloads: done.reloads,
             ready: Vec::new(),
         }
@@ -445,10 +427,10 @@ impl Stack {
         let Some(cfg) = self.configs.get(c).cloned() else {
             return Done::new(c.to_string(), Err(StackError::NoConfig(c.to_string())));
         };
-        self.config = Some(cfg);
+        self.served.config = Some(cfg);
         let (reloads, err) = self.reload_all();
         Done::new(
-            format!("{c} (generation {})", self.generation),
+            format!("{c} (generation {})", self.served.generation),
             err.map_or(Ok(()), Err),
         )
         .with_reloads(reloads)
@@ -630,17 +612,6 @@ fn member_addr(listen: Option<SocketAddr>, i: u32) -> SocketAddr {
     }
 }
 
-/// What a step did: its events (one per step of a growth), reloads, and times to ready.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// One event per (sub)step.
-    pub events: Vec<Event>,
-    /// Every reload, one per replica per reload.
-    pub reloads: Vec<ReloadRecord>,
-    /// Times to ready of grown items.
-    pub ready: Vec<ReadyRecord>,
-}
-
 /// What a single-event step did: the event's detail, its outcome, and the reloads it caused.
 struct Done {
     detail: String,
@@ -676,40 +647,24 @@ impl Done {
 }
 
 impl crate::grow::Grower for Stack {
-    fn config(&self) -> Option<&ProxyConfig> {
-        self.config.as_ref()
+    fn served(&self) -> &Served {
+        &self.served
     }
 
-    fn set_config(&mut self, cfg: Option<ProxyConfig>) {
-        self.config = cfg;
-    }
-
-    fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    fn generation(&self) -> u64 {
-        self.generation
+    fn served_mut(&mut self) -> &mut Served {
+        &mut self.served
     }
 
     fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
         Stack::reload_all(self)
     }
 
-    fn ports(&self) -> &BTreeMap<String, u16> {
-        &self.ports
-    }
-
     fn add_listener_port(&mut self, name: &str) -> Result<u16, StackError> {
         // The proxy listens on the others, but a listener added earlier in this step may not be
         // bound yet: never hand out a port the stack already gave out.
         let port = fresh_ports(&mut self.taken, 1)?[0];
-        self.ports.insert(name.to_string(), port);
+        self.served.ports.insert(name.to_string(), port);
         Ok(port)
-    }
-
-    fn tls(&self) -> Option<&TlsFiles> {
-        self.tls.as_ref()
     }
 
     fn group_size(&self, group: &str) -> u32 {
@@ -801,6 +756,43 @@ pub fn run_exec(
         _ => Ok(()),
     };
     (detail, result)
+}
+
+impl Stage for Stack {
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        Stack::ports(self)
+    }
+
+    fn listener_port(&self, tls: bool) -> Option<u16> {
+        Stack::listener_port(self, tls)
+    }
+
+    fn first_backend(&self, group: &str) -> Option<SocketAddr> {
+        Stack::first_backend(self, group)
+    }
+
+    fn external(&self) -> Option<&proxy::config::External> {
+        Stack::external(self)
+    }
+
+    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
+        Stack::handles(self)
+    }
+
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        Stack::apply(self, action, keep_going)
+    }
+
+    fn down(&mut self) -> Down {
+        let (logs, err) = Stack::down(self);
+        Down {
+            logs,
+            backends: self.fleet.counters(),
+            cluster: None,
+            err,
+            notes: Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

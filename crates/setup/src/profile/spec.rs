@@ -1,8 +1,6 @@
 //! The profile spec language: parsing (errors name the bad part) and canonical printing.
 
-use crate::dist::Dist;
-use crate::error::SpecError;
-use crate::profile::{Behaviour, PathRule, Profile, Share, Spike, StatusShare};
+use super::{Behaviour, Dist, PathRule, Profile, Share, SpecError, Spike, StatusShare};
 use std::fmt;
 use std::time::Duration;
 

@@ -1,9 +1,19 @@
-//! Behaviour profiles: what an instance does with each request.
+//! Behaviour profiles: what a backend instance does with each request, as data (the spec syntax
+//! parsed and printed, the theoretical mean and quantiles of its distributions); the backend
+//! crate compiles a profile into samplers and draws from it.
 
-use crate::dist::Dist;
-use crate::error::SpecError;
+mod dist;
+mod spec;
+
+pub use dist::Dist;
 use std::fmt;
 use std::time::Duration;
+
+/// A profile spec that does not parse; the message names the bad part, e.g.
+/// `latency: unknown distribution 'lognorml' (use fixed, uniform, normal, lognormal, exponential)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
 
 /// How an instance behaves: latency, CPU cost, response size, status mix, connection lifetime,
 /// slow start and per-path overrides. Written as a small spec, the same on the command line
@@ -34,7 +44,7 @@ use std::time::Duration;
 /// is inherited from the top level.
 ///
 /// ```
-/// use proxybench_backend::Profile;
+/// use proxybench_setup::profile::Profile;
 /// let p: Profile = "latency=lognormal(median=10ms,sigma=0.5); cpu=200us; status=503:1%; \
 ///                   path /slow { latency=fixed(100ms) }".parse().unwrap();
 /// assert_eq!(p.to_string().parse::<Profile>().unwrap(), p);
@@ -133,14 +143,14 @@ impl fmt::Display for Share {
 impl std::str::FromStr for Profile {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<Profile, SpecError> {
-        crate::spec::parse(s)
+        spec::parse(s)
     }
 }
 
 impl fmt::Display for Profile {
     /// Prints the canonical spec, which parses back to an equal profile.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::spec::write(self, f)
+        spec::write(self, f)
     }
 }
 
@@ -191,8 +201,9 @@ impl Behaviour {
     }
 }
 
-/// Prefix match on path segments' bytes: `/slow` matches `/slow`, `/slow/x` and `/slowly`
+/// Prefix match on path segments' bytes, shared by [`Profile::behaviour_for`] and the
+/// backend's compiled profile so both pick the same rule: `/slow` matches `/slow`, `/slow/x` and `/slowly`
 /// (plain prefix, as nginx's `location /slow`).
-pub(crate) fn path_matches(path: &[u8], prefix: &[u8]) -> bool {
+pub fn path_matches(path: &[u8], prefix: &[u8]) -> bool {
     path.starts_with(prefix)
 }

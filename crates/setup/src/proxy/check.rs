@@ -1,8 +1,7 @@
 //! Cross-reference and value checks of a [`ProxyConfig`], with messages that name the item, and
 //! the placement of routes into (listener, host) servers that the checks and the renderers share.
 
-use super::{PathMatch, ProxyConfig, Route};
-use crate::Error;
+use super::{Invalid, PathMatch, ProxyConfig, Route};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One server block a listener renders: the listener, one of its names (or any host), and the
@@ -49,10 +48,10 @@ pub(crate) fn route_key(r: &Route) -> RouteKey {
 impl ProxyConfig {
     /// Checks names, cross-references and values nginx could not express. The error names the
     /// offending item (`route #4 (/tea): unknown upstream 'tea'`).
-    pub fn validate(&self) -> Result<(), Error> {
-        let bad = |m: String| Err(Error::Invalid(m));
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let bad = |m: String| Err(Invalid(m));
         if self.kind == super::ProxyKind::External || self.external.is_some() {
-            return crate::external::check_config(self);
+            return super::external::check_config(self);
         }
         if self.replicas == 0 {
             return bad("proxy.replicas must be at least 1".into());
@@ -136,20 +135,20 @@ impl ProxyConfig {
         out
     }
 
-    fn check_listeners(&self) -> Result<(), Error> {
+    fn check_listeners(&self) -> Result<(), Invalid> {
         let mut fixed: BTreeMap<u16, (&str, bool)> = BTreeMap::new();
         for l in &self.listeners {
             name_ok("listener", &l.name)?;
             let mut names = HashSet::new();
             for n in &l.server_names {
                 if n.is_empty() || n.bytes().any(|b| b <= b' ' || b"\"';{}\\$#".contains(&b)) {
-                    return Err(Error::Invalid(format!(
+                    return Err(Invalid(format!(
                         "listener '{}': server name '{n}' is not a host name",
                         l.name
                     )));
                 }
                 if !names.insert(n) {
-                    return Err(Error::Invalid(format!(
+                    return Err(Invalid(format!(
                         "listener '{}': server name '{n}' is listed twice",
                         l.name
                     )));
@@ -157,11 +156,11 @@ impl ProxyConfig {
             }
             if let Some(p) = l.port {
                 if p == 0 {
-                    return Err(Error::Invalid(format!("listener '{}': port 0", l.name)));
+                    return Err(Invalid(format!("listener '{}': port 0", l.name)));
                 }
                 if let Some((other, tls)) = fixed.insert(p, (&l.name, l.tls)) {
                     if tls != l.tls {
-                        return Err(Error::Invalid(format!(
+                        return Err(Invalid(format!(
                             "listeners '{other}' and '{}' share port {p} but only one of them is TLS",
                             l.name
                         )));
@@ -172,10 +171,10 @@ impl ProxyConfig {
         Ok(())
     }
 
-    fn check_upstreams(&self) -> Result<(), Error> {
+    fn check_upstreams(&self) -> Result<(), Invalid> {
         for u in &self.upstreams {
             name_ok("upstream", &u.name)?;
-            let bad = |m: &str| Err(Error::Invalid(format!("upstream '{}': {m}", u.name)));
+            let bad = |m: &str| Err(Invalid(format!("upstream '{}': {m}", u.name)));
             if u.backends.trim().is_empty() {
                 return bad("backends (the backend group) is empty");
             }
@@ -206,10 +205,10 @@ impl ProxyConfig {
         Ok(())
     }
 
-    fn check_rate_limits(&self) -> Result<(), Error> {
+    fn check_rate_limits(&self) -> Result<(), Invalid> {
         for r in &self.rate_limits {
             name_ok("rate limit", &r.name)?;
-            let bad = |m: String| Err(Error::Invalid(format!("rate limit '{}': {m}", r.name)));
+            let bad = |m: String| Err(Invalid(format!("rate limit '{}': {m}", r.name)));
             if !(r.rate.0.is_finite() && r.rate.0 > 0.0) {
                 return bad(format!("rate {} r/s must be positive", r.rate.0));
             }
@@ -239,8 +238,8 @@ impl ProxyConfig {
         Ok(())
     }
 
-    fn check_route(&self, i: usize, r: &Route) -> Result<(), Error> {
-        let bad = |m: String| Err(Error::Invalid(format!("{}: {m}", r.label(i))));
+    fn check_route(&self, i: usize, r: &Route) -> Result<(), Invalid> {
+        let bad = |m: String| Err(Invalid(format!("{}: {m}", r.label(i))));
         if !r.path.starts_with('/') {
             return bad("path must start with '/'".into());
         }
@@ -349,7 +348,7 @@ fn path_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "/-._~!*+,=:@%&()".contains(c)
 }
 
-fn name_ok(what: &str, name: &str) -> Result<(), Error> {
+fn name_ok(what: &str, name: &str) -> Result<(), Invalid> {
     let ok = !name.is_empty()
         && name.as_bytes()[0].is_ascii_alphanumeric()
         && name
@@ -358,17 +357,17 @@ fn name_ok(what: &str, name: &str) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Invalid(format!(
+        Err(Invalid(format!(
             "{what} name '{name}' must start with a letter or digit and hold only letters, digits, '_', '.' and '-'"
         )))
     }
 }
 
-fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<(), Error> {
+fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<(), Invalid> {
     let mut seen = HashSet::new();
     for n in names {
         if !seen.insert(n) {
-            return Err(Error::Invalid(format!("{what} '{n}' is defined twice")));
+            return Err(Invalid(format!("{what} '{n}' is defined twice")));
         }
     }
     Ok(())

@@ -6,10 +6,13 @@
 
 mod check;
 mod cpus;
+mod external;
+pub mod features;
 mod lb;
 
 pub use check::Placement;
 pub use cpus::Cpus;
+pub use features::{Feature, Support};
 pub use lb::Lb;
 
 use serde::{Deserialize, Serialize};
@@ -543,8 +546,48 @@ pub struct ExternalLog {
     pub path: std::path::PathBuf,
     /// How its lines are written (`nginx-json`, `combined`...).
     #[serde(default)]
-    pub format: crate::logs::LogFormat,
+    pub format: LogFormat,
 }
+
+/// How an access log (and the error log beside it) is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// nginx's `log_format pb_json` (what the nginx driver renders); nginx error-log lines.
+    #[default]
+    NginxJson,
+    /// The NCSA combined format (nginx's and Apache's default), optionally followed by
+    /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
+    Combined,
+    /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
+    /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
+    Haproxy,
+    /// Caddy's JSON access log (`logging.logs` as the Caddy driver renders it); Caddy's own JSON
+    /// log lines (`level`, `msg`) as the error log.
+    Caddy,
+}
+
+impl LogFormat {
+    /// The format as scenarios spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::NginxJson => "nginx-json",
+            LogFormat::Combined => "combined",
+            LogFormat::Haproxy => "haproxy",
+            LogFormat::Caddy => "caddy",
+        }
+    }
+}
+
+/// The level under which a proxy's own start, reload and stop lines (`proxy::logs::ErrorRecord`'s
+/// `lifecycle`) are counted.
+pub const LIFECYCLE: &str = "lifecycle";
+
+/// A config the model cannot stand for: unknown names, duplicates, values a proxy cannot
+/// express. The message names the item (`route #4 (/tea): unknown upstream 'tea'`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
 
 fn one() -> u32 {
     1

@@ -2,7 +2,7 @@
 //! is fair only when each gets the same cores, and a load generator sharing a core with the proxy
 //! measures the two together.
 
-use crate::Error;
+use super::Invalid;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
@@ -16,8 +16,8 @@ pub const MAX_CPU: usize = 1023;
 
 impl Cpus {
     /// Parses a CPU list; the message names the part that is wrong.
-    pub fn parse(s: &str) -> Result<Cpus, Error> {
-        Cpus::parse_list(s).map_err(Error::Invalid)
+    pub fn parse(s: &str) -> Result<Cpus, Invalid> {
+        Cpus::parse_list(s).map_err(Invalid)
     }
 
     fn parse_list(s: &str) -> Result<Cpus, String> {

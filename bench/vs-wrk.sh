@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # proxybench load vs wrk, side by side against the same nginx (1 worker, `return 200`), over
-# plain HTTP and over HTTPS (TLS 1.3, keep-alive).
+# plain HTTP and over HTTPS (keep-alive; TLS 1.2, the highest that Debian's nginx 1.22 offers by default).
 #
 # nginx is pinned to one core (SERVER_CPU) and the client to the other (CLIENT_CPU). The tools
 # run ALTERNATELY (so drift on a noisy machine hits both alike), ROUNDS rounds each of

@@ -253,6 +253,17 @@ impl Position {
     }
 }
 
+/// `t` rounded down to its second: the re-read's `sinceTime` must not be later than any line
+/// not yet written.
+fn floor_to_second(t: jiff::Timestamp) -> jiff::Timestamp {
+    t.round(
+        jiff::TimestampRound::new()
+            .smallest(jiff::Unit::Second)
+            .mode(jiff::RoundMode::Floor),
+    )
+    .unwrap_or(t)
+}
+
 /// Follows one container's log until its stream ends for good or `stop` says so (then a final
 /// non-following read catches up).
 async fn follow(
@@ -288,7 +299,10 @@ async fn follow(
             container: Some(container.clone()),
             follow: !stopping,
             timestamps: true,
-            since_time: pos.last,
+            // kube sends sinceTime rounded to the *nearest* second (jiff's default mode), so
+            // x.6 s would ask for lines from x+1 s and lose those stamped in between: round
+            // down here (a whole second is left alone), and `pos` skips what was written.
+            since_time: pos.last.map(floor_to_second),
             ..Default::default()
         };
         let reader = match api.log_stream(&pod, &lp).await {
@@ -439,6 +453,20 @@ mod tests {
 
     fn at(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_re_read_asks_from_the_second_before_the_last_line() {
+        // Rounded to the nearest second, .6 would become the next second and the lines
+        // stamped between would never be read.
+        assert_eq!(
+            floor_to_second(at("2026-11-29T05:00:07.6Z")),
+            at("2026-11-29T05:00:07Z")
+        );
+        assert_eq!(
+            floor_to_second(at("2026-11-29T05:00:07Z")),
+            at("2026-11-29T05:00:07Z")
+        );
     }
 
     #[test]

@@ -182,11 +182,17 @@ both_backends() {
     [ "$got" = "$(awk '{ print $1 }' <<<"$backends" | sort | tr '\n' ' ')" ] || fail "$1: answers from '$got', not from both backends"
 }
 # kube-proxy programs a new Service's rules in its own time, after the EndpointSlice (seconds on
-# a busy machine: the first request failed at once under a load average of 10): wait until the
-# ClusterIP and both NodePorts answer from here, at most 15 s each, before they are counted.
+# a busy machine: the first request failed at once under a load average of 10), and it may first
+# program one endpoint, the second a sync later (CI: 20 answers through the ClusterIP, all from
+# one backend): wait until the ClusterIP and both NodePorts have answered from here from both
+# backends, at most 15 s each, before they are counted.
+want=$(awk '{ print $1 }' <<<"$backends" | sort | tr '\n' ' ')
 for u in "http://$cluster_ip:8080/" "http://$NODE1_IP:$NODEPORT/" "http://$NODE2_IP:$NODEPORT/"; do
+    seen=""
     for _ in $(seq 1 150); do
-        curl -s -m 1 -o /dev/null "$u" && break
+        b=$(curl -s -m 1 -o /dev/null -D - "$u" | tr -d '\r' | sed -n 's/^[Xx]-[Bb]ackend: //p' | sed 's/-0$//') || true
+        [ -n "$b" ] && seen=$(printf '%s\n%s\n' "$seen" "$b" | sed '/^$/d' | sort -u)
+        [ "$(tr '\n' ' ' <<<"$seen")" = "$want" ] && break
         sleep 0.1
     done
 done

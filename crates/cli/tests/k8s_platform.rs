@@ -185,7 +185,10 @@ fn k8s_grow_routes_and_set_profile() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("grow.toml");
     // The grown routes go to a group of their own, so the cafe group's counters are the
-    // load's alone and the probe group's are the time-to-ready probe's alone.
+    // load's alone and the probe group's are the time-to-ready probe's alone. Action times
+    // count from the case's start, before the stack is up, and on Kubernetes the load starts
+    // only once the proxy's Service answers (about 5-6 s in CI): set_profile at 11 s leaves
+    // seconds of load on both sides of it.
     std::fs::write(
         &scenario,
         format!(
@@ -205,14 +208,14 @@ name = \"coffee\"
 url = \"http://cafe.example.com/coffee\"
 rate = 100
 connections = 8
-duration = \"12s\"
+duration = \"16s\"
 
 [[cases]]
 name = \"main\"
 proxy = {{ replicas = 2 }}
 actions = [
   {{ at = \"1s\", grow = {{ what = \"routes\", to = 9, by = 2, upstream = \"probe\" }} }},
-  {{ at = \"7s\", set_profile = {{ group = \"cafe\", profile = \"latency=fixed(30ms)\" }} }},
+  {{ at = \"11s\", set_profile = {{ group = \"cafe\", profile = \"latency=fixed(30ms)\" }} }},
 ]
 ",
             SCENARIO_HEAD.replace(

@@ -27,24 +27,40 @@ fn cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
     (c, k)
 }
 
-/// nginx with an h2c listener on `{port}` and an h2 (TLS) listener on `tls_port`, each
-/// request logged as `$server_protocol $status`. `extra` goes in the server block.
-fn nginx_h2(
-    workers: u32,
+/// nginx with an h2c listener on its `port` and an h2 (TLS) listener on `tls_port`, each
+/// request logged as `$server_protocol $status`, with the certificate's directory kept alive.
+struct H2Nginx {
+    ng: testkit::Nginx,
     tls_port: u16,
-    pem: &(std::path::PathBuf, std::path::PathBuf),
-    extra: &str,
-) -> testkit::Nginx {
-    let body = format!(
-        "  log_format proto '$server_protocol $status';\n  keepalive_requests 100000000;\n  \
-         server {{\n    listen 127.0.0.1:{{port}} http2;\n    listen 127.0.0.1:{tls_port} ssl http2;\n    \
-         ssl_certificate {};\n    ssl_certificate_key {};\n    \
-         access_log {{prefix}}/access.log proto;\n    {extra}\n    \
-         location / {{ return 200 \"hello\\n\"; }}\n  }}\n",
-        pem.0.display(),
-        pem.1.display()
-    );
-    testkit::Nginx::start(workers, &body)
+    _certs: tempfile::TempDir,
+}
+
+impl H2Nginx {
+    /// Starts it with `workers` worker processes; `extra` goes in the server block.
+    fn start(workers: u32, extra: &str) -> H2Nginx {
+        let certs = tempfile::tempdir().unwrap();
+        let pem = cert(certs.path());
+        let tls_port = testkit::free_port();
+        let body = format!(
+            "  log_format proto '$server_protocol $status';\n  keepalive_requests 100000000;\n  \
+             server {{\n    listen 127.0.0.1:{{port}} http2;\n    listen 127.0.0.1:{tls_port} ssl http2;\n    \
+             ssl_certificate {};\n    ssl_certificate_key {};\n    \
+             access_log {{prefix}}/access.log proto;\n    {extra}\n    \
+             location / {{ return 200 \"hello\\n\"; }}\n  }}\n",
+            pem.0.display(),
+            pem.1.display()
+        );
+        H2Nginx {
+            ng: testkit::Nginx::start(workers, &body),
+            tls_port,
+            _certs: certs,
+        }
+    }
+
+    /// The URL of `path` on the TLS listener.
+    fn tls_url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.tls_port)
+    }
 }
 
 /// The access log's lines once nginx has written `want` of them (or stopped growing).
@@ -74,15 +90,10 @@ fn h2(mut c: load::Config, streams: u32) -> load::Config {
 
 #[test]
 fn exact_counts_h2c_and_tls_against_the_access_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let pem = cert(dir.path());
-    let tls_port = testkit::free_port();
-    let ng = nginx_h2(1, tls_port, &pem, "");
+    let h2ng = H2Nginx::start(1, "");
+    let ng = &h2ng.ng;
     let mut total = 0;
-    for (url, n) in [
-        (ng.url("/a"), 5000),
-        (format!("https://127.0.0.1:{tls_port}/b"), 3000),
-    ] {
+    for (url, n) in [(ng.url("/a"), 5000), (h2ng.tls_url("/b"), 3000)] {
         let mut c = h2(cfg_n(&url, n, 4), 8);
         c.threads = 2;
         c.insecure = true;
@@ -96,7 +107,7 @@ fn exact_counts_h2c_and_tls_against_the_access_log() {
         assert_eq!(h.max_concurrent_streams, 8);
         assert_eq!(h.goaways_graceful + h.goaways_error + h.refused, 0);
         total += n;
-        let lines = log_lines(&ng, total);
+        let lines = log_lines(ng, total);
         assert_eq!(lines.len() as u64, total);
         assert!(
             lines.iter().all(|l| l == "HTTP/2.0 200"),
@@ -113,7 +124,7 @@ fn exact_counts_h2c_and_tls_against_the_access_log() {
     let sched = s.schedule.as_ref().unwrap();
     assert_eq!(sched.sent, s.requests + s.error_total());
     assert_eq!(s.error_total(), 0, "{:?}", s.error_messages);
-    let lines = log_lines(&ng, total + s.requests);
+    let lines = log_lines(ng, total + s.requests);
     assert_eq!(lines.len() as u64, total + s.requests);
 }
 
@@ -143,14 +154,11 @@ fn over_tls_the_requests_of_freed_streams_share_a_record() {
     // records: 16-19 bytes per request measured (a 14-byte HEADERS frame each, bench runs of
     // 2026-11-29; the build before read 28.5-29.6 here). The bound leaves room for bursts the
     // machine cut short.
-    let dir = tempfile::tempdir().unwrap();
-    let pem = cert(dir.path());
-    let tls_port = testkit::free_port();
-    let ng = nginx_h2(1, tls_port, &pem, "");
+    let h2ng = H2Nginx::start(1, "");
     let n = 5000;
     testkit::in_one_of(3, || {
-        let before = worker_read_bytes(&ng);
-        let mut c = h2(cfg_n(&format!("https://127.0.0.1:{tls_port}/"), n, 1), 10);
+        let before = worker_read_bytes(&h2ng.ng);
+        let mut c = h2(cfg_n(&h2ng.tls_url("/"), n, 1), 10);
         c.insecure = true;
         let s = run(&c).summary;
         assert_eq!(
@@ -159,7 +167,7 @@ fn over_tls_the_requests_of_freed_streams_share_a_record() {
             "{:?}",
             s.error_messages
         );
-        let per = (worker_read_bytes(&ng) - before) as f64 / n as f64;
+        let per = (worker_read_bytes(&h2ng.ng) - before) as f64 / n as f64;
         if per <= 24.0 {
             Ok(())
         } else {
@@ -256,18 +264,14 @@ impl Drop for Slow {
 #[test]
 fn the_stream_concurrency_asked_for_is_what_the_server_sees() {
     let slow = Slow::start(Duration::from_millis(100));
-    let dir = tempfile::tempdir().unwrap();
-    let pem = cert(dir.path());
-    let tls_port = testkit::free_port();
-    let ng = nginx_h2(
+    let h2ng = H2Nginx::start(
         1,
-        tls_port,
-        &pem,
         &format!(
             "location /slow {{ proxy_pass http://127.0.0.1:{}; }}",
             slow.port
         ),
     );
+    let ng = &h2ng.ng;
     for (conns, streams) in [(1, 7), (3, 4)] {
         slow.max.store(0, Ordering::SeqCst);
         let n = u64::from(conns * streams) * 5;
@@ -293,10 +297,8 @@ fn the_stream_concurrency_asked_for_is_what_the_server_sees() {
 
 #[test]
 fn a_reload_under_h2_load_is_counted_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let pem = cert(dir.path());
-    let tls_port = testkit::free_port();
-    let ng = nginx_h2(2, tls_port, &pem, "");
+    let h2ng = H2Nginx::start(2, "");
+    let ng = &h2ng.ng;
     let mut c = h2(cfg_n(&ng.url("/r"), 1, 4), 8);
     c.requests = None;
     c.duration = Some(Duration::from_secs(3));
@@ -336,7 +338,7 @@ fn a_reload_under_h2_load_is_counted_and_loses_nothing() {
     );
     let ok = s.status.get(&200).copied().unwrap_or(0);
     assert_eq!(ok, s.requests);
-    let lines = log_lines(&ng, ok);
+    let lines = log_lines(ng, ok);
     assert_eq!(lines.len() as u64, ok, "one log line per response counted");
     assert!(lines.iter().all(|l| l == "HTTP/2.0 200"));
 }

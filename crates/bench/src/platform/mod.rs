@@ -25,7 +25,6 @@ use std::time::Instant;
 
 pub mod agents;
 mod kube;
-mod kube_run;
 pub mod local;
 
 pub use agents::{Agents, AgentsSpec};
@@ -150,7 +149,7 @@ pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
     match spec.kind {
         PlatformKind::Local => Ok(Box::new(Local)),
         PlatformKind::Kubernetes => Ok(Box::new(
-            kube_run::Kubernetes::open(spec).map_err(PlatformError::Open)?,
+            kube::Kubernetes::open(spec).map_err(PlatformError::Open)?,
         )),
     }
 }

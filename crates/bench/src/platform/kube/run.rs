@@ -1,11 +1,11 @@
 //! The Kubernetes platform for a whole run: the API connection, the run's namespace (made at
 //! the start, deleted at the end unless kept, also after Ctrl-C or a failed case), and the
 //! actions that act on any cluster object: `apply`, `delete`, `rollout_restart`, `delete_pod`
-//! and `scale`. Each case's backends and proxy are the [`super::kube::KubeStage`].
+//! and `scale`. Each case's backends and proxy are the [`super::KubeStage`].
 
-use super::StackSpec;
-use super::{Platform, Stage};
 use crate::error::StackError;
+use crate::platform::StackSpec;
+use crate::platform::{Platform, Stage};
 use scenario::{Action, Case, PlatformKind, PlatformSpec};
 use std::time::{Duration, Instant};
 
@@ -85,7 +85,7 @@ impl Platform for Kubernetes {
     }
 
     fn stage(&self, case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError> {
-        let stage = super::kube::KubeStage::up(
+        let stage = super::KubeStage::up(
             self.cluster.clone(),
             &self.namespace,
             &self.spec,
@@ -101,17 +101,17 @@ impl Platform for Kubernetes {
 
     fn agents(
         &self,
-        spec: &super::AgentsSpec<'_>,
-    ) -> Result<Box<dyn super::Agents>, crate::error::PlatformError> {
+        spec: &crate::platform::AgentsSpec<'_>,
+    ) -> Result<Box<dyn crate::platform::Agents>, crate::error::PlatformError> {
         let image = self
             .spec
             .image
             .clone()
-            .unwrap_or_else(|| super::kube::DEFAULT_IMAGE.into());
-        let a = super::agents::KubeAgents::start(
+            .unwrap_or_else(|| super::DEFAULT_IMAGE.into());
+        let a = crate::platform::agents::KubeAgents::start(
             self.cluster.clone(),
             &self.namespace,
-            (&image, &super::kube::Pulling::of(&self.spec)),
+            (&image, &super::Pulling::of(&self.spec)),
             spec,
         )
         .map_err(crate::error::PlatformError::Agents)?;

@@ -1,0 +1,237 @@
+//! The objects the stage makes: Deployments, ConfigMaps, volumes, the proxy pods' scripts, and
+//! the config check in a pod of the proxy's image.
+
+use super::{platform, KubeStage, BOUND, CHECK_BOUND, POD_PREFIX, ROLE};
+use crate::error::StackError;
+use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s::k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, Pod, PodSpec, PodTemplateSpec, SecretVolumeSource,
+    Volume, VolumeMount,
+};
+use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s::PullPolicy;
+use proxy::Driver;
+use scenario::PlatformSpec;
+use std::collections::BTreeMap;
+
+pub(super) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub(super) fn meta(name: &str, l: &BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        labels: Some(l.clone()),
+        ..Default::default()
+    }
+}
+
+/// A Deployment of one container with our defaults: no service account token, no cluster DNS
+/// (the test cluster has none), no service links.
+pub(super) fn deployment(
+    name: &str,
+    l: &BTreeMap<String, String>,
+    replicas: u32,
+    mut pod: PodSpec,
+) -> Deployment {
+    pod.automount_service_account_token = Some(false);
+    pod.enable_service_links = Some(false);
+    pod.dns_policy = Some("Default".into());
+    Deployment {
+        metadata: meta(name, l),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas as i32),
+            selector: LabelSelector {
+                match_labels: Some(l.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(meta(name, l)),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub(super) fn sh(script: &str) -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// The proxy pod's shell scripts, around the driver's container commands: the entry (copy the
+/// config from its ConfigMap, start the proxy), the reload (the next config arrives on stdin,
+/// and the driver's reload makes the proxy serve it), the driver's preStop command if any, and
+/// the config check a pod of the proxy's image runs before any replica gets the config.
+/// Each exports `$CONF`, `$PREFIX` and, with TLS, `$TLS_CERT` and `$TLS_KEY` for the driver.
+pub(super) struct PodScripts {
+    pub(super) entry: String,
+    pub(super) reload: String,
+    pub(super) pre_stop: Option<String>,
+    pub(super) check: String,
+    pub(super) log_format: proxy::logs::LogFormat,
+}
+
+impl PodScripts {
+    /// The scripts for `driver`'s proxy, whose config file is `file`; refused when the driver
+    /// has no container form.
+    pub(super) fn of(driver: &dyn Driver, file: &str, tls: bool) -> Result<PodScripts, StackError> {
+        let Some(c) = driver.container() else {
+            return Err(platform(format!(
+                "the {} driver has no container form: the kubernetes platform cannot run it",
+                driver.name()
+            )));
+        };
+        let conf = format!("/run/pb/{file}");
+        let mut env = format!("export CONF={conf} PREFIX={POD_PREFIX}");
+        if tls {
+            env.push_str(" TLS_CERT=/tls/cert.pem TLS_KEY=/tls/key.pem");
+        }
+        Ok(PodScripts {
+            entry: format!(
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
+                c.start
+            ),
+            reload: format!("set -e; cat > {conf}; {env}; {}", c.reload),
+            pre_stop: c.pre_stop.map(|p| format!("{env}; {p}")),
+            check: format!(
+                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
+                c.check
+            ),
+            log_format: c.log_format,
+        })
+    }
+}
+
+/// The proxy pods' termination grace period and preStop sleep in seconds: the platform's, else
+/// Kubernetes' default grace (30 s) and a 1 s sleep (none when the grace leaves no room for it).
+pub(super) fn proxy_stop(spec: &PlatformSpec) -> (i64, i64) {
+    let grace = spec.proxy_grace.map_or(30, |d| d.as_secs() as i64);
+    let pre_stop = spec
+        .proxy_pre_stop
+        .map_or(if grace > 1 { 1 } else { 0 }, |d| d.as_secs() as i64);
+    (grace, pre_stop)
+}
+
+/// A ConfigMap named `name` holding the rendered config under its file name.
+pub(super) fn config_map(
+    name: &str,
+    l: &BTreeMap<String, String>,
+    rendered: &proxy::Rendered,
+) -> ConfigMap {
+    let mut data = BTreeMap::new();
+    data.insert(rendered.file.to_string(), rendered.text.clone());
+    ConfigMap {
+        metadata: meta(name, l),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The volume of ConfigMap `name`, mounted at /config.
+pub(super) fn config_volume(name: &str) -> Volume {
+    Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: name.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The volume of the proxy's certificate Secret.
+pub(super) fn tls_volume() -> Volume {
+    Volume {
+        name: "tls".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some("proxy-tls".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Where the proxy's certificate Secret is mounted (`/tls`, as the render context names it).
+pub(super) fn tls_mount() -> VolumeMount {
+    VolumeMount {
+        name: "tls".into(),
+        mount_path: "/tls".into(),
+        ..Default::default()
+    }
+}
+
+/// Checks `rendered` with the proxy's own checker (`nginx -t`, `haproxy -c`, `caddy validate`)
+/// in a pod of the proxy's image, before any replica gets it: the config as the replicas get it
+/// (pod paths, the cluster's upstreams, the certificate Secret), not a copy rendered for this
+/// machine. A refusal names the checker's message and the model item it leads back to; the
+/// check's ConfigMap and pod are deleted either way.
+pub(super) fn check_in_pod(
+    st: &KubeStage,
+    rendered: &proxy::Rendered,
+    image: &str,
+    script: &str,
+) -> Result<(), StackError> {
+    let (c, ns) = (&st.cluster, st.namespace.as_str());
+    let name = format!("proxy-check-gen{}", st.served.generation);
+    let l = labels(&[(ROLE, "proxy-check")]);
+    c.apply_object(ns, &config_map(&name, &l, rendered))
+        .map_err(platform)?;
+    let mut volumes = vec![config_volume(&name)];
+    let mut mounts = vec![VolumeMount {
+        name: "config".into(),
+        mount_path: "/config".into(),
+        ..Default::default()
+    }];
+    if st.served.tls.is_some() {
+        volumes.push(tls_volume());
+        mounts.push(tls_mount());
+    }
+    let pod = Pod {
+        metadata: meta(&name, &l),
+        spec: Some(st.pulling.apply(PodSpec {
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            dns_policy: Some("Default".into()),
+            termination_grace_period_seconds: Some(0),
+            volumes: Some(volumes),
+            containers: vec![Container {
+                name: "check".into(),
+                image: Some(image.into()),
+                image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
+                command: Some(sh(script)),
+                volume_mounts: Some(mounts),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    let ran = c.run_pod(ns, &pod, CHECK_BOUND);
+    let _ = c.delete_object::<ConfigMap>(ns, &name, BOUND);
+    let ran = ran.map_err(|e| {
+        platform(format!(
+            "cannot run the {} checker in a pod of {image}: {e}",
+            st.driver.name()
+        ))
+    })?;
+    let _ = std::fs::write(st.configs_out.join(format!("{name}.log")), &ran.log);
+    if ran.code == 0 {
+        return Ok(());
+    }
+    let message = ran.log.trim();
+    let item = st
+        .driver
+        .trace(rendered, message)
+        .map(|i| format!(" (model item {i})"))
+        .unwrap_or_default();
+    Err(platform(format!(
+        "the proxy's checker refused the config in a pod of {image} (exit {}){item}: {}",
+        ran.code,
+        crate::runner::one_line(message)
+    )))
+}

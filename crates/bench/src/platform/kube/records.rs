@@ -1,0 +1,293 @@
+//! What a case records: the collectors it starts, the cluster record it returns at `down`, the
+//! readiness probe note, and the pods' logs split into access and error lines.
+
+use super::{platform, KubeStage, ENDPOINT_ROLE, PROXY_SERVICE};
+use crate::error::StackError;
+use k8s::collect::{Collected, Collector, PodTimeline, ProbeTally};
+use k8s::LogFollowers;
+use model::ClusterRecord;
+use proxy::logs::Parse as _;
+use proxy::LogFiles;
+use scenario::PlatformSpec;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+impl KubeStage {
+    /// What the collectors gathered, as the case's cluster record.
+    pub(super) fn record(&mut self) -> ClusterRecord {
+        let info = self.cluster.info();
+        let mut rec = ClusterRecord {
+            namespace: self.namespace.clone(),
+            context: info.context.clone(),
+            server_version: info.version.clone(),
+            proxy_grace_s: self.proxy_stop.map(|s| s.0),
+            proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
+            pod_path: self.pod_path.map(|p| p.as_str().to_string()),
+            load_targets: {
+                let mut t = std::mem::take(
+                    &mut *self.load_targets.lock().unwrap_or_else(|p| p.into_inner()),
+                );
+                if let Some((kind, Some(ip))) = self.service {
+                    t.insert(
+                        String::new(),
+                        format!("Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip}"),
+                    );
+                }
+                t
+            },
+            ..ClusterRecord::default()
+        };
+        let mut absent = |what: &str, a: &Option<String>| {
+            if let Some(a) = a {
+                rec.absent.push(format!("{what}: {a}"));
+            }
+        };
+        let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
+        let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
+        let metrics = self.metrics.take().map(Collector::stop);
+        let scrape = self.scrape.take().map(Collector::stop);
+        let endpoints = self.endpoints.take().map(Collector::stop);
+        if let Some(e) = &endpoints {
+            absent("EndpointSlice watch", &e.absent);
+        }
+        if let Some(p) = self.probes.take().map(Collector::stop) {
+            self.notes.push(probe_note(&p));
+        }
+        for p in &pods {
+            absent("pod watch", &p.absent);
+        }
+        for w in &warnings {
+            absent("events", &w.absent);
+        }
+        if let Some(m) = &metrics {
+            absent("metrics API", &m.absent);
+        }
+        if let Some(s) = &scrape {
+            absent("Prometheus scrape", &s.absent);
+        }
+        for p in pods {
+            for c in p.data.changes {
+                let role = if c.pod.starts_with("proxy-") {
+                    "proxy"
+                } else if c.pod.starts_with("backend-") {
+                    "backend"
+                } else {
+                    "watched"
+                };
+                rec.pods.push(model::PodChange {
+                    t_s: c.t_s,
+                    pod: c.pod,
+                    role: role.into(),
+                    phase: if c.gone { "Deleted".into() } else { c.phase },
+                    ready: c.ready,
+                    terminating: c.deleting,
+                });
+            }
+            for r in p.data.restarts {
+                rec.restarts.push(model::RestartRecord {
+                    t_s: r.t_s,
+                    pod: r.pod,
+                    container: r.container,
+                    count: r.restarts.max(0) as u32,
+                    reason: r.reason.unwrap_or_default(),
+                });
+            }
+        }
+        for w in warnings.into_iter().flat_map(|w| w.data) {
+            rec.warnings.push(model::ClusterEvent {
+                t_s: w.t_s,
+                object: w.object,
+                reason: w.reason,
+                message: w.message,
+                count: w.count.max(0) as u32,
+            });
+        }
+        for m in metrics.map(|m| m.data).unwrap_or_default() {
+            rec.metrics.push(model::PodMetric {
+                t_s: m.t_s,
+                pod: m.pod,
+                cpu_millicores: m.cpu_cores * 1e3,
+                memory_bytes: m.memory_bytes as u64,
+            });
+        }
+        for s in scrape.map(|s| s.data).unwrap_or_default() {
+            for x in s.samples {
+                let labels = x
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                rec.scrapes.push(model::ScrapeSample {
+                    t_s: s.t_s,
+                    pod: s.pod.clone(),
+                    metric: x.metric,
+                    labels,
+                    value: x.value,
+                });
+            }
+        }
+        rec.absent.extend(self.absent.iter().cloned());
+        // The Service's endpoints beside the pods: an endpoint enters, changes (ready,
+        // terminating) and leaves ("Deleted") as the EndpointSlice controller saw its pod.
+        for e in endpoints.map(|e| e.data).unwrap_or_default() {
+            rec.pods.push(model::PodChange {
+                t_s: e.t_s,
+                pod: e.endpoint,
+                role: ENDPOINT_ROLE.into(),
+                phase: if e.gone { "Deleted" } else { "Endpoint" }.into(),
+                ready: e.ready,
+                terminating: e.terminating,
+            });
+        }
+        rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        rec
+    }
+
+    /// Starts the collectors of the user's pods (`[platform] watch`): pods and Warning events of
+    /// each watched namespace, and the logs of the pods each selector picks (in each watched
+    /// namespace, or the run's own when none is named), followed from their start.
+    pub(super) fn watch(&mut self, spec: &PlatformSpec) -> Result<(), StackError> {
+        let c = self.cluster.clone();
+        let others: Vec<&String> = spec
+            .watch_namespaces
+            .iter()
+            .filter(|n| **n != self.namespace)
+            .collect();
+        for ns in &others {
+            if spec.watch_selectors.is_empty() {
+                self.pods.push(c.watch_pods(ns, "", self.served.origin));
+            }
+            for sel in &spec.watch_selectors {
+                self.pods.push(c.watch_pods(ns, sel, self.served.origin));
+            }
+            self.warnings.push(c.watch_warnings(ns, self.served.origin));
+        }
+        let log_namespaces: Vec<&String> = if spec.watch_namespaces.is_empty() {
+            vec![&self.namespace]
+        } else {
+            spec.watch_namespaces.iter().collect()
+        };
+        if spec.watch_log_format.is_none() {
+            if !spec.watch_selectors.is_empty() {
+                self.absent.push(
+                    "watched pods' logs: not read (platform.watch.log_format names how their \
+                     access lines are written)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        for ns in log_namespaces {
+            for sel in &spec.watch_selectors {
+                let dir = self.logs_dir.join("watched").join(ns);
+                self.watched_logs.push(
+                    c.follow_logs(ns, sel, &dir, self.served.origin)
+                        .map_err(platform)?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the kubelets counted of the proxy pods' readiness probes, as one sentence: only what was
+/// read from them (never a probe result that was not measured).
+fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
+    if p.data.is_empty() {
+        return format!(
+            "The proxy pods' readiness probes were not counted: {}.",
+            p.absent
+                .as_deref()
+                .or(p.errors.first().map(String::as_str))
+                .unwrap_or("the kubelets gave no counter")
+                .trim_end_matches('.')
+        );
+    }
+    let (mut ok, mut failed, mut unknown) = (0u64, 0u64, 0u64);
+    let (mut sum, mut n) = (0.0, 0u64);
+    let mut failing: BTreeSet<&str> = BTreeSet::new();
+    for t in &p.data {
+        ok += t.successes;
+        failed += t.failures;
+        unknown += t.unknown;
+        if let Some(m) = t.mean_success_s {
+            sum += m * t.successes as f64;
+            n += t.successes;
+        }
+        if t.failures > 0 {
+            failing.insert(&t.pod);
+        }
+    }
+    let mean = if n > 0 {
+        format!(
+            "; a successful probe took {:.2} ms on average (the kubelets' histogram)",
+            sum / n as f64 * 1e3
+        )
+    } else {
+        String::new()
+    };
+    let who = if failing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (failed: {})",
+            failing.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    format!(
+        "The kubelets counted the proxy pods' readiness probes (an httpGet of the admin \
+         listener every second): {ok} succeeded, {failed} failed{who}, {unknown} unknown{mean}."
+    )
+}
+
+/// Stops log followers and splits each pod's log into its access and error lines (by `format`)
+/// in `dir`, as the proxy's log files the run summarizes; the first failure goes to `err`.
+pub(super) fn split_logs(
+    followers: LogFollowers,
+    format: proxy::logs::LogFormat,
+    dir: &std::path::Path,
+    logs: &mut Vec<(String, LogFiles)>,
+    err: &mut Option<StackError>,
+) {
+    for f in followers.stop(Duration::from_secs(30)) {
+        let access = dir.join(format!("{}.access.log", f.pod));
+        let error = dir.join(format!("{}.error.log", f.pod));
+        match std::fs::read_to_string(&f.path) {
+            Ok(text) => {
+                let (mut a, mut e) = (String::new(), String::new());
+                for line in text.lines() {
+                    let to = if format.access(line).is_some() {
+                        &mut a
+                    } else {
+                        &mut e
+                    };
+                    to.push_str(line);
+                    to.push('\n');
+                }
+                let _ = std::fs::write(&access, a);
+                let _ = std::fs::write(&error, e);
+            }
+            Err(source) => {
+                err.get_or_insert(StackError::Io {
+                    path: f.path.clone(),
+                    source,
+                });
+            }
+        }
+        if let Some(e) = &f.error {
+            err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
+        }
+        logs.push((
+            f.pod.clone(),
+            LogFiles {
+                access: Some(access),
+                error: Some(error),
+                format,
+                ..LogFiles::default()
+            },
+        ));
+    }
+}

@@ -1,0 +1,366 @@
+//! Changes to a running case: reloads, scaling and stopping proxy replicas, deleting and scaling
+//! backends.
+
+use super::backends::{self};
+use super::{platform, KubeStage, BOUND, ROLE};
+use crate::error::StackError;
+use model::ReloadRecord;
+use proxy::RenderContext;
+use scenario::{RemoveMode, StopSpec};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward). The
+/// answer is read to its Content-Length, not to the connection's close: through a port-forward
+/// the close reaches here about a second after the pod's, longer than `timeout`.
+fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
+    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET /generation HTTP/1.0\r\nHost: admin\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|n| raw.len() >= end + 4 + n) {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("{sa}: {e}")),
+        }
+    }
+    let buf = String::from_utf8_lossy(&raw);
+    let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default();
+    body.trim()
+        .parse()
+        .map_err(|_| format!("{sa}: no generation in {body:?}"))
+}
+
+impl KubeStage {
+    /// Renders the next generation and writes it into every proxy pod, each reload timed to the
+    /// moment that pod's admin listener answers the new generation.
+    pub(super) fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
+        let Some(cfg) = self.served.config.clone() else {
+            return (Vec::new(), Some(StackError::NoProxy));
+        };
+        self.served.generation += 1;
+        let rendered = match self.render(&cfg) {
+            Ok(r) => r,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let Some(reload) = self.scripts.as_ref().map(|s| s.reload.clone()) else {
+            return (Vec::new(), Some(StackError::NoProxy));
+        };
+        let pods = match self.proxy_pods() {
+            Ok(p) => p,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        // Forwards to pods that are gone are closed.
+        self.reach
+            .retain(|(pod, _), _| pods.iter().any(|p| &p.name == pod));
+        let mut out = Vec::new();
+        let mut err = None;
+        for p in pods {
+            let t0 = Instant::now();
+            let mut rec = ReloadRecord {
+                replica: p.name.clone(),
+                generation: self.served.generation,
+                t_s: t0.duration_since(self.served.origin).as_secs_f64(),
+                served_ms: None,
+                old_workers_exited_ms: None,
+                validate_ms: 0.0,
+                error: None,
+            };
+            let r = self.cluster.exec(
+                &self.namespace,
+                &p.name,
+                None,
+                &["/bin/sh", "-c", &reload],
+                Some(rendered.text.as_bytes()),
+                Duration::from_secs(30),
+            );
+            let failed = match r {
+                Ok(o) if o.code == 0 => None,
+                Ok(o) => Some(format!(
+                    "{}: reload exited {}: {}",
+                    p.name,
+                    o.code,
+                    o.text().trim()
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+            if failed.is_none() {
+                let admin = self.reach_port(&p, self.admin_port);
+                match admin {
+                    Ok(a) => loop {
+                        if generation_at(a, Duration::from_millis(500))
+                            .is_ok_and(|g| g >= self.served.generation)
+                        {
+                            rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
+                            break;
+                        }
+                        if t0.elapsed() > Duration::from_secs(30) {
+                            rec.error = Some(format!(
+                                "{}: generation {} not served within 30 s",
+                                p.name, self.served.generation
+                            ));
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    },
+                    Err(e) => rec.error = Some(e.to_string()),
+                }
+            } else {
+                rec.error = failed;
+            }
+            if let Some(e) = &rec.error {
+                err.get_or_insert_with(|| StackError::Reload(e.clone()));
+            }
+            out.push(rec);
+        }
+        (out, err)
+    }
+
+    /// Scales the proxy Deployment to `to`, one replica per step waiting for Ready when growing;
+    /// when shrinking, the pods the Deployment picks get their grace (graceful), 1 s (fast) or 0
+    /// (kill).
+    pub(super) fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<String, StackError> {
+        let ns = self.namespace.clone();
+        let r = self
+            .cluster
+            .deployment_replicas(&ns, "proxy")
+            .map_err(platform)?;
+        let from = r.desired as u32;
+        if to >= from {
+            for n in from + 1..=to {
+                self.cluster
+                    .scale_deployment(&ns, "proxy", n as i32)
+                    .map_err(platform)?;
+                self.cluster
+                    .wait_deployment_ready(&ns, "proxy", n as i32, BOUND)
+                    .map_err(platform)?;
+            }
+            return Ok(format!("{from} -> {to}"));
+        }
+        let before: Vec<String> = self.proxy_pods()?.into_iter().map(|p| p.name).collect();
+        self.cluster
+            .scale_deployment(&ns, "proxy", to as i32)
+            .map_err(platform)?;
+        if stop != StopSpec::Graceful {
+            let grace = Duration::from_secs(if stop == StopSpec::Kill { 0 } else { 1 });
+            let t = Instant::now();
+            let mut victims = Vec::new();
+            while victims.len() < (from - to) as usize && t.elapsed() < BOUND {
+                let all = self
+                    .cluster
+                    .pods(&ns, Some(&format!("{ROLE}=proxy")))
+                    .map_err(platform)?;
+                victims = all
+                    .into_iter()
+                    .filter(|p| p.deleting && before.contains(&p.name))
+                    .collect();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            for v in &victims {
+                self.cluster
+                    .delete_pod(&ns, &v.name, Some(grace))
+                    .map_err(platform)?;
+            }
+        }
+        self.cluster
+            .wait_deployment_ready(&ns, "proxy", to as i32, BOUND)
+            .map_err(platform)?;
+        // The action lasts until the removed pods have exited: their last requests (and any
+        // failure of them) fall inside its span, as a local replica's stop does.
+        let left: Vec<String> = self
+            .proxy_pods()?
+            .into_iter()
+            .filter(|p| !p.deleting)
+            .map(|p| p.name)
+            .collect();
+        let gone: Vec<String> = before.into_iter().filter(|n| !left.contains(n)).collect();
+        for g in &gone {
+            self.cluster
+                .wait_pod_gone(&ns, g, None, BOUND)
+                .map_err(platform)?;
+        }
+        self.wait_logs_ended(&gone)?;
+        Ok(format!("{from} -> {to} ({stop:?})").to_lowercase())
+    }
+
+    /// Deletes one proxy pod (the named one, or the newest): its own grace period (graceful),
+    /// 1 s (fast) or 0 (kill). The Deployment replaces it.
+    pub(super) fn stop_replica(
+        &mut self,
+        name: Option<&str>,
+        stop: StopSpec,
+    ) -> Result<String, StackError> {
+        let mut pods = self.proxy_pods()?;
+        pods.sort_by(|a, b| a.created.cmp(&b.created));
+        let p = match name {
+            Some(n) => pods
+                .into_iter()
+                .find(|p| p.name == n)
+                .ok_or_else(|| StackError::NoSuchReplica(n.into()))?,
+            None => pods.pop().ok_or(StackError::NoReplica)?,
+        };
+        let grace = match stop {
+            StopSpec::Graceful => None,
+            StopSpec::Fast => Some(Duration::from_secs(1)),
+            StopSpec::Kill => Some(Duration::ZERO),
+        };
+        self.cluster
+            .delete_pod(&self.namespace, &p.name, grace)
+            .map_err(platform)?;
+        // As a local stop waits for the process: the action lasts until the pod's proxy exited.
+        self.cluster
+            .wait_pod_gone(&self.namespace, &p.name, None, BOUND)
+            .map_err(platform)?;
+        self.wait_logs_ended(std::slice::from_ref(&p.name))?;
+        Ok(format!("{} ({stop:?})", p.name).to_lowercase())
+    }
+
+    /// Waits until the followed logs of `pods` have ended: their containers exited. A pod
+    /// deleted with `gracePeriodSeconds=0` leaves the API at once, but the kubelet stops its
+    /// container a second or more later, and that moment (its connections closing) is what
+    /// the action's span must hold.
+    fn wait_logs_ended(&self, pods: &[String]) -> Result<(), StackError> {
+        let Some(f) = &self.followers else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        loop {
+            let running: Vec<String> = f
+                .snapshot()
+                .into_iter()
+                .filter(|l| pods.contains(&l.pod) && !l.complete && l.error.is_none())
+                .map(|l| l.pod)
+                .collect();
+            if running.is_empty() {
+                return Ok(());
+            }
+            if t.elapsed() > BOUND {
+                return Err(platform(format!(
+                    "the logs of {} had not ended {BOUND:?} after their pods left the API \
+                     (their containers still running?)",
+                    running.join(", ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Deletes the pod of backend `b` (`GROUP-I`: the I-th pod the group had, in order of
+    /// creation, or a pod name): at once (`kill`) or with its grace period (drain).
+    pub(super) fn delete_backend(&mut self, b: &str, kill: bool) -> Result<String, StackError> {
+        let p = self.backends.resolve(&self.cluster, &self.namespace, b)?;
+        if p.deleting {
+            return Err(platform(format!(
+                "backend {b}: its pod {} is already going",
+                p.name
+            )));
+        }
+        let grace = kill.then_some(Duration::ZERO);
+        self.cluster
+            .delete_pod(&self.namespace, &p.name, grace)
+            .map_err(platform)?;
+        Ok(format!("{b}: pod {}", p.name))
+    }
+
+    /// Scales a backend group's Deployment, waits for its pods, and reloads the proxy with the
+    /// EndpointSlices' addresses. A scale-down removes the newest pods as the local stack removes
+    /// the newest instances: drained ones leave the upstreams first (reload, the old workers
+    /// gone) and only then get SIGTERM and drain; killed ones are killed first (through their
+    /// control port) and the reload follows.
+    pub(super) fn scale_backends(
+        &mut self,
+        group: &str,
+        to: u32,
+        remove: RemoveMode,
+    ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let from = match c.deployment_replicas(&ns, &backends::deployment_of(group)) {
+            Ok(r) => r.desired.max(0) as u32,
+            Err(e) => return (Err(platform(e)), Vec::new()),
+        };
+        if to >= from {
+            if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+                return (Err(e), Vec::new());
+            }
+            let (rel, err) = self.reload_all();
+            return (err.map_or(Ok(format!("{group}: {from} -> {to}")), Err), rel);
+        }
+        let kill = remove == RemoveMode::Kill;
+        let gone = match self
+            .backends
+            .choose_leaving(&c, &ns, group, from - to, kill)
+        {
+            Ok(g) => g,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let how = format!("{remove:?}").to_lowercase();
+        let detail = format!("{group}: {from} -> {to} ({how}: {})", gone.join(", "));
+        let mut rel = Vec::new();
+        if !kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+            let pods: Vec<String> = match self.proxy_pods() {
+                Ok(p) => p.into_iter().map(|p| p.name).collect(),
+                Err(e) => return (Err(e), rel),
+            };
+            if let Err(e) = backends::wait_old_workers(&c, &ns, &pods) {
+                return (Err(e), rel);
+            }
+        }
+        if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+            return (Err(e), rel);
+        }
+        if kill {
+            let (r, err) = self.reload_all();
+            rel = r;
+            if let Some(e) = err {
+                return (Err(e), rel);
+            }
+        }
+        (Ok(detail), rel)
+    }
+
+    /// Runs the attached gateway's reload command as the next generation.
+    pub(super) fn reload_attached(&mut self) -> ReloadRecord {
+        let (generation, origin) = (self.served.generation, self.served.origin);
+        let cfg = self.served.config.clone();
+        let rendered = cfg
+            .as_ref()
+            .ok_or(StackError::NoProxy)
+            .and_then(|c| Ok(self.driver.render(c, &RenderContext::default())?));
+        let a = self
+            .attached
+            .as_mut()
+            .expect("called with an attached proxy");
+        match rendered {
+            Ok(r) => a.reload(&r, generation, origin),
+            Err(e) => ReloadRecord {
+                replica: a.name().to_string(),
+                generation,
+                t_s: origin.elapsed().as_secs_f64(),
+                served_ms: None,
+                old_workers_exited_ms: None,
+                validate_ms: 0.0,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+}

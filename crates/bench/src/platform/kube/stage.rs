@@ -1,0 +1,980 @@
+//! One case on a cluster, up: the backend and proxy Deployments, the proxy Service, how this
+//! machine reaches the pods, and the [`Stage`] the runner drives.
+
+use super::backends::{self, BackendPods, BACKEND_PORT};
+use super::manifests::{
+    check_in_pod, config_map, config_volume, deployment, labels, meta, proxy_stop, sh, tls_mount,
+    tls_volume, PodScripts,
+};
+use super::records::split_logs;
+use super::{
+    default_proxy_image, next_port, platform, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE,
+    LISTENER_BASE, POD_PATH_ENV, POD_PREFIX, PROXY_SERVICE, ROLE, SERVICE_BOUND,
+};
+use crate::error::StackError;
+use crate::platform::{Applied, Served, StackSpec};
+use crate::platform::{Down, Stage};
+use k8s::collect::PromTarget;
+use k8s::k8s_openapi::api::apps::v1::Deployment;
+use k8s::k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ContainerPort, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
+    PodSpec, Probe, Secret, Service, ServicePort, ServiceSpec, SleepAction,
+    TopologySpreadConstraint, VolumeMount,
+};
+use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s::{Cluster, PodPath, PullPolicy, ServiceType};
+use model::Event;
+use proxy::config::ProxyConfig;
+use proxy::{RenderContext, ReplicaHandle};
+use scenario::{Action, Case, PlatformSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+impl KubeStage {
+    /// Stands up one case in `namespace`: backend Deployments and their headless Services, then
+    /// the proxy Deployment (config checked by the proxy's own checker first), the collectors
+    /// and the log followers; returns once every pod is Ready. A case that cannot come up (a
+    /// pod never Ready, a refused config) deletes what it made before it returns the error,
+    /// also in a namespace the run did not make.
+    pub(crate) fn up(
+        cluster: Cluster,
+        namespace: &str,
+        spec: &PlatformSpec,
+        case: &Case,
+        stack: StackSpec<'_>,
+    ) -> Result<KubeStage, StackError> {
+        let mut made = None;
+        match Self::up_into(&mut made, cluster, namespace, spec, case, stack) {
+            Ok(()) => made.ok_or_else(|| platform("the stage was not made")),
+            Err(e) => {
+                if let Some(mut st) = made {
+                    let _ = st.down();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`KubeStage::up`]'s work, the stage in `made` as soon as it exists.
+    fn up_into(
+        made: &mut Option<KubeStage>,
+        cluster: Cluster,
+        namespace: &str,
+        spec: &PlatformSpec,
+        case: &Case,
+        stack: StackSpec<'_>,
+    ) -> Result<(), StackError> {
+        let origin = stack.origin;
+        let ns = namespace.to_string();
+        let c = &cluster;
+        let logs_dir = stack.work.join("pod-logs");
+        for d in [&stack.work, &stack.configs_out] {
+            std::fs::create_dir_all(d).map_err(|source| StackError::Io {
+                path: d.clone(),
+                source,
+            })?;
+        }
+        let st = made.insert(KubeStage {
+            cluster: cluster.clone(),
+            namespace: ns.clone(),
+            driver: proxy::driver(stack.proxy.map(|p| p.kind).unwrap_or_default()),
+            served: Served {
+                config: stack.proxy.cloned(),
+                generation: 1,
+                ports: BTreeMap::new(),
+                tls: stack.tls.clone(),
+                origin,
+            },
+            configs: stack.configs.clone(),
+            admin_port: 0,
+            control_port: 0,
+            groups: Vec::new(),
+            configs_out: stack.configs_out.clone(),
+            exec_out: stack.exec_out.clone(),
+            execs: 0,
+            logs_dir: logs_dir.clone(),
+            handles: Arc::new(Mutex::new(Vec::new())),
+            pods: vec![c.watch_pods(&ns, "", origin)],
+            warnings: vec![c.watch_warnings(&ns, origin)],
+            metrics: None,
+            scrape: None,
+            followers: None,
+            watched_logs: Vec::new(),
+            watched_format: spec.watch_log_format,
+            attached: None,
+            absent: Vec::new(),
+            first_backend: BTreeMap::new(),
+            scripts: None,
+            proxy_stop: None,
+            service: None,
+            pod_path: None,
+            load_targets: Mutex::default(),
+            pulling: Pulling::of(spec),
+            ready_bound: spec.ready_timeout.unwrap_or(BOUND),
+            reach: BTreeMap::new(),
+            notes: Vec::new(),
+            endpoints: None,
+            probes: None,
+            backends: BackendPods::new(
+                c,
+                &ns,
+                case.backends.iter().map(|g| g.name.clone()).collect(),
+                &stack.work.join("backend-logs"),
+                origin,
+            )?,
+        });
+        st.watch(spec)?;
+        st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        if let Some(p) = &spec.prometheus {
+            let target = PromTarget {
+                port: p.port,
+                path: p.path.clone(),
+                keep: p.metrics.clone(),
+            };
+            st.scrape = Some(c.scrape_prometheus(&ns, &p.selector, &target, origin, p.every));
+        }
+        // Backends.
+        let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
+        // An image the cluster can neither pull nor find on its nodes: one line, before any
+        // pod could stick in ErrImagePull.
+        let mut images = vec![(image.as_str(), st.pulling.policy(&image))];
+        let proxy_image = spec.proxy_image.clone();
+        if let Some(p) = proxy_image.as_deref().filter(|_| {
+            st.served
+                .config
+                .as_ref()
+                .is_some_and(|c| c.kind != proxy::ProxyKind::External)
+        }) {
+            images.push((p, st.pulling.policy(p)));
+        }
+        c.check_images(&images).map_err(platform)?;
+        for g in &case.backends {
+            st.groups.push(g.name.clone());
+            let name = format!("backend-{}", g.name);
+            let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
+            let pod = st
+                .pulling
+                .apply(backends::pod_spec(&image, &g.name, &g.profile));
+            c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
+                .map_err(platform)?;
+            let svc = Service {
+                metadata: meta(&name, &l),
+                spec: Some(ServiceSpec {
+                    cluster_ip: Some("None".into()),
+                    selector: Some(l.clone()),
+                    ports: Some(vec![ServicePort {
+                        name: Some("http".into()),
+                        port: BACKEND_PORT.into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            c.apply_object(&ns, &svc).map_err(platform)?;
+        }
+        // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
+        for g in &case.backends {
+            backends::wait_group(c, &ns, &g.name, (g.count as i32, spec.ready_timeout))?;
+        }
+        // The proxy.
+        let Some(cfg) = st.served.config.clone() else {
+            return Ok(());
+        };
+        if cfg.kind == proxy::ProxyKind::External {
+            // The user's own gateway: nothing to deploy; attach to its reload command and log
+            // files, as a local run does.
+            let ctx = RenderContext {
+                prefix: stack.work.join("external"),
+                generation: st.served.generation,
+                ..RenderContext::default()
+            };
+            let rendered = st.driver.render(&cfg, &ctx)?;
+            if let Err(refusal) = st.driver.check(&rendered, &stack.work)? {
+                return Err(platform(refusal.message));
+            }
+            st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
+            return Ok(());
+        }
+        // Ports fixed per pod: the scenario's, else the next unused ones.
+        let mut used: BTreeSet<u16> = cfg.listeners.iter().filter_map(|l| l.port).collect();
+        for l in &cfg.listeners {
+            let port = l.port.unwrap_or_else(|| next_port(&used, LISTENER_BASE));
+            used.insert(port);
+            st.served.ports.insert(l.name.clone(), port);
+        }
+        st.admin_port = next_port(&used, ADMIN_BASE);
+        used.insert(st.admin_port);
+        st.control_port = next_port(&used, ADMIN_BASE);
+        let rendered = st.render(&cfg)?;
+        let scripts = PodScripts::of(st.driver, rendered.file, stack.tls.is_some())?;
+        let entry = scripts.entry.clone();
+        let pre_stop_cmd = scripts.pre_stop.clone();
+        let check = scripts.check.clone();
+        st.scripts = Some(scripts);
+        let proxy_image = spec
+            .proxy_image
+            .clone()
+            .unwrap_or_else(|| default_proxy_image(cfg.kind).into());
+        let pl = labels(&[(ROLE, "proxy")]);
+        if let Some(t) = &stack.tls {
+            let read = |p: &PathBuf| {
+                std::fs::read_to_string(p).map_err(|source| StackError::Io {
+                    path: p.clone(),
+                    source,
+                })
+            };
+            let mut sd = BTreeMap::new();
+            sd.insert("cert.pem".to_string(), read(&t.cert)?);
+            sd.insert("key.pem".to_string(), read(&t.key)?);
+            c.apply_object(
+                &ns,
+                &Secret {
+                    metadata: meta("proxy-tls", &pl),
+                    string_data: Some(sd),
+                    ..Default::default()
+                },
+            )
+            .map_err(platform)?;
+        }
+        // The proxy's own checker, in a pod of its image, before any replica gets the config.
+        if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
+            if st.served.tls.is_some() {
+                let _ = c.delete_object::<Secret>(&ns, "proxy-tls", BOUND);
+            }
+            return Err(e);
+        }
+        c.apply_object(&ns, &config_map("proxy", &pl, &rendered))
+            .map_err(platform)?;
+        let mut volumes = vec![config_volume("proxy")];
+        let mut mounts = vec![VolumeMount {
+            name: "config".into(),
+            mount_path: "/config".into(),
+            ..Default::default()
+        }];
+        if stack.tls.is_some() {
+            volumes.push(tls_volume());
+            mounts.push(tls_mount());
+        }
+        let (grace, pre_stop) = proxy_stop(spec);
+        st.proxy_stop = Some((grace as u32, pre_stop as u32));
+        let pod_ports: BTreeSet<u16> = st.served.ports.values().copied().collect();
+        let mut container_ports: Vec<ContainerPort> = pod_ports
+            .iter()
+            .map(|p| ContainerPort {
+                container_port: i32::from(*p),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            })
+            .collect();
+        container_ports.push(ContainerPort {
+            name: Some("admin".into()),
+            container_port: i32::from(st.admin_port),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        });
+        let pod = PodSpec {
+            // One replica per node before a second on any (tainted nodes, such as a lost one,
+            // are left out of the count).
+            topology_spread_constraints: Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: "kubernetes.io/hostname".into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(pl.clone()),
+                    ..Default::default()
+                }),
+                node_taints_policy: Some("Honor".into()),
+                ..Default::default()
+            }]),
+            termination_grace_period_seconds: Some(grace),
+            volumes: Some(volumes),
+            containers: vec![Container {
+                name: "proxy".into(),
+                image: Some(proxy_image.clone()),
+                image_pull_policy: Some(PullPolicy::for_image(&proxy_image).to_string()),
+                command: Some(sh(&entry)),
+                ports: Some(container_ports),
+                volume_mounts: Some(mounts),
+                // The kubelet asks the admin listener: its results gate the Service's
+                // endpoints, and the kubelet counts them (the report's probe results).
+                readiness_probe: Some(Probe {
+                    http_get: Some(HTTPGetAction {
+                        path: Some("/generation".into()),
+                        port: IntOrString::Int(i32::from(st.admin_port)),
+                        ..Default::default()
+                    }),
+                    period_seconds: Some(1),
+                    failure_threshold: Some(1),
+                    ..Default::default()
+                }),
+                // Stay in rotation a moment after the deletion, then the driver's own preStop
+                // command (Caddy's drain), then the image's stop signal (graceful).
+                lifecycle: Some(Lifecycle {
+                    pre_stop: match pre_stop_cmd {
+                        Some(cmd) => Some(LifecycleHandler {
+                            exec: Some(ExecAction {
+                                command: Some(sh(&format!("sleep {pre_stop}; {cmd}"))),
+                            }),
+                            ..Default::default()
+                        }),
+                        None => (pre_stop > 0).then(|| LifecycleHandler {
+                            sleep: Some(SleepAction { seconds: pre_stop }),
+                            ..Default::default()
+                        }),
+                    },
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        st.followers = Some(
+            c.follow_logs(&ns, &format!("{ROLE}=proxy"), &logs_dir, origin)
+                .map_err(platform)?,
+        );
+        let kind = match spec.service_type {
+            scenario::ServiceKind::ClusterIp => ServiceType::ClusterIp,
+            scenario::ServiceKind::NodePort => ServiceType::NodePort,
+            scenario::ServiceKind::LoadBalancer => ServiceType::LoadBalancer,
+        };
+        st.service = Some((kind, None));
+        st.endpoints = Some(c.watch_endpoints(&ns, PROXY_SERVICE, origin));
+        st.apply_service()?;
+        let pod = st.pulling.apply(pod);
+        c.apply_object(&ns, &deployment("proxy", &pl, cfg.replicas, pod))
+            .map_err(platform)?;
+        st.probes = Some(c.sample_probes(
+            &ns,
+            &format!("{ROLE}=proxy"),
+            origin,
+            Duration::from_secs(1),
+        ));
+        c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, st.ready_bound)
+            .map_err(platform)?;
+        st.find_paths(cfg.replicas)?;
+        Ok(())
+    }
+
+    /// Applies the proxy's Service: one port per listener port, each to the same pod port.
+    pub(super) fn apply_service(&self) -> Result<(), StackError> {
+        let Some((kind, _)) = self.service else {
+            return Ok(());
+        };
+        let l = labels(&[(ROLE, "proxy")]);
+        let ports: BTreeSet<u16> = self.served.ports.values().copied().collect();
+        let ports: Vec<(String, u16)> = ports.into_iter().map(|p| (format!("p{p}"), p)).collect();
+        self.cluster
+            .apply_object(
+                &self.namespace,
+                &k8s::service(PROXY_SERVICE, &l, &l, kind, &ports),
+            )
+            .map(|_| ())
+            .map_err(platform)
+    }
+
+    /// Once the proxy pods are Ready: how this machine reaches them (pod IP or port-forward),
+    /// and the Service's ClusterIP, once its endpoints hold every replica and it answers from
+    /// here. What was found goes into the notes.
+    fn find_paths(&mut self, replicas: u32) -> Result<(), StackError> {
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let first = self
+            .proxy_pods()?
+            .into_iter()
+            .find_map(|p| p.ip)
+            .ok_or_else(|| platform("no Running proxy pod has an IP"))?;
+        let forced = std::env::var(POD_PATH_ENV).is_ok_and(|v| v == "port-forward");
+        let path = if forced {
+            PodPath::PortForward
+        } else {
+            c.detect_pod_path(first, self.admin_port, Duration::from_secs(2))
+        };
+        self.pod_path = Some(path);
+        self.notes.push(match path {
+            PodPath::PodIp => "Reload timing, generation checks and grow probes reached each \
+                               proxy pod at its pod IP (this machine routes the pod network)."
+                .to_string(),
+            PodPath::PortForward if forced => format!(
+                "Reload timing, generation checks and grow probes reached each proxy pod \
+                 through a port-forward of its own ({POD_PATH_ENV}=port-forward)."
+            ),
+            PodPath::PortForward => "Reload timing, generation checks and grow probes reached \
+                                     each proxy pod through a port-forward of its own (this \
+                                     machine does not reach the pod network)."
+                .to_string(),
+        });
+        let Some((kind, _)) = self.service else {
+            return Ok(());
+        };
+        let addr = c.service_address(&ns, PROXY_SERVICE).map_err(platform)?;
+        let Some(ip) = addr.cluster_ip else {
+            return Err(platform("the proxy's Service has no ClusterIP"));
+        };
+        // Every replica in the endpoints, then the address answers from here.
+        let t = Instant::now();
+        loop {
+            let eps = c.endpoints(&ns, PROXY_SERVICE).map_err(platform)?;
+            if eps.iter().filter(|e| e.ready).count() >= replicas as usize {
+                break;
+            }
+            if t.elapsed() > BOUND {
+                return Err(platform(format!(
+                    "the proxy's Service had {} ready endpoints of {replicas} after {BOUND:?}",
+                    eps.iter().filter(|e| e.ready).count()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let ports: Vec<String> = addr.ports.iter().map(|p| p.port.to_string()).collect();
+        let port = addr.ports.first().map_or(0, |p| p.port);
+        let t = Instant::now();
+        let answered = loop {
+            if k8s::reaches(ip, port, Duration::from_secs(1)) {
+                break true;
+            }
+            if t.elapsed() > SERVICE_BOUND {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.service = Some((kind, Some(ip)));
+        self.notes.push(if answered {
+            format!(
+                "The loads aimed at the proxy's Service `{PROXY_SERVICE}` ({kind}) at its \
+                 ClusterIP {ip} (port {}), from this machine or, for a load with agents, from \
+                 their pods: kube-proxy spread their connections over the Service's ready \
+                 endpoints, as users' traffic is.",
+                ports.join(", ")
+            )
+        } else {
+            format!(
+                "The proxy's Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip} did not \
+                 answer from this machine within {SERVICE_BOUND:?}: loads from here fail there; \
+                 agents in the cluster (agents = N) reach it."
+            )
+        });
+        Ok(())
+    }
+
+    /// Where this machine reaches port `port` of proxy pod `p`: its pod IP, or the local end of
+    /// a port-forward kept open for it.
+    pub(super) fn reach_port(
+        &mut self,
+        p: &k8s::PodInfo,
+        port: u16,
+    ) -> Result<SocketAddr, StackError> {
+        let ip =
+            p.ip.ok_or_else(|| platform(format!("pod {} has no IP yet", p.name)))?;
+        let key = (p.name.clone(), port);
+        if let Some(pp) = self.reach.get(&key) {
+            if pp.ip == ip && pp.forward_error().is_none() {
+                return Ok(pp.addr());
+            }
+        }
+        let path = self.pod_path.unwrap_or(PodPath::PodIp);
+        let pp = self
+            .cluster
+            .pod_port(&self.namespace, &p.name, ip, port, path)
+            .map_err(platform)?;
+        let a = pp.addr();
+        self.reach.insert(key, pp);
+        Ok(a)
+    }
+
+    /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
+    fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
+        // New pods get their names, and their group's profile before they enter the upstreams.
+        self.backends.sync(&self.cluster, &self.namespace)?;
+        let mut out = BTreeMap::new();
+        for g in &self.groups {
+            let eps = self
+                .cluster
+                .endpoints(&self.namespace, &format!("backend-{g}"))
+                .map_err(platform)?;
+            let addrs: Vec<SocketAddr> = eps
+                .iter()
+                .filter(|e| e.ready && !self.backends.is_leaving(e.pod.as_deref()))
+                .map(|e| SocketAddr::new(e.ip, BACKEND_PORT))
+                .collect();
+            if let Some(a) = addrs.first() {
+                self.first_backend.insert(g.clone(), *a);
+            }
+            out.insert(g.clone(), addrs);
+        }
+        Ok(out)
+    }
+
+    /// Renders `cfg` as the current generation with the pod-side paths and the cluster's
+    /// upstreams, and keeps a copy in the case's configs directory.
+    pub(super) fn render(&mut self, cfg: &ProxyConfig) -> Result<proxy::Rendered, StackError> {
+        let groups = self.group_addrs()?;
+        let ctx = self.context(groups);
+        let r = self.driver.render(cfg, &ctx)?;
+        let _ = std::fs::write(
+            self.configs_out
+                .join(format!("pod.gen{}.conf", self.served.generation)),
+            &r.text,
+        );
+        Ok(r)
+    }
+
+    fn context(&self, groups: BTreeMap<String, Vec<SocketAddr>>) -> RenderContext {
+        RenderContext {
+            prefix: PathBuf::from(POD_PREFIX),
+            generation: self.served.generation,
+            groups,
+            ports: self.served.ports.clone(),
+            admin_port: self.admin_port,
+            control_port: self.control_port,
+            tls: self.served.tls.as_ref().map(|_| proxy::TlsFiles {
+                cert: "/tls/cert.pem".into(),
+                key: "/tls/key.pem".into(),
+                ca: "/tls/ca.pem".into(),
+            }),
+            stdio_logs: true,
+            // Every address of the pod's own network namespace: its Service, its kubelet's
+            // probes and this machine reach it at its pod IP. The control API (Caddy's) stays
+            // on the pod's loopback.
+            bind: Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            cluster_upstreams: true,
+            remote: true,
+            ..RenderContext::default()
+        }
+    }
+
+    /// The proxy pods that run and are not terminating.
+    pub(super) fn proxy_pods(&self) -> Result<Vec<k8s::PodInfo>, StackError> {
+        let pods = self
+            .cluster
+            .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
+            .map_err(platform)?;
+        Ok(pods
+            .into_iter()
+            .filter(|p| !p.deleting && p.phase == "Running")
+            .collect())
+    }
+}
+
+impl Stage for KubeStage {
+    fn ports(&self) -> &BTreeMap<String, u16> {
+        &self.served.ports
+    }
+
+    fn aim(&self, via: &scenario::Via, tls: bool) -> Result<SocketAddr, StackError> {
+        self.aim_at(via, tls).map(|(a, _)| a)
+    }
+
+    fn listener_ip(&self) -> IpAddr {
+        match self.service {
+            Some((_, Some(ip))) => ip,
+            _ => crate::reach::RUN_IP,
+        }
+    }
+
+    fn listener_port(&self, tls: bool) -> Option<u16> {
+        let cfg = self.served.config.as_ref()?;
+        let l = cfg.listeners.iter().find(|l| l.tls == tls)?;
+        self.served.ports.get(&l.name).copied()
+    }
+
+    fn first_backend(&self, group: &str) -> Option<SocketAddr> {
+        self.first_backend.get(group).copied()
+    }
+
+    fn external(&self) -> Option<&proxy::config::External> {
+        self.served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
+    }
+
+    fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
+        self.handles.clone()
+    }
+
+    fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Action::Grow(g) = action {
+            // A growth is many steps, each its own event.
+            return crate::grow::grow(self, g, keep_going);
+        }
+        let t0 = Instant::now();
+        let mut reloads = Vec::new();
+        let (detail, result): (String, Result<(), StackError>) = match action {
+            Action::ScaleReplicas { to, stop } => match self.scale_replicas(*to, *stop) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (format!("-> {to}"), Err(e)),
+            },
+            Action::StopReplica { replica, mode } => {
+                match self.stop_replica(replica.as_deref(), *mode) {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (replica.clone().unwrap_or_else(|| "newest".into()), Err(e)),
+                }
+            }
+            Action::Reload if self.attached.is_some() => {
+                // The user's gateway: its reload command, timed to its exit.
+                self.served.generation += 1;
+                let r = self.reload_attached();
+                let err = r.error.clone();
+                reloads = vec![r];
+                (
+                    format!("generation {}", self.served.generation),
+                    err.map_or(Ok(()), |e| Err(StackError::Reload(e))),
+                )
+            }
+            Action::Reload => {
+                let (rel, err) = self.reload_all();
+                reloads = rel;
+                (
+                    format!("generation {}", self.served.generation),
+                    err.map_or(Ok(()), Err),
+                )
+            }
+            Action::SwapConfig(name) => match self.configs.get(name).cloned() {
+                Some(cfg) => {
+                    self.served.config = Some(cfg);
+                    let (rel, err) = self.reload_all();
+                    reloads = rel;
+                    (
+                        format!("{name} (generation {})", self.served.generation),
+                        err.map_or(Ok(()), Err),
+                    )
+                }
+                None => (name.clone(), Err(StackError::NoConfig(name.clone()))),
+            },
+            Action::KillBackend(b) | Action::DrainBackend(b) => {
+                let kill = matches!(action, Action::KillBackend(_));
+                match self.delete_backend(b, kill) {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::ScaleBackends { group, to, remove } => {
+                let (r, rel) = self.scale_backends(group, *to, *remove);
+                reloads = rel;
+                match r {
+                    Ok(d) => (d, Ok(())),
+                    Err(e) => (group.clone(), Err(e)),
+                }
+            }
+            Action::Exec {
+                argv,
+                timeout,
+                allow_fail,
+            } => {
+                self.execs += 1;
+                crate::platform::local::run_exec(
+                    &self.exec_out,
+                    self.execs,
+                    argv,
+                    *timeout,
+                    *allow_fail,
+                )
+            }
+            Action::Apply(_)
+            | Action::Delete(_)
+            | Action::RolloutRestart(_)
+            | Action::DeletePod { .. }
+            | Action::Scale { .. } => {
+                super::run::cluster_action(&self.cluster, &self.namespace, action, keep_going)
+            }
+            Action::SetProfile {
+                group,
+                backend,
+                profile,
+            } => match self.backends.set_profile(
+                &self.cluster,
+                &self.namespace,
+                group.as_deref(),
+                backend.as_deref(),
+                profile,
+            ) {
+                Ok(d) => (d, Ok(())),
+                Err(e) => (
+                    group.clone().or(backend.clone()).unwrap_or_default(),
+                    Err(e),
+                ),
+            },
+            Action::RestartBackend(b) => {
+                match self.backends.restart(&self.cluster, &self.namespace, b) {
+                    // The replacement has a new address: the proxy meets it after a reload.
+                    Ok(d) => {
+                        let (rel, err) = self.reload_all();
+                        reloads = rel;
+                        (
+                            format!("{d}; generation {}", self.served.generation),
+                            err.map_or(Ok(()), Err),
+                        )
+                    }
+                    Err(e) => (b.clone(), Err(e)),
+                }
+            }
+            Action::Grow(_) => unreachable!("a growth returned above"),
+        };
+        Applied {
+            events: vec![Event {
+                t_s: t0.duration_since(self.served.origin).as_secs_f64(),
+                action: action.kind().to_string(),
+                detail,
+                duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+                error: result.err().map(|e| e.to_string()),
+                limit: false,
+            }],
+            reloads,
+            ready: Vec::new(),
+        }
+    }
+
+    fn down(&mut self) -> Down {
+        let mut err = None;
+        // Delete our Deployments so that the proxy pods end (their logs end with them).
+        let mut names = vec!["proxy".to_string()];
+        names.extend(self.groups.iter().map(|g| format!("backend-{g}")));
+        for n in &names {
+            if let Err(e) = self.cluster.scale_deployment(&self.namespace, n, 0) {
+                if !e.is_not_found() {
+                    err.get_or_insert(platform(e));
+                }
+            }
+        }
+        let t = Instant::now();
+        while t.elapsed() < BOUND {
+            match self
+                .cluster
+                .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
+            {
+                Ok(p) if p.is_empty() => break,
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        let format = self
+            .scripts
+            .as_ref()
+            .map_or(proxy::logs::LogFormat::NginxJson, |s| s.log_format);
+        let mut logs = Vec::new();
+        if let Some(f) = self.followers.take() {
+            split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+        }
+        if let Some(format) = self.watched_format {
+            for f in std::mem::take(&mut self.watched_logs) {
+                split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+            }
+        }
+        if let Some(a) = &self.attached {
+            logs.push((a.name().to_string(), a.logs()));
+        }
+        logs.sort_by(|a, b| a.0.cmp(&b.0));
+        let (backends, missing, e) = self.backends.finish(&self.cluster, &self.namespace);
+        if let Some(e) = e {
+            err.get_or_insert(e);
+        }
+        // What the case made goes with it, also from a namespace the run did not make (the
+        // user's, with `--namespace`), where nothing of ours may stay behind.
+        let (c, ns) = (&self.cluster, self.namespace.as_str());
+        let mut gone = |r: Result<Duration, k8s::Error>| {
+            if let Err(e) = r {
+                err.get_or_insert(platform(e));
+            }
+        };
+        for n in &names {
+            gone(c.delete_object::<Deployment>(ns, n, BOUND));
+        }
+        for g in &self.groups {
+            gone(c.delete_object::<Service>(ns, &format!("backend-{g}"), BOUND));
+        }
+        gone(c.delete_object::<Secret>(ns, backends::TOKEN_SECRET, BOUND));
+        self.reach.clear();
+        if self.service.is_some() {
+            gone(c.delete_object::<Service>(ns, PROXY_SERVICE, BOUND));
+        }
+        if self.scripts.is_some() {
+            gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
+            if self.served.tls.is_some() {
+                gone(c.delete_object::<Secret>(ns, "proxy-tls", BOUND));
+            }
+        }
+        let mut rec = self.record();
+        rec.counters_missing = missing;
+        Down {
+            logs,
+            backends,
+            cluster: Some(rec),
+            err,
+            notes: std::mem::take(&mut self.notes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stage against the shared test cluster (`PROXYBENCH_TEST_KUBECONFIG`), without the
+    //! runner: up, requests through the proxy pods, scale, reload, kill, down.
+
+    use super::*;
+    use scenario::layers::Source;
+    use scenario::Scenario;
+    use scenario::StopSpec;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    const SCENARIO: &str = r#"
+name = "kube-stage"
+[[backends]]
+name = "cafe"
+count = 2
+[proxy]
+replicas = 1
+worker_processes = 1
+[[proxy.listeners]]
+name = "http"
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+[[proxy.routes]]
+path = "/"
+upstream = "cafe"
+[[loads]]
+name = "l"
+url = "http://localhost/"
+connections = 1
+duration = "1s"
+"#;
+
+    /// One GET through the proxy at `ip`; true on a 200.
+    fn get(ip: IpAddr, port: u16) -> bool {
+        let Ok(mut s) = TcpStream::connect((ip, port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut b = String::new();
+        let _ = s.read_to_string(&mut b);
+        b.starts_with("HTTP/1.1 200")
+    }
+
+    #[test]
+    #[ignore = "needs the test cluster (make test-k8s)"]
+    fn k8s_stage_serves_scales_reloads_and_keeps_every_pods_log() {
+        let kc = std::env::var_os("PROXYBENCH_TEST_KUBECONFIG")
+            .expect("PROXYBENCH_TEST_KUBECONFIG is unset: these tests need the test cluster");
+        let cluster = Cluster::connect(Some(std::path::Path::new(&kc)), None).unwrap();
+        let ns = k8s::namespace_name("kube-stage");
+        cluster.create_namespace(&ns, &[]).unwrap();
+        let scn = Scenario::parse(
+            &Source {
+                file: "s.toml".into(),
+                text: SCENARIO.into(),
+            },
+            false,
+        )
+        .unwrap();
+        let case = &scn.cases[0];
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StackSpec {
+            backends: &case.backends,
+            backend_threads: 1,
+            proxy: case.proxy.as_ref(),
+            configs: &case.configs,
+            tls: None,
+            work: dir.path().join("work"),
+            configs_out: dir.path().join("configs"),
+            exec_out: dir.path().join("exec"),
+            origin: Instant::now(),
+            seed: 1,
+        };
+        let pspec = PlatformSpec {
+            image: std::env::var("PROXYBENCH_TEST_IMAGE").ok(),
+            ..PlatformSpec::default()
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut st = KubeStage::up(cluster.clone(), &ns, &pspec, case, spec)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let port = st.listener_port(false).unwrap();
+            let ip = st.listener_ip();
+            assert!(
+                !ip.is_loopback(),
+                "the loads go to the proxy's Service: {ip}"
+            );
+            let mut ok = 0u64;
+            let mut sent = 0u64;
+            let burst = |n: u32, ok: &mut u64, sent: &mut u64| {
+                for _ in 0..n {
+                    *sent += 1;
+                    *ok += u64::from(get(ip, port));
+                }
+            };
+            burst(50, &mut ok, &mut sent);
+            let noop = || true;
+            for a in [
+                Action::ScaleReplicas {
+                    to: 2,
+                    stop: StopSpec::Graceful,
+                },
+                Action::Reload,
+                Action::StopReplica {
+                    replica: None,
+                    mode: StopSpec::Kill,
+                },
+                Action::ScaleReplicas {
+                    to: 1,
+                    stop: StopSpec::Graceful,
+                },
+            ] {
+                let applied = st.apply(&a, &noop);
+                eprintln!("{:?}", applied.events);
+                assert!(
+                    applied.events.iter().all(|e| e.error.is_none()),
+                    "{:?}",
+                    applied.events
+                );
+                if matches!(a, Action::Reload) {
+                    assert_eq!(applied.reloads.len(), 2);
+                    assert!(
+                        applied.reloads.iter().all(|r| r.served_ms.is_some()),
+                        "{:?}",
+                        applied.reloads
+                    );
+                }
+                burst(50, &mut ok, &mut sent);
+            }
+            let down = st.down();
+            for p in &down.cluster.as_ref().unwrap().pods {
+                eprintln!(
+                    "{:7.3} {} {} {} ready={} terminating={}",
+                    p.t_s, p.role, p.pod, p.phase, p.ready, p.terminating
+                );
+            }
+            assert!(down.err.is_none(), "{:?}", down.err);
+            let mut access = 0u64;
+            for (pod, files) in &down.logs {
+                let n = std::fs::read_to_string(files.access.as_ref().unwrap())
+                    .unwrap()
+                    .lines()
+                    .count() as u64;
+                eprintln!("{pod}: {n} access lines");
+                access += n;
+            }
+            let rec = down.cluster.unwrap();
+            eprintln!("{} pod changes, absent: {:?}", rec.pods.len(), rec.absent);
+            assert!(
+                down.logs.len() >= 3,
+                "every proxy pod that ran: {:?}",
+                down.logs
+            );
+            assert_eq!(ok, sent, "no failed request outside the kill");
+            assert_eq!(access, ok, "every request is an access line of some pod");
+            assert!(rec.pods.iter().any(|p| p.role == "proxy" && p.ready));
+        }));
+        let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    }
+}

@@ -1404,34 +1404,6 @@ use analysis::analyse::panic_text;
 
 #[cfg(test)]
 mod tests {
-    /// A runnable scenario with two cases; `{case}` is the second case's name.
-    const TWO_CASES: &str = r#"name = "escape"
-[[backends]]
-name = "b"
-count = 1
-
-[proxy]
-[[proxy.listeners]]
-name = "http"
-[[proxy.upstreams]]
-name = "b"
-backends = "b"
-[[proxy.routes]]
-path = "/"
-upstream = "b"
-
-[[loads]]
-name = "l"
-url = "http://localhost/"
-duration = "1s"
-
-[[cases]]
-name = "first"
-
-[[cases]]
-name = "{case}"
-"#;
-
     fn parse(text: &str) -> Result<scenario::Scenario, scenario::ScenarioError> {
         let src = scenario::layers::Source {
             file: "escape.toml".into(),
@@ -1444,7 +1416,7 @@ name = "{case}"
     /// creates anything, for a scenario built or changed in code.
     #[test]
     fn the_runner_refuses_them_too_and_creates_nothing() {
-        let mut scn = parse(&TWO_CASES.replace("{case}", "ok")).unwrap();
+        let mut scn = parse(&testkit::two_cases_scenario("escape", "ok")).unwrap();
         let root = std::env::temp_dir().join(format!("pb-paths-{}", std::process::id()));
         let opts = crate::runner::RunOptions {
             results_root: root.join("results"),

@@ -96,34 +96,6 @@ mod tests {
         assert!(join_plain(base, "case", &long[1..]).is_ok());
     }
 
-    /// A runnable scenario with two cases; `{case}` is the second case's name.
-    const TWO_CASES: &str = r#"name = "escape"
-[[backends]]
-name = "b"
-count = 1
-
-[proxy]
-[[proxy.listeners]]
-name = "http"
-[[proxy.upstreams]]
-name = "b"
-backends = "b"
-[[proxy.routes]]
-path = "/"
-upstream = "b"
-
-[[loads]]
-name = "l"
-url = "http://localhost/"
-duration = "1s"
-
-[[cases]]
-name = "first"
-
-[[cases]]
-name = "{case}"
-"#;
-
     fn parse(text: &str) -> Result<crate::Scenario, crate::layers::ScenarioError> {
         let src = crate::layers::Source {
             file: "escape.toml".into(),
@@ -135,7 +107,7 @@ name = "{case}"
     #[test]
     fn the_parser_refuses_case_names_that_leave_the_results_with_file_and_line() {
         assert_eq!(
-            parse(&TWO_CASES.replace("{case}", "ok"))
+            parse(&testkit::two_cases_scenario("escape", "ok"))
                 .unwrap()
                 .cases
                 .iter()
@@ -157,13 +129,13 @@ name = "{case}"
                 "is not a name (it means this or the parent directory)",
             ),
         ] {
-            let e = parse(&TWO_CASES.replace("{case}", name))
+            let e = parse(&testkit::two_cases_scenario("escape", name))
                 .unwrap_err()
                 .to_string();
             // Line 24 is the second `[[cases]]`.
             assert_eq!(e, format!("escape.toml:24: case name '{name}' {why}"));
         }
-        let e = parse(&TWO_CASES.replace("name = \"escape\"", "name = \"..\""))
+        let e = parse(&testkit::two_cases_scenario("..", "ok"))
             .unwrap_err()
             .to_string();
         assert_eq!(

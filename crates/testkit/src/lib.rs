@@ -331,14 +331,10 @@ pub fn in_one_of(attempts: usize, mut measure: impl FnMut() -> Result<(), String
     panic!("all {attempts} attempts missed: {}", misses.join("; "));
 }
 
-/// The smallest scenario with one load aimed at `url` (one backend, one proxy route, five
-/// requests), as a scenario file's text: the parse-time url check (crates/scenario) and the
-/// runner's reading of the same url (crates/bench) test one and the same file. The load's
-/// `url` is on line 16.
-pub fn one_load_scenario(url: &str) -> String {
-    format!(
-        r#"name = "reach"
-[[backends]]
+/// The stack of the small test scenarios below, as lines 2 to 14 of their text: one backend
+/// group `b` of one, and a proxy listener routing `/` to it. One copy, so the scenarios'
+/// line numbers (which the tests' `file:line` messages name) move together.
+const ONE_ROUTE_STACK: &str = r#"[[backends]]
 name = "b"
 count = 1
 
@@ -351,11 +347,42 @@ backends = "b"
 [[proxy.routes]]
 path = "/"
 upstream = "b"
+"#;
 
+/// The smallest scenario with one load aimed at `url` (one backend, one proxy route, five
+/// requests), as a scenario file's text: the parse-time url check (crates/scenario) and the
+/// runner's reading of the same url (crates/bench) test one and the same file. The load's
+/// table starts on line 16, its `url` is on line 18.
+pub fn one_load_scenario(url: &str) -> String {
+    format!(
+        r#"name = "reach"
+{ONE_ROUTE_STACK}
 [[loads]]
 name = "l"
 url = "{url}"
 requests = 5
+"#
+    )
+}
+
+/// A runnable scenario named `name` with two cases, `first` and `second`, and one one-second
+/// load, as a scenario file's text: the parser's refusal of names that would leave the results
+/// directory (crates/scenario) and the runner's refusal of the same names (crates/bench) test
+/// one and the same file. The name is on line 1, the second `[[cases]]` on line 24.
+pub fn two_cases_scenario(name: &str, second: &str) -> String {
+    format!(
+        r#"name = "{name}"
+{ONE_ROUTE_STACK}
+[[loads]]
+name = "l"
+url = "http://localhost/"
+duration = "1s"
+
+[[cases]]
+name = "first"
+
+[[cases]]
+name = "{second}"
 "#
     )
 }

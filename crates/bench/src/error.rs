@@ -83,3 +83,18 @@ pub enum PlatformError {
     #[error("{0}")]
     Agent(#[from] agent::Error),
 }
+
+/// The proxy's complaint on one line: its lines joined, without a closing "test failed" line
+/// (the one nginx's checker ends with).
+pub(crate) fn one_line(msg: &str) -> String {
+    let lines: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.ends_with("test failed"))
+        .collect();
+    if lines.is_empty() {
+        msg.trim().to_string()
+    } else {
+        lines.join("; ")
+    }
+}

@@ -7,6 +7,9 @@ use crate::platform::StackSpec;
 use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
+// kube/manifests.rs still names it `crate::runner::one_line`; it lives in error.rs, beside the
+// errors whose messages it writes, so the platforms need nothing from the runner.
+pub(crate) use crate::error::one_line;
 use crate::{analyse, env};
 use analysis::analysis::Records;
 use analysis::record;
@@ -99,7 +102,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     // The platform first: a cluster that cannot be reached leaves no empty results directory.
     let mut platform =
-        platform::open(platform_spec).map_err(|e| RunError::Failed(e.to_string()))?;
+        platform::registry::open(platform_spec).map_err(|e| RunError::Failed(e.to_string()))?;
     let dir = match &target.dir {
         Some(d) => {
             fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
@@ -1383,21 +1386,6 @@ fn spawn_collector(
             (procs, stubs, ready)
         })
         .expect("spawn the collector thread")
-}
-
-/// The proxy's complaint on one line: its lines joined, without a closing "test failed" line
-/// (the one nginx's checker ends with).
-pub(crate) fn one_line(msg: &str) -> String {
-    let lines: Vec<&str> = msg
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.ends_with("test failed"))
-        .collect();
-    if lines.is_empty() {
-        msg.trim().to_string()
-    } else {
-        lines.join("; ")
-    }
 }
 
 use analysis::analyse::panic_text;

@@ -353,7 +353,7 @@ fn on_kubernetes(
     flags.apply(&mut spec);
     let stop = interrupt_flag()?;
     let mut platform =
-        bench::platform::open(&spec).map_err(|e| CliError::runtime(e.to_string()))?;
+        bench::platform::registry::open(&spec).map_err(|e| CliError::runtime(e.to_string()))?;
     let work = std::env::temp_dir();
     let started = platform.agents(&bench::platform::AgentsSpec {
         count: n,

@@ -16,7 +16,7 @@ use crate::error::{PlatformError, StackError};
 use model::{BackendCounters, ClusterRecord, Event, ReadyRecord, ReloadRecord};
 use proxy::config::ProxyConfig;
 use proxy::{LogFiles, ReplicaHandle, TlsFiles};
-use scenario::{Action, BackendGroup, Case, PlatformKind, PlatformSpec};
+use scenario::{Action, BackendGroup, Case};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ use std::time::Instant;
 pub mod agents;
 mod kube;
 pub mod local;
+pub mod registry;
 
 pub use agents::{Agents, AgentsSpec};
 pub use local::Local;
@@ -142,14 +143,4 @@ pub struct Down {
     /// How the case ran where the record has no field for it (the path the loads took, how
     /// replicas were reached), one sentence each, for the case's findings.
     pub notes: Vec<String>,
-}
-
-/// Opens the platform a run's spec names (on Kubernetes: connects and makes the namespace).
-pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
-    match spec.kind {
-        PlatformKind::Local => Ok(Box::new(Local)),
-        PlatformKind::Kubernetes => Ok(Box::new(
-            kube::Kubernetes::open(spec).map_err(PlatformError::Open)?,
-        )),
-    }
 }

@@ -68,8 +68,8 @@ pub struct Case {
 }
 
 /// The scenario lines of a proxy config's items (`listener.NAME`, `route.N`, `upstream.NAME`,
-/// `rate_limit.NAME`, `raw.http`...), so that a config the proxy refuses is reported at the
-/// line that wrote the offending item.
+/// `rate_limit.NAME`, `raw.http`, `external.access_log`...), so that a config the proxy refuses
+/// is reported at the line that wrote the offending item.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ItemLines {
     /// The line of the config's own table (`[proxy]` or `[configs.NAME]`).

@@ -1,7 +1,7 @@
 //! Cluster actions in another namespace, on the real test cluster (`make test-k8s`): a run's
-//! `scale` and `rollout_restart` act on a StatefulSet and a Deployment in a second namespace
-//! (made and deleted by the test, never by the run), and what the record says is checked
-//! against the API's state afterwards.
+//! `scale` and `rollout_restart` act on a StatefulSet and a Deployment (and `rollout_restart` on
+//! a DaemonSet) in a second namespace (made and deleted by the test, never by the run), and what
+//! the record says is checked against the API's state afterwards.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use std::time::Duration;
 mod kube;
 use kube::{cluster, data, leftover, namespace, run_k8s};
 
-/// A Deployment `web` and a StatefulSet `db`, one pause pod each.
+/// A Deployment `web` and a StatefulSet `db`, one pause pod each, and a DaemonSet `agent` on
+/// the node `NODE` (this machine: the other node may be taken away by another test).
 const WORKLOADS: &str = "apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -53,6 +54,28 @@ spec:
         - name: pause
           image: localhost/pause:1
           imagePullPolicy: Never
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      nodeSelector:
+        kubernetes.io/hostname: NODE
+      containers:
+        - name: pause
+          image: localhost/pause:1
+          imagePullPolicy: Never
 ";
 
 /// The UIDs of the running pods matching `selector` in `ns`, and how many are Ready.
@@ -76,16 +99,26 @@ fn k8s_scale_and_restart_a_statefulset_and_a_deployment_in_another_namespace() {
     c.create_namespace(&other, &[]).unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let manifest = dir.path().join("workloads.yaml");
-        std::fs::write(&manifest, WORKLOADS).unwrap();
+        let node = c
+            .local_node_selector()
+            .and_then(|s| s.get(k8s::HOSTNAME_LABEL).cloned())
+            .expect("one node of the test cluster is this machine");
+        std::fs::write(&manifest, WORKLOADS.replace("NODE", &node)).unwrap();
         c.apply(&manifest, &other).unwrap();
         let bound = Duration::from_secs(120);
         c.wait_workload_ready(&other, k8s::WorkloadKind::Deployment, "web", 1, bound)
             .unwrap();
         c.wait_workload_ready(&other, k8s::WorkloadKind::StatefulSet, "db", 1, bound)
             .unwrap();
+        c.wait_workload_rollout(&other, k8s::WorkloadKind::DaemonSet, "agent", bound)
+            .unwrap();
         let (web_before, _) = pods(&c, &other, "app=web");
         let (db_before, _) = pods(&c, &other, "app=db");
-        assert_eq!((web_before.len(), db_before.len()), (1, 1));
+        let (agent_before, _) = pods(&c, &other, "app=agent");
+        assert_eq!(
+            (web_before.len(), db_before.len(), agent_before.len()),
+            (1, 1, 1)
+        );
         let scenario = dir.path().join("actions.toml");
         std::fs::write(
             &scenario,
@@ -139,6 +172,11 @@ namespace = "{other}"
 at = "4s"
 rollout_restart = "deployment/web"
 namespace = "{other}"
+
+[[actions]]
+at = "5s"
+rollout_restart = "daemonset/agent"
+namespace = "{other}"
 "#
             ),
         )
@@ -168,6 +206,7 @@ namespace = "{other}"
             ("scale", "deployment/web: 1 -> 2, ready after "),
             ("rollout_restart", "statefulset/db in "),
             ("rollout_restart", "deployment/web in "),
+            ("rollout_restart", "daemonset/agent in "),
         ];
         assert_eq!(details.len(), want.len(), "{details:?}\n{stderr}");
         for ((action, detail), (want_action, want_start)) in details.iter().zip(want) {
@@ -189,6 +228,13 @@ namespace = "{other}"
             assert_eq!((now.len(), ready), (2, 2), "{kind}/{name}: {now:?}");
             assert!(now.is_disjoint(before), "{kind}/{name} restarted: {now:?}");
         }
+        let r = c
+            .workload_replicas(&other, k8s::WorkloadKind::DaemonSet, "agent")
+            .unwrap();
+        assert!(r.ready_at(1) && r.rolled_out(), "daemonset/agent: {r}");
+        let (now, ready) = pods(&c, &other, "app=agent");
+        assert_eq!((now.len(), ready), (1, 1), "daemonset/agent: {now:?}");
+        assert!(now.is_disjoint(&agent_before), "daemonset/agent restarted");
         // The run made and deleted its own namespace; the test's is left to the test.
         assert_eq!(leftover(&ns), Vec::<String>::new());
     }));

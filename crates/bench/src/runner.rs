@@ -974,6 +974,8 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     let mut errors = Vec::new();
     let mut format = None;
     let mut borrowed_without_access = false;
+    // A user's access log that was not there when the case began and never appeared.
+    let mut never_appeared = None;
     for (replica, files) in &logs {
         let to = run.logs_dir.join(replica);
         let _ = fs::create_dir_all(&to);
@@ -986,6 +988,9 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
             }
         };
         if let Some(a) = &files.access {
+            if files.borrowed && !a.exists() {
+                never_appeared.get_or_insert_with(|| a.clone());
+            }
             let a2 = to.join("access.log");
             take(a, files.access_offset, &a2);
             access.push(a2);
@@ -993,6 +998,10 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         if let Some(e) = &files.error {
             let e2 = to.join("error.log");
             take(e, files.error_offset, &e2);
+            // A user's error log still not there: nothing was logged to it.
+            if files.borrowed && !e.exists() {
+                let _ = fs::File::create(&e2);
+            }
             errors.push(e2);
         }
         borrowed_without_access |= files.borrowed && files.access.is_none();
@@ -1002,6 +1011,13 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     if borrowed_without_access {
         logs.missing =
             Some("the external target gives no access log (proxy.external.access_log)".to_string());
+    }
+    if let Some(p) = never_appeared {
+        logs.missing = Some(format!(
+            "proxy.external.access_log {} did not appear during the case: the proxy logged no \
+             request there (is it the file the proxy writes?)",
+            p.display()
+        ));
     }
     let ports: Vec<u16> = backends
         .iter()

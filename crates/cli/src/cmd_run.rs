@@ -2,6 +2,7 @@
 
 use crate::CliError;
 use bench::runner::RunOptions;
+use proxy::ProxyKind;
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
 use std::io::IsTerminal;
@@ -112,6 +113,18 @@ impl PlatformFlags {
         o.validate().map_err(|e| CliError::Usage(e.to_string()))?;
         Ok(o)
     }
+}
+
+/// Flags of `proxybench check`.
+#[derive(clap::Args)]
+#[command(after_help = CHECK_EXIT_CODES)]
+pub struct CheckArgs {
+    /// A built-in scenario name (see `proxybench scenarios`) or a scenario file.
+    scenario: String,
+    /// Check it for this platform instead of its `[platform]`'s: `local` or `kubernetes` (the
+    /// cluster is not contacted).
+    #[arg(long, value_name = "local|kubernetes")]
+    platform: Option<String>,
 }
 
 /// Flags of `proxybench scenarios`.
@@ -357,6 +370,79 @@ fn select_cases(scn: &mut Scenario, names: &[String]) -> Result<(), CliError> {
     scn.cases.retain(|c| names.contains(&c.name));
     Ok(())
 }
+
+/// Runs `proxybench check`: everything `run` checks before it starts anything, for both forms
+/// (full and `--quick`), every case and every config, and nothing else: no backend, proxy, load
+/// or cluster call. One `ok` line when the scenario would start, else the first problem
+/// (`file:line`, exit 2).
+pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
+    let kind = match &a.platform {
+        None => None,
+        Some(p) => Some(PlatformKind::parse(p).ok_or_else(|| {
+            CliError::usage(format!("--platform {p}: not one of local, kubernetes"))
+        })?),
+    };
+    let opts = ParseOptions {
+        platform: PlatformOverride {
+            kind,
+            ..PlatformOverride::default()
+        },
+        skip_file_checks: false,
+        ..analysis::parse_options()
+    };
+    // Each form parses the other too; both are checked by their proxies, as `run` checks the
+    // form it plays.
+    let full = load_scenario(&a.scenario, false, &opts)?;
+    let quick = load_scenario(&a.scenario, true, &opts)?;
+    let mut configs = 0;
+    let mut kinds: Vec<&str> = Vec::new();
+    for scn in [&full, &quick] {
+        bench::runner::check(scn)?;
+        for case in &scn.cases {
+            for cfg in case.proxy.iter().chain(case.configs.values()) {
+                configs += 1;
+                let checker = match cfg.kind {
+                    ProxyKind::Nginx => "nginx -t",
+                    ProxyKind::Haproxy => "haproxy -c",
+                    ProxyKind::Caddy => "caddy validate",
+                    ProxyKind::External => "the external target's files and reload program",
+                };
+                if !kinds.contains(&checker) {
+                    kinds.push(checker);
+                }
+            }
+        }
+    }
+    let n = full.cases.len();
+    let checked = if configs == 0 {
+        "no proxy config".to_string()
+    } else {
+        format!(
+            "{configs} proxy config{} checked by {}",
+            if configs == 1 { "" } else { "s" },
+            kinds.join(", ")
+        )
+    };
+    println!(
+        "ok: {}: scenario '{}', {n} case{} (full and --quick forms), platform {}; {checked}",
+        full.file,
+        full.name,
+        if n == 1 { "" } else { "s" },
+        full.platform.kind.name(),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The exit codes of `proxybench check`, for `--help` and the docs.
+pub const CHECK_EXIT_CODES: &str =
+    "Checks what `proxybench run` checks before it starts anything: both forms (full and \
+    --quick), every case, the [platform] and its layers, every action, check and config, each \
+    config rendered and checked by its proxy (nginx -t, haproxy -c, caddy validate). Nothing is \
+    started and no cluster is contacted.\n\n\
+    Exit codes:\n  \
+    0    valid: one line, `ok: FILE: ...`\n  \
+    1    the check itself could not run (a proxy's checker could not be started)\n  \
+    2    bad input: the first problem, one line, file:line for the scenario file";
 
 /// Runs `proxybench scenarios`: one line per built-in scenario.
 pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {

@@ -94,6 +94,8 @@ enum Cmd {
     Run(cmd_run::RunArgs),
     /// List the built-in scenarios.
     Scenarios(cmd_run::ScenariosArgs),
+    /// Validate a scenario (a file or a built-in name) without running anything, like `nginx -t`.
+    Check(cmd_run::CheckArgs),
     /// Rebuild report.md, report.html and charts from a results directory's data.json.
     Report(cmd_run::ReportArgs),
     /// Analyse a results directory's record again: data.json, CSVs, report.md and charts.
@@ -132,6 +134,7 @@ fn main() -> ExitCode {
         Cmd::Backend(a) => cmd_backend::main(a),
         Cmd::Run(a) => cmd_run::run(a),
         Cmd::Scenarios(a) => cmd_run::scenarios(a),
+        Cmd::Check(a) => cmd_run::check(a),
         Cmd::Report(a) => cmd_run::report(a),
         Cmd::Analyse(a) => cmd_run::analyse(a),
         Cmd::Compare(a) => cmd_run::compare(a),

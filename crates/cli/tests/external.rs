@@ -1,7 +1,8 @@
 //! End to end: `proxybench run` on `kind = "external"` against an nginx this test starts itself
 //! from a config written by hand (proxybench starts, renders and stops nothing of it), with a
 //! reload by the user's command, an `exec` action, access-log counts read from the log's size at
-//! the run's start, and CPU sampled by process name.
+//! the run's start, and CPU sampled by process name; and against a Caddy started just before the
+//! run, whose access log appears only at its first request.
 
 use model::RunResults;
 use std::fs;
@@ -445,4 +446,178 @@ fn the_example_external_scenario_parses_in_both_forms() {
         .unwrap();
     assert_eq!(ext.processes.as_deref(), Some("nginx"));
     assert_eq!(scn.cases[0].steps.len(), 2);
+}
+
+/// A Caddy the user runs from a Caddyfile: one site on a free port proxying to the backends'
+/// fixed ports, its access log a file in `DIR/logs/` that Caddy creates at the first request.
+struct UserCaddy {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+    backends: u16,
+}
+
+impl UserCaddy {
+    fn start() -> UserCaddy {
+        let dir = tempfile::Builder::new()
+            .prefix("pb-user-caddy-")
+            .tempdir()
+            .unwrap();
+        fs::create_dir(dir.path().join("logs")).unwrap();
+        let port = testkit::free_port();
+        let backends = two_consecutive_ports();
+        let caddyfile = format!(
+            "{{\n  admin off\n}}\nhttp://:{port} {{\n  bind 127.0.0.1\n  log {{\n    output file \
+             {log}\n  }}\n  reverse_proxy 127.0.0.1:{b0} 127.0.0.1:{b1}\n}}\n",
+            log = dir.path().join("logs/access.log").display(),
+            b0 = backends,
+            b1 = backends + 1,
+        );
+        let file = dir.path().join("Caddyfile");
+        fs::write(&file, caddyfile).unwrap();
+        let mut cmd = Command::new("caddy");
+        cmd.args(["run", "--adapter", "caddyfile", "--config"])
+            .arg(&file)
+            // Caddy's own state (autosave, certificates) in the test's directory.
+            .env("HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
+        // call that neither allocates nor locks.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("start caddy");
+        let caddy = UserCaddy {
+            child,
+            dir,
+            port,
+            backends,
+        };
+        testkit::wait_listening(
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(10),
+        );
+        caddy
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("logs/access.log")
+    }
+}
+
+impl Drop for UserCaddy {
+    fn drop(&mut self) {
+        testkit::stop_child(&mut self.child);
+    }
+}
+
+/// The external scenario against `caddy`: `requests` requests at 200/s, its access log at
+/// `log`; the access_log line is line 14.
+fn caddy_scenario(caddy: &UserCaddy, log: &Path, requests: u64) -> String {
+    format!(
+        r#"name = "external"
+description = "a Caddy proxybench did not start, whose log appears at the first request"
+
+[[backends]]
+name = "app"
+count = 2
+listen = "127.0.0.1:{b}"
+
+[proxy]
+kind = "external"
+
+[proxy.external]
+resolve = "127.0.0.1"
+access_log = {{ path = "{log}", format = "caddy" }}
+
+[[loads]]
+name = "l"
+url = "http://cafe.example.com:{port}/coffee"
+requests = {requests}
+rate = "200r/s"
+connections = 2
+"#,
+        b = caddy.backends,
+        log = log.display(),
+        port = caddy.port,
+    )
+}
+
+#[test]
+fn an_access_log_that_appears_during_the_run_is_read_whole() {
+    let caddy = UserCaddy::start();
+    // The premise: Caddy listens, and has created no access log yet.
+    assert!(!caddy.log().exists(), "{} exists", caddy.log().display());
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = caddy_scenario(&caddy, &caddy.log(), 300);
+    // `check` accepts it as `run` does: the log's directory is there.
+    fs::write(tmp.path().join("external.toml"), &toml).unwrap();
+    let out = Command::new(bin())
+        .arg("check")
+        .arg(tmp.path().join("external.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let n = 300;
+    let (out, dir) = run(tmp.path(), &toml);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let r = read(&dir);
+    let case = &r.cases[0];
+    let load = &case.loads[0];
+    assert_eq!(load.requests, n, "{said}");
+    assert_eq!(load.status.get(&200).copied(), Some(n), "{:?}", load.status);
+    // Every request reached a backend once, and Caddy logged each one in the file it created
+    // during the run: the counts agree exactly.
+    let served: u64 = case.backends.iter().map(|b| b.requests).sum();
+    assert_eq!(served, n);
+    assert!(case.logs.missing.is_none(), "{:?}", case.logs.missing);
+    assert_eq!(case.logs.access_lines, n);
+    assert_eq!(case.logs.access_status.get(&200).copied(), Some(n));
+    let lines = |p: &Path| fs::read_to_string(p).unwrap().lines().count() as u64;
+    assert_eq!(lines(&caddy.log()), n);
+    assert_eq!(lines(&dir.join("logs/main/external-0/access.log")), n);
+
+    // A second run finds the log there: it reads from the log's size at its start.
+    let (out, dir) = run(tmp.path(), &caddy_scenario(&caddy, &caddy.log(), 200));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(read(&dir).cases[0].logs.access_lines, 200);
+    assert_eq!(lines(&caddy.log()), n + 200);
+
+    // A log whose directory does not exist is refused at its line, before anything starts.
+    let nowhere = caddy.dir.path().join("no-such-dir/access.log");
+    let file = tmp.path().join("bad.toml");
+    fs::write(&file, caddy_scenario(&caddy, &nowhere, 10)).unwrap();
+    for cmd in ["check", "run"] {
+        let mut c = Command::new(bin());
+        c.arg(cmd).arg(&file);
+        if cmd == "run" {
+            c.arg("--no-progress")
+                .arg("--results")
+                .arg(tmp.path().join("bad-results"));
+        }
+        let out = c.output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{cmd}: {err}");
+        assert!(
+            err.starts_with(&format!("proxybench: {}:14: ", file.display()))
+                && err.contains(&format!(
+                    "access_log {}: its directory {}: No such file or directory",
+                    nowhere.display(),
+                    nowhere.parent().unwrap().display()
+                )),
+            "{cmd}: {err}"
+        );
+    }
+    assert!(!tmp.path().join("bad-results").exists());
 }

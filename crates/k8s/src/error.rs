@@ -52,6 +52,10 @@ pub enum Error {
     /// this cluster): the message names the pod or image and the kubelet's reason.
     #[error("{0}")]
     Unstartable(String),
+    /// A request that cannot be made of its object's kind, refused before the API is asked
+    /// (scaling a DaemonSet, which has no replica count).
+    #[error("{0}")]
+    Refused(String),
     /// A local file could not be read or written.
     #[error("{what}: {source}")]
     Io {

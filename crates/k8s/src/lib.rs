@@ -37,7 +37,7 @@ pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABE
 pub use prom::Sample;
 pub use reach::{reaches, PodPath, PodPort};
 pub use service::{service, ServiceAddress, ServicePortInfo, ServiceType};
-pub use workload::Replicas;
+pub use workload::{Replicas, WorkloadKind};
 
 /// The Kubernetes object types (k8s-openapi, API v1.34), for building proxybench's own specs.
 pub use k8s_openapi;

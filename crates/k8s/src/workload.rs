@@ -1,12 +1,13 @@
 //! Objects proxybench makes from its own specs (Deployments, Services, ConfigMaps, Secrets,
-//! Jobs) and their deletion with their dependents, and what it does to Deployments during a
-//! run: scale, wait for Ready, rollout restart, wait for the rollout.
+//! Jobs) and their deletion with their dependents, and what it does to workloads during a run
+//! (Deployments, StatefulSets, DaemonSets, in any namespace): scale, wait for Ready, rollout
+//! restart, wait for the rollout.
 
 use crate::cluster::{Cluster, FIELD_MANAGER};
 use crate::error::{split, Error};
 use crate::images::image_problem;
 use crate::pods::PodInfo;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -19,7 +20,54 @@ use std::time::{Duration, Instant};
 /// How often bounded waits look at the object again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// A Deployment's replica counts as its status says, for waits and messages.
+/// The kinds of workload a run's cluster actions scale and restart: the kinds that parse in a
+/// scenario are the kinds that run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    /// `apps/v1` Deployment.
+    Deployment,
+    /// `apps/v1` StatefulSet.
+    StatefulSet,
+    /// `apps/v1` DaemonSet: one pod per eligible node, so it has no replica count to scale.
+    DaemonSet,
+}
+
+impl WorkloadKind {
+    /// Every kind, in the order messages list them.
+    pub const ALL: [WorkloadKind; 3] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+    ];
+
+    /// The lowercase name of `kubectl` and scenario files (`statefulset/NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::StatefulSet => "statefulset",
+            WorkloadKind::DaemonSet => "daemonset",
+        }
+    }
+
+    /// The kind of that lowercase name.
+    pub fn parse(name: &str) -> Option<WorkloadKind> {
+        WorkloadKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether it has a replica count to scale (a DaemonSet has none).
+    pub fn scalable(self) -> bool {
+        self != WorkloadKind::DaemonSet
+    }
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A workload's replica counts as its status says, for waits and messages (a DaemonSet's
+/// "desired" is the number of nodes it should run on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Replicas {
     /// `spec.replicas`.
@@ -65,6 +113,35 @@ impl Replicas {
             updated: st.updated_replicas.unwrap_or(0),
             ready: st.ready_replicas.unwrap_or(0),
             available: st.available_replicas.unwrap_or(0),
+            observed: st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0),
+        }
+    }
+
+    /// The counts of a StatefulSet object (`current` is `status.replicas`, the pods it has
+    /// created, of any revision).
+    pub fn of_statefulset(s: &StatefulSet) -> Replicas {
+        let st = s.status.clone().unwrap_or_default();
+        Replicas {
+            desired: s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            current: st.replicas,
+            updated: st.updated_replicas.unwrap_or(0),
+            ready: st.ready_replicas.unwrap_or(0),
+            available: st.available_replicas.unwrap_or(0),
+            observed: st.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0),
+        }
+    }
+
+    /// The counts of a DaemonSet object: desired, current, updated, ready and available are
+    /// its `desiredNumberScheduled`, `currentNumberScheduled`, `updatedNumberScheduled`,
+    /// `numberReady` and `numberAvailable`.
+    pub fn of_daemonset(d: &DaemonSet) -> Replicas {
+        let st = d.status.clone().unwrap_or_default();
+        Replicas {
+            desired: st.desired_number_scheduled,
+            current: st.current_number_scheduled,
+            updated: st.updated_number_scheduled.unwrap_or(0),
+            ready: st.number_ready,
+            available: st.number_available.unwrap_or(0),
             observed: st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0),
         }
     }
@@ -158,11 +235,19 @@ impl Cluster {
 
     /// A Deployment's replica counts now.
     pub fn deployment_replicas(&self, namespace: &str, name: &str) -> Result<Replicas, Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client(), namespace);
-        let d = self
-            .block_on(api.get(name))
-            .map_err(|e| Error::api(format!("get deployment/{name} in {namespace}"), e))?;
-        Ok(Replicas::of(&d))
+        self.workload_replicas(namespace, WorkloadKind::Deployment, name)
+    }
+
+    /// A workload's replica counts now.
+    pub fn workload_replicas(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+    ) -> Result<Replicas, Error> {
+        self.block_on(fetch(self.client(), namespace, kind, name))
+            .map(|(r, _)| r)
+            .map_err(|e| Error::api(format!("get {kind}/{name} in {namespace}"), e))
     }
 
     /// Sets a Deployment's replica count through its scale subresource (returns at once).
@@ -172,16 +257,41 @@ impl Cluster {
         name: &str,
         replicas: i32,
     ) -> Result<(), Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client(), namespace);
+        self.scale_workload(namespace, WorkloadKind::Deployment, name, replicas)
+    }
+
+    /// Sets a Deployment's or StatefulSet's replica count through its scale subresource
+    /// (returns at once); a DaemonSet has none, and is refused before the API is asked.
+    pub fn scale_workload(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+        replicas: i32,
+    ) -> Result<(), Error> {
+        let what = format!("scale {kind}/{name} in {namespace} to {replicas}");
         let patch = serde_json::json!({ "spec": { "replicas": replicas } });
-        self.block_on(api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch)))
-            .map_err(|e| {
-                Error::api(
-                    format!("scale deployment/{name} in {namespace} to {replicas}"),
-                    e,
+        let (pp, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let client = self.client();
+        let done = match kind {
+            WorkloadKind::Deployment => self
+                .block_on(
+                    Api::<Deployment>::namespaced(client, namespace).patch_scale(name, &pp, &patch),
                 )
-            })?;
-        Ok(())
+                .map(|_| ()),
+            WorkloadKind::StatefulSet => self
+                .block_on(
+                    Api::<StatefulSet>::namespaced(client, namespace)
+                        .patch_scale(name, &pp, &patch),
+                )
+                .map(|_| ()),
+            WorkloadKind::DaemonSet => {
+                return Err(Error::Refused(format!(
+                    "{what}: a daemonset runs one pod per node and has no replica count"
+                )))
+            }
+        };
+        done.map_err(|e| Error::api(what, e))
     }
 
     /// Waits until a Deployment has exactly `n` Ready replicas of its newest template and no
@@ -193,7 +303,20 @@ impl Cluster {
         n: i32,
         bound: Duration,
     ) -> Result<Duration, Error> {
-        self.wait_deployment(namespace, name, bound, &format!("{n} ready"), |r| {
+        self.wait_workload_ready(namespace, WorkloadKind::Deployment, name, n, bound)
+    }
+
+    /// Waits until a workload has exactly `n` Ready replicas of its newest template and no
+    /// other non-terminating pod, at most `bound`; returns how long it took.
+    pub fn wait_workload_ready(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+        n: i32,
+        bound: Duration,
+    ) -> Result<Duration, Error> {
+        self.wait_workload(namespace, kind, name, bound, &format!("{n} ready"), |r| {
             r.ready_at(n)
         })
     }
@@ -201,20 +324,38 @@ impl Cluster {
     /// Restarts every pod of a Deployment the way `kubectl rollout restart` does: a new
     /// `kubectl.kubernetes.io/restartedAt` annotation on the pod template.
     pub fn rollout_restart(&self, namespace: &str, name: &str) -> Result<(), Error> {
-        let api: Api<Deployment> = Api::namespaced(self.client(), namespace);
+        self.rollout_restart_workload(namespace, WorkloadKind::Deployment, name)
+    }
+
+    /// Restarts every pod of a workload the way `kubectl rollout restart` does: a new
+    /// `kubectl.kubernetes.io/restartedAt` annotation on the pod template.
+    pub fn rollout_restart_workload(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+    ) -> Result<(), Error> {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
         let patch = serde_json::json!({ "spec": { "template": { "metadata": { "annotations": {
             "kubectl.kubernetes.io/restartedAt": now } } } } });
-        self.block_on(api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch)))
-            .map_err(|e| {
-                Error::api(
-                    format!("rollout restart deployment/{name} in {namespace}"),
-                    e,
+        let (pp, patch) = (PatchParams::default(), Patch::Strategic(&patch));
+        let client = self.client();
+        let done = match kind {
+            WorkloadKind::Deployment => self
+                .block_on(Api::<Deployment>::namespaced(client, namespace).patch(name, &pp, &patch))
+                .map(|_| ()),
+            WorkloadKind::StatefulSet => self
+                .block_on(
+                    Api::<StatefulSet>::namespaced(client, namespace).patch(name, &pp, &patch),
                 )
-            })?;
-        Ok(())
+                .map(|_| ()),
+            WorkloadKind::DaemonSet => self
+                .block_on(Api::<DaemonSet>::namespaced(client, namespace).patch(name, &pp, &patch))
+                .map(|_| ()),
+        };
+        done.map_err(|e| Error::api(format!("rollout restart {kind}/{name} in {namespace}"), e))
     }
 
     /// Waits until a Deployment's rollout is complete (`kubectl rollout status`): every replica
@@ -225,38 +366,56 @@ impl Cluster {
         name: &str,
         bound: Duration,
     ) -> Result<Duration, Error> {
-        self.wait_deployment(namespace, name, bound, "rolled out", Replicas::rolled_out)
+        self.wait_workload_rollout(namespace, WorkloadKind::Deployment, name, bound)
     }
 
-    fn wait_deployment(
+    /// Waits until a workload's rollout is complete (`kubectl rollout status`): every replica
+    /// of the newest template and available, no old one left, at most `bound`.
+    pub fn wait_workload_rollout(
         &self,
         namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+        bound: Duration,
+    ) -> Result<Duration, Error> {
+        self.wait_workload(
+            namespace,
+            kind,
+            name,
+            bound,
+            "rolled out",
+            Replicas::rolled_out,
+        )
+    }
+
+    fn wait_workload(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
         name: &str,
         bound: Duration,
         goal: &str,
         done: impl Fn(&Replicas) -> bool,
     ) -> Result<Duration, Error> {
         let t0 = Instant::now();
-        let api: Api<Deployment> = Api::namespaced(self.client(), namespace);
         let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         let mut selector = None;
         let waited = self.block_on(async {
             loop {
-                let last = match api.get(name).await {
-                    Ok(d) => {
-                        let r = Replicas::of(&d);
+                let last = match fetch(self.client(), namespace, kind, name).await {
+                    Ok((r, labels)) => {
                         if done(&r) {
                             return Ok(t0.elapsed());
                         }
                         // A pod whose image cannot be had never gets Ready: say so at once.
-                        selector = selector.take().or_else(|| match_labels(&d));
+                        selector = selector.take().or(labels);
                         if let Some(sel) = &selector {
                             if let Ok(list) = pods.list(&ListParams::default().labels(sel)).await {
                                 for p in list.items.iter().map(PodInfo::of) {
                                     if let Some(why) = p.why.as_deref().filter(|w| image_problem(w))
                                     {
                                         return Err(Error::Unstartable(format!(
-                                            "deployment/{name} in {namespace}: pod {} cannot \
+                                            "{kind}/{name} in {namespace}: pod {} cannot \
                                              start: {why}",
                                             p.name
                                         )));
@@ -270,7 +429,7 @@ impl Cluster {
                         let (message, code) = split(e);
                         if code == 404 {
                             return Err(Error::Api {
-                                what: format!("wait for deployment/{name} in {namespace}"),
+                                what: format!("wait for {kind}/{name} in {namespace}"),
                                 message,
                                 code,
                             });
@@ -280,7 +439,7 @@ impl Cluster {
                 };
                 if t0.elapsed() >= bound {
                     return Err(Error::Timeout {
-                        what: format!("deployment/{name} in {namespace} {goal}"),
+                        what: format!("{kind}/{name} in {namespace} {goal}"),
                         after: bound,
                         state: last,
                     });
@@ -311,13 +470,106 @@ impl Cluster {
     }
 }
 
-/// A Deployment's `matchLabels` as a label selector (`a=b,c=d`).
-fn match_labels(d: &Deployment) -> Option<String> {
-    let l = d.spec.as_ref()?.selector.match_labels.as_ref()?;
-    Some(
-        l.iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+/// A workload's replica counts and its `matchLabels` as a label selector (`a=b,c=d`).
+async fn fetch(
+    client: kube::Client,
+    namespace: &str,
+    kind: WorkloadKind,
+    name: &str,
+) -> Result<(Replicas, Option<String>), kube::Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let labels = |s: &LabelSelector| {
+        s.match_labels.as_ref().map(|l| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    };
+    Ok(match kind {
+        WorkloadKind::Deployment => {
+            let d = Api::<Deployment>::namespaced(client, namespace)
+                .get(name)
+                .await?;
+            let sel = d.spec.as_ref().and_then(|s| labels(&s.selector));
+            (Replicas::of(&d), sel)
+        }
+        WorkloadKind::StatefulSet => {
+            let s = Api::<StatefulSet>::namespaced(client, namespace)
+                .get(name)
+                .await?;
+            let sel = s.spec.as_ref().and_then(|s| labels(&s.selector));
+            (Replicas::of_statefulset(&s), sel)
+        }
+        WorkloadKind::DaemonSet => {
+            let d = Api::<DaemonSet>::namespaced(client, namespace)
+                .get(name)
+                .await?;
+            let sel = d.spec.as_ref().and_then(|s| labels(&s.selector));
+            (Replicas::of_daemonset(&d), sel)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_kinds_round_trip_their_names_and_only_daemonsets_do_not_scale() {
+        for k in WorkloadKind::ALL {
+            assert_eq!(WorkloadKind::parse(k.name()), Some(k));
+            assert_eq!(k.to_string(), k.name());
+            assert_eq!(k.scalable(), k != WorkloadKind::DaemonSet);
+        }
+        assert_eq!(WorkloadKind::parse("Deployment"), None);
+        assert_eq!(WorkloadKind::parse("replicaset"), None);
+    }
+
+    #[test]
+    fn statefulset_and_daemonset_statuses_read_as_replica_counts() {
+        // A StatefulSet mid-rollout: 3 wanted, 3 pods, 1 of the new revision, 2 ready.
+        let s: StatefulSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "generation": 4},
+            "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                     "template": {}},
+            "status": {"replicas": 3, "updatedReplicas": 1, "readyReplicas": 2,
+                       "availableReplicas": 2, "observedGeneration": 4},
+        }))
+        .unwrap();
+        let r = Replicas::of_statefulset(&s);
+        assert_eq!(
+            r,
+            Replicas {
+                desired: 3,
+                current: 3,
+                updated: 1,
+                ready: 2,
+                available: 2,
+                observed: true
+            }
+        );
+        assert!(!r.rolled_out() && !r.ready_at(3));
+        // The same, rolled out; then a spec the controller has not seen yet.
+        let mut done = s.clone();
+        let st = done.status.as_mut().unwrap();
+        (st.updated_replicas, st.ready_replicas) = (Some(3), Some(3));
+        st.available_replicas = Some(3);
+        assert!(Replicas::of_statefulset(&done).rolled_out());
+        assert!(Replicas::of_statefulset(&done).ready_at(3));
+        done.metadata.generation = Some(5);
+        assert!(!Replicas::of_statefulset(&done).rolled_out());
+        // A DaemonSet on 2 nodes, one pod of the new template, both ready.
+        let d: DaemonSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agent", "generation": 2},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {}},
+            "status": {"desiredNumberScheduled": 2, "currentNumberScheduled": 2,
+                       "updatedNumberScheduled": 1, "numberReady": 2, "numberAvailable": 2,
+                       "numberMisscheduled": 0, "observedGeneration": 2},
+        }))
+        .unwrap();
+        let r = Replicas::of_daemonset(&d);
+        assert_eq!((r.desired, r.current, r.updated, r.ready), (2, 2, 1, 2));
+        assert!(r.observed && !r.rolled_out());
+    }
 }

@@ -3,7 +3,7 @@
 //! and checks each against the case as the earlier actions leave it.
 
 use crate::layers::Source;
-use crate::platform::{label_selector, relative_to_file, workload, PlatformKind};
+use crate::platform::{dns_label, label_selector, relative_to_file, workload, PlatformKind};
 use crate::spec::{
     Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
     SetProfile, Step, StopReplica,
@@ -27,6 +27,8 @@ pub(crate) struct ActionSpec {
     timeout: Option<Dur>,
     /// `exec` only: a non-zero exit or a timeout does not fail the run.
     allow_fail: Option<bool>,
+    /// Cluster actions only: the namespace they act in (the run's when absent).
+    namespace: Option<String>,
 }
 
 /// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
@@ -72,14 +74,15 @@ const ACTION_KEYS: [&str; 16] = [
     "scale",
 ];
 
-/// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, then the
-/// action keys.
-const ACTION_FIELDS: [&str; 21] = [
+/// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, the cluster
+/// actions' `namespace`, then the action keys.
+const ACTION_FIELDS: [&str; 22] = [
     "at",
     "every",
     "times",
     "timeout",
     "allow_fail",
+    "namespace",
     ACTION_KEYS[0],
     ACTION_KEYS[1],
     ACTION_KEYS[2],
@@ -125,7 +128,7 @@ mod action_de {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
             let (mut at, mut every, mut times) = (None, None, None);
-            let (mut timeout, mut allow_fail) = (None, None);
+            let (mut timeout, mut allow_fail, mut namespace) = (None, None, None);
             let mut actions = Vec::new();
             while let Some(key) = map.next_key_seed(Key)? {
                 match key {
@@ -134,6 +137,7 @@ mod action_de {
                     "times" => times = Some(map.next_value()?),
                     "timeout" => timeout = Some(map.next_value()?),
                     "allow_fail" => allow_fail = Some(map.next_value()?),
+                    "namespace" => namespace = Some(map.next_value()?),
                     action => actions.push(map.next_value_seed(Tagged(action))?),
                 }
             }
@@ -152,6 +156,20 @@ mod action_de {
                     "`timeout` and `allow_fail` belong to an `exec` action",
                 ));
             }
+            let cluster = matches!(
+                action,
+                ActionKind::Apply(_)
+                    | ActionKind::Delete(_)
+                    | ActionKind::RolloutRestart(_)
+                    | ActionKind::DeletePod(_)
+                    | ActionKind::Scale(_)
+            );
+            if namespace.is_some() && !cluster {
+                return Err(de::Error::custom(
+                    "`namespace` belongs to a cluster action (apply, delete, rollout_restart, \
+                     delete_pod, scale)",
+                ));
+            }
             Ok(ActionSpec {
                 at,
                 every,
@@ -159,6 +177,7 @@ mod action_de {
                 action,
                 timeout,
                 allow_fail,
+                namespace,
             })
         }
     }
@@ -469,11 +488,20 @@ impl Plan<'_> {
                     },
                 );
             }
-            ActionKind::Apply(f) => push(at, Action::Apply(self.manifest("apply", f)?)),
-            ActionKind::Delete(f) => push(at, Action::Delete(self.manifest("delete", f)?)),
+            ActionKind::Apply(f) => {
+                let file = self.manifest("apply", f)?;
+                let namespace = namespace("apply", spec)?;
+                push(at, Action::Apply { file, namespace })
+            }
+            ActionKind::Delete(f) => {
+                let file = self.manifest("delete", f)?;
+                let namespace = namespace("delete", spec)?;
+                push(at, Action::Delete { file, namespace })
+            }
             ActionKind::RolloutRestart(w) => {
-                workload("rollout_restart", w, false)?;
-                push(at, Action::RolloutRestart(w.clone()));
+                let target = workload("rollout_restart", w, false)?;
+                let namespace = namespace("rollout_restart", spec)?;
+                push(at, Action::RolloutRestart { target, namespace });
             }
             ActionKind::DeletePod(d) => {
                 label_selector(&d.selector)
@@ -487,11 +515,12 @@ impl Plan<'_> {
                         selector: d.selector.clone(),
                         count: d.count,
                         grace: d.grace.0,
+                        namespace: namespace("delete_pod", spec)?,
                     },
                 );
             }
             ActionKind::Scale(w) => {
-                workload("scale", &w.target, true)?;
+                let target = workload("scale", &w.target, true)?;
                 if w.step.is_some_and(|s| s.0.is_zero()) {
                     return Err(
                         "scale: `step` must be more than 0 (leave it out to scale at once)".into(),
@@ -500,9 +529,10 @@ impl Plan<'_> {
                 push(
                     at,
                     Action::Scale {
-                        target: w.target.clone(),
+                        target,
                         to: w.to,
                         step: w.step.map(|d| d.0).unwrap_or_default(),
+                        namespace: namespace("scale", spec)?,
                     },
                 );
             }
@@ -575,6 +605,17 @@ impl Plan<'_> {
         self.proxy
             .map(|_| ())
             .ok_or_else(|| "this action needs a [proxy]".to_string())
+    }
+}
+
+/// The namespace a cluster action names, checked as Kubernetes checks a namespace's name.
+fn namespace(action: &str, spec: &ActionSpec) -> Result<Option<String>, String> {
+    match &spec.namespace {
+        None => Ok(None),
+        Some(n) => {
+            dns_label(n).map_err(|e| format!("{action}: namespace '{n}' {e}"))?;
+            Ok(Some(n.clone()))
+        }
     }
 }
 
@@ -734,19 +775,33 @@ mod tests {
                 allow_fail: false,
             }
             .kind(),
-            Action::Apply(PathBuf::new()).kind(),
-            Action::Delete(PathBuf::new()).kind(),
-            Action::RolloutRestart(String::new()).kind(),
+            Action::Apply {
+                file: PathBuf::new(),
+                namespace: None,
+            }
+            .kind(),
+            Action::Delete {
+                file: PathBuf::new(),
+                namespace: None,
+            }
+            .kind(),
+            Action::RolloutRestart {
+                target: workload("", "deployment/x", false).unwrap(),
+                namespace: None,
+            }
+            .kind(),
             Action::DeletePod {
                 selector: String::new(),
                 count: 1,
                 grace: Duration::ZERO,
+                namespace: None,
             }
             .kind(),
             Action::Scale {
-                target: String::new(),
+                target: workload("", "deployment/x", true).unwrap(),
                 to: 1,
                 step: Duration::ZERO,
+                namespace: None,
             }
             .kind(),
         ];

@@ -260,10 +260,12 @@ impl ItemLines {
                 }
             }
         }
-        if let Some(DeValue::Table(raw)) = t.get("raw").map(|v| v.get_ref()) {
-            for (k, v) in raw.iter() {
-                out.items
-                    .insert(format!("raw.{}", k.get_ref()), line(v.span()));
+        for table in ["raw", "external"] {
+            if let Some(DeValue::Table(items)) = t.get(table).map(|v| v.get_ref()) {
+                for (k, v) in items.iter() {
+                    out.items
+                        .insert(format!("{table}.{}", k.get_ref()), line(v.span()));
+                }
             }
         }
         out

@@ -685,26 +685,38 @@ fn prometheus_name(m: &str) -> bool {
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
-/// Workload kinds a `rollout_restart` or `scale` may name.
-pub(crate) const WORKLOAD_KINDS: [&str; 3] = ["deployment", "statefulset", "daemonset"];
-
-/// Checks `KIND/NAME` of a workload; `scalable` refuses daemonsets.
-pub(crate) fn workload(action: &str, s: &str, scalable: bool) -> Result<(), String> {
+/// Reads `KIND/NAME` of a workload: a kind that runs the action (`scalable` refuses
+/// daemonsets, which have no replica count) and a valid name.
+pub(crate) fn workload(
+    action: &str,
+    s: &str,
+    scalable: bool,
+) -> Result<crate::spec::Workload, String> {
+    use crate::spec::{Workload, WorkloadKind};
     let (kind, name) = s
         .split_once('/')
         .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
-    let kinds: &[&str] = if scalable {
-        &WORKLOAD_KINDS[..2]
-    } else {
-        &WORKLOAD_KINDS
-    };
-    if !kinds.contains(&kind) {
+    let kinds: Vec<WorkloadKind> = WorkloadKind::ALL
+        .into_iter()
+        .filter(|k| !scalable || k.scalable())
+        .collect();
+    let Some(kind) = kinds.iter().copied().find(|k| k.name() == kind) else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        let why = if !scalable || WorkloadKind::DaemonSet.name() != kind {
+            String::new()
+        } else {
+            " (a daemonset runs one pod per node: it has no replica count)".to_string()
+        };
         return Err(format!(
-            "{action}: kind '{kind}' is not one of {}",
-            kinds.join(", ")
+            "{action}: kind '{kind}' is not one of {}{why}",
+            names.join(", ")
         ));
-    }
-    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))
+    };
+    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))?;
+    Ok(Workload {
+        kind,
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]

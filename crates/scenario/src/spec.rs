@@ -68,8 +68,8 @@ pub struct Case {
 }
 
 /// The scenario lines of a proxy config's items (`listener.NAME`, `route.N`, `upstream.NAME`,
-/// `rate_limit.NAME`, `raw.http`...), so that a config the proxy refuses is reported at the
-/// line that wrote the offending item.
+/// `rate_limit.NAME`, `raw.http`, `external.access_log`...), so that a config the proxy refuses
+/// is reported at the line that wrote the offending item.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ItemLines {
     /// The line of the config's own table (`[proxy]` or `[configs.NAME]`).
@@ -532,12 +532,26 @@ pub enum Action {
         allow_fail: bool,
     },
     /// Kubernetes: apply a manifest file (any objects, server-side apply).
-    Apply(PathBuf),
+    Apply {
+        /// The manifest.
+        file: PathBuf,
+        /// Where its objects that name no namespace go; the run's namespace when `None`.
+        namespace: Option<String>,
+    },
     /// Kubernetes: delete the objects a manifest file names.
-    Delete(PathBuf),
-    /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does
-    /// (`deployment/NAME`).
-    RolloutRestart(String),
+    Delete {
+        /// The manifest.
+        file: PathBuf,
+        /// Where its objects that name no namespace are; the run's namespace when `None`.
+        namespace: Option<String>,
+    },
+    /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does.
+    RolloutRestart {
+        /// The workload (any kind).
+        target: Workload,
+        /// Its namespace; the run's when `None`.
+        namespace: Option<String>,
+    },
     /// Kubernetes: delete pods chosen by a label selector.
     DeletePod {
         /// Label selector (`app=x`).
@@ -546,17 +560,71 @@ pub enum Action {
         count: u32,
         /// Grace period; zero kills.
         grace: Duration,
+        /// Their namespace; the run's when `None`.
+        namespace: Option<String>,
     },
-    /// Kubernetes: scale a workload (`deployment/NAME`) to `to` replicas, one replica every
-    /// `step` (all at once when `step` is zero).
+    /// Kubernetes: scale a workload (a Deployment or StatefulSet) to `to` replicas, one replica
+    /// every `step` (all at once when `step` is zero).
     Scale {
-        /// The workload, `KIND/NAME`.
-        target: String,
+        /// The workload (never a DaemonSet: it has no replica count).
+        target: Workload,
         /// Replicas after this step.
         to: u32,
         /// Time between one-replica steps; zero scales at once.
         step: Duration,
+        /// Its namespace; the run's when `None`.
+        namespace: Option<String>,
     },
+}
+
+/// The kinds of workload `rollout_restart` and `scale` act on: the kinds that parse are the
+/// kinds the Kubernetes platform runs them on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    /// `apps/v1` Deployment.
+    Deployment,
+    /// `apps/v1` StatefulSet.
+    StatefulSet,
+    /// `apps/v1` DaemonSet (restarted, never scaled: it runs one pod per node).
+    DaemonSet,
+}
+
+impl WorkloadKind {
+    /// Every kind, in the order messages list them.
+    pub const ALL: [WorkloadKind; 3] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+    ];
+
+    /// The lowercase name scenario files and `kubectl` use (`statefulset/NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::StatefulSet => "statefulset",
+            WorkloadKind::DaemonSet => "daemonset",
+        }
+    }
+
+    /// Whether `scale` applies (a DaemonSet has no replica count).
+    pub fn scalable(self) -> bool {
+        self != WorkloadKind::DaemonSet
+    }
+}
+
+/// A workload a cluster action names, `KIND/NAME` in a scenario file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    /// Its kind.
+    pub kind: WorkloadKind,
+    /// Its name (a DNS subdomain).
+    pub name: String,
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind.name(), self.name)
+    }
 }
 
 impl Action {
@@ -574,9 +642,9 @@ impl Action {
             Action::Grow(_) => "grow",
             Action::StopReplica { .. } => "stop_replica",
             Action::Exec { .. } => "exec",
-            Action::Apply(_) => "apply",
-            Action::Delete(_) => "delete",
-            Action::RolloutRestart(_) => "rollout_restart",
+            Action::Apply { .. } => "apply",
+            Action::Delete { .. } => "delete",
+            Action::RolloutRestart { .. } => "rollout_restart",
             Action::DeletePod { .. } => "delete_pod",
             Action::Scale { .. } => "scale",
         }
@@ -586,12 +654,24 @@ impl Action {
     pub fn needs_cluster(&self) -> bool {
         matches!(
             self,
-            Action::Apply(_)
-                | Action::Delete(_)
-                | Action::RolloutRestart(_)
+            Action::Apply { .. }
+                | Action::Delete { .. }
+                | Action::RolloutRestart { .. }
                 | Action::DeletePod { .. }
                 | Action::Scale { .. }
         )
+    }
+
+    /// The namespace a cluster action names, when it names one (else it acts in the run's).
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Action::Apply { namespace, .. }
+            | Action::Delete { namespace, .. }
+            | Action::RolloutRestart { namespace, .. }
+            | Action::DeletePod { namespace, .. }
+            | Action::Scale { namespace, .. } => namespace.as_deref(),
+            _ => None,
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! file and the line of the mistake, whichever form (`--quick` or full) it sits in.
 
 use proxybench_scenario::layers::{ScenarioError, Source};
-use proxybench_scenario::{Action, ParseOptions, PlatformKind, PlatformOverride, Scenario};
+use proxybench_scenario::{
+    Action, ParseOptions, PlatformKind, PlatformOverride, Scenario, Workload, WorkloadKind,
+};
 
 /// A valid scenario: one backend group, one nginx listener, one 10 s load. Lines 1-20.
 const BASE: &str = r#"name = "t"
@@ -199,7 +201,7 @@ fn an_action_entry_names_exactly_one_known_action() {
     assert!(
         e.message.starts_with(
             "unknown field `relaod`, expected one of `at`, `every`, `times`, `timeout`, \
-             `allow_fail`, `scale_backends`"
+             `allow_fail`, `namespace`, `scale_backends`"
         ),
         "{e}"
     );
@@ -552,33 +554,103 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         let s = Scenario::parse(&on(extra), false).unwrap_or_else(|e| panic!("{extra}: {e}"));
         s.cases[0].steps[0].action.clone()
     };
+    let route = || dir.path().join("route.yaml");
+    let w = |kind, name: &str| Workload {
+        kind,
+        name: name.into(),
+    };
     assert_eq!(
         ok("apply = \"route.yaml\""),
-        Action::Apply(dir.path().join("route.yaml"))
+        Action::Apply {
+            file: route(),
+            namespace: None
+        }
     );
     assert_eq!(
         ok("delete = \"route.yaml\""),
-        Action::Delete(dir.path().join("route.yaml"))
+        Action::Delete {
+            file: route(),
+            namespace: None
+        }
     );
     assert_eq!(
         ok("rollout_restart = \"deployment/web\""),
-        Action::RolloutRestart("deployment/web".into())
+        Action::RolloutRestart {
+            target: w(WorkloadKind::Deployment, "web"),
+            namespace: None
+        }
     );
     assert_eq!(
         ok("delete_pod = { selector = \"app=x\", count = 2, grace = \"0s\" }"),
         Action::DeletePod {
             selector: "app=x".into(),
             count: 2,
-            grace: std::time::Duration::ZERO
+            grace: std::time::Duration::ZERO,
+            namespace: None
         }
     );
     assert_eq!(
         ok("scale = { target = \"deployment/web\", to = 3, step = \"2s\" }"),
         Action::Scale {
-            target: "deployment/web".into(),
+            target: w(WorkloadKind::Deployment, "web"),
             to: 3,
-            step: std::time::Duration::from_secs(2)
+            step: std::time::Duration::from_secs(2),
+            namespace: None
         }
+    );
+    // Each of the five takes a `namespace`; every kind that runs the verb parses.
+    let ns = Some("data".to_string());
+    assert_eq!(
+        ok("apply = \"route.yaml\"\nnamespace = \"data\""),
+        Action::Apply {
+            file: route(),
+            namespace: ns.clone()
+        }
+    );
+    assert_eq!(
+        ok("delete = \"route.yaml\"\nnamespace = \"data\""),
+        Action::Delete {
+            file: route(),
+            namespace: ns.clone()
+        }
+    );
+    for kind in WorkloadKind::ALL {
+        let name = kind.name();
+        assert_eq!(
+            ok(&format!(
+                "rollout_restart = \"{name}/db\"\nnamespace = \"data\""
+            )),
+            Action::RolloutRestart {
+                target: w(kind, "db"),
+                namespace: ns.clone()
+            }
+        );
+        if kind.scalable() {
+            assert_eq!(
+                ok(&format!(
+                    "scale = {{ target = \"{name}/db\", to = 0 }}\nnamespace = \"data\""
+                )),
+                Action::Scale {
+                    target: w(kind, "db"),
+                    to: 0,
+                    step: std::time::Duration::ZERO,
+                    namespace: ns.clone()
+                }
+            );
+        }
+    }
+    assert_eq!(
+        ok("delete_pod = { selector = \"app=db\" }\nnamespace = \"data\""),
+        Action::DeletePod {
+            selector: "app=db".into(),
+            count: 1,
+            grace: std::time::Duration::from_secs(30),
+            namespace: ns.clone()
+        }
+    );
+    assert_eq!(
+        ok("scale = { target = \"statefulset/db\", to = 2 }\nnamespace = \"data\"").namespace(),
+        Some("data")
     );
     let bad = |extra: &str, needle: &str| {
         let e = Scenario::parse(&on(extra), false).expect_err(extra);
@@ -623,7 +695,51 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
     );
     bad(
         "scale = { target = \"daemonset/x\", to = 2 }",
-        "scale: kind 'daemonset' is not one of deployment, statefulset",
+        "scale: kind 'daemonset' is not one of deployment, statefulset (a daemonset runs one pod \
+         per node: it has no replica count)",
+    );
+    bad(
+        "rollout_restart = \"replicaset/web\"",
+        "rollout_restart: kind 'replicaset' is not one of deployment, statefulset, daemonset",
+    );
+    bad(
+        "rollout_restart = \"Deployment/web\"",
+        "rollout_restart: kind 'Deployment' is not one of",
+    );
+    bad(
+        "scale = { target = \"job/x\", to = 2 }",
+        "scale: kind 'job' is not one of deployment, statefulset",
+    );
+    // A namespace that is not a namespace's name, for each of the five.
+    for (action, key) in [
+        ("apply = \"route.yaml\"", "apply"),
+        ("delete = \"route.yaml\"", "delete"),
+        ("rollout_restart = \"statefulset/db\"", "rollout_restart"),
+        ("delete_pod = { selector = \"app=db\" }", "delete_pod"),
+        ("scale = { target = \"statefulset/db\", to = 2 }", "scale"),
+    ] {
+        bad(
+            &format!("{action}\nnamespace = \"Data_1\""),
+            &format!("{key}: namespace 'Data_1' must be 1-63 lowercase letters"),
+        );
+        bad(
+            &format!("{action}\nnamespace = \"\""),
+            "namespace '' must be",
+        );
+    }
+    // `namespace` belongs to the cluster actions only, and inside one's table it is unknown.
+    bad(
+        "reload = true\nnamespace = \"data\"",
+        "`namespace` belongs to a cluster action (apply, delete, rollout_restart, delete_pod, \
+         scale)",
+    );
+    bad(
+        "exec = [\"true\"]\nnamespace = \"data\"",
+        "`namespace` belongs to a cluster action",
+    );
+    bad(
+        "scale = { target = \"deployment/x\", to = 2, namespace = \"data\" }",
+        "unknown field `namespace`",
     );
     bad(
         "scale = { target = \"deployment/x\" }",

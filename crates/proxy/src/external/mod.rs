@@ -61,8 +61,11 @@ impl driver::Driver for External {
             ("error_log", &ext.error_log),
         ] {
             if let Some(l) = log {
-                if let Err(e) = std::fs::File::open(&l.path) {
-                    return refuse(format!("{what} {}: {e}", l.path.display()));
+                if let Err(e) = readable(&l.path) {
+                    return Ok(Err(Refusal {
+                        message: format!("{what} {}: {e}", l.path.display()),
+                        item: Some(format!("external.{what}")),
+                    }));
                 }
             }
         }
@@ -98,6 +101,24 @@ impl driver::Driver for External {
 fn parse(rendered: &Rendered) -> Result<ExternalCfg, Error> {
     serde_json::from_str(&rendered.text)
         .map_err(|e| Error::Invalid(format!("external: not an attach record: {e}")))
+}
+
+/// Whether the run can read a log of the user's: a file that opens, or one that does not exist
+/// yet in a directory that does (Caddy creates a site's log file at its first request, so a
+/// Caddy started just before the run has none; the run then reads it whole once it appears).
+fn readable(path: &Path) -> Result<(), String> {
+    match std::fs::File::open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().unwrap_or(Path::new("/"));
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => Ok(()),
+                Ok(_) => Err(format!("{} is not a directory", dir.display())),
+                Err(e) => Err(format!("its directory {}: {e}", dir.display())),
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// True when `program` is a file, or a name found in `PATH`.
@@ -171,6 +192,28 @@ mod tests {
         assert_eq!(&parse(&r).unwrap(), c.external.as_ref().unwrap());
         let dir = tempfile::tempdir().unwrap();
         assert!(External.check(&r, dir.path()).unwrap().is_ok());
+        // A log not there yet is awaited; one whose directory is not there is refused, naming
+        // the item, so the refusal points at its scenario line.
+        let log = |path: &Path| {
+            let c = cfg(&format!(
+                "kind = \"external\"\n[external]\naccess_log = {{ path = \"{}\", format = \
+                 \"caddy\" }}\n",
+                path.display()
+            ));
+            let r = External.render(&c, &RenderContext::default()).unwrap();
+            External.check(&r, dir.path()).unwrap()
+        };
+        assert!(log(&dir.path().join("later.log")).is_ok());
+        let refusal = log(&dir.path().join("no-dir/later.log")).unwrap_err();
+        assert_eq!(refusal.item.as_deref(), Some("external.access_log"));
+        assert_eq!(
+            refusal.message,
+            format!(
+                "access_log {}: its directory {}: No such file or directory (os error 2)",
+                dir.path().join("no-dir/later.log").display(),
+                dir.path().join("no-dir").display()
+            )
+        );
         let missing = cfg("kind = \"external\"\n[external]\nreload = [\"/no/such/program\"]\n");
         let r = External
             .render(&missing, &RenderContext::default())

@@ -1,5 +1,6 @@
 //! An attached external proxy: nothing started, nothing stopped. It remembers where the run's
-//! part of the user's logs begins and runs the user's reload command, timed to its exit.
+//! part of the user's logs begins (all of a log that does not exist yet) and runs the user's
+//! reload command, timed to its exit.
 
 use crate::config::External;
 use crate::driver::{self, LogFiles, ReplicaHandle, StopMode};
@@ -21,11 +22,19 @@ pub struct Replica {
     wait_bound: Duration,
 }
 
-/// The size of a log file now (where this run's lines will begin).
+/// The size of a log file now (where this run's lines will begin): 0 for a file not there yet
+/// in a directory that is (the proxy creates it at its first line, which is then this run's).
 fn size_of(what: &str, path: &Path) -> Result<u64, Error> {
-    fs::metadata(path)
-        .map(|m| m.len())
-        .map_err(|e| Error::io(format!("{what} {}", path.display()), e))
+    match fs::metadata(path) {
+        Ok(m) => Ok(m.len()),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && path.parent().is_some_and(Path::is_dir) =>
+        {
+            Ok(0)
+        }
+        Err(e) => Err(Error::io(format!("{what} {}", path.display()), e)),
+    }
 }
 
 impl Replica {

@@ -6,7 +6,7 @@
 use crate::error::StackError;
 use crate::platform::StackSpec;
 use crate::platform::{Platform, Stage};
-use scenario::{Action, Case, PlatformKind, PlatformSpec};
+use scenario::{Action, Case, PlatformKind, PlatformSpec, Workload, WorkloadKind};
 use std::time::{Duration, Instant};
 
 /// How long the run's namespace may take to go (its pods' grace periods included).
@@ -126,19 +126,12 @@ impl Drop for Kubernetes {
     }
 }
 
-/// A `KIND/NAME` target split, with the kind checked against what proxybench can act on.
-fn workload(target: &str) -> Result<&str, StackError> {
-    match target.split_once('/') {
-        Some((kind, name))
-            if ["deployment", "deployments", "deploy"]
-                .contains(&kind.to_ascii_lowercase().as_str())
-                && !name.is_empty() =>
-        {
-            Ok(name)
-        }
-        _ => Err(StackError::Platform(format!(
-            "{target}: only deployment/NAME can be scaled or restarted"
-        ))),
+/// The cluster's kind of a scenario's workload kind (the same three: what parses, runs).
+fn kind_of(w: &Workload) -> k8s::WorkloadKind {
+    match w.kind {
+        WorkloadKind::Deployment => k8s::WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet => k8s::WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet => k8s::WorkloadKind::DaemonSet,
     }
 }
 
@@ -146,22 +139,29 @@ fn api(e: k8s::Error) -> StackError {
     StackError::Platform(e.to_string())
 }
 
-/// Applies one of the actions that act on any cluster object, in `namespace` unless a manifest
-/// names its own: the event's detail and outcome. `keep_going` ends a stepped `scale` early.
+/// Applies one of the actions that act on any cluster object, in the namespace the action
+/// names, else in `namespace` (the run's; a manifest's object that names its own namespace goes
+/// there): the event's detail and outcome. `keep_going` ends a stepped `scale` early.
 pub(crate) fn cluster_action(
     cluster: &k8s::Cluster,
     namespace: &str,
     action: &Action,
     keep_going: &dyn Fn() -> bool,
 ) -> (String, Result<(), StackError>) {
+    let ns = action.namespace().unwrap_or(namespace);
+    // The detail names the namespace when the action chose one.
+    let in_ns = action
+        .namespace()
+        .map(|n| format!(" in {n}"))
+        .unwrap_or_default();
     match action {
-        Action::Apply(file) | Action::Delete(file) => {
-            let done = if matches!(action, Action::Apply(_)) {
-                cluster.apply(file, namespace)
+        Action::Apply { file, .. } | Action::Delete { file, .. } => {
+            let done = if matches!(action, Action::Apply { .. }) {
+                cluster.apply(file, ns)
             } else {
-                cluster.delete(file, namespace)
+                cluster.delete(file, ns)
             };
-            let name = file.display().to_string();
+            let name = format!("{}{in_ns}", file.display());
             match done {
                 Ok(outcomes) => {
                     let what: Vec<String> = outcomes
@@ -173,45 +173,45 @@ pub(crate) fn cluster_action(
                 Err(e) => (name, Err(api(e))),
             }
         }
-        Action::RolloutRestart(target) => {
-            let r = workload(target).and_then(|name| {
-                cluster.rollout_restart(namespace, name).map_err(api)?;
-                cluster
-                    .wait_rollout(namespace, name, WORKLOAD_BOUND)
-                    .map_err(api)
-            });
+        Action::RolloutRestart { target, .. } => {
+            let (kind, name) = (kind_of(target), target.name.as_str());
+            let r = cluster
+                .rollout_restart_workload(ns, kind, name)
+                .and_then(|()| cluster.wait_workload_rollout(ns, kind, name, WORKLOAD_BOUND))
+                .map_err(api);
             match r {
                 Ok(took) => (
-                    format!("{target}: rolled out in {:.1}s", took.as_secs_f64()),
+                    format!("{target}{in_ns}: rolled out in {:.1}s", took.as_secs_f64()),
                     Ok(()),
                 ),
-                Err(e) => (target.clone(), Err(e)),
+                Err(e) => (format!("{target}{in_ns}"), Err(e)),
             }
         }
         Action::DeletePod {
             selector,
             count,
             grace,
+            ..
         } => {
-            let r = delete_pods(cluster, namespace, selector, *count, *grace);
+            let r = delete_pods(cluster, ns, selector, *count, *grace);
             match r {
                 Ok(names) => (
                     format!(
-                        "{selector}: {} (grace {}s)",
+                        "{selector}{in_ns}: {} (grace {}s)",
                         names.join(", "),
                         grace.as_secs()
                     ),
                     Ok(()),
                 ),
-                Err(e) => (selector.clone(), Err(e)),
+                Err(e) => (format!("{selector}{in_ns}"), Err(e)),
             }
         }
-        Action::Scale { target, to, step } => {
-            match scale(cluster, namespace, target, *to, *step, keep_going) {
-                Ok(d) => (d, Ok(())),
-                Err(e) => (format!("{target} -> {to}"), Err(e)),
-            }
-        }
+        Action::Scale {
+            target, to, step, ..
+        } => match scale(cluster, ns, target, *to, *step, keep_going) {
+            Ok(d) => (format!("{d}{in_ns}"), Ok(())),
+            Err(e) => (format!("{target} -> {to}{in_ns}"), Err(e)),
+        },
         other => (
             String::new(),
             Err(StackError::Platform(format!(
@@ -260,30 +260,34 @@ fn delete_pods(
     Ok(names)
 }
 
-/// Scales a Deployment to `to`: at once when `step` is zero, else one replica every `step`;
-/// then waits for `to` Ready replicas. The detail says how long that took.
+/// Scales a Deployment or StatefulSet to `to`: at once when `step` is zero, else one replica
+/// every `step`; then waits for `to` Ready replicas. The detail says how long that took.
 fn scale(
     cluster: &k8s::Cluster,
     namespace: &str,
-    target: &str,
+    target: &Workload,
     to: u32,
     step: Duration,
     keep_going: &dyn Fn() -> bool,
 ) -> Result<String, StackError> {
-    let name = workload(target)?;
+    let (kind, name) = (kind_of(target), target.name.as_str());
     let t0 = Instant::now();
     let from = cluster
-        .deployment_replicas(namespace, name)
+        .workload_replicas(namespace, kind, name)
         .map_err(api)?
         .desired;
     let to = i32::try_from(to).unwrap_or(i32::MAX);
     if step.is_zero() || from == to {
-        cluster.scale_deployment(namespace, name, to).map_err(api)?;
+        cluster
+            .scale_workload(namespace, kind, name, to)
+            .map_err(api)?;
     } else {
         let mut n = from;
         while n != to {
             n += if to > n { 1 } else { -1 };
-            cluster.scale_deployment(namespace, name, n).map_err(api)?;
+            cluster
+                .scale_workload(namespace, kind, name, n)
+                .map_err(api)?;
             if n != to {
                 let until = Instant::now() + step;
                 while Instant::now() < until {
@@ -298,7 +302,7 @@ fn scale(
         }
     }
     cluster
-        .wait_deployment_ready(namespace, name, to, WORKLOAD_BOUND)
+        .wait_workload_ready(namespace, kind, name, to, WORKLOAD_BOUND)
         .map_err(api)?;
     Ok(format!(
         "{target}: {from} -> {to}, ready after {:.1}s",

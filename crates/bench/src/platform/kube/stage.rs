@@ -674,9 +674,9 @@ impl Stage for KubeStage {
                     *allow_fail,
                 )
             }
-            Action::Apply(_)
-            | Action::Delete(_)
-            | Action::RolloutRestart(_)
+            Action::Apply { .. }
+            | Action::Delete { .. }
+            | Action::RolloutRestart { .. }
             | Action::DeletePod { .. }
             | Action::Scale { .. } => {
                 super::run::cluster_action(&self.cluster, &self.namespace, action, keep_going)

@@ -375,9 +375,9 @@ impl Stack {
                 allow_fail,
             } => self.exec(argv, *timeout, *allow_fail),
             // The parser refuses them off Kubernetes; a scenario built in code may still hold one.
-            Action::Apply(_)
-            | Action::Delete(_)
-            | Action::RolloutRestart(_)
+            Action::Apply { .. }
+            | Action::Delete { .. }
+            | Action::RolloutRestart { .. }
             | Action::DeletePod { .. }
             | Action::Scale { .. } => Done::new(
                 String::new(),

@@ -1,0 +1,245 @@
+//! Cluster actions in another namespace, on the real test cluster (`make test-k8s`): a run's
+//! `scale` and `rollout_restart` act on a StatefulSet and a Deployment (and `rollout_restart` on
+//! a DaemonSet) in a second namespace (made and deleted by the test, never by the run), and what
+//! the record says is checked against the API's state afterwards.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{cluster, data, leftover, namespace, run_k8s};
+
+/// A Deployment `web` and a StatefulSet `db`, one pause pod each, and a DaemonSet `agent` on
+/// the node `NODE` (this machine: the other node may be taken away by another test).
+const WORKLOADS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: pause
+          image: localhost/pause:1
+          imagePullPolicy: Never
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 1
+  serviceName: db
+  selector:
+    matchLabels:
+      app: db
+  template:
+    metadata:
+      labels:
+        app: db
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: pause
+          image: localhost/pause:1
+          imagePullPolicy: Never
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      nodeSelector:
+        kubernetes.io/hostname: NODE
+      containers:
+        - name: pause
+          image: localhost/pause:1
+          imagePullPolicy: Never
+";
+
+/// The UIDs of the running pods matching `selector` in `ns`, and how many are Ready.
+fn pods(c: &k8s::Cluster, ns: &str, selector: &str) -> (BTreeSet<String>, usize) {
+    let pods: Vec<k8s::PodInfo> = c
+        .pods(ns, Some(selector))
+        .unwrap()
+        .into_iter()
+        .filter(|p| !p.deleting)
+        .collect();
+    let ready = pods.iter().filter(|p| p.ready).count();
+    (pods.into_iter().map(|p| p.uid).collect(), ready)
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_scale_and_restart_a_statefulset_and_a_deployment_in_another_namespace() {
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let other = namespace("other");
+    c.create_namespace(&other, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("workloads.yaml");
+        let node = c
+            .local_node_selector()
+            .and_then(|s| s.get(k8s::HOSTNAME_LABEL).cloned())
+            .expect("one node of the test cluster is this machine");
+        std::fs::write(&manifest, WORKLOADS.replace("NODE", &node)).unwrap();
+        c.apply(&manifest, &other).unwrap();
+        let bound = Duration::from_secs(120);
+        c.wait_workload_ready(&other, k8s::WorkloadKind::Deployment, "web", 1, bound)
+            .unwrap();
+        c.wait_workload_ready(&other, k8s::WorkloadKind::StatefulSet, "db", 1, bound)
+            .unwrap();
+        c.wait_workload_rollout(&other, k8s::WorkloadKind::DaemonSet, "agent", bound)
+            .unwrap();
+        let (web_before, _) = pods(&c, &other, "app=web");
+        let (db_before, _) = pods(&c, &other, "app=db");
+        let (agent_before, _) = pods(&c, &other, "app=agent");
+        assert_eq!(
+            (web_before.len(), db_before.len(), agent_before.len()),
+            (1, 1, 1)
+        );
+        let scenario = dir.path().join("actions.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-namespaced-actions"
+description = "scale and restart a StatefulSet and a Deployment in another namespace"
+
+[[backends]]
+name = "cafe"
+count = 1
+
+[proxy]
+replicas = 1
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 20
+connections = 2
+duration = "40s"
+
+[[actions]]
+at = "1s"
+scale = {{ target = "statefulset/db", to = 2 }}
+namespace = "{other}"
+
+[[actions]]
+at = "2s"
+scale = {{ target = "deployment/web", to = 2, step = "1s" }}
+namespace = "{other}"
+
+[[actions]]
+at = "3s"
+rollout_restart = "statefulset/db"
+namespace = "{other}"
+
+[[actions]]
+at = "4s"
+rollout_restart = "deployment/web"
+namespace = "{other}"
+
+[[actions]]
+at = "5s"
+rollout_restart = "daemonset/agent"
+namespace = "{other}"
+"#
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let ns = namespace("actions");
+        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the run failed: {stderr}");
+        let d = data(&root, &out);
+        let events = d["cases"][0]["events"].as_array().unwrap();
+        let details: Vec<(&str, &str)> = events
+            .iter()
+            .filter(|e| e["action"] == "scale" || e["action"] == "rollout_restart")
+            .map(|e| {
+                assert!(e["error"].is_null(), "{e}");
+                (
+                    e["action"].as_str().unwrap(),
+                    e["detail"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        eprintln!("namespaced actions: {details:?}");
+        // The four actions, in order, each naming its workload and the other namespace.
+        let want = [
+            ("scale", "statefulset/db: 1 -> 2, ready after "),
+            ("scale", "deployment/web: 1 -> 2, ready after "),
+            ("rollout_restart", "statefulset/db in "),
+            ("rollout_restart", "deployment/web in "),
+            ("rollout_restart", "daemonset/agent in "),
+        ];
+        assert_eq!(details.len(), want.len(), "{details:?}\n{stderr}");
+        for ((action, detail), (want_action, want_start)) in details.iter().zip(want) {
+            assert_eq!(*action, want_action);
+            assert!(
+                detail.starts_with(want_start) && detail.contains(&format!(" in {other}")),
+                "{detail}"
+            );
+        }
+        // The API's state agrees: two Ready replicas of each, every one a pod made after the
+        // restart (the first pods are gone), and nothing of the kind in the run's namespace.
+        for (kind, name, selector, before) in [
+            (k8s::WorkloadKind::StatefulSet, "db", "app=db", &db_before),
+            (k8s::WorkloadKind::Deployment, "web", "app=web", &web_before),
+        ] {
+            let r = c.workload_replicas(&other, kind, name).unwrap();
+            assert!(r.ready_at(2) && r.rolled_out(), "{kind}/{name}: {r}");
+            let (now, ready) = pods(&c, &other, selector);
+            assert_eq!((now.len(), ready), (2, 2), "{kind}/{name}: {now:?}");
+            assert!(now.is_disjoint(before), "{kind}/{name} restarted: {now:?}");
+        }
+        let r = c
+            .workload_replicas(&other, k8s::WorkloadKind::DaemonSet, "agent")
+            .unwrap();
+        assert!(r.ready_at(1) && r.rolled_out(), "daemonset/agent: {r}");
+        let (now, ready) = pods(&c, &other, "app=agent");
+        assert_eq!((now.len(), ready), (1, 1), "daemonset/agent: {now:?}");
+        assert!(now.is_disjoint(&agent_before), "daemonset/agent restarted");
+        // The run made and deleted its own namespace; the test's is left to the test.
+        assert_eq!(leftover(&ns), Vec::<String>::new());
+    }));
+    let _ = c.delete_namespace(&other, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -3,13 +3,11 @@
 //! ([`analysis::record`]); then analyse the record ([`crate::analyse`]) into the results directory.
 //! A stop request (Ctrl-C) or a failure ends the run early and still records what was measured.
 
+use crate::error::one_line;
 use crate::platform::StackSpec;
 use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
-// kube/manifests.rs still names it `crate::runner::one_line`; it lives in error.rs, beside the
-// errors whose messages it writes, so the platforms need nothing from the runner.
-pub(crate) use crate::error::one_line;
 use crate::{analyse, env};
 use analysis::analysis::Records;
 use analysis::record;

@@ -232,6 +232,6 @@ pub(super) fn check_in_pod(
     Err(platform(format!(
         "the proxy's checker refused the config in a pod of {image} (exit {}){item}: {}",
         ran.code,
-        crate::runner::one_line(message)
+        crate::error::one_line(message)
     )))
 }

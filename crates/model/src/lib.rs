@@ -16,12 +16,14 @@ pub mod run;
 pub mod schedule;
 pub mod table;
 pub mod url;
+pub mod workload;
 
 pub use load::*;
 pub use measured::*;
 pub use reloads::ReloadStats;
 pub use run::*;
 pub use table::*;
+pub use workload::WorkloadKind;
 
 /// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
 pub const SCHEMA_VERSION: u32 = 3;

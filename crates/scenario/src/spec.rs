@@ -578,39 +578,8 @@ pub enum Action {
 }
 
 /// The kinds of workload `rollout_restart` and `scale` act on: the kinds that parse are the
-/// kinds the Kubernetes platform runs them on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WorkloadKind {
-    /// `apps/v1` Deployment.
-    Deployment,
-    /// `apps/v1` StatefulSet.
-    StatefulSet,
-    /// `apps/v1` DaemonSet (restarted, never scaled: it runs one pod per node).
-    DaemonSet,
-}
-
-impl WorkloadKind {
-    /// Every kind, in the order messages list them.
-    pub const ALL: [WorkloadKind; 3] = [
-        WorkloadKind::Deployment,
-        WorkloadKind::StatefulSet,
-        WorkloadKind::DaemonSet,
-    ];
-
-    /// The lowercase name scenario files and `kubectl` use (`statefulset/NAME`).
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Deployment => "deployment",
-            WorkloadKind::StatefulSet => "statefulset",
-            WorkloadKind::DaemonSet => "daemonset",
-        }
-    }
-
-    /// Whether `scale` applies (a DaemonSet has no replica count).
-    pub fn scalable(self) -> bool {
-        self != WorkloadKind::DaemonSet
-    }
-}
+/// kinds the Kubernetes platform runs them on (one type with the Kubernetes client's).
+pub use model::WorkloadKind;
 
 /// A workload a cluster action names, `KIND/NAME` in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]

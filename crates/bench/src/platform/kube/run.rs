@@ -6,7 +6,7 @@
 use crate::error::StackError;
 use crate::platform::StackSpec;
 use crate::platform::{Platform, Stage};
-use scenario::{Action, Case, PlatformKind, PlatformSpec, Workload, WorkloadKind};
+use scenario::{Action, Case, PlatformKind, PlatformSpec, Workload};
 use std::time::{Duration, Instant};
 
 /// How long the run's namespace may take to go (its pods' grace periods included).
@@ -126,15 +126,6 @@ impl Drop for Kubernetes {
     }
 }
 
-/// The cluster's kind of a scenario's workload kind (the same three: what parses, runs).
-fn kind_of(w: &Workload) -> k8s::WorkloadKind {
-    match w.kind {
-        WorkloadKind::Deployment => k8s::WorkloadKind::Deployment,
-        WorkloadKind::StatefulSet => k8s::WorkloadKind::StatefulSet,
-        WorkloadKind::DaemonSet => k8s::WorkloadKind::DaemonSet,
-    }
-}
-
 fn api(e: k8s::Error) -> StackError {
     StackError::Platform(e.to_string())
 }
@@ -174,7 +165,7 @@ pub(crate) fn cluster_action(
             }
         }
         Action::RolloutRestart { target, .. } => {
-            let (kind, name) = (kind_of(target), target.name.as_str());
+            let (kind, name) = (target.kind, target.name.as_str());
             let r = cluster
                 .rollout_restart_workload(ns, kind, name)
                 .and_then(|()| cluster.wait_workload_rollout(ns, kind, name, WORKLOAD_BOUND))
@@ -270,7 +261,7 @@ fn scale(
     step: Duration,
     keep_going: &dyn Fn() -> bool,
 ) -> Result<String, StackError> {
-    let (kind, name) = (kind_of(target), target.name.as_str());
+    let (kind, name) = (target.kind, target.name.as_str());
     let t0 = Instant::now();
     let from = cluster
         .workload_replicas(namespace, kind, name)

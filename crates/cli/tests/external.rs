@@ -89,21 +89,8 @@ http {{
         let mut cmd = Command::new(testkit::nginx_bin());
         cmd.args(nginx_args(dir.path()))
             .arg("-g")
-            .arg("daemon off;")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
-        // call that neither allocates nor locks.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start nginx");
+            .arg("daemon off;");
+        let child = spawn_users_proxy(&mut cmd, "nginx");
         let ng = UserNginx {
             child,
             dir,
@@ -481,21 +468,8 @@ impl UserCaddy {
             // Caddy's own state (autosave, certificates) in the test's directory.
             .env("HOME", dir.path())
             .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
-        // call that neither allocates nor locks.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start caddy");
+            .env("XDG_CONFIG_HOME", dir.path().join("config"));
+        let child = spawn_users_proxy(&mut cmd, "caddy");
         let caddy = UserCaddy {
             child,
             dir,
@@ -620,4 +594,23 @@ fn an_access_log_that_appears_during_the_run_is_read_whole() {
         );
     }
     assert!(!tmp.path().join("bad-results").exists());
+}
+
+/// Starts `cmd` as a user's own proxy would run: in its own process group (a Ctrl-C to the
+/// test's group does not reach it), without stdio, and killed if the test process dies.
+fn spawn_users_proxy(cmd: &mut Command, what: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
+    // call that neither allocates nor locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"))
 }

@@ -1,6 +1,6 @@
 //! `proxybench compare A B --gate ...` and `--junit` end to end, on real runs (real nginx, real
-//! backends on loopback, 4-second open-loop loads): two runs of the same scenario give no
-//! significant change; a backend 2 ms slower fails the p99 gate; a backend answering 5% of
+//! backends on loopback, 4-second open-loop loads): two runs of the same scenario pass every
+//! bounded gate; a backend 2 ms slower fails the p99 gate; a backend answering 5% of
 //! requests with 503 fails the failures gate; bad gates and runs of different things are exit 2.
 //! Every JUnit file written is validated against the JUnit schema CI systems read (Jenkins'
 //! xUnit plugin's junit-10.xsd) with xmllint.
@@ -205,7 +205,7 @@ fn validate(file: &Path) {
 }
 
 #[test]
-fn two_runs_of_the_same_scenario_show_no_significant_change() {
+fn two_runs_of_the_same_scenario_pass_every_bounded_gate() {
     let r = runs();
     let gates = [
         "coffee.p99 <= +10%",
@@ -253,9 +253,17 @@ fn two_runs_of_the_same_scenario_show_no_significant_change() {
             );
             assert!(cells[5].starts_with('['), "an interval: {cells:?}");
         }
-        let p99 = row(&out, "coffee.p99 <= +10%");
-        if out.status.code() != Some(0) || p99[7] != "no significant change" {
-            return Err(format!("p99 {p99:?}; {}", text(&out)));
+        // The interval covers each run's own noise, not the drift between two runs (see
+        // docs/gates-and-reports.md: a quarter of identical pairs measured there show a
+        // significant change of a few percent), so any verdict short of a failure is right.
+        for g in gates {
+            let cells = row(&out, g);
+            if cells[8] != "pass" {
+                return Err(format!("{cells:?}; {}", text(&out)));
+            }
+        }
+        if out.status.code() != Some(0) {
+            return Err(text(&out));
         }
         Ok(())
     });

@@ -108,7 +108,7 @@ pub fn run_each(
             Ok(out) => {
                 print!("{}", report::summary_text(&out.results));
                 println!("results: {}", out.dir.display());
-                let code = crate::cmd_run::exit_code(&out.results);
+                let code = crate::outcome::exit_code(&out.results);
                 if code != 0 {
                     eprintln!("proxybench: {kind}: its run's exit code is {code}");
                 }
@@ -154,7 +154,7 @@ pub fn run_each(
             .iter()
             .filter_map(|(k, r, _)| r.as_ref().ok().map(|r| (k.name(), r)))
             .collect();
-        crate::cmd_run::write_junit(path, &report::junit::checks_by_proxy(&scn.name, &ran))?;
+        crate::outcome::write_junit(path, &report::junit::checks_by_proxy(&scn.name, &ran))?;
     }
     let mut worst = outcomes.iter().map(|o| o.2).max().unwrap_or(0);
     if !not_run.is_empty() {

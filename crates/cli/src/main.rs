@@ -8,6 +8,7 @@ mod cmd_merge;
 mod cmd_proxies;
 mod cmd_run;
 mod metrics;
+mod outcome;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -294,6 +294,8 @@ impl Connection<Client> {
     }
 }
 
+impl crate::conn::sealed::Sealed for Client {}
+
 impl Peer for Client {
     type Event = Event;
     type Stream = Stream;

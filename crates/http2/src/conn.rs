@@ -4,8 +4,9 @@
 //! WINDOW_UPDATE, PING, header blocks assembled across CONTINUATION frames, DATA's flow control
 //! before it reaches a stream, and connection errors (GOAWAY, then dead). What differs between
 //! a client and a server (which streams may exist, what a header block or DATA means on one,
-//! RST_STREAM, GOAWAY, the settings only one side uses) is the [`Peer`]'s:
-//! [`crate::client::Client`] and [`crate::server::Server`].
+//! RST_STREAM, GOAWAY, the settings only one side uses) is the [`Peer`]'s. The core names
+//! no peer: the client's and the server's roles (client.rs, server.rs) implement [`Peer`] and
+//! use the core, never the other way round.
 
 use crate::frame::{self, code, err, unpad, ConnError, Head, HEAD_LEN};
 use crate::hpack;
@@ -76,15 +77,15 @@ pub trait StreamWindow {
     fn flow_mut(&mut self) -> &mut Flow;
 }
 
-mod sealed {
+/// Seals `Peer`: the trait is public (the connection types name it), its implementations are
+/// this crate's roles alone, each of which implements `Sealed` beside its `Peer` impl.
+pub(crate) mod sealed {
     /// Only this crate's roles are peers.
     pub trait Sealed {}
-    impl Sealed for crate::client::Client {}
-    impl<T: Copy> Sealed for crate::server::Server<T> {}
 }
 
 /// One end of the protocol: what it does with the frames the core has checked. Sealed: the
-/// roles are [`crate::client::Client`] and [`crate::server::Server`].
+/// roles are this crate's client and server.
 pub trait Peer: sealed::Sealed + Sized {
     /// What the role reports to its caller.
     type Event;
@@ -131,7 +132,7 @@ pub trait Peer: sealed::Sealed + Sized {
 }
 
 /// One HTTP/2 connection of either end (see the module documentation): the client's is
-/// [`crate::ClientConn`], the server's [`crate::ServerConn`].
+/// `ClientConn`, the server's `ServerConn`.
 #[derive(Debug)]
 pub struct Connection<P: Peer> {
     /// Bytes to write to the socket, in order; the caller removes what it sent.

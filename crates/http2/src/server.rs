@@ -441,6 +441,8 @@ impl<T: Copy> Server<T> {
     }
 }
 
+impl<T: Copy> crate::conn::sealed::Sealed for Server<T> {}
+
 impl<T: Copy> Peer for Server<T> {
     type Event = ServerEvent;
     type Stream = Stream<T>;

@@ -151,11 +151,11 @@ pub fn collect(
             fold(&mut agg, &acc);
             let hdr = model::SecondHdr {
                 t,
-                hdr: crate::summary::encode(&acc.latency.hist),
+                hdr: crate::stats::encode(&acc.latency.hist),
                 hdr_uncorrected: acc
                     .uncorrected
                     .as_ref()
-                    .map(|u| crate::summary::encode(&u.hist)),
+                    .map(|u| crate::stats::encode(&u.hist)),
             };
             if let Some(f) = on_hdr {
                 (f.0)(&row, &hdr);

@@ -31,7 +31,8 @@ pub use config::{parse_header_line, replayable, Config, Error, IoMode, Resolve, 
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::{even_arrivals, Pacer, Rng};
-pub use summary::{encode as encode_hdr, PERCENTILES};
+pub use stats::encode as encode_hdr;
+pub use summary::PERCENTILES;
 pub use worker::LATE_THRESHOLD_NS;
 
 use std::sync::atomic::AtomicBool;

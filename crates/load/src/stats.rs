@@ -1,7 +1,10 @@
 //! The numbers a thread records (wrk's `stats.c`): latency into HDR histograms with exact
 //! count, sum, min and max on the side; per-second blocks that go to the aggregator and come
-//! back cleared, so memory stays flat however long the run.
+//! back cleared, so memory stays flat however long the run; and the histograms' one serialized
+//! form, which the aggregator's per-second rows and the summary both carry.
 
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use model::{ErrorKind, RequestRecord};
 
@@ -13,6 +16,15 @@ pub const KINDS: usize = ErrorKind::ALL.len();
 /// A histogram covering 1 µs to 1 h at 3 significant digits.
 pub fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds")
+}
+
+/// The histogram as V2-deflate bytes in base64 (what HdrHistogram tools read).
+pub fn encode(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing into memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The index of `kind` in [`ErrorKind::ALL`].

@@ -4,10 +4,8 @@
 
 use crate::aggregate::Aggregated;
 use crate::config::Config;
-use crate::stats::Recorder;
+use crate::stats::{encode, Recorder};
 use crate::worker::LATE_THRESHOLD_NS;
-use base64::Engine;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use model::{ErrorKind, Latency, LoadMode, LoadSummary, Percentile, RateStats, Schedule};
 use std::collections::BTreeMap;
 
@@ -148,15 +146,6 @@ pub fn latency(r: &Recorder) -> Latency {
             .collect(),
         hdr: encode(&r.hist),
     }
-}
-
-/// The histogram as V2-deflate bytes in base64 (what HdrHistogram tools read).
-pub fn encode(h: &hdrhistogram::Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing into memory");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The earliest message of each error kind across the threads.

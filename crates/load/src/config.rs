@@ -1,6 +1,6 @@
 //! What one load is asked to do, and the setup errors that stop it before it starts.
 
-use crate::target::Url;
+use model::url::Url;
 use model::Arrivals;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -144,7 +144,7 @@ pub fn run_each(
         outcome: Outcome::NotRun("interrupted before it started".into()),
     }));
     let c = comparison::build(&scn.name, scn.quick, &inputs, feature_rows(scn, kinds));
-    comparison::write(&root, &c).map_err(|e| CliError::runtime(e.to_string()))?;
+    report::write_comparison(&root, &c).map_err(|e| CliError::runtime(e.to_string()))?;
     println!(
         "comparison: {}",
         root.join(comparison::COMPARISON_MD).display()

@@ -8,15 +8,12 @@
 //! the output is deterministic (no clock, no hash-map order), so the same input gives the same
 //! bytes.
 
-use crate::files::write_atomic;
 use crate::fmt::{self, count, Table};
 use crate::hdr;
-use crate::Error;
 use model::{CaseResult, LoadSummary, RunResults};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
-use std::path::Path;
 
 /// Layout version of comparison.json.
 pub const COMPARISON_VERSION: u32 = 1;
@@ -569,21 +566,6 @@ pub fn render_markdown(c: &Comparison) -> String {
         out.push_str(&t.render());
     }
     out
-}
-
-/// Writes comparison.md, comparison.json and comparison.html into `dir`.
-pub fn write(dir: &Path, c: &Comparison) -> Result<(), Error> {
-    let mut json = serde_json::to_string_pretty(c).map_err(|e| Error::Parse {
-        path: dir.join(COMPARISON_JSON),
-        msg: e.to_string(),
-    })?;
-    json.push('\n');
-    write_atomic(&dir.join(COMPARISON_JSON), json.as_bytes())?;
-    write_atomic(&dir.join(COMPARISON_MD), render_markdown(c).as_bytes())?;
-    write_atomic(
-        &dir.join(crate::html::COMPARISON_HTML),
-        crate::html::render_comparison(c).as_bytes(),
-    )
 }
 
 #[cfg(test)]

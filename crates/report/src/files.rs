@@ -59,6 +59,24 @@ pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
     Ok(())
 }
 
+/// See [`crate::write_comparison`].
+pub fn write_comparison(dir: &Path, c: &comparison::Comparison) -> Result<(), Error> {
+    let mut json = serde_json::to_string_pretty(c).map_err(|e| Error::Parse {
+        path: dir.join(comparison::COMPARISON_JSON),
+        msg: e.to_string(),
+    })?;
+    json.push('\n');
+    write_atomic(&dir.join(comparison::COMPARISON_JSON), json.as_bytes())?;
+    write_atomic(
+        &dir.join(comparison::COMPARISON_MD),
+        comparison::render_markdown(c).as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join(html::COMPARISON_HTML),
+        html::render_comparison(c).as_bytes(),
+    )
+}
+
 /// The one field read before the rest, so another version's file gets a version message rather
 /// than a parse error about some field.
 #[derive(Deserialize)]
@@ -125,5 +143,5 @@ fn rebuild_comparison(dir: &Path) -> Result<(), Error> {
         path: path.clone(),
         msg: e.to_string(),
     })?;
-    comparison::write(dir, &c)
+    write_comparison(dir, &c)
 }

@@ -45,6 +45,12 @@ pub fn render_charts(r: &RunResults, charts_dir: &Path) -> Result<Vec<PathBuf>, 
     charts::render_all(r, charts_dir)
 }
 
+/// Writes a comparison directory's own files (`run --proxy a,b`): comparison.json (what
+/// [`rebuild`] reads back), comparison.md and comparison.html, into `dir`.
+pub fn write_comparison(dir: &Path, c: &comparison::Comparison) -> Result<(), Error> {
+    files::write_comparison(dir, c)
+}
+
 /// `proxybench report DIR`: reads DIR/data.json and rewrites report.md, report.html and charts/
 /// from it; in a comparison directory (`run --proxy a,b`), rewrites comparison.md and
 /// comparison.html from comparison.json.

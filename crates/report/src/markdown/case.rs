@@ -1,7 +1,7 @@
 //! One case's section of report.md: its loads, the actions fired, reloads, logs, backends,
 //! process and status-page samples, and the scenario's own tables and series.
 
-use super::{chart_line, load, logs};
+use super::{chart_line, load, logs, EVENT_ROWS};
 use crate::charts::plan::{Chart, Kind};
 use crate::fmt::{self, count, Table};
 use model::ReloadStats;
@@ -11,8 +11,6 @@ use std::fmt::Write;
 
 /// Per-reload rows are listed up to this many reloads; beyond, the summary and chart carry them.
 const RELOAD_ROWS: usize = 20;
-/// Actions are listed one per row up to this many; beyond, they are summarised per kind.
-pub const EVENT_ROWS: usize = 60;
 
 /// Writes case `ci`'s section.
 pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, charts: &[Chart]) {

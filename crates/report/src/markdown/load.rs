@@ -1,8 +1,7 @@
 //! One load's part of report.md: how it ran, its wrk-style block, its charts, its failures by
 //! kind and status, open-loop lateness, and how each action showed up in it.
 
-use super::case::EVENT_ROWS;
-use super::chart_line;
+use super::{chart_line, EVENT_ROWS};
 use crate::charts::plan::Chart;
 use crate::fmt::{self, code_block, count, lat, Table};
 use crate::text::{render as wrk_text, TextOptions};

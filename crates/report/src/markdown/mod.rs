@@ -27,6 +27,10 @@ pub fn render(r: &RunResults) -> String {
     out
 }
 
+/// Actions are listed one per row up to this many, in a case's actions and in each load's
+/// disruptions; beyond, they are summarised per kind.
+pub(crate) const EVENT_ROWS: usize = 60;
+
 /// The markdown line that shows a chart.
 pub(crate) fn chart_line(c: &Chart) -> String {
     format!("![{}](charts/{}.png)\n", fmt::cell(&c.title), c.stem)

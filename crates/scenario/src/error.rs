@@ -1,7 +1,6 @@
 //! The error types of the scenario language. Each message is one line written for the person at
-//! the terminal; a scenario file's own errors ([`ScenarioError`]) add `file:line`.
-
-use std::net::{IpAddr, SocketAddr};
+//! the terminal; a scenario file's own errors ([`ScenarioError`]) add `file:line`. The one error
+//! of where loads may send, `ReachError`, lives beside those rules, in [`crate::reach`].
 
 /// An error in a scenario file, with the place it points at: `file:line: reason`, or
 /// `file: reason` when it has no place.
@@ -57,51 +56,4 @@ impl From<model::metric::MetricError> for CheckError {
     fn from(e: model::metric::MetricError) -> CheckError {
         CheckError(e.0)
     }
-}
-
-/// A load url or config that could send traffic somewhere other than this run's processes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReachError {
-    /// The load engine cannot read the url.
-    #[error("{0}")]
-    Url(#[from] model::url::UrlError),
-    /// The url's host is an IP address other than the run's.
-    #[error(
-        "url host {0} is not this run's address: loads go to the run's own listeners and \
-         backends (on {run}); write a name (sent as Host and SNI) or {run}",
-        run = crate::reach::RUN_IP
-    )]
-    ForeignHost(IpAddr),
-    /// The config would connect to another address than the one the stack chose.
-    #[error("url '{url}' would connect to {to}, not to this run's {own}")]
-    Elsewhere {
-        /// The load's url.
-        url: String,
-        /// Where it would connect.
-        to: SocketAddr,
-        /// Where it should.
-        own: SocketAddr,
-    },
-    /// An external target's host resolves outside loopback.
-    #[error(
-        "url '{url}' would connect to {to}, outside 127.0.0.0/8: loads go only to loopback \
-         (set proxy.external.resolve to a 127.0.0.0/8 address)"
-    )]
-    NotLoopback {
-        /// The load's url.
-        url: String,
-        /// Where it would connect.
-        to: SocketAddr,
-    },
-    /// An external target's host name did not resolve.
-    #[error("url '{0}': its host does not resolve (set proxy.external.resolve)")]
-    Unresolved(String),
-    /// The host would be looked up in DNS.
-    #[error("url '{url}' would be resolved through DNS instead of connecting to this run's {own}")]
-    Dns {
-        /// The load's url.
-        url: String,
-        /// Where it should connect.
-        own: SocketAddr,
-    },
 }

@@ -20,7 +20,8 @@ pub mod platform;
 pub mod reach;
 pub mod spec;
 
-pub use error::{CheckError, FlagError, PathError, ReachError, ScenarioError};
+pub use error::{CheckError, FlagError, PathError, ScenarioError};
 pub use parse::*;
 pub use platform::*;
+pub use reach::ReachError;
 pub use spec::*;

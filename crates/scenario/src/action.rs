@@ -3,10 +3,10 @@
 //! and checks each against the case as the earlier actions leave it.
 
 use crate::layers::Source;
-use crate::platform::{dns_label, label_selector, relative_to_file, workload, PlatformKind};
+use crate::platform::{dns_label, dns_subdomain, label_selector, relative_to_file, PlatformKind};
 use crate::spec::{
     Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
-    SetProfile, Step, StopReplica,
+    SetProfile, Step, StopReplica, Workload, WorkloadKind,
 };
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
@@ -701,6 +701,35 @@ fn gradual(
         }
         _ => push(at, to),
     }
+}
+
+/// Reads `KIND/NAME` of a workload: a kind that runs the action (`scalable` refuses
+/// daemonsets, which have no replica count) and a valid name.
+fn workload(action: &str, s: &str, scalable: bool) -> Result<Workload, String> {
+    let (kind, name) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
+    let kinds: Vec<WorkloadKind> = WorkloadKind::ALL
+        .into_iter()
+        .filter(|k| !scalable || k.scalable())
+        .collect();
+    let Some(kind) = kinds.iter().copied().find(|k| k.name() == kind) else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        let why = if !scalable || WorkloadKind::DaemonSet.name() != kind {
+            String::new()
+        } else {
+            " (a daemonset runs one pod per node: it has no replica count)".to_string()
+        };
+        return Err(format!(
+            "{action}: kind '{kind}' is not one of {}{why}",
+            names.join(", ")
+        ));
+    };
+    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))?;
+    Ok(Workload {
+        kind,
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]

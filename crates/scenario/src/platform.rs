@@ -576,7 +576,7 @@ pub(crate) fn dns_label(s: &str) -> Result<(), String> {
 }
 
 /// Checks a DNS-1123 subdomain (Deployment names and the like).
-fn dns_subdomain(s: &str) -> Result<(), String> {
+pub(crate) fn dns_subdomain(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 253 {
         return Err("must be 1-253 characters".into());
     }
@@ -683,40 +683,6 @@ fn prometheus_name(m: &str) -> bool {
     b.next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
-}
-
-/// Reads `KIND/NAME` of a workload: a kind that runs the action (`scalable` refuses
-/// daemonsets, which have no replica count) and a valid name.
-pub(crate) fn workload(
-    action: &str,
-    s: &str,
-    scalable: bool,
-) -> Result<crate::spec::Workload, String> {
-    use crate::spec::{Workload, WorkloadKind};
-    let (kind, name) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
-    let kinds: Vec<WorkloadKind> = WorkloadKind::ALL
-        .into_iter()
-        .filter(|k| !scalable || k.scalable())
-        .collect();
-    let Some(kind) = kinds.iter().copied().find(|k| k.name() == kind) else {
-        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-        let why = if !scalable || WorkloadKind::DaemonSet.name() != kind {
-            String::new()
-        } else {
-            " (a daemonset runs one pod per node: it has no replica count)".to_string()
-        };
-        return Err(format!(
-            "{action}: kind '{kind}' is not one of {}{why}",
-            names.join(", ")
-        ));
-    };
-    dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))?;
-    Ok(Workload {
-        kind,
-        name: name.to_string(),
-    })
 }
 
 #[cfg(test)]

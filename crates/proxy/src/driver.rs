@@ -272,6 +272,9 @@ pub struct ContainerCommands {
     pub pre_stop: Option<String>,
     /// The access lines' format among the container's output (the other lines are its errors).
     pub log_format: LogFormat,
+    /// The image a platform runs when the scenario names none: the one `make image` builds for
+    /// this proxy (k8s/image.sh, from the Debian package's binary).
+    pub image: &'static str,
 }
 
 /// One proxy kind: everything the run asks of it before and while replicas run.
@@ -286,6 +289,15 @@ pub trait Driver: Send + Sync {
 
     /// The proxy's version as it reports it, verbatim, for env.json.
     fn version(&self) -> Result<String, Error>;
+
+    /// The proxy's own checker as a person would run it (`nginx -t`), for `proxybench check`'s
+    /// summary of what checked the scenario's configs.
+    fn checker(&self) -> &'static str;
+
+    /// What a replica runs on for `worker_processes = n`, in the proxy's words (`2 worker
+    /// processes`, `1 process of 2 threads (nbthread)`), for env.json and the comparison; `None`
+    /// when proxybench does not start the proxy.
+    fn workers(&self, n: u32) -> Option<String>;
 
     /// How far this proxy can express one feature of the model.
     fn support(&self, feature: Feature) -> Support;

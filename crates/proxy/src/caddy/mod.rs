@@ -39,6 +39,14 @@ impl driver::Driver for Caddy {
         version()
     }
 
+    fn checker(&self) -> &'static str {
+        "caddy validate"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!("1 process, GOMAXPROCS={n}"))
+    }
+
     fn support(&self, feature: Feature) -> Support {
         support(feature)
     }
@@ -121,6 +129,7 @@ fn container() -> driver::ContainerCommands {
             DRAIN.as_micros()
         )),
         log_format: crate::logs::LogFormat::Caddy,
+        image: "localhost/proxybench-caddy:2.6.2",
     }
 }
 

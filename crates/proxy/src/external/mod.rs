@@ -35,6 +35,14 @@ impl driver::Driver for External {
         Ok(describe(&ExternalCfg::default()))
     }
 
+    fn checker(&self) -> &'static str {
+        "the external target's files and reload program"
+    }
+
+    fn workers(&self, _n: u32) -> Option<String> {
+        None
+    }
+
     fn support(&self, _feature: Feature) -> Support {
         Support::No(NOT_RENDERED)
     }

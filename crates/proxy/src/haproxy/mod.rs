@@ -39,6 +39,17 @@ impl driver::Driver for Haproxy {
         version()
     }
 
+    fn checker(&self) -> &'static str {
+        "haproxy -c"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!(
+            "1 process of {n} thread{} (nbthread)",
+            if n == 1 { "" } else { "s" }
+        ))
+    }
+
     fn support(&self, feature: Feature) -> Support {
         support(feature)
     }
@@ -126,6 +137,7 @@ fn container() -> driver::ContainerCommands {
         check: format!("{pem}; exec {haproxy} -c -f \"$CONF\""),
         pre_stop: None,
         log_format: crate::logs::LogFormat::Haproxy,
+        image: "localhost/proxybench-haproxy:2.6.12",
     }
 }
 

@@ -36,6 +36,17 @@ impl driver::Driver for Nginx {
         version()
     }
 
+    fn checker(&self) -> &'static str {
+        "nginx -t"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!(
+            "{n} worker process{}",
+            if n == 1 { "" } else { "es" }
+        ))
+    }
+
     fn support(&self, feature: Feature) -> Support {
         // The model was made in nginx's words: every feature is nginx's own but one.
         match feature {
@@ -101,6 +112,7 @@ impl driver::Driver for Nginx {
             check: format!("exec {nginx} -t -q -c \"$CONF\" -e /dev/null"),
             pre_stop: None,
             log_format: crate::logs::LogFormat::NginxJson,
+            image: "localhost/proxybench-nginx:1.22.1",
         })
     }
 

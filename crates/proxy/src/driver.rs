@@ -5,10 +5,9 @@
 //! logs are). The runner, the stack, the collectors and the analyses talk only to these two
 //! traits, through [`crate::driver`](crate::driver()) for a [`ProxyKind`](crate::config::ProxyKind).
 
-use crate::config::ProxyConfig;
-use crate::config::ProxyKind;
+use crate::config::{LogFormat, ProxyConfig, ProxyKind};
 use crate::features::Support;
-use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
+use crate::records::{AccessRecord, ErrorRecord};
 use crate::tls::TlsFiles;
 use crate::{admin, process, Error, Feature};
 use std::collections::BTreeMap;
@@ -331,8 +330,8 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// The log formats this driver's proxy writes and this driver parses ([`LogFormat::access`]
-    /// and [`LogFormat::error`] find their parser here).
+    /// The log formats this driver's proxy writes and this driver parses ([`Parse`] finds their
+    /// parser here).
     fn log_formats(&self) -> &'static [LogFormat] {
         &[]
     }
@@ -353,6 +352,44 @@ pub trait Driver: Send + Sync {
     /// writes notices to the stream its access log goes to).
     fn not_a_request(&self, _format: LogFormat, _line: &str) -> bool {
         false
+    }
+}
+
+/// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
+/// format itself is data of the sys-free setup crate, which knows no driver.
+pub trait Parse {
+    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
+    fn driver(self) -> &'static dyn Driver;
+    /// True for a line of an access stream that is no request at all (see
+    /// [`Driver::not_a_request`]): not counted as an access-log line.
+    fn not_a_request(self, line: &str) -> bool;
+    /// Parses one access-log line, through the format's driver; `None` when it is not in this
+    /// format.
+    fn access(self, line: &str) -> Option<AccessRecord<'_>>;
+    /// Parses one error-log line, through the format's driver; `None` when it has no level this
+    /// format knows.
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>>;
+}
+
+impl Parse for LogFormat {
+    fn driver(self) -> &'static dyn Driver {
+        ProxyKind::ALL
+            .iter()
+            .map(|&k| crate::driver(k))
+            .find(|d| d.log_formats().contains(&self))
+            .expect("every log format is some driver's")
+    }
+
+    fn not_a_request(self, line: &str) -> bool {
+        self.driver().not_a_request(self, line)
+    }
+
+    fn access(self, line: &str) -> Option<AccessRecord<'_>> {
+        self.driver().access_line(self, line)
+    }
+
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
+        self.driver().error_line(self, line)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod haproxy;
 pub mod logs;
 pub mod nginx;
 mod process;
+mod records;
 mod replica;
 pub mod tls;
 

@@ -7,8 +7,6 @@
 //! numbers are taken out. Files are streamed line by line, so size does not matter, and can be
 //! read incrementally from a byte offset.
 
-use crate::driver::Driver;
-use crate::ProxyKind;
 use model::{LimitReqLine, LogGroup, LogSummary};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -26,78 +24,9 @@ pub const MAX_499_EXAMPLES: usize = 5;
 /// counts stay exact beyond it; an analysis that needs every line compares the two).
 pub const MAX_LIMIT_REQ_LINES: usize = 200_000;
 
+pub use crate::driver::Parse;
+pub use crate::records::{AccessRecord, ErrorRecord};
 pub use setup::proxy::{LogFormat, LIFECYCLE};
-
-/// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
-/// format itself is data of the sys-free setup crate, which knows no driver.
-pub trait Parse {
-    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
-    fn driver(self) -> &'static dyn Driver;
-    /// True for a line of an access stream that is no request at all (see
-    /// [`Driver::not_a_request`]): not counted as an access-log line.
-    fn not_a_request(self, line: &str) -> bool;
-    /// Parses one access-log line, through the format's driver; `None` when it is not in this
-    /// format.
-    fn access(self, line: &str) -> Option<AccessRecord<'_>>;
-    /// Parses one error-log line, through the format's driver; `None` when it has no level this
-    /// format knows.
-    fn error(self, line: &str) -> Option<ErrorRecord<'_>>;
-}
-
-impl Parse for LogFormat {
-    fn driver(self) -> &'static dyn Driver {
-        ProxyKind::ALL
-            .iter()
-            .map(|&k| crate::driver(k))
-            .find(|d| d.log_formats().contains(&self))
-            .expect("every log format is some driver's")
-    }
-
-    fn not_a_request(self, line: &str) -> bool {
-        self.driver().not_a_request(self, line)
-    }
-
-    fn access(self, line: &str) -> Option<AccessRecord<'_>> {
-        self.driver().access_line(self, line)
-    }
-
-    fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
-        self.driver().error_line(self, line)
-    }
-}
-
-/// One access-log line in the shape every format is parsed into.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct AccessRecord<'a> {
-    /// When the proxy logged it (the request's end), ms since the Unix epoch, if logged.
-    pub time_ms: Option<f64>,
-    /// The status sent to the client.
-    pub status: u16,
-    /// Upstream address per attempt (`a, b` after a retry); empty when none was tried.
-    pub upstream_addr: Cow<'a, str>,
-    /// Upstream status per attempt, in the same shape; empty when none answered.
-    pub upstream_status: Cow<'a, str>,
-    /// Time from reading the request to logging it, seconds, if logged.
-    pub request_time_s: Option<f64>,
-    /// Bytes sent to the client, if logged.
-    pub bytes: Option<u64>,
-    /// What the rate limit did (`PASSED`, `DELAYED`, `REJECTED`); empty when no limit applied.
-    pub limit: Cow<'a, str>,
-}
-
-/// One error-log line in the shape every format is parsed into.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ErrorRecord<'a> {
-    /// Level, lower case, in nginx's words (`warn`, `error`, `notice`...).
-    pub level: Cow<'a, str>,
-    /// The message without time, pid and connection id.
-    pub message: Cow<'a, str>,
-    /// The proxy's own start, reload or stop message (HAProxy logs `Proxy X stopped` as a
-    /// warning at every reload, Caddy `automatic HTTPS is completely disabled` at every load),
-    /// whatever level it is logged at: counted under the level `lifecycle`, so it is never taken
-    /// for a warning about the traffic.
-    pub lifecycle: bool,
-}
 
 /// Summarises whole access and error logs written in `format` (missing files count as empty).
 pub fn summarize(
@@ -430,6 +359,7 @@ pub fn normalize(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProxyKind;
 
     #[test]
     fn every_format_has_one_driver_and_every_driver_its_kind() {

@@ -330,10 +330,10 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// The log formats this driver's proxy writes and this driver parses ([`Parse`] finds their
-    /// parser here).
+    /// The log formats this driver's proxy writes and this driver parses: its kind's, as the
+    /// registry lists them ([`Parse`] finds their parser here).
     fn log_formats(&self) -> &'static [LogFormat] {
-        &[]
+        self.kind().log_formats()
     }
 
     /// Parses one access-log line written in `format` (one of [`Driver::log_formats`]); `None`
@@ -358,7 +358,7 @@ pub trait Driver: Send + Sync {
 /// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
 /// format itself is data of the sys-free setup crate, which knows no driver.
 pub trait Parse {
-    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
+    /// The driver that parses this format: its kind's (the registry line that lists it).
     fn driver(self) -> &'static dyn Driver;
     /// True for a line of an access stream that is no request at all (see
     /// [`Driver::not_a_request`]): not counted as an access-log line.
@@ -373,11 +373,7 @@ pub trait Parse {
 
 impl Parse for LogFormat {
     fn driver(self) -> &'static dyn Driver {
-        ProxyKind::ALL
-            .iter()
-            .map(|&k| crate::driver(k))
-            .find(|d| d.log_formats().contains(&self))
-            .expect("every log format is some driver's")
+        crate::driver(self.kind())
     }
 
     fn not_a_request(self, line: &str) -> bool {

@@ -359,28 +359,6 @@ pub fn normalize(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ProxyKind;
-
-    #[test]
-    fn every_format_has_one_driver_and_every_driver_its_kind() {
-        for f in [
-            LogFormat::NginxJson,
-            LogFormat::Combined,
-            LogFormat::Haproxy,
-            LogFormat::Caddy,
-        ] {
-            let owners = ProxyKind::ALL
-                .iter()
-                .filter(|&&k| crate::driver(k).log_formats().contains(&f))
-                .count();
-            assert_eq!(owners, 1, "{}", f.name());
-        }
-        for &k in ProxyKind::ALL {
-            assert_eq!(crate::driver(k).kind(), k);
-            assert_eq!(crate::driver(k).name(), k.name());
-            assert_eq!(ProxyKind::parse(k.name()), Some(k));
-        }
-    }
 
     #[test]
     fn error_messages_normalise() {

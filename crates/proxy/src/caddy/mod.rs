@@ -27,6 +27,9 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caddy;
 
+/// The driver as the registry names it ([`crate::driver`] hands it out).
+pub static DRIVER: Caddy = Caddy;
+
 /// The config file's name in a replica directory.
 pub const CONFIG_FILE: &str = "caddy.json";
 
@@ -71,10 +74,6 @@ impl driver::Driver for Caddy {
         rendered: &Rendered,
     ) -> Result<Box<dyn driver::Replica>, Error> {
         Ok(Box::new(Replica::start(name, ctx, &rendered.text)?))
-    }
-
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::Caddy]
     }
 
     fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {

@@ -26,6 +26,9 @@ const NOT_RENDERED: &str =
 #[derive(Debug, Clone, Copy, Default)]
 pub struct External;
 
+/// The driver as the registry names it ([`crate::driver`] hands it out).
+pub static DRIVER: External = External;
+
 impl driver::Driver for External {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::External

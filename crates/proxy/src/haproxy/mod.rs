@@ -30,6 +30,9 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Haproxy;
 
+/// The driver as the registry names it ([`crate::driver`] hands it out).
+pub static DRIVER: Haproxy = Haproxy;
+
 impl driver::Driver for Haproxy {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::Haproxy
@@ -80,10 +83,6 @@ impl driver::Driver for Haproxy {
             ctx.admin_port,
             ctx.generation,
         )?))
-    }
-
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::Haproxy]
     }
 
     fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {

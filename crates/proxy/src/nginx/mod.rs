@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Nginx;
 
+/// The driver as the registry names it ([`crate::driver`] hands it out).
+pub static DRIVER: Nginx = Nginx;
+
 impl driver::Driver for Nginx {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::Nginx
@@ -84,10 +87,6 @@ impl driver::Driver for Nginx {
             ctx.admin_port,
             ctx.generation,
         )?))
-    }
-
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::NginxJson, LogFormat::Combined]
     }
 
     fn access_line<'a>(&self, format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {

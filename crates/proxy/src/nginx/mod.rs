@@ -91,7 +91,7 @@ impl driver::Driver for Nginx {
 
     fn access_line<'a>(&self, format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
         match format {
-            LogFormat::Combined => crate::logs::combined(line),
+            LogFormat::Combined => logs::combined(line),
             _ => logs::access(line),
         }
     }

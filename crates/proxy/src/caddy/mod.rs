@@ -27,7 +27,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caddy;
 
-/// The driver as the registry names it ([`crate::driver`] hands it out).
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
 pub static DRIVER: Caddy = Caddy;
 
 /// The config file's name in a replica directory.

@@ -26,7 +26,7 @@ const NOT_RENDERED: &str =
 #[derive(Debug, Clone, Copy, Default)]
 pub struct External;
 
-/// The driver as the registry names it ([`crate::driver`] hands it out).
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
 pub static DRIVER: External = External;
 
 impl driver::Driver for External {

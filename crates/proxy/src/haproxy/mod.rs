@@ -30,7 +30,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Haproxy;
 
-/// The driver as the registry names it ([`crate::driver`] hands it out).
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
 pub static DRIVER: Haproxy = Haproxy;
 
 impl driver::Driver for Haproxy {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Nginx;
 
-/// The driver as the registry names it ([`crate::driver`] hands it out).
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
 pub static DRIVER: Nginx = Nginx;
 
 impl driver::Driver for Nginx {

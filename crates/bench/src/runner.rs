@@ -262,13 +262,7 @@ fn proxy_resources(scn: &Scenario) -> BTreeMap<String, String> {
         .filter_map(|c| {
             let cfg = c.proxy.as_ref()?;
             let n = cfg.worker_processes;
-            let s = if n == 1 { "" } else { "s" };
-            let workers = match cfg.kind {
-                ProxyKind::Nginx => format!("{n} worker process{}", if n == 1 { "" } else { "es" }),
-                ProxyKind::Haproxy => format!("1 process of {n} thread{s} (nbthread)"),
-                ProxyKind::Caddy => format!("1 process, GOMAXPROCS={n}"),
-                ProxyKind::External => return None,
-            };
+            let workers = proxy::driver(cfg.kind).workers(n)?;
             let pinned = match &cfg.cpus {
                 Some(c) => format!("pinned to CPUs {c}"),
                 None => "not pinned".to_string(),

@@ -3,7 +3,6 @@
 use crate::outcome::{exit_code, write_junit};
 use crate::CliError;
 use bench::runner::RunOptions;
-use proxy::ProxyKind;
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
 use std::io::IsTerminal;
@@ -342,12 +341,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         for case in &scn.cases {
             for cfg in case.proxy.iter().chain(case.configs.values()) {
                 configs += 1;
-                let checker = match cfg.kind {
-                    ProxyKind::Nginx => "nginx -t",
-                    ProxyKind::Haproxy => "haproxy -c",
-                    ProxyKind::Caddy => "caddy validate",
-                    ProxyKind::External => "the external target's files and reload program",
-                };
+                let checker = proxy::driver(cfg.kind).checker();
                 if !kinds.contains(&checker) {
                     kinds.push(checker);
                 }

@@ -5,10 +5,9 @@
 //! logs are). The runner, the stack, the collectors and the analyses talk only to these two
 //! traits, through [`crate::driver`](crate::driver()) for a [`ProxyKind`](crate::config::ProxyKind).
 
-use crate::config::ProxyConfig;
-use crate::config::ProxyKind;
+use crate::config::{LogFormat, ProxyConfig, ProxyKind};
 use crate::features::Support;
-use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
+use crate::records::{AccessRecord, ErrorRecord};
 use crate::tls::TlsFiles;
 use crate::{admin, process, Error, Feature};
 use std::collections::BTreeMap;
@@ -272,6 +271,9 @@ pub struct ContainerCommands {
     pub pre_stop: Option<String>,
     /// The access lines' format among the container's output (the other lines are its errors).
     pub log_format: LogFormat,
+    /// The image a platform runs when the scenario names none: the one `make image` builds for
+    /// this proxy (k8s/image.sh, from the Debian package's binary).
+    pub image: &'static str,
 }
 
 /// One proxy kind: everything the run asks of it before and while replicas run.
@@ -286,6 +288,15 @@ pub trait Driver: Send + Sync {
 
     /// The proxy's version as it reports it, verbatim, for env.json.
     fn version(&self) -> Result<String, Error>;
+
+    /// The proxy's own checker as a person would run it (`nginx -t`), for `proxybench check`'s
+    /// summary of what checked the scenario's configs.
+    fn checker(&self) -> &'static str;
+
+    /// What a replica runs on for `worker_processes = n`, in the proxy's words (`2 worker
+    /// processes`, `1 process of 2 threads (nbthread)`), for env.json and the comparison; `None`
+    /// when proxybench does not start the proxy.
+    fn workers(&self, n: u32) -> Option<String>;
 
     /// How far this proxy can express one feature of the model.
     fn support(&self, feature: Feature) -> Support;
@@ -319,10 +330,10 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// The log formats this driver's proxy writes and this driver parses ([`LogFormat::access`]
-    /// and [`LogFormat::error`] find their parser here).
+    /// The log formats this driver's proxy writes and this driver parses: its kind's, as the
+    /// registry lists them ([`Parse`] finds their parser here).
     fn log_formats(&self) -> &'static [LogFormat] {
-        &[]
+        self.kind().log_formats()
     }
 
     /// Parses one access-log line written in `format` (one of [`Driver::log_formats`]); `None`
@@ -341,6 +352,40 @@ pub trait Driver: Send + Sync {
     /// writes notices to the stream its access log goes to).
     fn not_a_request(&self, _format: LogFormat, _line: &str) -> bool {
         false
+    }
+}
+
+/// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
+/// format itself is data of the sys-free setup crate, which knows no driver.
+pub trait Parse {
+    /// The driver that parses this format: its kind's (the registry line that lists it).
+    fn driver(self) -> &'static dyn Driver;
+    /// True for a line of an access stream that is no request at all (see
+    /// [`Driver::not_a_request`]): not counted as an access-log line.
+    fn not_a_request(self, line: &str) -> bool;
+    /// Parses one access-log line, through the format's driver; `None` when it is not in this
+    /// format.
+    fn access(self, line: &str) -> Option<AccessRecord<'_>>;
+    /// Parses one error-log line, through the format's driver; `None` when it has no level this
+    /// format knows.
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>>;
+}
+
+impl Parse for LogFormat {
+    fn driver(self) -> &'static dyn Driver {
+        crate::driver(self.kind())
+    }
+
+    fn not_a_request(self, line: &str) -> bool {
+        self.driver().not_a_request(self, line)
+    }
+
+    fn access(self, line: &str) -> Option<AccessRecord<'_>> {
+        self.driver().access_line(self, line)
+    }
+
+    fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
+        self.driver().error_line(self, line)
     }
 }
 

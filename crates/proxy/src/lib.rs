@@ -8,14 +8,11 @@
 #![warn(missing_docs)]
 
 mod admin;
-pub mod caddy;
 pub mod driver;
 mod error;
-pub mod external;
-pub mod haproxy;
 pub mod logs;
-pub mod nginx;
 mod process;
+mod records;
 mod replica;
 pub mod tls;
 
@@ -36,15 +33,22 @@ pub use features::{Feature, Support};
 pub use process::{run_bounded, PinSpawns, Ran, Supervised};
 pub use tls::TlsFiles;
 
-/// The driver of a proxy kind.
-pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
-    match kind {
-        ProxyKind::Nginx => &nginx::Nginx,
-        ProxyKind::Haproxy => &haproxy::Haproxy,
-        ProxyKind::Caddy => &caddy::Caddy,
-        ProxyKind::External => &external::External,
-    }
+/// Expands the registry of kinds ([`setup::proxy_kinds!`]) into a module per driver and
+/// [`driver()`]: nothing else in the crate lists the kinds.
+macro_rules! drivers {
+    ($($(#[$doc:meta])* $kind:ident $name:tt $module:ident [$($format:ident $fname:tt),*],)*) => {
+        $(pub mod $module;)*
+
+        /// The driver of a proxy kind.
+        pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
+            match kind {
+                $(ProxyKind::$kind => &$module::DRIVER,)*
+            }
+        }
+    };
 }
+
+setup::proxy_kinds!(drivers);
 
 /// The version of the proxy a config runs, for env.json: the driver's, or for an external
 /// target what proxybench can say of a proxy it did not start.
@@ -81,4 +85,36 @@ pub fn differences(kind: ProxyKind, cfg: &ProxyConfig) -> Vec<(Feature, &'static
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logs::{LogFormat, Parse};
+
+    /// The registry holds together: every kind's driver is of that kind and says its name, the
+    /// name reads back as the kind, every log format is parsed by exactly one driver (the kind's
+    /// that lists it), and a container's access lines are in one of its own driver's formats.
+    #[test]
+    fn the_registry_is_consistent() {
+        for &k in ProxyKind::ALL {
+            let d = driver(k);
+            assert_eq!(d.kind(), k);
+            assert_eq!(d.name(), k.name());
+            assert_eq!(ProxyKind::parse(k.name()), Some(k));
+            if let Some(c) = d.container() {
+                assert!(d.log_formats().contains(&c.log_format), "{k}");
+            }
+        }
+        for &f in LogFormat::ALL {
+            let owners: Vec<ProxyKind> = ProxyKind::ALL
+                .iter()
+                .copied()
+                .filter(|&k| driver(k).log_formats().contains(&f))
+                .collect();
+            assert_eq!(owners, vec![f.kind()], "{}", f.name());
+            assert_eq!(f.driver().kind(), f.kind());
+        }
+        assert_eq!(ProxyKind::parse("squid"), None);
+    }
 }

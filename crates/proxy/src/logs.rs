@@ -7,10 +7,7 @@
 //! numbers are taken out. Files are streamed line by line, so size does not matter, and can be
 //! read incrementally from a byte offset.
 
-use crate::driver::Driver;
-use crate::ProxyKind;
 use model::{LimitReqLine, LogGroup, LogSummary};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
@@ -26,78 +23,9 @@ pub const MAX_499_EXAMPLES: usize = 5;
 /// counts stay exact beyond it; an analysis that needs every line compares the two).
 pub const MAX_LIMIT_REQ_LINES: usize = 200_000;
 
+pub use crate::driver::Parse;
+pub use crate::records::{AccessRecord, ErrorRecord};
 pub use setup::proxy::{LogFormat, LIFECYCLE};
-
-/// The parsing of a [`LogFormat`], through the driver that writes it: a trait because the
-/// format itself is data of the sys-free setup crate, which knows no driver.
-pub trait Parse {
-    /// The driver that parses this format: the one whose [`Driver::log_formats`] name it.
-    fn driver(self) -> &'static dyn Driver;
-    /// True for a line of an access stream that is no request at all (see
-    /// [`Driver::not_a_request`]): not counted as an access-log line.
-    fn not_a_request(self, line: &str) -> bool;
-    /// Parses one access-log line, through the format's driver; `None` when it is not in this
-    /// format.
-    fn access(self, line: &str) -> Option<AccessRecord<'_>>;
-    /// Parses one error-log line, through the format's driver; `None` when it has no level this
-    /// format knows.
-    fn error(self, line: &str) -> Option<ErrorRecord<'_>>;
-}
-
-impl Parse for LogFormat {
-    fn driver(self) -> &'static dyn Driver {
-        ProxyKind::ALL
-            .iter()
-            .map(|&k| crate::driver(k))
-            .find(|d| d.log_formats().contains(&self))
-            .expect("every log format is some driver's")
-    }
-
-    fn not_a_request(self, line: &str) -> bool {
-        self.driver().not_a_request(self, line)
-    }
-
-    fn access(self, line: &str) -> Option<AccessRecord<'_>> {
-        self.driver().access_line(self, line)
-    }
-
-    fn error(self, line: &str) -> Option<ErrorRecord<'_>> {
-        self.driver().error_line(self, line)
-    }
-}
-
-/// One access-log line in the shape every format is parsed into.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct AccessRecord<'a> {
-    /// When the proxy logged it (the request's end), ms since the Unix epoch, if logged.
-    pub time_ms: Option<f64>,
-    /// The status sent to the client.
-    pub status: u16,
-    /// Upstream address per attempt (`a, b` after a retry); empty when none was tried.
-    pub upstream_addr: Cow<'a, str>,
-    /// Upstream status per attempt, in the same shape; empty when none answered.
-    pub upstream_status: Cow<'a, str>,
-    /// Time from reading the request to logging it, seconds, if logged.
-    pub request_time_s: Option<f64>,
-    /// Bytes sent to the client, if logged.
-    pub bytes: Option<u64>,
-    /// What the rate limit did (`PASSED`, `DELAYED`, `REJECTED`); empty when no limit applied.
-    pub limit: Cow<'a, str>,
-}
-
-/// One error-log line in the shape every format is parsed into.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ErrorRecord<'a> {
-    /// Level, lower case, in nginx's words (`warn`, `error`, `notice`...).
-    pub level: Cow<'a, str>,
-    /// The message without time, pid and connection id.
-    pub message: Cow<'a, str>,
-    /// The proxy's own start, reload or stop message (HAProxy logs `Proxy X stopped` as a
-    /// warning at every reload, Caddy `automatic HTTPS is completely disabled` at every load),
-    /// whatever level it is logged at: counted under the level `lifecycle`, so it is never taken
-    /// for a warning about the traffic.
-    pub lifecycle: bool,
-}
 
 /// Summarises whole access and error logs written in `format` (missing files count as empty).
 pub fn summarize(
@@ -255,84 +183,6 @@ impl Summarizer {
     }
 }
 
-/// Parses a combined-format line: `addr - user [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.1"
-/// 200 2326 "referer" "agent"`, optionally followed by `rt=0.001 ua="127.0.0.1:9101"
-/// us="200"` (request time, upstream address and status, as an nginx `log_format` can add).
-pub fn combined(line: &str) -> Option<AccessRecord<'_>> {
-    let open = line.find('[')?;
-    let close = open + line[open..].find(']')?;
-    let time_ms = clf_time(&line[open + 1..close]);
-    let rest = &line[close + 1..];
-    // The request line is quoted and may hold escaped quotes.
-    let q1 = rest.find('"')?;
-    let mut i = q1 + 1;
-    let b = rest.as_bytes();
-    while i < b.len() && b[i] != b'"' {
-        i += if b[i] == b'\\' { 2 } else { 1 };
-    }
-    let after = rest.get(i + 1..)?;
-    let mut it = after.split_whitespace();
-    let status = it.next()?.parse().ok()?;
-    let bytes = it.next().and_then(|b| b.parse().ok());
-    let mut rec = AccessRecord {
-        time_ms,
-        status,
-        bytes,
-        ..AccessRecord::default()
-    };
-    for (key, val) in kv_pairs(after) {
-        match key {
-            "rt" | "request_time" => rec.request_time_s = val.parse().ok(),
-            "ua" | "upstream_addr" => rec.upstream_addr = Cow::Borrowed(val),
-            "us" | "upstream_status" => rec.upstream_status = Cow::Borrowed(val),
-            _ => {}
-        }
-    }
-    Some(rec)
-}
-
-/// `key=value` and `key="value"` pairs in a line's tail (outside quoted runs of their own).
-fn kv_pairs(s: &str) -> Vec<(&str, &str)> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(eq) = rest.find('=') {
-        let key_start = rest[..eq].rfind([' ', '"']).map_or(0, |i| i + 1);
-        let key = &rest[key_start..eq];
-        let tail = &rest[eq + 1..];
-        let (val, next) = if let Some(t) = tail.strip_prefix('"') {
-            match t.find('"') {
-                Some(e) => (&t[..e], &t[e + 1..]),
-                None => (t, ""),
-            }
-        } else {
-            let e = tail.find(' ').unwrap_or(tail.len());
-            (&tail[..e], &tail[e..])
-        };
-        if !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-            out.push((key, val));
-        }
-        rest = next;
-    }
-    out
-}
-
-/// `10/Oct/2000:13:55:36 -0700` (seconds may carry a fraction; no zone reads as UTC) as ms since
-/// the Unix epoch.
-pub fn clf_time(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let zoned;
-    let s = if s.contains(' ') {
-        s
-    } else {
-        zoned = format!("{s} +0000");
-        &zoned
-    };
-    let t = jiff::Timestamp::strptime("%d/%b/%Y:%H:%M:%S%.f %z", s).ok()?;
-    // Whole milliseconds and the rest apart: nanoseconds since the epoch exceed an f64's 53 bits.
-    let sub_ms = t.subsec_nanosecond() % 1_000_000;
-    Some(t.as_millisecond() as f64 + f64::from(sub_ms) / 1e6)
-}
-
 fn or_dash(s: &str) -> String {
     if s.trim().is_empty() {
         "-".to_string()
@@ -432,27 +282,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_format_has_one_driver_and_every_driver_its_kind() {
-        for f in [
-            LogFormat::NginxJson,
-            LogFormat::Combined,
-            LogFormat::Haproxy,
-            LogFormat::Caddy,
-        ] {
-            let owners = ProxyKind::ALL
-                .iter()
-                .filter(|&&k| crate::driver(k).log_formats().contains(&f))
-                .count();
-            assert_eq!(owners, 1, "{}", f.name());
-        }
-        for &k in ProxyKind::ALL {
-            assert_eq!(crate::driver(k).kind(), k);
-            assert_eq!(crate::driver(k).name(), k.name());
-            assert_eq!(ProxyKind::parse(k.name()), Some(k));
-        }
-    }
-
-    #[test]
     fn error_messages_normalise() {
         assert_eq!(
             normalize("upstream server temporarily disabled while connecting to upstream, client: 10.X.X.X:, server: cafe.example.com"),
@@ -482,26 +311,6 @@ mod tests {
             normalize("http_502 and the 2nd try"),
             "http_502 and the 2nd try"
         );
-    }
-
-    #[test]
-    fn combined_lines_parse_with_their_optional_tail() {
-        let l = r#"127.0.0.1 - - [25/Nov/2026:10:20:19 +0000] "GET /a?b=\"c\" HTTP/1.1" 502 157 "-" "proxybench" rt=0.003 ua="127.0.0.1:9101, 127.0.0.1:9102" us="502, 502""#;
-        let r = combined(l).unwrap();
-        assert_eq!(r.status, 502);
-        assert_eq!(r.bytes, Some(157));
-        assert_eq!(r.request_time_s, Some(0.003));
-        assert_eq!(r.upstream_addr, "127.0.0.1:9101, 127.0.0.1:9102");
-        assert_eq!(r.upstream_status, "502, 502");
-        // 2026-11-25T10:20:19Z
-        assert_eq!(r.time_ms, Some(1_795_602_019_000.0));
-        let plain =
-            combined(r#"::1 - - [01/Jan/1970:01:00:00 +0100] "GET / HTTP/1.0" 200 -"#).unwrap();
-        assert_eq!(
-            (plain.status, plain.bytes, plain.time_ms),
-            (200, None, Some(0.0))
-        );
-        assert_eq!(combined("not a log line"), None);
     }
 
     #[test]
@@ -589,35 +398,5 @@ mod tests {
                 (1_764_043_809_001, 1_764_043_809_001, 503, "REJECTED", false),
             ]
         );
-    }
-
-    /// Common-log times as ms since the epoch: the zone applied, a fraction kept, a missing zone
-    /// read as UTC, and nonsense refused. 1,764,066,019 s is 2025-11-25 10:20:19 UTC.
-    #[test]
-    fn common_log_times() {
-        assert_eq!(
-            clf_time("25/Nov/2025:10:20:19 +0000"),
-            Some(1_764_066_019_000.0)
-        );
-        assert_eq!(
-            clf_time("25/Nov/2025:11:20:19 +0100"),
-            Some(1_764_066_019_000.0)
-        );
-        assert_eq!(
-            clf_time("25/Nov/2025:03:20:19 -0700"),
-            Some(1_764_066_019_000.0)
-        );
-        assert_eq!(
-            clf_time("25/Nov/2025:10:20:19.250 +0000"),
-            Some(1_764_066_019_250.0)
-        );
-        assert_eq!(clf_time("25/Nov/2025:10:20:19"), Some(1_764_066_019_000.0));
-        assert_eq!(
-            clf_time("29/Feb/2024:00:00:00 +0000"),
-            Some(1_709_164_800_000.0)
-        );
-        assert_eq!(clf_time("30/Feb/2024:00:00:00 +0000"), None);
-        assert_eq!(clf_time("25/Foo/2025:10:20:19 +0000"), None);
-        assert_eq!(clf_time(""), None);
     }
 }

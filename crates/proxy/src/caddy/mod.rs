@@ -27,6 +27,9 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caddy;
 
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
+pub static DRIVER: Caddy = Caddy;
+
 /// The config file's name in a replica directory.
 pub const CONFIG_FILE: &str = "caddy.json";
 
@@ -37,6 +40,14 @@ impl driver::Driver for Caddy {
 
     fn version(&self) -> Result<String, Error> {
         version()
+    }
+
+    fn checker(&self) -> &'static str {
+        "caddy validate"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!("1 process, GOMAXPROCS={n}"))
     }
 
     fn support(&self, feature: Feature) -> Support {
@@ -63,10 +74,6 @@ impl driver::Driver for Caddy {
         rendered: &Rendered,
     ) -> Result<Box<dyn driver::Replica>, Error> {
         Ok(Box::new(Replica::start(name, ctx, &rendered.text)?))
-    }
-
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::Caddy]
     }
 
     fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
@@ -121,6 +128,7 @@ fn container() -> driver::ContainerCommands {
             DRAIN.as_micros()
         )),
         log_format: crate::logs::LogFormat::Caddy,
+        image: "localhost/proxybench-caddy:2.6.2",
     }
 }
 

@@ -26,6 +26,9 @@ const NOT_RENDERED: &str =
 #[derive(Debug, Clone, Copy, Default)]
 pub struct External;
 
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
+pub static DRIVER: External = External;
+
 impl driver::Driver for External {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::External
@@ -33,6 +36,14 @@ impl driver::Driver for External {
 
     fn version(&self) -> Result<String, Error> {
         Ok(describe(&ExternalCfg::default()))
+    }
+
+    fn checker(&self) -> &'static str {
+        "the external target's files and reload program"
+    }
+
+    fn workers(&self, _n: u32) -> Option<String> {
+        None
     }
 
     fn support(&self, _feature: Feature) -> Support {

@@ -30,6 +30,9 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Haproxy;
 
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
+pub static DRIVER: Haproxy = Haproxy;
+
 impl driver::Driver for Haproxy {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::Haproxy
@@ -37,6 +40,17 @@ impl driver::Driver for Haproxy {
 
     fn version(&self) -> Result<String, Error> {
         version()
+    }
+
+    fn checker(&self) -> &'static str {
+        "haproxy -c"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!(
+            "1 process of {n} thread{} (nbthread)",
+            if n == 1 { "" } else { "s" }
+        ))
     }
 
     fn support(&self, feature: Feature) -> Support {
@@ -69,10 +83,6 @@ impl driver::Driver for Haproxy {
             ctx.admin_port,
             ctx.generation,
         )?))
-    }
-
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::Haproxy]
     }
 
     fn access_line<'a>(&self, _format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
@@ -126,6 +136,7 @@ fn container() -> driver::ContainerCommands {
         check: format!("{pem}; exec {haproxy} -c -f \"$CONF\""),
         pre_stop: None,
         log_format: crate::logs::LogFormat::Haproxy,
+        image: "localhost/proxybench-haproxy:2.6.12",
     }
 }
 

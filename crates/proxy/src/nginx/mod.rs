@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Nginx;
 
+/// The driver as the registry names it ([`crate::driver()`] hands it out).
+pub static DRIVER: Nginx = Nginx;
+
 impl driver::Driver for Nginx {
     fn kind(&self) -> crate::ProxyKind {
         crate::ProxyKind::Nginx
@@ -34,6 +37,17 @@ impl driver::Driver for Nginx {
 
     fn version(&self) -> Result<String, Error> {
         version()
+    }
+
+    fn checker(&self) -> &'static str {
+        "nginx -t"
+    }
+
+    fn workers(&self, n: u32) -> Option<String> {
+        Some(format!(
+            "{n} worker process{}",
+            if n == 1 { "" } else { "es" }
+        ))
     }
 
     fn support(&self, feature: Feature) -> Support {
@@ -75,13 +89,9 @@ impl driver::Driver for Nginx {
         )?))
     }
 
-    fn log_formats(&self) -> &'static [LogFormat] {
-        &[LogFormat::NginxJson, LogFormat::Combined]
-    }
-
     fn access_line<'a>(&self, format: LogFormat, line: &'a str) -> Option<AccessRecord<'a>> {
         match format {
-            LogFormat::Combined => crate::logs::combined(line),
+            LogFormat::Combined => logs::combined(line),
             _ => logs::access(line),
         }
     }
@@ -101,6 +111,7 @@ impl driver::Driver for Nginx {
             check: format!("exec {nginx} -t -q -c \"$CONF\" -e /dev/null"),
             pre_stop: None,
             log_format: crate::logs::LogFormat::NginxJson,
+            image: "localhost/proxybench-nginx:1.22.1",
         })
     }
 

@@ -8,11 +8,13 @@ mod check;
 mod cpus;
 mod external;
 pub mod features;
+mod kinds;
 mod lb;
 
 pub use check::Placement;
 pub use cpus::Cpus;
 pub use features::{Feature, Support};
+pub use kinds::{LogFormat, ProxyKind};
 pub use lb::Lb;
 
 use serde::{Deserialize, Serialize};
@@ -136,52 +138,6 @@ impl ProxyConfig {
     /// The rate limit called `name`.
     pub fn rate_limit(&self, name: &str) -> Option<&RateLimit> {
         self.rate_limits.iter().find(|r| r.name == name)
-    }
-}
-
-/// The proxy implementation a config is rendered for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyKind {
-    /// nginx from the distribution's package.
-    #[default]
-    Nginx,
-    /// HAProxy from the distribution's package.
-    Haproxy,
-    /// A proxy the user already runs: proxybench starts, renders and stops nothing of it.
-    External,
-    /// Caddy from the distribution's package (JSON config loaded through its admin API).
-    Caddy,
-}
-
-impl ProxyKind {
-    /// Every kind, in the order comparisons list them.
-    pub const ALL: &'static [ProxyKind] = &[
-        ProxyKind::Nginx,
-        ProxyKind::Haproxy,
-        ProxyKind::Caddy,
-        ProxyKind::External,
-    ];
-
-    /// The kind as scenarios and the command line spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProxyKind::Nginx => "nginx",
-            ProxyKind::Haproxy => "haproxy",
-            ProxyKind::External => "external",
-            ProxyKind::Caddy => "caddy",
-        }
-    }
-
-    /// The kind spelled `s`, if any.
-    pub fn parse(s: &str) -> Option<ProxyKind> {
-        Self::ALL.iter().copied().find(|k| k.name() == s)
-    }
-}
-
-impl std::fmt::Display for ProxyKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -547,36 +503,6 @@ pub struct ExternalLog {
     /// How its lines are written (`nginx-json`, `combined`...).
     #[serde(default)]
     pub format: LogFormat,
-}
-
-/// How an access log (and the error log beside it) is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogFormat {
-    /// nginx's `log_format pb_json` (what the nginx driver renders); nginx error-log lines.
-    #[default]
-    NginxJson,
-    /// The NCSA combined format (nginx's and Apache's default), optionally followed by
-    /// `rt=<request time> ua="<upstream addr>" us="<upstream status>"`; nginx error-log lines.
-    Combined,
-    /// The `log-format` the HAProxy driver renders (`pb t=... st=...`), written to the replica's
-    /// stdout; HAProxy's `[NOTICE]`/`[WARNING]`/`[ALERT]` lines on stderr.
-    Haproxy,
-    /// Caddy's JSON access log (`logging.logs` as the Caddy driver renders it); Caddy's own JSON
-    /// log lines (`level`, `msg`) as the error log.
-    Caddy,
-}
-
-impl LogFormat {
-    /// The format as scenarios spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LogFormat::NginxJson => "nginx-json",
-            LogFormat::Combined => "combined",
-            LogFormat::Haproxy => "haproxy",
-            LogFormat::Caddy => "caddy",
-        }
-    }
 }
 
 /// The level under which a proxy's own start, reload and stop lines (`proxy::logs::ErrorRecord`'s

@@ -73,6 +73,8 @@ pub(super) struct PodScripts {
     pub(super) pre_stop: Option<String>,
     pub(super) check: String,
     pub(super) log_format: proxy::logs::LogFormat,
+    /// The image the proxy pods run when the platform names none: the driver's.
+    pub(super) image: &'static str,
 }
 
 impl PodScripts {
@@ -102,6 +104,7 @@ impl PodScripts {
                 c.check
             ),
             log_format: c.log_format,
+            image: c.image,
         })
     }
 }

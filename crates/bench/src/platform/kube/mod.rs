@@ -43,18 +43,6 @@ use std::time::Duration;
 
 /// The image backend pods run when the platform names none.
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
-/// The image nginx pods run when the platform names none.
-pub const DEFAULT_PROXY_IMAGE: &str = "localhost/proxybench-nginx:1.22.1";
-
-/// The image a proxy of `kind` runs when the platform names none: the one `make image` builds
-/// for it (k8s/image.sh, from the Debian package's binary).
-pub fn default_proxy_image(kind: proxy::ProxyKind) -> &'static str {
-    match kind {
-        proxy::ProxyKind::Haproxy => "localhost/proxybench-haproxy:2.6.12",
-        proxy::ProxyKind::Caddy => "localhost/proxybench-caddy:2.6.2",
-        _ => DEFAULT_PROXY_IMAGE,
-    }
-}
 /// Where the proxy's prefix (pid file, temp dirs) is in its pod.
 const POD_PREFIX: &str = "/tmp/pb";
 /// The first port a listener without a fixed port gets in the proxy pods (then the next unused

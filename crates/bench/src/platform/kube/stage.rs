@@ -8,8 +8,8 @@ use super::manifests::{
 };
 use super::records::split_logs;
 use super::{
-    default_proxy_image, next_port, platform, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE,
-    LISTENER_BASE, POD_PATH_ENV, POD_PREFIX, PROXY_SERVICE, ROLE, SERVICE_BOUND,
+    next_port, platform, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE, LISTENER_BASE,
+    POD_PATH_ENV, POD_PREFIX, PROXY_SERVICE, ROLE, SERVICE_BOUND,
 };
 use crate::error::StackError;
 use crate::platform::{Applied, Served, StackSpec};
@@ -215,11 +215,11 @@ impl KubeStage {
         let entry = scripts.entry.clone();
         let pre_stop_cmd = scripts.pre_stop.clone();
         let check = scripts.check.clone();
-        st.scripts = Some(scripts);
         let proxy_image = spec
             .proxy_image
             .clone()
-            .unwrap_or_else(|| default_proxy_image(cfg.kind).into());
+            .unwrap_or_else(|| scripts.image.into());
+        st.scripts = Some(scripts);
         let pl = labels(&[(ROLE, "proxy")]);
         if let Some(t) = &stack.tls {
             let read = |p: &PathBuf| {

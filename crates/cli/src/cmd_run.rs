@@ -125,6 +125,10 @@ pub struct CheckArgs {
     /// cluster is not contacted).
     #[arg(long, value_name = "local|kubernetes")]
     platform: Option<String>,
+    /// Check it with these proxy kinds instead of its own, as `run --proxy` would run it: a
+    /// kind, several (`nginx,haproxy`) or `all`.
+    #[arg(long, value_name = "KIND[,KIND...]|all")]
+    proxy: Option<String>,
 }
 
 /// Flags of `proxybench scenarios`.
@@ -334,9 +338,22 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     // form it plays.
     let full = load_scenario(&a.scenario, false, &opts)?;
     let quick = load_scenario(&a.scenario, true, &opts)?;
+    // With --proxy, each form once per kind named, as `run --proxy` runs it.
+    let forms: Vec<scenario::Scenario> = match &a.proxy {
+        None => vec![full.clone(), quick],
+        Some(arg) => {
+            let choice = crate::cmd_proxies::parse_kinds(arg)?;
+            crate::cmd_proxies::has_proxy(&full, arg)?;
+            choice
+                .kinds
+                .iter()
+                .flat_map(|&k| [full.with_proxy_kind(k), quick.with_proxy_kind(k)])
+                .collect()
+        }
+    };
     let mut configs = 0;
     let mut kinds: Vec<&str> = Vec::new();
-    for scn in [&full, &quick] {
+    for scn in &forms {
         bench::runner::check(scn)?;
         for case in &scn.cases {
             for cfg in case.proxy.iter().chain(case.configs.values()) {

@@ -1,6 +1,7 @@
-//! `proxybench check FILE|NAME [--platform kubernetes]`: every shipped scenario is valid on both
-//! platforms, a bad one is refused at its `file:line` with exit 2, and nothing is started or
-//! written (no results directory, no process left behind).
+//! `proxybench check FILE|NAME [--platform kubernetes] [--proxy KINDS]`: every shipped scenario is
+//! valid on both platforms, each kind named by --proxy checks it with its own checker, a bad one
+//! is refused at its `file:line` with exit 2, and nothing is started or written (no results
+//! directory, no process left behind).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -98,6 +99,39 @@ fn the_summary_counts_the_configs_and_names_their_checkers() {
         "ok: <builtin>/default.toml: scenario 'default', 1 case (full and --quick forms), \
          platform local; 2 proxy configs checked by nginx -t"
     );
+}
+
+#[test]
+fn with_proxy_each_kind_checks_the_scenario_as_run_proxy_would_run_it() {
+    let cwd = tempfile::tempdir().unwrap();
+    // Both forms once per kind, each config by its kind's own checker.
+    let out = check(cwd.path(), &["default", "--proxy", "haproxy,caddy"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        "ok: <builtin>/default.toml: scenario 'default', 1 case (full and --quick forms), \
+         platform local; 4 proxy configs checked by haproxy -c, caddy validate",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A rate limit Caddy cannot express (nginx's limit_req): refused before anything starts,
+    // in one line that names the kind, as `run --proxy caddy` refuses it.
+    let out = check(cwd.path(), &["burst-handling", "--proxy", "caddy"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("caddy"), "{err}");
+    assert!(out.stdout.is_empty());
+    // Bad --proxy values are usage errors.
+    for (arg, want) in [
+        ("bogus", "--proxy bogus: unknown proxy kind 'bogus'"),
+        ("nginx,nginx", "--proxy nginx,nginx: nginx is named twice"),
+    ] {
+        let out = check(cwd.path(), &["default", "--proxy", arg]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+        assert!(err.contains(want), "{arg}: {err}");
+    }
+    assert_eq!(fs::read_dir(cwd.path()).unwrap().count(), 0);
 }
 
 /// Writes `text` as `bad.toml` in `dir` and returns its path.

@@ -115,6 +115,44 @@ impl Drop for Core {
     }
 }
 
+/// The first step of every driver's start: `dir` must be absolute, `conf_text` must have been
+/// rendered for it (it holds `marker`, a path under `dir` as the renderer writes it), and `dir`
+/// is created with its `subdirs`. A config rendered for another directory would write its pid
+/// file and logs there, where nothing reads them.
+pub(crate) fn prepare_dir(
+    name: &str,
+    dir: &Path,
+    conf_text: &str,
+    marker: &str,
+    subdirs: &[&str],
+) -> Result<(), Error> {
+    if !dir.is_absolute() {
+        return Err(Error::Invalid(format!(
+            "{name}: {} is relative; the replica directory must be absolute",
+            dir.display()
+        )));
+    }
+    if !conf_text.contains(marker) {
+        return Err(Error::Invalid(format!(
+            "{name}: the config was not rendered for {} (RenderContext.prefix must be the replica directory)",
+            dir.display()
+        )));
+    }
+    for p in std::iter::once(dir.to_path_buf()).chain(subdirs.iter().map(|d| dir.join(d))) {
+        std::fs::create_dir_all(&p)
+            .map_err(|e| Error::io(format!("cannot create {}", p.display()), e))?;
+    }
+    Ok(())
+}
+
+/// Writes a replica's config as `dir/file` and returns its path.
+pub(crate) fn write_config(dir: &Path, file: &str, text: &str) -> Result<PathBuf, Error> {
+    let conf = dir.join(file);
+    std::fs::write(&conf, text)
+        .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+    Ok(conf)
+}
+
 /// One proxy's replica on top of its [`Core`]: what differs between proxies. Implementing it
 /// gives the [`driver::Replica`] the run talks to.
 pub(crate) trait Proxied: Send + std::fmt::Debug {

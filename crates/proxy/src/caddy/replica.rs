@@ -7,7 +7,7 @@ use super::{command, CONFIG_FILE};
 use crate::driver::{await_reload, await_start, LogFiles, RenderContext, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::Supervised;
-use crate::replica::{Core, Proxied};
+use crate::replica::{self, Core, Proxied};
 use crate::Error;
 use std::fs;
 use std::net::SocketAddr;
@@ -47,29 +47,14 @@ impl Replica {
     /// starts `caddy run` and waits until the admin listener answers `ctx.generation`.
     pub fn start(name: &str, ctx: &RenderContext, json: &str) -> Result<Replica, Error> {
         let dir = &ctx.prefix;
-        if !dir.is_absolute() {
-            return Err(Error::Invalid(format!(
-                "{name}: {} is relative; render with an absolute replica directory",
-                dir.display()
-            )));
-        }
-        let log = dir.join("caddy.log");
-        if !json.contains(&*serde_json::to_string(&*log.to_string_lossy()).unwrap_or_default()) {
-            return Err(Error::Invalid(format!(
-                "{name}: the config was not rendered for {} (RenderContext.prefix must be the replica directory)",
-                dir.display()
-            )));
-        }
-        for d in ["", "caddy-home", "caddy-data", "caddy-config"] {
-            let p = dir.join(d);
-            fs::create_dir_all(&p)
-                .map_err(|e| Error::io(format!("cannot create {}", p.display()), e))?;
-        }
+        // The JSON config holds the log's path as a JSON string.
+        let log =
+            serde_json::to_string(&*dir.join("caddy.log").to_string_lossy()).unwrap_or_default();
+        let subdirs = ["caddy-home", "caddy-data", "caddy-config"];
+        replica::prepare_dir(name, dir, json, &log, &subdirs)?;
         let _ = fs::remove_file(dir.join(DRAIN_FILE));
         super::validate(json, dir)?;
-        let conf = dir.join(CONFIG_FILE);
-        fs::write(&conf, json)
-            .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+        let conf = replica::write_config(dir, CONFIG_FILE, json)?;
         let mut cmd = command(dir);
         cmd.arg("run")
             .arg("--config")

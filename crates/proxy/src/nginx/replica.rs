@@ -6,7 +6,7 @@ use super::{admin, binary, test_file};
 use crate::driver::{await_reload, await_start, LogFiles, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::{self, Supervised};
-use crate::replica::{Core, Proxied};
+use crate::replica::{self, Core, Proxied};
 use crate::Error;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -40,24 +40,9 @@ impl Replica {
         admin_port: u16,
         generation: u64,
     ) -> Result<Replica, Error> {
-        if !dir.is_absolute() {
-            return Err(Error::Invalid(format!(
-                "{name}: {} is relative; nginx would resolve it against its prefix",
-                dir.display()
-            )));
-        }
-        fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let pid_file = dir.join("nginx.pid");
-        if !conf_text.contains(&*pid_file.to_string_lossy()) {
-            return Err(Error::Invalid(format!(
-                "{name}: the config was not rendered for {} (RenderContext.prefix must be the replica directory)",
-                dir.display()
-            )));
-        }
-        let conf = dir.join("nginx.conf");
-        fs::write(&conf, conf_text)
-            .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+        replica::prepare_dir(name, dir, conf_text, &pid_file.to_string_lossy(), &[])?;
+        let conf = replica::write_config(dir, "nginx.conf", conf_text)?;
         test_file(dir, &conf)?;
         let mut cmd = Command::new(binary());
         cmd.arg("-p")

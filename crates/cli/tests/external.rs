@@ -604,13 +604,6 @@ fn spawn_users_proxy(cmd: &mut Command, what: &str) -> std::process::Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    // SAFETY: the closure runs in the forked child before exec; prctl(2) is a plain system
-    // call that neither allocates nor locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    testkit::die_with_parent(cmd);
     cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"))
 }

@@ -160,6 +160,20 @@ impl Drop for Nginx {
     }
 }
 
+/// Makes the process `cmd` starts die with the test process, even when the test is killed
+/// without unwinding (a server in its own process group is otherwise left behind).
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed; prctl(2) is a plain system call that neither allocates nor locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 fn spawn_nginx(prefix: &Path) -> Child {
     use std::os::unix::process::CommandExt;
     let conf = prefix.join("nginx.conf");
@@ -177,15 +191,7 @@ fn spawn_nginx(prefix: &Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
-    // Die with the test process even if it is killed without unwinding.
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed; prctl(2) is a plain system call that neither allocates nor locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    die_with_parent(&mut cmd);
     let mut child = cmd.spawn().unwrap_or_else(|e| {
         panic!(
             "cannot start {} ({e}); install nginx (apt-get install -y nginx)",

@@ -600,6 +600,8 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> CaseOutcome {
 /// A case whose stack is up and whose loads and collector are running.
 struct Running {
     origin: Instant,
+    /// Seconds the stage took, from its start to `origin` (when the stack served).
+    stage_s: f64,
     stack: Box<dyn Stage>,
     logs_dir: PathBuf,
     progress: Arc<Progress>,
@@ -615,7 +617,7 @@ struct Running {
 /// Stands the case's stack up and starts its loads (each waits for its start time) and the
 /// once-a-second collector.
 fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
-    let origin = Instant::now();
+    let stage_origin = Instant::now();
     let spec = StackSpec {
         backends: &case.backends,
         backend_threads: case.backend_threads,
@@ -627,10 +629,10 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
             .map_err(|e| e.to_string())?,
         exec_out: paths::join_plain(&ctx.dir.join("exec"), "case name", &case.name)
             .map_err(|e| e.to_string())?,
-        origin,
+        origin: stage_origin,
         seed: 1 + ctx.index as u64,
     };
-    let stack = ctx.platform.stage(case, spec).map_err(|e| e.to_string())?;
+    let mut stack = ctx.platform.stage(case, spec).map_err(|e| e.to_string())?;
     let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)
         .map_err(|e| e.to_string())?;
     let configs = case
@@ -657,6 +659,12 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
             ),
         });
     }
+    // The stack serves: the case's clock starts now, on every platform, so that an action at
+    // "1s" comes a second after the loads could start, however long the stage took (pods and
+    // a Service on Kubernetes take seconds, processes here milliseconds).
+    let origin = Instant::now();
+    let stage_s = origin.duration_since(stage_origin).as_secs_f64();
+    stack.serving(origin);
     // The case's origin on the wall clock: a distributed load's agents count their seconds
     // from it, as a local load does.
     let origin_unix_ns = agent::proto::now_ns() - origin.elapsed().as_nanos() as u64;
@@ -740,6 +748,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     let collector = spawn_collector(stack.handles(), origin, collecting.clone());
     Ok(Running {
         origin,
+        stage_s,
         stack,
         logs_dir,
         progress,
@@ -891,6 +900,8 @@ struct Collected {
     backends: Vec<model::BackendCounters>,
     time_wait: Option<model::TimeWait>,
     elapsed_s: f64,
+    /// Seconds the stage took before the case's clock started.
+    stage_s: f64,
     down_err: Option<crate::error::StackError>,
     /// What the cluster showed (Kubernetes only).
     cluster: Option<model::ClusterRecord>,
@@ -1028,9 +1039,19 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         backends,
         time_wait: crate::procfs::time_wait(&ports),
         elapsed_s,
+        stage_s: run.stage_s,
         down_err,
         cluster,
     }
+}
+
+/// How long the stage took, as the case's finding: its clock (actions' `at`, loads' `start`,
+/// every time in the record) starts when the stack serves, not when the stage began.
+fn stage_note(stage_s: f64) -> String {
+    format!(
+        "The stage took {stage_s:.2} s (backends and proxy up, the loads' targets answering); \
+         the case's times count from when it served."
+    )
 }
 
 /// The case's measurements as the record holds them: the analysed fields (disruptions,
@@ -1040,7 +1061,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
     let mut result = CaseResult {
         name: case.name.clone(),
         description: case.description.clone(),
-        start_s: ctx.start_s,
+        start_s: ctx.start_s + c.stage_s,
         elapsed_s: c.elapsed_s,
         loads: c.summaries,
         disruptions: Vec::new(),
@@ -1068,6 +1089,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
     if let Some(ext) = case.proxy.as_ref().and_then(|p| p.external.as_ref()) {
         result.findings.extend(external_gaps(ext));
     }
+    result.findings.push(stage_note(c.stage_s));
     result.findings.extend(c.notes);
     result.findings.extend(c.left_behind);
     CaseOutcome {

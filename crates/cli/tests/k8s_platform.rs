@@ -186,9 +186,8 @@ fn k8s_grow_routes_and_set_profile() {
     let scenario = dir.path().join("grow.toml");
     // The grown routes go to a group of their own, so the cafe group's counters are the
     // load's alone and the probe group's are the time-to-ready probe's alone. Action times
-    // count from the case's start, before the stack is up, and on Kubernetes the load starts
-    // only once the proxy's Service answers (about 5-6 s in CI): set_profile at 11 s leaves
-    // seconds of load on both sides of it.
+    // count from when the stack serves (as the load's start does): set_profile at 11 s leaves
+    // seconds of load on both sides of it, after the growth's reloads.
     std::fs::write(
         &scenario,
         format!(
@@ -354,6 +353,112 @@ actions = [
     assert!(
         after.iter().all(|p| (30_000..60_000).contains(p)),
         "{after:?}"
+    );
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+/// The case's clock starts when the stack serves, not when the stage begins: on Kubernetes the
+/// stage takes seconds (pods Ready, the Service answering), and an action at 1 s must still come
+/// a second into the load. Checked against the record: the load's seconds before the reload's
+/// event hold about a second of its fixed rate, the stage's length is a finding, and the pod
+/// changes of the stage are before the origin (negative), on the same clock as the load.
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_an_action_at_1s_comes_a_second_into_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("origin.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-origin\"
+description = \"a reload at 1 s of a 4 s load at 100 requests per second\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 4
+duration = \"4s\"
+
+[[cases]]
+name = \"main\"
+actions = [{{ at = \"1s\", reload = true }}]
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("origin");
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let ev = case["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "reload")
+        .unwrap_or_else(|| panic!("no reload event: {}", case["events"]));
+    assert!(ev["error"].is_null(), "{ev}");
+    let at = ev["t_s"].as_f64().unwrap();
+    let load = case["loads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "coffee")
+        .unwrap();
+    let timeline = load["timeline"].as_array().unwrap();
+    let first = timeline
+        .iter()
+        .find(|s| s["requests"].as_u64().unwrap() > 0)
+        .unwrap_or_else(|| panic!("no request in {timeline:?}"));
+    let first_t = first["t"].as_f64().unwrap();
+    // The requests of the seconds that ended before the reload began.
+    let before: u64 = timeline
+        .iter()
+        .filter(|s| s["t"].as_f64().unwrap() + 1.0 <= at)
+        .map(|s| s["requests"].as_u64().unwrap())
+        .sum();
+    let stage = case["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .find(|f| f.starts_with("The stage took "))
+        .unwrap_or_else(|| panic!("no stage finding: {}", case["findings"]))
+        .to_string();
+    let stage_s: f64 = stage["The stage took ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy_ready: Vec<f64> = case["cluster"]["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "proxy" && p["ready"] == true)
+        .map(|p| p["t_s"].as_f64().unwrap())
+        .collect();
+    eprintln!(
+        "stage {stage_s:.2} s; first load second at {first_t}, reload at {at:.2} s, \
+         {before} requests before it; proxy pods Ready at {proxy_ready:?}"
+    );
+    // The load starts at 0 on the case's clock; the reload a second later, not at once.
+    assert_eq!(first_t, 0.0, "{timeline:?}");
+    assert!((1.0..2.0).contains(&at), "reload at {at} s");
+    // 100 requests per second: the second before the reload holds about 100 of them.
+    assert!(
+        (90..=110).contains(&before),
+        "{before} requests before the reload"
+    );
+    // The stage took seconds on the cluster, and its pods were Ready before the case's clock
+    // started: the same clock, moved to when the stack served.
+    assert!(stage_s > 1.0, "{stage}");
+    assert!(
+        !proxy_ready.is_empty() && proxy_ready[0] < 0.0 && proxy_ready[0] > -stage_s,
+        "{proxy_ready:?} (stage {stage_s} s)"
     );
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

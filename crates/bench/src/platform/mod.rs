@@ -49,7 +49,7 @@ pub struct StackSpec<'a> {
     pub configs_out: PathBuf,
     /// Directory that receives the stdout and stderr of `exec` actions (made at the first).
     pub exec_out: PathBuf,
-    /// The case's time origin.
+    /// When the stage began: what the stage stamps before [`Stage::serving`] counts from it.
     pub origin: Instant,
     /// Seed for the fleet's random draws.
     pub seed: u64,
@@ -119,6 +119,11 @@ pub trait Stage {
     fn first_backend(&self, group: &str) -> Option<SocketAddr>;
     /// The external target's attach settings, when the case's proxy is one the user runs.
     fn external(&self) -> Option<&proxy::config::External>;
+    /// The stack serves from `origin` on (the runner calls it once, after the stage is up and
+    /// the loads' targets and agents are ready): the case's clock starts there for actions,
+    /// loads and records. What the stage stamped before it, against the spec's origin, counts
+    /// from `origin` too in what it hands back (negative: before the stack served).
+    fn serving(&mut self, origin: Instant);
     /// Handles of the proxy processes on this machine for the /proc and status collectors,
     /// kept current as replicas come and go (empty when the proxy runs elsewhere).
     fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>>;

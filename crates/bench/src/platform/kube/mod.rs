@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The image backend pods run when the platform names none.
 pub const DEFAULT_IMAGE: &str = "localhost/proxybench:0.1.0";
@@ -87,6 +87,9 @@ pub(crate) struct KubeStage {
     driver: &'static dyn Driver,
     /// The config, generation, listener ports, certificate and time origin served.
     served: Served,
+    /// When the stage began: the collectors stamp against it, and records.rs moves their
+    /// times to the case's origin (`served.origin`, from when the stack serves).
+    stage_origin: Instant,
     configs: BTreeMap<String, ProxyConfig>,
     admin_port: u16,
     control_port: u16,

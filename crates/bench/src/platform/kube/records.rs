@@ -140,6 +140,17 @@ impl KubeStage {
                 terminating: e.terminating,
             });
         }
+        // The collectors count from the stage's start; the case's clock from when it served.
+        let shift = self
+            .served
+            .origin
+            .saturating_duration_since(self.stage_origin)
+            .as_secs_f64();
+        rec.pods.iter_mut().for_each(|p| p.t_s -= shift);
+        rec.restarts.iter_mut().for_each(|r| r.t_s -= shift);
+        rec.warnings.iter_mut().for_each(|w| w.t_s -= shift);
+        rec.metrics.iter_mut().for_each(|m| m.t_s -= shift);
+        rec.scrapes.iter_mut().for_each(|s| s.t_s -= shift);
         rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
         rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));

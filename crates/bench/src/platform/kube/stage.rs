@@ -89,6 +89,7 @@ impl KubeStage {
                 tls: stack.tls.clone(),
                 origin,
             },
+            stage_origin: origin,
             configs: stack.configs.clone(),
             admin_port: 0,
             control_port: 0,
@@ -590,6 +591,10 @@ impl Stage for KubeStage {
             .config
             .as_ref()
             .and_then(|c| c.external.as_ref())
+    }
+
+    fn serving(&mut self, origin: Instant) {
+        self.served.origin = origin;
     }
 
     fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {

@@ -775,6 +775,10 @@ impl Stage for Stack {
         Stack::external(self)
     }
 
+    fn serving(&mut self, origin: Instant) {
+        self.served.origin = origin;
+    }
+
     fn handles(&self) -> Arc<Mutex<Vec<ReplicaHandle>>> {
         Stack::handles(self)
     }

@@ -64,6 +64,24 @@ pub fn external_target(url: &str, resolve: Option<IpAddr>) -> Result<(u16, IpAdd
     Ok((u.port, ip))
 }
 
+/// Where a `via = "url"` load connects: the url's port and its host's address (`resolve` when
+/// set, the host itself when it is an IP, else the system resolver's first answer). The parser
+/// has already held that host, or `resolve`, to loopback and the scenario's reach list.
+pub fn url_target(url: &str, resolve: Option<IpAddr>) -> Result<(u16, IpAddr), ReachError> {
+    use std::net::ToSocketAddrs;
+    let u = load::target::Url::parse(url)?;
+    let ip = match (resolve, u.host.parse::<IpAddr>()) {
+        (Some(ip), _) | (None, Ok(ip)) => ip,
+        (None, Err(_)) => (u.host.as_str(), u.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(|a| a.ip())
+            .ok_or_else(|| ReachError::Unresolved(url.to_string()))?,
+    };
+    Ok((u.port, ip))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

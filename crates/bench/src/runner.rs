@@ -1225,8 +1225,12 @@ fn platform_paths(p: &mut model::PlatformInfo, case: &Case, r: &CaseResult) {
         }
     }
     for l in &r.loads {
-        let target = match case.loads.iter().find(|s| s.name == l.name).map(|s| &s.via) {
+        let spec = case.loads.iter().find(|s| s.name == l.name);
+        let target = match spec.map(|s| &s.via) {
             Some(Some(Via::Backend(g))) => format!("backend group `{g}` (its first pod)"),
+            Some(Some(Via::Url)) => {
+                spec.map_or_else(String::new, |s| format!("the url's own host ({})", s.url))
+            }
             Some(Some(v)) if v.is_cluster_address() => cluster
                 .load_targets
                 .get(&v.to_string())
@@ -1284,6 +1288,9 @@ fn load_config(
             })?;
             (a.port(), a.ip())
         }
+        // The url's own host (held to loopback and the scenario's reach list at parse).
+        Some(Via::Url) => crate::reach::url_target(&l.url, l.resolve)
+            .map_err(|e| format!("load '{}': {e}", l.name))?,
         Some(v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_))) => {
             let a = stack
                 .aim(v, scheme == "https")
@@ -1338,7 +1345,10 @@ fn load_config(
     cfg.streams = l.streams.unwrap_or(1);
     cfg.retry_idle_closed = l.retry_idle_closed;
     if u.tls {
-        cfg.cacert = tls.map(|t| t.ca.clone());
+        // The run's CA signs its own listeners; a target the run did not make brings its own.
+        cfg.cacert = l.cacert.clone().or_else(|| tls.map(|t| t.ca.clone()));
+        cfg.insecure = l.insecure;
+        cfg.sni.clone_from(&l.sni);
     }
     crate::reach::own_target(&cfg, SocketAddr::new(ip, port))
         .map_err(|e| format!("load '{}': {e}", l.name))?;

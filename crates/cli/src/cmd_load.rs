@@ -83,6 +83,9 @@ pub struct Args {
     /// Skip TLS certificate verification.
     #[arg(short = 'k', long)]
     insecure: bool,
+    /// Send this TLS server name (SNI) instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    sni: Option<String>,
     /// Send a request once more on a new connection when the server closed the reused
     /// keep-alive connection under it before answering (as Go's net/http does); counted as
     /// retried, not as a read_idle_closed error. HTTP/1.1 GET, HEAD, OPTIONS, TRACE only.
@@ -629,6 +632,7 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
             .push(load::Resolve::parse(r).map_err(|e| usage(&e))?);
     }
     cfg.insecure = a.insecure;
+    cfg.sni = a.sni.clone();
     cfg.retry_idle_closed = a.retry_idle_closed;
     cfg.cacert = a.cacert.clone();
     cfg.hdr_log = a.hdr_log.clone();

@@ -398,6 +398,94 @@ fn mistakes_in_an_external_scenario_are_one_line_with_file_line_and_exit_2() {
 }
 
 #[test]
+fn loads_via_url_connect_where_their_urls_point_and_only_to_named_hosts() {
+    let ng = UserNginx::start();
+    let tmp = tempfile::tempdir().unwrap();
+    // No [proxy]: the run starts the backends, and the loads go to the user's nginx in front
+    // of them, one by its address, one by a name sent there with `resolve`.
+    let loads = |reach: &str, second_url: &str, resolve: &str| {
+        format!(
+            "name = \"external\"\n{reach}\n[[backends]]\nname = \"app\"\ncount = 2\n\
+             listen = \"127.0.0.1:{b}\"\n\n\
+             [[loads]]\nname = \"by-address\"\nurl = \"http://127.0.0.1:{port}/coffee\"\n\
+             via = \"url\"\nrequests = 300\nconnections = 2\n\n\
+             [[loads]]\nname = \"by-name\"\nurl = \"{second_url}\"\nvia = \"url\"\n\
+             {resolve}requests = 200\nconnections = 2\n",
+            b = ng.backends,
+            port = ng.port,
+        )
+    };
+    let named = format!("http://user-gw.test:{}/tea", ng.port);
+    let (out, run) = run(tmp.path(), &loads("", &named, "resolve = \"127.0.0.1\"\n"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read(&run);
+    let case = &r.cases[0];
+    let sent: Vec<(String, u64, u64)> = case
+        .loads
+        .iter()
+        .map(|l| (l.name.clone(), l.requests, l.errors.values().sum::<u64>()))
+        .collect();
+    assert_eq!(
+        sent,
+        vec![("by-address".into(), 300, 0), ("by-name".into(), 200, 0)]
+    );
+    // Server-side truth: the user's nginx logged every request, and its upstreams (the run's
+    // backends) answered each one.
+    assert_eq!(ng.access_lines(), 500);
+    let served: u64 = case.backends.iter().map(|b| b.requests).sum();
+    assert_eq!(served, 500);
+
+    // The reach rule: a host outside loopback is refused at its load's line, exit 2, unless
+    // the scenario names it in `reach`; then only the parse is checked here (no traffic leaves
+    // 127.0.0.0/8 in tests).
+    let far = "http://gw.example.com/tea";
+    let file = tmp.path().join("far.toml");
+    fs::write(&file, loads("", far, "")).unwrap();
+    let out = Command::new(bin())
+        .arg("check")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!(
+            "proxybench: {}:15: load 'by-name': via = \"url\" would connect to \
+             gw.example.com, which is neither loopback nor in the scenario's reach list: add \
+             `reach = [\"gw.example.com\"]` to send load there on purpose",
+            file.display()
+        )
+    );
+    fs::write(&file, loads("reach = [\"gw.example.com\"]", far, "")).unwrap();
+    let out = Command::new(bin())
+        .arg("check")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (bad, line) in [
+        ("reach = [\"https://gw.example.com\"]", "2"),
+        ("reach = [\"gw.example.com:443\"]", "2"),
+    ] {
+        fs::write(&file, loads(bad, far, "")).unwrap();
+        let out = Command::new(bin())
+            .arg("check")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with(&format!(
+                "proxybench: {}:{line}: reach entry",
+                file.display()
+            )),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_backend_port_already_taken_is_a_clear_error() {
     let held = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port();

@@ -425,6 +425,22 @@ fn a_self_signed_certificate_made_by_openssl_works_with_cacert_as_in_curl() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("  Status codes: 200=20\n"), "{text}");
     assert_eq!(settled(&ng, 20), 20);
+    // The address itself, with the certificate's name given as --sni: verified, 20 more.
+    let by_ip = format!("https://127.0.0.1:{}/", ng.port);
+    let args = ["-t1", "-c2", "-n", "20", "--cacert", cacert];
+    let out = pb(&[&args[..], &["--sni", "cafe.example.com", &by_ip]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("  Status codes: 200=20\n"), "{text}");
+    assert_eq!(settled(&ng, 40), 40);
+    // Without it the name checked is the address, which the certificate does not name.
+    let out = pb(&[&args[..], &[&by_ip]].concat());
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_line(&out));
+    assert!(
+        stderr_line(&out).contains("certificate not valid for name \"127.0.0.1\""),
+        "{}",
+        stderr_line(&out)
+    );
     // Another certificate in the CA file: refused, with the reason, and exit 3.
     let out = pb(&[
         "-t1",

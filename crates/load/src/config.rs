@@ -140,6 +140,10 @@ pub struct Config {
     pub resolve: Vec<Resolve>,
     /// Skip TLS certificate verification.
     pub insecure: bool,
+    /// The TLS server name to send instead of the url's host (`--sni`): a gateway reached at
+    /// an address whose certificate names another host.
+    #[serde(default)]
+    pub sni: Option<String>,
     /// Trust the CA certificates in this PEM file instead of the built-in web roots.
     pub cacert: Option<PathBuf>,
     /// No complete response within this long counts as a timeout (also the connect timeout).
@@ -200,6 +204,7 @@ impl Config {
             host: None,
             resolve: Vec::new(),
             insecure: false,
+            sni: None,
             cacert: None,
             timeout: Duration::from_secs(2),
             record_requests: false,

@@ -35,8 +35,9 @@ impl Target {
         let url = Url::parse(&cfg.url)?;
         let addr = resolve_addr(&url, &cfg.resolve)?;
         let host_is_ip = url.host.parse::<std::net::IpAddr>().is_ok();
-        let server_name = url.tls.then(|| match (&cfg.host, host_is_ip) {
-            (Some(h), true) => h.split(':').next().unwrap_or(h).to_string(),
+        let server_name = url.tls.then(|| match (&cfg.sni, &cfg.host, host_is_ip) {
+            (Some(n), _, _) => n.clone(),
+            (None, Some(h), true) => h.split(':').next().unwrap_or(h).to_string(),
             _ => url.host.clone(),
         });
         let request = serialize_request(cfg, &url);
@@ -137,6 +138,16 @@ mod tests {
         assert!(t
             .request
             .starts_with(b"GET / HTTP/1.1\r\nHost: cafe.example.com\r\n\r\n"));
+        // --sni names the server alone; Host stays the url's.
+        let mut c = Config::new("https://gw.example.com/").unwrap();
+        c.resolve
+            .push(Resolve::parse("gw.example.com:443:127.0.0.1").unwrap());
+        c.sni = Some("cafe.example.com".into());
+        let t = Target::new(&c).unwrap();
+        assert_eq!(t.server_name.as_deref(), Some("cafe.example.com"));
+        assert!(t
+            .request
+            .starts_with(b"GET / HTTP/1.1\r\nHost: gw.example.com\r\n\r\n"));
         c.add_header_line("host: other").unwrap();
         let t = Target::new(&c).unwrap();
         assert_eq!(&t.request[..], b"GET / HTTP/1.1\r\nhost: other\r\n\r\n");

@@ -50,6 +50,10 @@ struct CaseDoc {
     loads: Vec<Spanned<LoadSpec>>,
     #[serde(default)]
     actions: Vec<Spanned<ActionSpec>>,
+    /// Hosts beyond loopback that loads with `via = "url"` may connect to (names or IP
+    /// addresses), each named on purpose: the reach rule's explicit part.
+    #[serde(default)]
+    reach: Vec<Spanned<String>>,
 }
 
 fn one_usize() -> usize {
@@ -366,13 +370,36 @@ fn build_case(
         configs.insert(n.clone(), c.into_inner());
         config_lines.insert(n, lines);
     }
+    let mut reach = Vec::new();
+    for h in &doc.reach {
+        let host = crate::reach::reach_entry(h.get_ref()).map_err(|m| err(h.span(), m))?;
+        reach.push(host);
+    }
     let mut loads = Vec::new();
     let mut load_lines = BTreeMap::new();
     let mut load_names = BTreeSet::new();
     for l in doc.loads {
         let span = l.span();
-        let spec = l.into_inner();
+        let mut spec = l.into_inner();
         check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
+        if spec.via == Some(Via::Url) {
+            crate::reach::check_url_reach(&spec.url, spec.resolve, &reach)
+                .map_err(|e| err(span.clone(), format!("load '{}': {e}", spec.name)))?;
+        }
+        if let Some(c) = &spec.cacert {
+            let path = crate::platform::relative_to_file(src, &c.to_string_lossy());
+            if on.check_files && !path.is_file() {
+                return Err(err(
+                    span,
+                    format!(
+                        "load '{}': cacert {} is not a readable file",
+                        spec.name,
+                        path.display()
+                    ),
+                ));
+            }
+            spec.cacert = Some(path);
+        }
         if let Some(v) = spec.via.as_ref().filter(|v| v.is_cluster_address()) {
             check_cluster_via(on, &spec, v, proxy.as_ref()).map_err(|m| err(span.clone(), m))?;
         }
@@ -667,7 +694,32 @@ fn check_load(
             l.name, l.url
         ));
     };
-    crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    // A url load connects where its url points (the reach list decides); every other load
+    // connects where the stack says, so its url may only name a host.
+    if l.via != Some(Via::Url) {
+        crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+        if let Some(ip) = l.resolve {
+            return Err(format!(
+                "load '{}': resolve = \"{ip}\" needs via = \"url\": other loads connect \
+                 where the run's stack listens",
+                l.name
+            ));
+        }
+    }
+    if let Some(n) = &l.sni {
+        if !https || n.is_empty() || n.parse::<std::net::IpAddr>().is_ok() {
+            return Err(format!(
+                "load '{}': sni = \"{n}\" needs an https url and a host name",
+                l.name
+            ));
+        }
+    }
+    if (l.insecure || l.cacert.is_some()) && !https {
+        return Err(format!(
+            "load '{}': cacert and insecure are for https urls",
+            l.name
+        ));
+    }
     if l.duration.is_none() && l.requests.is_none() {
         return Err(format!(
             "load '{}' needs a `duration` or `requests`",
@@ -758,6 +810,8 @@ fn check_load(
         }
         // Checked by check_cluster_via, which knows the platform.
         Some(Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_)) => {}
+        // Checked against the scenario's reach list by the caller.
+        Some(Via::Url) => {}
         None => match proxy {
             // An external target's loads go where their urls say (checked by the runner).
             Some(p) if p.external.is_some() => {}

@@ -192,6 +192,20 @@ pub struct LoadSpec {
     /// net/http does; counted as retried, not as an error. HTTP/1.1 GET, HEAD, OPTIONS, TRACE.
     #[serde(default)]
     pub retry_idle_closed: bool,
+    /// With `via = "url"`: connect the url's host to this address instead of looking it up
+    /// (`proxybench load --resolve`), keeping Host and SNI.
+    #[serde(default)]
+    pub resolve: Option<std::net::IpAddr>,
+    /// Trust the certificates in this PEM file (relative to the scenario file) instead of the
+    /// run's own CA: for a target whose certificate the run did not make.
+    #[serde(default)]
+    pub cacert: Option<PathBuf>,
+    /// Skip TLS certificate verification (`proxybench load --insecure`).
+    #[serde(default)]
+    pub insecure: bool,
+    /// The TLS server name to send, when it is not the url's host (`proxybench load --sni`).
+    #[serde(default)]
+    pub sni: Option<String>,
 }
 
 impl LoadSpec {
@@ -211,7 +225,9 @@ impl LoadSpec {
 /// address the run discovers through the API: `"service:NAME[:PORT]"` (a Service's ClusterIP),
 /// `"node-port:PORT"` (the proxy's Service on a node's InternalIP and its nodePort) or
 /// `"load-balancer:PORT"` (the proxy's Service at its load balancer's status address); PORT is a
-/// listener name or a port number (for another Service: its port's name or number).
+/// listener name or a port number (for another Service: its port's name or number). On any
+/// platform `"url"` connects where the url itself points (a host named in the scenario's
+/// `reach` list, or loopback).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "String")]
 pub enum Via {
@@ -226,6 +242,10 @@ pub enum Via {
     NodePort(String),
     /// The proxy's Service at its load balancer's address and a port (by name or number).
     LoadBalancer(String),
+    /// The url's own host and port (`"url"`), as a client outside the run would connect: for a
+    /// gateway or load balancer the run did not start. The host must be loopback or named in
+    /// the scenario's `reach` list.
+    Url,
 }
 
 impl Via {
@@ -256,6 +276,9 @@ impl From<String> for Via {
         if let Some(port) = s.strip_prefix("load-balancer:") {
             return Via::LoadBalancer(port.to_string());
         }
+        if s == "url" {
+            return Via::Url;
+        }
         Via::Listener(s)
     }
 }
@@ -270,6 +293,7 @@ impl std::fmt::Display for Via {
             Via::Service(n, Some(p)) => write!(f, "service:{n}:{p}"),
             Via::NodePort(p) => write!(f, "node-port:{p}"),
             Via::LoadBalancer(p) => write!(f, "load-balancer:{p}"),
+            Via::Url => f.write_str("url"),
         }
     }
 }

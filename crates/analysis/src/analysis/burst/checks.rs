@@ -250,6 +250,10 @@ mod tests {
             streams: None,
             agents: None,
             retry_idle_closed: false,
+            resolve: None,
+            cacert: None,
+            insecure: false,
+            sni: None,
         }
     }
 

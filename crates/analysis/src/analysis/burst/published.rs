@@ -77,6 +77,10 @@ mod tests {
             streams: None,
             agents: None,
             retry_idle_closed: false,
+            resolve: None,
+            cacert: None,
+            insecure: false,
+            sni: None,
         };
         let counts = |p: Option<Published>| p.map(|p| (p.accepted, p.requests));
         assert_eq!(

@@ -10,7 +10,8 @@
 # behind a bridge of its own, and its containerd, kubelet and kube-proxy run inside those
 # namespaces, with tmpfs mounts over the paths the kubelet, containerd and libcni hard-code.
 # kube-proxy (iptables mode) routes ClusterIP (198.18.128.0/24) and NodePort Services on both
-# nodes; metrics-server serves the metrics API. Nothing is routed outside 198.18.0.0/16.
+# nodes, and LoadBalancer Services at the addresses k8s/lb-controller.sh gives them from
+# 198.18.129.0/24; metrics-server serves the metrics API. Nothing is routed outside 198.18.0.0/16.
 # Everything the cluster writes lives under one state directory ($PROXYBENCH_K8S_DIR, default
 # ~/.cache/proxybench/k8s-run), the admin kubeconfig included. `up` prints
 # `export KUBECONFIG=<path>` as its last line. `down` stops every process the cluster started and
@@ -61,6 +62,7 @@ POD2_RANGE=(198.18.1.10 198.18.1.250)
 CLUSTER_CIDR=198.18.0.0/23 # both nodes' pod subnets
 SERVICE_RANGE=198.18.128.0/24
 API_SERVICE_IP=198.18.128.1 # the `kubernetes` Service: the first address of the range
+LB_POOL=198.18.129           # load balancer addresses (k8s/lb-controller.sh): $LB_POOL.10-250
 BRIDGE2=pbbr1         # node 2's pod bridge, inside its network namespace
 VETH2=${BRIDGE}-n2    # the host's end of node 2's eth0
 RULE_PREF=1818        # the routing rules that keep forwarded traffic inside $TEST_NET: pref and pref+1
@@ -82,7 +84,7 @@ SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
     net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
     net.netfilter.nf_conntrack_tcp_timeout_close_wait net.netfilter.nf_conntrack_tcp_be_liberal)
 # The daemons, in the order `down` stops them (the holder of node 2's namespaces last).
-DAEMONS=(kubelet-2 kubelet kube-proxy-2 kube-proxy containerd-2 containerd kube-scheduler
+DAEMONS=(lb-controller kubelet-2 kubelet kube-proxy-2 kube-proxy containerd-2 containerd kube-scheduler
     kube-controller-manager kube-apiserver etcd node2-ns)
 
 PKI=$D/pki
@@ -569,6 +571,8 @@ net_up() {
     # the host reaches ClusterIPs from its bridge address: never through its default route, even
     # before kube-proxy has programmed a Service
     ip route add "$SERVICE_RANGE" dev "$BRIDGE" src "$NODE1_IP"
+    # and load balancer addresses the same way (kube-proxy catches them before they leave)
+    ip route add "$LB_POOL.0/24" dev "$BRIDGE" src "$NODE1_IP"
     ip rule add iif "$BRIDGE" to "$TEST_NET" lookup main pref "$RULE_PREF"
     ip rule add iif "$BRIDGE" unreachable pref "$((RULE_PREF + 1))"
     sysctl -qw "net.ipv4.conf.$BRIDGE.forwarding=1"
@@ -769,6 +773,10 @@ cmd_up() {
     start kube-proxy "$BIN/kube-proxy" --config "$D/kube-proxy.yaml"
     start kube-proxy-2 nsenter -t "$(node2_pid)" -n -m -- "$BIN/kube-proxy" --config "$N2/kube-proxy.yaml"
     kc apply -f "$D/metrics-server.yaml" >/dev/null || die "kubectl apply of metrics-server failed"
+    # Services of type LoadBalancer get an address of $LB_POOL.0/24, as a cloud would give one.
+    local k=$BIN/kubectl
+    [ -x "$k" ] || k=$(command -v kubectl)
+    start lb-controller "$here/lb-controller.sh" "$k" "$KUBECONFIG_ADMIN" "$LB_POOL"
     wait_until 60 kube-controller-manager curl -skf "https://127.0.0.1:$KCM_PORT/healthz" || { need_alive kube-controller-manager; die "kube-controller-manager not healthy after 60 s"; }
     wait_until 60 kube-scheduler curl -skf "https://127.0.0.1:$SCHED_PORT/healthz" || { need_alive kube-scheduler; die "kube-scheduler not healthy after 60 s"; }
     wait_until 60 "node $NODE Ready" kc wait --for=condition=Ready "node/$NODE" --timeout=1s || { need_alive kubelet; die "node $NODE not Ready in 60 s; $D/logs/kubelet.log"; }
@@ -841,7 +849,7 @@ stray_pids() {
             { read -r c <"$f/comm"; } 2>/dev/null || continue
             case "$c" in
             containerd-shim*) ;;
-            containerd | etcd | kube-* | kubelet | "$NODE2-ns") [ "${1:-}" = all ] || continue ;;
+            containerd | etcd | kube-* | kubectl | kubelet | lb-controller* | "$NODE2-ns") [ "${1:-}" = all ] || continue ;;
             *) continue ;;
             esac
             cmd=$(tr '\0' ' ' <"$f/cmdline" 2>/dev/null) || continue

@@ -1175,61 +1175,84 @@ fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
-fn k8s_a_load_through_the_node_port_is_counted_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("nodeport.toml");
-    std::fs::write(
-        &scenario,
-        format!(
-            "name = \"k8s-nodeport\"
+fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
+    // The test cluster's LoadBalancer addresses come from k8s/lb-controller.sh (198.18.129.0/24),
+    // routed to the Service by kube-proxy as a cloud's are.
+    for (service_type, via, want) in [
+        (
+            "NodePort",
+            "node-port:http",
+            "Service `proxy` (NodePort) at node ",
+        ),
+        (
+            "LoadBalancer",
+            "load-balancer:http",
+            "Service `proxy` (LoadBalancer) at its load balancer's address 198.18.129.",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("service-type.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"k8s-service-type\"
 [platform]
 kind = \"kubernetes\"
-service_type = \"NodePort\"
+service_type = \"{service_type}\"
 {SCENARIO_HEAD}
 [[loads]]
 name = \"coffee\"
 url = \"http://cafe.example.com/coffee\"
-via = \"node-port:http\"
+via = \"{via}\"
 rate = 100
 connections = 8
 duration = \"4s\"
 "
-        ),
-    )
-    .unwrap();
-    let root = dir.path().join("results");
-    let ns = namespace("nodeport");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the run failed: {stderr}");
-    let d = data(&root, &out);
-    let case = &d["cases"][0];
-    let load = &case["loads"][0];
-    let requests = load["requests"].as_u64().unwrap();
-    assert_eq!(requests, 400, "100 r/s for 4 s: {load}");
-    assert_eq!(failed(load), 0, "{load}");
-    // Exact against the proxy pod's access log and the backends' counters.
-    let (lines, pods) = access_count(&root);
-    assert_eq!(pods, 1, "one proxy pod's log");
-    assert_eq!(lines, requests, "access-log lines");
-    assert_eq!(backend_requests(case, "cafe"), requests, "backend counters");
-    // env.json says which path the load took (a node's InternalIP and the nodePort, from this
-    // machine) and how the proxy pods were reached.
-    let env = kube::env_json(&root);
-    let p = &env["platform"];
-    assert_eq!(p["pod_path"], "pod IP", "{p}");
-    let path = &p["load_paths"][0];
-    assert_eq!(path["load"], "coffee", "{p}");
-    assert_eq!(path["from"], "this machine", "{p}");
-    let target = path["target"].as_str().unwrap();
-    assert!(
-        target.starts_with("Service `proxy` (NodePort) at node ")
-            && target.contains("InternalIP 198.18.0.")
-            && target.contains("nodePort 3"),
-        "{target}"
-    );
-    eprintln!("nodeport: {requests} requests via {target}, {lines} access-log lines");
-    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let ns = namespace(&service_type.to_ascii_lowercase());
+        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{service_type}: the run failed: {stderr}"
+        );
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let load = &case["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        assert_eq!(requests, 400, "{service_type}: 100 r/s for 4 s: {load}");
+        assert_eq!(failed(load), 0, "{service_type}: {load}");
+        // Exact against the proxy pod's access log and the backends' counters.
+        let (lines, pods) = access_count(&root);
+        assert_eq!(pods, 1, "{service_type}: one proxy pod's log");
+        assert_eq!(lines, requests, "{service_type}: access-log lines");
+        assert_eq!(
+            backend_requests(case, "cafe"),
+            requests,
+            "{service_type}: backend counters"
+        );
+        // env.json says which path the load took, from this machine, and how the proxy pods
+        // were reached.
+        let env = kube::env_json(&root);
+        let p = &env["platform"];
+        assert_eq!(p["pod_path"], "pod IP", "{p}");
+        let path = &p["load_paths"][0];
+        assert_eq!(path["load"], "coffee", "{p}");
+        assert_eq!(path["from"], "this machine", "{p}");
+        let target = path["target"].as_str().unwrap();
+        assert!(target.starts_with(want), "{service_type}: {target}");
+        if service_type == "NodePort" {
+            assert!(
+                target.contains("InternalIP 198.18.0.") && target.contains("nodePort 3"),
+                "{target}"
+            );
+        }
+        eprintln!("{service_type}: {requests} requests via {target}, {lines} access-log lines");
+        assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+    }
 }
 
 #[test]

@@ -602,6 +602,9 @@ struct Running {
     origin: Instant,
     /// Seconds the stage took, from its start to `origin` (when the stack served).
     stage_s: f64,
+    /// How the runner ran the case where the record has no field for it (a load sent from an
+    /// agent because its target did not answer here), one sentence each.
+    notes: Vec<String>,
     stack: Box<dyn Stage>,
     logs_dir: PathBuf,
     progress: Arc<Progress>,
@@ -641,10 +644,25 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         .map(|l| load_config(l, stack.as_ref(), ctx.tls.as_ref()))
         .collect::<Result<Vec<_>, String>>()?;
 
-    // The agents of the loads that run on agents, ready before any load starts.
+    // The agents of the loads that run on agents, ready before any load starts. A load whose
+    // target does not answer from this machine (a remote cluster's Service) runs from one
+    // agent in the cluster, and the case's findings say so.
     let mut agents = Vec::new();
+    let mut notes = Vec::new();
     for (spec, cfg) in case.loads.iter().zip(&configs) {
-        agents.push(match spec.agent_count() {
+        let unreached = crate::reach::connect_addr(cfg)
+            .ok()
+            .flatten()
+            .filter(|to| spec.agent_count().is_none() && !stack.reaches_from_here(*to));
+        if let Some(to) = unreached {
+            notes.push(format!(
+                "Load '{}' ran from 1 agent in the cluster: its target {to} did not answer \
+                 from this machine.",
+                spec.name
+            ));
+        }
+        let count = spec.agent_count().or(unreached.map(|_| 1));
+        agents.push(match count {
             None => None,
             Some(count) => Some(
                 ctx.platform
@@ -749,6 +767,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     Ok(Running {
         origin,
         stage_s,
+        notes,
         stack,
         logs_dir,
         progress,
@@ -968,8 +987,9 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         backends,
         cluster,
         err: down_err,
-        notes,
+        mut notes,
     } = run.stack.down();
+    notes.extend(run.notes);
     drop(run.stack);
     let elapsed_s = run.origin.elapsed().as_secs_f64();
 

@@ -379,3 +379,108 @@ agents = 2
     assert_eq!(find(&root, "agent-1.json").len(), 1);
     assert_cleaned_up(&ns);
 }
+
+/// A rule in this machine's OUTPUT chain that refuses every connection it opens to a
+/// ClusterIP (198.18.128.0/24, matched on conntrack's original destination, since kube-proxy
+/// has already DNATed the packet to a pod by then) at the proxy listener's port 8080: the bench
+/// host of a cluster whose Service network it does not route. Only that port, so that the API
+/// server on this machine still reaches metrics-server's Service (a namespace cannot be deleted
+/// while an aggregated API fails discovery). Pod traffic is forwarded, not sent from here, so
+/// agents still reach the Services. Removed on drop, even when the test fails.
+struct NoServiceRouteFromHere;
+
+impl NoServiceRouteFromHere {
+    const RULE: [&'static str; 16] = [
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "-m",
+        "conntrack",
+        "--ctorigdst",
+        "198.18.128.0/24",
+        "--ctorigdstport",
+        "8080",
+        "-m",
+        "comment",
+        "--comment",
+        "proxybench-test-remote-cluster",
+        "-j",
+        "REJECT",
+        "--reject-with=tcp-reset",
+    ];
+
+    fn add() -> NoServiceRouteFromHere {
+        let st = Command::new("iptables")
+            .arg("-I")
+            .args(Self::RULE)
+            .status()
+            .unwrap();
+        assert!(st.success(), "iptables -I failed");
+        NoServiceRouteFromHere
+    }
+}
+
+impl Drop for NoServiceRouteFromHere {
+    fn drop(&mut self) {
+        let _ = Command::new("iptables").arg("-D").args(Self::RULE).status();
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_load_whose_service_does_not_answer_here_runs_from_an_agent_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("remote.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-remote\"
+[platform]
+kind = \"kubernetes\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 100
+connections = 4
+duration = \"4s\"
+",
+            kube::SCENARIO_HEAD
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("remote");
+    let out = {
+        let _rule = NoServiceRouteFromHere::add();
+        kube::run_k8s(&root, &scenario, &ns, &[])
+    };
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let d = kube::data(&root, &out);
+    let case = &d["cases"][0];
+    let load = &case["loads"][0];
+    // Exact, from one agent pod: 100 r/s for 4 s, every answer in the proxy pod's log and
+    // counted by the backends.
+    assert_eq!(load["requests"].as_u64().unwrap(), 400, "{load}");
+    assert_eq!(kube::failed(load), 0, "{load}");
+    let (lines, _) = kube::access_count(&root);
+    assert_eq!(lines, 400, "access-log lines");
+    assert_eq!(
+        kube::backend_requests(case, "cafe"),
+        400,
+        "backend counters"
+    );
+    let place = case["distributed"][0]["place"].as_str().unwrap();
+    assert!(place.starts_with("1 pod of Job agents-"), "{place}");
+    let findings = case["findings"].to_string();
+    assert!(
+        findings.contains("Load 'coffee' ran from 1 agent in the cluster: its target 198.18.128.")
+            && findings.contains(":8080 did not answer from this machine"),
+        "{findings}"
+    );
+    let env = kube::env_json(&root);
+    assert_eq!(env["platform"]["load_paths"][0]["from"], place, "{env}");
+    eprintln!("remote: 400 requests from {place}, {lines} access-log lines");
+    assert_cleaned_up(&ns);
+}

@@ -11,31 +11,8 @@ use std::process::Output;
 mod kube;
 use kube::{
     access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
-    run_command, run_k8s, var,
+    run_command, run_k8s, var, SCENARIO_HEAD,
 };
-
-const SCENARIO_HEAD: &str = r#"
-[[backends]]
-name = "cafe"
-count = 2
-
-[proxy]
-replicas = 1
-worker_processes = 1
-
-[[proxy.listeners]]
-name = "http"
-server_names = ["cafe.example.com"]
-
-[[proxy.upstreams]]
-name = "cafe"
-backends = "cafe"
-keepalive = 16
-
-[[proxy.routes]]
-path = "/coffee"
-upstream = "cafe"
-"#;
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]

@@ -5,37 +5,20 @@
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{access_count, data, failed, find, leftover, namespace, run_command, run_k8s, var};
+use kube::{
+    access_count, data, failed, find, leftover, namespace, run_command, run_k8s, var, SCENARIO_HEAD,
+};
 
 /// 100 r/s for 20 s through one replica, a reload at 2 s, a second replica at 3 s and back to
 /// one, gracefully, at 14 s. A case's clock starts once the stack serves, so the actions come
 /// at those times of the load; a second replica can take about 12 s to be Ready on a busy
 /// two-core machine, so the step down is placed well after it.
-const SCENARIO: &str = r#"
+fn proxies_scenario() -> String {
+    format!(
+        r#"
 name = "k8s-proxies"
 description = "a reload and 1 -> 2 -> 1 replicas under open-loop load"
-
-[[backends]]
-name = "cafe"
-count = 2
-
-[proxy]
-replicas = 1
-worker_processes = 1
-
-[[proxy.listeners]]
-name = "http"
-server_names = ["cafe.example.com"]
-
-[[proxy.upstreams]]
-name = "cafe"
-backends = "cafe"
-keepalive = 16
-
-[[proxy.routes]]
-path = "/coffee"
-upstream = "cafe"
-
+{SCENARIO_HEAD}
 [[loads]]
 name = "coffee"
 url = "http://cafe.example.com/coffee"
@@ -47,11 +30,13 @@ retry_idle_closed = true
 [[cases]]
 name = "main"
 actions = [
-  { at = "2s", reload = true },
-  { at = "3s", scale_replicas = { to = 2, step = "1s" } },
-  { at = "14s", scale_replicas = { to = 1, step = "1s" } },
+  {{ at = "2s", reload = true }},
+  {{ at = "3s", scale_replicas = {{ to = 2, step = "1s" }} }},
+  {{ at = "14s", scale_replicas = {{ to = 1, step = "1s" }} }},
 ]
-"#;
+"#
+    )
+}
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
@@ -62,7 +47,7 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let scenario = dir.path().join("proxies.toml");
-        std::fs::write(&scenario, SCENARIO).unwrap();
+        std::fs::write(&scenario, proxies_scenario()).unwrap();
         let root = dir.path().join("results");
         let ns = namespace(kind);
         let out = run_k8s(
@@ -124,7 +109,7 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
 fn k8s_registry_image_is_refused_before_any_pod() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("proxies.toml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
+    std::fs::write(&scenario, proxies_scenario()).unwrap();
     let root = dir.path().join("results");
     let ns = namespace("registry");
     let t0 = std::time::Instant::now();

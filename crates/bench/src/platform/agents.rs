@@ -295,7 +295,8 @@ impl KubeAgents {
             names: Vec::new(),
             token: token.clone(),
             place: format!(
-                "{n} pods of Job {job} in namespace {namespace}{}",
+                "{n} {} of Job {job} in namespace {namespace}{}",
+                if n == 1 { "pod" } else { "pods" },
                 if host_network {
                     " (host network: the target is on loopback)"
                 } else {

@@ -113,6 +113,12 @@ pub trait Stage {
             "via '{via}' is an address of the Kubernetes platform"
         )))
     }
+    /// Whether a load from this machine reaches `to`: a remote cluster's Service and pod
+    /// addresses may answer only inside it. The runner sends a load whose target does not
+    /// answer here from one agent in the cluster instead (local: always).
+    fn reaches_from_here(&self, _to: SocketAddr) -> bool {
+        true
+    }
     /// The port of the first listener that is (or is not) TLS.
     fn listener_port(&self, tls: bool) -> Option<u16>;
     /// The address of a group's first current member (for loads that bypass the proxy).

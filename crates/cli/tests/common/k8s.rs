@@ -8,6 +8,32 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The cafe stack most cluster tests run: two `cafe` backends behind one nginx replica (one
+/// worker) with an HTTP listener for cafe.example.com and `/coffee` routed to them; a test adds
+/// its `[platform]`, loads and actions around it.
+pub const SCENARIO_HEAD: &str = r#"
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+replicas = 1
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+keepalive = 16
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+"#;
+
 /// A required environment variable, or a panic naming it.
 pub fn var(name: &str) -> String {
     match std::env::var(name) {

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 impl KubeStage {
     /// Where a load with a cluster `via` connects, and what that address is (for env.json's
-    /// load paths); waits until the address answers from here, at most [`SERVICE_BOUND`].
+    /// load paths); waits until the address answers from here, at most [`SERVICE_BOUND`], and
+    /// marks it unreached from here (for agents) if it never does.
     pub(super) fn aim_at(&self, via: &Via, tls: bool) -> Result<(SocketAddr, String), StackError> {
         let (svc, port) = match via {
             Via::Service(n, p) => (n.as_str(), p.clone()),
@@ -101,14 +102,16 @@ impl KubeStage {
                 )
             }
         };
-        // kube-proxy programs a new Service's rules on each node in its own time.
+        // kube-proxy programs a new Service's rules on each node in its own time. An address
+        // that never answers here (a remote cluster's) is left to agents in the cluster.
         let t = Instant::now();
         while !k8s::reaches(to.ip(), to.port(), Duration::from_secs(1)) {
             if t.elapsed() > SERVICE_BOUND {
-                return Err(platform(format!(
-                    "via '{via}': {what} did not answer from this machine within \
-                     {SERVICE_BOUND:?}"
-                )));
+                self.unreached
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(to.ip());
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

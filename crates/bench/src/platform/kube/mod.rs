@@ -132,6 +132,9 @@ pub(crate) struct KubeStage {
     ready_bound: Duration,
     /// What each load's cluster `via` resolved to, by the via as written (for the record).
     load_targets: Mutex<BTreeMap<String, String>>,
+    /// The load targets that did not answer from this machine (a remote cluster's Service
+    /// addresses): loads aimed there run from an agent in the cluster.
+    unreached: Mutex<BTreeSet<IpAddr>>,
     /// Ports of proxy pods as this machine reaches them, by pod and port (port-forwards stay
     /// open while their pod runs).
     reach: BTreeMap<(String, u16), PodPort>,

@@ -114,6 +114,7 @@ impl KubeStage {
             service: None,
             pod_path: None,
             load_targets: Mutex::default(),
+            unreached: Mutex::default(),
             pulling: Pulling::of(spec),
             ready_bound: spec.ready_timeout.unwrap_or(BOUND),
             reach: BTreeMap::new(),
@@ -443,6 +444,12 @@ impl KubeStage {
             std::thread::sleep(Duration::from_millis(50));
         };
         self.service = Some((kind, Some(ip)));
+        if !answered {
+            self.unreached
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(ip);
+        }
         self.notes.push(if answered {
             format!(
                 "The loads aimed at the proxy's Service `{PROXY_SERVICE}` ({kind}) at its \
@@ -454,8 +461,9 @@ impl KubeStage {
         } else {
             format!(
                 "The proxy's Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip} did not \
-                 answer from this machine within {SERVICE_BOUND:?}: loads from here fail there; \
-                 agents in the cluster (agents = N) reach it."
+                 answer from this machine within {SERVICE_BOUND:?} (a cluster whose Service \
+                 network it does not route): every load aimed there ran from agents in the \
+                 cluster, one each unless it asked for more (agents = N)."
             )
         });
         Ok(())
@@ -567,6 +575,14 @@ impl Stage for KubeStage {
 
     fn aim(&self, via: &scenario::Via, tls: bool) -> Result<SocketAddr, StackError> {
         self.aim_at(via, tls).map(|(a, _)| a)
+    }
+
+    fn reaches_from_here(&self, to: SocketAddr) -> bool {
+        !self
+            .unreached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&to.ip())
     }
 
     fn listener_ip(&self) -> IpAddr {

@@ -243,3 +243,102 @@ namespace = "{other}"
         std::panic::resume_unwind(p);
     }
 }
+
+/// One pause pod in a Deployment `waitweb`, for the `wait` test.
+const WAIT_WEB: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: waitweb
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: waitweb
+  template:
+    metadata:
+      labels:
+        app: waitweb
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: pause
+          image: localhost/pause:1
+          imagePullPolicy: Never
+";
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_apply_and_delete_wait_for_a_condition_and_for_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("web.yaml"), WAIT_WEB).unwrap();
+    let scenario = dir.path().join("wait.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-wait\"
+[platform]
+kind = \"kubernetes\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 50
+connections = 4
+duration = \"8s\"
+
+[[actions]]
+at = \"1s\"
+apply = \"web.yaml\"
+wait = \"condition=Available\"
+
+[[actions]]
+at = \"2s\"
+apply = \"web.yaml\"
+wait = \"condition=Available=False\"
+timeout = \"1s\"
+
+[[actions]]
+at = \"4s\"
+delete = \"web.yaml\"
+wait = \"delete\"
+",
+            kube::SCENARIO_HEAD
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("wait");
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The second wait cannot be met: the action fails, the run goes on and exits 1.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let d = data(&root, &out);
+    let events = d["cases"][0]["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 3, "{events:?}");
+    let detail = |i: usize| events[i]["detail"].as_str().unwrap_or_default().to_string();
+    // Applied, then Available once its pod was Ready: a time after the apply, from the API.
+    let d0 = detail(0);
+    assert!(events[0]["error"].is_null(), "{:?}", events[0]);
+    let after = |d: &str, what: &str| -> f64 {
+        let at = d.find(what).unwrap_or_else(|| panic!("{what} in {d}")) + what.len();
+        d[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let available = after(&d0, "Deployment/waitweb condition=Available after ");
+    assert!(available > 0.0 && available < 60.0, "{d0}");
+    // A condition that never comes fails at its timeout, quoting the object's conditions.
+    let e1 = events[1]["error"].as_str().unwrap_or_default();
+    assert!(
+        e1.contains("condition Available=False of Deployment/waitweb: not done after 1s")
+            && e1.contains("Available=True (MinimumReplicasAvailable"),
+        "{:?}",
+        events[1]
+    );
+    // Deleted, and gone from the API: the wait saw it go.
+    let d2 = detail(2);
+    assert!(events[2]["error"].is_null(), "{:?}", events[2]);
+    let gone = after(&d2, "Deployment/waitweb delete after ");
+    assert!(gone < 60.0, "{d2}");
+    eprintln!("wait: Available after {available:.3} s, deleted after {gone:.3} s; {e1}");
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

@@ -32,7 +32,7 @@ pub use error::Error;
 pub use follow::{FollowedLog, LogFollowers};
 pub use forward::PortForward;
 pub use images::{pull_secrets, PullPolicy, REGISTRY_ANNOTATION};
-pub use manifest::{Document, Outcome};
+pub use manifest::{Document, Outcome, WaitFor};
 pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABEL};
 pub use prom::Sample;
 pub use reach::{reaches, PodPath, PodPort};

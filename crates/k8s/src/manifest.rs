@@ -9,6 +9,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// One document of a manifest file.
 #[derive(Debug, Clone)]
@@ -260,6 +261,147 @@ impl Cluster {
             message: format!("the API server serves no kind {kind} in {api_version}"),
         })
     }
+}
+
+/// What [`Cluster::wait_manifest`] waits for on each object of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitFor {
+    /// Status condition `kind` has `status`, for the object's current generation.
+    Condition {
+        /// The condition's type (`Available`, `Programmed`...).
+        kind: String,
+        /// The status it must have (`True`...).
+        status: String,
+    },
+    /// The object is gone.
+    Deleted,
+}
+
+/// How often a wait asks the API server.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+impl Cluster {
+    /// Waits until every object of manifest `file` is in state `until` (the objects asked in
+    /// turn every 20 ms), at most `bound` after `since` (when the action began): each object's
+    /// `Kind/name` and when it got there, from `since`. A timeout names the first object still
+    /// waiting and quotes its last status conditions.
+    pub fn wait_manifest(
+        &self,
+        file: &Path,
+        namespace: &str,
+        until: &WaitFor,
+        since: Instant,
+        bound: Duration,
+    ) -> Result<Vec<(String, Duration)>, Error> {
+        let docs = parse_manifest(file)?;
+        self.block_on(async {
+            let mut pending = Vec::new();
+            for d in &docs {
+                let (api, _) = self.dynamic_api(file, d, namespace).await?;
+                let name = d.object["metadata"]["name"].as_str().unwrap_or_default();
+                pending.push((api, name.to_string(), d.describe()));
+            }
+            let mut reached = Vec::new();
+            loop {
+                let mut still = Vec::new();
+                let mut last = String::new();
+                for (api, name, what) in pending {
+                    let state = match api.get_opt(&name).await {
+                        Ok(None) if *until == WaitFor::Deleted => None,
+                        Ok(None) => Some(format!("{what} does not exist")),
+                        Ok(Some(_)) if *until == WaitFor::Deleted => {
+                            Some(format!("{what} still exists"))
+                        }
+                        Ok(Some(o)) => condition_state(&o.data, &o.metadata, until, &what),
+                        Err(e) => Some(format!("{what}: {}", split(e).0)),
+                    };
+                    match state {
+                        None => reached.push((what, since.elapsed())),
+                        Some(s) => {
+                            if last.is_empty() {
+                                last = s;
+                            }
+                            still.push((api, name, what));
+                        }
+                    }
+                }
+                if still.is_empty() {
+                    return Ok(reached);
+                }
+                if since.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what: format!("{} of {}", wait_text(until), still[0].2),
+                        after: bound,
+                        state: last,
+                    });
+                }
+                pending = still;
+                tokio::time::sleep(WAIT_POLL).await;
+            }
+        })
+    }
+}
+
+/// `condition=TYPE[=STATUS]` or `deletion`, for messages.
+fn wait_text(until: &WaitFor) -> String {
+    match until {
+        WaitFor::Condition { kind, status } => format!("condition {kind}={status}"),
+        WaitFor::Deleted => "deletion".into(),
+    }
+}
+
+/// `None` when the object's condition holds for its current generation; else what it shows
+/// instead: its conditions, quoted, or the generation they are for.
+fn condition_state(
+    data: &serde_json::Value,
+    meta: &kube::core::ObjectMeta,
+    until: &WaitFor,
+    what: &str,
+) -> Option<String> {
+    let WaitFor::Condition { kind, status } = until else {
+        return Some(format!("{what} still exists"));
+    };
+    let generation = meta.generation.unwrap_or(0);
+    let conds = data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let observed = data["status"]["observedGeneration"].as_i64();
+    let current = |c: &serde_json::Value| {
+        let seen = c["observedGeneration"].as_i64().or(observed);
+        seen.is_none_or(|g| g >= generation)
+    };
+    if conds
+        .iter()
+        .any(|c| c["type"] == kind.as_str() && c["status"] == status.as_str() && current(c))
+    {
+        return None;
+    }
+    if conds.is_empty() {
+        return Some(format!("{what} has no status conditions yet"));
+    }
+    let quoted: Vec<String> = conds
+        .iter()
+        .map(|c| {
+            let mut q = format!(
+                "{}={}",
+                c["type"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?")
+            );
+            let (r, m) = (c["reason"].as_str(), c["message"].as_str());
+            if r.is_some() || m.is_some() {
+                q.push_str(&format!(" ({}: {})", r.unwrap_or(""), m.unwrap_or("")));
+            }
+            if !current(c) {
+                q.push_str(&format!(
+                    " [for generation {}, not {generation}]",
+                    c["observedGeneration"].as_i64().or(observed).unwrap_or(0)
+                ));
+            }
+            q
+        })
+        .collect();
+    Some(format!("{what} conditions: {}", quoted.join(", ")))
 }
 
 fn manifest_error(file: &Path, d: &Document, e: kube::Error) -> Error {

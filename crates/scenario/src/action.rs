@@ -6,7 +6,7 @@ use crate::layers::Source;
 use crate::platform::{dns_label, dns_subdomain, label_selector, relative_to_file, PlatformKind};
 use crate::spec::{
     Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
-    SetProfile, Step, StopReplica, Workload, WorkloadKind,
+    SetProfile, Step, StopReplica, Wait, WaitFor, Workload, WorkloadKind,
 };
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
@@ -29,6 +29,8 @@ pub(crate) struct ActionSpec {
     allow_fail: Option<bool>,
     /// Cluster actions only: the namespace they act in (the run's when absent).
     namespace: Option<String>,
+    /// `apply` and `delete` only: what to wait for on each object (`condition=TYPE`, `delete`).
+    wait: Option<String>,
 }
 
 /// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
@@ -76,13 +78,14 @@ const ACTION_KEYS: [&str; 16] = [
 
 /// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, the cluster
 /// actions' `namespace`, then the action keys.
-const ACTION_FIELDS: [&str; 22] = [
+const ACTION_FIELDS: [&str; 23] = [
     "at",
     "every",
     "times",
     "timeout",
     "allow_fail",
     "namespace",
+    "wait",
     ACTION_KEYS[0],
     ACTION_KEYS[1],
     ACTION_KEYS[2],
@@ -128,7 +131,7 @@ mod action_de {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
             let (mut at, mut every, mut times) = (None, None, None);
-            let (mut timeout, mut allow_fail, mut namespace) = (None, None, None);
+            let (mut timeout, mut allow_fail, mut namespace, mut wait) = (None, None, None, None);
             let mut actions = Vec::new();
             while let Some(key) = map.next_key_seed(Key)? {
                 match key {
@@ -138,6 +141,7 @@ mod action_de {
                     "timeout" => timeout = Some(map.next_value()?),
                     "allow_fail" => allow_fail = Some(map.next_value()?),
                     "namespace" => namespace = Some(map.next_value()?),
+                    "wait" => wait = Some(map.next_value()?),
                     action => actions.push(map.next_value_seed(Tagged(action))?),
                 }
             }
@@ -150,10 +154,22 @@ mod action_de {
                 )));
             }
             let action = actions.remove(0);
-            if !matches!(action, ActionKind::Exec(_)) && (timeout.is_some() || allow_fail.is_some())
-            {
+            let manifest = matches!(action, ActionKind::Apply(_) | ActionKind::Delete(_));
+            if wait.is_some() && !manifest {
                 return Err(de::Error::custom(
-                    "`timeout` and `allow_fail` belong to an `exec` action",
+                    "`wait` belongs to an `apply` or `delete` action",
+                ));
+            }
+            let exec = matches!(action, ActionKind::Exec(_));
+            if allow_fail.is_some() && !exec {
+                return Err(de::Error::custom(
+                    "`allow_fail` belongs to an `exec` action",
+                ));
+            }
+            if timeout.is_some() && !exec && wait.is_none() {
+                return Err(de::Error::custom(
+                    "`timeout` belongs to an `exec` action, or to an `apply` or `delete` with \
+                     `wait`",
                 ));
             }
             let cluster = matches!(
@@ -178,6 +194,7 @@ mod action_de {
                 timeout,
                 allow_fail,
                 namespace,
+                wait,
             })
         }
     }
@@ -491,12 +508,28 @@ impl Plan<'_> {
             ActionKind::Apply(f) => {
                 let file = self.manifest("apply", f)?;
                 let namespace = namespace("apply", spec)?;
-                push(at, Action::Apply { file, namespace })
+                let wait = wait_of("apply", spec)?;
+                push(
+                    at,
+                    Action::Apply {
+                        file,
+                        namespace,
+                        wait,
+                    },
+                )
             }
             ActionKind::Delete(f) => {
                 let file = self.manifest("delete", f)?;
                 let namespace = namespace("delete", spec)?;
-                push(at, Action::Delete { file, namespace })
+                let wait = wait_of("delete", spec)?;
+                push(
+                    at,
+                    Action::Delete {
+                        file,
+                        namespace,
+                        wait,
+                    },
+                )
             }
             ActionKind::RolloutRestart(w) => {
                 let target = workload("rollout_restart", w, false)?;
@@ -617,6 +650,56 @@ fn namespace(action: &str, spec: &ActionSpec) -> Result<Option<String>, String> 
             Ok(Some(n.clone()))
         }
     }
+}
+
+/// How long an `apply` or `delete` waits for its `wait` when it names no `timeout`.
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `wait` of an `apply` (`condition=TYPE[=STATUS]`) or a `delete` (`delete`), with its
+/// `timeout`.
+fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, String> {
+    let Some(w) = &spec.wait else {
+        return Ok(None);
+    };
+    let until = match (action, w.split_once('=')) {
+        ("apply", Some(("condition", c))) => {
+            let (kind, status) = c.split_once('=').unwrap_or((c, "True"));
+            let word = |x: &str| {
+                !x.is_empty()
+                    && x.chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || "._-/".contains(ch))
+            };
+            if !word(kind) || !word(status) {
+                return Err(format!(
+                    "apply: wait = \"{w}\": a condition is condition=TYPE or \
+                     condition=TYPE=STATUS (condition=Available, condition=Programmed=True)"
+                ));
+            }
+            WaitFor::Condition {
+                kind: kind.to_string(),
+                status: status.to_string(),
+            }
+        }
+        ("delete", None) if w == "delete" => WaitFor::Deleted,
+        ("apply", _) => {
+            return Err(format!(
+                "apply: wait = \"{w}\" is not condition=TYPE[=STATUS] (condition=Available, \
+                 condition=Programmed)"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "delete: wait = \"{w}\": a delete waits for \"delete\" (the objects gone)"
+            ))
+        }
+    };
+    let timeout = spec.timeout.map_or(WAIT_TIMEOUT, |t| t.0);
+    if timeout.is_zero() {
+        return Err(format!(
+            "{action}: the wait's `timeout` must be more than 0"
+        ));
+    }
+    Ok(Some(Wait { until, timeout }))
 }
 
 /// Refuses a backend name that is not `GROUP-INDEX` of a known group. Instances added by scaling
@@ -807,11 +890,13 @@ mod tests {
             Action::Apply {
                 file: PathBuf::new(),
                 namespace: None,
+                wait: None,
             }
             .kind(),
             Action::Delete {
                 file: PathBuf::new(),
                 namespace: None,
+                wait: None,
             }
             .kind(),
             Action::RolloutRestart {

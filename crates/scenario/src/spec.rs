@@ -220,6 +220,46 @@ impl LoadSpec {
     }
 }
 
+/// What an `apply` or `delete` waits for on each object of its manifest, and for how long: the
+/// apply-to-ready time of a Gateway (`condition=Programmed`), a Deployment
+/// (`condition=Available`) or an object's deletion, as `kubectl wait` would see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// The state waited for.
+    pub until: WaitFor,
+    /// How long it may take before the action fails (`timeout`, 60 s by default).
+    pub timeout: Duration,
+}
+
+/// The state a [`Wait`] waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitFor {
+    /// `condition=TYPE[=STATUS]`: the object's status condition TYPE has STATUS (`True` by
+    /// default) for its current generation (a condition that reports an older
+    /// `observedGeneration` does not count).
+    Condition {
+        /// The condition's type (`Available`, `Programmed`, `Accepted`...).
+        kind: String,
+        /// The status it must have.
+        status: String,
+    },
+    /// `delete`: the object is gone from the API.
+    Deleted,
+}
+
+impl std::fmt::Display for WaitFor {
+    /// As written in the scenario file.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitFor::Condition { kind, status } if status == "True" => {
+                write!(f, "condition={kind}")
+            }
+            WaitFor::Condition { kind, status } => write!(f, "condition={kind}={status}"),
+            WaitFor::Deleted => f.write_str("delete"),
+        }
+    }
+}
+
 /// A load's `via`: `"LISTENER"` aims at a proxy listener, `"backend:GROUP"` straight at a
 /// group's first backend. On Kubernetes a load can also go where users' traffic goes, to an
 /// address the run discovers through the API: `"service:NAME[:PORT]"` (a Service's ClusterIP),
@@ -561,6 +601,8 @@ pub enum Action {
         file: PathBuf,
         /// Where its objects that name no namespace go; the run's namespace when `None`.
         namespace: Option<String>,
+        /// What to wait for on every object of the manifest once applied (`wait`).
+        wait: Option<Wait>,
     },
     /// Kubernetes: delete the objects a manifest file names.
     Delete {
@@ -568,6 +610,8 @@ pub enum Action {
         file: PathBuf,
         /// Where its objects that name no namespace are; the run's namespace when `None`.
         namespace: Option<String>,
+        /// What to wait for on every object of the manifest once deleted (`wait = "delete"`).
+        wait: Option<Wait>,
     },
     /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does.
     RolloutRestart {

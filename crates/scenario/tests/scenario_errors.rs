@@ -3,7 +3,8 @@
 
 use proxybench_scenario::layers::{ScenarioError, Source};
 use proxybench_scenario::{
-    Action, ParseOptions, PlatformKind, PlatformOverride, Scenario, Workload, WorkloadKind,
+    Action, ParseOptions, PlatformKind, PlatformOverride, Scenario, Wait, WaitFor, Workload,
+    WorkloadKind,
 };
 
 /// A valid scenario: one backend group, one nginx listener, one 10 s load. Lines 1-20.
@@ -201,7 +202,7 @@ fn an_action_entry_names_exactly_one_known_action() {
     assert!(
         e.message.starts_with(
             "unknown field `relaod`, expected one of `at`, `every`, `times`, `timeout`, \
-             `allow_fail`, `namespace`, `scale_backends`"
+             `allow_fail`, `namespace`, `wait`, `scale_backends`"
         ),
         "{e}"
     );
@@ -341,7 +342,7 @@ fn bad_exec_actions_are_refused_at_their_line() {
     let e = error("\n[[actions]]\nat = \"1s\"\nreload = true\nallow_fail = true\n");
     assert!(
         e.message
-            .contains("`timeout` and `allow_fail` belong to an `exec` action"),
+            .contains("`allow_fail` belongs to an `exec` action"),
         "{e}"
     );
     parse(
@@ -563,14 +564,16 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         ok("apply = \"route.yaml\""),
         Action::Apply {
             file: route(),
-            namespace: None
+            namespace: None,
+            wait: None
         }
     );
     assert_eq!(
         ok("delete = \"route.yaml\""),
         Action::Delete {
             file: route(),
-            namespace: None
+            namespace: None,
+            wait: None
         }
     );
     assert_eq!(
@@ -604,14 +607,16 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         ok("apply = \"route.yaml\"\nnamespace = \"data\""),
         Action::Apply {
             file: route(),
-            namespace: ns.clone()
+            namespace: ns.clone(),
+            wait: None
         }
     );
     assert_eq!(
         ok("delete = \"route.yaml\"\nnamespace = \"data\""),
         Action::Delete {
             file: route(),
-            namespace: ns.clone()
+            namespace: ns.clone(),
+            wait: None
         }
     );
     for kind in WorkloadKind::ALL {
@@ -662,6 +667,67 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         assert!(e.message.contains(needle), "{extra}: {e}");
         assert_eq!(e.to_string().lines().count(), 1, "{e}");
     };
+    // `wait`: a condition after an apply, the objects gone after a delete, each with a bound.
+    let secs = std::time::Duration::from_secs;
+    assert_eq!(
+        ok("apply = \"route.yaml\"\nwait = \"condition=Programmed\""),
+        Action::Apply {
+            file: route(),
+            namespace: None,
+            wait: Some(Wait {
+                until: WaitFor::Condition {
+                    kind: "Programmed".into(),
+                    status: "True".into()
+                },
+                timeout: secs(60)
+            })
+        }
+    );
+    assert_eq!(
+        ok("apply = \"route.yaml\"\nwait = \"condition=Ready=False\"\ntimeout = \"5s\""),
+        Action::Apply {
+            file: route(),
+            namespace: None,
+            wait: Some(Wait {
+                until: WaitFor::Condition {
+                    kind: "Ready".into(),
+                    status: "False".into()
+                },
+                timeout: secs(5)
+            })
+        }
+    );
+    assert_eq!(
+        ok("delete = \"route.yaml\"\nwait = \"delete\""),
+        Action::Delete {
+            file: route(),
+            namespace: None,
+            wait: Some(Wait {
+                until: WaitFor::Deleted,
+                timeout: secs(60)
+            })
+        }
+    );
+    bad(
+        "apply = \"route.yaml\"\nwait = \"Available\"",
+        "apply: wait = \"Available\" is not condition=TYPE[=STATUS]",
+    );
+    bad(
+        "apply = \"route.yaml\"\nwait = \"condition=\"",
+        "a condition is condition=TYPE",
+    );
+    bad(
+        "delete = \"route.yaml\"\nwait = \"condition=Available\"",
+        "delete: wait = \"condition=Available\": a delete waits for \"delete\"",
+    );
+    bad(
+        "rollout_restart = \"deployment/web\"\nwait = \"delete\"",
+        "`wait` belongs to an `apply` or `delete` action",
+    );
+    bad(
+        "apply = \"route.yaml\"\ntimeout = \"5s\"",
+        "`timeout` belongs to an `exec` action, or to an `apply` or `delete` with `wait`",
+    );
     bad("apply = \"missing.yaml\"", "apply: ");
     bad("apply = \"missing.yaml\"", "missing.yaml");
     bad("delete = \"\"", "delete: the manifest path is empty");

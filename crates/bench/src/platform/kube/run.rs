@@ -126,6 +126,36 @@ impl Drop for Kubernetes {
     }
 }
 
+/// An `apply`'s or `delete`'s `wait`: when each object of the manifest reached the state, from
+/// the action's start, appended to the event's detail (`; Deployment/web condition=Available
+/// after 2.314 s`); the action fails at the wait's timeout with the object's last conditions.
+fn wait_for(
+    cluster: &k8s::Cluster,
+    ns: &str,
+    file: &std::path::Path,
+    w: &scenario::Wait,
+    since: Instant,
+    detail: String,
+) -> (String, Result<(), StackError>) {
+    let until = match &w.until {
+        scenario::WaitFor::Condition { kind, status } => k8s::WaitFor::Condition {
+            kind: kind.clone(),
+            status: status.clone(),
+        },
+        scenario::WaitFor::Deleted => k8s::WaitFor::Deleted,
+    };
+    match cluster.wait_manifest(file, ns, &until, since, w.timeout) {
+        Ok(reached) => {
+            let times: Vec<String> = reached
+                .iter()
+                .map(|(what, t)| format!("{what} {} after {:.3} s", w.until, t.as_secs_f64()))
+                .collect();
+            (format!("{detail}; {}", times.join(", ")), Ok(()))
+        }
+        Err(e) => (detail, Err(api(e))),
+    }
+}
+
 fn api(e: k8s::Error) -> StackError {
     StackError::Platform(e.to_string())
 }
@@ -146,7 +176,8 @@ pub(crate) fn cluster_action(
         .map(|n| format!(" in {n}"))
         .unwrap_or_default();
     match action {
-        Action::Apply { file, .. } | Action::Delete { file, .. } => {
+        Action::Apply { file, wait, .. } | Action::Delete { file, wait, .. } => {
+            let since = Instant::now();
             let done = if matches!(action, Action::Apply { .. }) {
                 cluster.apply(file, ns)
             } else {
@@ -159,7 +190,11 @@ pub(crate) fn cluster_action(
                         .iter()
                         .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
                         .collect();
-                    (format!("{name}: {}", what.join(", ")), Ok(()))
+                    let detail = format!("{name}: {}", what.join(", "));
+                    match wait {
+                        None => (detail, Ok(())),
+                        Some(w) => wait_for(cluster, ns, file, w, since, detail),
+                    }
                 }
                 Err(e) => (name, Err(api(e))),
             }

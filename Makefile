@@ -211,6 +211,7 @@ test-k8s: deps k8s-build image
 	 fi; \
 	 bash k8s/smoke.sh || exit 1; \
 	 export PROXYBENCH_TEST_KUBECONFIG=$$D/admin.kubeconfig; \
+	 export PROXYBENCH_TEST_KUBECTL=$${K8S_CACHE:-$$HOME/.cache/proxybench/k8s}/$(K8S_VERSION)/kubectl; \
 	 export PROXYBENCH_TEST_IMAGE=$$(awk '$$1 == "proxybench" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 export PROXYBENCH_TEST_NGINX_IMAGE=$$(awk '$$1 == "nginx" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \
 	 export PROXYBENCH_TEST_HAPROXY_IMAGE=$$(awk '$$1 == "haproxy" { print $$2 }' $${PROXYBENCH_IMAGE_DIR:-target/image}/names); \

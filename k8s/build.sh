@@ -16,7 +16,10 @@
 #    (`go install`, it has no replace directives) the same way, cached under
 #    $K8S_CACHE/metrics-server-$METRICS_SERVER_VERSION. k8s/image.sh packs it as an image.
 #
-# Env: K8S_VERSION (v1.34.4), METRICS_SERVER_VERSION (v0.8.0), K8S_CACHE (~/.cache/proxybench/k8s),
+#  - the Gateway API CRDs (standard channel) of sigs.k8s.io/gateway-api $GATEWAY_API_VERSION, from
+#    its Go module, into $K8S_CACHE/gateway-api-$GATEWAY_API_VERSION/standard.yaml.
+# Env: K8S_VERSION (v1.34.4), METRICS_SERVER_VERSION (v0.8.0), GATEWAY_API_VERSION (v1.6.3),
+# K8S_CACHE (~/.cache/proxybench/k8s),
 # K8S_SKIP_APT=1 skips the package check. Go: `go` on PATH, else /usr/local/go/bin/go (only needed
 # when the cache is cold).
 set -euo pipefail
@@ -27,6 +30,8 @@ OUT=$K8S_CACHE/$K8S_VERSION
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 MS_OUT=$K8S_CACHE/metrics-server-$METRICS_SERVER_VERSION
+GATEWAY_API_VERSION=${GATEWAY_API_VERSION:-v1.6.3}
+GW_OUT=$K8S_CACHE/gateway-api-$GATEWAY_API_VERSION
 work="" # the build's scratch directory, removed on exit
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -169,6 +174,27 @@ build_metrics_server() {
     log "built metrics-server in $((SECONDS - t0)) s into $MS_OUT"
 }
 
+# The Gateway API CRDs (standard channel) from the sigs.k8s.io/gateway-api module's own
+# config/crd/standard, one file that `cluster.sh up` applies.
+fetch_gateway_api() {
+    local go dir
+    go=$(find_go "gateway-api $GATEWAY_API_VERSION")
+    scratch
+    dir=$(cd "$work" && "$go" mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+    [ -n "$dir" ] && [ -d "$dir/config/crd/standard" ] ||
+        die "go mod download sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION gave no config/crd/standard"
+    mkdir -p "$GW_OUT"
+    local f
+    for f in "$dir"/config/crd/standard/*.yaml; do
+        printf -- '---\n'
+        cat "$f"
+    done >"$GW_OUT/standard.yaml.tmp"
+    mv "$GW_OUT/standard.yaml.tmp" "$GW_OUT/standard.yaml"
+    date -u +%FT%TZ >"$GW_OUT/.complete"
+    log "Gateway API $GATEWAY_API_VERSION CRDs into $GW_OUT/standard.yaml"
+}
+
 [ "${K8S_SKIP_APT:-}" = 1 ] || apt_install
 todo=$(missing | tr '\n' ' ')
 if [ -z "${todo// /}" ]; then
@@ -181,5 +207,10 @@ if [ -e "$MS_OUT/.complete" ] && [ -x "$MS_OUT/metrics-server" ]; then
     log "cached: $MS_OUT/metrics-server"
 else
     build_metrics_server
+fi
+if [ -e "$GW_OUT/.complete" ] && [ -s "$GW_OUT/standard.yaml" ]; then
+    log "cached: $GW_OUT/standard.yaml"
+else
+    fetch_gateway_api
 fi
 "$OUT/kubelet" --version >&2

@@ -32,6 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
+GATEWAY_API_VERSION=${GATEWAY_API_VERSION:-v1.6.3}
 K8S_CACHE=${K8S_CACHE:-$HOME/.cache/proxybench/k8s}
 BIN=$K8S_CACHE/$K8S_VERSION
 D=${PROXYBENCH_K8S_DIR:-$HOME/.cache/proxybench/k8s-run}
@@ -777,6 +778,10 @@ cmd_up() {
     local k=$BIN/kubectl
     [ -x "$k" ] || k=$(command -v kubectl)
     start lb-controller "$here/lb-controller.sh" "$k" "$KUBECONFIG_ADMIN" "$LB_POOL"
+    # The Gateway API's kinds (k8s/build.sh fetched their CRDs), for gateways under test.
+    local gw=$K8S_CACHE/gateway-api-$GATEWAY_API_VERSION/standard.yaml
+    [ -s "$gw" ] || die "$gw is missing: run k8s/build.sh (make k8s-build)"
+    kc apply --server-side -f "$gw" >/dev/null || die "kubectl apply of the Gateway API CRDs failed"
     wait_until 60 kube-controller-manager curl -skf "https://127.0.0.1:$KCM_PORT/healthz" || { need_alive kube-controller-manager; die "kube-controller-manager not healthy after 60 s"; }
     wait_until 60 kube-scheduler curl -skf "https://127.0.0.1:$SCHED_PORT/healthz" || { need_alive kube-scheduler; die "kube-scheduler not healthy after 60 s"; }
     wait_until 60 "node $NODE Ready" kc wait --for=condition=Ready "node/$NODE" --timeout=1s || { need_alive kubelet; die "node $NODE not Ready in 60 s; $D/logs/kubelet.log"; }
@@ -785,6 +790,7 @@ cmd_up() {
     wait_until 30 kube-proxy-2 in_node2_net curl -sf "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz" || { need_alive kube-proxy-2; die "node 2's kube-proxy not healthy after 30 s; $D/logs/kube-proxy-2.log"; }
     phase_done "both nodes Ready, kube-proxy healthy"
 
+    wait_until 30 "the Gateway API CRDs" kc wait --for condition=Established --timeout=1s crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io || die "the Gateway API CRDs were not Established in 30 s"
     phase "default ServiceAccount"
     wait_until 60 "default ServiceAccount" kc -n default get serviceaccount default || die "no default ServiceAccount after 60 s; $D/logs/kube-controller-manager.log"
     wait_until 60 "kube-root-ca.crt" kc -n default get configmap kube-root-ca.crt || die "no kube-root-ca.crt ConfigMap after 60 s"

@@ -1311,7 +1311,9 @@ fn load_config(
         // The url's own host (held to loopback and the scenario's reach list at parse).
         Some(Via::Url) => crate::reach::url_target(&l.url, l.resolve)
             .map_err(|e| format!("load '{}': {e}", l.name))?,
-        Some(v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_))) => {
+        Some(
+            v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }),
+        ) => {
             let a = stack
                 .aim(v, scheme == "https")
                 .map_err(|e| format!("load '{}': {e}", l.name))?;

@@ -1234,6 +1234,120 @@ duration = \"4s\"
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
+    // The Gateway API's CRDs are on the test cluster (cluster.sh up). This test plays the
+    // Gateway's controller: once the run's proxy Service has its ClusterIP, it makes Gateway
+    // `cafe-gw` with an `http` listener and writes that address into its status, as NGF writes
+    // its data plane's Service address. The load finds it there and goes through kube-proxy to
+    // the proxy pod.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("gateway.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-gateway\"
+[platform]
+kind = \"kubernetes\"
+{SCENARIO_HEAD}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+via = \"gateway:cafe-gw:http\"
+rate = 100
+connections = 8
+duration = \"4s\"
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("gateway");
+    let child = run_command(&root, &ns, &[])
+        .arg(&scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c = cluster();
+    let t0 = std::time::Instant::now();
+    let ip = loop {
+        if let Ok(a) = c.service_address(&ns, "proxy") {
+            if let Some(ip) = a.cluster_ip {
+                break ip;
+            }
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(120),
+            "no proxy Service"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let gw = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &gw,
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: cafe-gw
+spec:
+  gatewayClassName: proxybench-test
+  listeners:
+    - name: http
+      port: 8080
+      protocol: HTTP
+",
+    )
+    .unwrap();
+    let ok = |c: &mut std::process::Command| {
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    ok(kubectl_in(&ns).args(["apply", "-f"]).arg(&gw));
+    ok(kubectl_in(&ns).args([
+        "patch",
+        "gateway",
+        "cafe-gw",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &format!(
+            "{{\"status\":{{\"addresses\":[{{\"type\":\"IPAddress\",\"value\":\"{ip}\"}}]}}}}"
+        ),
+    ]));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    let d = data(&root, &out);
+    let case = &d["cases"][0];
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    assert_eq!(requests, 400, "100 r/s for 4 s: {load}");
+    assert_eq!(failed(load), 0, "{load}");
+    let (lines, _) = access_count(&root);
+    assert_eq!(lines, requests, "access-log lines");
+    assert_eq!(backend_requests(case, "cafe"), requests, "backend counters");
+    let env = kube::env_json(&root);
+    let target = env["platform"]["load_paths"][0]["target"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        target,
+        format!("Gateway `{ns}/cafe-gw` at its status address {ip}:8080, listener http"),
+    );
+    eprintln!("gateway: {requests} requests via {target}, {lines} access-log lines");
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
+/// The test cluster's kubectl in namespace `ns`.
+fn kubectl_in(ns: &str) -> std::process::Command {
+    let mut c = kube::kubectl();
+    c.args(["-n", ns]);
+    c
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_pod_that_never_gets_ready_stops_the_case_at_its_timeout_and_is_deleted() {
     // The namespace exists before the run, with a LimitRange whose default CPU request no node
     // has: every pod the run makes stays Pending (FailedScheduling), never Ready.

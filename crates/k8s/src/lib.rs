@@ -36,7 +36,7 @@ pub use manifest::{Document, Outcome, WaitFor};
 pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABEL};
 pub use prom::Sample;
 pub use reach::{reaches, PodPath, PodPort};
-pub use service::{service, ServiceAddress, ServicePortInfo, ServiceType};
+pub use service::{service, GatewayAddress, ServiceAddress, ServicePortInfo, ServiceType};
 pub use workload::{Replicas, WorkloadKind};
 
 /// The Kubernetes object types (k8s-openapi, API v1.34), for building proxybench's own specs.

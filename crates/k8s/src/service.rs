@@ -288,3 +288,91 @@ mod tests {
         );
     }
 }
+
+/// A Gateway API Gateway as its controller published it: where clients reach it and its
+/// listeners, for loads aimed at the Gateway (`via = "gateway:..."`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayAddress {
+    /// `status.addresses[].value`, in order (IP addresses or host names).
+    pub addresses: Vec<String>,
+    /// `spec.listeners[]`: name, port and protocol (`HTTP`, `HTTPS`...).
+    pub listeners: Vec<(String, u16, String)>,
+}
+
+impl Cluster {
+    /// Waits until Gateway `name` in `namespace` (gateway.networking.k8s.io/v1) has an address
+    /// in its status, at most `bound`: a cluster without the Gateway API, or without the
+    /// Gateway, fails at once; one whose controller never writes an address times out.
+    pub fn wait_gateway(
+        &self,
+        namespace: &str,
+        name: &str,
+        bound: Duration,
+    ) -> Result<GatewayAddress, Error> {
+        use kube::api::DynamicObject;
+        use kube::core::GroupVersionKind;
+        let t0 = Instant::now();
+        self.block_on(async {
+            let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "Gateway");
+            let mut found = None;
+            for refresh in [false, true] {
+                if let Some(f) = self.discovery(refresh).await?.resolve_gvk(&gvk) {
+                    found = Some(f);
+                    break;
+                }
+            }
+            let Some((ar, _)) = found else {
+                return Err(Error::Refused(
+                    "the cluster serves no Gateway API (gateway.networking.k8s.io/v1 Gateway): \
+                     install its CRDs and a Gateway controller"
+                        .into(),
+                ));
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, &ar);
+            loop {
+                let g = api
+                    .get(name)
+                    .await
+                    .map_err(|e| Error::api(format!("get gateway/{name} in {namespace}"), e))?;
+                let addresses: Vec<String> = g.data["status"]["addresses"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x["value"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !addresses.is_empty() {
+                    let listeners = g.data["spec"]["listeners"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|l| {
+                                    (
+                                        l["name"].as_str().unwrap_or_default().to_string(),
+                                        l["port"].as_u64().unwrap_or(0) as u16,
+                                        l["protocol"].as_str().unwrap_or_default().to_string(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    return Ok(GatewayAddress {
+                        addresses,
+                        listeners,
+                    });
+                }
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what: format!("gateway/{name} in {namespace} address"),
+                        after: bound,
+                        state: "no address in its status yet (its controller has not \
+                                programmed it)"
+                            .into(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    }
+}

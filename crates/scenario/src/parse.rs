@@ -566,6 +566,25 @@ fn check_cluster_via(
              --platform kubernetes (or [platform] kind = \"kubernetes\")"
         ));
     }
+    if let Via::Gateway {
+        namespace,
+        name: gw,
+        port,
+    } = via
+    {
+        crate::platform::dns_subdomain(gw)
+            .map_err(|e| format!("load '{name}': via '{via}': Gateway name '{gw}' {e}"))?;
+        if let Some(n) = namespace {
+            crate::platform::dns_label(n)
+                .map_err(|e| format!("load '{name}': via '{via}': namespace '{n}' {e}"))?;
+        }
+        if port.as_deref() == Some("") {
+            return Err(format!(
+                "load '{name}': via '{via}' names no port (a listener name or a port number)"
+            ));
+        }
+        return Ok(());
+    }
     let (service, port) = match via {
         Via::Service(n, p) => (n.as_str(), p.as_deref()),
         Via::NodePort(p) | Via::LoadBalancer(p) => (PROXY_SERVICE, Some(p.as_str())),
@@ -809,7 +828,7 @@ fn check_load(
             }
         }
         // Checked by check_cluster_via, which knows the platform.
-        Some(Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_)) => {}
+        Some(Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }) => {}
         // Checked against the scenario's reach list by the caller.
         Some(Via::Url) => {}
         None => match proxy {

@@ -264,8 +264,9 @@ impl std::fmt::Display for WaitFor {
 /// group's first backend. On Kubernetes a load can also go where users' traffic goes, to an
 /// address the run discovers through the API: `"service:NAME[:PORT]"` (a Service's ClusterIP),
 /// `"node-port:PORT"` (the proxy's Service on a node's InternalIP and its nodePort) or
-/// `"load-balancer:PORT"` (the proxy's Service at its load balancer's status address); PORT is a
-/// listener name or a port number (for another Service: its port's name or number). On any
+/// `"load-balancer:PORT"` (the proxy's Service at its load balancer's status address) or
+/// `"gateway:[NAMESPACE/]NAME[:PORT]"` (a Gateway's status address); PORT is a listener name or
+/// a port number (for another Service: its port's name or number). On any
 /// platform `"url"` connects where the url itself points (a host named in the scenario's
 /// `reach` list, or loopback).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -282,6 +283,17 @@ pub enum Via {
     NodePort(String),
     /// The proxy's Service at its load balancer's address and a port (by name or number).
     LoadBalancer(String),
+    /// A Gateway API Gateway (`gateway:[NAMESPACE/]NAME[:PORT]`) at the first address its
+    /// controller wrote in its status, and a listener's port (by listener name or number; the
+    /// first listener of the url's protocol when absent); the run's namespace unless named.
+    Gateway {
+        /// The Gateway's namespace, when not the run's.
+        namespace: Option<String>,
+        /// The Gateway's name.
+        name: String,
+        /// A listener name or a port number.
+        port: Option<String>,
+    },
     /// The url's own host and port (`"url"`), as a client outside the run would connect: for a
     /// gateway or load balancer the run did not start. The host must be loopback or named in
     /// the scenario's `reach` list.
@@ -294,7 +306,7 @@ impl Via {
     pub fn is_cluster_address(&self) -> bool {
         matches!(
             self,
-            Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_)
+            Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }
         )
     }
 }
@@ -319,6 +331,21 @@ impl From<String> for Via {
         if s == "url" {
             return Via::Url;
         }
+        if let Some(rest) = s.strip_prefix("gateway:") {
+            let (gw, port) = match rest.split_once(':') {
+                Some((g, p)) => (g, Some(p.to_string())),
+                None => (rest, None),
+            };
+            let (namespace, name) = match gw.split_once('/') {
+                Some((n, g)) => (Some(n.to_string()), g.to_string()),
+                None => (None, gw.to_string()),
+            };
+            return Via::Gateway {
+                namespace,
+                name,
+                port,
+            };
+        }
         Via::Listener(s)
     }
 }
@@ -334,6 +361,21 @@ impl std::fmt::Display for Via {
             Via::NodePort(p) => write!(f, "node-port:{p}"),
             Via::LoadBalancer(p) => write!(f, "load-balancer:{p}"),
             Via::Url => f.write_str("url"),
+            Via::Gateway {
+                namespace,
+                name,
+                port,
+            } => {
+                f.write_str("gateway:")?;
+                if let Some(n) = namespace {
+                    write!(f, "{n}/")?;
+                }
+                f.write_str(name)?;
+                if let Some(p) = port {
+                    write!(f, ":{p}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -754,7 +796,34 @@ mod tests {
             Via::from("backend:cafe".to_string()),
             Via::Backend("cafe".into())
         );
-        for text in ["http", "backend:cafe", "backend:"] {
+        assert_eq!(
+            Via::from("gateway:gw-system/cafe:https".to_string()),
+            Via::Gateway {
+                namespace: Some("gw-system".into()),
+                name: "cafe".into(),
+                port: Some("https".into())
+            }
+        );
+        assert_eq!(
+            Via::from("gateway:cafe".to_string()),
+            Via::Gateway {
+                namespace: None,
+                name: "cafe".into(),
+                port: None
+            }
+        );
+        assert_eq!(Via::from("url".to_string()), Via::Url);
+        for text in [
+            "http",
+            "backend:cafe",
+            "backend:",
+            "url",
+            "gateway:cafe",
+            "gateway:ns/cafe:8443",
+            "service:proxy:http",
+            "node-port:http",
+            "load-balancer:80",
+        ] {
             assert_eq!(Via::from(text.to_string()).to_string(), text);
         }
     }

@@ -60,6 +60,14 @@ pub fn cluster() -> k8s::Cluster {
     k8s::Cluster::connect(Some(&kc), None).unwrap()
 }
 
+/// The test cluster's kubectl (`make test-k8s` names it), with its kubeconfig: for what a test
+/// does in the part of a controller (a Gateway's status), which proxybench never writes.
+pub fn kubectl() -> Command {
+    let mut c = Command::new(var("PROXYBENCH_TEST_KUBECTL"));
+    c.arg("--kubeconfig").arg(var("PROXYBENCH_TEST_KUBECONFIG"));
+    c
+}
+
 /// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
 /// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image` or
 /// a `--proxy`);

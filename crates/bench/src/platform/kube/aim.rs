@@ -1,6 +1,7 @@
 //! Loads aimed where users' traffic goes on Kubernetes (a load's `via`): a Service's ClusterIP
 //! (`service:NAME[:PORT]`), the proxy Service's NodePort on a node's InternalIP
-//! (`node-port:PORT`), or its load balancer's status address (`load-balancer:PORT`). Every
+//! (`node-port:PORT`), its load balancer's status address (`load-balancer:PORT`), or a Gateway
+//! API Gateway's status address (`gateway:[NS/]NAME[:PORT]`). Every
 //! address comes from the API server (the Service, the nodes), so a load reaches only what the
 //! run discovered there: the reach rule holds by construction. A name the parser could not
 //! check (another Service, a port number) that the cluster does not have fails here, in one
@@ -18,6 +19,103 @@ impl KubeStage {
     /// load paths); waits until the address answers from here, at most [`SERVICE_BOUND`], and
     /// marks it unreached from here (for agents) if it never does.
     pub(super) fn aim_at(&self, via: &Via, tls: bool) -> Result<(SocketAddr, String), StackError> {
+        let (to, what) = match via {
+            Via::Gateway {
+                namespace,
+                name,
+                port,
+            } => self.gateway_target(via, namespace.as_deref(), name, port.as_deref(), tls)?,
+            _ => self.service_target(via, tls)?,
+        };
+        // kube-proxy programs a new Service's rules on each node in its own time. An address
+        // that never answers here (a remote cluster's) is left to agents in the cluster.
+        let t = Instant::now();
+        while !k8s::reaches(to.ip(), to.port(), Duration::from_secs(1)) {
+            if t.elapsed() > SERVICE_BOUND {
+                self.unreached
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(to.ip());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.load_targets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(via.to_string(), what.clone());
+        Ok((to, what))
+    }
+
+    /// A Gateway's first status address and the port of the listener `port` names (the first
+    /// listener of the url's protocol when none), waiting at most [`SERVICE_BOUND`] for its
+    /// controller to publish the address; a host name is looked up here.
+    fn gateway_target(
+        &self,
+        via: &Via,
+        namespace: Option<&str>,
+        name: &str,
+        port: Option<&str>,
+        tls: bool,
+    ) -> Result<(SocketAddr, String), StackError> {
+        use std::net::ToSocketAddrs;
+        let ns = namespace.unwrap_or(&self.namespace);
+        let gw = self
+            .cluster
+            .wait_gateway(ns, name, SERVICE_BOUND)
+            .map_err(|e| platform(format!("via '{via}': {e}")))?;
+        let listener = match port {
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) => gw.listeners.iter().find(|l| l.1 == n).cloned().or(Some((
+                    String::new(),
+                    n,
+                    String::new(),
+                ))),
+                Err(_) => gw.listeners.iter().find(|l| l.0 == p).cloned(),
+            },
+            None => {
+                let want = if tls { "HTTPS" } else { "HTTP" };
+                gw.listeners.iter().find(|l| l.2 == want).cloned()
+            }
+        };
+        let Some((lname, lport, _)) = listener else {
+            let have: Vec<String> = gw
+                .listeners
+                .iter()
+                .map(|l| format!("{} ({} {})", l.0, l.2, l.1))
+                .collect();
+            return Err(platform(format!(
+                "via '{via}': Gateway `{name}` has no such listener (it has {})",
+                have.join(", ")
+            )));
+        };
+        let host = &gw.addresses[0];
+        let ip = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => (host.as_str(), lport)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .map(|a| a.ip())
+                .ok_or_else(|| {
+                    platform(format!(
+                        "via '{via}': Gateway `{name}`'s address {host} does not resolve here"
+                    ))
+                })?,
+        };
+        let lis = if lname.is_empty() {
+            String::new()
+        } else {
+            format!(", listener {lname}")
+        };
+        Ok((
+            SocketAddr::new(ip, lport),
+            format!("Gateway `{ns}/{name}` at its status address {host}:{lport}{lis}"),
+        ))
+    }
+
+    /// A Service's address for a `service:`, `node-port:` or `load-balancer:` via.
+    fn service_target(&self, via: &Via, tls: bool) -> Result<(SocketAddr, String), StackError> {
         let (svc, port) = match via {
             Via::Service(n, p) => (n.as_str(), p.clone()),
             Via::NodePort(p) | Via::LoadBalancer(p) => (PROXY_SERVICE, Some(p.clone())),
@@ -102,23 +200,6 @@ impl KubeStage {
                 )
             }
         };
-        // kube-proxy programs a new Service's rules on each node in its own time. An address
-        // that never answers here (a remote cluster's) is left to agents in the cluster.
-        let t = Instant::now();
-        while !k8s::reaches(to.ip(), to.port(), Duration::from_secs(1)) {
-            if t.elapsed() > SERVICE_BOUND {
-                self.unreached
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(to.ip());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.load_targets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(via.to_string(), what.clone());
         Ok((to, what))
     }
 }

@@ -3,6 +3,7 @@
 
 mod cmd_agent;
 mod cmd_backend;
+mod cmd_k8s;
 mod cmd_load;
 mod cmd_merge;
 mod cmd_proxies;
@@ -109,6 +110,8 @@ enum Cmd {
     Merge(cmd_merge::Args),
     /// Print the capability table: what each proxy kind can express of the scenario model.
     Capabilities(cmd_proxies::CapabilitiesArgs),
+    /// Kubernetes chores: `k8s clean` deletes what killed or kept runs left on a cluster.
+    K8s(cmd_k8s::Args),
 }
 
 fn main() -> ExitCode {
@@ -142,6 +145,7 @@ fn main() -> ExitCode {
         Cmd::Capabilities(a) => cmd_proxies::capabilities(a),
         Cmd::Agent(a) => cmd_agent::main(a),
         Cmd::Merge(a) => cmd_merge::main(a),
+        Cmd::K8s(a) => cmd_k8s::main(a),
     };
     match result {
         Ok(code) => code,

@@ -342,3 +342,146 @@ wait = \"delete\"
     eprintln!("wait: Available after {available:.3} s, deleted after {gone:.3} s; {e1}");
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
+
+/// Starts a 60 s run in `ns` and kills it with SIGKILL once its proxy pod is Running: nothing of
+/// the run can clean up after that.
+fn kill_a_run_midway(ns: &str, dir: &std::path::Path) {
+    let scenario = dir.join("killed.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-killed\"
+[platform]
+kind = \"kubernetes\"
+{}
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 50
+connections = 2
+duration = \"60s\"
+",
+            kube::SCENARIO_HEAD
+        ),
+    )
+    .unwrap();
+    let mut child = kube::run_command(&dir.join("results"), ns, &[])
+        .arg(&scenario)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let c = cluster();
+    let t0 = std::time::Instant::now();
+    while pods(&c, ns, "proxybench/role=proxy").1 == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no proxy pod");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// `proxybench k8s clean` with the test cluster's kubeconfig, then `args`.
+fn clean(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["k8s", "clean", "--kubeconfig"])
+        .arg(kube::var("PROXYBENCH_TEST_KUBECONFIG"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    // A run that made its namespace, killed: the namespace goes whole.
+    let made = namespace("killed");
+    kill_a_run_midway(&made, dir.path());
+    assert!(!c.managed_namespaces(Some(&made)).unwrap().is_empty());
+    let out = clean(&["--namespace", &made, "--older-than", "0s", "--dry-run"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("would delete namespace/{made}\n")
+    );
+    assert!(
+        !c.managed_namespaces(Some(&made)).unwrap().is_empty(),
+        "dry"
+    );
+    let out = clean(&["--namespace", &made, "--older-than", "0s"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("deleted namespace/{made}\n")
+    );
+    // The deletion is not waited for by clean; the namespace controller takes its pods down.
+    let t0 = std::time::Instant::now();
+    while !leftover(&made).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{made} left behind"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // A run in a namespace the user made, killed: its labelled objects go, the namespace and
+    // the user's own object stay.
+    let theirs = namespace("theirs");
+    let k = |args: &[&str]| {
+        let o = kube::kubectl().args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    k(&["create", "namespace", &theirs]);
+    k(&[
+        "-n",
+        &theirs,
+        "create",
+        "configmap",
+        "users-own",
+        "--from-literal=a=b",
+    ]);
+    let second = dir.path().join("2");
+    std::fs::create_dir_all(&second).unwrap();
+    kill_a_run_midway(&theirs, &second);
+    let out = clean(&["--namespace", &theirs, "--older-than", "0s"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    for want in [
+        format!("deleted deployment {theirs}/proxy"),
+        format!("deleted deployment {theirs}/backend-cafe"),
+        format!("deleted service {theirs}/proxy"),
+    ] {
+        assert!(said.contains(&want), "{want}: {said}");
+    }
+    assert!(
+        !said.contains("users-own") && !said.contains("namespace/"),
+        "{said}"
+    );
+    // Nothing labelled is left once the deletions have run; the user's object is.
+    let t0 = std::time::Instant::now();
+    loop {
+        let again = clean(&["--namespace", &theirs, "--older-than", "0s", "--dry-run"]);
+        let left = String::from_utf8_lossy(&again.stdout).into_owned();
+        if left.starts_with("nothing to clean") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "still there: {left}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    k(&["-n", &theirs, "get", "configmap", "users-own"]);
+    k(&["delete", "namespace", &theirs, "--wait=false"]);
+    eprintln!("clean: {made} deleted whole; in {theirs}: {said}");
+}

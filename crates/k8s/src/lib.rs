@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+mod clean;
 mod cluster;
 pub mod collect;
 mod error;
@@ -23,6 +24,7 @@ mod reach;
 mod service;
 mod workload;
 
+pub use clean::CleanScope;
 pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY};
 pub use collect::{
     Collected, Collector, EndpointChange, PodChange, PodTimeline, PodUsage, ProbeTally, PromTarget,

@@ -308,6 +308,11 @@ impl KubeAgents {
         let labels: BTreeMap<String, String> = [
             ("proxybench/role".to_string(), "agent".to_string()),
             (AGENTS_LABEL.to_string(), job.clone()),
+            (k8s::MANAGED_BY.0.to_string(), k8s::MANAGED_BY.1.to_string()),
+            (
+                "app.kubernetes.io/component".to_string(),
+                "agent".to_string(),
+            ),
         ]
         .into();
         let meta = ObjectMeta {

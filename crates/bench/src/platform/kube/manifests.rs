@@ -14,12 +14,23 @@ use proxy::Driver;
 use scenario::PlatformSpec;
 use std::collections::BTreeMap;
 
+/// The labels of an object the stage makes: `pairs`, plus Kubernetes' recommended
+/// `app.kubernetes.io/managed-by=proxybench` (what `proxybench k8s clean` finds a killed run's
+/// objects by) and `app.kubernetes.io/component` (the role: proxy, backend, proxy-check).
 pub(super) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
+    let mut l: BTreeMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        .collect();
+    l.insert(k8s::MANAGED_BY.0.into(), k8s::MANAGED_BY.1.into());
+    if let Some(role) = l.get(ROLE).cloned() {
+        l.insert(COMPONENT.into(), role);
+    }
+    l
 }
+
+/// Kubernetes' recommended label for an object's part in the whole.
+pub(crate) const COMPONENT: &str = "app.kubernetes.io/component";
 
 pub(super) fn meta(name: &str, l: &BTreeMap<String, String>) -> ObjectMeta {
     ObjectMeta {

@@ -1,0 +1,74 @@
+//! `proxybench k8s`: the Kubernetes chores around runs. `clean` deletes what runs left behind
+//! (a run killed with SIGKILL cannot delete its own objects), found by their
+//! `app.kubernetes.io/managed-by=proxybench` label.
+
+use crate::CliError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Flags of `proxybench k8s`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: K8sCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum K8sCmd {
+    /// Delete what proxybench runs left on a cluster: the namespaces runs made, whole, and the
+    /// labelled objects of runs in namespaces they did not make.
+    Clean(CleanArgs),
+}
+
+/// Flags of `proxybench k8s clean`.
+#[derive(clap::Args)]
+struct CleanArgs {
+    /// Only what was created at least this long ago, so that a run still going keeps its objects.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    older_than: units::Dur,
+    /// Only in this namespace (a user limited to one; the namespace itself goes only if a run
+    /// made it).
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// List what would be deleted; delete nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+}
+
+/// Runs `proxybench k8s ...`.
+pub fn main(args: Args) -> Result<ExitCode, CliError> {
+    match args.cmd {
+        K8sCmd::Clean(a) => clean(a),
+    }
+}
+
+fn clean(a: CleanArgs) -> Result<ExitCode, CliError> {
+    let cluster = k8s::Cluster::connect(a.kubeconfig.as_deref(), a.context.as_deref())
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let scope = k8s::CleanScope {
+        namespace: a.namespace,
+        older_than: a.older_than.0,
+        dry_run: a.dry_run,
+    };
+    let done = cluster
+        .clean(&scope)
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    let verb = if a.dry_run { "would delete" } else { "deleted" };
+    for d in &done {
+        println!("{verb} {d}");
+    }
+    if done.is_empty() {
+        println!(
+            "nothing to clean: no object labelled app.kubernetes.io/managed-by=proxybench older \
+             than {}",
+            a.older_than
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -80,7 +80,7 @@ pub fn check_url_host(url: &str) -> Result<(), ReachError> {
 
 /// Reads one entry of a scenario's `reach` list: a host name or an IP address, nothing else
 /// (no scheme, port or path), lower-cased as hosts compare.
-pub fn reach_entry(entry: &str) -> Result<String, String> {
+pub(crate) fn reach_entry(entry: &str) -> Result<String, String> {
     let e = entry.trim().trim_start_matches('[').trim_end_matches(']');
     if e.parse::<IpAddr>().is_ok() {
         return Ok(e.to_string());

@@ -823,8 +823,8 @@ duration = \"120s\"
 
 /// A "user's gateway" for the external test: a hostNetwork nginx Deployment (`app=gw`) that
 /// answers 200 itself on 127.0.0.1:`port` (reuseport, so replicas share it) and logs each
-/// request in the combined format to its stdout. Its pods run on `node` (the node that is this
-/// machine, whose loopback the test reaches).
+/// request in the combined format to its stdout, beside a sidecar container with a log of its
+/// own. Its pods run on `node` (the node that is this machine, whose loopback the test reaches).
 fn gateway_manifest(port: u16, image: &str, node: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -845,6 +845,17 @@ data:
         listen 127.0.0.1:{port} reuseport;
         location / {{ return 200 "gw\n"; }}
       }}
+    }}
+  side.conf: |
+    worker_processes 1;
+    pid /tmp/side.pid;
+    error_log stderr notice;
+    events {{ worker_connections 64; }}
+    http {{
+      access_log off;
+      client_body_temp_path /tmp/cb; proxy_temp_path /tmp/pt; fastcgi_temp_path /tmp/ft;
+      uwsgi_temp_path /tmp/ut; scgi_temp_path /tmp/st;
+      server {{ listen unix:/tmp/side.sock; }}
     }}
 ---
 apiVersion: apps/v1
@@ -886,6 +897,15 @@ spec:
               host: 127.0.0.1
               port: {port}
             periodSeconds: 1
+        # A sidecar with a log of its own (nginx's start-up notices on stderr, on a unix socket
+        # so that it takes no port): its lines must not overwrite the gateway container's.
+        - name: sidecar
+          image: {image}
+          imagePullPolicy: Never
+          command: ["/usr/sbin/nginx", "-c", "/conf/side.conf", "-g", "daemon off;"]
+          volumeMounts:
+            - name: conf
+              mountPath: /conf
 "#
     )
 }
@@ -1002,6 +1022,37 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
             (requests..=requests + below_http).contains(&lines),
             "{lines} lines for {requests} requests ({below_http} failed) over {logs} logs"
         );
+        // Each container's log is kept apart: the sidecar's start-up notices are in its own
+        // files, the gateway's answers in the nginx container's.
+        let dirs: Vec<String> = find(&root, "error.log")
+            .iter()
+            .map(|p| {
+                p.parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let side: Vec<_> = find(&root, "error.log")
+            .into_iter()
+            .filter(|p| p.parent().unwrap().to_string_lossy().ends_with(".sidecar"))
+            .collect();
+        assert!(
+            !side.is_empty() && dirs.iter().any(|d| d.ends_with(".nginx")),
+            "a log set per container: {dirs:?}"
+        );
+        for f in &side {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert!(
+                text.contains("start worker process"),
+                "{}: {text}",
+                f.display()
+            );
+            let access = f.with_file_name("access.log");
+            assert_eq!(std::fs::read_to_string(access).unwrap_or_default(), "");
+        }
         // The user's namespace is theirs: the run leaves it (and their gateway) in place.
         assert_eq!(leftover(&ns), vec![ns.clone()]);
         let left = cluster.pods(&ns, Some("app=gw")).unwrap();

@@ -254,8 +254,10 @@ fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
     )
 }
 
-/// Stops log followers and splits each pod's log into its access and error lines (by `format`)
-/// in `dir`, as the proxy's log files the run summarizes; the first failure goes to `err`.
+/// Stops log followers and splits each container's log into its access and error lines (by
+/// `format`) in `dir`, as the proxy's log files the run summarizes, one replica per pod (`POD`)
+/// or, for a pod of several containers, per container (`POD.CONTAINER`), so that no container's
+/// log overwrites another's; the first failure goes to `err`.
 pub(super) fn split_logs(
     followers: LogFollowers,
     format: proxy::logs::LogFormat,
@@ -263,9 +265,21 @@ pub(super) fn split_logs(
     logs: &mut Vec<(String, LogFiles)>,
     err: &mut Option<StackError>,
 ) {
-    for f in followers.stop(Duration::from_secs(30)) {
-        let access = dir.join(format!("{}.access.log", f.pod));
-        let error = dir.join(format!("{}.error.log", f.pod));
+    let followed = followers.stop(Duration::from_secs(30));
+    let mut per_pod: std::collections::BTreeMap<&str, usize> = Default::default();
+    for f in &followed {
+        *per_pod.entry(f.pod.as_str()).or_default() += 1;
+    }
+    let names: Vec<String> = followed
+        .iter()
+        .map(|f| match per_pod.get(f.pod.as_str()) {
+            Some(n) if *n > 1 => format!("{}.{}", f.pod, f.container),
+            _ => f.pod.clone(),
+        })
+        .collect();
+    for (f, name) in followed.iter().zip(names) {
+        let access = dir.join(format!("{name}.access.log"));
+        let error = dir.join(format!("{name}.error.log"));
         match std::fs::read_to_string(&f.path) {
             Ok(text) => {
                 let (mut a, mut e) = (String::new(), String::new());
@@ -289,10 +303,13 @@ pub(super) fn split_logs(
             }
         }
         if let Some(e) = &f.error {
-            err.get_or_insert(platform(format!("log of pod {}: {e}", f.pod)));
+            err.get_or_insert(platform(format!(
+                "log of pod {} container {}: {e}",
+                f.pod, f.container
+            )));
         }
         logs.push((
-            f.pod.clone(),
+            name,
             LogFiles {
                 access: Some(access),
                 error: Some(error),

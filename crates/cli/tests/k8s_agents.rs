@@ -433,20 +433,7 @@ fn k8s_a_load_whose_service_does_not_answer_here_runs_from_an_agent_pod() {
     let scenario = dir.path().join("remote.toml");
     std::fs::write(
         &scenario,
-        format!(
-            "name = \"k8s-remote\"
-[platform]
-kind = \"kubernetes\"
-{}
-[[loads]]
-name = \"coffee\"
-url = \"http://cafe.example.com/coffee\"
-rate = 100
-connections = 4
-duration = \"4s\"
-",
-            kube::SCENARIO_HEAD
-        ),
+        kube::on_cluster("k8s-remote", "", &kube::coffee(100, 4, "4s", "")),
     )
     .unwrap();
     let root = dir.path().join("results");

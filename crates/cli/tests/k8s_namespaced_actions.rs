@@ -275,18 +275,11 @@ fn k8s_apply_and_delete_wait_for_a_condition_and_for_deletion() {
     let scenario = dir.path().join("wait.toml");
     std::fs::write(
         &scenario,
-        format!(
-            "name = \"k8s-wait\"
-[platform]
-kind = \"kubernetes\"
-{}
-[[loads]]
-name = \"coffee\"
-url = \"http://cafe.example.com/coffee\"
-rate = 50
-connections = 4
-duration = \"8s\"
-
+        kube::on_cluster(
+            "k8s-wait",
+            "",
+            &(kube::coffee(50, 4, "8s", "")
+                + "
 [[actions]]
 at = \"1s\"
 apply = \"web.yaml\"
@@ -302,8 +295,7 @@ timeout = \"1s\"
 at = \"4s\"
 delete = \"web.yaml\"
 wait = \"delete\"
-",
-            kube::SCENARIO_HEAD
+"),
         ),
     )
     .unwrap();
@@ -349,20 +341,7 @@ fn kill_a_run_midway(ns: &str, dir: &std::path::Path) {
     let scenario = dir.join("killed.toml");
     std::fs::write(
         &scenario,
-        format!(
-            "name = \"k8s-killed\"
-[platform]
-kind = \"kubernetes\"
-{}
-[[loads]]
-name = \"coffee\"
-url = \"http://cafe.example.com/coffee\"
-rate = 50
-connections = 2
-duration = \"60s\"
-",
-            kube::SCENARIO_HEAD
-        ),
+        kube::on_cluster("k8s-killed", "", &kube::coffee(50, 2, "60s", "")),
     )
     .unwrap();
     let mut child = kube::run_command(&dir.join("results"), ns, &[])

@@ -1222,20 +1222,10 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         let scenario = dir.path().join("service-type.toml");
         std::fs::write(
             &scenario,
-            format!(
-                "name = \"k8s-service-type\"
-[platform]
-kind = \"kubernetes\"
-service_type = \"{service_type}\"
-{SCENARIO_HEAD}
-[[loads]]
-name = \"coffee\"
-url = \"http://cafe.example.com/coffee\"
-via = \"{via}\"
-rate = 100
-connections = 8
-duration = \"4s\"
-"
+            kube::on_cluster(
+                "k8s-service-type",
+                &format!("service_type = \"{service_type}\""),
+                &kube::coffee(100, 8, "4s", &format!("via = \"{via}\"")),
             ),
         )
         .unwrap();
@@ -1295,19 +1285,10 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     let scenario = dir.path().join("gateway.toml");
     std::fs::write(
         &scenario,
-        format!(
-            "name = \"k8s-gateway\"
-[platform]
-kind = \"kubernetes\"
-{SCENARIO_HEAD}
-[[loads]]
-name = \"coffee\"
-url = \"http://cafe.example.com/coffee\"
-via = \"gateway:cafe-gw:http\"
-rate = 100
-connections = 8
-duration = \"4s\"
-"
+        kube::on_cluster(
+            "k8s-gateway",
+            "",
+            &kube::coffee(100, 8, "4s", "via = \"gateway:cafe-gw:http\""),
         ),
     )
     .unwrap();

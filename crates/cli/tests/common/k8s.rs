@@ -34,6 +34,23 @@ path = "/coffee"
 upstream = "cafe"
 "#;
 
+/// A scenario named `name` on the Kubernetes platform: `[platform]` with `platform` (more keys,
+/// or nothing), the cafe stack ([`SCENARIO_HEAD`]), then `rest` (loads, actions).
+pub fn on_cluster(name: &str, platform: &str, rest: &str) -> String {
+    format!(
+        "name = \"{name}\"\n[platform]\nkind = \"kubernetes\"\n{platform}\n{SCENARIO_HEAD}\n{rest}"
+    )
+}
+
+/// The open-loop load `coffee` at `rate` a second for `duration` over `connections`, to
+/// cafe.example.com/coffee, with `more` keys (a `via`, or nothing).
+pub fn coffee(rate: u32, connections: u32, duration: &str, more: &str) -> String {
+    format!(
+        "[[loads]]\nname = \"coffee\"\nurl = \"http://cafe.example.com/coffee\"\n{more}\n\
+         rate = {rate}\nconnections = {connections}\nduration = \"{duration}\"\n"
+    )
+}
+
 /// A required environment variable, or a panic naming it.
 pub fn var(name: &str) -> String {
     match std::env::var(name) {

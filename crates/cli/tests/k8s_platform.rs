@@ -1310,3 +1310,73 @@ duration = \"2s\"
         std::panic::resume_unwind(p);
     }
 }
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_running_proxy_that_never_passes_its_probe_is_reported_with_its_log_and_deleted() {
+    // A config `nginx -t` accepts but nginx cannot serve: a working directory that does not
+    // exist. The master starts and holds the listeners; each worker fails its chdir and exits
+    // with nginx's fatal code 2, which the master never respawns. The pod runs, the kubelet's
+    // readiness probe on the admin listener times out, and the pod is never Ready.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("unready.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-never-passes-its-probe\"
+[platform]
+kind = \"kubernetes\"
+ready_timeout = \"10s\"
+{SCENARIO_HEAD}
+[proxy.raw]
+main = \"working_directory /nonexistent/pb;\"
+
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 10
+duration = \"2s\"
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("unready");
+    let t0 = std::time::Instant::now();
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let took = t0.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let d = data(&root, &out);
+    let why = d["abort_reason"].as_str().unwrap_or_default().to_string();
+    // Stopped at its ready timeout, the pod Running but not Ready, saying why: the kubelet's
+    // failed probes (events) and what nginx wrote (its container's last log lines).
+    assert!(
+        why.contains("deployment/proxy")
+            && why.contains("not done after 10s")
+            && why.contains("(Running"),
+        "{why}"
+    );
+    assert!(
+        why.contains("Unhealthy: Readiness probe failed"),
+        "the kubelet's events: {why}"
+    );
+    assert!(
+        why.contains("last log lines of proxy: ")
+            && why.contains("chdir(\"/nonexistent/pb\") failed (2: No such file or directory)")
+            && why.contains("exited with fatal code 2 and cannot be respawned"),
+        "the container's log: {why}"
+    );
+    assert!(took < std::time::Duration::from_secs(120), "took {took:?}");
+    let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+    for said in [
+        "Unhealthy: Readiness probe failed",
+        "cannot be respawned",
+        "chdir(",
+    ] {
+        assert!(md.contains(said), "report.md lacks {said:?}: {md}");
+    }
+    // The run made the namespace and deleted it, with everything in it.
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+    eprintln!("never passes its probe: exit 1 after {took:?}: {why}");
+}

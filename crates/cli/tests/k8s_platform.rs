@@ -1380,3 +1380,222 @@ duration = \"2s\"
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
     eprintln!("never passes its probe: exit 1 after {took:?}: {why}");
 }
+
+/// `k8s/cluster.sh node2 lose|restore`: node 2 cut off the network with its kubelet stopped, and
+/// back (Ready, untainted).
+fn node2(what: &str) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../k8s/cluster.sh");
+    std::process::Command::new("bash")
+        .arg(script)
+        .args(["node2", what])
+        .output()
+        .unwrap()
+}
+
+/// Restores node 2 when dropped, whatever the test did: the next test needs both nodes.
+struct NodeBack;
+
+impl Drop for NodeBack {
+    fn drop(&mut self) {
+        let out = node2("restore");
+        eprintln!(
+            "node 2 restored ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_node_lost_mid_run_counts_its_failures_and_the_run_ends_with_its_report() {
+    // Two proxy pods, one per node (the spread constraint), an open-loop load through the
+    // ClusterIP; at 3 s an `exec` action loses node 2 (its link cut, its kubelet stopped). The
+    // control plane marks the node NotReady after kube-controller-manager's
+    // node-monitor-grace-period (50 s by default; measured 45 s after the loss), its pods
+    // NotReady and the EndpointSlices drop them: until then about half the new connections go
+    // to the lost pod and fail. The load runs 80 s, so that failures stop well before its end.
+    let back = NodeBack;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../k8s/cluster.sh")
+        .canonicalize()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lost_at_file = dir.path().join("lost-at");
+    let scenario = dir.path().join("lost.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            r#"name = "k8s-node-lost"
+checks = ["coffee.failure_rate <= 0%"]
+[platform]
+kind = "kubernetes"
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+replicas = 2
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+connect_timeout = "250ms"
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 50
+connections = 200
+duration = "80s"
+timeout = "1s"
+
+[[cases]]
+name = "main"
+actions = [
+  {{ at = "3s", exec = ["sh", "-c", "date +%s.%N > {lost}; exec bash {script} node2 lose"], timeout = "30s" }},
+]
+"#,
+            lost = lost_at_file.display(),
+            script = script.display(),
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("nodelost");
+    // When node 2 is NotReady, on the wall clock.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let c = cluster();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(nodes) = c.nodes_ready() {
+                    if nodes.iter().any(|(n, ready)| n == "proxybench-2" && !ready) {
+                        return Some(std::time::SystemTime::now());
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            None
+        })
+    };
+    let t0 = std::time::Instant::now();
+    let (out, nodes) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let not_ready_wall = watcher.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        nodes.len(),
+        2,
+        "proxy pods on both nodes: {nodes:?}\n{stderr}"
+    );
+    eprintln!("node lost: the run took {took:?}; its stderr:\n{stderr}");
+    let d = data(&root, &out);
+    eprintln!(
+        "node lost: load {}\nfindings {}",
+        d["cases"][0]["loads"][0], d["cases"][0]["findings"]
+    );
+    // The run ends normally: exit 1 (its check that nothing fails fails), its report written.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+    assert!(find(&root, "timeline.csv").len() == 1, "timeline.csv");
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    let lost = events
+        .iter()
+        .find(|e| e["detail"].as_str().unwrap_or("").contains("node2 lose"))
+        .unwrap_or_else(|| panic!("the exec event: {events:?}"));
+    assert!(lost["error"].is_null(), "the loss failed: {lost}");
+    let lost_at = lost["t_s"].as_f64().unwrap();
+    // Exactly: every planned request is an answer or an error.
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    let errs = errors(load);
+    assert_eq!(requests + errs, 50 * 80, "rate x duration: {load}");
+    assert!(errs > 0, "requests to the lost pod failed: {load}");
+    // The failures are on the timeline, after the loss, and sum to the load's.
+    let timeline = load["timeline"].as_array().unwrap();
+    let per_second: Vec<(f64, u64)> = timeline
+        .iter()
+        .map(|s| {
+            let e: u64 = s["errors"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum())
+                .unwrap_or(0);
+            (s["t"].as_f64().unwrap(), e)
+        })
+        .collect();
+    assert_eq!(per_second.iter().map(|s| s.1).sum::<u64>(), errs, "{load}");
+    let first = per_second.iter().find(|s| s.1 > 0).unwrap().0;
+    let last = per_second.iter().rev().find(|s| s.1 > 0).unwrap().0;
+    assert!(
+        first + 1.0 >= lost_at,
+        "failures from {first} s, lost at {lost_at} s"
+    );
+    // The pod on the lost node leaves the Service's endpoints, and the failures stop with it.
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let removed = changes
+        .iter()
+        .filter(|c| {
+            c["role"] == "endpoint" && c["ready"] == false && c["t_s"].as_f64() > Some(lost_at)
+        })
+        .map(|c| c["t_s"].as_f64().unwrap())
+        .next();
+    let end = per_second.last().unwrap().0;
+    // NotReady on the case's clock: the loss's wall-clock time is the exec action's.
+    let lost_wall: f64 = std::fs::read_to_string(&lost_at_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let not_ready = not_ready_wall.map(|w| {
+        lost_at
+            + w.duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+            - lost_wall
+    });
+    eprintln!(
+        "node lost: lost at {lost_at:.2} s, NotReady at {}, endpoint removed at {}, failures \
+         from {first} s to {last} s (second buckets), load end {end} s; {requests} answers, \
+         {errs} errors {}; run took {took:?}",
+        not_ready.map_or("never".into(), |t| format!("{t:.2} s")),
+        removed.map_or("never".into(), |t| format!("{t:.2} s")),
+        load["errors"],
+    );
+    let removed = removed.unwrap_or_else(|| panic!("no endpoint removed: {changes:?}"));
+    assert!(not_ready.is_some(), "node 2 never NotReady");
+    assert!(
+        last <= removed + 2.0 && last + 5.0 < end,
+        "failures stop when the endpoint goes ({removed} s), before the end ({end} s): last {last} s"
+    );
+    // The report: the loss, the failed check, and the lost node's pods as what they are
+    // (force-deleted at teardown: nothing waited for the lost node).
+    assert!(md.contains("node2 lose"), "{md}");
+    assert!(md.contains("failure_rate"), "{md}");
+    let findings = case["findings"].to_string();
+    assert!(
+        findings.contains("which is not Ready (lost)") && findings.contains("force-deleted"),
+        "{findings}"
+    );
+    assert!(md.contains("force-deleted"), "{md}");
+    // After the test: both nodes Ready (the guard), the namespace gone.
+    drop(back);
+    let ready = cluster().nodes_ready().unwrap();
+    assert!(ready.iter().all(|(_, r)| *r), "{ready:?}");
+    let c = cluster();
+    let _ = c.delete_namespace(&ns, std::time::Duration::from_secs(120));
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

@@ -525,6 +525,14 @@ impl KubeStage {
         Ok(a)
     }
 
+    /// Why the port-forward kept for port `port` of pod `pod` last failed, if it is one and
+    /// it did.
+    pub(super) fn forward_error(&self, pod: &str, port: u16) -> Option<String> {
+        self.reach
+            .get(&(pod.to_string(), port))
+            .and_then(k8s::PodPort::forward_error)
+    }
+
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
     fn group_addrs(&mut self) -> Result<BTreeMap<String, Vec<SocketAddr>>, StackError> {
         // New pods get their names, and their group's profile before they enter the upstreams.

@@ -1464,6 +1464,7 @@ timeout = "1s"
 name = "main"
 actions = [
   {{ at = "3s", exec = ["sh", "-c", "date +%s.%N > {lost}; exec bash {script} node2 lose"], timeout = "30s" }},
+  {{ at = "8s", reload = true }},
 ]
 "#,
             lost = lost_at_file.display(),
@@ -1491,7 +1492,15 @@ actions = [
         })
     };
     let t0 = std::time::Instant::now();
-    let (out, nodes) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
+    // Reload timing through port-forwards (forced): the reload at 8 s, with node 2 lost, must
+    // not hang on its pod there.
+    let (out, nodes) = proxy_nodes_while(&ns, || {
+        run_command(&root, &ns, &[])
+            .env("PROXYBENCH_K8S_POD_PATH", "port-forward")
+            .arg(&scenario)
+            .output()
+            .unwrap()
+    });
     let took = t0.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let not_ready_wall = watcher.join().unwrap();
@@ -1580,6 +1589,32 @@ actions = [
     assert!(
         last <= removed + 2.0 && last + 5.0 < end,
         "failures stop when the endpoint goes ({removed} s), before the end ({end} s): last {last} s"
+    );
+    // The reload at 8 s: the live pod's through its port-forward, timed; the lost pod's exec
+    // fails at its bound (30 s) with the reason, and the run goes on.
+    let reloads = case["reloads"].as_array().unwrap();
+    eprintln!("node lost: reloads {reloads:?}");
+    assert_eq!(reloads.len(), 2, "{reloads:?}");
+    let served: Vec<&Value> = reloads.iter().filter(|r| r["served_ms"].is_f64()).collect();
+    let failed_reloads: Vec<&Value> = reloads.iter().filter(|r| !r["error"].is_null()).collect();
+    assert_eq!(
+        served.len(),
+        1,
+        "the live pod's reload was served: {reloads:?}"
+    );
+    assert_eq!(failed_reloads.len(), 1, "{reloads:?}");
+    let why = failed_reloads[0]["error"].as_str().unwrap();
+    assert!(
+        why.contains(failed_reloads[0]["replica"].as_str().unwrap())
+            && why.contains("not done after 30s"),
+        "{why}"
+    );
+    assert!(
+        case["findings"]
+            .to_string()
+            .contains("through a port-forward of its own"),
+        "the port-forward path: {}",
+        case["findings"]
     );
     // The report: the loss, the failed check, and the lost node's pods as what they are
     // (force-deleted at teardown: nothing waited for the lost node).

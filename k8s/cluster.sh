@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# k8s/cluster.sh up|down|status: a real two-node Kubernetes on a host-only network for proxybench's
+# k8s/cluster.sh up|down|status|node2 lose|restore: a real two-node Kubernetes on a host-only network for proxybench's
 # tests.
 #
 # etcd, kube-apiserver, kube-controller-manager and kube-scheduler run on this host. Node 1
@@ -65,6 +65,8 @@ SERVICE_RANGE=198.18.128.0/24
 API_SERVICE_IP=198.18.128.1 # the `kubernetes` Service: the first address of the range
 LB_POOL=198.18.129           # load balancer addresses (k8s/lb-controller.sh): $LB_POOL.10-250
 BRIDGE2=pbbr1         # node 2's pod bridge, inside its network namespace
+BRIDGE_MAC=02:70:62:12:00:01  # fixed (locally administered) MACs of the two bridges: see net_up
+BRIDGE2_MAC=02:70:62:12:01:01
 VETH2=${BRIDGE}-n2    # the host's end of node 2's eth0
 RULE_PREF=1818        # the routing rules that keep forwarded traffic inside $TEST_NET: pref and pref+1
 CGROUP2=/$NODE2       # node 2's cgroup root (node 1's kubelet keeps the default /kubepods)
@@ -543,7 +545,12 @@ EOC
 # (net.ipv4.conf.$BRIDGE.forwarding, which dies with the bridge), and two routing rules send
 # whatever arrives on the bridge for an address outside $TEST_NET to `unreachable`.
 net_up() {
+    # A bridge's MAC is by default its lowest port's, so it changes when a pod's veth comes or
+    # goes, and the pods and node 2 keep sending to the old one (their ARP entries for the
+    # bridge address) until those expire: tens of seconds of lost traffic. An address set once
+    # is kept (the kernel stops recalculating it), so each bridge gets a fixed one.
     ip link add "$BRIDGE" type bridge
+    ip link set "$BRIDGE" address "$BRIDGE_MAC"
     ip addr add "$NODE1_IP/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
     mkdir -p "$N2"
@@ -563,6 +570,7 @@ net_up() {
         ip addr add $NODE2_IP/24 dev eth0
         ip link set eth0 up
         ip link add $BRIDGE2 type bridge
+        ip link set $BRIDGE2 address $BRIDGE2_MAC
         ip addr add $POD2_GW/24 dev $BRIDGE2
         ip link set $BRIDGE2 up
         ip route add $TEST_NET via $NODE1_IP dev eth0
@@ -1038,6 +1046,8 @@ cmd_down() {
     trap 'log "down failed at line $LINENO of k8s/cluster.sh; run k8s/cluster.sh down again"' ERR
     : >>"$D/down.pids"
     step() { log "down: $1 at $(( $(now_ms) - t0 )) ms"; }
+    # a lost node 2 (`node2 lose`) first gets its kubelet back: a stopped process takes no SIGTERM
+    node2_continue
     # the kubelets first, so nothing restarts the containers; then the containers and their shims
     stop_daemons 5 kubelet-2 kubelet kube-proxy-2 kube-proxy
     step "kubelets and kube-proxies stopped"
@@ -1076,6 +1086,55 @@ cmd_down() {
     log "cluster down in $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
 }
 
+# --- node2 lose|restore --------------------------------------------------------------------------
+# Node 2 lost the way a real node is lost, and back. `lose` cuts node 2 off the network (the
+# host's end of its eth0, $VETH2, down: its pods, its kubelet's API and its kube-proxy are
+# unreachable from the host and node 1, and it reaches nothing) and stops its kubelet (SIGSTOP:
+# no node status, no lease, no pod changes). The control plane notices on its own: after
+# kube-controller-manager's node-monitor-grace-period (Kubernetes' default, 50 s since 1.32;
+# this script leaves it) the node is NotReady, its pods' Ready conditions go False and the
+# EndpointSlices drop them. `restore` brings the link up, continues the kubelet and waits until
+# node 2 is Ready and carries no unreachable/not-ready taint (at most 120 s). The pods are not
+# frozen: a frozen process takes no signal, and `down` must be able to stop everything.
+node2_lost_file() { echo "$D/run/node2-lost"; }
+
+node2_continue() {
+    local pid
+    pid=$(cat "$D/run/kubelet-2.pid" 2>/dev/null) || return 0
+    if alive "$pid"; then kill -CONT "$pid" 2>/dev/null || true; fi
+    if ip link show "$VETH2" >/dev/null 2>&1; then ip link set "$VETH2" up || true; fi
+    rm -f "$(node2_lost_file)"
+}
+
+node2_ready() {
+    [ "$(kc get node "$NODE2" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ] \
+        && ! kc get node "$NODE2" -o 'jsonpath={.spec.taints[*].key}' | grep -Eq 'unreachable|not-ready'
+}
+
+cmd_node2() {
+    [ "$(id -u)" = 0 ] || die "needs root (a link, a signal to the kubelet): run it as root"
+    local pid t0
+    pid=$(cat "$D/run/kubelet-2.pid" 2>/dev/null) || die "no cluster in $D (no kubelet-2 pid file)"
+    alive "$pid" || die "node 2's kubelet (pid $pid) is not running; $D/logs/kubelet-2.log"
+    t0=$(now_ms)
+    case "${1:-}" in
+    lose)
+        touch "$(node2_lost_file)"
+        ip link set "$VETH2" down
+        kill -STOP "$pid"
+        log "node $NODE2 lost: its link $VETH2 down, its kubelet (pid $pid) stopped; NotReady after the node-monitor grace period"
+        ;;
+    restore)
+        node2_continue
+        wait_until 120 "node $NODE2 Ready without unreachable/not-ready taints" node2_ready \
+            || die "node $NODE2 not Ready 120 s after restore; $D/logs/kubelet-2.log"
+        local ms=$(($(now_ms) - t0))
+        log "node $NODE2 restored: Ready, untainted, in $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
+        ;;
+    *) echo "usage: k8s/cluster.sh node2 lose|restore" >&2; exit 2 ;;
+    esac
+}
+
 # --- status ------------------------------------------------------------------------------------
 cmd_status() {
     [ -d "$D/run" ] || { echo "no cluster (state dir $D absent)"; return 1; }
@@ -1094,5 +1153,6 @@ case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
-*) echo "usage: k8s/cluster.sh up|down|status" >&2; exit 2 ;;
+node2) cmd_node2 "${2:-}" ;;
+*) echo "usage: k8s/cluster.sh up|down|status|node2 lose|restore" >&2; exit 2 ;;
 esac

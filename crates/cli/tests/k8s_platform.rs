@@ -1456,3 +1456,327 @@ duration = \"2s\"
         std::panic::resume_unwind(p);
     }
 }
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_running_proxy_that_never_passes_its_probe_is_reported_with_its_log_and_deleted() {
+    // A config `nginx -t` accepts but nginx cannot serve: a working directory that does not
+    // exist. The master starts and holds the listeners; each worker fails its chdir and exits
+    // with nginx's fatal code 2, which the master never respawns. The pod runs, the kubelet's
+    // readiness probe on the admin listener times out, and the pod is never Ready.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("unready.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"k8s-never-passes-its-probe\"
+[platform]
+kind = \"kubernetes\"
+ready_timeout = \"10s\"
+{SCENARIO_HEAD}
+[proxy.raw]
+main = \"working_directory /nonexistent/pb;\"
+
+[[loads]]
+name = \"coffee\"
+url = \"http://cafe.example.com/coffee\"
+rate = 10
+duration = \"2s\"
+"
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("unready");
+    let t0 = std::time::Instant::now();
+    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let took = t0.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let d = data(&root, &out);
+    let why = d["abort_reason"].as_str().unwrap_or_default().to_string();
+    // Stopped at its ready timeout, the pod Running but not Ready, saying why: the kubelet's
+    // failed probes (events) and what nginx wrote (its container's last log lines).
+    assert!(
+        why.contains("deployment/proxy")
+            && why.contains("not done after 10s")
+            && why.contains("(Running"),
+        "{why}"
+    );
+    assert!(
+        why.contains("Unhealthy: Readiness probe failed"),
+        "the kubelet's events: {why}"
+    );
+    assert!(
+        why.contains("last log lines of proxy: ")
+            && why.contains("chdir(\"/nonexistent/pb\") failed (2: No such file or directory)")
+            && why.contains("exited with fatal code 2 and cannot be respawned"),
+        "the container's log: {why}"
+    );
+    assert!(took < std::time::Duration::from_secs(120), "took {took:?}");
+    let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+    for said in [
+        "Unhealthy: Readiness probe failed",
+        "cannot be respawned",
+        "chdir(",
+    ] {
+        assert!(md.contains(said), "report.md lacks {said:?}: {md}");
+    }
+    // The run made the namespace and deleted it, with everything in it.
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+    eprintln!("never passes its probe: exit 1 after {took:?}: {why}");
+}
+
+/// `k8s/cluster.sh node2 lose|restore`: node 2 cut off the network with its kubelet stopped, and
+/// back (Ready, untainted).
+fn node2(what: &str) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../k8s/cluster.sh");
+    std::process::Command::new("bash")
+        .arg(script)
+        .args(["node2", what])
+        .output()
+        .unwrap()
+}
+
+/// Restores node 2 when dropped, whatever the test did: the next test needs both nodes.
+struct NodeBack;
+
+impl Drop for NodeBack {
+    fn drop(&mut self) {
+        let out = node2("restore");
+        eprintln!(
+            "node 2 restored ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_node_lost_mid_run_counts_its_failures_and_the_run_ends_with_its_report() {
+    // Two proxy pods, one per node (the spread constraint), an open-loop load through the
+    // ClusterIP; at 3 s an `exec` action loses node 2 (its link cut, its kubelet stopped). The
+    // control plane marks the node NotReady after kube-controller-manager's
+    // node-monitor-grace-period (50 s by default; measured 45 s after the loss), its pods
+    // NotReady and the EndpointSlices drop them: until then about half the new connections go
+    // to the lost pod and fail. The load runs 80 s, so that failures stop well before its end.
+    let back = NodeBack;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../k8s/cluster.sh")
+        .canonicalize()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lost_at_file = dir.path().join("lost-at");
+    let scenario = dir.path().join("lost.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            r#"name = "k8s-node-lost"
+checks = ["coffee.failure_rate <= 0%"]
+[platform]
+kind = "kubernetes"
+
+[[backends]]
+name = "cafe"
+count = 2
+
+[proxy]
+replicas = 2
+worker_processes = 1
+
+[[proxy.listeners]]
+name = "http"
+server_names = ["cafe.example.com"]
+
+[[proxy.upstreams]]
+name = "cafe"
+backends = "cafe"
+connect_timeout = "250ms"
+
+[[proxy.routes]]
+path = "/coffee"
+upstream = "cafe"
+
+[[loads]]
+name = "coffee"
+url = "http://cafe.example.com/coffee"
+rate = 50
+connections = 200
+duration = "80s"
+timeout = "1s"
+
+[[cases]]
+name = "main"
+actions = [
+  {{ at = "3s", exec = ["sh", "-c", "date +%s.%N > {lost}; exec bash {script} node2 lose"], timeout = "30s" }},
+  {{ at = "8s", reload = true }},
+]
+"#,
+            lost = lost_at_file.display(),
+            script = script.display(),
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("nodelost");
+    // When node 2 is NotReady, on the wall clock.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let c = cluster();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(nodes) = c.nodes_ready() {
+                    if nodes.iter().any(|(n, ready)| n == "proxybench-2" && !ready) {
+                        return Some(std::time::SystemTime::now());
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            None
+        })
+    };
+    let t0 = std::time::Instant::now();
+    // Reload timing through port-forwards (forced): the reload at 8 s, with node 2 lost, must
+    // not hang on its pod there.
+    let (out, nodes) = proxy_nodes_while(&ns, || {
+        run_command(&root, &ns, &[])
+            .env("PROXYBENCH_K8S_POD_PATH", "port-forward")
+            .arg(&scenario)
+            .output()
+            .unwrap()
+    });
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let not_ready_wall = watcher.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        nodes.len(),
+        2,
+        "proxy pods on both nodes: {nodes:?}\n{stderr}"
+    );
+    eprintln!("node lost: the run took {took:?}; its stderr:\n{stderr}");
+    let d = data(&root, &out);
+    eprintln!(
+        "node lost: load {}\nfindings {}",
+        d["cases"][0]["loads"][0], d["cases"][0]["findings"]
+    );
+    // The run ends normally: exit 1 (its check that nothing fails fails), its report written.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+    assert!(find(&root, "timeline.csv").len() == 1, "timeline.csv");
+    let case = &d["cases"][0];
+    let events = case["events"].as_array().unwrap();
+    let lost = events
+        .iter()
+        .find(|e| e["detail"].as_str().unwrap_or("").contains("node2 lose"))
+        .unwrap_or_else(|| panic!("the exec event: {events:?}"));
+    assert!(lost["error"].is_null(), "the loss failed: {lost}");
+    let lost_at = lost["t_s"].as_f64().unwrap();
+    // Exactly: every planned request is an answer or an error.
+    let load = &case["loads"][0];
+    let requests = load["requests"].as_u64().unwrap();
+    let errs = errors(load);
+    assert_eq!(requests + errs, 50 * 80, "rate x duration: {load}");
+    assert!(errs > 0, "requests to the lost pod failed: {load}");
+    // The failures are on the timeline, after the loss, and sum to the load's.
+    let timeline = load["timeline"].as_array().unwrap();
+    let per_second: Vec<(f64, u64)> = timeline
+        .iter()
+        .map(|s| {
+            let e: u64 = s["errors"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum())
+                .unwrap_or(0);
+            (s["t"].as_f64().unwrap(), e)
+        })
+        .collect();
+    assert_eq!(per_second.iter().map(|s| s.1).sum::<u64>(), errs, "{load}");
+    let first = per_second.iter().find(|s| s.1 > 0).unwrap().0;
+    let last = per_second.iter().rev().find(|s| s.1 > 0).unwrap().0;
+    assert!(
+        first + 1.0 >= lost_at,
+        "failures from {first} s, lost at {lost_at} s"
+    );
+    // The pod on the lost node leaves the Service's endpoints, and the failures stop with it.
+    let changes = case["cluster"]["pods"].as_array().unwrap();
+    let removed = changes
+        .iter()
+        .filter(|c| {
+            c["role"] == "endpoint" && c["ready"] == false && c["t_s"].as_f64() > Some(lost_at)
+        })
+        .map(|c| c["t_s"].as_f64().unwrap())
+        .next();
+    let end = per_second.last().unwrap().0;
+    // NotReady on the case's clock: the loss's wall-clock time is the exec action's.
+    let lost_wall: f64 = std::fs::read_to_string(&lost_at_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let not_ready = not_ready_wall.map(|w| {
+        lost_at
+            + w.duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+            - lost_wall
+    });
+    eprintln!(
+        "node lost: lost at {lost_at:.2} s, NotReady at {}, endpoint removed at {}, failures \
+         from {first} s to {last} s (second buckets), load end {end} s; {requests} answers, \
+         {errs} errors {}; run took {took:?}",
+        not_ready.map_or("never".into(), |t| format!("{t:.2} s")),
+        removed.map_or("never".into(), |t| format!("{t:.2} s")),
+        load["errors"],
+    );
+    let removed = removed.unwrap_or_else(|| panic!("no endpoint removed: {changes:?}"));
+    assert!(not_ready.is_some(), "node 2 never NotReady");
+    assert!(
+        last <= removed + 2.0 && last + 5.0 < end,
+        "failures stop when the endpoint goes ({removed} s), before the end ({end} s): last {last} s"
+    );
+    // The reload at 8 s: the live pod's through its port-forward, timed; the lost pod's exec
+    // fails at its bound (30 s) with the reason, and the run goes on.
+    let reloads = case["reloads"].as_array().unwrap();
+    eprintln!("node lost: reloads {reloads:?}");
+    assert_eq!(reloads.len(), 2, "{reloads:?}");
+    let served: Vec<&Value> = reloads.iter().filter(|r| r["served_ms"].is_f64()).collect();
+    let failed_reloads: Vec<&Value> = reloads.iter().filter(|r| !r["error"].is_null()).collect();
+    assert_eq!(
+        served.len(),
+        1,
+        "the live pod's reload was served: {reloads:?}"
+    );
+    assert_eq!(failed_reloads.len(), 1, "{reloads:?}");
+    let why = failed_reloads[0]["error"].as_str().unwrap();
+    assert!(
+        why.contains(failed_reloads[0]["replica"].as_str().unwrap())
+            && why.contains("not done after 30s"),
+        "{why}"
+    );
+    assert!(
+        case["findings"]
+            .to_string()
+            .contains("through a port-forward of its own"),
+        "the port-forward path: {}",
+        case["findings"]
+    );
+    // The report: the loss, the failed check, and the lost node's pods as what they are
+    // (force-deleted at teardown: nothing waited for the lost node).
+    assert!(md.contains("node2 lose"), "{md}");
+    assert!(md.contains("failure_rate"), "{md}");
+    let findings = case["findings"].to_string();
+    assert!(
+        findings.contains("which is not Ready (lost)") && findings.contains("force-deleted"),
+        "{findings}"
+    );
+    assert!(md.contains("force-deleted"), "{md}");
+    // After the test: both nodes Ready (the guard), the namespace gone.
+    drop(back);
+    let ready = cluster().nodes_ready().unwrap();
+    assert!(ready.iter().all(|(_, r)| *r), "{ready:?}");
+    let c = cluster();
+    let _ = c.delete_namespace(&ns, std::time::Duration::from_secs(120));
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

@@ -14,6 +14,11 @@ use std::time::Duration;
 /// How long opening one forwarded connection's stream through the API server may take.
 const OPEN_BOUND: Duration = Duration::from_secs(10);
 
+/// How long a forwarded connection's other side may take to end once one side has ended (the
+/// client closed, or the pod's end did): a pod on a lost node never answers the close, and the
+/// connection would otherwise stay open for good.
+const CLOSE_BOUND: Duration = Duration::from_secs(5);
+
 /// A running port-forward: connect to [`PortForward::addr`]; dropping it closes the listener
 /// and every forwarded connection.
 pub struct PortForward {
@@ -113,7 +118,7 @@ impl Cluster {
                         return fail("the API server gave no stream".into());
                     };
                     let error = pf.take_error(port);
-                    let copied = tokio::io::copy_bidirectional(&mut tcp, &mut stream).await;
+                    let copied = copy_bounded(&mut tcp, &mut stream).await;
                     drop(stream);
                     // The pod side's own reason (nothing listens on the port...) comes on the
                     // error channel, whether or not the copy saw a failure.
@@ -140,5 +145,39 @@ impl Cluster {
             last_error,
             task,
         })
+    }
+}
+
+/// Copies both ways between a forwarded client connection and its stream to the pod until
+/// both have ended; once either side has ended, the other gets [`CLOSE_BOUND`] to end too,
+/// then the connection is closed with that said (every forwarded connection is bounded once
+/// one side is done, whatever happened to the pod's node).
+async fn copy_bounded<S>(tcp: &mut tokio::net::TcpStream, stream: &mut S) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let (mut cr, mut cw) = tcp.split();
+    let (mut sr, mut sw) = tokio::io::split(stream);
+    let up = async {
+        tokio::io::copy(&mut cr, &mut sw).await?;
+        sw.shutdown().await
+    };
+    let down = async {
+        tokio::io::copy(&mut sr, &mut cw).await?;
+        cw.shutdown().await
+    };
+    tokio::pin!(up, down);
+    let (first, rest, which) = tokio::select! {
+        r = &mut up => (r, tokio::time::timeout(CLOSE_BOUND, &mut down).await, "the pod's side"),
+        r = &mut down => (r, tokio::time::timeout(CLOSE_BOUND, &mut up).await, "the client's side"),
+    };
+    first?;
+    match rest {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{which} did not end within {CLOSE_BOUND:?} of the other's end"),
+        )),
     }
 }

@@ -448,14 +448,18 @@ impl Cluster {
     }
 }
 
-/// How many log lines and events of a pod a diagnosis quotes.
-const DIAGNOSIS_LINES: usize = 5;
+/// How many events of a pod a diagnosis quotes.
+const DIAGNOSIS_EVENTS: usize = 5;
+
+/// How many of each container's last log lines a diagnosis quotes.
+const DIAGNOSIS_LOG_LINES: usize = 20;
 
 impl Cluster {
     /// Why the pods of `selector` in `namespace` that are not Ready are not: for each, its
     /// phase and reason, its latest events (Warnings first: failed probes, back-offs) and the
     /// last lines of its log, on one line (`pod web-1 (Running): events: Unhealthy: Readiness
-    /// probe failed: ...; log: ...`). Empty when every pod is Ready or nothing can be read.
+    /// probe failed: ...; last log lines of proxy: ...`), each container's last 20 lines (a crash-looping
+    /// one's previous run when it wrote nothing since). Empty when every pod is Ready or nothing can be read.
     pub fn diagnose_pods(&self, namespace: &str, selector: &str) -> String {
         let Ok(pods) = self.pods(namespace, Some(selector)) else {
             return String::new();
@@ -481,7 +485,7 @@ impl Cluster {
                 });
                 let said: Vec<String> = evs
                     .iter()
-                    .take(DIAGNOSIS_LINES)
+                    .take(DIAGNOSIS_EVENTS)
                     .map(|e| {
                         format!(
                             "{}: {}{}",
@@ -498,15 +502,35 @@ impl Cluster {
                     s.push_str(&format!("; events: {}", said.join(" | ")));
                 }
             }
+            // Each container's last lines; a container that restarted (a crash loop) and has
+            // written nothing since says what its previous run wrote.
             let api: Api<Pod> = Api::namespaced(self.client(), namespace);
-            let lp = LogParams {
-                tail_lines: Some(DIAGNOSIS_LINES as i64),
-                ..Default::default()
-            };
-            if let Ok(log) = self.block_on(api.logs(&p.name, &lp)) {
-                let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            for c in &p.containers {
+                let tail = |previous: bool| {
+                    let lp = LogParams {
+                        container: Some(c.clone()),
+                        tail_lines: Some(DIAGNOSIS_LOG_LINES as i64),
+                        previous,
+                        ..Default::default()
+                    };
+                    let log = self.block_on(api.logs(&p.name, &lp)).unwrap_or_default();
+                    log.lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(one_line)
+                        .collect::<Vec<String>>()
+                };
+                let mut lines = tail(false);
+                let mut which = "";
+                if lines.is_empty() && p.restarts > 0 {
+                    lines = tail(true);
+                    which = " (its previous run)";
+                }
                 if !lines.is_empty() {
-                    s.push_str(&format!("; last log lines: {}", lines.join(" | ")));
+                    s.push_str(&format!(
+                        "; last log lines of {}{which}: {}",
+                        c,
+                        lines.join(" | ")
+                    ));
                 }
             }
             out.push(s);

@@ -199,3 +199,64 @@ fn k8s_services_pod_reach_and_pods_run_to_completion() {
         "the pod was deleted"
     );
 }
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_port_forward_whose_pod_is_gone_fails_with_the_reason_and_never_hangs() {
+    // A forward opened to a pod that answers; the pod is then killed and its object deleted.
+    // A new connection through the same forward is tried once more (a reconnect), then closed,
+    // and the forward says why: the client sees the close, not a hang.
+    let ns = Ns::new("fwddies");
+    let c = &ns.cluster;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "web.yaml",
+        &shell_deployment(
+            "web",
+            1,
+            "printf 'events {}\\nhttp { server { listen 0.0.0.0:18080; return 200 \"web\\\\n\"; } }\\n' > /tmp/n.conf\nexec /usr/sbin/nginx -c /tmp/n.conf -g 'daemon off; pid /tmp/n.pid;'",
+            "wget -q -O- http://127.0.0.1:18080/",
+            0,
+        ),
+    );
+    c.apply(&file, &ns.name).unwrap_or_else(|e| panic!("{e}"));
+    c.wait_deployment_ready(&ns.name, "web", 1, BOUND)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pod = c.pods(&ns.name, Some("app=web")).unwrap().remove(0);
+    let fwd = c
+        .port_forward(&ns.name, &pod.name, 18080)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (b, _) = get(fwd.addr());
+    assert!(b.ends_with("web\n"), "through the forward: {b}");
+    assert_eq!(fwd.last_error(), None);
+    // The Deployment goes (no new pod takes the name's place), its pod killed at once.
+    c.scale_deployment(&ns.name, "web", 0)
+        .unwrap_or_else(|e| panic!("{e}"));
+    c.delete_pod(&ns.name, &pod.name, Some(Duration::ZERO))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let t = Instant::now();
+    while c
+        .pods(&ns.name, None)
+        .unwrap()
+        .iter()
+        .any(|p| p.name == pod.name)
+        && t.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = Instant::now();
+    let (b, took) = get(fwd.addr());
+    let why = fwd.last_error().unwrap_or_default();
+    eprintln!(
+        "port-forward to a gone pod: closed after {took:?} ({:?} in all): {why}",
+        t.elapsed()
+    );
+    assert_eq!(b, "", "no answer from a gone pod");
+    // Two opens, each bounded at 10 s: closed within their sum, never hung.
+    assert!(took < Duration::from_secs(25), "took {took:?}");
+    assert!(
+        why.contains(&pod.name) && why.contains("(tried twice)") && why.contains("not found"),
+        "{why}"
+    );
+}

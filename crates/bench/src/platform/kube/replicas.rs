@@ -101,13 +101,37 @@ impl KubeStage {
             };
             if failed.is_none() {
                 let admin = self.reach_port(&p, self.admin_port);
+                // A port-forward that dies is opened once more; when that one dies too, the
+                // reload fails with its reason.
+                let mut reconnected = false;
                 match admin {
-                    Ok(a) => loop {
+                    Ok(mut a) => loop {
                         if generation_at(a, Duration::from_millis(500))
                             .is_ok_and(|g| g >= self.served.generation)
                         {
                             rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
                             break;
+                        }
+                        if let Some(why) = self.forward_error(&p.name, self.admin_port) {
+                            if reconnected {
+                                rec.error = Some(format!(
+                                    "{}: its port-forward died again after one reconnect: {why}",
+                                    p.name
+                                ));
+                                break;
+                            }
+                            reconnected = true;
+                            match self.reach_port(&p, self.admin_port) {
+                                Ok(b) => a = b,
+                                Err(e) => {
+                                    rec.error = Some(format!(
+                                        "{}: its port-forward died ({why}) and could not be \
+                                         reopened: {e}",
+                                        p.name
+                                    ));
+                                    break;
+                                }
+                            }
                         }
                         if t0.elapsed() > Duration::from_secs(30) {
                             rec.error = Some(format!(

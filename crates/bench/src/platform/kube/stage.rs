@@ -362,6 +362,45 @@ impl KubeStage {
         Ok(())
     }
 
+    /// The run's pods on a node that is not Ready (a lost node: its kubelet cannot confirm that
+    /// anything stopped, so their deletion would wait for it forever, and with them the
+    /// Deployments' and the namespace's): force-deleted, as `kubectl delete --force` does, each
+    /// said in the case's notes. The kubelet kills their containers if the node comes back.
+    fn let_go_of_lost_nodes(&mut self) {
+        let Ok(nodes) = self.cluster.nodes_ready() else {
+            return;
+        };
+        let lost: BTreeSet<String> = nodes
+            .into_iter()
+            .filter(|(_, ready)| !ready)
+            .map(|(n, _)| n)
+            .collect();
+        if lost.is_empty() {
+            return;
+        }
+        let Ok(pods) = self.cluster.pods(&self.namespace, Some(ROLE)) else {
+            return;
+        };
+        for p in pods {
+            let Some(node) = p.node.as_ref().filter(|n| lost.contains(*n)) else {
+                continue;
+            };
+            let done = match self
+                .cluster
+                .delete_pod(&self.namespace, &p.name, Some(Duration::ZERO))
+            {
+                Ok(()) => "force-deleted".to_string(),
+                Err(e) => format!("its force deletion failed: {e}"),
+            };
+            self.notes.push(format!(
+                "pod {} ran on node {node}, which is not Ready (lost): the API cannot confirm \
+                 that it stopped, so it was {done} at teardown; its log and counters end \
+                 where the node was lost",
+                p.name
+            ));
+        }
+    }
+
     /// Applies the proxy's Service: one port per listener port, each to the same pod port.
     pub(super) fn apply_service(&self) -> Result<(), StackError> {
         let Some((kind, _)) = self.service else {
@@ -492,6 +531,14 @@ impl KubeStage {
         let a = pp.addr();
         self.reach.insert(key, pp);
         Ok(a)
+    }
+
+    /// Why the port-forward kept for port `port` of pod `pod` last failed, if it is one and
+    /// it did.
+    pub(super) fn forward_error(&self, pod: &str, port: u16) -> Option<String> {
+        self.reach
+            .get(&(pod.to_string(), port))
+            .and_then(k8s::PodPort::forward_error)
     }
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).
@@ -761,6 +808,7 @@ impl Stage for KubeStage {
                 }
             }
         }
+        self.let_go_of_lost_nodes();
         let t = Instant::now();
         while t.elapsed() < BOUND {
             match self

@@ -71,14 +71,14 @@ for f in /proc/[0-9]*/comm; do
     n=$(readlink "/proc/$p/ns/net" 2>/dev/null) || n=""
     [ -n "$n" ] && [ "$n" != "$host_ns" ] && [ -z "${other_ns[$n]:-}" ] && other_ns[$n]=$p
     case "$c" in
-    etcd | kube-* | kubelet | containerd | containerd-shim* | metrics-server | lb-controller* | "$NODE2-ns")
+    etcd | kube-* | kubelet | containerd | containerd-shim* | metrics-server | "$NODE2-ns")
         st=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\) .*/\1/p' "/proc/$p/stat" 2>/dev/null)
         report "process $p $c (state $st): $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
         ;;
-    kubectl)
-        # the load balancer's watch (k8s/lb-controller.sh), not a user's kubectl
-        if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$D/"; then
-            report "process $p kubectl: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
+    kubectl | bash)
+        # the load balancer (k8s/lb-controller.sh, run by bash) and its watch, not a user's own
+        if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qE -- "$D/|lb-controller\.sh"; then
+            report "process $p $c: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
         fi
         ;;
     esac

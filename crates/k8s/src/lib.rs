@@ -25,7 +25,7 @@ mod service;
 mod workload;
 
 pub use clean::CleanScope;
-pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY};
+pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY, POD_SECURITY};
 pub use collect::{
     Collected, Collector, EndpointChange, PodChange, PodTimeline, PodUsage, ProbeTally, PromTarget,
     RestartChange, Scrape, WarningEvent,

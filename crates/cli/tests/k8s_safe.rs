@@ -4,6 +4,8 @@
 //! refuses a plain root pod; and the namespace a run makes enforces `baseline`, which refuses a
 //! host-network pod.
 
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[path = "common/k8s.rs"]
@@ -41,6 +43,23 @@ fn try_pod(ns: &str, name: &str, spec: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// `cmd` (a `run_command`) with flag `flag`'s value replaced by `value`, or without the flag.
+fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
+    let mut out = Command::new(cmd.get_program());
+    let mut args = cmd.get_args();
+    while let Some(a) = args.next() {
+        if a == flag {
+            let _ = args.next();
+            if let Some(v) = value {
+                out.arg(flag).arg(v);
+            }
+            continue;
+        }
+        out.arg(a);
+    }
+    out
 }
 
 /// 50 r/s for 4 s, and a reload at 2 s (the reload runs in the pod, as its user).
@@ -153,22 +172,14 @@ fn k8s_the_namespace_a_run_makes_enforces_baseline() {
     std::fs::write(&file, scenario()).unwrap();
     let root = dir.path().join("results");
     // run_command's line without its `--namespace`: the run makes its own, kept here.
-    let cmd = run_command(&root, "unused", &["--keep"]);
-    let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let mut bare = std::process::Command::new(cmd.get_program());
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if a == "--namespace" {
-            skip = true;
-            continue;
-        }
-        bare.arg(a);
-    }
-    let out = bare.arg(&file).output().unwrap();
+    let out = with_flag(
+        run_command(&root, "unused", &["--keep"]),
+        "--namespace",
+        None,
+    )
+    .arg(&file)
+    .output()
+    .unwrap();
     let made: Vec<String> = c
         .managed_namespaces(Some("proxybench-"))
         .unwrap()
@@ -210,6 +221,148 @@ fn k8s_the_namespace_a_run_makes_enforces_baseline() {
     for ns in &made {
         let _ = c.delete_namespace(ns, Duration::from_secs(120));
     }
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// kubectl's output for `args`, which must succeed.
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
+    let c = cluster();
+    let ns = namespace("rbac");
+    c.create_namespace(&ns, &[k8s::POD_SECURITY]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        kubectl_ok(&["create", "serviceaccount", "bench", "-n", &ns]);
+        let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+            .args([
+                "k8s",
+                "rbac",
+                "--namespace",
+                &ns,
+                "--service-account",
+                "bench",
+            ])
+            .output()
+            .unwrap();
+        assert!(rbac.status.success(), "{rbac:?}");
+        let mut apply = kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        apply.stdin.take().unwrap().write_all(&rbac.stdout).unwrap();
+        let applied = apply.wait_with_output().unwrap();
+        assert!(applied.status.success(), "{applied:?}");
+        eprintln!("{}", String::from_utf8_lossy(&applied.stdout).trim());
+        // A kubeconfig of the ServiceAccount's token, for the admin's cluster.
+        let token = kubectl_ok(&["create", "token", "bench", "-n", &ns, "--duration", "1h"]);
+        let view = |path: &str| {
+            kubectl_ok(&[
+                "config",
+                "view",
+                "--raw",
+                "--minify",
+                "-o",
+                &format!("jsonpath={{.clusters[0].cluster.{path}}}"),
+            ])
+        };
+        let server = view("server");
+        let ca = match view("certificate-authority-data") {
+            d if !d.is_empty() => format!("certificate-authority-data: {d}"),
+            _ => format!("certificate-authority: {}", view("certificate-authority")),
+        };
+        let kc = dir.path().join("bench.kubeconfig");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    \
+                 server: {server}\n    {ca}\nusers:\n- name: bench\n  user:\n    \
+                 token: {}\ncontexts:\n- name: bench\n  context:\n    cluster: c\n    \
+                 user: bench\n    namespace: {ns}\ncurrent-context: bench\n",
+                token.trim()
+            ),
+        )
+        .unwrap();
+        // The token is no admin's: outside its namespace it may read nothing.
+        let other = kubectl()
+            .args(["--kubeconfig"])
+            .arg(&kc)
+            .args(["get", "pods", "-n", "default"])
+            .output()
+            .unwrap();
+        assert!(
+            !other.status.success() && String::from_utf8_lossy(&other.stderr).contains("forbidden"),
+            "{other:?}"
+        );
+        let file = dir.path().join("safe.toml");
+        std::fs::write(&file, scenario()).unwrap();
+        let root = dir.path().join("results");
+        let out = with_flag(
+            run_command(&root, &ns, &[]),
+            "--kubeconfig",
+            Some(kc.to_str().unwrap()),
+        )
+        .arg(&file)
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the run as the ServiceAccount failed: {stderr}"
+        );
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let events = case["events"].as_array().unwrap();
+        assert!(
+            !events.is_empty() && events.iter().all(|e| e["error"].is_null()),
+            "{events:?}"
+        );
+        let load = &case["loads"][0];
+        assert_eq!(load["requests"].as_u64(), Some(200), "{load}");
+        assert_eq!(failed(load), 0, "{load}");
+        // No collector went without for want of a permission.
+        let absent = case["cluster"]["absent"].to_string();
+        let findings = case["findings"].to_string();
+        eprintln!("absent as the ServiceAccount: {absent}");
+        for text in [&absent, &findings, &stderr.to_string()] {
+            assert!(
+                !text.to_lowercase().contains("forbidden"),
+                "a permission was missing: {text}"
+            );
+        }
+    }));
+    let _ = c.delete_namespace(&ns, Duration::from_secs(120));
+    let _ = kubectl()
+        .args([
+            "delete",
+            "clusterrolebinding",
+            &format!("proxybench-nodes-{ns}-bench"),
+            "--ignore-not-found",
+        ])
+        .output();
+    let _ = kubectl()
+        .args([
+            "delete",
+            "clusterrole",
+            "proxybench-nodes",
+            "--ignore-not-found",
+        ])
+        .output();
     if let Err(p) = result {
         std::panic::resume_unwind(p);
     }

@@ -246,6 +246,14 @@ impl Cluster {
         })
     }
 
+    /// Whether namespace `name` exists (a 403 is an error: the caller may not read it).
+    pub fn namespace_exists(&self, name: &str) -> Result<bool, Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        self.block_on(api.get_opt(name))
+            .map(|n| n.is_some())
+            .map_err(|e| Error::api(format!("get namespace {name}"), e))
+    }
+
     /// Sets label `key` of namespace `name` to `value` (a merge patch of its labels).
     pub fn label_namespace(&self, name: &str, key: &str, value: &str) -> Result<(), Error> {
         let api: Api<Namespace> = Api::all(self.client());

@@ -33,6 +33,9 @@ impl Kubernetes {
         let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
             .map_err(|e| e.to_string())?;
         let (namespace, created) = match &spec.namespace {
+            // An existing namespace is used as it is, never created: asked first, so that a
+            // user who may not create namespaces (a Role in that one) runs there.
+            Some(ns) if cluster.namespace_exists(ns).unwrap_or(true) => (ns.clone(), false),
             Some(ns) => match cluster.create_namespace(ns, &[k8s::POD_SECURITY]) {
                 Ok(()) => (ns.clone(), true),
                 Err(k8s::Error::Api { code: 409, .. }) => (ns.clone(), false),

@@ -309,6 +309,14 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
             !other.status.success() && String::from_utf8_lossy(&other.stderr).contains("forbidden"),
             "{other:?}"
         );
+        // metrics-server's API is served some seconds after the cluster starts: waited for,
+        // so that the run reads the metrics API as the ServiceAccount too.
+        let t0 = std::time::Instant::now();
+        while !cluster().serves_group("metrics.k8s.io").unwrap_or(false)
+            && t0.elapsed() < Duration::from_secs(90)
+        {
+            std::thread::sleep(Duration::from_secs(1));
+        }
         let file = dir.path().join("safe.toml");
         std::fs::write(&file, scenario()).unwrap();
         let root = dir.path().join("results");

@@ -1159,3 +1159,90 @@ fn a_cluster_via_is_checked_against_the_platform_its_service_and_listeners() {
         "service:gateway:8443"
     );
 }
+
+#[test]
+fn placement_tolerations_and_requests_are_read_and_their_mistakes_refused_at_their_line() {
+    let scn = parse(
+        &BASE.replacen(
+            "\n[[backends]]",
+            "\n[platform]\nkind = \"kubernetes\"\n\
+             node_selector = { pool = \"bench\", \"kubernetes.io/os\" = \"linux\" }\n\
+             tolerations = [{ key = \"dedicated\", value = \"bench\", effect = \"NoSchedule\" }, \
+             { operator = \"Exists\" }, { key = \"gone\", operator = \"Exists\", effect = \
+             \"NoExecute\", toleration_seconds = 30 }]\n\
+             requests = { proxy = { cpu = \"500m\", memory = \"128Mi\" }, backend = { cpu = \"0.05\" } }\n\
+             \n[[backends]]",
+            1,
+        ),
+        true,
+    )
+    .unwrap();
+    let p = &scn.platform;
+    assert_eq!(p.node_selector.len(), 2);
+    assert_eq!(p.node_selector["pool"], "bench");
+    assert_eq!(p.tolerations.len(), 3);
+    assert_eq!(p.tolerations[0].operator, "Equal", "the API's default");
+    assert_eq!(p.tolerations[0].value.as_deref(), Some("bench"));
+    assert_eq!(p.tolerations[1].key, None);
+    assert_eq!(p.tolerations[2].toleration_seconds, Some(30));
+    assert_eq!(p.requests["proxy"].cpu.as_deref(), Some("500m"));
+    assert_eq!(p.requests["proxy"].memory.as_deref(), Some("128Mi"));
+    assert_eq!(p.requests["backend"].memory, None);
+
+    let bad = |table: &str, line: usize, needle: &str| {
+        let e = error(&format!("\n[platform]\n{table}\n"));
+        assert_eq!(e.line, Some(after_base(line)), "{table}: {e}");
+        assert!(e.message.contains(needle), "{table}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad(
+        "kind = \"kubernetes\"\nnode_selector = { \"bad key\" = \"x\" }",
+        4,
+        "platform.node_selector: 'bad key' = 'x' is not a label key and value",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", operator = \"Maybe\" }]",
+        4,
+        "platform.tolerations: operator 'Maybe' is not one of Equal, Exists",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ value = \"x\" }]",
+        4,
+        "operator Equal needs a key",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", operator = \"Exists\", value = \"x\" }]",
+        4,
+        "operator Exists takes no value",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", effect = \"NoRun\" }]",
+        4,
+        "effect 'NoRun' is not one of NoSchedule, PreferNoSchedule, NoExecute",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", toleration_seconds = 5 }]",
+        4,
+        "toleration_seconds goes with effect NoExecute only",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", colour = \"x\" }]",
+        4,
+        "unknown field `colour`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nrequests = { proxy = { cpu = \"lots\" } }",
+        4,
+        "platform.requests.proxy: cpu 'lots': not a Kubernetes quantity",
+    );
+    bad(
+        "kind = \"kubernetes\"\nrequests = { gateway = { cpu = \"1\" } }",
+        4,
+        "platform.requests.gateway: not a pod role: one of proxy, backend, agent, check",
+    );
+    bad(
+        "node_selector = { pool = \"bench\" }",
+        3,
+        "platform.node_selector needs [platform] kind = \"kubernetes\"",
+    );
+}

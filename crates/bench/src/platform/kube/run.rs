@@ -27,12 +27,16 @@ pub(crate) struct Kubernetes {
 
 impl Kubernetes {
     /// Connects and makes the run's namespace: `spec.namespace` when given (an existing one is
-    /// used and left in place), else a new `proxybench-<stamp>`.
+    /// used and left in place), else a new `proxybench-<stamp>`. A namespace it makes carries
+    /// the Pod Security `baseline` label ([`k8s::POD_SECURITY`]).
     pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, String> {
         let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
             .map_err(|e| e.to_string())?;
         let (namespace, created) = match &spec.namespace {
-            Some(ns) => match cluster.create_namespace(ns, &[]) {
+            // An existing namespace is used as it is, never created: asked first, so that a
+            // user who may not create namespaces (a Role in that one) runs there.
+            Some(ns) if cluster.namespace_exists(ns).unwrap_or(true) => (ns.clone(), false),
+            Some(ns) => match cluster.create_namespace(ns, &[k8s::POD_SECURITY]) {
                 Ok(()) => (ns.clone(), true),
                 Err(k8s::Error::Api { code: 409, .. }) => (ns.clone(), false),
                 Err(e) => return Err(e.to_string()),
@@ -40,7 +44,7 @@ impl Kubernetes {
             None => {
                 let ns = k8s::namespace_name("proxybench");
                 cluster
-                    .create_namespace(&ns, &[])
+                    .create_namespace(&ns, &[k8s::POD_SECURITY])
                     .map_err(|e| e.to_string())?;
                 (ns, true)
             }
@@ -108,6 +112,15 @@ impl Platform for Kubernetes {
             .image
             .clone()
             .unwrap_or_else(|| super::DEFAULT_IMAGE.into());
+        // Agents aimed at loopback share the node's network, which the Pod Security
+        // `baseline` the run's own namespace enforces forbids: that namespace is relaxed to
+        // `privileged` for them (a user's namespace is left as it is: its policy decides).
+        let loopback = load::target::Target::new(spec.cfg).is_ok_and(|t| t.addr.ip().is_loopback());
+        if loopback && self.created {
+            self.cluster
+                .label_namespace(&self.namespace, k8s::POD_SECURITY.0, "privileged")
+                .map_err(|e| crate::error::PlatformError::Agents(e.to_string()))?;
+        }
         let a = crate::platform::agents::KubeAgents::start(
             self.cluster.clone(),
             &self.namespace,

@@ -15,8 +15,8 @@ use model::{ProbeRecord, ReplicaProbe};
 use scenario::ProbeSpec;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the probe lists the selector's pods again (new replicas, gone ones).
@@ -431,8 +431,11 @@ impl Asker {
         })
     }
 
-    /// Asks every `every` until `consecutive` answers in a row have the status, the deadline
-    /// passes, the pod is gone or every probe is stopped.
+    /// Asks every `every` on a fixed schedule from `t0` until `consecutive` answers in a row
+    /// (in schedule order) have the status, the deadline passes, the pod is gone or every probe
+    /// is stopped. [`WORKERS`] threads take the schedule's ticks in turn, so a request that
+    /// takes longer than `every` (a new connection, a loaded machine) does not push the next
+    /// ones back: requests overlap, and the resolution stays `every`.
     fn until_stable(
         &self,
         t0: Instant,
@@ -440,54 +443,127 @@ impl Asker {
         gone: &AtomicBool,
         all: &AtomicBool,
     ) -> Asked {
-        let mut a = Asked {
-            last: "no answer".into(),
+        let next = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let answers: Mutex<Vec<Answer>> = Mutex::new(Vec::new());
+        let stop = || {
+            Instant::now() >= deadline
+                || gone.load(Ordering::SeqCst)
+                || all.load(Ordering::SeqCst)
+                || done.load(Ordering::SeqCst)
+        };
+        let mut verdict = None;
+        std::thread::scope(|s| {
+            for _ in 0..WORKERS {
+                s.spawn(|| {
+                    while !stop() {
+                        let k = next.fetch_add(1, Ordering::SeqCst);
+                        let due = t0
+                            + self
+                                .every
+                                .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+                        while Instant::now() < due && !stop() {
+                            std::thread::sleep(
+                                (due - Instant::now()).min(Duration::from_millis(5)),
+                            );
+                        }
+                        if stop() {
+                            break;
+                        }
+                        let at = Instant::now();
+                        let got = self.probe.fetch();
+                        let end = Instant::now();
+                        let (ok, last) = match got {
+                            Ok(r) if r.status == self.status => (true, String::new()),
+                            Ok(r) => (false, format!("status {}", r.status)),
+                            Err((kind, msg)) => (false, format!("{}: {msg}", kind.name())),
+                        };
+                        answers
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(Answer {
+                                k,
+                                at,
+                                end,
+                                ok,
+                                last,
+                            });
+                    }
+                });
+            }
+            // The answers in schedule order, as far as every earlier tick has answered.
+            while !stop() {
+                std::thread::sleep(Duration::from_micros(500));
+                let mut a = answers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                a.sort_by_key(|x| x.k);
+                let prefix = a
+                    .iter()
+                    .enumerate()
+                    .take_while(|(n, x)| x.k == *n as u64)
+                    .count();
+                if let Some(v) = stable_in(&a[..prefix], self.consecutive) {
+                    verdict = Some(v);
+                    done.store(true, Ordering::SeqCst);
+                }
+            }
+        });
+        let mut a = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+        a.sort_by_key(|x| x.k);
+        let mut out = Asked {
+            last: a
+                .iter()
+                .rev()
+                .find(|x| !x.ok)
+                .map_or_else(|| "no answer".to_string(), |x| x.last.clone()),
+            requests: a.len() as u64,
             ..Asked::default()
         };
-        let mut streak: Option<(Instant, u32)> = None;
-        let mut started: Option<Instant> = None;
-        let mut next = t0;
-        while Instant::now() < deadline
-            && !gone.load(Ordering::SeqCst)
-            && !all.load(Ordering::SeqCst)
-        {
-            let at = Instant::now();
-            let begun = *started.get_or_insert(at);
-            a.span = at - begun;
-            a.requests += 1;
-            let got = self.probe.fetch();
-            let end = Instant::now();
-            a.busy += end - at;
-            match got {
-                Ok(r) if r.status == self.status => {
-                    a.first.get_or_insert(at);
-                    let (s, k) = streak.unwrap_or((at, 0));
-                    if k + 1 >= self.consecutive {
-                        a.ready = Some(s);
-                        a.stable = Some(end);
-                        return a;
-                    }
-                    streak = Some((s, k + 1));
-                }
-                Ok(r) => {
-                    a.last = format!("status {}", r.status);
-                    streak = None;
-                }
-                Err((kind, msg)) => {
-                    a.last = format!("{}: {msg}", kind.name());
-                    streak = None;
-                }
-            }
-            // A fixed schedule from t0: a slow request does not push the later ones back, and
-            // the next one starts at once when it is already due.
-            next += self.every;
-            if next < end {
-                next = end;
-            }
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        if let (Some(f), Some(l)) = (a.iter().map(|x| x.at).min(), a.iter().map(|x| x.at).max()) {
+            out.span = l - f;
         }
-        a
+        out.busy = a.iter().map(|x| x.end - x.at).sum();
+        out.first = a.iter().filter(|x| x.ok).map(|x| x.at).min();
+        if let Some((ready, stable)) = verdict.or_else(|| stable_in(&a, self.consecutive)) {
+            out.ready = Some(ready);
+            out.stable = Some(stable);
+        }
+        out
     }
+}
+
+/// How many threads take one replica's schedule in turn.
+const WORKERS: usize = 4;
+
+/// One answer of a replica's probe: its tick, when it was sent and answered, and whether it
+/// was the expected one (else what came).
+#[derive(Clone)]
+struct Answer {
+    k: u64,
+    at: Instant,
+    end: Instant,
+    ok: bool,
+    last: String,
+}
+
+/// In `a` (consecutive ticks from 0), the first run of `n` expected answers: its first
+/// request's start and its last answer's arrival.
+fn stable_in(a: &[Answer], n: u32) -> Option<(Instant, Instant)> {
+    let mut run = 0u32;
+    for (i, x) in a.iter().enumerate() {
+        if !x.ok {
+            run = 0;
+            continue;
+        }
+        run += 1;
+        if run >= n {
+            let from = i + 1 - n as usize;
+            let s = &a[from..=i];
+            let start = s.iter().map(|x| x.at).min()?;
+            let end = s.iter().map(|x| x.end).max()?;
+            return Some((start, end));
+        }
+    }
+    None
 }
 
 impl KubeStage {
@@ -599,6 +675,34 @@ mod tests {
             gone,
             ..ReplicaProbe::default()
         }
+    }
+
+    /// Stability is the first run of `n` expected answers in schedule order: it starts at the
+    /// run's earliest request and ends at its latest answer, however the requests overlapped.
+    #[test]
+    fn a_replica_is_stable_at_its_first_run_of_expected_answers() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let a = |k: u64, ok: bool, at: u64, end: u64| Answer {
+            k,
+            at: ms(at),
+            end: ms(end),
+            ok,
+            last: String::new(),
+        };
+        let seq = [
+            a(0, false, 0, 2),
+            a(1, true, 1, 5),
+            a(2, false, 2, 3),
+            a(3, true, 3, 6),
+            a(4, true, 4, 9),
+            a(5, true, 5, 7),
+            a(6, true, 6, 8),
+        ];
+        assert_eq!(stable_in(&seq, 3), Some((ms(3), ms(9))));
+        assert_eq!(stable_in(&seq, 1), Some((ms(1), ms(5))));
+        assert_eq!(stable_in(&seq, 5), None);
+        assert_eq!(stable_in(&seq[..4], 2), None);
     }
 
     /// The mixed window runs from the first replica's first expected answer to the last's; a

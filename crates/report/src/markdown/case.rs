@@ -960,3 +960,80 @@ fn series_line(out: &mut String, s: &model::Series, named: bool) {
         fmt::f2(*vals.last().expect("non-empty"))
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{ProbeRecord, ReplicaProbe};
+
+    fn replica(pod: &str, first: f64, stable: f64, gone: bool) -> ReplicaProbe {
+        ReplicaProbe {
+            pod: pod.into(),
+            addr: "198.18.0.10:8080".into(),
+            first_ms: (!gone).then_some(first),
+            ready_ms: (!gone).then_some(first),
+            stable_ms: (!gone).then_some(stable),
+            requests: 40,
+            interval_us: 1000.0,
+            request_us: 300.0,
+            gone,
+            error: None,
+        }
+    }
+
+    /// A probed action's row gives p50 / p99 / max over its replicas (nearest rank), the
+    /// replicas stable of all and gone, the condition and the mixed window; each replica gets
+    /// its own row, a gone one said so.
+    #[test]
+    fn probes_are_summed_up_per_action_and_listed_per_replica() {
+        let c = CaseResult {
+            probes: vec![ProbeRecord {
+                t_s: 2.5,
+                action: "apply".into(),
+                detail: "route.yaml".into(),
+                request: "http://r7.example:8080/r7 -> 200".into(),
+                path: "pod IP".into(),
+                condition_ms: Some(12.5),
+                replicas: vec![
+                    replica("gw-a", 10.0, 14.0, false),
+                    replica("gw-b", 30.0, 33.0, false),
+                    replica("gw-c", 0.0, 0.0, true),
+                ],
+                mixed_ms: Some(20.0),
+                error: None,
+            }],
+            ..CaseResult::default()
+        };
+        let mut out = String::new();
+        probes(&mut out, &c);
+        assert!(out.contains("### Data-plane probes"), "{out}");
+        assert!(out.contains("(pod IP)"), "{out}");
+        let row = out
+            .lines()
+            .find(|l| l.contains("route.yaml") && l.contains("2/3, 1"))
+            .unwrap_or_else(|| panic!("{out}"));
+        for want in [
+            "12.50",
+            "10.00 / 30.00 / 30.00",
+            "14.00 / 33.00 / 33.00",
+            "20.00",
+        ] {
+            assert!(row.contains(want), "{want}: {row}");
+        }
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-c") && l.contains("gone")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-b") && l.contains("30.00") && l.contains("stable")),
+            "{out}"
+        );
+        let mut none = String::new();
+        probes(&mut none, &CaseResult::default());
+        assert!(none.is_empty());
+        assert_eq!(pct(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
+        assert_eq!(pct(&[], 50.0), None);
+    }
+}

@@ -402,3 +402,158 @@ fn k8s_templated_growth_of_50_httproutes_is_probed_at_every_replica() {
 fn k8s_templated_growth_probes_through_port_forwards() {
     grow("gwgrowpf", 5, 20, true);
 }
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_scale_and_rollout_restart_probe_every_replica_that_comes_and_goes() {
+    // The same gateway: scaled from 2 to 3, restarted, then scaled to 1 with a probe that can
+    // never pass (status 503 at `/`, which answers 200): the two replicas that go are recorded
+    // as gone, the one that stays as not stable, and only it fails the action.
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("gwscale");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        let probe = r#"probe = { selector = "app=gw", port = 8080, path = "/", timeout = "60s" }"#;
+        let scenario = dir.path().join("scale.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-gateway-scale"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+
+[[loads]]
+name = "gw"
+url = "http://gw.example/"
+via = "service:gw:8080"
+rate = 100
+connections = 4
+duration = "40s"
+retry_idle_closed = true
+
+[[actions]]
+at = "2s"
+scale = {{ target = "deployment/gw", to = 3 }}
+{probe}
+
+[[actions]]
+at = "10s"
+rollout_restart = "deployment/gw"
+{probe}
+
+[[actions]]
+at = "30s"
+scale = {{ target = "deployment/gw", to = 1 }}
+probe = {{ selector = "app=gw", port = 8080, path = "/", status = 503, timeout = "6s" }}
+"#
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = kube::run_command(&root, &ns, &[])
+            .arg(&scenario)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "the last probe fails: {stderr}");
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let probes = case["probes"].as_array().unwrap();
+        assert_eq!(probes.len(), 3, "{probes:?}");
+        let events: Vec<&Value> = case["events"].as_array().unwrap().iter().collect();
+        let count = |p: &Value, f: &dyn Fn(&Value) -> bool| {
+            p["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| f(x))
+                .count()
+        };
+        // Scaled up: the two replicas there and the new one, each stable, none gone.
+        let up = &probes[0];
+        assert_eq!(up["action"], "scale");
+        assert_eq!(count(up, &|x| !x["stable_ms"].is_null()), 3, "{up}");
+        assert_eq!(count(up, &|x| x["gone"] == true), 0, "{up}");
+        assert!(
+            up["error"].is_null() && events[0]["error"].is_null(),
+            "{up}"
+        );
+        // Restarted: the three old replicas and the three that replaced them, each stable.
+        let rr = &probes[1];
+        assert_eq!(rr["action"], "rollout_restart");
+        let n = rr["replicas"].as_array().unwrap().len();
+        assert!(n >= 6, "old and new replicas: {rr}");
+        assert_eq!(count(rr, &|x| !x["stable_ms"].is_null()), n, "{rr}");
+        assert!(
+            rr["error"].is_null() && events[1]["error"].is_null(),
+            "{rr}"
+        );
+        for x in rr["replicas"].as_array().unwrap() {
+            let (a, b, c) = (f(&x["first_ms"]), f(&x["ready_ms"]), f(&x["stable_ms"]));
+            assert!(0.0 <= a && a <= b && b <= c, "{x}");
+        }
+        // Scaled down with a probe that cannot pass: two gone, one not stable, and the error
+        // names the one that stayed.
+        let down = &probes[2];
+        assert_eq!(count(down, &|x| x["gone"] == true), 2, "{down}");
+        let stayed: Vec<&Value> = down["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["gone"] == false)
+            .collect();
+        assert_eq!(stayed.len(), 1, "{down}");
+        assert!(
+            stayed[0]["error"].as_str().unwrap().contains("status 200"),
+            "{down}"
+        );
+        let err = down["error"].as_str().unwrap();
+        assert!(err.contains(stayed[0]["pod"].as_str().unwrap()), "{err}");
+        assert!(
+            events[2]["error"].as_str().unwrap().contains("not stable"),
+            "{}",
+            events[2]
+        );
+        let load = &case["loads"][0];
+        eprintln!(
+            "gwscale: scale 2 -> 3: stable max {:.1} ms; rollout restart: {n} replicas probed, \
+             stable max {:.1} ms, mixed window {}; scale 3 -> 1: 2 gone; load {} requests, {} \
+             failed",
+            up["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| f(&x["stable_ms"]))
+                .fold(0.0, f64::max),
+            rr["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| f(&x["stable_ms"]))
+                .fold(0.0, f64::max),
+            rr["mixed_ms"],
+            load["requests"],
+            failed(load)
+        );
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

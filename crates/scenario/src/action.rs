@@ -165,10 +165,13 @@ mod action_de {
                     "`wait` belongs to an `apply` or `delete` action",
                 ));
             }
-            if probe.is_some() && !manifest {
+            let probed =
+                manifest || matches!(action, ActionKind::RolloutRestart(_) | ActionKind::Scale(_));
+            if probe.is_some() && !probed {
                 return Err(de::Error::custom(
-                    "`probe` belongs to an `apply` or `delete` action (a templated `grow` takes \
-                     its own: grow = { template = ..., probe = { ... } })",
+                    "`probe` belongs to an `apply`, `delete`, `rollout_restart` or `scale` \
+                     action (a templated `grow` takes its own: grow = { template = ..., probe = \
+                     { ... } })",
                 ));
             }
             let exec = matches!(action, ActionKind::Exec(_));
@@ -567,7 +570,15 @@ impl Plan<'_> {
             ActionKind::RolloutRestart(w) => {
                 let target = workload("rollout_restart", w, false)?;
                 let namespace = namespace("rollout_restart", spec)?;
-                push(at, Action::RolloutRestart { target, namespace });
+                let probe = self.probe_of("rollout_restart", spec.probe.as_ref())?;
+                push(
+                    at,
+                    Action::RolloutRestart {
+                        target,
+                        namespace,
+                        probe,
+                    },
+                );
             }
             ActionKind::DeletePod(d) => {
                 label_selector(&d.selector)
@@ -599,6 +610,7 @@ impl Plan<'_> {
                         to: w.to,
                         step: w.step.map(|d| d.0).unwrap_or_default(),
                         namespace: namespace("scale", spec)?,
+                        probe: self.probe_of("scale", spec.probe.as_ref())?,
                     },
                 );
             }
@@ -1097,6 +1109,7 @@ mod tests {
             Action::RolloutRestart {
                 target: workload("", "deployment/x", false).unwrap(),
                 namespace: None,
+                probe: None,
             }
             .kind(),
             Action::DeletePod {
@@ -1111,6 +1124,7 @@ mod tests {
                 to: 1,
                 step: Duration::ZERO,
                 namespace: None,
+                probe: None,
             }
             .kind(),
         ];

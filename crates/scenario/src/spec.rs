@@ -738,6 +738,8 @@ pub enum Action {
         target: Workload,
         /// Its namespace; the run's when `None`.
         namespace: Option<String>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
     /// Kubernetes: delete pods chosen by a label selector.
     DeletePod {
@@ -761,6 +763,8 @@ pub enum Action {
         step: Duration,
         /// Its namespace; the run's when `None`.
         namespace: Option<String>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
 }
 

@@ -582,7 +582,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         ok("rollout_restart = \"deployment/web\""),
         Action::RolloutRestart {
             target: w(WorkloadKind::Deployment, "web"),
-            namespace: None
+            namespace: None,
+            probe: None
         }
     );
     assert_eq!(
@@ -600,7 +601,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
             target: w(WorkloadKind::Deployment, "web"),
             to: 3,
             step: std::time::Duration::from_secs(2),
-            namespace: None
+            namespace: None,
+            probe: None
         }
     );
     // Each of the five takes a `namespace`; every kind that runs the verb parses.
@@ -631,7 +633,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
             )),
             Action::RolloutRestart {
                 target: w(kind, "db"),
-                namespace: ns.clone()
+                namespace: ns.clone(),
+                probe: None
             }
         );
         if kind.scalable() {
@@ -643,7 +646,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
                     target: w(kind, "db"),
                     to: 0,
                     step: std::time::Duration::ZERO,
-                    namespace: ns.clone()
+                    namespace: ns.clone(),
+                    probe: None
                 }
             );
         }
@@ -1329,7 +1333,7 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
     bad(
         "exec = [\"true\"]\nprobe = { selector = \"a\", port = 1 }",
         16,
-        "`probe` belongs to an `apply` or `delete` action",
+        "`probe` belongs to an `apply`, `delete`, `rollout_restart` or `scale` action",
     );
     // A templated growth: every item rendered now, a probe required, the template's line and
     // the item named.

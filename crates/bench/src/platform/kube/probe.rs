@@ -230,16 +230,21 @@ fn coordinate(
         Err(e) => last_list_error = Some(e),
     }
     let mut next_list = Instant::now() + RELIST;
+    let mut listed_after = false;
     loop {
         let now = Instant::now();
         if cancel.load(Ordering::SeqCst) || now >= deadline {
             stop_all.store(true, Ordering::SeqCst);
         }
         let done = running.values().all(|r| r.handle.is_finished());
-        if done && (acted.load(Ordering::SeqCst) || stop_all.load(Ordering::SeqCst)) {
+        // Once the action is done, the pods are listed once more (a replica that came at its
+        // end is probed too) before the probe may end.
+        let acted_now = acted.load(Ordering::SeqCst);
+        if done && ((acted_now && listed_after) || stop_all.load(Ordering::SeqCst)) {
             break;
         }
-        if now >= next_list && !stop_all.load(Ordering::SeqCst) {
+        if (now >= next_list || (acted_now && !listed_after)) && !stop_all.load(Ordering::SeqCst) {
+            listed_after = acted_now;
             next_list = now + RELIST;
             match cluster.pods(&plan.namespace, Some(&plan.selector)) {
                 Ok(pods) => {
@@ -254,7 +259,7 @@ fn coordinate(
                         }
                     }
                     // New replicas (scaled up, replacements) are probed from now on.
-                    if !acted.load(Ordering::SeqCst) || !done {
+                    {
                         let new: Vec<&k8s::PodInfo> = here
                             .values()
                             .filter(|p| !running.contains_key(&p.name))
@@ -576,17 +581,22 @@ impl KubeStage {
         spec: &ProbeSpec,
         keep_going: &dyn Fn() -> bool,
     ) -> Applied {
-        let (file, wait, apply) = match action {
-            scenario::Action::Apply { file, wait, .. } => (file, wait, true),
-            scenario::Action::Delete { file, wait, .. } => (file, wait, false),
-            _ => return Applied::default(),
+        let manifest = match action {
+            scenario::Action::Apply { file, wait, .. } => Some((file, wait, true)),
+            scenario::Action::Delete { file, wait, .. } => Some((file, wait, false)),
+            _ => None,
         };
         let ns = action.namespace().unwrap_or(&self.namespace).to_string();
         let in_ns = action
             .namespace()
             .map(|n| format!(" in {n}"))
             .unwrap_or_default();
-        let name = format!("{}{in_ns}", file.display());
+        let name = match (manifest, action) {
+            (Some((file, _, _)), _) => format!("{}{in_ns}", file.display()),
+            (None, scenario::Action::RolloutRestart { target, .. })
+            | (None, scenario::Action::Scale { target, .. }) => format!("{target}{in_ns}"),
+            _ => action.kind().to_string(),
+        };
         let origin = self.served.origin;
         let event = |t0: Instant, detail: String, error: Option<String>| Event {
             t_s: t0.duration_since(origin).as_secs_f64(),
@@ -606,14 +616,23 @@ impl KubeStage {
             }
         };
         let cluster = self.cluster.clone();
+        let (run_ns, act_name) = (self.namespace.clone(), name.clone());
         let ((detail, r), t0, replicas, perr) = probed(&cluster, &plan, keep_going, |t0| {
-            super::run::manifest_action(
-                &cluster,
-                &ns,
-                (file, apply, wait.as_ref()),
-                t0,
-                name.clone(),
-            )
+            match manifest {
+                Some((file, wait, apply)) => super::run::manifest_action(
+                    &cluster,
+                    &ns,
+                    (file, apply, wait.as_ref()),
+                    t0,
+                    act_name,
+                ),
+                // A rollout or a scaling: the replicas that come are probed as they appear,
+                // the ones that go are recorded as gone.
+                None => {
+                    let (d, r) = super::run::cluster_action(&cluster, &run_ns, action, keep_going);
+                    (d, r.map(|()| None))
+                }
+            }
         });
         let t_s = t0.duration_since(origin).as_secs_f64();
         let (condition_ms, error) = match r {

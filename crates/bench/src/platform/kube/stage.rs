@@ -673,7 +673,10 @@ impl Stage for KubeStage {
             }
             return crate::grow::grow(self, g, keep_going);
         }
-        if let Action::Apply { probe: Some(p), .. } | Action::Delete { probe: Some(p), .. } = action
+        if let Action::Apply { probe: Some(p), .. }
+        | Action::Delete { probe: Some(p), .. }
+        | Action::RolloutRestart { probe: Some(p), .. }
+        | Action::Scale { probe: Some(p), .. } = action
         {
             return self.probed_action(action, p, keep_going);
         }

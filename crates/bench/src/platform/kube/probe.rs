@@ -458,6 +458,9 @@ impl Asker {
                 || done.load(Ordering::SeqCst)
         };
         let mut verdict = None;
+        let mut ordered: Vec<Answer> = Vec::new();
+        let mut pending: std::collections::BTreeMap<u64, Answer> =
+            std::collections::BTreeMap::new();
         std::thread::scope(|s| {
             for _ in 0..WORKERS {
                 s.spawn(|| {
@@ -496,24 +499,29 @@ impl Asker {
                     }
                 });
             }
-            // The answers in schedule order, as far as every earlier tick has answered.
+            // The answers in schedule order, as far as every earlier tick has answered, taken
+            // in as they come (never copied again), the run of expected ones counted on.
+            let mut run = 0u32;
             while !stop() {
                 std::thread::sleep(Duration::from_micros(500));
-                let mut a = answers.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                a.sort_by_key(|x| x.k);
-                let prefix = a
-                    .iter()
-                    .enumerate()
-                    .take_while(|(n, x)| x.k == *n as u64)
-                    .count();
-                if let Some(v) = stable_in(&a[..prefix], self.consecutive) {
-                    verdict = Some(v);
-                    done.store(true, Ordering::SeqCst);
+                let new = std::mem::take(&mut *answers.lock().unwrap_or_else(|p| p.into_inner()));
+                pending.extend(new.into_iter().map(|a| (a.k, a)));
+                while let Some(a) = pending.remove(&(ordered.len() as u64)) {
+                    run = if a.ok { run + 1 } else { 0 };
+                    ordered.push(a);
+                    if run >= self.consecutive && verdict.is_none() {
+                        let n = ordered.len();
+                        verdict =
+                            stable_in(&ordered[n - self.consecutive as usize..], self.consecutive);
+                        done.store(true, Ordering::SeqCst);
+                    }
                 }
             }
         });
-        let mut a = answers.into_inner().unwrap_or_else(|p| p.into_inner());
-        a.sort_by_key(|x| x.k);
+        let rest = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+        pending.extend(rest.into_iter().map(|a| (a.k, a)));
+        let mut a = ordered;
+        a.extend(pending.into_values());
         let mut out = Asked {
             last: a
                 .iter()
@@ -528,7 +536,7 @@ impl Asker {
         }
         out.busy = a.iter().map(|x| x.end - x.at).sum();
         out.first = a.iter().filter(|x| x.ok).map(|x| x.at).min();
-        if let Some((ready, stable)) = verdict.or_else(|| stable_in(&a, self.consecutive)) {
+        if let Some((ready, stable)) = verdict {
             out.ready = Some(ready);
             out.stable = Some(stable);
         }

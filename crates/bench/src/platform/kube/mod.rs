@@ -77,6 +77,7 @@ mod aim;
 mod backends;
 mod grow;
 mod manifests;
+mod probe;
 mod records;
 mod replicas;
 mod run;
@@ -148,6 +149,9 @@ pub(crate) struct KubeStage {
     endpoints: Option<Collector<Vec<EndpointChange>>>,
     /// The kubelets' readiness probe counters of the proxy pods.
     probes: Option<Collector<Vec<ProbeTally>>>,
+    /// A short id of the case's run on the cluster (`pb-<stamp>`): a templated growth's
+    /// `{{ run }}`.
+    run_id: String,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {

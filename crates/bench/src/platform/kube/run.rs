@@ -141,15 +141,16 @@ impl Drop for Kubernetes {
 
 /// An `apply`'s or `delete`'s `wait`: when each object of the manifest reached the state, from
 /// the action's start, appended to the event's detail (`; Deployment/web condition=Available
-/// after 2.314 s`); the action fails at the wait's timeout with the object's last conditions.
-fn wait_for(
+/// after 2.314 s`), and when the last one did (ms); the action fails at the wait's timeout with
+/// the object's last conditions.
+pub(super) fn wait_for(
     cluster: &k8s::Cluster,
     ns: &str,
     file: &std::path::Path,
     w: &scenario::Wait,
     since: Instant,
     detail: String,
-) -> (String, Result<(), StackError>) {
+) -> (String, Result<Option<f64>, StackError>) {
     let until = match &w.until {
         scenario::WaitFor::Condition { kind, status } => k8s::WaitFor::Condition {
             kind: kind.clone(),
@@ -163,9 +164,43 @@ fn wait_for(
                 .iter()
                 .map(|(what, t)| format!("{what} {} after {:.3} s", w.until, t.as_secs_f64()))
                 .collect();
-            (format!("{detail}; {}", times.join(", ")), Ok(()))
+            let last = reached
+                .iter()
+                .map(|(_, t)| t.as_secs_f64() * 1e3)
+                .reduce(f64::max);
+            (format!("{detail}; {}", times.join(", ")), Ok(last))
         }
         Err(e) => (detail, Err(api(e))),
+    }
+}
+
+/// Applies (or deletes) the objects of `file` in `ns` and waits for `wait`, all timed from
+/// `since`: the event's detail, and when the wait's state held (ms), when there was one.
+pub(super) fn manifest_action(
+    cluster: &k8s::Cluster,
+    ns: &str,
+    (file, apply, wait): (&std::path::Path, bool, Option<&scenario::Wait>),
+    since: Instant,
+    name: String,
+) -> (String, Result<Option<f64>, StackError>) {
+    let done = if apply {
+        cluster.apply(file, ns)
+    } else {
+        cluster.delete(file, ns)
+    };
+    match done {
+        Ok(outcomes) => {
+            let what: Vec<String> = outcomes
+                .iter()
+                .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
+                .collect();
+            let detail = format!("{name}: {}", what.join(", "));
+            match wait {
+                None => (detail, Ok(None)),
+                Some(w) => wait_for(cluster, ns, file, w, since, detail),
+            }
+        }
+        Err(e) => (name, Err(api(e))),
     }
 }
 
@@ -190,27 +225,16 @@ pub(crate) fn cluster_action(
         .unwrap_or_default();
     match action {
         Action::Apply { file, wait, .. } | Action::Delete { file, wait, .. } => {
-            let since = Instant::now();
-            let done = if matches!(action, Action::Apply { .. }) {
-                cluster.apply(file, ns)
-            } else {
-                cluster.delete(file, ns)
-            };
+            let apply = matches!(action, Action::Apply { .. });
             let name = format!("{}{in_ns}", file.display());
-            match done {
-                Ok(outcomes) => {
-                    let what: Vec<String> = outcomes
-                        .iter()
-                        .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
-                        .collect();
-                    let detail = format!("{name}: {}", what.join(", "));
-                    match wait {
-                        None => (detail, Ok(())),
-                        Some(w) => wait_for(cluster, ns, file, w, since, detail),
-                    }
-                }
-                Err(e) => (name, Err(api(e))),
-            }
+            let (detail, r) = manifest_action(
+                cluster,
+                ns,
+                (file, apply, wait.as_ref()),
+                Instant::now(),
+                name,
+            );
+            (detail, r.map(|_| ()))
         }
         Action::RolloutRestart { target, .. } => {
             let (kind, name) = (target.kind, target.name.as_str());

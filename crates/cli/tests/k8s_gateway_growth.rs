@@ -221,6 +221,7 @@ fn grow(test: &str, routes: u32, load_s: u32, forward: bool) {
             format!(
                 r#"name = "k8s-gateway-growth"
 description = "50 HTTPRoutes grown from a template on an external nginx gateway, probed at every replica"
+analysis = "scale"
 
 [platform]
 kind = "kubernetes"
@@ -361,6 +362,22 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
         // The report has the probes' section.
         let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
         assert!(md.contains("### Data-plane probes"), "{md}");
+        // The scale analysis reads the templated growth as it reads a local one: one reload
+        // command per step, every item ready, its time-to-ready table.
+        let checks = d["checks"].as_array().unwrap();
+        let applied = checks
+            .iter()
+            .find(|c| {
+                c["name"].as_str().is_some_and(|n| {
+                    n.starts_with(
+                        "every step of the growth was applied and ran the gateway's reload command",
+                    )
+                })
+            })
+            .unwrap_or_else(|| panic!("{checks:?}"));
+        assert_eq!(applied["pass"], true, "{applied}");
+        assert!(checks.iter().all(|c| c["pass"] == true), "{checks:?}");
+        assert!(md.contains("Time to ready"), "{md}");
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         eprintln!(
             "{test}: {routes} routes x {} replicas ({}): first answer {}, ready {}, stable {}; \

@@ -384,17 +384,27 @@ pub(super) fn fill(key: &str, args: &[(&str, &dyn std::fmt::Display)]) -> String
 fn reload_check(g: &Growth<'_>, reloads: usize) -> (String, String, String, bool) {
     let taken = g.steps.len();
     let want_reloads = taken * g.replicas as usize;
+    let what = match (&g.spec.template, g.replicas) {
+        (None, _) => "reloaded every replica",
+        (Some(_), 0) => "was applied (the gateway's controller reloads it)",
+        (Some(_), _) => "was applied and ran the gateway's reload command",
+    };
     let name = format!(
-        "every step of the growth reloaded every replica ({} -> {} {}, {} per step)",
+        "every step of the growth {what} ({} -> {} {}, {} per step)",
         g.initial,
         g.spec.to,
         g.noun(),
         g.spec.by
     );
     let expected = format!(
-        "{} steps x {} replica(s) = {} reloads, or a refused config that stopped the growth with the proxy's message",
+        "{} steps x {} {} = {} reloads, or a refused config that stopped the growth with the proxy's message",
         g.planned,
         g.replicas,
+        if g.spec.template.is_some() {
+            "reload command run(s) each"
+        } else {
+            "replica(s)"
+        },
         g.planned as usize * g.replicas as usize
     );
     let mut actual = format!(

@@ -53,7 +53,9 @@ pub struct Growth<'a> {
     pub initial: u32,
     /// Steps needed to go from `initial` to `spec.to`.
     pub planned: u32,
-    /// Proxy replicas (each step reloads every one).
+    /// The reloads each step runs: one per proxy replica; for a templated growth on a gateway
+    /// the run did not deploy, one when `[proxy.external] reload` names a command (run once a
+    /// step), none when the gateway's own controller reloads it.
     pub replicas: u32,
     /// The steps taken, in order.
     pub steps: Vec<Step>,
@@ -118,7 +120,12 @@ impl<'a> Growth<'a> {
             spec,
             initial,
             planned,
-            replicas: case.proxy.as_ref().map_or(1, |p| p.replicas),
+            replicas: match (&spec.template, case.proxy.as_ref()) {
+                (Some(_), Some(p)) => {
+                    u32::from(p.external.as_ref().is_some_and(|e| !e.reload.is_empty()))
+                }
+                _ => case.proxy.as_ref().map_or(1, |p| p.replicas),
+            },
             steps,
             check_timed,
         })

@@ -360,6 +360,9 @@ pub struct PodMetric {
 pub struct ScrapeSample {
     /// Seconds from the case origin.
     pub t_s: f64,
+    /// The pod's namespace (empty in runs recorded before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// Pod name.
     pub pod: String,
     /// Metric name.

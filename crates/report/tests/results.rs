@@ -678,6 +678,7 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         metrics: Vec::new(),
         scrapes: vec![model::ScrapeSample {
             t_s: 3.0,
+            namespace: "gateway".into(),
             pod: "nginx-7d9-x1".into(),
             metric: "nginx_connections_active".into(),
             labels: String::new(),

@@ -126,8 +126,12 @@ pub struct PlatformSpec {
 /// A Prometheus text endpoint scraped on the watched or proxy pods.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScrapeSpec {
-    /// Label selector of the pods to scrape.
-    pub selector: String,
+    /// Namespaces whose pods are scraped (the run's own when empty): a gateway's data plane
+    /// and control plane live in namespaces of their own.
+    pub namespaces: Vec<String>,
+    /// Label selectors of the pods to scrape, each looked up in each namespace (a pod that two
+    /// selectors pick is scraped once).
+    pub selectors: Vec<String>,
     /// Pod port.
     pub port: u16,
     /// Path (`/metrics`).
@@ -296,11 +300,17 @@ struct WatchDoc {
     log_format: Option<setup::proxy::LogFormat>,
 }
 
-/// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.
+/// `prometheus = { namespaces = [...], selector | selectors = [...], port, path = "/metrics",
+/// metrics = [...], every = "1s" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PrometheusDoc {
-    selector: String,
+    #[serde(default)]
+    namespaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    selector: Option<Spanned<String>>,
+    #[serde(default)]
+    selectors: Vec<Spanned<String>>,
     port: u16,
     #[serde(default = "metrics_path")]
     path: String,
@@ -418,8 +428,40 @@ pub(crate) fn parse_platform(
         if let Some(p) = &doc.prometheus {
             let d = p.get_ref();
             let bad = |m: String| at(p.span(), format!("platform.prometheus: {m}"));
-            label_selector(&d.selector)
-                .map_err(|e| bad(format!("selector '{}': {e}", d.selector)))?;
+            let mut namespaces = Vec::new();
+            for n in &d.namespaces {
+                dns_label(n.get_ref()).map_err(|e| {
+                    at(
+                        n.span(),
+                        format!("platform.prometheus.namespaces: '{}': {e}", n.get_ref()),
+                    )
+                })?;
+                if !namespaces.contains(n.get_ref()) {
+                    namespaces.push(n.get_ref().clone());
+                }
+            }
+            if d.selector.is_some() && !d.selectors.is_empty() {
+                return Err(bad(
+                    "`selector` or `selectors`, not both (selectors = [...] takes several)".into(),
+                ));
+            }
+            let mut selectors = Vec::new();
+            for s in d.selector.iter().chain(&d.selectors) {
+                label_selector(s.get_ref()).map_err(|e| {
+                    at(
+                        s.span(),
+                        format!("platform.prometheus: selector '{}': {e}", s.get_ref()),
+                    )
+                })?;
+                if !selectors.contains(s.get_ref()) {
+                    selectors.push(s.get_ref().clone());
+                }
+            }
+            if selectors.is_empty() {
+                return Err(bad(
+                    "no pods to scrape: name them with `selector` (or `selectors = [...]`)".into(),
+                ));
+            }
             if d.port == 0 {
                 return Err(bad("port must be 1-65535".into()));
             }
@@ -433,7 +475,8 @@ pub(crate) fn parse_platform(
                 return Err(bad(format!("'{m}' is not a Prometheus metric name")));
             }
             spec.prometheus = Some(ScrapeSpec {
-                selector: d.selector.clone(),
+                namespaces,
+                selectors,
                 port: d.port,
                 path: d.path.clone(),
                 metrics: d.metrics.clone(),

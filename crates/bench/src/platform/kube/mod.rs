@@ -103,7 +103,8 @@ pub(crate) struct KubeStage {
     pods: Vec<Collector<PodTimeline>>,
     /// Warning events of the run's namespace and of each watched one.
     warnings: Vec<Collector<Vec<WarningEvent>>>,
-    metrics: Option<Collector<Vec<PodUsage>>>,
+    /// CPU and memory of the run's pods, then of the watched pods of each other namespace.
+    metrics: Vec<Collector<Vec<PodUsage>>>,
     scrape: Option<Collector<Vec<Scrape>>>,
     followers: Option<LogFollowers>,
     /// Log followers of the user's watched pods (`[platform] watch`), and how their access

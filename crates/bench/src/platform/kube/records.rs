@@ -44,7 +44,11 @@ impl KubeStage {
         };
         let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
         let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
-        let metrics = self.metrics.take().map(Collector::stop);
+        let metrics: Vec<(String, Collected<Vec<k8s::collect::PodUsage>>)> = self
+            .metrics
+            .drain(..)
+            .map(|m| (m.what().to_string(), m.stop()))
+            .collect();
         let scrape = self.scrape.take().map(Collector::stop);
         let endpoints = self.endpoints.take().map(Collector::stop);
         if let Some(e) = &endpoints {
@@ -59,8 +63,19 @@ impl KubeStage {
         for w in &warnings {
             absent("events", &w.absent);
         }
-        if let Some(m) = &metrics {
-            absent("metrics API", &m.absent);
+        // The metrics API is absent when no sampler got a sample; one that got none beside
+        // others that did (a watched namespace's selector picked no pod) is a note.
+        if metrics.iter().all(|(_, m)| m.absent.is_some()) {
+            if let Some((_, m)) = metrics.first() {
+                absent("metrics API", &m.absent);
+            }
+        } else {
+            for (what, m) in &metrics {
+                if let Some(a) = &m.absent {
+                    self.notes
+                        .push(format!("The metrics API gave nothing for the {what}: {a}."));
+                }
+            }
         }
         if let Some(s) = &scrape {
             absent("Prometheus scrape", &s.absent);
@@ -102,7 +117,7 @@ impl KubeStage {
                 count: w.count.max(0) as u32,
             });
         }
-        for m in metrics.map(|m| m.data).unwrap_or_default() {
+        for m in metrics.into_iter().flat_map(|(_, m)| m.data) {
             rec.metrics.push(model::PodMetric {
                 t_s: m.t_s,
                 pod: m.pod,
@@ -120,6 +135,7 @@ impl KubeStage {
                     .join(",");
                 rec.scrapes.push(model::ScrapeSample {
                     t_s: s.t_s,
+                    namespace: s.namespace.clone(),
                     pod: s.pod.clone(),
                     metric: x.metric,
                     labels,

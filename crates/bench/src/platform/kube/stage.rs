@@ -101,7 +101,7 @@ impl KubeStage {
             handles: Arc::new(Mutex::new(Vec::new())),
             pods: vec![c.watch_pods(&ns, "", origin)],
             warnings: vec![c.watch_warnings(&ns, origin)],
-            metrics: None,
+            metrics: Vec::new(),
             scrape: None,
             followers: None,
             watched_logs: Vec::new(),
@@ -130,14 +130,30 @@ impl KubeStage {
             )?,
         });
         st.watch(spec)?;
-        st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        st.metrics
+            .push(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        // The watched pods of other namespaces (a gateway's own), by the watch's selectors.
+        for other in spec.watch_namespaces.iter().filter(|n| **n != ns) {
+            st.metrics.push(c.sample_metrics_of(
+                other,
+                &spec.watch_selectors,
+                origin,
+                Duration::from_secs(1),
+            ));
+        }
         if let Some(p) = &spec.prometheus {
             let target = PromTarget {
                 port: p.port,
                 path: p.path.clone(),
                 keep: p.metrics.clone(),
             };
-            st.scrape = Some(c.scrape_prometheus(&ns, &p.selector, &target, origin, p.every));
+            let namespaces = if p.namespaces.is_empty() {
+                vec![ns.clone()]
+            } else {
+                p.namespaces.clone()
+            };
+            st.scrape =
+                Some(c.scrape_prometheus_in(&namespaces, &p.selectors, &target, origin, p.every));
         }
         // Backends.
         let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());

@@ -165,6 +165,7 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
             metric: "nginx_reloads_total".into(),
             labels: String::new(),
             value: seed as f64,
+            kind: "gauge".into(),
         }];
     }
 }

@@ -269,6 +269,10 @@ pub struct ClusterRecord {
     pub metrics: Vec<PodMetric>,
     /// Samples from the optional Prometheus scrape.
     pub scrapes: Vec<ScrapeSample>,
+    /// The scrape's series by type over the case and each action's window (histograms and
+    /// counters as deltas, gauges as min/max/last): analysed from `scrapes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<crate::scrape::ScrapeWindow>,
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
@@ -371,6 +375,10 @@ pub struct ScrapeSample {
     pub labels: String,
     /// The value.
     pub value: f64,
+    /// Its family's type from the exposition's `# TYPE` (`counter`, `gauge`, `histogram`...;
+    /// empty when it gave none, and in runs recorded before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 /// TIME_WAIT sockets that involve the backends' ports, split by which end holds them: the side

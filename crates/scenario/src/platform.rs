@@ -138,6 +138,9 @@ pub struct ScrapeSpec {
     pub path: String,
     /// Metric names kept (every metric when empty).
     pub metrics: Vec<String>,
+    /// Bucket bounds (`le`, in each histogram's own unit) whose shares the report gives
+    /// ("≤ 500: 98%"); every bound of the exposition when empty.
+    pub le: Vec<f64>,
     /// Time between scrapes.
     pub every: Duration,
 }
@@ -316,6 +319,8 @@ struct PrometheusDoc {
     path: String,
     #[serde(default)]
     metrics: Vec<String>,
+    #[serde(default)]
+    le: Vec<f64>,
     #[serde(default = "one_second")]
     every: Dur,
 }
@@ -474,9 +479,18 @@ pub(crate) fn parse_platform(
             if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
                 return Err(bad(format!("'{m}' is not a Prometheus metric name")));
             }
+            if let Some(b) = d.le.iter().find(|b| !b.is_finite()) {
+                return Err(bad(format!(
+                    "le {b}: a bucket bound is a finite number (+Inf holds every observation)"
+                )));
+            }
+            let mut le = d.le.clone();
+            le.sort_by(f64::total_cmp);
+            le.dedup();
             spec.prometheus = Some(ScrapeSpec {
                 namespaces,
                 selectors,
+                le,
                 port: d.port,
                 path: d.path.clone(),
                 metrics: d.metrics.clone(),

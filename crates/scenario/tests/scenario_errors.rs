@@ -365,7 +365,7 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
             "\n[platform]\nkind = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"bench-1\"\n\
              keep = true\nimage = \"localhost/proxybench:0.1.0\"\nproxy_image = \"nginx:1.27\"\n\
              watch = { namespaces = [\"gw\"], selectors = [\"app=gateway\"] }\n\
-             prometheus = { namespaces = [\"nginx-gateway\", \"gw\"], selectors = [\"app=gateway\", \"app=ngf\"], port = 9113, metrics = [\"nginx_up\"] }\n\
+             prometheus = { namespaces = [\"nginx-gateway\", \"gw\"], selectors = [\"app=gateway\", \"app=ngf\"], port = 9113, metrics = [\"nginx_up\"], le = [1000, 500, 500] }\n\
              image_pull_secrets = [\"regcred\"]\nimage_pull_policy = \"Always\"\n\
              ready_timeout = \"30s\"\n\
              \n[[backends]]",
@@ -389,6 +389,7 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
     let prom = p.prometheus.as_ref().unwrap();
     assert_eq!(prom.namespaces, ["nginx-gateway", "gw"]);
     assert_eq!(prom.selectors, ["app=gateway", "app=ngf"]);
+    assert_eq!(prom.le, [500.0, 1000.0]);
     assert_eq!(
         (prom.port, prom.path.as_str(), prom.every),
         (9113, "/metrics", std::time::Duration::from_secs(1))
@@ -481,6 +482,11 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         "kind = \"kubernetes\"\nprometheus = { port = 80 }",
         4,
         "platform.prometheus: no pods to scrape: name them with `selector`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80, selector = \"a=b\", le = [0.5, inf] }",
+        4,
+        "platform.prometheus: le inf: a bucket bound is a finite number",
     );
     bad(
         "kind = \"kubernetes\"\nprometheus = { port = 80, selector = \"a=b\", selectors = [\"c=d\"] }",

@@ -140,6 +140,7 @@ impl KubeStage {
                     metric: x.metric,
                     labels,
                     value: x.value,
+                    kind: x.kind,
                 });
             }
         }

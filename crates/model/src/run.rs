@@ -273,6 +273,10 @@ pub struct ClusterRecord {
     /// counters as deltas, gauges as min/max/last): analysed from `scrapes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<crate::scrape::ScrapeWindow>,
+    /// The watched pods' logs counted by level (`[platform] watch.log_levels`), one row per
+    /// container whose log was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_levels: Vec<LogLevels>,
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
@@ -357,6 +361,29 @@ pub struct PodMetric {
     pub cpu_millicores: f64,
     /// Memory working set in bytes.
     pub memory_bytes: u64,
+}
+
+/// One watched container's log counted by the level of its JSON lines
+/// (`{"level":"error","msg":...}`, as a gateway's control plane writes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LogLevels {
+    /// The pod, as `namespace/pod`.
+    pub pod: String,
+    /// The container.
+    pub container: String,
+    /// Lines in all.
+    pub lines: u64,
+    /// Lines that are a JSON object with a `level` (or `severity`).
+    pub leveled: u64,
+    /// Those lines by level, lowercased.
+    pub levels: BTreeMap<String, u64>,
+    /// Lines at an error level or worse (`error`, `fatal`, `panic`...).
+    pub errors: u64,
+    /// The message of the first few of those.
+    pub first_errors: Vec<String>,
+    /// Why the log may be incomplete (its pod went away before it could be read...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// One Prometheus sample scraped from a pod.

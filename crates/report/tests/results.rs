@@ -686,6 +686,16 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
             kind: "gauge".into(),
         }],
         series: Vec::new(),
+        log_levels: vec![model::LogLevels {
+            pod: "nginx-gateway/ngf-0".into(),
+            container: "nginx-gateway".into(),
+            lines: 12,
+            leveled: 11,
+            levels: [("error".to_string(), 2), ("info".to_string(), 9)].into(),
+            errors: 2,
+            first_errors: vec!["failed to reload".into(), "no upstream".into()],
+            incomplete: None,
+        }],
         absent: vec![
             "metrics API: not served by this cluster (metrics.k8s.io has no endpoint)".into(),
         ],
@@ -787,6 +797,7 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         "| nginx_connections_active | - | gateway/nginx-7d9-x1 | 1 | 7.00 | 7.00 | 7.00 |",
         "| ngf_reloads_milliseconds | - | 1 | 50 | 6000.00 | 120.00 | ≤ 500: 98.00% | 0 |",
         "| ngf_reloads_total | - | 1 | 50 | 0 |",
+        "| nginx-gateway/ngf-0 | nginx-gateway | 12 | 11 | error: 2, info: 9 | 2 | failed to reload; no upstream |",
     ] {
         assert!(section.contains(want), "missing {want:?} in:\n{section}");
     }

@@ -100,6 +100,9 @@ pub struct PlatformSpec {
     /// How the watched pods write their access lines (`combined`, `nginx-json`...): their logs
     /// are then counted as a proxy's are; without it they are kept, not counted.
     pub watch_log_format: Option<setup::proxy::LogFormat>,
+    /// Read the watched pods' logs and count their JSON lines by level (`{"level":"error",...}`,
+    /// a control plane's), for `cluster.log_errors`.
+    pub watch_log_levels: bool,
     /// The optional Prometheus scrape of a pod port.
     pub prometheus: Option<ScrapeSpec>,
     /// The proxy pods' termination grace period: how long a graceful stop may take before the
@@ -301,6 +304,8 @@ struct WatchDoc {
     selectors: Vec<Spanned<String>>,
     #[serde(default)]
     log_format: Option<setup::proxy::LogFormat>,
+    #[serde(default)]
+    log_levels: bool,
 }
 
 /// `prometheus = { namespaces = [...], selector | selectors = [...], port, path = "/metrics",
@@ -428,6 +433,15 @@ pub(crate) fn parse_platform(
                 spec.watch_selectors.push(s.get_ref().clone());
             }
             spec.watch_log_format = w.get_ref().log_format;
+            spec.watch_log_levels = w.get_ref().log_levels;
+            if spec.watch_log_levels && spec.watch_selectors.is_empty() {
+                return Err(at(
+                    w.span(),
+                    "platform.watch.log_levels needs watch.selectors: the pods whose logs \
+                     are counted"
+                        .into(),
+                ));
+            }
             cluster_keys.push(("watch", w.span()));
         }
         if let Some(p) = &doc.prometheus {

@@ -521,6 +521,57 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
     if c.gap(Collector::Scrape).is_none() {
         scrapes(out, k);
     }
+    if c.gap(Collector::LogLevels).is_none() {
+        log_levels(out, k);
+    }
+}
+
+/// The watched pods' logs counted by the level of their JSON lines.
+fn log_levels(out: &mut String, k: &model::ClusterRecord) {
+    out.push_str("#### Watched pods' log levels\n\n");
+    let mut t = Table::new(&[
+        "Pod",
+        "Container",
+        ">Lines",
+        ">With a level",
+        "By level",
+        ">Errors",
+        "First errors",
+    ]);
+    for l in &k.log_levels {
+        t.row([
+            l.pod.clone(),
+            l.container.clone(),
+            count(l.lines),
+            count(l.leveled),
+            if l.levels.is_empty() {
+                "-".into()
+            } else {
+                l.levels
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            count(l.errors),
+            if l.first_errors.is_empty() {
+                "-".into()
+            } else {
+                fmt::cell(&l.first_errors.join("; "))
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    for l in k.log_levels.iter().filter(|l| l.incomplete.is_some()) {
+        let _ = writeln!(
+            out,
+            "- {} {}: the log may be incomplete: {}",
+            l.pod,
+            l.container,
+            l.incomplete.as_deref().unwrap_or_default()
+        );
+    }
 }
 
 /// Every container restart the pod watch saw.

@@ -111,6 +111,8 @@ pub(crate) struct KubeStage {
     /// lines are written when the scenario says.
     watched_logs: Vec<LogFollowers>,
     watched_format: Option<proxy::logs::LogFormat>,
+    /// Count the watched pods' JSON log lines by level (`watch.log_levels`).
+    watched_levels: bool,
     /// A proxy the user runs (`kind = "external"`), attached: its reload command and log files.
     attached: Option<Box<dyn proxy::Replica>>,
     /// What the stage itself could not gather, one sentence each (into the record's `absent`).

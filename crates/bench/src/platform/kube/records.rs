@@ -198,7 +198,7 @@ impl KubeStage {
         } else {
             spec.watch_namespaces.iter().collect()
         };
-        if spec.watch_log_format.is_none() {
+        if spec.watch_log_format.is_none() && !spec.watch_log_levels {
             if !spec.watch_selectors.is_empty() {
                 self.absent.push(
                     "watched pods' logs: not read (platform.watch.log_format names how their \
@@ -283,6 +283,53 @@ pub(super) fn split_logs(
     err: &mut Option<StackError>,
 ) {
     let followed = followers.stop(Duration::from_secs(30));
+    split_followed(followed, format, dir, logs, err);
+}
+
+/// Each followed container's log counted by the level of its JSON lines, as the case's record
+/// keeps it (`watch.log_levels`).
+pub(super) fn log_levels(followed: &[k8s::FollowedLog]) -> Vec<model::LogLevels> {
+    followed
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f.path);
+            let c = k8s::follow::count_levels(text.as_deref().unwrap_or(""));
+            let namespace = f
+                .path
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            model::LogLevels {
+                pod: format!("{namespace}/{}", f.pod),
+                container: f.container.clone(),
+                lines: c.lines,
+                leveled: c.leveled,
+                errors: c
+                    .levels
+                    .iter()
+                    .filter(|(l, _)| k8s::follow::ERROR_LEVELS.contains(&l.as_str()))
+                    .map(|(_, n)| n)
+                    .sum(),
+                levels: c.levels,
+                first_errors: c.first_errors,
+                incomplete: match text {
+                    Err(e) => Some(format!("{}: {e}", f.path.display())),
+                    Ok(_) => f.error.clone(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// [`split_logs`] of logs already followed to their end.
+pub(super) fn split_followed(
+    followed: Vec<k8s::FollowedLog>,
+    format: proxy::logs::LogFormat,
+    dir: &std::path::Path,
+    logs: &mut Vec<(String, LogFiles)>,
+    err: &mut Option<StackError>,
+) {
     let mut per_pod: std::collections::BTreeMap<&str, usize> = Default::default();
     for f in &followed {
         *per_pod.entry(f.pod.as_str()).or_default() += 1;

@@ -22,7 +22,7 @@ exec sleep 3600"#;
 fn manifest(nginx_image: &str, pb_image: &str) -> String {
     let script = SCRIPT
         .lines()
-        .map(|l| format!("        {l}"))
+        .map(|l| format!("          {l}"))
         .collect::<Vec<_>>()
         .join("\n");
     format!(

@@ -459,6 +459,11 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         "platform.watch.selectors",
     );
     bad(
+        "kind = \"kubernetes\"\nwatch = { namespaces = [\"gw\"], log_levels = true }",
+        4,
+        "platform.watch.log_levels needs watch.selectors",
+    );
+    bad(
         "kind = \"kubernetes\"\nwatch = { pods = [] }",
         4,
         "unknown field `pods`",

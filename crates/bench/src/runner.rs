@@ -847,6 +847,7 @@ struct Fired {
     events: Vec<model::Event>,
     reloads: Vec<model::ReloadRecord>,
     ready: Vec<model::ReadyRecord>,
+    probes: Vec<model::ProbeRecord>,
 }
 
 /// Fires each step at its time while the loads run. Steps left when every load has ended are
@@ -897,6 +898,7 @@ fn fire_steps(case: &Case, ctx: &CaseCtx<'_>, run: &mut Running) -> Fired {
         fired.events.extend(applied.events);
         fired.reloads.extend(applied.reloads);
         fired.ready.extend(applied.ready);
+        fired.probes.extend(applied.probes);
     }
     fired
 }
@@ -1092,6 +1094,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         stub_samples,
         readiness,
         ready: fired.ready,
+        probes: fired.probes,
         backends: c.backends,
         time_wait: c.time_wait,
         tables: Vec::new(),

@@ -1,6 +1,6 @@
 //! `proxybench k8s`: the Kubernetes chores around runs. `clean` deletes what runs left behind
 //! (a run killed with SIGKILL cannot delete its own objects), found by their
-//! `app.kubernetes.io/managed-by=proxybench` label.
+//! `app.kubernetes.io/managed-by=proxybench` label; `rbac` prints the permissions a run needs.
 
 use crate::CliError;
 use std::path::PathBuf;
@@ -18,6 +18,22 @@ enum K8sCmd {
     /// Delete what proxybench runs left on a cluster: the namespaces runs made, whole, and the
     /// labelled objects of runs in namespaces they did not make.
     Clean(CleanArgs),
+    /// Print the RBAC objects a run needs, as YAML to apply: a Role and RoleBinding in one
+    /// namespace (runs with --namespace), else a ClusterRole and ClusterRoleBinding (runs that
+    /// make their own namespace).
+    Rbac(RbacArgs),
+}
+
+/// Flags of `proxybench k8s rbac`.
+#[derive(clap::Args)]
+struct RbacArgs {
+    /// The namespace runs will use (--namespace): a Role there; without it, a ClusterRole.
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// The ServiceAccount the binding names, `NAME` (in --namespace, else `default`) or
+    /// `NS/NAME`.
+    #[arg(long, value_name = "[NS/]NAME", default_value = "proxybench")]
+    service_account: String,
 }
 
 /// Flags of `proxybench k8s clean`.
@@ -45,7 +61,44 @@ struct CleanArgs {
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
     match args.cmd {
         K8sCmd::Clean(a) => clean(a),
+        K8sCmd::Rbac(a) => rbac(a),
     }
+}
+
+fn rbac(a: RbacArgs) -> Result<ExitCode, CliError> {
+    let (ns, name) = match a.service_account.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (
+            a.namespace.clone().unwrap_or_else(|| "default".into()),
+            a.service_account.clone(),
+        ),
+    };
+    for (what, v) in [
+        ("--namespace", a.namespace.as_deref()),
+        ("--service-account namespace", Some(ns.as_str())),
+        ("--service-account", Some(name.as_str())),
+    ] {
+        if let Some(v) = v {
+            if !valid_name(v) {
+                return Err(CliError::usage(format!(
+                    "{what} '{v}': must be 1-63 lowercase letters, digits or '-', starting and \
+                     ending with a letter or digit"
+                )));
+            }
+        }
+    }
+    print!("{}", k8s::rbac(a.namespace.as_deref(), &ns, &name));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A DNS-1123 label (namespaces, ServiceAccounts).
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
 }
 
 fn clean(a: CleanArgs) -> Result<ExitCode, CliError> {

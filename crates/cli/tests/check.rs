@@ -57,8 +57,16 @@ fn every_shipped_scenario_passes_on_both_platforms() {
         if builtin {
             targets.push(stem.to_string());
         }
+        // A recipe for a gateway on a cluster (its [platform] is Kubernetes, its loads go
+        // through the gateway's Gateway) has no local form to check.
+        let cluster_only = text.contains("\nkind = \"kubernetes\"");
+        let platforms: &[Option<&str>] = if cluster_only {
+            &[None, Some("kubernetes")]
+        } else {
+            &[None, Some("kubernetes"), Some("local")]
+        };
         for target in &targets {
-            for platform in [None, Some("kubernetes"), Some("local")] {
+            for &platform in platforms {
                 let mut args = vec![target.as_str()];
                 if let Some(p) = platform {
                     args.extend(["--platform", p]);
@@ -79,7 +87,7 @@ fn every_shipped_scenario_passes_on_both_platforms() {
                     "ok: {shown}: scenario '{stem}', {n} case{} (full and --quick forms), \
                      platform {}; ",
                     if n == 1 { "" } else { "s" },
-                    platform.unwrap_or("local"),
+                    platform.unwrap_or(if cluster_only { "kubernetes" } else { "local" }),
                 );
                 assert!(stdout.starts_with(&want), "{args:?}: {stdout}\nwant {want}");
             }
@@ -238,4 +246,50 @@ fn a_bad_scenario_is_one_line_at_its_file_and_line_exit_2() {
     );
     // Nothing was written where it ran.
     assert_eq!(fs::read_dir(&cwd).unwrap().count(), 0);
+}
+
+#[test]
+fn a_template_that_does_not_render_is_refused_at_the_grow_with_its_line_and_item_exit_2() {
+    // A templated growth on an external gateway: every item is rendered by `check` (and by
+    // `run` before its case starts); item 3 renders a variable that does not exist at the
+    // template's line 4.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("route.yaml.j2"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {% if i == 3 %}{{ nope }}{% else \
+         %}{{ name }}{% endif %}\n",
+    )
+    .unwrap();
+    let text = "name = \"gw\"\n[platform]\nkind = \"kubernetes\"\n[proxy]\nkind = \
+                \"external\"\n[proxy.external]\nreload = [\"true\"]\n[[loads]]\nname = \"l\"\nurl \
+                = \"http://127.0.0.1:8080/\"\nduration = \"60s\"\n[[actions]]\nat = \"1s\"\ngrow \
+                = { what = \"routes\", template = \"route.yaml.j2\", to = 5, probe = { selector \
+                = \"app=gw\", port = 8080 } }\n";
+    let file = write(dir.path(), text);
+    let f = file.to_str().unwrap();
+    let out = check(dir.path(), &[f]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let t = dir.path().join("route.yaml.j2");
+    assert!(
+        err.starts_with(&format!(
+            "proxybench: {f}:12: grow: template {}:4: item 3: undefined value",
+            t.display()
+        )),
+        "{err}"
+    );
+    // The same template without the mistake passes.
+    fs::write(
+        &t,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}\n",
+    )
+    .unwrap();
+    let out = check(dir.path(), &[f]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -335,6 +335,97 @@ wait = \"delete\"
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
 
+/// An HTTPRoute of a Gateway `gw` that no controller serves: the test writes its status.
+const ROUTE: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: r
+spec:
+  parentRefs:
+    - name: gw
+  rules:
+    - backendRefs:
+        - name: backend-cafe
+          port: 8080
+";
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_apply_waits_for_a_routes_accepted_from_its_parents() {
+    // A route's Accepted is written per parent (status.parents[].conditions), not in
+    // status.conditions: the wait reads it there. The test plays the Gateway's controller and
+    // accepts the route 1 s after it appears, so the wait must last at least that long.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("route.yaml"), ROUTE).unwrap();
+    let scenario = dir.path().join("route.toml");
+    std::fs::write(
+        &scenario,
+        kube::on_cluster(
+            "k8s-route-wait",
+            "",
+            &(kube::coffee(50, 4, "8s", "")
+                + "
+[[actions]]
+at = \"1s\"
+apply = \"route.yaml\"
+wait = \"condition=Accepted\"
+timeout = \"30s\"
+"),
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("results");
+    let ns = namespace("route");
+    let mut child = kube::run_command(&root, &ns, &[])
+        .arg(&scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the route to exist (the run applies it 1 s into its case), then accept it.
+    let seen = std::time::Instant::now();
+    loop {
+        let o = kube::kubectl()
+            .args(["-n", &ns, "get", "httproute", "r", "-o", "name"])
+            .output()
+            .unwrap();
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            seen.elapsed() < Duration::from_secs(240),
+            "the route never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let status = "{\"status\":{\"parents\":[{\"parentRef\":{\"name\":\"gw\"},\
+        \"controllerName\":\"proxybench.test/controller\",\"conditions\":[{\"type\":\"Accepted\",\
+        \"status\":\"True\",\"reason\":\"Accepted\",\"message\":\"accepted by the test\",\
+        \"observedGeneration\":1,\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}]}}";
+    let o = kube::kubectl()
+        .args(["-n", &ns, "patch", "httproute", "r", "--subresource=status"])
+        .args(["--type=merge", "-p", status])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stderr}");
+    let d = data(&root, &out);
+    let events = d["cases"][0]["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0]["error"].is_null(), "{:?}", events[0]);
+    let detail = events[0]["detail"].as_str().unwrap_or_default();
+    let what = "HTTPRoute/r condition=Accepted after ";
+    let at = detail.find(what).unwrap_or_else(|| panic!("{detail}")) + what.len();
+    let took: f64 = detail[at..].split(' ').next().unwrap().parse().unwrap();
+    // Accepted 1 s after the route was seen, which was after the apply began.
+    assert!((1.0..30.0).contains(&took), "{detail}");
+    eprintln!("route accepted after {took:.3} s of the apply (the test accepted it 1 s after it appeared)");
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}
+
 /// Starts a 60 s run in `ns` and kills it with SIGKILL once its proxy pod is Running: nothing of
 /// the run can clean up after that.
 fn kill_a_run_midway(ns: &str, dir: &std::path::Path) {

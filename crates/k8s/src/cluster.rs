@@ -3,7 +3,7 @@
 
 use crate::error::{chain, Error};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Discovery;
 use kube::{Client, Config};
@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 /// The label every namespace proxybench creates carries, so that leftovers are findable
 /// (`kubectl get ns -l app.kubernetes.io/managed-by=proxybench`).
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "proxybench");
+
+/// The Pod Security label every namespace a run creates carries: the API server's PodSecurity
+/// admission (on by default) then refuses any pod the `baseline` standard forbids (host
+/// network, privileged, host paths...), and proxybench's own pods pass it.
+pub const POD_SECURITY: (&str, &str) = ("pod-security.kubernetes.io/enforce", "baseline");
 
 /// The field manager of every server-side apply proxybench makes.
 pub const FIELD_MANAGER: &str = "proxybench";
@@ -239,6 +244,23 @@ impl Cluster {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
+    }
+
+    /// Whether namespace `name` exists (a 403 is an error: the caller may not read it).
+    pub fn namespace_exists(&self, name: &str) -> Result<bool, Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        self.block_on(api.get_opt(name))
+            .map(|n| n.is_some())
+            .map_err(|e| Error::api(format!("get namespace {name}"), e))
+    }
+
+    /// Sets label `key` of namespace `name` to `value` (a merge patch of its labels).
+    pub fn label_namespace(&self, name: &str, key: &str, value: &str) -> Result<(), Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        let patch = serde_json::json!({ "metadata": { "labels": { key: value } } });
+        self.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .map(|_| ())
+            .map_err(|e| Error::api(format!("label namespace {name}"), e))
     }
 
     /// Deletes namespace `name` and waits until it is gone (its pods' grace periods included),

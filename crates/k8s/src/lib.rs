@@ -20,12 +20,13 @@ mod images;
 pub mod manifest;
 mod pods;
 pub mod prom;
+mod rbac;
 mod reach;
 mod service;
 mod workload;
 
 pub use clean::CleanScope;
-pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY};
+pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY, POD_SECURITY};
 pub use collect::{
     Collected, Collector, EndpointChange, PodChange, PodTimeline, PodUsage, ProbeTally, PromTarget,
     RestartChange, Scrape, WarningEvent,
@@ -37,6 +38,7 @@ pub use images::{pull_secrets, PullPolicy, REGISTRY_ANNOTATION};
 pub use manifest::{Document, Outcome, WaitFor};
 pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABEL};
 pub use prom::Sample;
+pub use rbac::rbac;
 pub use reach::{reaches, PodPath, PodPort};
 pub use service::{service, GatewayAddress, ServiceAddress, ServicePortInfo, ServiceType};
 pub use workload::{Replicas, WorkloadKind};

@@ -351,7 +351,10 @@ fn wait_text(until: &WaitFor) -> String {
 }
 
 /// `None` when the object's condition holds for its current generation; else what it shows
-/// instead: its conditions, quoted, or the generation they are for.
+/// instead: its conditions, quoted, or the generation they are for. The conditions are the
+/// object's own (`status.conditions`: a Deployment, a Gateway) or, for a Gateway API route, those
+/// each parent's controller writes (`status.parents[].conditions`: `Accepted`, `ResolvedRefs`):
+/// a route's condition holds when every parent that reports it has it.
 fn condition_state(
     data: &serde_json::Value,
     meta: &kube::core::ObjectMeta,
@@ -362,46 +365,80 @@ fn condition_state(
         return Some(format!("{what} still exists"));
     };
     let generation = meta.generation.unwrap_or(0);
-    let conds = data["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
     let observed = data["status"]["observedGeneration"].as_i64();
     let current = |c: &serde_json::Value| {
         let seen = c["observedGeneration"].as_i64().or(observed);
         seen.is_none_or(|g| g >= generation)
     };
-    if conds
-        .iter()
-        .any(|c| c["type"] == kind.as_str() && c["status"] == status.as_str() && current(c))
-    {
+    let holds = |conds: &[serde_json::Value]| {
+        conds
+            .iter()
+            .any(|c| c["type"] == kind.as_str() && c["status"] == status.as_str() && current(c))
+    };
+    let own = data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // A route's parents, each with its controller's conditions (`gateway gateway`).
+    let parents: Vec<(String, Vec<serde_json::Value>)> = data["status"]["parents"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    let r = &p["parentRef"];
+                    let name = match r["namespace"].as_str() {
+                        Some(ns) => format!("{ns}/{}", r["name"].as_str().unwrap_or("?")),
+                        None => r["name"].as_str().unwrap_or("?").to_string(),
+                    };
+                    let kind = r["kind"].as_str().unwrap_or("Gateway").to_lowercase();
+                    let conds = p["conditions"].as_array().cloned().unwrap_or_default();
+                    (format!("{kind} {name}"), conds)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if holds(&own) || (!parents.is_empty() && parents.iter().all(|(_, c)| holds(c))) {
         return None;
     }
-    if conds.is_empty() {
+    if own.is_empty() && parents.iter().all(|(_, c)| c.is_empty()) {
         return Some(format!("{what} has no status conditions yet"));
     }
-    let quoted: Vec<String> = conds
-        .iter()
-        .map(|c| {
-            let mut q = format!(
-                "{}={}",
-                c["type"].as_str().unwrap_or("?"),
-                c["status"].as_str().unwrap_or("?")
-            );
-            let (r, m) = (c["reason"].as_str(), c["message"].as_str());
-            if r.is_some() || m.is_some() {
-                q.push_str(&format!(" ({}: {})", r.unwrap_or(""), m.unwrap_or("")));
-            }
-            if !current(c) {
-                q.push_str(&format!(
-                    " [for generation {}, not {generation}]",
-                    c["observedGeneration"].as_i64().or(observed).unwrap_or(0)
-                ));
-            }
-            q
-        })
-        .collect();
-    Some(format!("{what} conditions: {}", quoted.join(", ")))
+    let quote = |conds: &[serde_json::Value]| -> Vec<String> {
+        conds
+            .iter()
+            .map(|c| {
+                let mut q = format!(
+                    "{}={}",
+                    c["type"].as_str().unwrap_or("?"),
+                    c["status"].as_str().unwrap_or("?")
+                );
+                let (r, m) = (c["reason"].as_str(), c["message"].as_str());
+                if r.is_some() || m.is_some() {
+                    q.push_str(&format!(" ({}: {})", r.unwrap_or(""), m.unwrap_or("")));
+                }
+                if !current(c) {
+                    q.push_str(&format!(
+                        " [for generation {}, not {generation}]",
+                        c["observedGeneration"].as_i64().or(observed).unwrap_or(0)
+                    ));
+                }
+                q
+            })
+            .collect()
+    };
+    let mut parts = Vec::new();
+    if !own.is_empty() {
+        parts.push(format!("{what} conditions: {}", quote(&own).join(", ")));
+    }
+    for (parent, conds) in &parents {
+        let shown = if conds.is_empty() {
+            "none yet".to_string()
+        } else {
+            quote(conds).join(", ")
+        };
+        parts.push(format!("{what} conditions from {parent}: {shown}"));
+    }
+    Some(parts.join("; "))
 }
 
 fn manifest_error(file: &Path, d: &Document, e: kube::Error) -> Error {
@@ -456,5 +493,58 @@ mod tests {
             e.starts_with("x.yaml: document 1 (line 1): not valid YAML: "),
             "{e}"
         );
+    }
+
+    /// A condition `TYPE=True` wanted of an object of generation 2.
+    fn state(status: serde_json::Value, kind: &str) -> Option<String> {
+        let data = serde_json::json!({ "status": status });
+        let meta = kube::core::ObjectMeta {
+            generation: Some(2),
+            ..Default::default()
+        };
+        let until = WaitFor::Condition {
+            kind: kind.into(),
+            status: "True".into(),
+        };
+        condition_state(&data, &meta, &until, "HTTPRoute/r")
+    }
+
+    #[test]
+    fn a_route_is_accepted_when_every_parent_says_so_for_its_generation() {
+        let parent = |name: &str, st: &str, g: i64| {
+            serde_json::json!({
+                "parentRef": { "name": name },
+                "controllerName": "example.com/gw",
+                "conditions": [{ "type": "Accepted", "status": st, "reason": "R",
+                                 "message": "m", "observedGeneration": g }]
+            })
+        };
+        let both =
+            serde_json::json!({ "parents": [parent("a", "True", 2), parent("b", "True", 2)] });
+        assert_eq!(state(both, "Accepted"), None);
+        // One parent not yet: the route waits, and the message names that parent.
+        let one =
+            serde_json::json!({ "parents": [parent("a", "True", 2), parent("b", "False", 2)] });
+        let s = state(one, "Accepted").unwrap();
+        assert!(s.contains("from gateway b: Accepted=False (R: m)"), "{s}");
+        // Accepted for the previous generation does not count.
+        let stale = serde_json::json!({ "parents": [parent("a", "True", 1)] });
+        let s = state(stale, "Accepted").unwrap();
+        assert!(s.contains("[for generation 1, not 2]"), "{s}");
+        // No parent has written anything yet.
+        let none = serde_json::json!({ "parents": [] });
+        assert_eq!(
+            state(none, "Accepted").unwrap(),
+            "HTTPRoute/r has no status conditions yet"
+        );
+    }
+
+    #[test]
+    fn an_objects_own_conditions_still_decide_for_it() {
+        let own = serde_json::json!({ "observedGeneration": 2,
+            "conditions": [{ "type": "Available", "status": "True" }] });
+        assert_eq!(state(own.clone(), "Available"), None);
+        let s = state(own, "Progressing").unwrap();
+        assert_eq!(s, "HTTPRoute/r conditions: Available=True");
     }
 }

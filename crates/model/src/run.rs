@@ -203,6 +203,10 @@ pub struct CaseResult {
     /// Time to ready of each config change that added something clients can reach.
     #[serde(default)]
     pub ready: Vec<ReadyRecord>,
+    /// Kubernetes: each probed action's (or templated growth step's) times at every
+    /// data-plane replica.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeRecord>,
     /// Backend counters at the end of the case.
     pub backends: Vec<BackendCounters>,
     /// TIME_WAIT sockets at the backends' ports right after the case (read from /proc/net/tcp
@@ -622,6 +626,69 @@ pub struct ReadyRecord {
     /// Milliseconds from the start of the change to the first of 3 consecutive successes.
     pub ready_ms: Option<f64>,
     /// Why it never became ready (or why the change failed).
+    pub error: Option<String>,
+}
+
+/// A probed cluster action (an `apply` or `delete` with `probe`, or one step of a templated
+/// `grow`): how long the new state took to serve at each data-plane replica, probed on its own
+/// at its pod IP or through its port-forward, and how long the replicas disagreed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProbeRecord {
+    /// Seconds from the case origin when the action started (the times below count from it).
+    pub t_s: f64,
+    /// The action (`apply`, `delete`, `grow`).
+    pub action: String,
+    /// What it applied (`route.yaml`, `route.yaml.j2 item 7`).
+    pub detail: String,
+    /// The request (`http://r7.example:8080/r7 -> 200`).
+    pub request: String,
+    /// How the probe reached the pods (`pod IP` or `port-forward`).
+    pub path: String,
+    /// Milliseconds from the action's start until its `wait` condition held (every object),
+    /// when it had one and it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_ms: Option<f64>,
+    /// Each replica probed: the pods the selector matched during the action.
+    pub replicas: Vec<ReplicaProbe>,
+    /// Milliseconds from the first replica's first expected answer to the last replica's
+    /// (the mixed window, when replicas disagreed); `None` unless every replica still there
+    /// answered as expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_ms: Option<f64>,
+    /// Why the action's probe failed as a whole (a replica never stable, no pod matched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One data-plane replica's times in a [`ProbeRecord`], each in milliseconds from the action's
+/// start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ReplicaProbe {
+    /// The pod.
+    pub pod: String,
+    /// Where the probe connected (its IP and port, or the port-forward's local end).
+    pub addr: String,
+    /// The first expected answer (its request's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ms: Option<f64>,
+    /// The start of the first run of `consecutive` expected answers (the local growth's time
+    /// to ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_ms: Option<f64>,
+    /// When the last answer of that run came back: from then on the replica was stable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_ms: Option<f64>,
+    /// Requests sent to this replica.
+    pub requests: u64,
+    /// Mean time from one request's start to the next one's (the resolution achieved), µs.
+    pub interval_us: f64,
+    /// Mean time of one request (connect, send, answer), µs: the probe's own cost.
+    pub request_us: f64,
+    /// The pod went away (deleted, scaled down) before it was stable: not a gateway failure.
+    #[serde(default)]
+    pub gone: bool,
+    /// Why it never became stable (its last answer or error), when it did not and is not gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 

@@ -5,13 +5,13 @@
 use crate::layers::Source;
 use crate::platform::{dns_label, dns_subdomain, label_selector, relative_to_file, PlatformKind};
 use crate::spec::{
-    Action, DeletePods, GrowSpec, GrowWhat, ScaleBackends, ScaleReplicas, ScaleWorkload,
+    Action, DeletePods, GrowSpec, GrowWhat, ProbeSpec, ScaleBackends, ScaleReplicas, ScaleWorkload,
     SetProfile, Step, StopReplica, Wait, WaitFor, Workload, WorkloadKind,
 };
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use units::Dur;
 
@@ -31,6 +31,8 @@ pub(crate) struct ActionSpec {
     namespace: Option<String>,
     /// `apply` and `delete` only: what to wait for on each object (`condition=TYPE`, `delete`).
     wait: Option<String>,
+    /// `apply` and `delete` only: the data-plane probe whose per-replica times are the record.
+    probe: Option<ProbeSpec>,
 }
 
 /// The action of an `[[actions]]` entry as written: the key names it, the value is its argument.
@@ -78,7 +80,7 @@ const ACTION_KEYS: [&str; 16] = [
 
 /// Every key an `[[actions]]` entry may hold: the timing keys, `exec`'s options, the cluster
 /// actions' `namespace`, then the action keys.
-const ACTION_FIELDS: [&str; 23] = [
+const ACTION_FIELDS: [&str; 24] = [
     "at",
     "every",
     "times",
@@ -86,6 +88,7 @@ const ACTION_FIELDS: [&str; 23] = [
     "allow_fail",
     "namespace",
     "wait",
+    "probe",
     ACTION_KEYS[0],
     ACTION_KEYS[1],
     ACTION_KEYS[2],
@@ -132,6 +135,7 @@ mod action_de {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionSpec, A::Error> {
             let (mut at, mut every, mut times) = (None, None, None);
             let (mut timeout, mut allow_fail, mut namespace, mut wait) = (None, None, None, None);
+            let mut probe = None;
             let mut actions = Vec::new();
             while let Some(key) = map.next_key_seed(Key)? {
                 match key {
@@ -142,6 +146,7 @@ mod action_de {
                     "allow_fail" => allow_fail = Some(map.next_value()?),
                     "namespace" => namespace = Some(map.next_value()?),
                     "wait" => wait = Some(map.next_value()?),
+                    "probe" => probe = Some(map.next_value()?),
                     action => actions.push(map.next_value_seed(Tagged(action))?),
                 }
             }
@@ -160,6 +165,15 @@ mod action_de {
                     "`wait` belongs to an `apply` or `delete` action",
                 ));
             }
+            let probed =
+                manifest || matches!(action, ActionKind::RolloutRestart(_) | ActionKind::Scale(_));
+            if probe.is_some() && !probed {
+                return Err(de::Error::custom(
+                    "`probe` belongs to an `apply`, `delete`, `rollout_restart` or `scale` \
+                     action (a templated `grow` takes its own: grow = { template = ..., probe = \
+                     { ... } })",
+                ));
+            }
             let exec = matches!(action, ActionKind::Exec(_));
             if allow_fail.is_some() && !exec {
                 return Err(de::Error::custom(
@@ -169,7 +183,7 @@ mod action_de {
             if timeout.is_some() && !exec && wait.is_none() {
                 return Err(de::Error::custom(
                     "`timeout` belongs to an `exec` action, or to an `apply` or `delete` with \
-                     `wait`",
+                     `wait` (a probe's is `probe.timeout`)",
                 ));
             }
             let cluster = matches!(
@@ -195,6 +209,7 @@ mod action_de {
                 allow_fail,
                 namespace,
                 wait,
+                probe,
             })
         }
     }
@@ -472,8 +487,25 @@ impl Plan<'_> {
             }
             ActionKind::Grow(g) => {
                 let p = self.proxy.ok_or("grow needs a [proxy]")?;
-                check_grow(g, p)?;
-                push(at, Action::Grow(g.clone()));
+                let mut g = g.clone();
+                if g.template.is_some() {
+                    self.check_template(&mut g, p)?;
+                } else {
+                    for (key, set) in [
+                        ("namespace", g.namespace.is_some()),
+                        ("wait", g.wait.is_some()),
+                        ("probe", g.probe.is_some()),
+                    ] {
+                        if set {
+                            return Err(format!(
+                                "grow: `{key}` belongs to a templated growth (grow = {{ template \
+                                 = \"FILE\", ... }})"
+                            ));
+                        }
+                    }
+                    check_grow(&g, p)?;
+                }
+                push(at, Action::Grow(g));
             }
             ActionKind::StopReplica(s) => {
                 self.need_proxy()?;
@@ -509,12 +541,14 @@ impl Plan<'_> {
                 let file = self.manifest("apply", f)?;
                 let namespace = namespace("apply", spec)?;
                 let wait = wait_of("apply", spec)?;
+                let probe = self.probe_of("apply", spec.probe.as_ref())?;
                 push(
                     at,
                     Action::Apply {
                         file,
                         namespace,
                         wait,
+                        probe,
                     },
                 )
             }
@@ -522,19 +556,29 @@ impl Plan<'_> {
                 let file = self.manifest("delete", f)?;
                 let namespace = namespace("delete", spec)?;
                 let wait = wait_of("delete", spec)?;
+                let probe = self.probe_of("delete", spec.probe.as_ref())?;
                 push(
                     at,
                     Action::Delete {
                         file,
                         namespace,
                         wait,
+                        probe,
                     },
                 )
             }
             ActionKind::RolloutRestart(w) => {
                 let target = workload("rollout_restart", w, false)?;
                 let namespace = namespace("rollout_restart", spec)?;
-                push(at, Action::RolloutRestart { target, namespace });
+                let probe = self.probe_of("rollout_restart", spec.probe.as_ref())?;
+                push(
+                    at,
+                    Action::RolloutRestart {
+                        target,
+                        namespace,
+                        probe,
+                    },
+                );
             }
             ActionKind::DeletePod(d) => {
                 label_selector(&d.selector)
@@ -566,6 +610,7 @@ impl Plan<'_> {
                         to: w.to,
                         step: w.step.map(|d| d.0).unwrap_or_default(),
                         namespace: namespace("scale", spec)?,
+                        probe: self.probe_of("scale", spec.probe.as_ref())?,
                     },
                 );
             }
@@ -618,7 +663,13 @@ impl Plan<'_> {
             ActionKind::ScaleReplicas(_) => "scale_replicas",
             ActionKind::StopReplica(_) => "stop_replica",
             ActionKind::SwapConfig(_) => "swap_config",
-            ActionKind::Grow(_) => "grow",
+            ActionKind::Grow(g) if g.template.is_none() => {
+                return Err(
+                    "grow on an external target needs a `template` (Kubernetes): proxybench \
+                     does not re-render a proxy it did not start"
+                        .into(),
+                )
+            }
             ActionKind::Reload(_) if ext.reload.is_empty() => {
                 return Err(
                     "reload on an external target needs the command that reloads it: \
@@ -632,6 +683,99 @@ impl Plan<'_> {
             "{what} on an external target: proxybench does not start, stop or re-render a \
              proxy it did not start"
         ))
+    }
+
+    /// Checks an action's `probe`: its selector, namespace, scheme and numbers; without a
+    /// selector it probes the run's own proxy pods, so the run must deploy its proxy.
+    fn probe_of(&self, action: &str, p: Option<&ProbeSpec>) -> Result<Option<ProbeSpec>, String> {
+        let Some(p) = p else {
+            return Ok(None);
+        };
+        check_probe(action, p, self.proxy)?;
+        Ok(Some(p.clone()))
+    }
+
+    /// A templated growth: on Kubernetes, against an external gateway, with a template that
+    /// renders every item (0..`to`) into Kubernetes objects now, before the case starts; its
+    /// path is resolved against the scenario file.
+    fn check_template(&self, g: &mut GrowSpec, p: &ProxyConfig) -> Result<(), String> {
+        let Some(t) = g.template.clone() else {
+            return Ok(());
+        };
+        if self.on.kind != PlatformKind::Kubernetes {
+            return Err(
+                "grow: a `template` needs [platform] kind = \"kubernetes\" (it applies \
+                 manifests)"
+                    .into(),
+            );
+        }
+        if p.external.is_none() {
+            return Err(
+                "grow: a `template` grows a gateway proxybench does not run ([proxy] kind = \
+                 \"external\"); the run's own proxy grows with `what` alone"
+                    .into(),
+            );
+        }
+        if g.by == 0 {
+            return Err("grow: `by` must be at least 1".into());
+        }
+        if g.to > 10_000 {
+            return Err(format!(
+                "grow: {} items of a template is more than a run applies (at most 10000)",
+                g.to
+            ));
+        }
+        if let Some(ns) = &g.namespace {
+            dns_label(ns).map_err(|e| format!("grow: namespace '{ns}' {e}"))?;
+        }
+        if let Some(w) = &g.wait {
+            let ok = w.strip_prefix("condition=").is_some_and(|c| {
+                !c.is_empty()
+                    && c.split('=').count() <= 2
+                    && c.chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || "._-/=".contains(ch))
+            });
+            if !ok {
+                return Err(format!(
+                    "grow: wait = \"{w}\" is not condition=TYPE[=STATUS] (condition=Accepted, \
+                     condition=Programmed)"
+                ));
+            }
+        }
+        let path = relative_to_file(self.on.src, &t);
+        g.template = Some(path.display().to_string());
+        let probe = g.probe.as_ref().ok_or(
+            "grow: a templated growth needs a `probe` (selector, port, host, path): its times \
+             are the growth's time to ready",
+        )?;
+        check_probe("grow", probe, None)?;
+        if !self.on.check_files {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("grow: template {}: {e}", path.display()))?;
+        for i in 0..g.to {
+            let vars = crate::template::ItemVars {
+                i,
+                namespace: g.namespace.as_deref().unwrap_or("check"),
+                run: "check",
+            };
+            crate::template::check_item(&path, &text, vars)
+                .map_err(|e| format!("grow: template {e}"))?;
+            for (what, s) in [("path", Some(&probe.path)), ("host", probe.host.as_ref())] {
+                if let Some(s) = s {
+                    let r =
+                        crate::template::render_item(Path::new(&format!("probe.{what}")), s, vars)
+                            .map_err(|e| format!("grow: {e}"))?;
+                    if what == "path" && !r.starts_with('/') {
+                        return Err(format!(
+                            "grow: probe.path renders '{r}' for item {i}: a path starts with '/'"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn need_proxy(&self) -> Result<(), String> {
@@ -700,6 +844,67 @@ fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, String> {
         ));
     }
     Ok(Some(Wait { until, timeout }))
+}
+
+/// Checks a `probe` table of `action`: a selector (else `proxy`, the run's own deployed proxy,
+/// whose pods are the default targets), the namespace, the scheme, the status and the numbers.
+fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Result<(), String> {
+    match &p.selector {
+        Some(s) => {
+            label_selector(s).map_err(|e| format!("{action}: probe.selector '{s}': {e}"))?;
+            if p.port.is_none() {
+                return Err(format!(
+                    "{action}: probe.port is needed with probe.selector (the pods' port)"
+                ));
+            }
+        }
+        None if proxy.is_some_and(|c| c.external.is_none()) => {}
+        None => {
+            return Err(format!(
+                "{action}: probe.selector is needed: the run deploys no proxy whose pods it \
+                 would probe (selector = \"app=gw\", port = 8080)"
+            ))
+        }
+    }
+    if let Some(n) = &p.namespace {
+        dns_label(n).map_err(|e| format!("{action}: probe.namespace '{n}' {e}"))?;
+    }
+    if p.port == Some(0) {
+        return Err(format!("{action}: probe.port must be 1 to 65535"));
+    }
+    if p.scheme != "http" && p.scheme != "https" {
+        return Err(format!(
+            "{action}: probe.scheme '{}' is not http or https",
+            p.scheme
+        ));
+    }
+    if !(100..=599).contains(&p.status) {
+        return Err(format!(
+            "{action}: probe.status {} is not an HTTP status (100 to 599)",
+            p.status
+        ));
+    }
+    if !p.path.starts_with('/') {
+        return Err(format!(
+            "{action}: probe.path '{}' does not start with '/'",
+            p.path
+        ));
+    }
+    if p.consecutive == 0 {
+        return Err(format!("{action}: probe.consecutive must be at least 1"));
+    }
+    if p.every.0.is_zero() || p.timeout.0.is_zero() {
+        return Err(format!(
+            "{action}: probe.every and probe.timeout must be more than 0"
+        ));
+    }
+    if p.every.0 > p.timeout.0 {
+        return Err(format!(
+            "{action}: probe.every ({}) is longer than probe.timeout ({})",
+            p.every, p.timeout
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a backend name that is not `GROUP-INDEX` of a known group. Instances added by scaling
@@ -891,17 +1096,20 @@ mod tests {
                 file: PathBuf::new(),
                 namespace: None,
                 wait: None,
+                probe: None,
             }
             .kind(),
             Action::Delete {
                 file: PathBuf::new(),
                 namespace: None,
                 wait: None,
+                probe: None,
             }
             .kind(),
             Action::RolloutRestart {
                 target: workload("", "deployment/x", false).unwrap(),
                 namespace: None,
+                probe: None,
             }
             .kind(),
             Action::DeletePod {
@@ -916,6 +1124,7 @@ mod tests {
                 to: 1,
                 step: Duration::ZERO,
                 namespace: None,
+                probe: None,
             }
             .kind(),
         ];

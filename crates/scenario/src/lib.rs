@@ -19,6 +19,7 @@ pub mod paths;
 pub mod platform;
 pub mod reach;
 pub mod spec;
+pub mod template;
 
 pub use error::{CheckError, FlagError, PathError, ScenarioError};
 pub use parse::*;

@@ -5,6 +5,7 @@
 use crate::layers::{self, Source, Table};
 use crate::ScenarioError;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
@@ -122,8 +123,44 @@ pub struct PlatformSpec {
     /// How long a case's backend pods, then its proxy pods, may take to be Ready before the
     /// case stops (3 min and 2 min when absent).
     pub ready_timeout: Option<Duration>,
+    /// Node labels every pod of the run must match (`nodeSelector`): a shared cluster's nodes
+    /// set aside for benchmarks.
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints every pod of the run tolerates (the nodes set aside are often tainted).
+    pub tolerations: Vec<Toleration>,
+    /// Resource requests per pod role (`proxy`, `backend`, `agent`, `check`) over the
+    /// platform's defaults, so that a shared cluster's scheduler counts what the run takes.
+    pub requests: BTreeMap<String, Requests>,
     /// The `[platform]` table's line, for errors (0 when it came from the command line).
     pub line: usize,
+}
+
+/// One toleration of `[platform] tolerations`, in the API's terms (checked as the API would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    /// The taint's key; absent with `Exists` tolerates every taint.
+    pub key: Option<String>,
+    /// `Equal` (the default) or `Exists`.
+    pub operator: String,
+    /// The taint's value, with `Equal`.
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; absent: every effect.
+    pub effect: Option<String>,
+    /// With `NoExecute`: how long the pod stays once the taint appears.
+    pub toleration_seconds: Option<i64>,
+}
+
+/// The roles whose pods `[platform] requests` can set.
+pub const POD_ROLES: [&str; 4] = ["proxy", "backend", "agent", "check"];
+
+/// A pod role's resource requests (`cpu = "250m"`, `memory = "64Mi"`), each a Kubernetes
+/// quantity; absent: the platform's default.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Requests {
+    /// CPU, as a quantity (`100m`, `0.5`, `2`).
+    pub cpu: Option<String>,
+    /// Memory, as a quantity (`64Mi`, `1Gi`, `100M`).
+    pub memory: Option<String>,
 }
 
 /// A Prometheus text endpoint scraped on the watched or proxy pods.
@@ -292,6 +329,38 @@ struct PlatformDoc {
     image_pull_policy: Option<Spanned<String>>,
     #[serde(default)]
     ready_timeout: Option<Spanned<Dur>>,
+    #[serde(default)]
+    node_selector: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    tolerations: Option<Spanned<Vec<TolerationDoc>>>,
+    #[serde(default)]
+    requests: Option<Spanned<BTreeMap<String, RequestsDoc>>>,
+}
+
+/// One entry of `tolerations = [{ key, operator, value, effect, toleration_seconds }]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TolerationDoc {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    operator: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    effect: Option<String>,
+    #[serde(default)]
+    toleration_seconds: Option<i64>,
+}
+
+/// `requests = { proxy = { cpu, memory }, ... }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestsDoc {
+    #[serde(default)]
+    cpu: Option<String>,
+    #[serde(default)]
+    memory: Option<String>,
 }
 
 /// `watch = { namespaces = [...], selectors = [...] }`.
@@ -579,6 +648,52 @@ pub(crate) fn parse_platform(
             spec.ready_timeout = Some(t.get_ref().0);
             cluster_keys.push(("ready_timeout", t.span()));
         }
+        if let Some(n) = &doc.node_selector {
+            for (k, v) in n.get_ref() {
+                if label_key(k).is_err() || label_value(v).is_err() {
+                    return Err(at(
+                        n.span(),
+                        format!(
+                            "platform.node_selector: '{k}' = '{v}' is not a label key and value"
+                        ),
+                    ));
+                }
+            }
+            spec.node_selector.clone_from(n.get_ref());
+            cluster_keys.push(("node_selector", n.span()));
+        }
+        if let Some(t) = &doc.tolerations {
+            for d in t.get_ref() {
+                let tol = toleration(d)
+                    .map_err(|e| at(t.span(), format!("platform.tolerations: {e}")))?;
+                spec.tolerations.push(tol);
+            }
+            cluster_keys.push(("tolerations", t.span()));
+        }
+        if let Some(r) = &doc.requests {
+            for (role, d) in r.get_ref() {
+                let bad = |m: String| at(r.span(), format!("platform.requests.{role}: {m}"));
+                if !POD_ROLES.contains(&role.as_str()) {
+                    return Err(bad(format!(
+                        "not a pod role: one of {}",
+                        POD_ROLES.join(", ")
+                    )));
+                }
+                for (what, q) in [("cpu", &d.cpu), ("memory", &d.memory)] {
+                    if let Some(q) = q {
+                        quantity(q).map_err(|e| bad(format!("{what} '{q}': {e}")))?;
+                    }
+                }
+                spec.requests.insert(
+                    role.clone(),
+                    Requests {
+                        cpu: d.cpu.clone(),
+                        memory: d.memory.clone(),
+                    },
+                );
+            }
+            cluster_keys.push(("requests", r.span()));
+        }
         if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
             if p.get_ref().0 >= g.get_ref().0 {
                 return Err(at(
@@ -604,6 +719,71 @@ pub(crate) fn parse_platform(
         }
     }
     Ok(spec)
+}
+
+/// A toleration as the API would take it: `Equal` (the default) needs a key, `Exists` takes no
+/// value, a known effect, and `toleration_seconds` only with `NoExecute`.
+fn toleration(d: &TolerationDoc) -> Result<Toleration, String> {
+    let operator = d.operator.clone().unwrap_or_else(|| "Equal".into());
+    if let Some(k) = &d.key {
+        label_key(k).map_err(|_| format!("key '{k}' is not a label key"))?;
+    }
+    if let Some(v) = &d.value {
+        label_value(v).map_err(|_| format!("value '{v}' is not a label value"))?;
+    }
+    match operator.as_str() {
+        "Equal" if d.key.is_none() => {
+            return Err("operator Equal needs a key (Exists without a key tolerates all)".into())
+        }
+        "Equal" => {}
+        "Exists" if d.value.is_some() => {
+            return Err("operator Exists takes no value".into());
+        }
+        "Exists" => {}
+        o => return Err(format!("operator '{o}' is not one of Equal, Exists")),
+    }
+    if let Some(e) = &d.effect {
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e.as_str()) {
+            return Err(format!(
+                "effect '{e}' is not one of NoSchedule, PreferNoSchedule, NoExecute"
+            ));
+        }
+    }
+    if d.toleration_seconds.is_some() && d.effect.as_deref() != Some("NoExecute") {
+        return Err("toleration_seconds goes with effect NoExecute only".into());
+    }
+    Ok(Toleration {
+        key: d.key.clone(),
+        operator,
+        value: d.value.clone(),
+        effect: d.effect.clone(),
+        toleration_seconds: d.toleration_seconds,
+    })
+}
+
+/// Checks a Kubernetes quantity (`100m`, `0.5`, `64Mi`, `1G`, `1e3`): a non-negative decimal
+/// number, then at most one suffix.
+fn quantity(q: &str) -> Result<(), String> {
+    let num_end = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(num_end);
+    let number = !num.is_empty()
+        && num.matches('.').count() <= 1
+        && num != "."
+        && num.bytes().any(|b| b.is_ascii_digit());
+    let exponent = suffix
+        .strip_prefix(['e', 'E'])
+        .is_some_and(|e| !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit()));
+    let known = [
+        "", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ]
+    .contains(&suffix);
+    if number && (known || exponent) {
+        Ok(())
+    } else {
+        Err("not a Kubernetes quantity (a number, then m, k, M, G, Ki, Mi, Gi...)".into())
+    }
 }
 
 /// `path` as written in the scenario, relative to the scenario file's directory (a built-in
@@ -779,6 +959,16 @@ mod tests {
                 continue;
             }
             assert!(label_selector(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn quantities_in_the_api_form_are_accepted() {
+        for ok in ["100m", "0.5", "2", "64Mi", "1Gi", "100M", "1e3", "1.5k"] {
+            quantity(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in ["", "m", "-1", "64MB", "1.2.3", "Mi", "1 Gi", "1e"] {
+            assert!(quantity(bad).is_err(), "{bad}");
         }
     }
 }

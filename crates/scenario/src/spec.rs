@@ -525,6 +525,79 @@ pub struct GrowSpec {
     /// How long to wait for a new item to answer before calling it never ready.
     #[serde(default = "ready_timeout")]
     pub ready_timeout: Dur,
+    /// Kubernetes, `[proxy] kind = "external"`: a manifest template (minijinja, with `{{ i }}`,
+    /// `{{ namespace }}`, `{{ run }}`, `{{ name }}`) whose item i each step applies; `what` then
+    /// names what the template adds, for the scale analysis. The path is relative to the
+    /// scenario file (resolved when parsed).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// A templated growth: where its objects that name no namespace go (the run's when absent).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// A templated growth: what each step waits for on its applied objects
+    /// (`condition=TYPE[=STATUS]`), within `ready_timeout`.
+    #[serde(default)]
+    pub wait: Option<String>,
+    /// A templated growth: the probe each step sends to every data-plane replica (its `host`
+    /// and `path` are templates too).
+    #[serde(default)]
+    pub probe: Option<ProbeSpec>,
+}
+
+/// `probe = { selector = "app=gw", port = 8080, host = "r7.example", path = "/r7" }` on an
+/// `apply`, a `delete` or a templated `grow` (Kubernetes): a request sent to every data-plane pod
+/// on its own (pod IP or port-forward) until `consecutive` answers in a row have `status`; the
+/// action's record holds each replica's times (first answer, stable) and the mixed window.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// Label selector of the data-plane pods (default: the run's own proxy pods).
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Their namespace (default: the action's, else the run's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The pod port (default: the run's proxy's first plain HTTP listener).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// The Host header (and SNI) sent (default: the pod's address).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The request path.
+    #[serde(default = "slash")]
+    pub path: String,
+    /// `http` or `https` (certificates are not verified: the probe asks whether the route
+    /// serves, not who signed it).
+    #[serde(default = "http_scheme")]
+    pub scheme: String,
+    /// The status that means "the new state serves" (404 for a deleted route).
+    #[serde(default = "ok_status")]
+    pub status: u16,
+    /// How many expected answers in a row make a replica stable.
+    #[serde(default = "three")]
+    pub consecutive: u32,
+    /// From one request's start to the next one's, per replica.
+    #[serde(default = "one_ms")]
+    pub every: Dur,
+    /// How long every replica may take to be stable, from the action's start.
+    #[serde(default = "ready_timeout")]
+    pub timeout: Dur,
+}
+
+fn slash() -> String {
+    "/".to_string()
+}
+fn http_scheme() -> String {
+    "http".to_string()
+}
+fn ok_status() -> u16 {
+    200
+}
+fn three() -> u32 {
+    3
+}
+fn one_ms() -> Dur {
+    Dur(Duration::from_millis(1))
 }
 
 /// `delete_pod = { selector = "app=x", count = 1, grace = "0s" }` (Kubernetes only).
@@ -645,6 +718,8 @@ pub enum Action {
         namespace: Option<String>,
         /// What to wait for on every object of the manifest once applied (`wait`).
         wait: Option<Wait>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
     /// Kubernetes: delete the objects a manifest file names.
     Delete {
@@ -654,6 +729,8 @@ pub enum Action {
         namespace: Option<String>,
         /// What to wait for on every object of the manifest once deleted (`wait = "delete"`).
         wait: Option<Wait>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
     /// Kubernetes: restart a workload's pods as `kubectl rollout restart` does.
     RolloutRestart {
@@ -661,6 +738,8 @@ pub enum Action {
         target: Workload,
         /// Its namespace; the run's when `None`.
         namespace: Option<String>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
     /// Kubernetes: delete pods chosen by a label selector.
     DeletePod {
@@ -684,6 +763,8 @@ pub enum Action {
         step: Duration,
         /// Its namespace; the run's when `None`.
         namespace: Option<String>,
+        /// The data-plane probe whose per-replica times are the action's record (`probe`).
+        probe: Option<ProbeSpec>,
     },
 }
 

@@ -202,7 +202,7 @@ fn an_action_entry_names_exactly_one_known_action() {
     assert!(
         e.message.starts_with(
             "unknown field `relaod`, expected one of `at`, `every`, `times`, `timeout`, \
-             `allow_fail`, `namespace`, `wait`, `scale_backends`"
+             `allow_fail`, `namespace`, `wait`, `probe`, `scale_backends`"
         ),
         "{e}"
     );
@@ -593,7 +593,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         Action::Apply {
             file: route(),
             namespace: None,
-            wait: None
+            wait: None,
+            probe: None
         }
     );
     assert_eq!(
@@ -601,14 +602,16 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         Action::Delete {
             file: route(),
             namespace: None,
-            wait: None
+            wait: None,
+            probe: None
         }
     );
     assert_eq!(
         ok("rollout_restart = \"deployment/web\""),
         Action::RolloutRestart {
             target: w(WorkloadKind::Deployment, "web"),
-            namespace: None
+            namespace: None,
+            probe: None
         }
     );
     assert_eq!(
@@ -626,7 +629,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
             target: w(WorkloadKind::Deployment, "web"),
             to: 3,
             step: std::time::Duration::from_secs(2),
-            namespace: None
+            namespace: None,
+            probe: None
         }
     );
     // Each of the five takes a `namespace`; every kind that runs the verb parses.
@@ -636,7 +640,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         Action::Apply {
             file: route(),
             namespace: ns.clone(),
-            wait: None
+            wait: None,
+            probe: None
         }
     );
     assert_eq!(
@@ -644,7 +649,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
         Action::Delete {
             file: route(),
             namespace: ns.clone(),
-            wait: None
+            wait: None,
+            probe: None
         }
     );
     for kind in WorkloadKind::ALL {
@@ -655,7 +661,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
             )),
             Action::RolloutRestart {
                 target: w(kind, "db"),
-                namespace: ns.clone()
+                namespace: ns.clone(),
+                probe: None
             }
         );
         if kind.scalable() {
@@ -667,7 +674,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
                     target: w(kind, "db"),
                     to: 0,
                     step: std::time::Duration::ZERO,
-                    namespace: ns.clone()
+                    namespace: ns.clone(),
+                    probe: None
                 }
             );
         }
@@ -708,7 +716,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
                     status: "True".into()
                 },
                 timeout: secs(60)
-            })
+            }),
+            probe: None,
         }
     );
     assert_eq!(
@@ -722,7 +731,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
                     status: "False".into()
                 },
                 timeout: secs(5)
-            })
+            }),
+            probe: None,
         }
     );
     assert_eq!(
@@ -733,7 +743,8 @@ fn cluster_actions_are_parsed_and_checked_on_kubernetes() {
             wait: Some(Wait {
                 until: WaitFor::Deleted,
                 timeout: secs(60)
-            })
+            }),
+            probe: None,
         }
     );
     bad(
@@ -1185,5 +1196,311 @@ fn a_cluster_via_is_checked_against_the_platform_its_service_and_listeners() {
     assert_eq!(
         vias[1].as_ref().unwrap().to_string(),
         "service:gateway:8443"
+    );
+}
+
+#[test]
+fn placement_tolerations_and_requests_are_read_and_their_mistakes_refused_at_their_line() {
+    let scn = parse(
+        &BASE.replacen(
+            "\n[[backends]]",
+            "\n[platform]\nkind = \"kubernetes\"\n\
+             node_selector = { pool = \"bench\", \"kubernetes.io/os\" = \"linux\" }\n\
+             tolerations = [{ key = \"dedicated\", value = \"bench\", effect = \"NoSchedule\" }, \
+             { operator = \"Exists\" }, { key = \"gone\", operator = \"Exists\", effect = \
+             \"NoExecute\", toleration_seconds = 30 }]\n\
+             requests = { proxy = { cpu = \"500m\", memory = \"128Mi\" }, backend = { cpu = \"0.05\" } }\n\
+             \n[[backends]]",
+            1,
+        ),
+        true,
+    )
+    .unwrap();
+    let p = &scn.platform;
+    assert_eq!(p.node_selector.len(), 2);
+    assert_eq!(p.node_selector["pool"], "bench");
+    assert_eq!(p.tolerations.len(), 3);
+    assert_eq!(p.tolerations[0].operator, "Equal", "the API's default");
+    assert_eq!(p.tolerations[0].value.as_deref(), Some("bench"));
+    assert_eq!(p.tolerations[1].key, None);
+    assert_eq!(p.tolerations[2].toleration_seconds, Some(30));
+    assert_eq!(p.requests["proxy"].cpu.as_deref(), Some("500m"));
+    assert_eq!(p.requests["proxy"].memory.as_deref(), Some("128Mi"));
+    assert_eq!(p.requests["backend"].memory, None);
+
+    let bad = |table: &str, line: usize, needle: &str| {
+        let e = error(&format!("\n[platform]\n{table}\n"));
+        assert_eq!(e.line, Some(after_base(line)), "{table}: {e}");
+        assert!(e.message.contains(needle), "{table}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+    };
+    bad(
+        "kind = \"kubernetes\"\nnode_selector = { \"bad key\" = \"x\" }",
+        4,
+        "platform.node_selector: 'bad key' = 'x' is not a label key and value",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", operator = \"Maybe\" }]",
+        4,
+        "platform.tolerations: operator 'Maybe' is not one of Equal, Exists",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ value = \"x\" }]",
+        4,
+        "operator Equal needs a key",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", operator = \"Exists\", value = \"x\" }]",
+        4,
+        "operator Exists takes no value",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", effect = \"NoRun\" }]",
+        4,
+        "effect 'NoRun' is not one of NoSchedule, PreferNoSchedule, NoExecute",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", toleration_seconds = 5 }]",
+        4,
+        "toleration_seconds goes with effect NoExecute only",
+    );
+    bad(
+        "kind = \"kubernetes\"\ntolerations = [{ key = \"a\", colour = \"x\" }]",
+        4,
+        "unknown field `colour`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nrequests = { proxy = { cpu = \"lots\" } }",
+        4,
+        "platform.requests.proxy: cpu 'lots': not a Kubernetes quantity",
+    );
+    bad(
+        "kind = \"kubernetes\"\nrequests = { gateway = { cpu = \"1\" } }",
+        4,
+        "platform.requests.gateway: not a pod role: one of proxy, backend, agent, check",
+    );
+    bad(
+        "node_selector = { pool = \"bench\" }",
+        3,
+        "platform.node_selector needs [platform] kind = \"kubernetes\"",
+    );
+}
+
+/// An external gateway on Kubernetes, for `probe` and templated growth: lines 1-15, then the
+/// action at 16 (`[[actions]]`, `at`, then the action and its keys from line 18).
+fn gateway(action: &str) -> String {
+    format!(
+        r#"name = "gw"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+reload = ["true"]
+
+[[loads]]
+name = "l"
+url = "http://127.0.0.1:8080/"
+duration = "60s"
+
+[[actions]]
+at = "1s"
+{action}
+"#
+    )
+}
+
+#[test]
+fn probes_and_templated_growths_are_checked_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("route.yaml"), "kind: ConfigMap\n").unwrap();
+    let good = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: \
+                {{ name }}\n  namespace: {{ namespace }}\nspec:\n  rules:\n  - matches:\n    - \
+                path: { type: Exact, value: /r{{ i }} }\n";
+    std::fs::write(dir.path().join("route.yaml.j2"), good).unwrap();
+    // Item 7 renders an unknown variable at the template's line 4.
+    std::fs::write(
+        dir.path().join("bad.yaml.j2"),
+        good.replace(
+            "{{ name }}",
+            "{% if i == 7 %}{{ nope }}{% else %}{{ name }}{% endif %}",
+        ),
+    )
+    .unwrap();
+    // Item 3 renders YAML that does not parse.
+    std::fs::write(
+        dir.path().join("yaml.yaml.j2"),
+        good.replace("{{ name }}", "{{ name }}{% if i == 3 %}: [{% endif %}"),
+    )
+    .unwrap();
+    let file = dir.path().join("s.toml");
+    let parse = |action: &str| {
+        Scenario::parse(
+            &Source {
+                file: file.display().to_string(),
+                text: gateway(action),
+            },
+            false,
+        )
+    };
+    let step = |action: &str| {
+        parse(action)
+            .unwrap_or_else(|e| panic!("{action}: {e}"))
+            .cases[0]
+            .steps[0]
+            .action
+            .clone()
+    };
+    let probe = "probe = { selector = \"app=gw\", namespace = \"gw\", port = 8080, host = \
+                 \"r7.example\", path = \"/r7\", consecutive = 5, every = \"2ms\", timeout = \
+                 \"20s\" }";
+    match step(&format!(
+        "apply = \"route.yaml\"\nwait = \"condition=Accepted\"\n{probe}"
+    )) {
+        Action::Apply {
+            probe: Some(p),
+            wait: Some(_),
+            ..
+        } => {
+            assert_eq!(
+                (p.selector.as_deref(), p.namespace.as_deref(), p.port),
+                (Some("app=gw"), Some("gw"), Some(8080))
+            );
+            assert_eq!(
+                (p.host.as_deref(), p.path.as_str()),
+                (Some("r7.example"), "/r7")
+            );
+            assert_eq!(
+                (p.scheme.as_str(), p.status, p.consecutive),
+                ("http", 200, 5)
+            );
+            assert_eq!(
+                (p.every.0, p.timeout.0),
+                (
+                    std::time::Duration::from_millis(2),
+                    std::time::Duration::from_secs(20)
+                )
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The defaults: /, http, 200, 3 in a row, every 1 ms, 30 s.
+    match step(
+        "delete = \"route.yaml\"\nprobe = { selector = \"app=gw\", port = 80, status = 404 }",
+    ) {
+        Action::Delete { probe: Some(p), .. } => {
+            assert_eq!((p.path.as_str(), p.scheme.as_str()), ("/", "http"));
+            assert_eq!((p.status, p.consecutive), (404, 3));
+            assert_eq!(p.every.0, std::time::Duration::from_millis(1));
+            assert_eq!(p.timeout.0, std::time::Duration::from_secs(30));
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad = |action: &str, line: usize, needle: &str| {
+        let e = parse(action).expect_err(action);
+        assert!(e.line == Some(line) || e.line == Some(18), "{action}: {e}");
+        assert!(e.message.contains(needle), "{action}: {e}");
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        assert!(e.to_string().contains("s.toml:"), "{e}");
+    };
+    bad(
+        "apply = \"route.yaml\"\nprobe = { port = 80 }",
+        16,
+        "apply: probe.selector is needed",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"app=gw\" }",
+        16,
+        "probe.port is needed",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a b\", port = 1 }",
+        16,
+        "probe.selector 'a b'",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, scheme = \"ftp\" }",
+        16,
+        "probe.scheme 'ftp' is not http or https",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, consecutive = 0 }",
+        16,
+        "probe.consecutive must be at least 1",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, path = \"x\" }",
+        16,
+        "does not start with '/'",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, every = \"5s\", timeout = \"1s\" }",
+        16,
+        "probe.every (5s) is longer than probe.timeout (1s)",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, colour = 1 }",
+        19,
+        "unknown field `colour`",
+    );
+    bad(
+        "exec = [\"true\"]\nprobe = { selector = \"a\", port = 1 }",
+        16,
+        "`probe` belongs to an `apply`, `delete`, `rollout_restart` or `scale` action",
+    );
+    // A templated growth: every item rendered now, a probe required, the template's line and
+    // the item named.
+    let grow = |t: &str, more: &str| {
+        format!(
+            "grow = {{ what = \"routes\", template = \"{t}\", to = 50, wait = \
+             \"condition=Accepted\", probe = {{ selector = \"app=gw\", port = 8080, path = \
+             \"/r{{{{ i }}}}\" }}{more} }}"
+        )
+    };
+    match step(&grow("route.yaml.j2", "")) {
+        Action::Grow(g) => {
+            assert_eq!(
+                g.template.as_deref(),
+                Some(dir.path().join("route.yaml.j2").to_str().unwrap())
+            );
+            assert_eq!(g.probe.unwrap().path, "/r{{ i }}");
+        }
+        other => panic!("{other:?}"),
+    }
+    bad(
+        &grow("bad.yaml.j2", ""),
+        16,
+        "bad.yaml.j2:4: item 7: undefined value",
+    );
+    bad(
+        &grow("yaml.yaml.j2", ""),
+        16,
+        "yaml.yaml.j2:1: item 3: renders invalid YAML",
+    );
+    bad(&grow("none.yaml.j2", ""), 16, "none.yaml.j2");
+    bad(
+        &grow("route.yaml.j2", "").replace(
+            ", probe = { selector = \"app=gw\", port = 8080, path = \"/r{{ i }}\" }",
+            "",
+        ),
+        16,
+        "a templated growth needs a `probe`",
+    );
+    bad(
+        &grow("route.yaml.j2", "").replace("/r{{ i }}", "/r{{ j }}"),
+        16,
+        "probe.path:1: item 0: undefined value",
+    );
+    bad(
+        &grow("route.yaml.j2", "").replace("condition=Accepted", "Accepted"),
+        16,
+        "is not condition=TYPE[=STATUS]",
+    );
+    bad(
+        "grow = { what = \"routes\", to = 5 }",
+        16,
+        "grow on an external target needs a `template`",
     );
 }

@@ -383,7 +383,8 @@ impl KubeAgents {
                 name: "agent".into(),
                 secret: Some(SecretVolumeSource {
                     secret_name: Some(job.clone()),
-                    default_mode: Some(0o400),
+                    // Read by the pods' group (their non-root user is not the owner).
+                    default_mode: Some(0o440),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -64,6 +64,8 @@ pub struct Applied {
     pub reloads: Vec<ReloadRecord>,
     /// Times to ready of grown items.
     pub ready: Vec<ReadyRecord>,
+    /// Kubernetes: the per-replica probe records of probed actions and templated growth steps.
+    pub probes: Vec<model::ProbeRecord>,
 }
 
 /// What a case's stage serves, the same on every platform, which the actions and `grow`

@@ -105,8 +105,12 @@ impl driver::Driver for Nginx {
         // config leaves the running generation alone and says why.
         let nginx = "/usr/sbin/nginx";
         Some(driver::ContainerCommands {
-            start: format!("exec {nginx} -c \"$CONF\" -g 'daemon off;'"),
-            reload: format!("{nginx} -c \"$CONF\" -t -q && {nginx} -c \"$CONF\" -s reload"),
+            // `-e stderr`: the container's user (not root) cannot open the default error log
+            // (/var/log/nginx/error.log), which nginx opens before it reads the config.
+            start: format!("exec {nginx} -e stderr -c \"$CONF\" -g 'daemon off;'"),
+            reload: format!(
+                "{nginx} -e stderr -c \"$CONF\" -t -q && {nginx} -e stderr -c \"$CONF\" -s reload"
+            ),
             // A file, not "stderr", as the local check: nginx prints its errors on stderr.
             check: format!("exec {nginx} -t -q -c \"$CONF\" -e /dev/null"),
             pre_stop: None,

@@ -93,8 +93,9 @@ impl<'a> Renderer<'a> {
             self.ctx.generation
         );
         // Workers need the scratch prefix; as root they would otherwise run as nobody. A
-        // container of the proxy's image runs as root wherever the render ran.
-        if self.ctx.remote || rustix::process::geteuid().is_root() {
+        // container of the proxy's image runs as a non-root user (where `user` would only be
+        // warned about), whoever ran the render.
+        if !self.ctx.remote && rustix::process::geteuid().is_root() {
             o.push_str("user root;\n");
         }
         let _ = writeln!(o, "worker_processes {};", c.worker_processes);

@@ -46,6 +46,7 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     procs(out, c, ci, charts);
     stub(out, proxy, c, ci, charts);
     readiness(out, c);
+    probes(out, c);
     cluster(out, c, ci, charts);
     tables(out, c);
     series(out, c, ci, charts);
@@ -873,6 +874,187 @@ fn scrapes(out: &mut String, k: &model::ClusterRecord) {
     }
 }
 
+/// Probed actions (or growth steps) listed one per row up to this many; beyond, the first and
+/// last half.
+const PROBE_ROWS: usize = 60;
+/// Each probed action gets a table of its replicas up to this many actions.
+const PROBE_REPLICA_TABLES: usize = 8;
+
+/// Nearest-rank percentile `p` (0..=100) of `v`; `None` when empty.
+fn pct(v: &[f64], p: f64) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    v.get(rank.min(v.len()) - 1).copied()
+}
+
+/// `p50 / p99 / max` of `v` in ms, `-` when empty.
+fn spread(v: &[f64]) -> String {
+    match (pct(v, 50.0), pct(v, 99.0), pct(v, 100.0)) {
+        (Some(a), Some(b), Some(c)) => format!("{} / {} / {}", fmt::f2(a), fmt::f2(b), fmt::f2(c)),
+        _ => "-".into(),
+    }
+}
+
+/// Kubernetes: the probed actions and templated growth steps, each replica probed on its own:
+/// per action the times over its replicas (p50 / p99 / max), the mixed window and the probe's
+/// resolution; then each replica of the first few actions.
+fn probes(out: &mut String, c: &CaseResult) {
+    if c.probes.is_empty() {
+        return;
+    }
+    out.push_str(
+        "### Data-plane probes
+
+",
+    );
+    let _ = writeln!(
+        out,
+        "Each data-plane replica was probed on its own ({}), a new connection per request. \
+         Times are in ms from the action's start: *first* is the first expected answer, \
+         *stable* the last of `consecutive` expected answers in a row; the mixed window runs \
+         from the first replica's first expected answer to the last one's. A replica that went \
+         away before it was stable is counted as gone, not as a failure.\n",
+        c.probes[0].path
+    );
+    let all = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
+        c.probes
+            .iter()
+            .flat_map(|r| r.replicas.iter().filter_map(f))
+            .collect()
+    };
+    let mixed: Vec<f64> = c.probes.iter().filter_map(|r| r.mixed_ms).collect();
+    if c.probes.len() > 1 {
+        let _ = writeln!(
+            out,
+            "Over all {} probed actions and their {} replica probes: first answer p50 / p99 / \
+             max {} ms, stable {} ms, mixed window {} ms.\n",
+            c.probes.len(),
+            c.probes.iter().map(|r| r.replicas.len()).sum::<usize>(),
+            spread(&all(|x| x.first_ms)),
+            spread(&all(|x| x.stable_ms)),
+            spread(&mixed)
+        );
+    }
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Action",
+        "Detail",
+        ">Replicas (stable/all, gone)",
+        ">Condition (ms)",
+        ">First p50 / p99 / max (ms)",
+        ">Stable p50 / p99 / max (ms)",
+        ">Mixed window (ms)",
+        ">Interval (µs)",
+        ">Request (µs)",
+        "Error",
+    ]);
+    let row = |t: &mut Table, r: &model::ProbeRecord| {
+        let v = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
+            r.replicas.iter().filter_map(f).collect()
+        };
+        let n = r.replicas.len().max(1) as f64;
+        t.row([
+            fmt::secs(r.t_s),
+            r.action.clone(),
+            r.detail.clone(),
+            format!(
+                "{}/{}, {}",
+                r.replicas.iter().filter(|x| x.stable_ms.is_some()).count(),
+                r.replicas.len(),
+                r.replicas.iter().filter(|x| x.gone).count()
+            ),
+            r.condition_ms.map_or("-".into(), fmt::f2),
+            spread(&v(|x| x.first_ms)),
+            spread(&v(|x| x.stable_ms)),
+            r.mixed_ms.map_or("-".into(), fmt::f2),
+            format!(
+                "{:.0}",
+                r.replicas.iter().map(|x| x.interval_us).sum::<f64>() / n
+            ),
+            format!(
+                "{:.0}",
+                r.replicas.iter().map(|x| x.request_us).sum::<f64>() / n
+            ),
+            r.error.clone().unwrap_or_default(),
+        ]);
+    };
+    if c.probes.len() <= PROBE_ROWS {
+        for r in &c.probes {
+            row(&mut t, r);
+        }
+    } else {
+        let half = PROBE_ROWS / 2;
+        for r in c.probes[..half]
+            .iter()
+            .chain(&c.probes[c.probes.len() - half..])
+        {
+            row(&mut t, r);
+        }
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    if c.probes.len() > PROBE_ROWS {
+        let _ = writeln!(
+            out,
+            "{} probed actions; the first and last {} are listed (data.json has them all).\n",
+            c.probes.len(),
+            PROBE_ROWS / 2
+        );
+    }
+    for r in c.probes.iter().take(PROBE_REPLICA_TABLES) {
+        let _ = writeln!(
+            out,
+            "{} at {} s, {} ({}):\n",
+            r.action,
+            fmt::secs(r.t_s),
+            r.detail,
+            r.request
+        );
+        let mut t = Table::new(&[
+            "Pod",
+            "Address",
+            ">First (ms)",
+            ">Ready (ms)",
+            ">Stable (ms)",
+            ">Requests",
+            ">Interval (µs)",
+            ">Request (µs)",
+            "Outcome",
+        ]);
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt::f2);
+        for x in &r.replicas {
+            t.row([
+                x.pod.clone(),
+                x.addr.clone(),
+                opt(x.first_ms),
+                opt(x.ready_ms),
+                opt(x.stable_ms),
+                count(x.requests),
+                format!("{:.0}", x.interval_us),
+                format!("{:.0}", x.request_us),
+                if x.gone {
+                    "gone".to_string()
+                } else {
+                    x.error.clone().unwrap_or_else(|| "stable".into())
+                },
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    if c.probes.len() > PROBE_REPLICA_TABLES {
+        let _ = writeln!(
+            out,
+            "The replicas of the first {PROBE_REPLICA_TABLES} probed actions are listed; \
+             data.json (`probes`) has every replica of every action.\n"
+        );
+    }
+}
+
 /// The pods' readiness: per role the fewest and most Ready at once, then every change.
 fn pods(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Pod readiness\n\n");
@@ -1008,4 +1190,81 @@ fn series_line(out: &mut String, s: &model::Series, named: bool) {
         fmt::f2(max),
         fmt::f2(*vals.last().expect("non-empty"))
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{ProbeRecord, ReplicaProbe};
+
+    fn replica(pod: &str, first: f64, stable: f64, gone: bool) -> ReplicaProbe {
+        ReplicaProbe {
+            pod: pod.into(),
+            addr: "198.18.0.10:8080".into(),
+            first_ms: (!gone).then_some(first),
+            ready_ms: (!gone).then_some(first),
+            stable_ms: (!gone).then_some(stable),
+            requests: 40,
+            interval_us: 1000.0,
+            request_us: 300.0,
+            gone,
+            error: None,
+        }
+    }
+
+    /// A probed action's row gives p50 / p99 / max over its replicas (nearest rank), the
+    /// replicas stable of all and gone, the condition and the mixed window; each replica gets
+    /// its own row, a gone one said so.
+    #[test]
+    fn probes_are_summed_up_per_action_and_listed_per_replica() {
+        let c = CaseResult {
+            probes: vec![ProbeRecord {
+                t_s: 2.5,
+                action: "apply".into(),
+                detail: "route.yaml".into(),
+                request: "http://r7.example:8080/r7 -> 200".into(),
+                path: "pod IP".into(),
+                condition_ms: Some(12.5),
+                replicas: vec![
+                    replica("gw-a", 10.0, 14.0, false),
+                    replica("gw-b", 30.0, 33.0, false),
+                    replica("gw-c", 0.0, 0.0, true),
+                ],
+                mixed_ms: Some(20.0),
+                error: None,
+            }],
+            ..CaseResult::default()
+        };
+        let mut out = String::new();
+        probes(&mut out, &c);
+        assert!(out.contains("### Data-plane probes"), "{out}");
+        assert!(out.contains("(pod IP)"), "{out}");
+        let row = out
+            .lines()
+            .find(|l| l.contains("route.yaml") && l.contains("2/3, 1"))
+            .unwrap_or_else(|| panic!("{out}"));
+        for want in [
+            "12.50",
+            "10.00 / 30.00 / 30.00",
+            "14.00 / 33.00 / 33.00",
+            "20.00",
+        ] {
+            assert!(row.contains(want), "{want}: {row}");
+        }
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-c") && l.contains("gone")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-b") && l.contains("30.00") && l.contains("stable")),
+            "{out}"
+        );
+        let mut none = String::new();
+        probes(&mut none, &CaseResult::default());
+        assert!(none.is_empty());
+        assert_eq!(pct(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
+        assert_eq!(pct(&[], 50.0), None);
+    }
 }

@@ -173,6 +173,10 @@ impl<'a> Growth<'a> {
 /// How many of what `g` grows the case's config holds at the start (the runner counts the same).
 fn initial_count(case: &Case, g: &GrowSpec) -> u32 {
     let Some(p) = &case.proxy else { return 0 };
+    // A template's items are numbered from 0: the growth starts from none.
+    if g.template.is_some() {
+        return 0;
+    }
     let n = match g.what {
         GrowWhat::Listeners => p.listeners.iter().filter(|l| !l.tls).count(),
         GrowWhat::HttpsListeners => p.listeners.iter().filter(|l| l.tls).count(),

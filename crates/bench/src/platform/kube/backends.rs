@@ -99,7 +99,8 @@ pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile) -> PodSpec {
             name: "control".into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(TOKEN_SECRET.into()),
-                default_mode: Some(0o400),
+                // Read by the pods' group (their non-root user is not the owner).
+                default_mode: Some(0o440),
                 ..Default::default()
             }),
             ..Default::default()
@@ -702,7 +703,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .default_mode,
-            Some(0o400)
+            Some(0o440)
         );
     }
 }

@@ -12,11 +12,12 @@
 use super::{KubeStage, Served};
 use crate::error::StackError;
 use crate::grow::{Grower, NGF_POLL};
-use model::ReloadRecord;
+use model::{Event, ReadyRecord, ReloadRecord};
 use scenario::{GrowSpec, GrowWhat};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 impl Grower for KubeStage {
     fn served(&self) -> &Served {
@@ -86,5 +87,219 @@ impl Grower for KubeStage {
             cap.used,
             u64::from(from) + cap.free()
         )))
+    }
+}
+
+impl KubeStage {
+    /// A templated `grow` on an external gateway: each step renders items n..n+by of the
+    /// template (`{{ i }}`, `{{ namespace }}`, `{{ run }}`, `{{ name }}`), applies them, runs
+    /// the external proxy's reload command when it has one, waits for the `wait` condition, and
+    /// probes every data-plane replica meanwhile (the probe's `host` and `path` rendered for
+    /// the step's last item). Each step is one `grow` event, one [`ReadyRecord`] (time to ready:
+    /// the last replica's, so the scale analysis reads it as the local growth's) and one probe
+    /// record with every replica's times.
+    pub(super) fn grow_template(
+        &mut self,
+        g: &GrowSpec,
+        keep_going: &dyn Fn() -> bool,
+    ) -> crate::platform::Applied {
+        use scenario::template::{check_item, render_item, ItemVars};
+        let mut out = crate::platform::Applied::default();
+        let origin = self.served.origin;
+        let event = |t0: Instant, detail: String, error: Option<String>| Event {
+            t_s: t0.duration_since(origin).as_secs_f64(),
+            action: "grow".into(),
+            detail,
+            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+            error,
+            limit: false,
+        };
+        let path = PathBuf::from(g.template.clone().unwrap_or_default());
+        let dir = self.configs_out.join("grow");
+        let setup = std::fs::read_to_string(&path)
+            .map_err(|e| format!("template {}: {e}", path.display()))
+            .and_then(|text| {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))
+                    .map(|()| text)
+            })
+            .and_then(|text| {
+                g.probe
+                    .clone()
+                    .ok_or_else(|| "a templated growth needs a probe".to_string())
+                    .map(|p| (text, p))
+            });
+        let (text, spec) = match setup {
+            Ok(x) => x,
+            Err(e) => {
+                out.events.push(event(
+                    Instant::now(),
+                    format!("{} 0 -> {}", g.what.name(), g.to),
+                    Some(e),
+                ));
+                return out;
+            }
+        };
+        let ns = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.namespace.clone());
+        let run = self.run_id.clone();
+        let wait = g.wait.as_deref().and_then(|w| {
+            let c = w.strip_prefix("condition=")?;
+            let (kind, status) = c.split_once('=').unwrap_or((c, "True"));
+            Some(scenario::Wait {
+                until: scenario::WaitFor::Condition {
+                    kind: kind.to_string(),
+                    status: status.to_string(),
+                },
+                timeout: g.ready_timeout.0,
+            })
+        });
+        let reload = self
+            .served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
+            .is_some_and(|e| !e.reload.is_empty())
+            && self.attached.is_some();
+        let tname = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
+        let mut n = 0;
+        while n < g.to && keep_going() {
+            let add = g.by.min(g.to - n);
+            let last = n + add - 1;
+            let step = format!("{} {n} -> {}", g.what.name(), n + add);
+            let vars = |i| ItemVars {
+                i,
+                namespace: &ns,
+                run: &run,
+            };
+            // Render the step's items and the probe's host and path for its last item.
+            let made = (n..=last)
+                .map(|i| check_item(&path, &text, vars(i)))
+                .collect::<Result<Vec<String>, _>>()
+                .and_then(|docs| {
+                    let mut p = spec.clone();
+                    p.path =
+                        render_item(std::path::Path::new("probe.path"), &spec.path, vars(last))?;
+                    if let Some(h) = &spec.host {
+                        p.host = Some(render_item(
+                            std::path::Path::new("probe.host"),
+                            h,
+                            vars(last),
+                        )?);
+                    }
+                    Ok((docs, p))
+                });
+            let (docs, probe) = match made {
+                Ok(x) => x,
+                Err(e) => {
+                    out.events
+                        .push(event(Instant::now(), step, Some(e.to_string())));
+                    break;
+                }
+            };
+            let file = dir.join(format!("item-{n}.yaml"));
+            let body: String = docs
+                .iter()
+                .map(|d| format!("---\n{}{}", d, if d.ends_with('\n') { "" } else { "\n" }))
+                .collect();
+            if let Err(e) = std::fs::write(&file, body) {
+                out.events.push(event(
+                    Instant::now(),
+                    step,
+                    Some(format!("{}: {e}", file.display())),
+                ));
+                break;
+            }
+            let plan = match self.probe_plan(&probe, Some(&ns)) {
+                Ok(p) => p,
+                Err(e) => {
+                    out.events
+                        .push(event(Instant::now(), step, Some(e.to_string())));
+                    break;
+                }
+            };
+            let items = if add == 1 {
+                format!("{tname} item {last}")
+            } else {
+                format!("{tname} items {n}..={last}")
+            };
+            let cluster = self.cluster.clone();
+            let ((detail, r, rel), t0, replicas, perr) =
+                super::probe::probed(&cluster, &plan, keep_going, |t0| {
+                    let (detail, r) = super::run::manifest_action(
+                        &cluster,
+                        &ns,
+                        (&file, true, None),
+                        t0,
+                        items.clone(),
+                    );
+                    if let Err(e) = r {
+                        return (detail, Err(e), None);
+                    }
+                    // The gateway's controller: the external proxy's reload command.
+                    let rel = reload.then(|| {
+                        self.served.generation += 1;
+                        self.reload_attached()
+                    });
+                    if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
+                        return (detail, Err(StackError::Reload(e)), rel);
+                    }
+                    match &wait {
+                        Some(w) => {
+                            let (d, r) = super::run::wait_for(&cluster, &ns, &file, w, t0, detail);
+                            (d, r, rel)
+                        }
+                        None => (detail, Ok(None), rel),
+                    }
+                });
+            let t_s = t0.duration_since(origin).as_secs_f64();
+            let (condition_ms, error) = match r {
+                Ok(c) => (c, perr.clone()),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            // Time to ready of the step: when the last replica still there was ready.
+            let here: Vec<&model::ReplicaProbe> = replicas.iter().filter(|r| !r.gone).collect();
+            let ready_ms = (!here.is_empty())
+                .then(|| {
+                    here.iter()
+                        .map(|r| r.ready_ms)
+                        .collect::<Option<Vec<f64>>>()
+                })
+                .flatten()
+                .and_then(|v| v.into_iter().reduce(f64::max));
+            let rec =
+                super::probe::record(&plan, (t_s, "grow", items), condition_ms, replicas, perr);
+            out.ready.push(ReadyRecord {
+                t_s,
+                what: g.what.name().into(),
+                count: n + add,
+                item: rec.request.clone(),
+                generation: self.served.generation,
+                ready_ms,
+                error: error.clone(),
+            });
+            let detail = format!("{step}: {detail}; {}", super::probe::summary(&rec));
+            out.probes.push(rec);
+            out.reloads.extend(rel);
+            let failed = error.is_some();
+            out.events.push(Event {
+                t_s,
+                ..event(t0, detail, error)
+            });
+            if failed && g.stop_on_error {
+                break;
+            }
+            n += add;
+            let until = Instant::now() + g.pause.0;
+            while Instant::now() < until && keep_going() {
+                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+            }
+        }
+        out
     }
 }

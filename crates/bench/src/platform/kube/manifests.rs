@@ -98,20 +98,21 @@ impl PodScripts {
                 driver.name()
             )));
         };
-        let conf = format!("/run/pb/{file}");
+        // Under the prefix (/tmp, writable by the pods' non-root user), not /run.
+        let conf = format!("{POD_PREFIX}/conf/{file}");
         let mut env = format!("export CONF={conf} PREFIX={POD_PREFIX}");
         if tls {
             env.push_str(" TLS_CERT=/tls/cert.pem TLS_KEY=/tls/key.pem");
         }
         Ok(PodScripts {
             entry: format!(
-                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
+                "set -e; mkdir -p {POD_PREFIX}/conf; cat /config/{file} > {conf}; {env}; {}",
                 c.start
             ),
             reload: format!("set -e; cat > {conf}; {env}; {}", c.reload),
             pre_stop: c.pre_stop.map(|p| format!("{env}; {p}")),
             check: format!(
-                "set -e; mkdir -p /run/pb {POD_PREFIX}; cat /config/{file} > {conf}; {env}; {}",
+                "set -e; mkdir -p {POD_PREFIX}/conf; cat /config/{file} > {conf}; {env}; {}",
                 c.check
             ),
             log_format: c.log_format,

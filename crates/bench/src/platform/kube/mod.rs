@@ -29,7 +29,11 @@ use backends::BackendPods;
 use k8s::collect::{
     Collector, EndpointChange, PodTimeline, PodUsage, ProbeTally, Scrape, WarningEvent,
 };
-use k8s::k8s_openapi::api::core::v1::PodSpec;
+use k8s::k8s_openapi::api::core::v1::{
+    Capabilities, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext, Toleration,
+};
+use k8s::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s::{Cluster, LogFollowers, PodPath, PodPort, PullPolicy, ServiceType};
 use manifests::PodScripts;
 use proxy::config::ProxyConfig;
@@ -73,6 +77,7 @@ mod aim;
 mod backends;
 mod grow;
 mod manifests;
+mod probe;
 mod records;
 mod replicas;
 mod run;
@@ -147,19 +152,48 @@ pub(crate) struct KubeStage {
     endpoints: Option<Collector<Vec<EndpointChange>>>,
     /// The kubelets' readiness probe counters of the proxy pods.
     probes: Option<Collector<Vec<ProbeTally>>>,
+    /// A short id of the case's run on the cluster (`pb-<stamp>`): a templated growth's
+    /// `{{ run }}`.
+    run_id: String,
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {
     StackError::Platform(e.to_string())
 }
 
-/// How every pod of a run gets its image: `[platform] image_pull_policy` (or
-/// `--image-pull-policy`) for every container when set, else [`PullPolicy::for_image`]; and
-/// `image_pull_secrets` on every pod.
+/// How every pod of a run is made, whatever made it (proxy, backends, the config check,
+/// agents): its image pull policy (`[platform] image_pull_policy` or `--image-pull-policy` for
+/// every container when set, else [`PullPolicy::for_image`]) and `image_pull_secrets`; and what
+/// a shared cluster asks of a pod: a non-root user with no privilege escalation, no
+/// capabilities and the runtime's seccomp profile (so that the Pod Security `baseline`, even
+/// `restricted`, admits it), resource requests per container ([`requests`]), and the
+/// platform's `node_selector` and `tolerations`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Pulling {
     policy: Option<PullPolicy>,
     secrets: Vec<String>,
+    node_selector: BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+    requests: BTreeMap<String, scenario::Requests>,
+}
+
+/// The user and group every container of a run runs as: `nobody` in the images `make image`
+/// builds (none of them needs root: every port is above 1023, every file they write is under
+/// /tmp).
+pub(crate) const RUN_AS: i64 = 65534;
+
+/// A container's default resource requests by its name (the pod role): cpu, memory. Requests,
+/// never limits: the scheduler reserves them on a shared cluster, while a CPU limit would
+/// throttle the proxy and bend what the run measures. The values are what such a pod uses at
+/// rest, rounded up (docs/kubernetes.md, "Safe on a shared cluster"); `[platform] requests`
+/// sets others.
+pub(crate) fn requests(container: &str) -> (&'static str, &'static str) {
+    match container {
+        "proxy" => ("100m", "64Mi"),
+        "agent" => ("100m", "64Mi"),
+        "backend" => ("20m", "32Mi"),
+        _ => ("10m", "32Mi"),
+    }
 }
 
 impl Pulling {
@@ -171,6 +205,19 @@ impl Pulling {
                 .as_deref()
                 .and_then(PullPolicy::parse),
             secrets: spec.image_pull_secrets.clone(),
+            node_selector: spec.node_selector.clone(),
+            tolerations: spec
+                .tolerations
+                .iter()
+                .map(|t| Toleration {
+                    key: t.key.clone(),
+                    operator: Some(t.operator.clone()),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    toleration_seconds: t.toleration_seconds,
+                })
+                .collect(),
+            requests: spec.requests.clone(),
         }
     }
 
@@ -179,12 +226,61 @@ impl Pulling {
         self.policy.unwrap_or_else(|| PullPolicy::for_image(image))
     }
 
-    /// `pod` with the policy on each container and the pull secrets.
+    /// `pod` as every pod of the run is made: the pull policy on each container and the pull
+    /// secrets; the non-root, unprivileged security context; each container's requests (its
+    /// name is its role); the platform's node selector (added to the pod's own) and
+    /// tolerations.
     pub(crate) fn apply(&self, mut pod: PodSpec) -> PodSpec {
         for c in pod.containers.iter_mut() {
             if let Some(i) = c.image.clone() {
                 c.image_pull_policy = Some(self.policy(&i).to_string());
             }
+            c.security_context = Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    ..Default::default()
+                }),
+                run_as_non_root: Some(true),
+                ..Default::default()
+            });
+            let (cpu, memory) = requests(&c.name);
+            let set = self.requests.get(&c.name);
+            let mut r = BTreeMap::new();
+            r.insert(
+                "cpu".to_string(),
+                Quantity(set.and_then(|s| s.cpu.clone()).unwrap_or(cpu.into())),
+            );
+            r.insert(
+                "memory".to_string(),
+                Quantity(set.and_then(|s| s.memory.clone()).unwrap_or(memory.into())),
+            );
+            c.resources = Some(ResourceRequirements {
+                requests: Some(r),
+                ..Default::default()
+            });
+        }
+        pod.security_context = Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            // Secret volumes (the backends' and agents' tokens) are readable by this group.
+            fs_group: Some(RUN_AS),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        if !self.node_selector.is_empty() {
+            let mut n = pod.node_selector.take().unwrap_or_default();
+            n.extend(self.node_selector.clone());
+            pod.node_selector = Some(n);
+        }
+        if !self.tolerations.is_empty() {
+            let mut t = pod.tolerations.take().unwrap_or_default();
+            t.extend(self.tolerations.clone());
+            pod.tolerations = Some(t);
         }
         if let Some(s) = k8s::pull_secrets(&self.secrets) {
             pod.image_pull_secrets = Some(s);
@@ -198,4 +294,79 @@ fn next_port(used: &BTreeSet<u16>, from: u16) -> u16 {
     (from..=u16::MAX)
         .find(|p| !used.contains(p))
         .unwrap_or(from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s::k8s_openapi::api::core::v1::Container;
+
+    /// Every container comes out unprivileged and non-root with its role's requests, and the
+    /// platform's placement is added to the pod's own.
+    #[test]
+    fn every_pod_is_made_unprivileged_with_requests_and_placement() {
+        let spec = PlatformSpec {
+            node_selector: [("pool".to_string(), "bench".to_string())].into(),
+            tolerations: vec![scenario::Toleration {
+                key: Some("dedicated".into()),
+                operator: "Equal".into(),
+                value: Some("bench".into()),
+                effect: Some("NoSchedule".into()),
+                toleration_seconds: None,
+            }],
+            requests: [(
+                "proxy".to_string(),
+                scenario::Requests {
+                    cpu: Some("1".into()),
+                    memory: None,
+                },
+            )]
+            .into(),
+            ..PlatformSpec::default()
+        };
+        let pod = PodSpec {
+            node_selector: Some([("kubernetes.io/hostname".to_string(), "n1".to_string())].into()),
+            containers: ["proxy", "backend", "sidecar"]
+                .map(|n| Container {
+                    name: n.into(),
+                    image: Some("localhost/x:1".into()),
+                    ..Default::default()
+                })
+                .into(),
+            ..Default::default()
+        };
+        let pod = Pulling::of(&spec).apply(pod);
+        let psc = pod.security_context.unwrap();
+        assert_eq!(psc.run_as_non_root, Some(true));
+        assert_eq!(psc.run_as_user, Some(RUN_AS));
+        assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+        let want = [
+            ("proxy", "1", "64Mi"),
+            ("backend", "20m", "32Mi"),
+            ("sidecar", "10m", "32Mi"),
+        ];
+        for (c, (name, cpu, mem)) in pod.containers.iter().zip(want) {
+            assert_eq!(c.name, name);
+            let sc = c.security_context.clone().unwrap();
+            assert_eq!(sc.allow_privilege_escalation, Some(false));
+            assert_eq!(
+                sc.capabilities.unwrap().drop.unwrap(),
+                vec!["ALL".to_string()]
+            );
+            let r = c.resources.clone().unwrap().requests.unwrap();
+            assert_eq!(
+                (r["cpu"].0.as_str(), r["memory"].0.as_str()),
+                (cpu, mem),
+                "{name}"
+            );
+            assert!(c.resources.clone().unwrap().limits.is_none(), "no limits");
+        }
+        let nodes = pod.node_selector.unwrap();
+        assert_eq!(nodes.len(), 2, "{nodes:?}");
+        assert_eq!(nodes["pool"], "bench");
+        let t = pod.tolerations.unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].key.as_deref(), Some("dedicated"));
+        assert_eq!(t[0].operator.as_deref(), Some("Equal"));
+    }
 }

@@ -27,12 +27,16 @@ pub(crate) struct Kubernetes {
 
 impl Kubernetes {
     /// Connects and makes the run's namespace: `spec.namespace` when given (an existing one is
-    /// used and left in place), else a new `proxybench-<stamp>`.
+    /// used and left in place), else a new `proxybench-<stamp>`. A namespace it makes carries
+    /// the Pod Security `baseline` label ([`k8s::POD_SECURITY`]).
     pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, String> {
         let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
             .map_err(|e| e.to_string())?;
         let (namespace, created) = match &spec.namespace {
-            Some(ns) => match cluster.create_namespace(ns, &[]) {
+            // An existing namespace is used as it is, never created: asked first, so that a
+            // user who may not create namespaces (a Role in that one) runs there.
+            Some(ns) if cluster.namespace_exists(ns).unwrap_or(true) => (ns.clone(), false),
+            Some(ns) => match cluster.create_namespace(ns, &[k8s::POD_SECURITY]) {
                 Ok(()) => (ns.clone(), true),
                 Err(k8s::Error::Api { code: 409, .. }) => (ns.clone(), false),
                 Err(e) => return Err(e.to_string()),
@@ -40,7 +44,7 @@ impl Kubernetes {
             None => {
                 let ns = k8s::namespace_name("proxybench");
                 cluster
-                    .create_namespace(&ns, &[])
+                    .create_namespace(&ns, &[k8s::POD_SECURITY])
                     .map_err(|e| e.to_string())?;
                 (ns, true)
             }
@@ -108,6 +112,15 @@ impl Platform for Kubernetes {
             .image
             .clone()
             .unwrap_or_else(|| super::DEFAULT_IMAGE.into());
+        // Agents aimed at loopback share the node's network, which the Pod Security
+        // `baseline` the run's own namespace enforces forbids: that namespace is relaxed to
+        // `privileged` for them (a user's namespace is left as it is: its policy decides).
+        let loopback = load::target::Target::new(spec.cfg).is_ok_and(|t| t.addr.ip().is_loopback());
+        if loopback && self.created {
+            self.cluster
+                .label_namespace(&self.namespace, k8s::POD_SECURITY.0, "privileged")
+                .map_err(|e| crate::error::PlatformError::Agents(e.to_string()))?;
+        }
         let a = crate::platform::agents::KubeAgents::start(
             self.cluster.clone(),
             &self.namespace,
@@ -128,15 +141,16 @@ impl Drop for Kubernetes {
 
 /// An `apply`'s or `delete`'s `wait`: when each object of the manifest reached the state, from
 /// the action's start, appended to the event's detail (`; Deployment/web condition=Available
-/// after 2.314 s`); the action fails at the wait's timeout with the object's last conditions.
-fn wait_for(
+/// after 2.314 s`), and when the last one did (ms); the action fails at the wait's timeout with
+/// the object's last conditions.
+pub(super) fn wait_for(
     cluster: &k8s::Cluster,
     ns: &str,
     file: &std::path::Path,
     w: &scenario::Wait,
     since: Instant,
     detail: String,
-) -> (String, Result<(), StackError>) {
+) -> (String, Result<Option<f64>, StackError>) {
     let until = match &w.until {
         scenario::WaitFor::Condition { kind, status } => k8s::WaitFor::Condition {
             kind: kind.clone(),
@@ -150,9 +164,43 @@ fn wait_for(
                 .iter()
                 .map(|(what, t)| format!("{what} {} after {:.3} s", w.until, t.as_secs_f64()))
                 .collect();
-            (format!("{detail}; {}", times.join(", ")), Ok(()))
+            let last = reached
+                .iter()
+                .map(|(_, t)| t.as_secs_f64() * 1e3)
+                .reduce(f64::max);
+            (format!("{detail}; {}", times.join(", ")), Ok(last))
         }
         Err(e) => (detail, Err(api(e))),
+    }
+}
+
+/// Applies (or deletes) the objects of `file` in `ns` and waits for `wait`, all timed from
+/// `since`: the event's detail, and when the wait's state held (ms), when there was one.
+pub(super) fn manifest_action(
+    cluster: &k8s::Cluster,
+    ns: &str,
+    (file, apply, wait): (&std::path::Path, bool, Option<&scenario::Wait>),
+    since: Instant,
+    name: String,
+) -> (String, Result<Option<f64>, StackError>) {
+    let done = if apply {
+        cluster.apply(file, ns)
+    } else {
+        cluster.delete(file, ns)
+    };
+    match done {
+        Ok(outcomes) => {
+            let what: Vec<String> = outcomes
+                .iter()
+                .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
+                .collect();
+            let detail = format!("{name}: {}", what.join(", "));
+            match wait {
+                None => (detail, Ok(None)),
+                Some(w) => wait_for(cluster, ns, file, w, since, detail),
+            }
+        }
+        Err(e) => (name, Err(api(e))),
     }
 }
 
@@ -177,27 +225,16 @@ pub(crate) fn cluster_action(
         .unwrap_or_default();
     match action {
         Action::Apply { file, wait, .. } | Action::Delete { file, wait, .. } => {
-            let since = Instant::now();
-            let done = if matches!(action, Action::Apply { .. }) {
-                cluster.apply(file, ns)
-            } else {
-                cluster.delete(file, ns)
-            };
+            let apply = matches!(action, Action::Apply { .. });
             let name = format!("{}{in_ns}", file.display());
-            match done {
-                Ok(outcomes) => {
-                    let what: Vec<String> = outcomes
-                        .iter()
-                        .map(|o| format!("{}/{} {}", o.kind, o.name, o.action))
-                        .collect();
-                    let detail = format!("{name}: {}", what.join(", "));
-                    match wait {
-                        None => (detail, Ok(())),
-                        Some(w) => wait_for(cluster, ns, file, w, since, detail),
-                    }
-                }
-                Err(e) => (name, Err(api(e))),
-            }
+            let (detail, r) = manifest_action(
+                cluster,
+                ns,
+                (file, apply, wait.as_ref()),
+                Instant::now(),
+                name,
+            );
+            (detail, r.map(|_| ()))
         }
         Action::RolloutRestart { target, .. } => {
             let (kind, name) = (target.kind, target.name.as_str());

@@ -122,6 +122,7 @@ impl KubeStage {
             notes: Vec::new(),
             endpoints: None,
             probes: None,
+            run_id: k8s::namespace_name("pb"),
             backends: BackendPods::new(
                 c,
                 &ns,
@@ -684,7 +685,17 @@ impl Stage for KubeStage {
     fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
         if let Action::Grow(g) = action {
             // A growth is many steps, each its own event.
+            if g.template.is_some() {
+                return self.grow_template(g, keep_going);
+            }
             return crate::grow::grow(self, g, keep_going);
+        }
+        if let Action::Apply { probe: Some(p), .. }
+        | Action::Delete { probe: Some(p), .. }
+        | Action::RolloutRestart { probe: Some(p), .. }
+        | Action::Scale { probe: Some(p), .. } = action
+        {
+            return self.probed_action(action, p, keep_going);
         }
         let t0 = Instant::now();
         let mut reloads = Vec::new();
@@ -810,6 +821,7 @@ impl Stage for KubeStage {
             }],
             reloads,
             ready: Vec::new(),
+            probes: Vec::new(),
         }
     }
 

@@ -391,6 +391,7 @@ impl Stack {
             events: vec![done.event(action.kind(), t0, self.served.origin)],
             reloads: done.reloads,
             ready: Vec::new(),
+            probes: Vec::new(),
         }
     }
 

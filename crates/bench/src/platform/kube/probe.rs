@@ -1,0 +1,751 @@
+//! The data-plane probe of a cluster action (`apply`/`delete` with `probe`, each step of a
+//! templated `grow`): while the action runs, every pod the probe's selector matches is asked on
+//! its own (at its pod IP, or through a port-forward of its own when this machine does not
+//! reach the pod network) every `every`, each request on a new connection as a new client's,
+//! until `consecutive` answers in a row carry the expected status. Pods are listed again every
+//! [`RELIST`]: one that appears (scaled up) is probed from then on, one that goes away before it
+//! was stable is recorded as gone, not as a failure of the gateway.
+
+use super::{platform, KubeStage, POD_PATH_ENV, ROLE};
+use crate::error::StackError;
+use crate::platform::Applied;
+use k8s::{Cluster, PodPath, PodPort};
+use model::Event;
+use model::{ProbeRecord, ReplicaProbe};
+use scenario::ProbeSpec;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the probe lists the selector's pods again (new replicas, gone ones).
+const RELIST: Duration = Duration::from_millis(100);
+
+/// What one action's probe asks, resolved against the stage: the pods, the port, the request.
+#[derive(Debug, Clone)]
+pub(super) struct ProbePlan {
+    namespace: String,
+    selector: String,
+    port: u16,
+    scheme: String,
+    host: Option<String>,
+    path: String,
+    status: u16,
+    consecutive: u32,
+    every: Duration,
+    timeout: Duration,
+    via: PodPath,
+}
+
+impl ProbePlan {
+    /// The request as the record shows it (`http://r7.example:8080/r7 -> 200`).
+    fn request(&self) -> String {
+        format!(
+            "{}://{}:{}{} -> {}",
+            self.scheme,
+            self.host.as_deref().unwrap_or("POD_IP"),
+            self.port,
+            self.path,
+            self.status
+        )
+    }
+}
+
+impl KubeStage {
+    /// Resolves `spec` (its `host` and `path` already rendered) for an action in `action_ns`:
+    /// the selector (the run's proxy pods by default), the namespace (the probe's, else the
+    /// action's, else the run's), the port (the proxy's first plain listener by default) and
+    /// how this machine reaches the pods (found at the first pod when the run deployed no
+    /// proxy).
+    pub(super) fn probe_plan(
+        &mut self,
+        spec: &ProbeSpec,
+        action_ns: Option<&str>,
+    ) -> Result<ProbePlan, StackError> {
+        let own = spec.selector.is_none();
+        let selector = spec
+            .selector
+            .clone()
+            .unwrap_or_else(|| format!("{ROLE}=proxy"));
+        let namespace = match (&spec.namespace, own) {
+            (Some(n), _) => n.clone(),
+            (None, true) => self.namespace.clone(),
+            (None, false) => action_ns.unwrap_or(&self.namespace).to_string(),
+        };
+        let port = match spec.port {
+            Some(p) => p,
+            None => crate::platform::Stage::listener_port(self, false)
+                .ok_or_else(|| platform("probe: the proxy has no plain HTTP listener"))?,
+        };
+        let via = match self.pod_path {
+            Some(p) => p,
+            None if std::env::var(POD_PATH_ENV).is_ok_and(|v| v == "port-forward") => {
+                PodPath::PortForward
+            }
+            None => {
+                let first = self
+                    .cluster
+                    .pods(&namespace, Some(&selector))
+                    .map_err(platform)?
+                    .into_iter()
+                    .filter(|p| !p.deleting && p.phase == "Running")
+                    .find_map(|p| p.ip);
+                let p = match first {
+                    Some(ip) => self
+                        .cluster
+                        .detect_pod_path(ip, port, Duration::from_secs(2)),
+                    None => PodPath::PodIp,
+                };
+                self.pod_path = Some(p);
+                p
+            }
+        };
+        Ok(ProbePlan {
+            namespace,
+            selector,
+            port,
+            scheme: spec.scheme.clone(),
+            host: spec.host.clone(),
+            path: spec.path.clone(),
+            status: spec.status,
+            consecutive: spec.consecutive,
+            every: spec.every.0,
+            timeout: spec.timeout.0,
+            via,
+        })
+    }
+}
+
+/// Runs `act` (the action: apply, reload, wait) while `plan` probes every replica, from `t0`
+/// (the action's start, taken just before the probes begin); returns what `act` returned and
+/// the record. `keep_going` false (the loads ended) stops the probes early.
+pub(super) fn probed<R>(
+    cluster: &Cluster,
+    plan: &ProbePlan,
+    keep_going: &dyn Fn() -> bool,
+    act: impl FnOnce(Instant) -> R,
+) -> (R, Instant, Vec<ReplicaProbe>, Option<String>) {
+    // The pods and their addresses (port-forwards opened) before the action starts, so the
+    // first requests go out with it.
+    let first = list(cluster, plan);
+    let cancel = AtomicBool::new(false);
+    let acted = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (cancel_r, acted_r) = (&cancel, &acted);
+    std::thread::scope(|s| {
+        let coord = s.spawn(move || coordinate(cluster, plan, t0, first, cancel_r, acted_r));
+        let r = act(t0);
+        acted.store(true, Ordering::SeqCst);
+        while !coord.is_finished() {
+            if !keep_going() {
+                cancel.store(true, Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (replicas, error) = coord
+            .join()
+            .unwrap_or_else(|_| (Vec::new(), Some("the probe panicked".into())));
+        (r, t0, replicas, error)
+    })
+}
+
+/// The running pods the plan's selector matches, with where this machine reaches their port
+/// (a port-forward is opened here); a pod that cannot be reached is left out with why.
+fn list(cluster: &Cluster, plan: &ProbePlan) -> Result<Vec<PodPort>, String> {
+    let pods = cluster
+        .pods(&plan.namespace, Some(&plan.selector))
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for p in pods {
+        let Some(ip) = p.ip.filter(|_| !p.deleting && p.phase == "Running") else {
+            continue;
+        };
+        if let Ok(pp) = cluster.pod_port(&plan.namespace, &p.name, ip, plan.port, plan.via) {
+            out.push(pp);
+        }
+    }
+    Ok(out)
+}
+
+/// One replica's probe thread, with its stop flag (set when the pod is gone).
+struct Running {
+    addr: SocketAddr,
+    gone: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Asked>,
+    port: PodPort,
+}
+
+/// Starts probes, lists the pods again every [`RELIST`] (probing new ones, stopping gone
+/// ones), and ends when every probe has ended and the action is done, or at the timeout.
+fn coordinate(
+    cluster: &Cluster,
+    plan: &ProbePlan,
+    t0: Instant,
+    first: Result<Vec<PodPort>, String>,
+    cancel: &AtomicBool,
+    acted: &AtomicBool,
+) -> (Vec<ReplicaProbe>, Option<String>) {
+    let deadline = t0 + plan.timeout;
+    let stop_all = Arc::new(AtomicBool::new(false));
+    let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    let mut last_list_error = None;
+    let start = |running: &mut BTreeMap<String, Running>, pods: Vec<PodPort>| {
+        for pp in pods {
+            if running.contains_key(&pp.pod) {
+                continue;
+            }
+            let gone = Arc::new(AtomicBool::new(false));
+            let asker = match Asker::new(plan, pp.addr()) {
+                Ok(a) => a,
+                Err(e) => {
+                    let h = std::thread::spawn(move || Asked::failed(e));
+                    running.insert(
+                        pp.pod.clone(),
+                        Running {
+                            addr: pp.addr(),
+                            gone,
+                            handle: h,
+                            port: pp,
+                        },
+                    );
+                    continue;
+                }
+            };
+            let (g, all) = (gone.clone(), stop_all.clone());
+            let handle = std::thread::spawn(move || asker.until_stable(t0, deadline, &g, &all));
+            running.insert(
+                pp.pod.clone(),
+                Running {
+                    addr: pp.addr(),
+                    gone,
+                    handle,
+                    port: pp,
+                },
+            );
+        }
+    };
+    match first {
+        Ok(p) => start(&mut running, p),
+        Err(e) => last_list_error = Some(e),
+    }
+    let mut next_list = Instant::now() + RELIST;
+    let mut listed_after = false;
+    loop {
+        let now = Instant::now();
+        if cancel.load(Ordering::SeqCst) || now >= deadline {
+            stop_all.store(true, Ordering::SeqCst);
+        }
+        let done = running.values().all(|r| r.handle.is_finished());
+        // Once the action is done, the pods are listed once more (a replica that came at its
+        // end is probed too) before the probe may end.
+        let acted_now = acted.load(Ordering::SeqCst);
+        if done && ((acted_now && listed_after) || stop_all.load(Ordering::SeqCst)) {
+            break;
+        }
+        if (now >= next_list || (acted_now && !listed_after)) && !stop_all.load(Ordering::SeqCst) {
+            listed_after = acted_now;
+            next_list = now + RELIST;
+            match cluster.pods(&plan.namespace, Some(&plan.selector)) {
+                Ok(pods) => {
+                    let here: BTreeMap<&str, &k8s::PodInfo> = pods
+                        .iter()
+                        .filter(|p| !p.deleting)
+                        .map(|p| (p.name.as_str(), p))
+                        .collect();
+                    for (name, r) in &running {
+                        if !here.contains_key(name.as_str()) {
+                            r.gone.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    // New replicas (scaled up, replacements) are probed from now on.
+                    {
+                        let new: Vec<&k8s::PodInfo> = here
+                            .values()
+                            .filter(|p| !running.contains_key(&p.name))
+                            .filter(|p| p.phase == "Running" && p.ip.is_some())
+                            .copied()
+                            .collect();
+                        let ports: Vec<PodPort> = new
+                            .iter()
+                            .filter_map(|p| {
+                                cluster
+                                    .pod_port(&plan.namespace, &p.name, p.ip?, plan.port, plan.via)
+                                    .ok()
+                            })
+                            .collect();
+                        start(&mut running, ports);
+                    }
+                    last_list_error = None;
+                }
+                Err(e) => last_list_error = Some(e.to_string()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut out = Vec::new();
+    let mut error = None;
+    for (pod, r) in running {
+        let forward = r.port.forward_error();
+        let a = r
+            .handle
+            .join()
+            .unwrap_or_else(|_| Asked::failed("the probe thread panicked".into()));
+        let gone = a.stable.is_none() && r.gone.load(Ordering::SeqCst);
+        let why = (a.stable.is_none() && !gone).then(|| {
+            let mut w = a.last.clone();
+            if let Some(f) = forward {
+                w = format!("{w} (port-forward: {f})");
+            }
+            w
+        });
+        if let (Some(w), None) = (&why, &error) {
+            error = Some(format!(
+                "pod {pod} was not stable within {:?} (last: {w})",
+                plan.timeout
+            ));
+        }
+        out.push(ReplicaProbe {
+            pod,
+            addr: r.addr.to_string(),
+            first_ms: a.first.map(|t| ms(t0, t)),
+            ready_ms: a.ready.map(|t| ms(t0, t)),
+            stable_ms: a.stable.map(|t| ms(t0, t)),
+            requests: a.requests,
+            interval_us: a.interval_us(),
+            request_us: a.request_us(),
+            gone,
+            error: why,
+        });
+    }
+    if out.is_empty() {
+        error = Some(match last_list_error {
+            Some(e) => format!("listing {} in {}: {e}", plan.selector, plan.namespace),
+            None => format!(
+                "no running pod matched {} in {} (or none could be reached)",
+                plan.selector, plan.namespace
+            ),
+        });
+    }
+    (out, error)
+}
+
+fn ms(t0: Instant, t: Instant) -> f64 {
+    t.saturating_duration_since(t0).as_secs_f64() * 1e3
+}
+
+/// The mixed window of a record's replicas: from the first replica's first expected answer to
+/// the last one's, when every replica still there answered as expected.
+pub(super) fn mixed_ms(replicas: &[ReplicaProbe]) -> Option<f64> {
+    let firsts: Vec<f64> = replicas
+        .iter()
+        .filter(|r| !r.gone)
+        .map(|r| r.first_ms)
+        .collect::<Option<Vec<f64>>>()?;
+    let lo = firsts.iter().copied().reduce(f64::min)?;
+    let hi = firsts.iter().copied().reduce(f64::max)?;
+    Some(hi - lo)
+}
+
+/// Makes the record of a probed action.
+pub(super) fn record(
+    plan: &ProbePlan,
+    (t_s, action, detail): (f64, &str, String),
+    condition_ms: Option<f64>,
+    replicas: Vec<ReplicaProbe>,
+    error: Option<String>,
+) -> ProbeRecord {
+    ProbeRecord {
+        t_s,
+        action: action.to_string(),
+        detail,
+        request: plan.request(),
+        path: plan.via.as_str().to_string(),
+        condition_ms,
+        mixed_ms: mixed_ms(&replicas),
+        replicas,
+        error,
+    }
+}
+
+/// A prepared request to one replica.
+struct Asker {
+    probe: load::probe::Probe,
+    status: u16,
+    consecutive: u32,
+    every: Duration,
+}
+
+/// What one replica's probe saw.
+#[derive(Default)]
+struct Asked {
+    first: Option<Instant>,
+    ready: Option<Instant>,
+    stable: Option<Instant>,
+    requests: u64,
+    /// From the first request's start to the last one's.
+    span: Duration,
+    busy: Duration,
+    last: String,
+}
+
+impl Asked {
+    fn failed(why: String) -> Asked {
+        Asked {
+            last: why,
+            ..Asked::default()
+        }
+    }
+
+    fn interval_us(&self) -> f64 {
+        if self.requests < 2 {
+            return 0.0;
+        }
+        self.span.as_secs_f64() * 1e6 / (self.requests - 1) as f64
+    }
+
+    fn request_us(&self) -> f64 {
+        if self.requests == 0 {
+            return 0.0;
+        }
+        self.busy.as_secs_f64() * 1e6 / self.requests as f64
+    }
+}
+
+impl Asker {
+    /// The request of `plan` to `addr` (the url's host is sent as Host and SNI; TLS is not
+    /// verified). Only the pod's address (or its port-forward's local end) is ever connected.
+    fn new(plan: &ProbePlan, addr: SocketAddr) -> Result<Asker, String> {
+        let host = plan.host.clone().unwrap_or_else(|| addr.ip().to_string());
+        let url = format!("{}://{host}:{}{}", plan.scheme, addr.port(), plan.path);
+        let mut cfg = load::Config::new(&url).map_err(|e| e.to_string())?;
+        if host.parse::<std::net::IpAddr>().is_err() {
+            let r = load::Resolve::parse(&format!("{host}:{}:{}", addr.port(), addr.ip()))
+                .map_err(|e| e.to_string())?;
+            cfg.resolve.push(r);
+        }
+        crate::reach::own_target(&cfg, addr).map_err(|e| e.to_string())?;
+        cfg.insecure = true;
+        cfg.timeout = Duration::from_secs(1).min(plan.timeout);
+        let probe = load::probe::Probe::new(&cfg).map_err(|e| e.to_string())?;
+        Ok(Asker {
+            probe,
+            status: plan.status,
+            consecutive: plan.consecutive,
+            every: plan.every,
+        })
+    }
+
+    /// Asks every `every` on a fixed schedule from `t0` until `consecutive` answers in a row
+    /// (in schedule order) have the status, the deadline passes, the pod is gone or every probe
+    /// is stopped. [`WORKERS`] threads take the schedule's ticks in turn, so a request that
+    /// takes longer than `every` (a new connection, a loaded machine) does not push the next
+    /// ones back: requests overlap, and the resolution stays `every`.
+    fn until_stable(
+        &self,
+        t0: Instant,
+        deadline: Instant,
+        gone: &AtomicBool,
+        all: &AtomicBool,
+    ) -> Asked {
+        let next = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let answers: Mutex<Vec<Answer>> = Mutex::new(Vec::new());
+        let stop = || {
+            Instant::now() >= deadline
+                || gone.load(Ordering::SeqCst)
+                || all.load(Ordering::SeqCst)
+                || done.load(Ordering::SeqCst)
+        };
+        let mut verdict = None;
+        let mut ordered: Vec<Answer> = Vec::new();
+        let mut pending: std::collections::BTreeMap<u64, Answer> =
+            std::collections::BTreeMap::new();
+        std::thread::scope(|s| {
+            for _ in 0..WORKERS {
+                s.spawn(|| {
+                    while !stop() {
+                        let k = next.fetch_add(1, Ordering::SeqCst);
+                        let due = t0
+                            + self
+                                .every
+                                .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+                        while Instant::now() < due && !stop() {
+                            std::thread::sleep(
+                                (due - Instant::now()).min(Duration::from_millis(5)),
+                            );
+                        }
+                        if stop() {
+                            break;
+                        }
+                        let at = Instant::now();
+                        let got = self.probe.fetch();
+                        let end = Instant::now();
+                        let (ok, last) = match got {
+                            Ok(r) if r.status == self.status => (true, String::new()),
+                            Ok(r) => (false, format!("status {}", r.status)),
+                            Err((kind, msg)) => (false, format!("{}: {msg}", kind.name())),
+                        };
+                        answers
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(Answer {
+                                k,
+                                at,
+                                end,
+                                ok,
+                                last,
+                            });
+                    }
+                });
+            }
+            // The answers in schedule order, as far as every earlier tick has answered, taken
+            // in as they come (never copied again), the run of expected ones counted on.
+            let mut run = 0u32;
+            while !stop() {
+                std::thread::sleep(Duration::from_micros(500));
+                let new = std::mem::take(&mut *answers.lock().unwrap_or_else(|p| p.into_inner()));
+                pending.extend(new.into_iter().map(|a| (a.k, a)));
+                while let Some(a) = pending.remove(&(ordered.len() as u64)) {
+                    run = if a.ok { run + 1 } else { 0 };
+                    ordered.push(a);
+                    if run >= self.consecutive && verdict.is_none() {
+                        let n = ordered.len();
+                        verdict =
+                            stable_in(&ordered[n - self.consecutive as usize..], self.consecutive);
+                        done.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+        let rest = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+        pending.extend(rest.into_iter().map(|a| (a.k, a)));
+        let mut a = ordered;
+        a.extend(pending.into_values());
+        let mut out = Asked {
+            last: a
+                .iter()
+                .rev()
+                .find(|x| !x.ok)
+                .map_or_else(|| "no answer".to_string(), |x| x.last.clone()),
+            requests: a.len() as u64,
+            ..Asked::default()
+        };
+        if let (Some(f), Some(l)) = (a.iter().map(|x| x.at).min(), a.iter().map(|x| x.at).max()) {
+            out.span = l - f;
+        }
+        out.busy = a.iter().map(|x| x.end - x.at).sum();
+        out.first = a.iter().filter(|x| x.ok).map(|x| x.at).min();
+        if let Some((ready, stable)) = verdict {
+            out.ready = Some(ready);
+            out.stable = Some(stable);
+        }
+        out
+    }
+}
+
+/// How many threads take one replica's schedule in turn.
+const WORKERS: usize = 4;
+
+/// One answer of a replica's probe: its tick, when it was sent and answered, and whether it
+/// was the expected one (else what came).
+#[derive(Clone)]
+struct Answer {
+    k: u64,
+    at: Instant,
+    end: Instant,
+    ok: bool,
+    last: String,
+}
+
+/// In `a` (consecutive ticks from 0), the first run of `n` expected answers: its first
+/// request's start and its last answer's arrival.
+fn stable_in(a: &[Answer], n: u32) -> Option<(Instant, Instant)> {
+    let mut run = 0u32;
+    for (i, x) in a.iter().enumerate() {
+        if !x.ok {
+            run = 0;
+            continue;
+        }
+        run += 1;
+        if run >= n {
+            let from = i + 1 - n as usize;
+            let s = &a[from..=i];
+            let start = s.iter().map(|x| x.at).min()?;
+            let end = s.iter().map(|x| x.end).max()?;
+            return Some((start, end));
+        }
+    }
+    None
+}
+
+impl KubeStage {
+    /// An `apply` or `delete` with a `probe`: the manifest applied (or deleted) and its `wait`
+    /// awaited while every data-plane replica is probed; one event (failed when the action or
+    /// the probe failed) and the record.
+    pub(super) fn probed_action(
+        &mut self,
+        action: &scenario::Action,
+        spec: &ProbeSpec,
+        keep_going: &dyn Fn() -> bool,
+    ) -> Applied {
+        let manifest = match action {
+            scenario::Action::Apply { file, wait, .. } => Some((file, wait, true)),
+            scenario::Action::Delete { file, wait, .. } => Some((file, wait, false)),
+            _ => None,
+        };
+        let ns = action.namespace().unwrap_or(&self.namespace).to_string();
+        let in_ns = action
+            .namespace()
+            .map(|n| format!(" in {n}"))
+            .unwrap_or_default();
+        let name = match (manifest, action) {
+            (Some((file, _, _)), _) => format!("{}{in_ns}", file.display()),
+            (None, scenario::Action::RolloutRestart { target, .. })
+            | (None, scenario::Action::Scale { target, .. }) => format!("{target}{in_ns}"),
+            _ => action.kind().to_string(),
+        };
+        let origin = self.served.origin;
+        let event = |t0: Instant, detail: String, error: Option<String>| Event {
+            t_s: t0.duration_since(origin).as_secs_f64(),
+            action: action.kind().to_string(),
+            detail,
+            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+            error,
+            limit: false,
+        };
+        let plan = match self.probe_plan(spec, action.namespace()) {
+            Ok(p) => p,
+            Err(e) => {
+                return Applied {
+                    events: vec![event(Instant::now(), name, Some(e.to_string()))],
+                    ..Applied::default()
+                }
+            }
+        };
+        let cluster = self.cluster.clone();
+        let (run_ns, act_name) = (self.namespace.clone(), name.clone());
+        let ((detail, r), t0, replicas, perr) = probed(&cluster, &plan, keep_going, |t0| {
+            match manifest {
+                Some((file, wait, apply)) => super::run::manifest_action(
+                    &cluster,
+                    &ns,
+                    (file, apply, wait.as_ref()),
+                    t0,
+                    act_name,
+                ),
+                // A rollout or a scaling: the replicas that come are probed as they appear,
+                // the ones that go are recorded as gone.
+                None => {
+                    let (d, r) = super::run::cluster_action(&cluster, &run_ns, action, keep_going);
+                    (d, r.map(|()| None))
+                }
+            }
+        });
+        let t_s = t0.duration_since(origin).as_secs_f64();
+        let (condition_ms, error) = match r {
+            Ok(c) => (c, perr.clone()),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let rec = record(
+            &plan,
+            (t_s, action.kind(), name),
+            condition_ms,
+            replicas,
+            perr,
+        );
+        let detail = format!("{detail}; {}", summary(&rec));
+        Applied {
+            events: vec![event(t0, detail, error)],
+            probes: vec![rec],
+            ..Applied::default()
+        }
+    }
+}
+
+/// One line on a record for the event's detail: replicas stable, the slowest first answer
+/// and stable time, the mixed window.
+pub(super) fn summary(r: &ProbeRecord) -> String {
+    let max = |f: fn(&ReplicaProbe) -> Option<f64>| {
+        r.replicas
+            .iter()
+            .filter_map(f)
+            .reduce(f64::max)
+            .map_or("-".to_string(), |v| format!("{v:.1} ms"))
+    };
+    let stable = r.replicas.iter().filter(|x| x.stable_ms.is_some()).count();
+    let gone = r.replicas.iter().filter(|x| x.gone).count();
+    format!(
+        "probe ({}) {}: {stable} of {} replicas stable{}, first answer max {}, stable max {}, \
+         mixed window {}",
+        r.path,
+        r.request,
+        r.replicas.len(),
+        if gone > 0 {
+            format!(" ({gone} gone)")
+        } else {
+            String::new()
+        },
+        max(|x| x.first_ms),
+        max(|x| x.stable_ms),
+        r.mixed_ms.map_or("-".to_string(), |v| format!("{v:.1} ms"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(first: Option<f64>, gone: bool) -> ReplicaProbe {
+        ReplicaProbe {
+            first_ms: first,
+            gone,
+            ..ReplicaProbe::default()
+        }
+    }
+
+    /// Stability is the first run of `n` expected answers in schedule order: it starts at the
+    /// run's earliest request and ends at its latest answer, however the requests overlapped.
+    #[test]
+    fn a_replica_is_stable_at_its_first_run_of_expected_answers() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let a = |k: u64, ok: bool, at: u64, end: u64| Answer {
+            k,
+            at: ms(at),
+            end: ms(end),
+            ok,
+            last: String::new(),
+        };
+        let seq = [
+            a(0, false, 0, 2),
+            a(1, true, 1, 5),
+            a(2, false, 2, 3),
+            a(3, true, 3, 6),
+            a(4, true, 4, 9),
+            a(5, true, 5, 7),
+            a(6, true, 6, 8),
+        ];
+        assert_eq!(stable_in(&seq, 3), Some((ms(3), ms(9))));
+        assert_eq!(stable_in(&seq, 1), Some((ms(1), ms(5))));
+        assert_eq!(stable_in(&seq, 5), None);
+        assert_eq!(stable_in(&seq[..4], 2), None);
+    }
+
+    /// The mixed window runs from the first replica's first expected answer to the last's; a
+    /// gone replica does not count, and one that never answered leaves it unknown.
+    #[test]
+    fn the_mixed_window_spans_the_replicas_first_answers() {
+        let r = [replica(Some(4.0), false), replica(Some(11.5), false)];
+        assert_eq!(mixed_ms(&r), Some(7.5));
+        let r = [
+            replica(Some(4.0), false),
+            replica(None, true),
+            replica(Some(6.0), false),
+        ];
+        assert_eq!(mixed_ms(&r), Some(2.0));
+        let r = [replica(Some(4.0), false), replica(None, false)];
+        assert_eq!(mixed_ms(&r), None);
+        assert_eq!(mixed_ms(&[]), None);
+    }
+}

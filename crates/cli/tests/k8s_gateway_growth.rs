@@ -1,0 +1,559 @@
+//! A templated growth against an external gateway on the real test cluster (`make test-k8s`):
+//! the project's nginx image deployed by plain manifests (a Deployment of 2 replicas, a Service,
+//! a ConfigMap) plays the data plane, a reload script the test writes plays its controller (it
+//! reads the applied HTTPRoutes with kubectl and writes a server per route into every nginx pod,
+//! then `nginx -s reload`), and the run grows 50 HTTPRoutes from a template, one per step, under
+//! load through the gateway's Service. Every step's time to ready is probed at both replicas on
+//! their own; the records are checked for consistency and every route is asked at every replica
+//! afterwards.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{cluster, data, errors, failed, find, namespace, var};
+
+/// The gateway: nginx answering 200 at `/` (the load's path) and 404 elsewhere on its default
+/// server, with a server per route included from /routes (an emptyDir the reload script fills).
+fn gateway_manifest(image: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: gw
+data:
+  nginx.conf: |
+    worker_processes 1;
+    pid /tmp/nginx.pid;
+    error_log stderr warn;
+    events {{ worker_connections 1024; }}
+    http {{
+      access_log off;
+      client_body_temp_path /tmp/cb; proxy_temp_path /tmp/pt; fastcgi_temp_path /tmp/ft;
+      uwsgi_temp_path /tmp/ut; scgi_temp_path /tmp/st;
+      server_names_hash_bucket_size 64;
+      server {{
+        listen 8080 default_server;
+        location = / {{ return 200 "gw\n"; }}
+        location / {{ return 404; }}
+      }}
+      include /routes/*.conf;
+    }}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: gw
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: gw
+  template:
+    metadata:
+      labels:
+        app: gw
+    spec:
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      terminationGracePeriodSeconds: 5
+      volumes:
+        - name: conf
+          configMap:
+            name: gw
+        - name: routes
+          emptyDir: {{}}
+      containers:
+        - name: nginx
+          image: {image}
+          imagePullPolicy: Never
+          command: ["/usr/sbin/nginx", "-c", "/conf/nginx.conf", "-g", "daemon off;"]
+          ports:
+            - containerPort: 8080
+          volumeMounts:
+            - name: conf
+              mountPath: /conf
+            - name: routes
+              mountPath: /routes
+          readinessProbe:
+            httpGet:
+              path: /
+              port: 8080
+            periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: gw
+spec:
+  selector:
+    app: gw
+  ports:
+    - name: http
+      port: 8080
+      targetPort: 8080
+"#
+    )
+}
+
+/// The route template: HTTPRoute `{{ name }}` for host r{{ i }}.example, path /r{{ i }}.
+const TEMPLATE: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: {{ name }}
+  namespace: {{ namespace }}
+  labels:
+    gwtest: routes
+    run: {{ run }}
+spec:
+  parentRefs:
+    - name: gw
+  hostnames:
+    - r{{ i }}.example
+  rules:
+    - matches:
+        - path:
+            type: Exact
+            value: /r{{ i }}
+      backendRefs:
+        - name: gw
+          port: 8080
+"#;
+
+/// The gateway's "controller": every applied HTTPRoute becomes a server of every nginx pod
+/// (written whole, then `nginx -s reload`).
+const RELOAD: &str = r#"#!/bin/bash
+set -euo pipefail
+k() { "KUBECTL" --kubeconfig "KUBECONFIG" -n "NAMESPACE" "$@"; }
+conf=""
+while read -r host path; do
+  [ -n "$host" ] || continue
+  conf+="server { listen 8080; server_name $host; location = $path { return 200 \"$host\\n\"; } }"$'\n'
+done < <(k get httproutes.gateway.networking.k8s.io -l gwtest=routes -o \
+  jsonpath='{range .items[*]}{.spec.hostnames[0]}{" "}{.spec.rules[0].matches[0].path.value}{"\n"}{end}')
+for pod in $(k get pods -l app=gw -o jsonpath='{.items[*].metadata.name}'); do
+  printf '%s' "$conf" | k exec -i "$pod" -c nginx -- sh -c \
+    'cat > /routes/r.tmp && mv /routes/r.tmp /routes/routes.conf && /usr/sbin/nginx -c /conf/nginx.conf -s reload'
+done
+"#;
+
+/// One GET of `path` with Host `host` at `addr` on a new connection: the status and the body.
+fn get(addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+/// Nearest-rank percentile `p` of `v` (sorted here).
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank.min(v.len()) - 1]
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// p50 / p99 / max of `v`, for the summary line.
+fn spread(v: &[f64]) -> String {
+    format!(
+        "p50 {:.1} / p99 {:.1} / max {:.1} ms",
+        pct(v, 50.0),
+        pct(v, 99.0),
+        pct(v, 100.0)
+    )
+}
+
+/// Grows `routes` HTTPRoutes through the template under load and checks every record; with
+/// `forward`, the probes reach the pods through port-forwards. Returns the case's probe records.
+fn grow(test: &str, routes: u32, load_s: u32, forward: bool) {
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace(test);
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        std::fs::write(dir.path().join("route.yaml.j2"), TEMPLATE).unwrap();
+        let reload = dir.path().join("reload.sh");
+        std::fs::write(
+            &reload,
+            RELOAD
+                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
+                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
+                .replace("NAMESPACE", &ns),
+        )
+        .unwrap();
+        let rate = 200;
+        let scenario = dir.path().join("growth.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-gateway-growth"
+description = "50 HTTPRoutes grown from a template on an external nginx gateway, probed at every replica"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+reload = ["bash", "{reload}"]
+
+[[loads]]
+name = "gw"
+url = "http://gw.example/"
+via = "service:gw:8080"
+rate = {rate}
+connections = 8
+duration = "{load_s}s"
+retry_idle_closed = true
+
+[[actions]]
+at = "2s"
+grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, probe = {{ selector = "app=gw", port = 8080, host = "r{{{{ i }}}}.example", path = "/r{{{{ i }}}}", consecutive = 3, every = "1ms", timeout = "20s" }} }}
+"#,
+                reload = reload.display()
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let mut cmd = kube::run_command(&root, &ns, &[]);
+        if forward {
+            cmd.env("PROXYBENCH_K8S_POD_PATH", "port-forward");
+        }
+        let out = cmd.arg(&scenario).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the run failed: {stderr}");
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        // The load ran the whole time, through the gateway's Service; its failures counted.
+        let load = &case["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        assert_eq!(
+            requests,
+            u64::from(rate * load_s),
+            "{rate}/s for {load_s} s: {load}"
+        );
+        // Every step: one grow event, one reload of the gateway, one ready record, one probe
+        // record, all without error.
+        let events: Vec<&Value> = case["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "grow")
+            .collect();
+        assert_eq!(events.len(), routes as usize, "{events:?}\n{stderr}");
+        for e in &events {
+            assert!(e["error"].is_null(), "{e}");
+        }
+        let reloads = case["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), routes as usize, "one reload per step");
+        assert!(reloads.iter().all(|r| r["error"].is_null()), "{reloads:?}");
+        let ready = case["ready"].as_array().unwrap();
+        let probes = case["probes"].as_array().unwrap();
+        assert_eq!(ready.len(), routes as usize);
+        assert_eq!(probes.len(), routes as usize);
+        let pods = cluster.pods(&ns, Some("app=gw")).unwrap();
+        let mut names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+        names.sort_unstable();
+        let (mut firsts, mut stables, mut readies, mut mixed) = (vec![], vec![], vec![], vec![]);
+        let (mut intervals, mut costs) = (vec![], vec![]);
+        for (i, (r, p)) in ready.iter().zip(probes).enumerate() {
+            assert_eq!(r["count"], i + 1, "{r}");
+            assert_eq!(r["what"], "routes");
+            assert!(r["error"].is_null(), "step {i}: {r}\n{p}");
+            assert_eq!(r["t_s"], p["t_s"], "one step, one time");
+            assert!(
+                p["request"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("http://r{i}.example:8080/r{i} -> 200")),
+                "{p}"
+            );
+            let want = if forward { "port-forward" } else { "pod IP" };
+            assert_eq!(p["path"], want, "{p}");
+            let reps = p["replicas"].as_array().unwrap();
+            let mut probed: Vec<&str> = reps.iter().map(|x| x["pod"].as_str().unwrap()).collect();
+            probed.sort_unstable();
+            assert_eq!(probed, names, "every replica, each on its own: {p}");
+            let mut step_first = vec![];
+            for x in reps {
+                assert_eq!(x["gone"], false, "{x}");
+                assert!(x["error"].is_null(), "{x}");
+                let (a, b, c) = (f(&x["first_ms"]), f(&x["ready_ms"]), f(&x["stable_ms"]));
+                assert!(
+                    0.0 <= a && a <= b && b <= c,
+                    "first <= ready <= stable: {x}"
+                );
+                assert!(x["requests"].as_u64().unwrap() >= 3, "{x}");
+                if !forward {
+                    let addr: SocketAddr = x["addr"].as_str().unwrap().parse().unwrap();
+                    assert!(
+                        matches!(addr.ip(), IpAddr::V4(v) if v.octets()[..2] == [198, 18]),
+                        "a pod IP: {x}"
+                    );
+                }
+                firsts.push(a);
+                readies.push(b);
+                stables.push(c);
+                step_first.push(a);
+                intervals.push(f(&x["interval_us"]));
+                costs.push(f(&x["request_us"]));
+            }
+            // The time to ready of the step is the last replica's.
+            let last_ready = reps
+                .iter()
+                .map(|x| f(&x["ready_ms"]))
+                .fold(f64::MIN, f64::max);
+            assert!((f(&r["ready_ms"]) - last_ready).abs() < 1e-9, "{r}\n{p}");
+            let m = f(&p["mixed_ms"]);
+            let lo = step_first.iter().copied().fold(f64::MAX, f64::min);
+            let hi = step_first.iter().copied().fold(f64::MIN, f64::max);
+            assert!(m >= 0.0 && (m - (hi - lo)).abs() < 1e-9, "{p}");
+            mixed.push(m);
+        }
+        // Every route answers at every replica, asked here at each pod's IP.
+        for pod in &pods {
+            let ip = pod.ip.unwrap();
+            for i in 0..routes {
+                let host = format!("r{i}.example");
+                let (status, body) = get(SocketAddr::new(ip, 8080), &host, &format!("/r{i}"));
+                assert_eq!(
+                    (status, body.trim()),
+                    (200, host.as_str()),
+                    "{} r{i}",
+                    pod.name
+                );
+            }
+            assert_eq!(get(SocketAddr::new(ip, 8080), "x.example", "/r0").0, 404);
+        }
+        // The report has the probes' section.
+        let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+        assert!(md.contains("### Data-plane probes"), "{md}");
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        eprintln!(
+            "{test}: {routes} routes x {} replicas ({}): first answer {}, ready {}, stable {}; \
+             mixed window {}; probe interval mean {:.0} us (max {:.0}), request mean {:.0} us \
+             (max {:.0}); load {requests} requests, {} failed ({} below HTTP)",
+            names.len(),
+            if forward { "port-forward" } else { "pod IP" },
+            spread(&firsts),
+            spread(&readies),
+            spread(&stables),
+            spread(&mixed),
+            mean(&intervals),
+            pct(&intervals, 100.0),
+            mean(&costs),
+            pct(&costs, 100.0),
+            failed(load),
+            errors(load)
+        );
+        assert_eq!(
+            failed(load),
+            0,
+            "the gateway's reloads lost requests: {load}"
+        );
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_templated_growth_of_50_httproutes_is_probed_at_every_replica() {
+    grow("gwgrow", 50, 75, false);
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_templated_growth_probes_through_port_forwards() {
+    grow("gwgrowpf", 5, 20, true);
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_scale_and_rollout_restart_probe_every_replica_that_comes_and_goes() {
+    // The same gateway: scaled from 2 to 3, restarted, then scaled to 1 with a probe that can
+    // never pass (status 503 at `/`, which answers 200): the two replicas that go are recorded
+    // as gone, the one that stays as not stable, and only it fails the action.
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("gwscale");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        let probe = r#"probe = { selector = "app=gw", port = 8080, path = "/", timeout = "60s" }"#;
+        let scenario = dir.path().join("scale.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-gateway-scale"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+
+[[loads]]
+name = "gw"
+url = "http://gw.example/"
+via = "service:gw:8080"
+rate = 100
+connections = 4
+duration = "40s"
+retry_idle_closed = true
+
+[[actions]]
+at = "2s"
+scale = {{ target = "deployment/gw", to = 3 }}
+{probe}
+
+[[actions]]
+at = "10s"
+rollout_restart = "deployment/gw"
+{probe}
+
+[[actions]]
+at = "30s"
+scale = {{ target = "deployment/gw", to = 1 }}
+probe = {{ selector = "app=gw", port = 8080, path = "/", status = 503, timeout = "6s" }}
+"#
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = kube::run_command(&root, &ns, &[])
+            .arg(&scenario)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "the last probe fails: {stderr}");
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let probes = case["probes"].as_array().unwrap();
+        assert_eq!(probes.len(), 3, "{probes:?}");
+        let events: Vec<&Value> = case["events"].as_array().unwrap().iter().collect();
+        let count = |p: &Value, f: &dyn Fn(&Value) -> bool| {
+            p["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| f(x))
+                .count()
+        };
+        // Scaled up: the two replicas there and the new one, each stable, none gone.
+        let up = &probes[0];
+        assert_eq!(up["action"], "scale");
+        assert_eq!(count(up, &|x| !x["stable_ms"].is_null()), 3, "{up}");
+        assert_eq!(count(up, &|x| x["gone"] == true), 0, "{up}");
+        assert!(
+            up["error"].is_null() && events[0]["error"].is_null(),
+            "{up}"
+        );
+        // Restarted: the three old replicas and the three that replaced them, each stable.
+        let rr = &probes[1];
+        assert_eq!(rr["action"], "rollout_restart");
+        let n = rr["replicas"].as_array().unwrap().len();
+        assert!(n >= 6, "old and new replicas: {rr}");
+        assert_eq!(count(rr, &|x| !x["stable_ms"].is_null()), n, "{rr}");
+        assert!(
+            rr["error"].is_null() && events[1]["error"].is_null(),
+            "{rr}"
+        );
+        for x in rr["replicas"].as_array().unwrap() {
+            let (a, b, c) = (f(&x["first_ms"]), f(&x["ready_ms"]), f(&x["stable_ms"]));
+            assert!(0.0 <= a && a <= b && b <= c, "{x}");
+        }
+        // Scaled down with a probe that cannot pass: two gone, one not stable, and the error
+        // names the one that stayed.
+        let down = &probes[2];
+        assert_eq!(count(down, &|x| x["gone"] == true), 2, "{down}");
+        let stayed: Vec<&Value> = down["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["gone"] == false)
+            .collect();
+        assert_eq!(stayed.len(), 1, "{down}");
+        assert!(
+            stayed[0]["error"].as_str().unwrap().contains("status 200"),
+            "{down}"
+        );
+        let err = down["error"].as_str().unwrap();
+        assert!(err.contains(stayed[0]["pod"].as_str().unwrap()), "{err}");
+        assert!(
+            events[2]["error"].as_str().unwrap().contains("not stable"),
+            "{}",
+            events[2]
+        );
+        let load = &case["loads"][0];
+        eprintln!(
+            "gwscale: scale 2 -> 3: stable max {:.1} ms; rollout restart: {n} replicas probed, \
+             stable max {:.1} ms, mixed window {}; scale 3 -> 1: 2 gone; load {} requests, {} \
+             failed",
+            up["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| f(&x["stable_ms"]))
+                .fold(0.0, f64::max),
+            rr["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| f(&x["stable_ms"]))
+                .fold(0.0, f64::max),
+            rr["mixed_ms"],
+            load["requests"],
+            failed(load)
+        );
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -1,0 +1,377 @@
+//! Safe on a shared cluster, on the real test cluster (`make test-k8s`): every pod a run makes
+//! (backends, the config check, the proxy, for each proxy kind) runs as a non-root user without
+//! privilege, so a namespace that enforces Pod Security `restricted` admits them all, while it
+//! refuses a plain root pod; and the namespace a run makes enforces `baseline`, which refuses a
+//! host-network pod.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[path = "common/k8s.rs"]
+mod kube;
+use kube::{
+    access_count, backend_requests, cluster, coffee, data, failed, kubectl, namespace, ok_answers,
+    on_cluster, run_command, run_k8s, var,
+};
+
+/// The Pod Security label a namespace enforces by.
+const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
+/// A pod of the pause image with `spec` (YAML lines under `spec:`, indented 2), applied with
+/// kubectl in `ns`: its output, and whether the API server took it.
+fn try_pod(ns: &str, name: &str, spec: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("pod.yaml");
+    std::fs::write(
+        &f,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec}\n  \
+             containers:\n  - name: pause\n    image: localhost/pause:1\n    \
+             imagePullPolicy: Never\n"
+        ),
+    )
+    .unwrap();
+    let out = kubectl()
+        .args(["apply", "-n", ns, "-f"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `cmd` (a `run_command`) with flag `flag`'s value replaced by `value`, or without the flag.
+fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
+    let mut out = Command::new(cmd.get_program());
+    let mut args = cmd.get_args();
+    while let Some(a) = args.next() {
+        if a == flag {
+            let _ = args.next();
+            if let Some(v) = value {
+                out.arg(flag).arg(v);
+            }
+            continue;
+        }
+        out.arg(a);
+    }
+    out
+}
+
+/// 50 r/s for 4 s, and a reload at 2 s (the reload runs in the pod, as its user).
+fn scenario() -> String {
+    on_cluster(
+        "k8s-safe",
+        "",
+        &format!(
+            "{}\n[[cases]]\nname = \"main\"\nactions = [{{ at = \"2s\", reload = true }}]\n",
+            coffee(50, 2, "4s", "")
+        ),
+    )
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_every_pod_of_a_run_is_admitted_under_the_restricted_pod_security_standard() {
+    let c = cluster();
+    for (kind, image) in [
+        ("nginx", var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        ("haproxy", var("PROXYBENCH_TEST_HAPROXY_IMAGE")),
+        ("caddy", var("PROXYBENCH_TEST_CADDY_IMAGE")),
+    ] {
+        let ns = namespace(&format!("restricted-{kind}"));
+        c.create_namespace(&ns, &[(ENFORCE, "restricted")]).unwrap();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The namespace does enforce: a pod as the image has it (root, the runtime's
+            // defaults) is refused.
+            let (taken, text) = try_pod(&ns, "root", "  automountServiceAccountToken: false");
+            assert!(!taken, "{kind}: a root pod was admitted: {text}");
+            assert!(
+                text.contains("violates PodSecurity \"restricted"),
+                "{kind}: {text}"
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("safe.toml");
+            std::fs::write(&file, scenario()).unwrap();
+            let root = dir.path().join("results");
+            let out = run_k8s(
+                &root,
+                &file,
+                &ns,
+                &["--proxy", kind, "--proxy-image", &image],
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{kind}: the run failed: {stderr}");
+            let d = data(&root, &out);
+            let case = &d["cases"][0];
+            let events = case["events"].as_array().unwrap();
+            assert!(
+                !events.is_empty() && events.iter().all(|e| e["error"].is_null()),
+                "{kind}: the reload failed: {events:?}\n{stderr}"
+            );
+            assert_eq!(case["reloads"][0]["generation"], 2, "{kind}: {case}");
+            // 50 r/s for 4 s: exactly 200, none failed; every answer a line of the proxy pod's
+            // access log, every 2xx counted by a backend.
+            let load = &case["loads"][0];
+            let requests = load["requests"].as_u64().unwrap();
+            let retried = load["retried"].as_u64().unwrap_or(0);
+            assert_eq!(requests, 200, "{kind}: {load}");
+            assert_eq!(failed(load), 0, "{kind}: {load}");
+            let (lines, _) = access_count(&root);
+            assert!(
+                (requests..=requests + retried).contains(&lines),
+                "{kind}: {lines} access-log lines for {requests} answers"
+            );
+            let ok = ok_answers(load);
+            let served = backend_requests(case, "cafe");
+            assert!(
+                (ok..=ok + retried).contains(&served),
+                "{kind}: the backends counted {served} for {ok}"
+            );
+            // What the pods used (the metrics API), beside the requests they asked for.
+            let mut peak: std::collections::BTreeMap<String, (f64, u64)> = Default::default();
+            for m in case["cluster"]["metrics"].as_array().unwrap() {
+                let pod = m["pod"].as_str().unwrap();
+                let role = if pod.starts_with("proxy") {
+                    "proxy"
+                } else {
+                    "backend"
+                };
+                let e = peak.entry(role.to_string()).or_default();
+                e.0 = e.0.max(m["cpu_millicores"].as_f64().unwrap());
+                e.1 = e.1.max(m["memory_bytes"].as_u64().unwrap());
+            }
+            for (role, (cpu, mem)) in &peak {
+                eprintln!(
+                    "{kind}: {role} pods peaked at {cpu:.0}m cpu, {:.1} MiB at 50 r/s",
+                    *mem as f64 / 1048576.0
+                );
+            }
+            eprintln!(
+                "{kind}: {requests} requests, 0 failed, {lines} access lines, backends {served}"
+            );
+        }));
+        let _ = c.delete_namespace(&ns, Duration::from_secs(120));
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_the_namespace_a_run_makes_enforces_baseline() {
+    let c = cluster();
+    let before = c.managed_namespaces(Some("proxybench-")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("safe.toml");
+    std::fs::write(&file, scenario()).unwrap();
+    let root = dir.path().join("results");
+    // run_command's line without its `--namespace`: the run makes its own, kept here.
+    let out = with_flag(
+        run_command(&root, "unused", &["--keep"]),
+        "--namespace",
+        None,
+    )
+    .arg(&file)
+    .output()
+    .unwrap();
+    let made: Vec<String> = c
+        .managed_namespaces(Some("proxybench-"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the run failed: {stderr}");
+        assert_eq!(made.len(), 1, "the run's kept namespace: {made:?}");
+        let ns = &made[0];
+        let label = kubectl()
+            .args(["get", "namespace", ns, "-o"])
+            .arg(format!(
+                "jsonpath={{.metadata.labels.{}}}",
+                ENFORCE.replace('.', "\\.")
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&label.stdout), "baseline");
+        // The run's pods were admitted and served.
+        let d = data(&root, &out);
+        let load = &d["cases"][0]["loads"][0];
+        assert_eq!(load["requests"].as_u64(), Some(200), "{load}");
+        assert_eq!(failed(load), 0, "{load}");
+        // A pod on the node's network is refused there.
+        let (taken, text) = try_pod(
+            ns,
+            "hostnet",
+            "  hostNetwork: true\n  automountServiceAccountToken: false",
+        );
+        assert!(!taken, "a host-network pod was admitted: {text}");
+        assert!(text.contains("violates PodSecurity \"baseline"), "{text}");
+        eprintln!(
+            "namespace {ns}: enforce=baseline; a host-network pod: {}",
+            text.trim()
+        );
+    }));
+    for ns in &made {
+        let _ = c.delete_namespace(ns, Duration::from_secs(120));
+    }
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// kubectl's output for `args`, which must succeed.
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
+    let c = cluster();
+    let ns = namespace("rbac");
+    c.create_namespace(&ns, &[k8s::POD_SECURITY]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        kubectl_ok(&["create", "serviceaccount", "bench", "-n", &ns]);
+        let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+            .args([
+                "k8s",
+                "rbac",
+                "--namespace",
+                &ns,
+                "--service-account",
+                "bench",
+            ])
+            .output()
+            .unwrap();
+        assert!(rbac.status.success(), "{rbac:?}");
+        let mut apply = kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        apply.stdin.take().unwrap().write_all(&rbac.stdout).unwrap();
+        let applied = apply.wait_with_output().unwrap();
+        assert!(applied.status.success(), "{applied:?}");
+        eprintln!("{}", String::from_utf8_lossy(&applied.stdout).trim());
+        // A kubeconfig of the ServiceAccount's token, for the admin's cluster.
+        let token = kubectl_ok(&["create", "token", "bench", "-n", &ns, "--duration", "1h"]);
+        let view = |path: &str| {
+            kubectl_ok(&[
+                "config",
+                "view",
+                "--raw",
+                "--minify",
+                "-o",
+                &format!("jsonpath={{.clusters[0].cluster.{path}}}"),
+            ])
+        };
+        let server = view("server");
+        let ca = match view("certificate-authority-data") {
+            d if !d.is_empty() => format!("certificate-authority-data: {d}"),
+            _ => format!("certificate-authority: {}", view("certificate-authority")),
+        };
+        let kc = dir.path().join("bench.kubeconfig");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    \
+                 server: {server}\n    {ca}\nusers:\n- name: bench\n  user:\n    \
+                 token: {}\ncontexts:\n- name: bench\n  context:\n    cluster: c\n    \
+                 user: bench\n    namespace: {ns}\ncurrent-context: bench\n",
+                token.trim()
+            ),
+        )
+        .unwrap();
+        // The token is no admin's: outside its namespace it may read nothing.
+        let other = kubectl()
+            .args(["--kubeconfig"])
+            .arg(&kc)
+            .args(["get", "pods", "-n", "default"])
+            .output()
+            .unwrap();
+        assert!(
+            !other.status.success() && String::from_utf8_lossy(&other.stderr).contains("forbidden"),
+            "{other:?}"
+        );
+        // metrics-server's API is served some seconds after the cluster starts: waited for,
+        // so that the run reads the metrics API as the ServiceAccount too.
+        let t0 = std::time::Instant::now();
+        while !cluster().serves_group("metrics.k8s.io").unwrap_or(false)
+            && t0.elapsed() < Duration::from_secs(90)
+        {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let file = dir.path().join("safe.toml");
+        std::fs::write(&file, scenario()).unwrap();
+        let root = dir.path().join("results");
+        let out = with_flag(
+            run_command(&root, &ns, &[]),
+            "--kubeconfig",
+            Some(kc.to_str().unwrap()),
+        )
+        .arg(&file)
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the run as the ServiceAccount failed: {stderr}"
+        );
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        let events = case["events"].as_array().unwrap();
+        assert!(
+            !events.is_empty() && events.iter().all(|e| e["error"].is_null()),
+            "{events:?}"
+        );
+        let load = &case["loads"][0];
+        assert_eq!(load["requests"].as_u64(), Some(200), "{load}");
+        assert_eq!(failed(load), 0, "{load}");
+        // No collector went without for want of a permission.
+        let absent = case["cluster"]["absent"].to_string();
+        let findings = case["findings"].to_string();
+        eprintln!("absent as the ServiceAccount: {absent}");
+        for text in [&absent, &findings, &stderr.to_string()] {
+            assert!(
+                !text.to_lowercase().contains("forbidden"),
+                "a permission was missing: {text}"
+            );
+        }
+    }));
+    let _ = c.delete_namespace(&ns, Duration::from_secs(120));
+    let _ = kubectl()
+        .args([
+            "delete",
+            "clusterrolebinding",
+            &format!("proxybench-nodes-{ns}-bench"),
+            "--ignore-not-found",
+        ])
+        .output();
+    let _ = kubectl()
+        .args([
+            "delete",
+            "clusterrole",
+            "proxybench-nodes",
+            "--ignore-not-found",
+        ])
+        .output();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

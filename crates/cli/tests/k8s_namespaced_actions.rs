@@ -376,7 +376,7 @@ timeout = \"30s\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = namespace("route");
-    let mut child = kube::run_command(&root, &ns, &[])
+    let child = kube::run_command(&root, &ns, &[])
         .arg(&scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

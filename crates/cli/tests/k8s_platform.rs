@@ -1381,31 +1381,14 @@ fn kubectl_in(ns: &str) -> std::process::Command {
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_pod_that_never_gets_ready_stops_the_case_at_its_timeout_and_is_deleted() {
-    // The namespace exists before the run, with a LimitRange whose default CPU request no node
-    // has: every pod the run makes stays Pending (FailedScheduling), never Ready.
+    // The namespace exists before the run, and the scenario asks for backend pods with a CPU
+    // request no node has (`[platform] requests`): every backend pod stays Pending
+    // (FailedScheduling), never Ready.
     let dir = tempfile::tempdir().unwrap();
     let ns = namespace("neverready");
     let cluster = cluster();
     cluster.create_namespace(&ns, &[]).unwrap();
-    let limits = dir.path().join("limits.yaml");
-    std::fs::write(
-        &limits,
-        "apiVersion: v1
-kind: LimitRange
-metadata:
-  name: too-big
-spec:
-  limits:
-  - type: Container
-    defaultRequest:
-      cpu: \"64\"
-    default:
-      cpu: \"64\"
-",
-    )
-    .unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cluster.apply(&limits, &ns).unwrap();
         let scenario = dir.path().join("never.toml");
         std::fs::write(
             &scenario,
@@ -1414,6 +1397,7 @@ spec:
 [platform]
 kind = \"kubernetes\"
 ready_timeout = \"8s\"
+requests = {{ backend = {{ cpu = \"64\" }} }}
 {SCENARIO_HEAD}
 [[loads]]
 name = \"coffee\"

@@ -119,6 +119,16 @@ fn analyse_case(
         })
         .flatten()
         .collect();
+    // The Prometheus scrape's series by type, over the case and each action's window.
+    if let Some(k) = result.cluster.as_mut() {
+        let le = scn
+            .platform
+            .prometheus
+            .as_ref()
+            .map(|p| p.le.clone())
+            .unwrap_or_default();
+        k.series = model::scrape::scrape_windows(&k.scrapes, &result.events, result.elapsed_s, &le);
+    }
     let kind = env.proxy_kind.as_deref();
     let mut checks: Vec<CheckResult> = case.checks.iter().map(|c| c.eval(result, kind)).collect();
     if let Some(a) = named {

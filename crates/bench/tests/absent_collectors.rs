@@ -160,10 +160,12 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
         }];
         k.scrapes = vec![ScrapeSample {
             t_s: 1.0,
+            namespace: String::new(),
             pod: "proxy-0".into(),
             metric: "nginx_reloads_total".into(),
             labels: String::new(),
             value: seed as f64,
+            kind: "gauge".into(),
         }];
     }
 }

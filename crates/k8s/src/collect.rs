@@ -216,6 +216,8 @@ pub struct PromTarget {
 pub struct Scrape {
     /// Seconds since the case's origin when the scrape answered.
     pub t_s: f64,
+    /// The pod's namespace.
+    pub namespace: String,
     /// The pod's name.
     pub pod: String,
     /// Its samples (only the metrics asked for, when a filter was given).
@@ -497,7 +499,28 @@ impl Cluster {
         origin: Instant,
         every: Duration,
     ) -> Collector<Vec<PodUsage>> {
-        let what = format!("metrics of pods {selector} in {namespace}");
+        self.sample_metrics_of(namespace, &[selector.to_string()], origin, every)
+    }
+
+    /// [`Cluster::sample_metrics`] of the pods that any of `selectors` picks in `namespace`
+    /// (every pod when one is empty), each pod sampled once a round even when two selectors
+    /// pick it: a gateway's pods in their own namespace, by their own labels.
+    pub fn sample_metrics_of(
+        &self,
+        namespace: &str,
+        selectors: &[String],
+        origin: Instant,
+        every: Duration,
+    ) -> Collector<Vec<PodUsage>> {
+        let shown: Vec<&str> = if selectors.is_empty() {
+            vec!["(all)"]
+        } else {
+            selectors
+                .iter()
+                .map(|s| if s.is_empty() { "(all)" } else { s.as_str() })
+                .collect()
+        };
+        let what = format!("metrics of pods {} in {namespace}", shown.join(" or "));
         let resource = self.block_on(async {
             let d = self.discovery(false).await?;
             Ok::<_, Error>(
@@ -506,7 +529,13 @@ impl Cluster {
             )
         });
         let client = self.client();
-        let (namespace, selector) = (namespace.to_string(), selector.to_string());
+        let namespace = namespace.to_string();
+        let selectors: Vec<String> =
+            if selectors.is_empty() || selectors.iter().any(String::is_empty) {
+                vec![String::new()]
+            } else {
+                selectors.to_vec()
+            };
         let w = what.clone();
         Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
             let ar = match resource {
@@ -525,10 +554,17 @@ impl Cluster {
                 }
             };
             let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &ar);
-            let mut lp = ListParams::default();
-            if !selector.is_empty() {
-                lp = lp.labels(&selector);
-            }
+            let lps: Vec<ListParams> = selectors
+                .iter()
+                .map(|sel| {
+                    let lp = ListParams::default();
+                    if sel.is_empty() {
+                        lp
+                    } else {
+                        lp.labels(sel)
+                    }
+                })
+                .collect();
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -536,35 +572,41 @@ impl Cluster {
                     _ = stopped(&mut stop) => break,
                     _ = tick.tick() => {}
                 }
-                let r = api.list(&lp).await;
-                let t = t_s(origin);
-                let mut st = state.lock().expect("collector state");
-                match r {
-                    Ok(list) => {
-                        for m in list.items {
-                            let mut cpu = 0.0;
-                            let mut mem = 0.0;
-                            for c in m.data["containers"].as_array().into_iter().flatten() {
-                                cpu += c["usage"]["cpu"]
-                                    .as_str()
-                                    .and_then(parse_quantity)
-                                    .unwrap_or(0.0);
-                                mem += c["usage"]["memory"]
-                                    .as_str()
-                                    .and_then(parse_quantity)
-                                    .unwrap_or(0.0);
+                let mut sampled: BTreeSet<String> = BTreeSet::new();
+                for lp in &lps {
+                    let r = api.list(lp).await;
+                    let t = t_s(origin);
+                    let mut st = state.lock().expect("collector state");
+                    match r {
+                        Ok(list) => {
+                            for m in list.items {
+                                if !sampled.insert(m.metadata.name.clone().unwrap_or_default()) {
+                                    continue;
+                                }
+                                let mut cpu = 0.0;
+                                let mut mem = 0.0;
+                                for c in m.data["containers"].as_array().into_iter().flatten() {
+                                    cpu += c["usage"]["cpu"]
+                                        .as_str()
+                                        .and_then(parse_quantity)
+                                        .unwrap_or(0.0);
+                                    mem += c["usage"]["memory"]
+                                        .as_str()
+                                        .and_then(parse_quantity)
+                                        .unwrap_or(0.0);
+                                }
+                                st.data.push(PodUsage {
+                                    t_s: t,
+                                    pod: m.metadata.name.clone().unwrap_or_default(),
+                                    cpu_cores: cpu,
+                                    memory_bytes: mem,
+                                });
                             }
-                            st.data.push(PodUsage {
-                                t_s: t,
-                                pod: m.metadata.name.clone().unwrap_or_default(),
-                                cpu_cores: cpu,
-                                memory_bytes: mem,
-                            });
                         }
-                    }
-                    Err(e) => {
-                        let (m, _) = split(e);
-                        st.error(format!("{w}: {m}"));
+                        Err(e) => {
+                            let (m, _) = split(e);
+                            st.error(format!("{w}: {m}"));
+                        }
                     }
                 }
             }
@@ -589,20 +631,51 @@ impl Cluster {
         origin: Instant,
         every: Duration,
     ) -> Collector<Vec<Scrape>> {
+        self.scrape_prometheus_in(
+            &[namespace.to_string()],
+            &[selector.to_string()],
+            target,
+            origin,
+            every,
+        )
+    }
+
+    /// [`Cluster::scrape_prometheus`] of the running pods that any of `selectors` (every pod
+    /// when one is empty) picks in any of `namespaces`, each pod scraped once a round: a
+    /// gateway's data plane and control plane, each in a namespace of its own.
+    pub fn scrape_prometheus_in(
+        &self,
+        namespaces: &[String],
+        selectors: &[String],
+        target: &PromTarget,
+        origin: Instant,
+        every: Duration,
+    ) -> Collector<Vec<Scrape>> {
         let PromTarget { port, path, keep } = target.clone();
+        let shown: Vec<&str> = if selectors.is_empty() {
+            vec!["(all)"]
+        } else {
+            selectors
+                .iter()
+                .map(|s| if s.is_empty() { "(all)" } else { s.as_str() })
+                .collect()
+        };
         let what = format!(
-            "Prometheus scrape of :{port}/{} of pods {selector} in {namespace}",
-            path.trim_start_matches('/')
+            "Prometheus scrape of :{port}/{} of pods {} in {}",
+            path.trim_start_matches('/'),
+            shown.join(" or "),
+            namespaces.join(", ")
         );
         let cluster = self.clone();
-        let (namespace, selector) = (namespace.to_string(), selector.to_string());
+        let namespaces = namespaces.to_vec();
+        let selectors: Vec<String> =
+            if selectors.is_empty() || selectors.iter().any(String::is_empty) {
+                vec![String::new()]
+            } else {
+                selectors.to_vec()
+            };
         let w = what.clone();
         Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
-            let pods: Api<Pod> = Api::namespaced(cluster.client(), &namespace);
-            let mut lp = ListParams::default();
-            if !selector.is_empty() {
-                lp = lp.labels(&selector);
-            }
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -610,23 +683,31 @@ impl Cluster {
                     _ = stopped(&mut stop) => break,
                     _ = tick.tick() => {}
                 }
-                let names: Vec<String> = match pods.list(&lp).await {
-                    Ok(l) => l
-                        .items
-                        .iter()
-                        .map(PodInfo::of)
-                        .filter(|p| p.phase == "Running" && !p.deleting)
-                        .map(|p| p.name)
-                        .collect(),
-                    Err(e) => {
-                        state
-                            .lock()
-                            .expect("collector state")
-                            .error(format!("{w}: {}", split(e).0));
-                        continue;
+                // (namespace, pod) of every running pod picked, once each.
+                let mut names: BTreeSet<(String, String)> = BTreeSet::new();
+                for ns in &namespaces {
+                    let pods: Api<Pod> = Api::namespaced(cluster.client(), ns);
+                    for sel in &selectors {
+                        let mut lp = ListParams::default();
+                        if !sel.is_empty() {
+                            lp = lp.labels(sel);
+                        }
+                        match pods.list(&lp).await {
+                            Ok(l) => names.extend(
+                                l.items
+                                    .iter()
+                                    .map(PodInfo::of)
+                                    .filter(|p| p.phase == "Running" && !p.deleting)
+                                    .map(|p| (ns.clone(), p.name)),
+                            ),
+                            Err(e) => state
+                                .lock()
+                                .expect("collector state")
+                                .error(format!("{w}: {}", split(e).0)),
+                        }
                     }
-                };
-                for pod in names {
+                }
+                for (namespace, pod) in names {
                     let r = cluster.scrape_async(&namespace, &pod, port, &path).await;
                     let t = t_s(origin);
                     let mut st = state.lock().expect("collector state");
@@ -639,6 +720,7 @@ impl Cluster {
                             }
                             st.data.push(Scrape {
                                 t_s: t,
+                                namespace,
                                 pod,
                                 samples,
                             });

@@ -447,9 +447,83 @@ async fn follow(
     let _ = out.flush();
 }
 
+/// A log's lines counted by the level of its JSON lines (`{"level":"error","msg":...}`, as a
+/// Go control plane's zap or logrus logger writes them): what a gateway's "no errors in the
+/// logs" check reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelCount {
+    /// Lines in all.
+    pub lines: u64,
+    /// Lines that are a JSON object with a `level` (or `severity`) string.
+    pub leveled: u64,
+    /// Those lines by level, lowercased (`error`, `info`...).
+    pub levels: BTreeMap<String, u64>,
+    /// The `msg` (or `message`) of the first [`FIRST_ERRORS`] lines at an error level or worse.
+    pub first_errors: Vec<String>,
+}
+
+/// How many error messages [`count_levels`] keeps.
+pub const FIRST_ERRORS: usize = 5;
+
+/// The levels at or above error, as zap, logrus, slog and syslog name them.
+pub const ERROR_LEVELS: [&str; 9] = [
+    "error", "err", "dpanic", "panic", "fatal", "critical", "crit", "alert", "emerg",
+];
+
+/// Counts `text`'s lines by the level of each JSON line; other lines count in `lines` only.
+pub fn count_levels(text: &str) -> LevelCount {
+    let mut c = LevelCount::default();
+    for line in text.lines() {
+        c.lines += 1;
+        let line = line.trim();
+        if !line.starts_with('{') {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(line)
+        else {
+            continue;
+        };
+        let Some(level) = o
+            .get("level")
+            .or_else(|| o.get("severity"))
+            .and_then(|l| l.as_str())
+        else {
+            continue;
+        };
+        let level = level.to_ascii_lowercase();
+        c.leveled += 1;
+        if ERROR_LEVELS.contains(&level.as_str()) && c.first_errors.len() < FIRST_ERRORS {
+            let msg = o
+                .get("msg")
+                .or_else(|| o.get("message"))
+                .and_then(|m| m.as_str())
+                .unwrap_or(line);
+            c.first_errors.push(msg.to_string());
+        }
+        *c.levels.entry(level).or_default() += 1;
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_lines_are_counted_by_level() {
+        let text = "{\"level\":\"info\",\"ts\":1,\"msg\":\"started\"}\n\
+                    {\"level\":\"error\",\"msg\":\"reload failed\",\"error\":\"x\"}\n\
+                    not json\n{\"severity\":\"WARNING\",\"message\":\"slow\"}\n\
+                    {\"msg\":\"no level\"}\n{\"level\":\"fatal\",\"msg\":\"gone\"}\n{broken\n";
+        let c = count_levels(text);
+        assert_eq!((c.lines, c.leveled), (7, 4));
+        let want: BTreeMap<String, u64> = [("error", 1), ("fatal", 1), ("info", 1), ("warning", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(c.levels, want);
+        assert_eq!(c.first_errors, ["reload failed", "gone"]);
+    }
 
     fn at(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()

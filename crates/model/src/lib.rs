@@ -14,6 +14,7 @@ pub mod records;
 pub mod reloads;
 pub mod run;
 pub mod schedule;
+pub mod scrape;
 pub mod table;
 pub mod url;
 pub mod workload;

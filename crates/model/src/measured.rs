@@ -31,11 +31,13 @@ pub enum Collector {
     MetricsApi,
     /// The optional Prometheus scrape (`ClusterRecord::scrapes`).
     Scrape,
+    /// The watched pods' logs counted by level (`ClusterRecord::log_levels`).
+    LogLevels,
 }
 
 impl Collector {
     /// Every collector, in report order.
-    pub const ALL: [Collector; 10] = [
+    pub const ALL: [Collector; 11] = [
         Collector::Readiness,
         Collector::StatusPages,
         Collector::Logs,
@@ -46,6 +48,7 @@ impl Collector {
         Collector::Restarts,
         Collector::MetricsApi,
         Collector::Scrape,
+        Collector::LogLevels,
     ];
 
     /// What the collector gathers, in words, for "not sampled" sentences.
@@ -61,6 +64,7 @@ impl Collector {
             Collector::Restarts => "container restarts",
             Collector::MetricsApi => "the metrics API",
             Collector::Scrape => "the Prometheus scrape",
+            Collector::LogLevels => "the watched pods' log levels",
         }
     }
 
@@ -72,6 +76,7 @@ impl Collector {
             Collector::Events => Some("events"),
             Collector::MetricsApi => Some("metrics API"),
             Collector::Scrape => Some("Prometheus scrape"),
+            Collector::LogLevels => Some("log levels"),
             _ => None,
         }
     }
@@ -124,6 +129,11 @@ impl CaseResult {
                 .find(|a| a.split_once(':').is_some_and(|(p, _)| p.trim() == prefix))
             {
                 return Some(a.clone());
+            }
+            if c == Collector::LogLevels && k.log_levels.is_empty() {
+                return Some(
+                    "no watched pod's log was counted by level (platform.watch.log_levels)".into(),
+                );
             }
             return (c == Collector::Scrape && k.scrapes.is_empty())
                 .then(|| "no Prometheus scrape was configured".into());

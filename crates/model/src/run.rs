@@ -273,6 +273,14 @@ pub struct ClusterRecord {
     pub metrics: Vec<PodMetric>,
     /// Samples from the optional Prometheus scrape.
     pub scrapes: Vec<ScrapeSample>,
+    /// The scrape's series by type over the case and each action's window (histograms and
+    /// counters as deltas, gauges as min/max/last): analysed from `scrapes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<crate::scrape::ScrapeWindow>,
+    /// The watched pods' logs counted by level (`[platform] watch.log_levels`), one row per
+    /// container whose log was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_levels: Vec<LogLevels>,
     /// Why a collector has no data, one sentence each (`metrics API: not served by this
     /// cluster`).
     pub absent: Vec<String>,
@@ -359,11 +367,37 @@ pub struct PodMetric {
     pub memory_bytes: u64,
 }
 
+/// One watched container's log counted by the level of its JSON lines
+/// (`{"level":"error","msg":...}`, as a gateway's control plane writes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LogLevels {
+    /// The pod, as `namespace/pod`.
+    pub pod: String,
+    /// The container.
+    pub container: String,
+    /// Lines in all.
+    pub lines: u64,
+    /// Lines that are a JSON object with a `level` (or `severity`).
+    pub leveled: u64,
+    /// Those lines by level, lowercased.
+    pub levels: BTreeMap<String, u64>,
+    /// Lines at an error level or worse (`error`, `fatal`, `panic`...).
+    pub errors: u64,
+    /// The message of the first few of those.
+    pub first_errors: Vec<String>,
+    /// Why the log may be incomplete (its pod went away before it could be read...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+}
+
 /// One Prometheus sample scraped from a pod.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScrapeSample {
     /// Seconds from the case origin.
     pub t_s: f64,
+    /// The pod's namespace (empty in runs recorded before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// Pod name.
     pub pod: String,
     /// Metric name.
@@ -372,6 +406,10 @@ pub struct ScrapeSample {
     pub labels: String,
     /// The value.
     pub value: f64,
+    /// Its family's type from the exposition's `# TYPE` (`counter`, `gauge`, `histogram`...;
+    /// empty when it gave none, and in runs recorded before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 /// TIME_WAIT sockets that involve the backends' ports, split by which end holds them: the side

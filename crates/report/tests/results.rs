@@ -678,10 +678,23 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         metrics: Vec::new(),
         scrapes: vec![model::ScrapeSample {
             t_s: 3.0,
+            namespace: "gateway".into(),
             pod: "nginx-7d9-x1".into(),
             metric: "nginx_connections_active".into(),
             labels: String::new(),
             value: 7.0,
+            kind: "gauge".into(),
+        }],
+        series: Vec::new(),
+        log_levels: vec![model::LogLevels {
+            pod: "nginx-gateway/ngf-0".into(),
+            container: "nginx-gateway".into(),
+            lines: 12,
+            leveled: 11,
+            levels: [("error".to_string(), 2), ("info".to_string(), 9)].into(),
+            errors: 2,
+            first_errors: vec!["failed to reload".into(), "no upstream".into()],
+            incomplete: None,
         }],
         absent: vec![
             "metrics API: not served by this cluster (metrics.k8s.io has no endpoint)".into(),
@@ -698,6 +711,55 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         )]
         .into(),
     });
+    // A reload histogram (milliseconds, as NGF's) and a counter, scraped at 1 s and 10 s: 50
+    // reloads, 49 at or below 500 ms; the analysis's series by type.
+    {
+        let c = &mut r.cases[0];
+        let k = c.cluster.as_mut().unwrap();
+        let sample =
+            |t: f64, metric: &str, labels: &str, kind: &str, value: f64| model::ScrapeSample {
+                t_s: t,
+                namespace: "nginx-gateway".into(),
+                pod: "ngf-0".into(),
+                metric: metric.into(),
+                labels: labels.into(),
+                value,
+                kind: kind.into(),
+            };
+        for (t, k0) in [(1.0, 0.0), (10.0, 1.0)] {
+            for (le, n) in [("500", 49.0), ("1000", 50.0), ("+Inf", 50.0)] {
+                k.scrapes.push(sample(
+                    t,
+                    "ngf_reloads_milliseconds_bucket",
+                    &format!("le=\"{le}\""),
+                    "histogram",
+                    3.0 + n * k0,
+                ));
+            }
+            k.scrapes.push(sample(
+                t,
+                "ngf_reloads_milliseconds_count",
+                "",
+                "histogram",
+                3.0 + 50.0 * k0,
+            ));
+            k.scrapes.push(sample(
+                t,
+                "ngf_reloads_milliseconds_sum",
+                "",
+                "histogram",
+                300.0 + 6000.0 * k0,
+            ));
+            k.scrapes.push(sample(
+                t,
+                "ngf_reloads_total",
+                "",
+                "counter",
+                3.0 + 50.0 * k0,
+            ));
+        }
+        k.series = model::scrape::scrape_windows(&k.scrapes, &c.events, c.elapsed_s, &[500.0]);
+    }
     let dir = written(&r);
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(
@@ -732,7 +794,10 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         "| 18.00 | nginx-7d9-x2 | proxy | Deleted | no | - |",
         "| 12.50 | cafe-5f-a | backend | 1 | Error |",
         "| 17.90 | Pod/nginx-7d9-x2 | Unhealthy | 2 | Readiness probe failed: connection refused |",
-        "| nginx_connections_active | - | 1 | 1 | 7.00 | 7.00 | 7.00 |",
+        "| nginx_connections_active | - | gateway/nginx-7d9-x1 | 1 | 7.00 | 7.00 | 7.00 |",
+        "| ngf_reloads_milliseconds | - | 1 | 50 | 6000.00 | 120.00 | ≤ 500: 98.00% | 0 |",
+        "| ngf_reloads_total | - | 1 | 50 | 0 |",
+        "| nginx-gateway/ngf-0 | nginx-gateway | 12 | 11 | error: 2, info: 9 | 2 | failed to reload; no upstream |",
     ] {
         assert!(section.contains(want), "missing {want:?} in:\n{section}");
     }

@@ -266,6 +266,8 @@ const METRICS: &[(SubjectKind, &str, Kind)] = &[
     (SubjectKind::Cluster, "ready_pods_min", Kind::Count),
     (SubjectKind::Cluster, "ready_pods_max", Kind::Count),
     (SubjectKind::Cluster, "pods_deleted", Kind::Count),
+    (SubjectKind::Cluster, "log_errors", Kind::Count),
+    (SubjectKind::Cluster, "log_warnings", Kind::Count),
 ];
 
 /// The kind of subject a name is (anything else is a load's name).
@@ -357,6 +359,7 @@ fn cluster_collector(metric: &str) -> Collector {
     match metric {
         "restarts" => Collector::Restarts,
         "warnings" => Collector::Events,
+        "log_errors" | "log_warnings" => Collector::LogLevels,
         _ => Collector::PodWatch,
     }
 }
@@ -377,6 +380,15 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
         // Each record is one restart (its count is the container's total after it).
         "restarts" => Ok(k.restarts.len() as f64),
         "warnings" => Ok(k.warnings.iter().map(|w| f64::from(w.count.max(1))).sum()),
+        // The watched pods' JSON log lines at an error level or worse, and at warn.
+        "log_errors" => Ok(k.log_levels.iter().map(|l| l.errors as f64).sum()),
+        "log_warnings" => Ok(k
+            .log_levels
+            .iter()
+            .flat_map(|l| &l.levels)
+            .filter(|(level, _)| matches!(level.as_str(), "warn" | "warning"))
+            .map(|(_, n)| *n as f64)
+            .sum()),
         "pods_deleted" => Ok(k
             .pods
             .iter()
@@ -664,6 +676,23 @@ mod tests {
             on("cluster.ready_pods_min == 1")
         );
         assert!(on("cluster.pods_deleted == 1").pass);
+        // No log counted by level: not measurable, never a zero.
+        let r = on("cluster.log_errors == 0");
+        assert!(!r.pass);
+        assert!(r.actual.contains("platform.watch.log_levels"), "{r:?}");
+        c.cluster.as_mut().unwrap().log_levels = vec![model::LogLevels {
+            pod: "gw/ctl".into(),
+            container: "ctl".into(),
+            lines: 9,
+            leveled: 8,
+            levels: [("error".to_string(), 3), ("warn".to_string(), 2)].into(),
+            errors: 3,
+            ..Default::default()
+        }];
+        let on = |e: &str| Check::parse(e).unwrap().eval(&c, Some("nginx"));
+        assert!(on("cluster.log_errors == 3").pass);
+        assert!(!on("cluster.log_errors == 0").pass);
+        assert!(on("cluster.log_warnings == 2").pass);
         assert!(Check::parse("cluster.pods == 1")
             .unwrap_err()
             .to_string()

@@ -101,6 +101,9 @@ pub struct PlatformSpec {
     /// How the watched pods write their access lines (`combined`, `nginx-json`...): their logs
     /// are then counted as a proxy's are; without it they are kept, not counted.
     pub watch_log_format: Option<setup::proxy::LogFormat>,
+    /// Read the watched pods' logs and count their JSON lines by level (`{"level":"error",...}`,
+    /// a control plane's), for `cluster.log_errors`.
+    pub watch_log_levels: bool,
     /// The optional Prometheus scrape of a pod port.
     pub prometheus: Option<ScrapeSpec>,
     /// The proxy pods' termination grace period: how long a graceful stop may take before the
@@ -163,14 +166,21 @@ pub struct Requests {
 /// A Prometheus text endpoint scraped on the watched or proxy pods.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScrapeSpec {
-    /// Label selector of the pods to scrape.
-    pub selector: String,
+    /// Namespaces whose pods are scraped (the run's own when empty): a gateway's data plane
+    /// and control plane live in namespaces of their own.
+    pub namespaces: Vec<String>,
+    /// Label selectors of the pods to scrape, each looked up in each namespace (a pod that two
+    /// selectors pick is scraped once).
+    pub selectors: Vec<String>,
     /// Pod port.
     pub port: u16,
     /// Path (`/metrics`).
     pub path: String,
     /// Metric names kept (every metric when empty).
     pub metrics: Vec<String>,
+    /// Bucket bounds (`le`, in each histogram's own unit) whose shares the report gives
+    /// ("≤ 500: 98%"); every bound of the exposition when empty.
+    pub le: Vec<f64>,
     /// Time between scrapes.
     pub every: Duration,
 }
@@ -363,18 +373,28 @@ struct WatchDoc {
     selectors: Vec<Spanned<String>>,
     #[serde(default)]
     log_format: Option<setup::proxy::LogFormat>,
+    #[serde(default)]
+    log_levels: bool,
 }
 
-/// `prometheus = { selector, port, path = "/metrics", metrics = [...], every = "1s" }`.
+/// `prometheus = { namespaces = [...], selector | selectors = [...], port, path = "/metrics",
+/// metrics = [...], every = "1s" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PrometheusDoc {
-    selector: String,
+    #[serde(default)]
+    namespaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    selector: Option<Spanned<String>>,
+    #[serde(default)]
+    selectors: Vec<Spanned<String>>,
     port: u16,
     #[serde(default = "metrics_path")]
     path: String,
     #[serde(default)]
     metrics: Vec<String>,
+    #[serde(default)]
+    le: Vec<f64>,
     #[serde(default = "one_second")]
     every: Dur,
 }
@@ -482,13 +502,54 @@ pub(crate) fn parse_platform(
                 spec.watch_selectors.push(s.get_ref().clone());
             }
             spec.watch_log_format = w.get_ref().log_format;
+            spec.watch_log_levels = w.get_ref().log_levels;
+            if spec.watch_log_levels && spec.watch_selectors.is_empty() {
+                return Err(at(
+                    w.span(),
+                    "platform.watch.log_levels needs watch.selectors: the pods whose logs \
+                     are counted"
+                        .into(),
+                ));
+            }
             cluster_keys.push(("watch", w.span()));
         }
         if let Some(p) = &doc.prometheus {
             let d = p.get_ref();
             let bad = |m: String| at(p.span(), format!("platform.prometheus: {m}"));
-            label_selector(&d.selector)
-                .map_err(|e| bad(format!("selector '{}': {e}", d.selector)))?;
+            let mut namespaces = Vec::new();
+            for n in &d.namespaces {
+                dns_label(n.get_ref()).map_err(|e| {
+                    at(
+                        n.span(),
+                        format!("platform.prometheus.namespaces: '{}': {e}", n.get_ref()),
+                    )
+                })?;
+                if !namespaces.contains(n.get_ref()) {
+                    namespaces.push(n.get_ref().clone());
+                }
+            }
+            if d.selector.is_some() && !d.selectors.is_empty() {
+                return Err(bad(
+                    "`selector` or `selectors`, not both (selectors = [...] takes several)".into(),
+                ));
+            }
+            let mut selectors = Vec::new();
+            for s in d.selector.iter().chain(&d.selectors) {
+                label_selector(s.get_ref()).map_err(|e| {
+                    at(
+                        s.span(),
+                        format!("platform.prometheus: selector '{}': {e}", s.get_ref()),
+                    )
+                })?;
+                if !selectors.contains(s.get_ref()) {
+                    selectors.push(s.get_ref().clone());
+                }
+            }
+            if selectors.is_empty() {
+                return Err(bad(
+                    "no pods to scrape: name them with `selector` (or `selectors = [...]`)".into(),
+                ));
+            }
             if d.port == 0 {
                 return Err(bad("port must be 1-65535".into()));
             }
@@ -501,8 +562,18 @@ pub(crate) fn parse_platform(
             if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
                 return Err(bad(format!("'{m}' is not a Prometheus metric name")));
             }
+            if let Some(b) = d.le.iter().find(|b| !b.is_finite()) {
+                return Err(bad(format!(
+                    "le {b}: a bucket bound is a finite number (+Inf holds every observation)"
+                )));
+            }
+            let mut le = d.le.clone();
+            le.sort_by(f64::total_cmp);
+            le.dedup();
             spec.prometheus = Some(ScrapeSpec {
-                selector: d.selector.clone(),
+                namespaces,
+                selectors,
+                le,
                 port: d.port,
                 path: d.path.clone(),
                 metrics: d.metrics.clone(),

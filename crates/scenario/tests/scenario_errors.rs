@@ -365,7 +365,7 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
             "\n[platform]\nkind = \"kubernetes\"\ncontext = \"lab\"\nnamespace = \"bench-1\"\n\
              keep = true\nimage = \"localhost/proxybench:0.1.0\"\nproxy_image = \"nginx:1.27\"\n\
              watch = { namespaces = [\"gw\"], selectors = [\"app=gateway\"] }\n\
-             prometheus = { selector = \"app=gateway\", port = 9113, metrics = [\"nginx_up\"] }\n\
+             prometheus = { namespaces = [\"nginx-gateway\", \"gw\"], selectors = [\"app=gateway\", \"app=ngf\"], port = 9113, metrics = [\"nginx_up\"], le = [1000, 500, 500] }\n\
              image_pull_secrets = [\"regcred\"]\nimage_pull_policy = \"Always\"\n\
              ready_timeout = \"30s\"\n\
              \n[[backends]]",
@@ -387,6 +387,9 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
     assert_eq!(p.image_pull_policy.as_deref(), Some("Always"));
     assert_eq!(p.ready_timeout, Some(std::time::Duration::from_secs(30)));
     let prom = p.prometheus.as_ref().unwrap();
+    assert_eq!(prom.namespaces, ["nginx-gateway", "gw"]);
+    assert_eq!(prom.selectors, ["app=gateway", "app=ngf"]);
+    assert_eq!(prom.le, [500.0, 1000.0]);
     assert_eq!(
         (prom.port, prom.path.as_str(), prom.every),
         (9113, "/metrics", std::time::Duration::from_secs(1))
@@ -456,6 +459,11 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
         "platform.watch.selectors",
     );
     bad(
+        "kind = \"kubernetes\"\nwatch = { namespaces = [\"gw\"], log_levels = true }",
+        4,
+        "platform.watch.log_levels needs watch.selectors",
+    );
+    bad(
         "kind = \"kubernetes\"\nwatch = { pods = [] }",
         4,
         "unknown field `pods`",
@@ -478,7 +486,27 @@ fn the_platform_table_is_read_and_its_mistakes_are_refused_at_their_line() {
     bad(
         "kind = \"kubernetes\"\nprometheus = { port = 80 }",
         4,
-        "missing field `selector`",
+        "platform.prometheus: no pods to scrape: name them with `selector`",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80, selector = \"a=b\", le = [0.5, inf] }",
+        4,
+        "platform.prometheus: le inf: a bucket bound is a finite number",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80, selector = \"a=b\", selectors = [\"c=d\"] }",
+        4,
+        "`selector` or `selectors`, not both",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80, selectors = [\"app=x\",\n  \"app=(x\"] }",
+        5,
+        "platform.prometheus: selector 'app=(x'",
+    );
+    bad(
+        "kind = \"kubernetes\"\nprometheus = { port = 80, selector = \"app=x\", namespaces = [\"gw\",\n  \"Gateway\"] }",
+        5,
+        "platform.prometheus.namespaces: 'Gateway': must be 1-63 lowercase",
     );
     // Cluster settings on the local platform mean nothing: refused at their line.
     bad(

@@ -522,6 +522,57 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
     if c.gap(Collector::Scrape).is_none() {
         scrapes(out, k);
     }
+    if c.gap(Collector::LogLevels).is_none() {
+        log_levels(out, k);
+    }
+}
+
+/// The watched pods' logs counted by the level of their JSON lines.
+fn log_levels(out: &mut String, k: &model::ClusterRecord) {
+    out.push_str("#### Watched pods' log levels\n\n");
+    let mut t = Table::new(&[
+        "Pod",
+        "Container",
+        ">Lines",
+        ">With a level",
+        "By level",
+        ">Errors",
+        "First errors",
+    ]);
+    for l in &k.log_levels {
+        t.row([
+            l.pod.clone(),
+            l.container.clone(),
+            count(l.lines),
+            count(l.leveled),
+            if l.levels.is_empty() {
+                "-".into()
+            } else {
+                l.levels
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            count(l.errors),
+            if l.first_errors.is_empty() {
+                "-".into()
+            } else {
+                fmt::cell(&l.first_errors.join("; "))
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    for l in k.log_levels.iter().filter(|l| l.incomplete.is_some()) {
+        let _ = writeln!(
+            out,
+            "- {} {}: the log may be incomplete: {}",
+            l.pod,
+            l.container,
+            l.incomplete.as_deref().unwrap_or_default()
+        );
+    }
 }
 
 /// Every container restart the pod watch saw.
@@ -610,8 +661,188 @@ fn metrics(out: &mut String, k: &model::ClusterRecord) {
     }
 }
 
-/// The Prometheus scrape's series, min, max and last.
+/// A count or an increase: whole numbers as such (`1001`), others with two decimals.
+fn amount(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        fmt::f2(v)
+    }
+}
+
+/// A histogram's shares at its bounds: `≤ 500: 98.00%, ≤ 1000: 100%` (`n/a` for a bound the
+/// exposition has no bucket at, or when nothing was observed).
+fn shares(h: &model::scrape::HistogramDelta) -> String {
+    if h.buckets.is_empty() {
+        return "-".into();
+    }
+    h.buckets
+        .iter()
+        .map(|b| {
+            let v = match (b.share, b.count) {
+                (Some(s), _) => fmt::pct_value(s * 100.0),
+                (None, None) => "no such bucket".into(),
+                (None, Some(_)) => "n/a".into(),
+            };
+            format!("≤ {}: {v}", b.le)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Labels for a table cell (`-` when none).
+fn labels_cell(l: &str) -> String {
+    if l.is_empty() {
+        "-".into()
+    } else {
+        l.to_string()
+    }
+}
+
+/// The Prometheus scrape's series by type: histograms and counters as what they counted over
+/// the case and in each action's window, gauges as min, max and last. A record not analysed
+/// that way (an older run's) gets each series' min, max and last.
 fn scrapes(out: &mut String, k: &model::ClusterRecord) {
+    if let Some(case) = k.series.iter().find(|w| w.event.is_none()) {
+        out.push_str("#### Prometheus scrape\n\n");
+        let _ = writeln!(
+            out,
+            "Histograms and counters are what they counted during the case (each pod's increase \
+             from its first to its last scrape, summed over pods; a value that went down is a \
+             counter reset, counted from zero after it); gauges are each pod's minimum, maximum \
+             and last value.\n"
+        );
+        if !case.histograms.is_empty() {
+            out.push_str("Histograms over the case:\n\n");
+            let mut t = Table::new(&[
+                "Metric",
+                "Labels",
+                ">Pods",
+                ">Count",
+                ">Sum",
+                ">Mean",
+                "At or below",
+                ">Resets",
+            ]);
+            for h in &case.histograms {
+                t.row([
+                    h.metric.clone(),
+                    labels_cell(&h.labels),
+                    count(u64::from(h.pods)),
+                    amount(h.count),
+                    fmt::f2(h.sum),
+                    h.mean.map_or("-".into(), fmt::f2),
+                    shares(h),
+                    count(u64::from(h.resets)),
+                ]);
+            }
+            out.push_str(&t.render());
+            out.push('\n');
+        }
+        if !case.counters.is_empty() {
+            out.push_str("Counters over the case:\n\n");
+            let mut t = Table::new(&["Metric", "Labels", ">Pods", ">Increase", ">Resets"]);
+            for c in &case.counters {
+                t.row([
+                    c.metric.clone(),
+                    labels_cell(&c.labels),
+                    count(u64::from(c.pods)),
+                    amount(c.delta),
+                    count(u64::from(c.resets)),
+                ]);
+            }
+            out.push_str(&t.render());
+            out.push('\n');
+        }
+        if !case.gauges.is_empty() {
+            out.push_str("Gauges over the case:\n\n");
+            let mut t = Table::new(&[
+                "Metric", "Labels", "Pod", ">Samples", ">Min", ">Max", ">Last",
+            ]);
+            for g in &case.gauges {
+                t.row([
+                    g.metric.clone(),
+                    labels_cell(&g.labels),
+                    g.pod.clone(),
+                    count(u64::from(g.samples)),
+                    fmt::f2(g.min),
+                    fmt::f2(g.max),
+                    fmt::f2(g.last),
+                ]);
+            }
+            out.push_str(&t.render());
+            out.push('\n');
+        }
+        // Per action: the histograms and counters that counted anything in its window.
+        let mut t = Table::new(&[
+            "Action",
+            ">From (s)",
+            ">To (s)",
+            "Metric",
+            "Labels",
+            ">Count or increase",
+            ">Mean",
+            "At or below",
+        ]);
+        let mut rows = 0usize;
+        let mut more = 0usize;
+        for w in k.series.iter().filter(|w| w.event.is_some()) {
+            let mut row = |t: &mut Table, cells: [String; 5]| {
+                if rows < EVENT_ROWS {
+                    let [m, l, n, mean, sh] = cells;
+                    t.row([
+                        w.window.clone(),
+                        fmt::secs(w.from_s),
+                        fmt::secs(w.to_s),
+                        m,
+                        l,
+                        n,
+                        mean,
+                        sh,
+                    ]);
+                    rows += 1;
+                } else {
+                    more += 1;
+                }
+            };
+            for h in w.histograms.iter().filter(|h| h.count != 0.0) {
+                row(
+                    &mut t,
+                    [
+                        h.metric.clone(),
+                        labels_cell(&h.labels),
+                        amount(h.count),
+                        h.mean.map_or("-".into(), fmt::f2),
+                        shares(h),
+                    ],
+                );
+            }
+            for c in w.counters.iter().filter(|c| c.delta != 0.0) {
+                row(
+                    &mut t,
+                    [
+                        c.metric.clone(),
+                        labels_cell(&c.labels),
+                        amount(c.delta),
+                        "-".into(),
+                        "-".into(),
+                    ],
+                );
+            }
+        }
+        if rows > 0 {
+            out.push_str(
+                "In each action's window (from the action to the next one), what counted \
+                 anything:\n\n",
+            );
+            out.push_str(&t.render());
+            if more > 0 {
+                let _ = writeln!(out, "\n{more} more rows are in data.json.");
+            }
+            out.push('\n');
+        }
+        return;
+    }
     if !k.scrapes.is_empty() {
         out.push_str("#### Prometheus scrape\n\n");
         let mut by: BTreeMap<(&str, &str), Vec<&model::ScrapeSample>> = BTreeMap::new();

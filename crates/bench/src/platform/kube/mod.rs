@@ -108,13 +108,16 @@ pub(crate) struct KubeStage {
     pods: Vec<Collector<PodTimeline>>,
     /// Warning events of the run's namespace and of each watched one.
     warnings: Vec<Collector<Vec<WarningEvent>>>,
-    metrics: Option<Collector<Vec<PodUsage>>>,
+    /// CPU and memory of the run's pods, then of the watched pods of each other namespace.
+    metrics: Vec<Collector<Vec<PodUsage>>>,
     scrape: Option<Collector<Vec<Scrape>>>,
     followers: Option<LogFollowers>,
     /// Log followers of the user's watched pods (`[platform] watch`), and how their access
     /// lines are written when the scenario says.
     watched_logs: Vec<LogFollowers>,
     watched_format: Option<proxy::logs::LogFormat>,
+    /// Count the watched pods' JSON log lines by level (`watch.log_levels`).
+    watched_levels: bool,
     /// A proxy the user runs (`kind = "external"`), attached: its reload command and log files.
     attached: Option<Box<dyn proxy::Replica>>,
     /// What the stage itself could not gather, one sentence each (into the record's `absent`).

@@ -44,7 +44,11 @@ impl KubeStage {
         };
         let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
         let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
-        let metrics = self.metrics.take().map(Collector::stop);
+        let metrics: Vec<(String, Collected<Vec<k8s::collect::PodUsage>>)> = self
+            .metrics
+            .drain(..)
+            .map(|m| (m.what().to_string(), m.stop()))
+            .collect();
         let scrape = self.scrape.take().map(Collector::stop);
         let endpoints = self.endpoints.take().map(Collector::stop);
         if let Some(e) = &endpoints {
@@ -59,8 +63,19 @@ impl KubeStage {
         for w in &warnings {
             absent("events", &w.absent);
         }
-        if let Some(m) = &metrics {
-            absent("metrics API", &m.absent);
+        // The metrics API is absent when no sampler got a sample; one that got none beside
+        // others that did (a watched namespace's selector picked no pod) is a note.
+        if metrics.iter().all(|(_, m)| m.absent.is_some()) {
+            if let Some((_, m)) = metrics.first() {
+                absent("metrics API", &m.absent);
+            }
+        } else {
+            for (what, m) in &metrics {
+                if let Some(a) = &m.absent {
+                    self.notes
+                        .push(format!("The metrics API gave nothing for the {what}: {a}."));
+                }
+            }
         }
         if let Some(s) = &scrape {
             absent("Prometheus scrape", &s.absent);
@@ -102,7 +117,7 @@ impl KubeStage {
                 count: w.count.max(0) as u32,
             });
         }
-        for m in metrics.map(|m| m.data).unwrap_or_default() {
+        for m in metrics.into_iter().flat_map(|(_, m)| m.data) {
             rec.metrics.push(model::PodMetric {
                 t_s: m.t_s,
                 pod: m.pod,
@@ -120,10 +135,12 @@ impl KubeStage {
                     .join(",");
                 rec.scrapes.push(model::ScrapeSample {
                     t_s: s.t_s,
+                    namespace: s.namespace.clone(),
                     pod: s.pod.clone(),
                     metric: x.metric,
                     labels,
                     value: x.value,
+                    kind: x.kind,
                 });
             }
         }
@@ -181,7 +198,7 @@ impl KubeStage {
         } else {
             spec.watch_namespaces.iter().collect()
         };
-        if spec.watch_log_format.is_none() {
+        if spec.watch_log_format.is_none() && !spec.watch_log_levels {
             if !spec.watch_selectors.is_empty() {
                 self.absent.push(
                     "watched pods' logs: not read (platform.watch.log_format names how their \
@@ -266,6 +283,53 @@ pub(super) fn split_logs(
     err: &mut Option<StackError>,
 ) {
     let followed = followers.stop(Duration::from_secs(30));
+    split_followed(followed, format, dir, logs, err);
+}
+
+/// Each followed container's log counted by the level of its JSON lines, as the case's record
+/// keeps it (`watch.log_levels`).
+pub(super) fn log_levels(followed: &[k8s::FollowedLog]) -> Vec<model::LogLevels> {
+    followed
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f.path);
+            let c = k8s::follow::count_levels(text.as_deref().unwrap_or(""));
+            let namespace = f
+                .path
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            model::LogLevels {
+                pod: format!("{namespace}/{}", f.pod),
+                container: f.container.clone(),
+                lines: c.lines,
+                leveled: c.leveled,
+                errors: c
+                    .levels
+                    .iter()
+                    .filter(|(l, _)| k8s::follow::ERROR_LEVELS.contains(&l.as_str()))
+                    .map(|(_, n)| n)
+                    .sum(),
+                levels: c.levels,
+                first_errors: c.first_errors,
+                incomplete: match text {
+                    Err(e) => Some(format!("{}: {e}", f.path.display())),
+                    Ok(_) => f.error.clone(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// [`split_logs`] of logs already followed to their end.
+pub(super) fn split_followed(
+    followed: Vec<k8s::FollowedLog>,
+    format: proxy::logs::LogFormat,
+    dir: &std::path::Path,
+    logs: &mut Vec<(String, LogFiles)>,
+    err: &mut Option<StackError>,
+) {
     let mut per_pod: std::collections::BTreeMap<&str, usize> = Default::default();
     for f in &followed {
         *per_pod.entry(f.pod.as_str()).or_default() += 1;

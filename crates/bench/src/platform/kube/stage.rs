@@ -6,7 +6,7 @@ use super::manifests::{
     check_in_pod, config_map, config_volume, deployment, labels, meta, proxy_stop, sh, tls_mount,
     tls_volume, PodScripts,
 };
-use super::records::split_logs;
+use super::records::{log_levels, split_followed, split_logs};
 use super::{
     next_port, platform, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE, LISTENER_BASE,
     POD_PATH_ENV, POD_PREFIX, PROXY_SERVICE, ROLE, SERVICE_BOUND,
@@ -101,11 +101,12 @@ impl KubeStage {
             handles: Arc::new(Mutex::new(Vec::new())),
             pods: vec![c.watch_pods(&ns, "", origin)],
             warnings: vec![c.watch_warnings(&ns, origin)],
-            metrics: None,
+            metrics: Vec::new(),
             scrape: None,
             followers: None,
             watched_logs: Vec::new(),
             watched_format: spec.watch_log_format,
+            watched_levels: spec.watch_log_levels,
             attached: None,
             absent: Vec::new(),
             first_backend: BTreeMap::new(),
@@ -131,14 +132,30 @@ impl KubeStage {
             )?,
         });
         st.watch(spec)?;
-        st.metrics = Some(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        st.metrics
+            .push(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
+        // The watched pods of other namespaces (a gateway's own), by the watch's selectors.
+        for other in spec.watch_namespaces.iter().filter(|n| **n != ns) {
+            st.metrics.push(c.sample_metrics_of(
+                other,
+                &spec.watch_selectors,
+                origin,
+                Duration::from_secs(1),
+            ));
+        }
         if let Some(p) = &spec.prometheus {
             let target = PromTarget {
                 port: p.port,
                 path: p.path.clone(),
                 keep: p.metrics.clone(),
             };
-            st.scrape = Some(c.scrape_prometheus(&ns, &p.selector, &target, origin, p.every));
+            let namespaces = if p.namespaces.is_empty() {
+                vec![ns.clone()]
+            } else {
+                p.namespaces.clone()
+            };
+            st.scrape =
+                Some(c.scrape_prometheus_in(&namespaces, &p.selectors, &target, origin, p.every));
         }
         // Backends.
         let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
@@ -839,9 +856,14 @@ impl Stage for KubeStage {
         if let Some(f) = self.followers.take() {
             split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
         }
-        if let Some(format) = self.watched_format {
-            for f in std::mem::take(&mut self.watched_logs) {
-                split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+        let mut levels = Vec::new();
+        for f in std::mem::take(&mut self.watched_logs) {
+            let followed = f.stop(Duration::from_secs(30));
+            if self.watched_levels {
+                levels.extend(log_levels(&followed));
+            }
+            if let Some(format) = self.watched_format {
+                split_followed(followed, format, &self.logs_dir, &mut logs, &mut err);
             }
         }
         if let Some(a) = &self.attached {
@@ -879,6 +901,15 @@ impl Stage for KubeStage {
         }
         let mut rec = self.record();
         rec.counters_missing = missing;
+        if self.watched_levels {
+            if levels.is_empty() {
+                rec.absent.push(
+                    "log levels: no watched pod's log was read (watch.selectors picked no pod)"
+                        .into(),
+                );
+            }
+            rec.log_levels = levels;
+        }
         Down {
             logs,
             backends,

@@ -1,0 +1,218 @@
+//! Collectors wherever the gateway lives (issue 24 item 4), on the test cluster: a namespace
+//! of the test's own, not the run's, holds a "control plane" that writes JSON log lines with
+//! known counts per level (busybox's `sh` in the nginx test image), and an exporter pod (the
+//! proxybench image: `proxybench load --metrics-listen` against a `proxybench backend` with a
+//! fixed 20 ms delay in the same pod). A run of the cafe stack watches the one's logs by level
+//! and scrapes the other: the levels are counted exactly, `cluster.log_errors == 3` passes, and
+//! the scrape's series come from that namespace by type.
+
+#[path = "common/k8s.rs"]
+mod kube;
+
+use kube::{data, kubectl, namespace, on_cluster, run_k8s, var};
+use serde_json::Value;
+
+/// The control plane's lines: 5 info, 2 warn, 3 error (msgs e1..e3), 1 that is not JSON.
+const SCRIPT: &str = r#"for i in 1 2 3 4 5; do echo '{"level":"info","ts":1,"msg":"synced"}'; done
+echo 'starting, not json'
+echo '{"level":"warn","msg":"slow"}'; echo '{"level":"warn","msg":"slower"}'
+for i in 1 2 3; do echo "{\"level\":\"error\",\"msg\":\"e$i\"}"; done
+exec sleep 3600"#;
+
+fn manifest(nginx_image: &str, pb_image: &str) -> String {
+    let script = SCRIPT
+        .lines()
+        .map(|l| format!("          {l}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ctl
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: ctl}}
+  template:
+    metadata:
+      labels: {{app: ctl}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: ctl
+        image: {nginx_image}
+        imagePullPolicy: IfNotPresent
+        command:
+        - sh
+        - -c
+        - |
+{script}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: exporter
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: exporter}}
+  template:
+    metadata:
+      labels: {{app: exporter}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: backend
+        image: {pb_image}
+        imagePullPolicy: IfNotPresent
+        args: ["backend", "--listen", "127.0.0.1:8080", "--profile", "latency=20ms"]
+      - name: load
+        image: {pb_image}
+        imagePullPolicy: IfNotPresent
+        args: ["load", "-R", "20", "-c", "2", "-d", "1h",
+               "--metrics-listen", "0.0.0.0:9464", "--metrics-allow-remote",
+               "http://127.0.0.1:8080/"]
+        ports:
+        - containerPort: 9464
+"#
+    )
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_collected() {
+    let ns = namespace("collect");
+    let gw = namespace("gw");
+    let dir = tempfile::tempdir().unwrap();
+    let ok = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ok(kubectl()
+        .args(["create", "namespace", &gw])
+        .output()
+        .unwrap());
+    let result = std::panic::catch_unwind(|| {
+        let m = dir.path().join("gw.yaml");
+        std::fs::write(
+            &m,
+            manifest(
+                &var("PROXYBENCH_TEST_NGINX_IMAGE"),
+                &var("PROXYBENCH_TEST_IMAGE"),
+            ),
+        )
+        .unwrap();
+        ok(kubectl()
+            .args(["apply", "-n", &gw, "-f"])
+            .arg(&m)
+            .output()
+            .unwrap());
+        ok(kubectl()
+            .args([
+                "wait",
+                "-n",
+                &gw,
+                "--for=condition=Available",
+                "--timeout=180s",
+            ])
+            .args(["deployment/ctl", "deployment/exporter"])
+            .output()
+            .unwrap());
+        let scenario = dir.path().join("collect.toml");
+        let platform = format!(
+            "watch = {{ namespaces = [\"{gw}\"], selectors = [\"app=ctl\"], log_levels = true }}\n\
+             prometheus = {{ namespaces = [\"{gw}\"], selector = \"app=exporter\", port = 9464, \
+             le = [0.01, 0.025], every = \"500ms\" }}"
+        );
+        let text = on_cluster("k8s-collect", &platform, &kube::coffee(50, 4, "4s", "")).replacen(
+            "[platform]",
+            "checks = [\"cluster.log_errors == 3\", \"cluster.log_warnings == 2\"]\n[platform]",
+            1,
+        );
+        std::fs::write(&scenario, text).unwrap();
+        let root = dir.path().join("results");
+        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let d = data(&root, &out);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            serde_json::to_string_pretty(&d["checks"]).unwrap()
+        );
+        let k = &d["cases"][0]["cluster"];
+        eprintln!(
+            "log levels: {}",
+            serde_json::to_string_pretty(&k["log_levels"]).unwrap()
+        );
+        let levels = k["log_levels"].as_array().expect("log levels counted");
+        assert_eq!(levels.len(), 1, "one container of one pod: {levels:?}");
+        let l = &levels[0];
+        assert!(
+            l["pod"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{gw}/ctl-")),
+            "{l}"
+        );
+        assert_eq!(
+            (l["lines"].as_u64(), l["leveled"].as_u64()),
+            (Some(11), Some(10))
+        );
+        assert_eq!(
+            l["levels"],
+            serde_json::json!({"error": 3, "info": 5, "warn": 2})
+        );
+        assert_eq!(l["errors"], 3);
+        assert_eq!(l["first_errors"], serde_json::json!(["e1", "e2", "e3"]));
+        for c in d["checks"].as_array().unwrap() {
+            assert_eq!(c["pass"], true, "{c}");
+        }
+        // The scrape: only the other namespace's exporter, typed.
+        let scrapes = k["scrapes"].as_array().expect("scrapes");
+        assert!(!scrapes.is_empty());
+        assert!(
+            scrapes.iter().all(|s| s["namespace"] == gw.as_str()),
+            "every sample from {gw}"
+        );
+        let series = k["series"].as_array().expect("series");
+        let case = &series[0];
+        assert_eq!(case["window"], "case");
+        let find = |kind: &str, m: &str| -> Value {
+            case[kind]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["metric"] == m)
+                .unwrap_or_else(|| panic!("no {m} in {kind}: {case}"))
+                .clone()
+        };
+        let h = find("histograms", "proxybench_load_latency_seconds");
+        let r = find("counters", "proxybench_load_requests_total");
+        eprintln!("latency histogram over the case: {h}\nrequests: {r}");
+        let count = h["count"].as_f64().unwrap();
+        assert!(count > 0.0, "{h}");
+        // The exporter's counters are fed once a second under one lock: every request counted
+        // is in the histogram too.
+        assert_eq!(r["delta"].as_f64().unwrap(), count, "{r} vs {h}");
+        // Every answer waited the backend's fixed 20 ms: none at or below 10 ms.
+        assert_eq!(h["buckets"][0]["le"], 0.01);
+        assert_eq!(h["buckets"][0]["count"], 0.0, "{h}");
+        assert_eq!(h["resets"], 0);
+        let report = kube::find(&root, "report.md");
+        let md = std::fs::read_to_string(&report[0]).unwrap();
+        assert!(md.contains("#### Watched pods' log levels"), "{md}");
+        assert!(md.contains("error: 3, info: 5, warn: 2"), "{md}");
+        assert!(md.contains("Histograms over the case:"), "{md}");
+    });
+    let _ = kubectl()
+        .args(["delete", "namespace", &gw, "--wait=true", "--timeout=120s"])
+        .output();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -512,14 +512,7 @@ impl Cluster {
         origin: Instant,
         every: Duration,
     ) -> Collector<Vec<PodUsage>> {
-        let shown: Vec<&str> = if selectors.is_empty() {
-            vec!["(all)"]
-        } else {
-            selectors
-                .iter()
-                .map(|s| if s.is_empty() { "(all)" } else { s.as_str() })
-                .collect()
-        };
+        let shown = shown_selectors(selectors);
         let what = format!("metrics of pods {} in {namespace}", shown.join(" or "));
         let resource = self.block_on(async {
             let d = self.discovery(false).await?;
@@ -652,14 +645,7 @@ impl Cluster {
         every: Duration,
     ) -> Collector<Vec<Scrape>> {
         let PromTarget { port, path, keep } = target.clone();
-        let shown: Vec<&str> = if selectors.is_empty() {
-            vec!["(all)"]
-        } else {
-            selectors
-                .iter()
-                .map(|s| if s.is_empty() { "(all)" } else { s.as_str() })
-                .collect()
-        };
+        let shown = shown_selectors(selectors);
         let what = format!(
             "Prometheus scrape of :{port}/{} of pods {} in {}",
             path.trim_start_matches('/'),
@@ -1168,6 +1154,17 @@ pub fn parse_quantity(s: &str) -> Option<f64> {
         }
     }
     None
+}
+
+/// How a collector's selectors are named in its messages: `(all)` for none or an empty one.
+fn shown_selectors(selectors: &[String]) -> Vec<&str> {
+    if selectors.is_empty() {
+        return vec!["(all)"];
+    }
+    selectors
+        .iter()
+        .map(|s| if s.is_empty() { "(all)" } else { s.as_str() })
+        .collect()
 }
 
 #[cfg(test)]

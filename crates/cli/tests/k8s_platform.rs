@@ -1621,6 +1621,40 @@ actions = [
             None
         })
     };
+    // The last moment (wall clock) this machine's kube-proxy still sent Service traffic to the
+    // proxy pod on node 2: its IP as a DNAT destination in the nat table, asked every 100 ms.
+    // The Service's failures end when that rule goes, which is after the EndpointSlice change
+    // by kube-proxy's sync (seconds on a loaded machine).
+    let rules = {
+        let (stop, ns) = (stop.clone(), ns.clone());
+        std::thread::spawn(move || {
+            let c = cluster();
+            let (mut lost_ip, mut last_seen) = (None, None);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if lost_ip.is_none() {
+                    if let Ok(pods) = c.pods(&ns, Some("proxybench/role=proxy")) {
+                        lost_ip = pods
+                            .into_iter()
+                            .find(|p| p.node.as_deref() == Some("proxybench-2"))
+                            .and_then(|p| p.ip);
+                    }
+                }
+                if let Some(ip) = lost_ip {
+                    let nat = std::process::Command::new("iptables-save")
+                        .args(["-t", "nat"])
+                        .output();
+                    if let Ok(o) = nat {
+                        let text = String::from_utf8_lossy(&o.stdout);
+                        if text.contains(&format!("--to-destination {ip}:")) {
+                            last_seen = Some(std::time::SystemTime::now());
+                        }
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            last_seen
+        })
+    };
     let t0 = std::time::Instant::now();
     // Reload timing through port-forwards (forced): the reload at 8 s, with node 2 lost, must
     // not hang on its pod there.
@@ -1634,6 +1668,7 @@ actions = [
     let took = t0.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let not_ready_wall = watcher.join().unwrap();
+    let rule_last_wall = rules.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         nodes.len(),
@@ -1699,26 +1734,38 @@ actions = [
         .trim()
         .parse()
         .unwrap();
-    let not_ready = not_ready_wall.map(|w| {
+    let on_case_clock = |w: std::time::SystemTime| {
         lost_at
             + w.duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_secs_f64()
             - lost_wall
-    });
+    };
+    let not_ready = not_ready_wall.map(on_case_clock);
+    let rule_gone = rule_last_wall.map(on_case_clock);
     eprintln!(
-        "node lost: lost at {lost_at:.2} s, NotReady at {}, endpoint removed at {}, failures \
-         from {first} s to {last} s (second buckets), load end {end} s; {requests} answers, \
-         {errs} errors {}; run took {took:?}",
+        "node lost: lost at {lost_at:.2} s, NotReady at {}, endpoint removed at {}, kube-proxy's \
+         rule to the lost pod last seen here at {}, failures from {first} s to {last} s (second \
+         buckets), load end {end} s; {requests} answers, {errs} errors {}; run took {took:?}",
         not_ready.map_or("never".into(), |t| format!("{t:.2} s")),
         removed.map_or("never".into(), |t| format!("{t:.2} s")),
+        rule_gone.map_or("never".into(), |t| format!("{t:.2} s")),
         load["errors"],
     );
     let removed = removed.unwrap_or_else(|| panic!("no endpoint removed: {changes:?}"));
     assert!(not_ready.is_some(), "node 2 never NotReady");
+    let rule_gone = rule_gone.expect("the lost pod was never a DNAT destination here");
+    // The data plane follows the API: the rule goes after the endpoint does, and the failures
+    // end with the rule (a second bucket, plus the 1 s connect timeout of a request sent just
+    // before it went).
     assert!(
-        last <= removed + 2.0 && last + 5.0 < end,
-        "failures stop when the endpoint goes ({removed} s), before the end ({end} s): last {last} s"
+        rule_gone + 0.2 >= removed,
+        "the rule went ({rule_gone} s) before the endpoint ({removed} s)"
+    );
+    assert!(
+        last <= rule_gone + 2.0 && last + 5.0 < end,
+        "failures stop when kube-proxy's rule to the lost pod goes ({rule_gone} s; endpoint \
+         removed at {removed} s), before the end ({end} s): last {last} s"
     );
     // The reload at 8 s: the live pod's through its port-forward, timed; the lost pod's exec
     // fails at its bound (30 s) with the reason, and the run goes on.

@@ -120,8 +120,8 @@ impl Worker<'_> {
         }
     }
 
-    /// Writes every connection's queued frames (once per loop turn), except those of TLS
-    /// connections that [`Worker::h2_hold`] keeps for a fuller record; returns the earliest
+    /// Writes every connection's queued frames (once per loop turn), except those of
+    /// connections that [`Worker::h2_hold`] keeps for a fuller write; returns the earliest
     /// time one of those must leave (`u64::MAX` when none is held).
     pub(super) fn h2_flush_dirty(&mut self, now: u64) -> u64 {
         let mut dirty = std::mem::take(&mut self.h2_dirty);
@@ -149,20 +149,23 @@ impl Worker<'_> {
         until
     }
 
-    /// Whether connection `i`'s queued requests wait for more, and until when. Over TLS every
-    /// flush is a record that the server decrypts (and authenticates) on its own, so a client
-    /// that sends each request the moment a response frees its stream makes the server pay a
-    /// record per request or two: measured against nginx at `-c50 -m10`, 0.73 records per
-    /// request and 35 bytes in, where h2load's 0.14 records carry 18 bytes (bench/vs-h2load.sh,
-    /// 2026-11-29). In closed loop the requests of freed streams are held while fewer are
-    /// queued than there are responses still due on the connection (with `-m10` and every
-    /// stream open, until five are queued; under a server's lower stream limit, half of that),
-    /// for at most [`H2_HOLD_NS`] after the first; their latency counts from when they were
-    /// issued, so the hold is measured, not hidden. Open loop never holds (requests leave at
-    /// their times), nor do h2c, `-m` below 3, or control frames alone.
+    /// Whether connection `i`'s queued requests wait for more, and until when. Every flush is
+    /// a write the server reads on its own (and over TLS a record it decrypts and
+    /// authenticates), and on loopback each segment also costs both sides a trip through the
+    /// network stack: a client that sends each request the moment a response frees its stream
+    /// makes the server pay a read per request. Measured against nginx at `-c50 -m10`: over
+    /// TLS 0.73 records per request and 35 bytes in, where h2load's 0.14 records carry 18
+    /// bytes; over h2c 0.95 writes and 1.58 segments per request, 0.20 and 1.16 when held
+    /// (bench/vs-h2load.sh, 2026-11-29). In closed loop the requests of freed
+    /// streams are held while fewer are queued than there are responses still due on the
+    /// connection (with `-m10` and every stream open, until five are queued; under a server's
+    /// lower stream limit, half of that), for at most [`H2_HOLD_NS`] after the first; their
+    /// latency counts from when they were issued, so the hold is measured, not hidden. Open
+    /// loop never holds (requests leave at their times), nor do `-m` below 3 or control frames
+    /// alone.
     fn h2_hold(&self, i: usize, now: u64) -> Option<u64> {
         let c = &self.conns[i];
-        if c.tls.is_none() || self.pacer.is_some() || self.draining {
+        if self.pacer.is_some() || self.draining {
             return None;
         }
         let h = c.h2.as_deref()?;

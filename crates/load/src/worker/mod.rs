@@ -42,8 +42,8 @@ const SHORT_SLEEPS: u32 = 3;
 /// thread wants this CPU (the server under test, on a shared machine), so polling would take
 /// time from it.
 const SPIN_COOLDOWN_NS: u64 = 100_000_000;
-/// HTTP/2 over TLS, closed loop: the longest a connection's requests wait for more before they
-/// leave in one record (`h2::Worker::h2_hold`); about what nginx takes to answer half of ten
+/// HTTP/2, closed loop: the longest a connection's requests wait for more before they leave in
+/// one write (`h2::Worker::h2_hold`); about what nginx takes to answer half of ten
 /// streams at 100k requests per second.
 const H2_HOLD_NS: u64 = 50_000;
 

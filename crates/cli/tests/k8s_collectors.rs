@@ -4,7 +4,8 @@
 //! proxybench image: `proxybench load --metrics-listen` against a `proxybench backend` with a
 //! fixed 20 ms delay in the same pod). A run of the cafe stack watches the one's logs by level
 //! and scrapes the other: the levels are counted exactly, `cluster.log_errors == 3` passes, and
-//! the scrape's series come from that namespace by type.
+//! the scrape's series come from that namespace by type. The metrics API is sampled in that
+//! namespace by the watch's selector.
 
 #[path = "common/k8s.rs"]
 mod kube;
@@ -122,6 +123,23 @@ fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_coll
             .args(["deployment/ctl", "deployment/exporter"])
             .output()
             .unwrap());
+        // metrics-server reports a pod once it has two scrapes of it (10 s apart here): the
+        // run's sampling of the watched namespace must find the control plane's pod then.
+        let t = std::time::Instant::now();
+        let path = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{gw}/pods");
+        loop {
+            let out = kubectl().args(["get", "--raw", &path]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && text.contains("\"ctl-") {
+                eprintln!("the metrics API had {gw}'s pods after {:?}", t.elapsed());
+                break;
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(90),
+                "the metrics API had no sample of {gw}'s ctl pod after 90 s: {text}"
+            );
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
         let scenario = dir.path().join("collect.toml");
         let platform = format!(
             "watch = {{ namespaces = [\"{gw}\"], selectors = [\"app=ctl\"], log_levels = true }}\n\
@@ -203,6 +221,29 @@ fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_coll
         assert_eq!(h["buckets"][0]["le"], 0.01);
         assert_eq!(h["buckets"][0]["count"], 0.0, "{h}");
         assert_eq!(h["resets"], 0);
+        // The metrics API, sampled in the watched namespace by the watch's selector: the
+        // control plane's pod (a shell asleep: some memory, next to no CPU), and nothing of
+        // the exporter, which the selector does not pick.
+        let metrics = k["metrics"].as_array().expect("metrics samples");
+        let ctl: Vec<&Value> = metrics
+            .iter()
+            .filter(|m| m["pod"].as_str().unwrap().contains("ctl-"))
+            .collect();
+        eprintln!("metrics samples: {} of ctl of {}", ctl.len(), metrics.len());
+        assert!(
+            !ctl.is_empty(),
+            "no metrics sample of {gw}'s ctl pod: {metrics:?}"
+        );
+        assert!(
+            ctl.iter().all(|m| m["memory_bytes"].as_u64().unwrap() > 0),
+            "{ctl:?}"
+        );
+        assert!(
+            !metrics
+                .iter()
+                .any(|m| m["pod"].as_str().unwrap().contains("exporter-")),
+            "the exporter is not watched: {metrics:?}"
+        );
         let report = kube::find(&root, "report.md");
         let md = std::fs::read_to_string(&report[0]).unwrap();
         assert!(md.contains("#### Watched pods' log levels"), "{md}");

@@ -221,13 +221,18 @@ fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_coll
         assert_eq!(h["buckets"][0]["le"], 0.01);
         assert_eq!(h["buckets"][0]["count"], 0.0, "{h}");
         assert_eq!(h["resets"], 0);
-        // The metrics API, sampled in the watched namespace by the watch's selector: the
-        // control plane's pod (a shell asleep: some memory, next to no CPU), and nothing of
+        // The metrics API, sampled in the watched namespace by the watch's selector and named
+        // with it: the control plane's pod (a shell asleep: some memory, next to no CPU), and nothing of
         // the exporter, which the selector does not pick.
         let metrics = k["metrics"].as_array().expect("metrics samples");
         let ctl: Vec<&Value> = metrics
             .iter()
-            .filter(|m| m["pod"].as_str().unwrap().contains("ctl-"))
+            .filter(|m| {
+                m["pod"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{gw}/ctl-"))
+            })
             .collect();
         eprintln!("metrics samples: {} of ctl of {}", ctl.len(), metrics.len());
         assert!(

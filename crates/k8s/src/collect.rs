@@ -499,18 +499,31 @@ impl Cluster {
         origin: Instant,
         every: Duration,
     ) -> Collector<Vec<PodUsage>> {
-        self.sample_metrics_of(namespace, &[selector.to_string()], origin, every)
+        self.sample_pod_metrics(namespace, &[selector.to_string()], origin, every, false)
     }
 
     /// [`Cluster::sample_metrics`] of the pods that any of `selectors` picks in `namespace`
     /// (every pod when one is empty), each pod sampled once a round even when two selectors
-    /// pick it: a gateway's pods in their own namespace, by their own labels.
+    /// pick it: a gateway's pods in their own namespace, by their own labels. Its samples name
+    /// their pods `namespace/pod`, as the watched pods' logs do.
     pub fn sample_metrics_of(
         &self,
         namespace: &str,
         selectors: &[String],
         origin: Instant,
         every: Duration,
+    ) -> Collector<Vec<PodUsage>> {
+        self.sample_pod_metrics(namespace, selectors, origin, every, true)
+    }
+
+    /// The sampler behind both: `qualified` names each pod with its namespace.
+    fn sample_pod_metrics(
+        &self,
+        namespace: &str,
+        selectors: &[String],
+        origin: Instant,
+        every: Duration,
+        qualified: bool,
     ) -> Collector<Vec<PodUsage>> {
         let shown = shown_selectors(selectors);
         let what = format!("metrics of pods {} in {namespace}", shown.join(" or "));
@@ -588,9 +601,14 @@ impl Cluster {
                                         .and_then(parse_quantity)
                                         .unwrap_or(0.0);
                                 }
+                                let pod = m.metadata.name.clone().unwrap_or_default();
                                 st.data.push(PodUsage {
                                     t_s: t,
-                                    pod: m.metadata.name.clone().unwrap_or_default(),
+                                    pod: if qualified {
+                                        format!("{namespace}/{pod}")
+                                    } else {
+                                        pod
+                                    },
                                     cpu_cores: cpu,
                                     memory_bytes: mem,
                                 });

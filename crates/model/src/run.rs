@@ -644,6 +644,11 @@ pub struct ProbeRecord {
     pub request: String,
     /// How the probe reached the pods (`pod IP` or `port-forward`).
     pub path: String,
+    /// The interval asked for between one replica's requests (`every`), µs: beside each
+    /// replica's achieved `interval_us`, what says whether the path and the machine allowed
+    /// the resolution asked for.
+    #[serde(default)]
+    pub every_us: f64,
     /// Milliseconds from the action's start until its `wait` condition held (every object),
     /// when it had one and it came.
     #[serde(default, skip_serializing_if = "Option::is_none")]

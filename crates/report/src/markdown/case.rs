@@ -899,6 +899,41 @@ fn spread(v: &[f64]) -> String {
     }
 }
 
+/// The resolution the probes had against the one asked for: a replica's requests are due
+/// every `every`, each on a new connection, so where one request costs more than that (the
+/// path through a port-forward, a loaded machine) requests overlap and the achieved interval
+/// grows. Said in one sentence, with the request's own cost, when the mean achieved interval
+/// is more than 10% over the asked one.
+fn resolution(out: &mut String, c: &CaseResult) {
+    let asked: Vec<&model::ProbeRecord> = c.probes.iter().filter(|r| r.every_us > 0.0).collect();
+    let replicas: Vec<&model::ReplicaProbe> = asked
+        .iter()
+        .flat_map(|r| r.replicas.iter().filter(|x| x.requests > 1))
+        .collect();
+    if replicas.is_empty() {
+        return;
+    }
+    let every = asked.iter().map(|r| r.every_us).fold(0.0, f64::max);
+    let n = replicas.len() as f64;
+    let interval = replicas.iter().map(|x| x.interval_us).sum::<f64>() / n;
+    let request = replicas.iter().map(|x| x.request_us).sum::<f64>() / n;
+    if interval > every * 1.1 {
+        let _ = writeln!(
+            out,
+            "Resolution: asked every {:.0} µs, achieved {:.0} µs on average ({}): one request \
+             (a new connection, the request, the answer) took {:.0} µs, so this path and \
+             machine could not resolve finer.\n",
+            every, interval, c.probes[0].path, request
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Resolution: asked every {:.0} µs, achieved {:.0} µs on average ({}).\n",
+            every, interval, c.probes[0].path
+        );
+    }
+}
+
 /// Kubernetes: the probed actions and templated growth steps, each replica probed on its own:
 /// per action the times over its replicas (p50 / p99 / max), the mixed window and the probe's
 /// resolution; then each replica of the first few actions.
@@ -997,6 +1032,7 @@ fn probes(out: &mut String, c: &CaseResult) {
     }
     out.push_str(&t.render());
     out.push('\n');
+    resolution(out, c);
     if c.probes.len() > PROBE_ROWS {
         let _ = writeln!(
             out,
@@ -1224,6 +1260,7 @@ mod tests {
                 detail: "route.yaml".into(),
                 request: "http://r7.example:8080/r7 -> 200".into(),
                 path: "pod IP".into(),
+                every_us: 1000.0,
                 condition_ms: Some(12.5),
                 replicas: vec![
                     replica("gw-a", 10.0, 14.0, false),
@@ -1261,10 +1298,59 @@ mod tests {
                 .any(|l| l.contains("gw-b") && l.contains("30.00") && l.contains("stable")),
             "{out}"
         );
+        assert!(
+            out.contains("Resolution: asked every 1000 µs, achieved 1000 µs on average (pod IP)."),
+            "{out}"
+        );
         let mut none = String::new();
         probes(&mut none, &CaseResult::default());
         assert!(none.is_empty());
         assert_eq!(pct(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
         assert_eq!(pct(&[], 50.0), None);
+    }
+
+    /// A resolution short of the one asked is said, with the request's own cost; a record
+    /// from before `every_us` existed (0) says nothing of it.
+    #[test]
+    fn a_probe_resolution_short_of_the_one_asked_is_said() {
+        let mut slow = replica("gw-a", 10.0, 14.0, false);
+        slow.interval_us = 2400.0;
+        slow.request_us = 1900.0;
+        let mut r = ProbeRecord {
+            t_s: 1.0,
+            action: "grow".into(),
+            detail: "route.yaml.j2 item 0".into(),
+            request: "http://r0.example:8080/ -> 200".into(),
+            path: "pod IP".into(),
+            every_us: 1000.0,
+            condition_ms: None,
+            replicas: vec![slow],
+            mixed_ms: None,
+            error: None,
+        };
+        let mut out = String::new();
+        resolution(
+            &mut out,
+            &CaseResult {
+                probes: vec![r.clone()],
+                ..CaseResult::default()
+            },
+        );
+        assert_eq!(
+            out.trim(),
+            "Resolution: asked every 1000 µs, achieved 2400 µs on average (pod IP): one \
+             request (a new connection, the request, the answer) took 1900 µs, so this path \
+             and machine could not resolve finer."
+        );
+        r.every_us = 0.0;
+        let mut old = String::new();
+        resolution(
+            &mut old,
+            &CaseResult {
+                probes: vec![r],
+                ..CaseResult::default()
+            },
+        );
+        assert!(old.is_empty(), "{old}");
     }
 }

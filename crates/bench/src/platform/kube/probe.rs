@@ -361,6 +361,7 @@ pub(super) fn record(
         detail,
         request: plan.request(),
         path: plan.via.as_str().to_string(),
+        every_us: plan.every.as_secs_f64() * 1e6,
         condition_ms,
         mixed_ms: mixed_ms(&replicas),
         replicas,

@@ -91,6 +91,40 @@ impl Grower for KubeStage {
 }
 
 impl KubeStage {
+    /// A built-in generator's parameters for this run (none for a user's template): its routes
+    /// send to the run's backend group's Service, as the stage names it, or to `backend_ref`.
+    fn generator_params(
+        &self,
+        g: &GrowSpec,
+        ns: &str,
+        run: &str,
+    ) -> Result<Option<scenario::template::Params>, String> {
+        use scenario::generators::{backend_ref, params, BackendRef, BUILTIN};
+        if !g
+            .template
+            .as_deref()
+            .is_some_and(|t| t.starts_with(BUILTIN))
+        {
+            return Ok(None);
+        }
+        let service = g.backend.as_deref().map(super::backends::deployment_of);
+        let backend = match (&service, &g.backend_ref) {
+            (Some(s), _) => BackendRef {
+                service: s,
+                port: super::backends::BACKEND_PORT,
+            },
+            (None, Some(r)) => {
+                let (service, port) = backend_ref(r)
+                    .ok_or_else(|| format!("backend_ref '{r}' is not SERVICE:PORT"))?;
+                BackendRef { service, port }
+            }
+            (None, None) => return Err("a built-in generator needs a backend".into()),
+        };
+        params(g, ns, run, backend)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
     /// A templated `grow` on an external gateway: each step renders items n..n+by of the
     /// template (`{{ i }}`, `{{ namespace }}`, `{{ run }}`, `{{ name }}`), applies them, runs
     /// the external proxy's reload command when it has one, waits for the `wait` condition, and
@@ -116,8 +150,17 @@ impl KubeStage {
         };
         let path = PathBuf::from(g.template.clone().unwrap_or_default());
         let dir = self.configs_out.join("grow");
-        let setup = std::fs::read_to_string(&path)
+        let ns = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.namespace.clone());
+        let run = self.run_id.clone();
+        let setup = scenario::generators::source(&path.display().to_string())
             .map_err(|e| format!("template {}: {e}", path.display()))
+            .and_then(|text| {
+                self.generator_params(g, &ns, &run)
+                    .map(|params| (text.into_owned(), params))
+            })
             .and_then(|text| {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("{}: {e}", dir.display()))
@@ -129,7 +172,7 @@ impl KubeStage {
                     .ok_or_else(|| "a templated growth needs a probe".to_string())
                     .map(|p| (text, p))
             });
-        let (text, spec) = match setup {
+        let ((text, params), spec) = match setup {
             Ok(x) => x,
             Err(e) => {
                 out.events.push(event(
@@ -140,11 +183,6 @@ impl KubeStage {
                 return out;
             }
         };
-        let ns = g
-            .namespace
-            .clone()
-            .unwrap_or_else(|| self.namespace.clone());
-        let run = self.run_id.clone();
         let wait = g.wait.as_deref().and_then(|w| {
             let c = w.strip_prefix("condition=")?;
             let (kind, status) = c.split_once('=').unwrap_or((c, "True"));
@@ -176,6 +214,7 @@ impl KubeStage {
                 i,
                 namespace: &ns,
                 run: &run,
+                params: params.as_ref(),
             };
             // Render the step's items and the probe's host and path for its last item.
             let made = (n..=last)

@@ -499,13 +499,14 @@ impl Plan<'_> {
                         ));
                     }
                     self.check_template(&mut g, p, None)?;
+                } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
+                    // The run's backend group grows behind the gateway.
+                    check_upstream_servers(&g, &sizes.groups)?;
                 } else if p.external.is_some() {
                     // A built-in generator: rendered as a user's template is.
                     crate::generators::check(&g, &sizes.groups)?;
-                    let (name, text) = crate::generators::builtin(g.what).ok_or(
-                        "grow: upstream_servers on an external gateway is not built in (its \
-                         backends grow with scale_backends)",
-                    )?;
+                    let (name, text) = crate::generators::builtin(g.what)
+                        .ok_or("grow: upstream_servers has no generator")?;
                     g.template = Some(name);
                     if let Some(probe) = g.probe.as_mut() {
                         if probe.host.is_none() {
@@ -693,14 +694,13 @@ impl Plan<'_> {
             ActionKind::StopReplica(_) => "stop_replica",
             ActionKind::SwapConfig(_) => "swap_config",
             ActionKind::Grow(g)
-                if g.template.is_none()
-                    && (self.on.kind != PlatformKind::Kubernetes
-                        || g.what == GrowWhat::UpstreamServers) =>
+                if g.template.is_none() && self.on.kind != PlatformKind::Kubernetes =>
             {
                 return Err(
-                    "grow on an external target needs Kubernetes and a `template` or one of \
-                     the built-in generators (what = routes, matches, listeners, \
-                     https_listeners): proxybench does not re-render a proxy it did not start"
+                    "grow on an external target needs Kubernetes and a `template`, one of the \
+                     built-in generators (what = routes, matches, listeners, https_listeners), \
+                     or upstream_servers of a backend group: proxybench does not re-render a \
+                     proxy it did not start"
                         .into(),
                 )
             }
@@ -1038,6 +1038,47 @@ fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
             "grow: {} {} is beyond what one machine can hold (open files are limited to 20000)",
             g.to,
             g.what.name()
+        ));
+    }
+    Ok(())
+}
+
+/// `upstream_servers` behind an external gateway: `backend` names a group of the run, and no
+/// key of a generator, a template or a probe is there (the new pods' own request counters time
+/// the step).
+fn check_upstream_servers(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), String> {
+    match &g.backend {
+        None => {
+            return Err(
+                "grow: upstream_servers behind an external gateway needs `backend` (the run's \
+                 backend group whose Deployment grows)"
+                    .into(),
+            )
+        }
+        Some(b) if !groups.contains_key(b) => {
+            return Err(format!(
+                "grow: backend '{b}' is not a backend group of the run ([[backends]] name)"
+            ))
+        }
+        Some(_) => {}
+    }
+    if g.by == 0 {
+        return Err("grow: `by` must be at least 1".into());
+    }
+    let stray = crate::generators::keys(g)
+        .into_iter()
+        .filter(|(k, _)| *k != "backend")
+        .chain([
+            ("upstream", g.upstream.is_some()),
+            ("namespace", g.namespace.is_some()),
+            ("wait", g.wait.is_some()),
+            ("probe", g.probe.is_some()),
+        ])
+        .find_map(|(k, set)| set.then_some(k));
+    if let Some(k) = stray {
+        return Err(format!(
+            "grow: `{k}` does not belong to upstream_servers behind an external gateway (it \
+             grows `backend` and times each new pod's first request by its own counters)"
         ));
     }
     Ok(())

@@ -1546,6 +1546,11 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
     bad(
         "grow = { what = \"upstream_servers\", to = 5 }",
         16,
-        "grow on an external target needs Kubernetes and a `template` or one of the built-in",
+        "upstream_servers behind an external gateway needs `backend`",
+    );
+    bad(
+        "grow = { what = \"upstream_servers\", to = 5, backend = \"tea\" }",
+        16,
+        "backend 'tea' is not a backend group of the run",
     );
 }

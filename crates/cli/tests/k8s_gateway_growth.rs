@@ -176,6 +176,52 @@ fn get(addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Applies every built-in generator's first items in `ns`, in order, as a growth would (server-side
+/// apply, strict field validation): the API server, with the Gateway API CRDs' schemas and
+/// rules, accepts what each generator makes, the growing listener list of a Gateway included.
+/// Nothing serves these (their GatewayClass has no controller); the routes growth of the run
+/// checks what serves.
+fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
+    use scenario::generators::{builtin, params, BackendRef};
+    use scenario::template::{check_item, ItemVars};
+    let specs = [
+        serde_json::json!({"what": "routes", "to": 3, "gateway": "gw", "listener": "http", "backend_ref": "gw:8080"}),
+        serde_json::json!({"what": "matches", "to": 3, "gateway": "gw", "backend_ref": "gw:8080", "path": "/m"}),
+        serde_json::json!({"what": "listeners", "to": 3, "gateway": "grown", "gateway_class": "pb-none", "backend_ref": "gw:8080"}),
+        serde_json::json!({"what": "https_listeners", "to": 3, "gateway": "grown-tls", "gateway_class": "pb-none", "backend_ref": "gw:8080"}),
+    ];
+    for spec in specs {
+        let g: scenario::GrowSpec = serde_json::from_value(spec.clone()).unwrap();
+        let (name, text) = builtin(g.what).unwrap();
+        let backend = BackendRef {
+            service: "gw",
+            port: 8080,
+        };
+        let p = params(&g, ns, "gen", backend).unwrap();
+        for i in 0..g.to {
+            let vars = ItemVars {
+                i,
+                namespace: ns,
+                run: "gen",
+                params: Some(&p),
+            };
+            let out = check_item(std::path::Path::new(&name), text, vars).unwrap();
+            let file = dir.join(format!("{}-{i}.yaml", g.what.name()));
+            std::fs::write(&file, &out).unwrap();
+            let applied = cluster
+                .apply(&file, ns)
+                .unwrap_or_else(|e| panic!("{name} item {i}: {e}\n{out}"));
+            let kinds: Vec<&str> = applied.iter().map(|o| o.kind.as_str()).collect();
+            let want: &[&str] = match g.what.name() {
+                "routes" | "matches" => &["HTTPRoute"],
+                "listeners" => &["Gateway", "HTTPRoute"],
+                _ => &["Secret", "Gateway", "HTTPRoute"],
+            };
+            assert_eq!(kinds, want, "{name} item {i}");
+        }
+    }
+}
+
 /// Nearest-rank percentile `p` of `v` (sorted here).
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
@@ -394,6 +440,10 @@ at = "2s"
                 );
             }
             assert_eq!(get(SocketAddr::new(ip, 8080), "x.example", "/r0").0, 404);
+        }
+        // What every built-in generator makes, the API server accepts.
+        if builtin {
+            apply_generators(&cluster, &ns, dir.path());
         }
         // The report has the probes' section.
         let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();

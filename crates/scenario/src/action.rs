@@ -958,7 +958,9 @@ fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Resu
             p.status
         ));
     }
-    if !p.path.starts_with('/') {
+    // A growth's path is a template (checked again once rendered, item by item).
+    let templated = action == "grow" && p.path.starts_with("{{");
+    if !templated && !p.path.starts_with('/') {
         return Err(format!(
             "{action}: probe.path '{}' does not start with '/'",
             p.path

@@ -1513,6 +1513,19 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
         }
         other => panic!("{other:?}"),
     }
+    // The probe sees the generator's parameters: a matches growth probes its newest match.
+    let matches = "grow = { what = \"matches\", to = 3, gateway = \"gw\", backend_ref = \
+                   \"gw:8080\", path = \"/m\", probe = { selector = \"app=gw\", port = 8080, \
+                   path = \"{{ path }}{{ i }}\" } }";
+    match step(matches) {
+        Action::Grow(g) => assert_eq!(g.template.as_deref(), Some("builtin:matches")),
+        other => panic!("{other:?}"),
+    }
+    bad(
+        &matches.replace("{{ path }}{{ i }}", "{{ i }}"),
+        16,
+        "probe.path renders '0' for item 0: a path starts with '/'",
+    );
     bad(
         "grow = { what = \"routes\", to = 5 }",
         16,

@@ -554,8 +554,9 @@ pub struct GrowSpec {
     /// default for routes, `listener-{{ i }}.example.com` for listeners, `matches.example.com`).
     #[serde(default)]
     pub hostname: Option<String>,
-    /// A built-in generator: the run's backend group whose Service the routes send to.
-    #[serde(default)]
+    /// A built-in generator: the run's backend group whose Service the routes send to; for
+    /// `upstream_servers` behind an external gateway, the group that grows (`group` also reads).
+    #[serde(default, alias = "group")]
     pub backend: Option<String>,
     /// A built-in generator: `SERVICE:PORT`, a Service the routes send to (instead of `backend`).
     #[serde(default)]

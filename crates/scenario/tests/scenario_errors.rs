@@ -1566,4 +1566,9 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
         16,
         "backend 'tea' is not a backend group of the run",
     );
+    bad(
+        "grow = { what = \"upstream_servers\", to = 5, group = \"tea\" }",
+        16,
+        "backend 'tea' is not a backend group of the run",
+    );
 }

@@ -5,7 +5,8 @@
 //! then `nginx -s reload`), and the run grows 50 HTTPRoutes from a template, one per step, under
 //! load through the gateway's Service. Every step's time to ready is probed at both replicas on
 //! their own; the records are checked for consistency and every route is asked at every replica
-//! afterwards.
+//! afterwards. The shorter growth (5 routes, probed through port-forwards) takes its routes from
+//! the built-in routes generator (no template) instead.
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -16,8 +17,10 @@ use std::time::Duration;
 mod kube;
 use kube::{cluster, data, errors, failed, find, namespace, var};
 
-/// The gateway: nginx answering 200 at `/` (the load's path) and 404 elsewhere on its default
-/// server, with a server per route included from /routes (an emptyDir the reload script fills).
+/// The gateway: nginx answering 200 at `/` of host gw.example (the load's) and 404 to anything
+/// else (its default server), with a server per route included from /routes (an emptyDir the
+/// reload script fills). A route's host answers only once its server is there, so a probe of `/`
+/// at the route's host (the built-in generator's routes serve every path) waits for it.
 fn gateway_manifest(image: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -37,6 +40,11 @@ data:
       server_names_hash_bucket_size 64;
       server {{
         listen 8080 default_server;
+        location / {{ return 404; }}
+      }}
+      server {{
+        listen 8080;
+        server_name gw.example;
         location = / {{ return 200 "gw\n"; }}
         location / {{ return 404; }}
       }}
@@ -82,6 +90,9 @@ spec:
             httpGet:
               path: /
               port: 8080
+              httpHeaders:
+                - name: Host
+                  value: gw.example
             periodSeconds: 1
 ---
 apiVersion: v1
@@ -106,7 +117,7 @@ metadata:
   name: {{ name }}
   namespace: {{ namespace }}
   labels:
-    gwtest: routes
+    app.kubernetes.io/managed-by: proxybench
     run: {{ run }}
 spec:
   parentRefs:
@@ -123,8 +134,9 @@ spec:
           port: 8080
 "#;
 
-/// The gateway's "controller": every applied HTTPRoute becomes a server of every nginx pod
-/// (written whole, then `nginx -s reload`).
+/// The gateway's "controller": every HTTPRoute the run applied (labelled managed-by proxybench,
+/// by the test's template and by the built-in generator alike) becomes a server of every nginx
+/// pod (written whole, then `nginx -s reload`).
 const RELOAD: &str = r#"#!/bin/bash
 set -euo pipefail
 k() { "KUBECTL" --kubeconfig "KUBECONFIG" -n "NAMESPACE" "$@"; }
@@ -132,7 +144,7 @@ conf=""
 while read -r host path; do
   [ -n "$host" ] || continue
   conf+="server { listen 8080; server_name $host; location = $path { return 200 \"$host\\n\"; } }"$'\n'
-done < <(k get httproutes.gateway.networking.k8s.io -l gwtest=routes -o \
+done < <(k get httproutes.gateway.networking.k8s.io -l app.kubernetes.io/managed-by=proxybench -o \
   jsonpath='{range .items[*]}{.spec.hostnames[0]}{" "}{.spec.rules[0].matches[0].path.value}{"\n"}{end}')
 for pod in $(k get pods -l app=gw -o jsonpath='{.items[*].metadata.name}'); do
   printf '%s' "$conf" | k exec -i "$pod" -c nginx -- sh -c \
@@ -164,6 +176,52 @@ fn get(addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Applies every built-in generator's first items in `ns`, in order, as a growth would (server-side
+/// apply, strict field validation): the API server, with the Gateway API CRDs' schemas and
+/// rules, accepts what each generator makes, the growing listener list of a Gateway included.
+/// Nothing serves these (their GatewayClass has no controller); the routes growth of the run
+/// checks what serves.
+fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
+    use scenario::generators::{builtin, params, BackendRef};
+    use scenario::template::{check_item, ItemVars};
+    let specs = [
+        serde_json::json!({"what": "routes", "to": 3, "gateway": "gw", "listener": "http", "backend_ref": "gw:8080"}),
+        serde_json::json!({"what": "matches", "to": 3, "gateway": "gw", "backend_ref": "gw:8080", "path": "/m"}),
+        serde_json::json!({"what": "listeners", "to": 3, "gateway": "grown", "gateway_class": "pb-none", "backend_ref": "gw:8080"}),
+        serde_json::json!({"what": "https_listeners", "to": 3, "gateway": "grown-tls", "gateway_class": "pb-none", "backend_ref": "gw:8080"}),
+    ];
+    for spec in specs {
+        let g: scenario::GrowSpec = serde_json::from_value(spec.clone()).unwrap();
+        let (name, text) = builtin(g.what).unwrap();
+        let backend = BackendRef {
+            service: "gw",
+            port: 8080,
+        };
+        let p = params(&g, ns, "gen", backend).unwrap();
+        for i in 0..g.to {
+            let vars = ItemVars {
+                i,
+                namespace: ns,
+                run: "gen",
+                params: Some(&p),
+            };
+            let out = check_item(std::path::Path::new(&name), text, vars).unwrap();
+            let file = dir.join(format!("{}-{i}.yaml", g.what.name()));
+            std::fs::write(&file, &out).unwrap();
+            let applied = cluster
+                .apply(&file, ns)
+                .unwrap_or_else(|e| panic!("{name} item {i}: {e}\n{out}"));
+            let kinds: Vec<&str> = applied.iter().map(|o| o.kind.as_str()).collect();
+            let want: &[&str] = match g.what.name() {
+                "routes" | "matches" => &["HTTPRoute"],
+                "listeners" => &["Gateway", "HTTPRoute"],
+                _ => &["Secret", "Gateway", "HTTPRoute"],
+            };
+            assert_eq!(kinds, want, "{name} item {i}");
+        }
+    }
+}
+
 /// Nearest-rank percentile `p` of `v` (sorted here).
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
@@ -187,8 +245,10 @@ fn spread(v: &[f64]) -> String {
 }
 
 /// Grows `routes` HTTPRoutes through the template under load and checks every record; with
-/// `forward`, the probes reach the pods through port-forwards. Returns the case's probe records.
-fn grow(test: &str, routes: u32, load_s: u32, forward: bool) {
+/// `forward`, the probes reach the pods through port-forwards; with `builtin`, the routes come
+/// from the built-in generator (what = "routes", no template) instead of the test's template,
+/// each serving every path of its host, so the probe and the checks ask `/`.
+fn grow(test: &str, routes: u32, load_s: u32, forward: bool, builtin: bool) {
     let cluster = cluster();
     let dir = tempfile::tempdir().unwrap();
     let ns = namespace(test);
@@ -215,6 +275,23 @@ fn grow(test: &str, routes: u32, load_s: u32, forward: bool) {
         )
         .unwrap();
         let rate = 200;
+        let growth = if builtin {
+            format!(
+                r#"grow = {{ what = "routes", to = {routes}, by = 1, gateway = "gw", backend_ref = "gw:8080", hostname = "r{{{{ i }}}}.example", probe = {{ selector = "app=gw", port = 8080, consecutive = 3, every = "1ms", timeout = "20s" }} }}"#
+            )
+        } else {
+            format!(
+                r#"grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, probe = {{ selector = "app=gw", port = 8080, host = "r{{{{ i }}}}.example", path = "/r{{{{ i }}}}", consecutive = 3, every = "1ms", timeout = "20s" }} }}"#
+            )
+        };
+        // The path each route serves (and its probe asks).
+        let path = |i: u32| {
+            if builtin {
+                "/".to_string()
+            } else {
+                format!("/r{i}")
+            }
+        };
         let scenario = dir.path().join("growth.toml");
         std::fs::write(
             &scenario,
@@ -242,7 +319,7 @@ retry_idle_closed = true
 
 [[actions]]
 at = "2s"
-grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, probe = {{ selector = "app=gw", port = 8080, host = "r{{{{ i }}}}.example", path = "/r{{{{ i }}}}", consecutive = 3, every = "1ms", timeout = "20s" }} }}
+{growth}
 "#,
                 reload = reload.display()
             ),
@@ -255,8 +332,13 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
         }
         let out = cmd.arg(&scenario).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "the run failed: {stderr}");
         let d = data(&root, &out);
+        assert!(
+            out.status.success(),
+            "the run failed: {stderr}\nchecks: {:#}\nloads: {}",
+            d["checks"],
+            d["cases"][0]["loads"]
+        );
         let case = &d["cases"][0];
         // The load ran the whole time, through the gateway's Service; its failures counted.
         let load = &case["loads"][0];
@@ -296,10 +378,10 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
             assert!(r["error"].is_null(), "step {i}: {r}\n{p}");
             assert_eq!(r["t_s"], p["t_s"], "one step, one time");
             assert!(
-                p["request"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with(&format!("http://r{i}.example:8080/r{i} -> 200")),
+                p["request"].as_str().unwrap().starts_with(&format!(
+                    "http://r{i}.example:8080{} -> 200",
+                    path(i as u32)
+                )),
                 "{p}"
             );
             let want = if forward { "port-forward" } else { "pod IP" };
@@ -349,7 +431,7 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
             let ip = pod.ip.unwrap();
             for i in 0..routes {
                 let host = format!("r{i}.example");
-                let (status, body) = get(SocketAddr::new(ip, 8080), &host, &format!("/r{i}"));
+                let (status, body) = get(SocketAddr::new(ip, 8080), &host, &path(i));
                 assert_eq!(
                     (status, body.trim()),
                     (200, host.as_str()),
@@ -358,6 +440,10 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
                 );
             }
             assert_eq!(get(SocketAddr::new(ip, 8080), "x.example", "/r0").0, 404);
+        }
+        // What every built-in generator makes, the API server accepts.
+        if builtin {
+            apply_generators(&cluster, &ns, dir.path());
         }
         // The report has the probes' section.
         let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
@@ -411,13 +497,206 @@ grow = {{ what = "routes", template = "route.yaml.j2", to = {routes}, by = 1, pr
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_templated_growth_of_50_httproutes_is_probed_at_every_replica() {
-    grow("gwgrow", 50, 75, false);
+    grow("gwgrow", 50, 75, false, false);
 }
 
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_templated_growth_probes_through_port_forwards() {
-    grow("gwgrowpf", 5, 20, true);
+    // The built-in routes generator, on the shorter growth (the suite's time stays as it was).
+    grow("gwgrowpf", 5, 20, true, true);
+}
+
+/// The gateway's "controller" for upstream servers: the Ready pods of the run's backend group
+/// `cafe` become the upstream of host up.example in every nginx pod (written whole, then
+/// `nginx -s reload`).
+const UPSTREAM_RELOAD: &str = r#"#!/bin/bash
+set -euo pipefail
+k() { "KUBECTL" --kubeconfig "KUBECONFIG" -n "NAMESPACE" "$@"; }
+servers=""
+while read -r ip ready; do
+  [ "$ready" = True ] && [ -n "$ip" ] || continue
+  servers+="server $ip:8080; "
+done < <(k get pods -l proxybench/group=cafe -o \
+  jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+[ -n "$servers" ] || { echo "no Ready backend pod" >&2; exit 1; }
+conf="upstream backends { $servers}"$'\n'"server { listen 8080; server_name up.example; location / { proxy_pass http://backends; } }"$'\n'
+for pod in $(k get pods -l app=gw -o jsonpath='{.items[*].metadata.name}'); do
+  printf '%s' "$conf" | k exec -i "$pod" -c nginx -- sh -c \
+    'cat > /routes/u.tmp && mv /routes/u.tmp /routes/upstream.conf && /usr/sbin/nginx -c /conf/nginx.conf -s reload'
+done
+"#;
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_upstream_servers_grow_behind_an_external_gateway() {
+    // The run's backend group `cafe` grows 1 -> 4 behind the nginx gateway under 100 r/s: each
+    // step's new pod is Ready and in the EndpointSlices, the "controller" puts it in the
+    // upstream, and its own request counter says when it got its first request. The backends'
+    // counters (server-side) must add up to the load's answers.
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("gwup");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        let reload = dir.path().join("reload.sh");
+        std::fs::write(
+            &reload,
+            UPSTREAM_RELOAD
+                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
+                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
+                .replace("NAMESPACE", &ns),
+        )
+        .unwrap();
+        let (rate, load_s, to) = (100u32, 40u32, 4u32);
+        let scenario = dir.path().join("up.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-upstream-growth"
+description = "the run's backend group grown behind an external gateway"
+analysis = "scale"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+reload = ["bash", "{reload}"]
+
+[[backends]]
+name = "cafe"
+count = 1
+
+[[loads]]
+name = "up"
+url = "http://up.example/"
+via = "service:gw:8080"
+rate = {rate}
+connections = 4
+start = "6s"
+duration = "{load_s}s"
+retry_idle_closed = true
+
+[[actions]]
+at = "1s"
+reload = true
+
+[[actions]]
+at = "10s"
+grow = {{ what = "upstream_servers", backend = "cafe", to = {to}, by = 1, pause = "2s" }}
+"#,
+                reload = reload.display()
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = kube::run_command(&root, &ns, &[])
+            .arg(&scenario)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        assert!(
+            out.status.success(),
+            "the run failed: {stderr}\nevents: {}\nready: {}",
+            case["events"],
+            case["ready"]
+        );
+        let load = &case["loads"][0];
+        let requests = load["requests"].as_u64().unwrap();
+        assert_eq!(requests, u64::from(rate * load_s), "{load}");
+        assert_eq!(failed(load), 0, "{load}");
+        // One step per new pod, each with its pod, its first request, and a reload.
+        let ready = case["ready"].as_array().unwrap();
+        assert_eq!(ready.len(), (to - 1) as usize, "{ready:?}\n{stderr}");
+        let mut firsts = vec![];
+        let mut new_pods = vec![];
+        for (i, r) in ready.iter().enumerate() {
+            assert_eq!(r["what"], "upstream_servers", "{r}");
+            assert_eq!(r["count"], i + 2, "{r}");
+            assert!(r["error"].is_null(), "{r}");
+            firsts.push(f(&r["ready_ms"]));
+            let item = r["item"].as_str().unwrap();
+            let pods: Vec<&str> = item
+                .strip_prefix("backend cafe: ")
+                .unwrap_or_else(|| panic!("{r}"))
+                .split(", ")
+                .collect();
+            assert_eq!(pods.len(), 1, "{r}");
+            new_pods.push(pods[0].to_string());
+        }
+        let events: Vec<&Value> = case["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "grow")
+            .collect();
+        assert_eq!(events.len(), (to - 1) as usize, "{events:?}");
+        for (e, pod) in events.iter().zip(&new_pods) {
+            assert!(e["error"].is_null(), "{e}");
+            assert!(
+                e["detail"].as_str().unwrap().contains(&format!("{pod} ")),
+                "the event names the new pod's first request: {e}"
+            );
+        }
+        // The reload action and one per step.
+        let reloads = case["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), to as usize, "{reloads:?}");
+        // Server-side truth: every backend answered, and the backends' answers are the load's.
+        let backends = case["backends"].as_array().unwrap();
+        assert_eq!(backends.len(), to as usize, "{backends:?}");
+        for b in backends {
+            assert!(b["requests"].as_u64().unwrap() > 0, "{b}");
+        }
+        let served: u64 = backends
+            .iter()
+            .map(|b| b["requests"].as_u64().unwrap())
+            .sum();
+        assert_eq!(served, requests, "backends {backends:?}\nload {load}");
+        // The scale analysis reads the growth: one reload command per step (the reload action
+        // before it is not the growth's), every step's time to ready.
+        let checks = d["checks"].as_array().unwrap();
+        let applied = checks
+            .iter()
+            .find(|c| {
+                c["name"].as_str().is_some_and(|n| {
+                    n.starts_with(
+                        "every step of the growth was applied and ran the gateway's reload command (1 -> 4 upstream servers",
+                    )
+                })
+            })
+            .unwrap_or_else(|| panic!("{checks:?}"));
+        assert_eq!(applied["pass"], true, "{applied}");
+        assert!(checks.iter().all(|c| c["pass"] == true), "{checks:?}");
+        eprintln!(
+            "gwup: backend cafe 1 -> {to} behind the gateway: first request of each new pod at \
+             {} ms from its step's start (scale, Ready, EndpointSlices, reload, first request); \
+             load {requests} requests, {} failed; backends served {served}",
+            firsts
+                .iter()
+                .map(|x| format!("{x:.0}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            failed(load)
+        );
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }
 
 #[test]
@@ -441,7 +720,7 @@ fn k8s_scale_and_rollout_restart_probe_every_replica_that_comes_and_goes() {
         cluster
             .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
             .unwrap();
-        let probe = r#"probe = { selector = "app=gw", port = 8080, path = "/", timeout = "60s" }"#;
+        let probe = r#"probe = { selector = "app=gw", port = 8080, host = "gw.example", path = "/", timeout = "60s" }"#;
         let scenario = dir.path().join("scale.toml");
         std::fs::write(
             &scenario,
@@ -477,7 +756,7 @@ rollout_restart = "deployment/gw"
 [[actions]]
 at = "30s"
 scale = {{ target = "deployment/gw", to = 1 }}
-probe = {{ selector = "app=gw", port = 8080, path = "/", status = 503, timeout = "6s" }}
+probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", status = 503, timeout = "6s" }}
 "#
             ),
         )

@@ -49,7 +49,7 @@ enum ActionKind {
     KillBackend(String),
     RestartBackend(String),
     StopReplica(StopReplica),
-    Grow(GrowSpec),
+    Grow(Box<GrowSpec>),
     Exec(Vec<String>),
     Apply(String),
     Delete(String),
@@ -488,9 +488,39 @@ impl Plan<'_> {
             ActionKind::Grow(g) => {
                 let p = self.proxy.ok_or("grow needs a [proxy]")?;
                 let mut g = g.clone();
+                let generator_key = crate::generators::keys(&g)
+                    .into_iter()
+                    .find_map(|(k, set)| set.then_some(k));
                 if g.template.is_some() {
-                    self.check_template(&mut g, p)?;
+                    if let Some(k) = generator_key {
+                        return Err(format!(
+                            "grow: `{k}` belongs to a built-in generator (no `template`); a \
+                             template of your own writes it in its manifests"
+                        ));
+                    }
+                    self.check_template(&mut g, p, None)?;
+                } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
+                    // The run's backend group grows behind the gateway.
+                    check_upstream_servers(&g, &sizes.groups)?;
+                } else if p.external.is_some() {
+                    // A built-in generator: rendered as a user's template is.
+                    crate::generators::check(&g, &sizes.groups)?;
+                    let (name, text) = crate::generators::builtin(g.what)
+                        .ok_or("grow: upstream_servers has no generator")?;
+                    g.template = Some(name);
+                    if let Some(probe) = g.probe.as_mut() {
+                        if probe.host.is_none() {
+                            probe.host = Some("{{ hostnames[i] }}".into());
+                        }
+                    }
+                    self.check_template(&mut g, p, Some(text))?;
                 } else {
+                    if let Some(k) = generator_key {
+                        return Err(format!(
+                            "grow: `{k}` belongs to a built-in generator of an external \
+                             gateway's growth ([proxy] kind = \"external\", Kubernetes)"
+                        ));
+                    }
                     for (key, set) in [
                         ("namespace", g.namespace.is_some()),
                         ("wait", g.wait.is_some()),
@@ -663,10 +693,14 @@ impl Plan<'_> {
             ActionKind::ScaleReplicas(_) => "scale_replicas",
             ActionKind::StopReplica(_) => "stop_replica",
             ActionKind::SwapConfig(_) => "swap_config",
-            ActionKind::Grow(g) if g.template.is_none() => {
+            ActionKind::Grow(g)
+                if g.template.is_none() && self.on.kind != PlatformKind::Kubernetes =>
+            {
                 return Err(
-                    "grow on an external target needs a `template` (Kubernetes): proxybench \
-                     does not re-render a proxy it did not start"
+                    "grow on an external target needs Kubernetes and a `template`, one of the \
+                     built-in generators (what = routes, matches, listeners, https_listeners), \
+                     or upstream_servers of a backend group: proxybench does not re-render a \
+                     proxy it did not start"
                         .into(),
                 )
             }
@@ -698,7 +732,13 @@ impl Plan<'_> {
     /// A templated growth: on Kubernetes, against an external gateway, with a template that
     /// renders every item (0..`to`) into Kubernetes objects now, before the case starts; its
     /// path is resolved against the scenario file.
-    fn check_template(&self, g: &mut GrowSpec, p: &ProxyConfig) -> Result<(), String> {
+    /// `builtin` is a built-in generator's text (its parameters come from the grow table).
+    fn check_template(
+        &self,
+        g: &mut GrowSpec,
+        p: &ProxyConfig,
+        builtin: Option<&str>,
+    ) -> Result<(), String> {
         let Some(t) = g.template.clone() else {
             return Ok(());
         };
@@ -742,23 +782,57 @@ impl Plan<'_> {
                 ));
             }
         }
-        let path = relative_to_file(self.on.src, &t);
+        let path = match builtin {
+            Some(_) => PathBuf::from(&t),
+            None => relative_to_file(self.on.src, &t),
+        };
         g.template = Some(path.display().to_string());
         let probe = g.probe.as_ref().ok_or(
             "grow: a templated growth needs a `probe` (selector, port, host, path): its times \
              are the growth's time to ready",
         )?;
         check_probe("grow", probe, None)?;
-        if !self.on.check_files {
+        if !self.on.check_files && builtin.is_none() {
             return Ok(());
         }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("grow: template {}: {e}", path.display()))?;
+        let ns = g.namespace.as_deref().unwrap_or("check");
+        let text = match builtin {
+            Some(text) => text.to_string(),
+            None => std::fs::read_to_string(&path)
+                .map_err(|e| format!("grow: template {}: {e}", path.display()))?,
+        };
+        // A built-in generator's parameters; at parse, the backend group's Service is given
+        // the stand-in name `backend-GROUP` (the platform names the real one).
+        let params = match builtin {
+            None => None,
+            Some(_) => {
+                let stand_in = g.backend.as_ref().map(|b| format!("backend-{b}"));
+                let backend = match (&stand_in, &g.backend_ref) {
+                    (Some(s), _) => crate::generators::BackendRef {
+                        service: s,
+                        port: 8080,
+                    },
+                    (None, Some(r)) => {
+                        let (service, port) =
+                            crate::generators::backend_ref(r).ok_or_else(|| {
+                                format!("grow: backend_ref '{r}' is not SERVICE:PORT")
+                            })?;
+                        crate::generators::BackendRef { service, port }
+                    }
+                    (None, None) => return Err("grow: a built-in generator needs a backend".into()),
+                };
+                Some(
+                    crate::generators::params(g, ns, "check", backend)
+                        .map_err(|e| format!("grow: {e}"))?,
+                )
+            }
+        };
         for i in 0..g.to {
             let vars = crate::template::ItemVars {
                 i,
-                namespace: g.namespace.as_deref().unwrap_or("check"),
+                namespace: ns,
                 run: "check",
+                params: params.as_ref(),
             };
             crate::template::check_item(&path, &text, vars)
                 .map_err(|e| format!("grow: template {e}"))?;
@@ -884,7 +958,9 @@ fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Resu
             p.status
         ));
     }
-    if !p.path.starts_with('/') {
+    // A growth's path is a template (checked again once rendered, item by item).
+    let templated = action == "grow" && p.path.starts_with("{{");
+    if !templated && !p.path.starts_with('/') {
         return Err(format!(
             "{action}: probe.path '{}' does not start with '/'",
             p.path
@@ -964,6 +1040,47 @@ fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
             "grow: {} {} is beyond what one machine can hold (open files are limited to 20000)",
             g.to,
             g.what.name()
+        ));
+    }
+    Ok(())
+}
+
+/// `upstream_servers` behind an external gateway: `backend` names a group of the run, and no
+/// key of a generator, a template or a probe is there (the new pods' own request counters time
+/// the step).
+fn check_upstream_servers(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), String> {
+    match &g.backend {
+        None => {
+            return Err(
+                "grow: upstream_servers behind an external gateway needs `backend` (the run's \
+                 backend group whose Deployment grows)"
+                    .into(),
+            )
+        }
+        Some(b) if !groups.contains_key(b) => {
+            return Err(format!(
+                "grow: backend '{b}' is not a backend group of the run ([[backends]] name)"
+            ))
+        }
+        Some(_) => {}
+    }
+    if g.by == 0 {
+        return Err("grow: `by` must be at least 1".into());
+    }
+    let stray = crate::generators::keys(g)
+        .into_iter()
+        .filter(|(k, _)| *k != "backend")
+        .chain([
+            ("upstream", g.upstream.is_some()),
+            ("namespace", g.namespace.is_some()),
+            ("wait", g.wait.is_some()),
+            ("probe", g.probe.is_some()),
+        ])
+        .find_map(|(k, set)| set.then_some(k));
+    if let Some(k) = stray {
+        return Err(format!(
+            "grow: `{k}` does not belong to upstream_servers behind an external gateway (it \
+             grows `backend` and times each new pod's first request by its own counters)"
         ));
     }
     Ok(())

@@ -13,6 +13,7 @@ mod action;
 pub mod catalogue;
 pub mod checks;
 pub mod error;
+pub mod generators;
 pub mod layers;
 pub mod parse;
 pub mod paths;

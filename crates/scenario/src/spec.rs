@@ -542,6 +542,32 @@ pub struct GrowSpec {
     /// and `path` are templates too).
     #[serde(default)]
     pub probe: Option<ProbeSpec>,
+    /// A built-in generator (an external gateway, no `template`): the Gateway the routes attach
+    /// to, `NAME` or `NAMESPACE/NAME`; for `listeners` and `https_listeners`, the Gateway the
+    /// growth makes and grows (`NAME`, in the growth's namespace).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// A built-in generator of listeners: the Gateway's `gatewayClassName`.
+    #[serde(default)]
+    pub gateway_class: Option<String>,
+    /// A built-in generator: each item's hostname, a template (`{{ i }}.example.com` by
+    /// default for routes, `listener-{{ i }}.example.com` for listeners, `matches.example.com`).
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// A built-in generator: the run's backend group whose Service the routes send to; for
+    /// `upstream_servers` behind an external gateway, the group that grows (`group` also reads).
+    #[serde(default, alias = "group")]
+    pub backend: Option<String>,
+    /// A built-in generator: `SERVICE:PORT`, a Service the routes send to (instead of `backend`).
+    #[serde(default)]
+    pub backend_ref: Option<String>,
+    /// A built-in generator of HTTPS listeners: the TLS Secret the listeners terminate with
+    /// (none: the growth makes one, a self-signed certificate for every item's hostname).
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// A built-in generator of listeners: their port (80, or 443 for HTTPS).
+    #[serde(default)]
+    pub port: Option<u16>,
 }
 
 /// `probe = { selector = "app=gw", port = 8080, host = "r7.example", path = "/r7" }` on an
@@ -693,7 +719,7 @@ pub enum Action {
     /// Bring a drained or killed backend back.
     RestartBackend(String),
     /// Grow the config step by step (one action, many reloads).
-    Grow(GrowSpec),
+    Grow(Box<GrowSpec>),
     /// Stop one proxy replica.
     StopReplica {
         /// Replica name, or the newest when `None`.

@@ -4,7 +4,12 @@
 //! is not Kubernetes objects, stops the run before its case starts), and the Kubernetes platform
 //! renders the same items with the run's own values.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A built-in generator's parameters ([`crate::generators`]), given to every item beside
+/// `i`, `namespace`, `run` and `name`.
+pub type Params = BTreeMap<String, serde_json::Value>;
 
 /// What one item of a template is rendered with.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +20,8 @@ pub struct ItemVars<'a> {
     pub namespace: &'a str,
     /// A short id of the run (`pb-20261129-153000-1a2b`; `check` when only checked).
     pub run: &'a str,
+    /// A built-in generator's parameters (none for a user's template).
+    pub params: Option<&'a Params>,
 }
 
 impl ItemVars<'_> {
@@ -44,12 +51,16 @@ pub fn render_item(file: &Path, text: &str, vars: ItemVars<'_>) -> Result<String
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
-    let ctx = minijinja::context! {
-        i => vars.i,
-        namespace => vars.namespace,
-        run => vars.run,
-        name => vars.name(),
-    };
+    let mut ctx: BTreeMap<String, minijinja::Value> = vars
+        .params
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), minijinja::Value::from_serialize(v)))
+        .collect();
+    ctx.insert("i".into(), vars.i.into());
+    ctx.insert("namespace".into(), vars.namespace.into());
+    ctx.insert("run".into(), vars.run.into());
+    ctx.insert("name".into(), vars.name().into());
     env.render_str(text, ctx).map_err(|e| TemplateError {
         file: file.display().to_string(),
         line: e.line(),
@@ -138,6 +149,7 @@ mod tests {
             i,
             namespace: "ns",
             run: "check",
+            params: None,
         }
     }
 

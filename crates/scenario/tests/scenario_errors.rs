@@ -1498,9 +1498,77 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
         16,
         "is not condition=TYPE[=STATUS]",
     );
+    // A built-in generator: no `template`, its keys checked, every item rendered now.
+    let builtin = "grow = { what = \"routes\", to = 5, gateway = \"infra/gw\", backend_ref = \
+                   \"gw:8080\", hostname = \"r{{ i }}.example\", probe = { selector = \
+                   \"app=gw\", port = 8080 } }";
+    match step(builtin) {
+        Action::Grow(g) => {
+            assert_eq!(g.template.as_deref(), Some("builtin:routes"));
+            assert_eq!(
+                g.probe.unwrap().host.as_deref(),
+                Some("{{ hostnames[i] }}"),
+                "the probe asks each item's hostname"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The probe sees the generator's parameters: a matches growth probes its newest match.
+    let matches = "grow = { what = \"matches\", to = 3, gateway = \"gw\", backend_ref = \
+                   \"gw:8080\", path = \"/m\", probe = { selector = \"app=gw\", port = 8080, \
+                   path = \"{{ path }}{{ i }}\" } }";
+    match step(matches) {
+        Action::Grow(g) => assert_eq!(g.template.as_deref(), Some("builtin:matches")),
+        other => panic!("{other:?}"),
+    }
+    bad(
+        &matches.replace("{{ path }}{{ i }}", "{{ i }}"),
+        16,
+        "probe.path renders '0' for item 0: a path starts with '/'",
+    );
     bad(
         "grow = { what = \"routes\", to = 5 }",
         16,
-        "grow on an external target needs a `template`",
+        "the built-in routes generator needs `gateway`",
+    );
+    bad(
+        &builtin.replace("backend_ref", "backend"),
+        16,
+        "backend 'gw:8080' is not a backend group of the run",
+    );
+    bad(
+        &builtin.replace("r{{ i }}.example", "r{{ k }}.example"),
+        16,
+        "hostname hostname:1: item 0: undefined value",
+    );
+    bad(
+        &builtin.replace("r{{ i }}.example", "R_{{ i }}"),
+        16,
+        "hostname 'R_0' of item 0 is not a DNS name",
+    );
+    bad(
+        &builtin.replace("hostname =", "colour = 1, hostname ="),
+        16,
+        "unknown field `colour`",
+    );
+    bad(
+        &grow("route.yaml.j2", ", gateway = \"gw\""),
+        16,
+        "`gateway` belongs to a built-in generator (no `template`)",
+    );
+    bad(
+        "grow = { what = \"upstream_servers\", to = 5 }",
+        16,
+        "upstream_servers behind an external gateway needs `backend`",
+    );
+    bad(
+        "grow = { what = \"upstream_servers\", to = 5, backend = \"tea\" }",
+        16,
+        "backend 'tea' is not a backend group of the run",
+    );
+    bad(
+        "grow = { what = \"upstream_servers\", to = 5, group = \"tea\" }",
+        16,
+        "backend 'tea' is not a backend group of the run",
     );
 }

@@ -120,8 +120,8 @@ impl<'a> Growth<'a> {
             spec,
             initial,
             planned,
-            replicas: match (&spec.template, case.proxy.as_ref()) {
-                (Some(_), Some(p)) => {
+            replicas: match case.proxy.as_ref() {
+                Some(p) if p.external.is_some() => {
                     u32::from(p.external.as_ref().is_some_and(|e| !e.reload.is_empty()))
                 }
                 _ => case.proxy.as_ref().map_or(1, |p| p.replicas),
@@ -129,6 +129,13 @@ impl<'a> Growth<'a> {
             steps,
             check_timed,
         })
+    }
+
+    /// Whether the growth is of a gateway proxybench does not run (a template, a built-in
+    /// generator, or upstream servers behind it): each step runs its reload command once, or
+    /// none when its controller follows the change.
+    pub fn external(&self) -> bool {
+        self.spec.template.is_some() || self.spec.backend.is_some()
     }
 
     /// Items the config held after the last step the proxy took.
@@ -183,6 +190,14 @@ fn initial_count(case: &Case, g: &GrowSpec) -> u32 {
     // A template's items are numbered from 0: the growth starts from none.
     if g.template.is_some() {
         return 0;
+    }
+    // Upstream servers behind an external gateway: the backend group's pods.
+    if let (GrowWhat::UpstreamServers, Some(b)) = (g.what, &g.backend) {
+        return case
+            .backends
+            .iter()
+            .find(|x| &x.name == b)
+            .map_or(0, |x| x.count);
     }
     let n = match g.what {
         GrowWhat::Listeners => p.listeners.iter().filter(|l| !l.tls).count(),

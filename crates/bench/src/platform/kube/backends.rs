@@ -365,6 +365,80 @@ impl BackendPods {
         })
     }
 
+    /// The pods of group `group` the case has named so far (gone ones included).
+    pub(super) fn pods_of(&self, group: &str) -> BTreeSet<String> {
+        self.named
+            .iter()
+            .filter(|(_, n)| n.group == group)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// When each of `pods` answered its first request: its control endpoint's counters (the
+    /// server-side truth), read through one port-forward per pod, every pod in turn about every
+    /// 10 ms, until each has answered one or `bound` from `since` has passed. Each pod's time is
+    /// in ms from `since`, an upper bound by at most one round of reads.
+    pub(super) fn first_traffic(
+        &self,
+        cluster: &Cluster,
+        namespace: &str,
+        pods: &[String],
+        (since, bound): (Instant, Duration),
+        keep_going: &dyn Fn() -> bool,
+    ) -> Vec<(String, Result<f64, String>)> {
+        let mut open = Vec::new();
+        let mut out: Vec<(String, Result<f64, String>)> = Vec::new();
+        for pod in pods {
+            match cluster.port_forward(namespace, pod, CONTROL_PORT) {
+                Ok(f) => {
+                    let c = Client::new(f.addr(), self.token.clone())
+                        .with_timeout(Duration::from_secs(5));
+                    open.push((pod.clone(), f, c));
+                }
+                Err(e) => out.push((pod.clone(), Err(format!("port-forward: {e}")))),
+            }
+        }
+        while !open.is_empty() {
+            let mut i = 0;
+            while i < open.len() {
+                let served = open[i]
+                    .2
+                    .counters()
+                    .map(|cs| cs.iter().map(|c| c.requests).sum::<u64>());
+                match served {
+                    Ok(n) if n > 0 => {
+                        let (pod, _, _) = open.remove(i);
+                        out.push((pod, Ok(since.elapsed().as_secs_f64() * 1e3)));
+                        continue;
+                    }
+                    // A read that fails is retried until the bound: a pod's control endpoint
+                    // may refuse a moment while its forward comes up.
+                    _ => i += 1,
+                }
+            }
+            if open.is_empty() {
+                break;
+            }
+            if since.elapsed() > bound || !keep_going() {
+                for (pod, f, c) in open.drain(..) {
+                    let why = match c.counters() {
+                        Ok(_) => format!("no request within {bound:?}"),
+                        Err(e) => format!(
+                            "its counters unread: {e}{}",
+                            f.last_error()
+                                .map(|w| format!(" ({w})"))
+                                .unwrap_or_default()
+                        ),
+                    };
+                    out.push((pod, Err(why)));
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out
+    }
+
     /// `restart_backend`: brings back a backend that `kill_backend` or `drain_backend` took
     /// away. Locally the instance listens again on its address; here its pod is gone, so the
     /// group's Deployment has made a replacement: this waits for the group to be whole and Ready

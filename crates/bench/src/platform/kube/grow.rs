@@ -91,6 +91,171 @@ impl Grower for KubeStage {
 }
 
 impl KubeStage {
+    /// `upstream_servers` behind an external gateway (`backend = "GROUP"`): each step scales
+    /// the group's Deployment by `by`, waits until the new pods are Ready and in its
+    /// EndpointSlices, runs the external proxy's reload command when it has one (the gateway's
+    /// controller), then reads each new pod's request counter until it has answered one request
+    /// through the gateway. Each step is one `grow` event and one [`ReadyRecord`] whose time to
+    /// ready is the last new pod's first request, from the step's start (the scale analysis
+    /// reads it as a local growth's).
+    pub(super) fn grow_upstreams(
+        &mut self,
+        g: &GrowSpec,
+        keep_going: &dyn Fn() -> bool,
+    ) -> crate::platform::Applied {
+        let mut out = crate::platform::Applied::default();
+        let origin = self.served.origin;
+        let group = g.backend.clone().unwrap_or_default();
+        let mut n = self.group_size(&group);
+        if let Err(e) = self.can_grow(g, n) {
+            out.events.push(Event {
+                t_s: origin.elapsed().as_secs_f64(),
+                action: "grow".into(),
+                detail: format!("upstream_servers {n} -> {}", g.to),
+                duration_ms: 0.0,
+                error: Some(e.to_string()),
+                limit: false,
+            });
+            return out;
+        }
+        let reload = self
+            .served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
+            .is_some_and(|e| !e.reload.is_empty())
+            && self.attached.is_some();
+        while n < g.to && keep_going() {
+            let add = g.by.min(g.to - n);
+            let t0 = Instant::now();
+            let t_s = t0.duration_since(origin).as_secs_f64();
+            let step = format!("upstream_servers {n} -> {} (backend {group})", n + add);
+            let cluster = self.cluster.clone();
+            let ns = self.namespace.clone();
+            // Every pod there now is named, so the ones the step adds are the new names.
+            let synced = self.backends.sync(&cluster, &ns);
+            let before = self.backends.pods_of(&group);
+            let scaled = self.backends.scale(&cluster, &ns, &group, n + add);
+            let in_slices_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let mut new: Vec<String> = self
+                .backends
+                .pods_of(&group)
+                .difference(&before)
+                .cloned()
+                .collect();
+            new.sort();
+            let mut error = synced.and(scaled).err().map(|e| e.to_string());
+            let rel = (reload && error.is_none()).then(|| {
+                self.served.generation += 1;
+                self.reload_attached()
+            });
+            if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
+                error.get_or_insert(format!("the gateway's reload command: {e}"));
+            }
+            let firsts = if error.is_none() {
+                self.backends.first_traffic(
+                    &cluster,
+                    &ns,
+                    &new,
+                    (t0, g.ready_timeout.0),
+                    keep_going,
+                )
+            } else {
+                Vec::new()
+            };
+            let mut ready_ms: Option<f64> = (!firsts.is_empty()).then_some(0.0);
+            let mut seen = Vec::new();
+            for (pod, r) in &firsts {
+                match r {
+                    Ok(ms) => {
+                        ready_ms = ready_ms.map(|m| m.max(*ms));
+                        seen.push(format!("{pod} {ms:.0} ms"));
+                    }
+                    Err(e) => {
+                        ready_ms = None;
+                        error.get_or_insert(format!("pod {pod} got no traffic: {e}"));
+                    }
+                }
+            }
+            if error.is_none() && new.len() != add as usize {
+                error = Some(format!(
+                    "{} new pods of backend {group}, not {add}: {}",
+                    new.len(),
+                    new.join(", ")
+                ));
+            }
+            out.ready.push(ReadyRecord {
+                t_s,
+                what: g.what.name().into(),
+                count: n + add,
+                item: format!("backend {group}: {}", new.join(", ")),
+                generation: self.served.generation,
+                ready_ms: if error.is_none() { ready_ms } else { None },
+                error: error.clone(),
+            });
+            out.reloads.extend(rel);
+            out.events.push(Event {
+                t_s,
+                action: "grow".into(),
+                detail: format!(
+                    "{step}: Ready and in its EndpointSlices at {in_slices_ms:.0} ms; first \
+                     request: {}",
+                    if seen.is_empty() {
+                        "none".to_string()
+                    } else {
+                        seen.join(", ")
+                    }
+                ),
+                duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+                error: error.clone(),
+                limit: false,
+            });
+            if error.is_some() && g.stop_on_error {
+                break;
+            }
+            n += add;
+            let until = Instant::now() + g.pause.0;
+            while Instant::now() < until && keep_going() {
+                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+            }
+        }
+        out
+    }
+
+    /// A built-in generator's parameters for this run (none for a user's template): its routes
+    /// send to the run's backend group's Service, as the stage names it, or to `backend_ref`.
+    fn generator_params(
+        &self,
+        g: &GrowSpec,
+        ns: &str,
+        run: &str,
+    ) -> Result<Option<scenario::template::Params>, String> {
+        use scenario::generators::{backend_ref, params, BackendRef, BUILTIN};
+        if !g
+            .template
+            .as_deref()
+            .is_some_and(|t| t.starts_with(BUILTIN))
+        {
+            return Ok(None);
+        }
+        let service = g.backend.as_deref().map(super::backends::deployment_of);
+        let backend = match (&service, &g.backend_ref) {
+            (Some(s), _) => BackendRef {
+                service: s,
+                port: super::backends::BACKEND_PORT,
+            },
+            (None, Some(r)) => {
+                let (service, port) = backend_ref(r)
+                    .ok_or_else(|| format!("backend_ref '{r}' is not SERVICE:PORT"))?;
+                BackendRef { service, port }
+            }
+            (None, None) => return Err("a built-in generator needs a backend".into()),
+        };
+        params(g, ns, run, backend)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
     /// A templated `grow` on an external gateway: each step renders items n..n+by of the
     /// template (`{{ i }}`, `{{ namespace }}`, `{{ run }}`, `{{ name }}`), applies them, runs
     /// the external proxy's reload command when it has one, waits for the `wait` condition, and
@@ -116,8 +281,17 @@ impl KubeStage {
         };
         let path = PathBuf::from(g.template.clone().unwrap_or_default());
         let dir = self.configs_out.join("grow");
-        let setup = std::fs::read_to_string(&path)
+        let ns = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.namespace.clone());
+        let run = self.run_id.clone();
+        let setup = scenario::generators::source(&path.display().to_string())
             .map_err(|e| format!("template {}: {e}", path.display()))
+            .and_then(|text| {
+                self.generator_params(g, &ns, &run)
+                    .map(|params| (text.into_owned(), params))
+            })
             .and_then(|text| {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("{}: {e}", dir.display()))
@@ -129,7 +303,7 @@ impl KubeStage {
                     .ok_or_else(|| "a templated growth needs a probe".to_string())
                     .map(|p| (text, p))
             });
-        let (text, spec) = match setup {
+        let ((text, params), spec) = match setup {
             Ok(x) => x,
             Err(e) => {
                 out.events.push(event(
@@ -140,11 +314,6 @@ impl KubeStage {
                 return out;
             }
         };
-        let ns = g
-            .namespace
-            .clone()
-            .unwrap_or_else(|| self.namespace.clone());
-        let run = self.run_id.clone();
         let wait = g.wait.as_deref().and_then(|w| {
             let c = w.strip_prefix("condition=")?;
             let (kind, status) = c.split_once('=').unwrap_or((c, "True"));
@@ -176,6 +345,7 @@ impl KubeStage {
                 i,
                 namespace: &ns,
                 run: &run,
+                params: params.as_ref(),
             };
             // Render the step's items and the probe's host and path for its last item.
             let made = (n..=last)

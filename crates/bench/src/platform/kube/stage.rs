@@ -688,6 +688,9 @@ impl Stage for KubeStage {
             if g.template.is_some() {
                 return self.grow_template(g, keep_going);
             }
+            if g.what == scenario::GrowWhat::UpstreamServers && g.backend.is_some() {
+                return self.grow_upstreams(g, keep_going);
+            }
             return crate::grow::grow(self, g, keep_going);
         }
         if let Action::Apply { probe: Some(p), .. }

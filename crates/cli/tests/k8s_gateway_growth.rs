@@ -204,6 +204,7 @@ fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
                 namespace: ns,
                 run: "gen",
                 params: Some(&p),
+                backends: None,
             };
             let out = check_item(std::path::Path::new(&name), text, vars).unwrap();
             let file = dir.join(format!("{}-{i}.yaml", g.what.name()));

@@ -498,7 +498,7 @@ impl Plan<'_> {
                              template of your own writes it in its manifests"
                         ));
                     }
-                    self.check_template(&mut g, p, None)?;
+                    self.check_template(&mut g, p, None, &sizes.groups)?;
                 } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
                     // The run's backend group grows behind the gateway.
                     check_upstream_servers(&g, &sizes.groups)?;
@@ -513,7 +513,7 @@ impl Plan<'_> {
                             probe.host = Some("{{ hostnames[i] }}".into());
                         }
                     }
-                    self.check_template(&mut g, p, Some(text))?;
+                    self.check_template(&mut g, p, Some(text), &sizes.groups)?;
                 } else {
                     if let Some(k) = generator_key {
                         return Err(format!(
@@ -568,7 +568,7 @@ impl Plan<'_> {
                 );
             }
             ActionKind::Apply(f) => {
-                let file = self.manifest("apply", f)?;
+                let file = self.manifest("apply", f, &sizes.groups, spec)?;
                 let namespace = namespace("apply", spec)?;
                 let wait = wait_of("apply", spec)?;
                 let probe = self.probe_of("apply", spec.probe.as_ref())?;
@@ -583,7 +583,7 @@ impl Plan<'_> {
                 )
             }
             ActionKind::Delete(f) => {
-                let file = self.manifest("delete", f)?;
+                let file = self.manifest("delete", f, &sizes.groups, spec)?;
                 let namespace = namespace("delete", spec)?;
                 let wait = wait_of("delete", spec)?;
                 let probe = self.probe_of("delete", spec.probe.as_ref())?;
@@ -668,7 +668,17 @@ impl Plan<'_> {
 
     /// The manifest an `apply` or `delete` names, relative to the scenario file, which must
     /// exist when the run starts.
-    fn manifest(&self, action: &str, f: &str) -> Result<PathBuf, String> {
+    /// A manifest's path, resolved against the scenario file and checked to be a file; one
+    /// ending in `.j2` is a template, rendered now (item 0, the run's backend Services as
+    /// stand-ins) and refused at the action's line when it does not render into Kubernetes
+    /// objects.
+    fn manifest(
+        &self,
+        action: &str,
+        f: &str,
+        groups: &BTreeMap<String, u32>,
+        spec: &ActionSpec,
+    ) -> Result<PathBuf, String> {
         if f.is_empty() {
             return Err(format!("{action}: the manifest path is empty"));
         }
@@ -678,6 +688,20 @@ impl Plan<'_> {
                 Ok(m) if m.is_file() => {}
                 Ok(_) => return Err(format!("{action}: {} is not a file", path.display())),
                 Err(e) => return Err(format!("{action}: {}: {e}", path.display())),
+            }
+            if f.ends_with(".j2") {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{action}: {}: {e}", path.display()))?;
+                let backends = crate::template::stand_in_backends(groups.keys());
+                let vars = crate::template::ItemVars {
+                    i: 0,
+                    namespace: spec.namespace.as_deref().unwrap_or("check"),
+                    run: "check",
+                    params: None,
+                    backends: Some(&backends),
+                };
+                crate::template::check_item(&path, &text, vars)
+                    .map_err(|e| format!("{action}: template {e}"))?;
             }
         }
         Ok(path)
@@ -738,6 +762,7 @@ impl Plan<'_> {
         g: &mut GrowSpec,
         p: &ProxyConfig,
         builtin: Option<&str>,
+        groups: &BTreeMap<String, u32>,
     ) -> Result<(), String> {
         let Some(t) = g.template.clone() else {
             return Ok(());
@@ -827,12 +852,14 @@ impl Plan<'_> {
                 )
             }
         };
+        let backends = crate::template::stand_in_backends(groups.keys());
         for i in 0..g.to {
             let vars = crate::template::ItemVars {
                 i,
                 namespace: ns,
                 run: "check",
                 params: params.as_ref(),
+                backends: Some(&backends),
             };
             crate::template::check_item(&path, &text, vars)
                 .map_err(|e| format!("grow: template {e}"))?;

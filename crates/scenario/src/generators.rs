@@ -116,6 +116,7 @@ pub fn params(
             namespace,
             run,
             params: None,
+            backends: None,
         };
         let h =
             render_item(Path::new("hostname"), &host, vars).map_err(GeneratorError::Hostname)?;
@@ -341,6 +342,7 @@ mod tests {
                     namespace: "ns",
                     run: "run1",
                     params: Some(&p),
+                    backends: None,
                 };
                 let out = check_item(Path::new(&name), text, vars).unwrap();
                 out.split("\n---\n")

@@ -1,5 +1,7 @@
 //! Manifest templates of a templated `grow` (minijinja): item i of a growth is the template
-//! rendered with `{{ i }}`, `{{ namespace }}`, `{{ run }}` and `{{ name }}`. The parser renders
+//! rendered with `{{ i }}`, `{{ namespace }}`, `{{ run }}`, `{{ name }}` and `{{ backends.GROUP }}`
+//! (the Service of the run's backend group GROUP, whose name carries the run's id). An `apply`
+//! or `delete` of a file ending in `.j2` is such a template too, rendered once as item 0. The parser renders
 //! every item when it checks the file (so a template that does not render, or renders YAML that
 //! is not Kubernetes objects, stops the run before its case starts), and the Kubernetes platform
 //! renders the same items with the run's own values.
@@ -22,6 +24,9 @@ pub struct ItemVars<'a> {
     pub run: &'a str,
     /// A built-in generator's parameters (none for a user's template).
     pub params: Option<&'a Params>,
+    /// The run's backend groups' Services by group (`{{ backends.cafe }}`): what a route
+    /// template sends traffic to, named by the platform (a stand-in when only checked).
+    pub backends: Option<&'a BTreeMap<String, String>>,
 }
 
 impl ItemVars<'_> {
@@ -45,6 +50,17 @@ pub struct TemplateError {
     pub message: String,
 }
 
+/// What `{{ backends.GROUP }}` gives when a file is only checked: a stand-in Service name
+/// per group (the platform names the real ones, with the run's id).
+pub fn stand_in_backends<'a>(
+    groups: impl IntoIterator<Item = &'a String>,
+) -> BTreeMap<String, String> {
+    groups
+        .into_iter()
+        .map(|g| (g.clone(), format!("backend-{g}-check")))
+        .collect()
+}
+
 /// Renders item `vars.i` of template `text` (read from `file`); an undefined variable is an
 /// error, not an empty string.
 pub fn render_item(file: &Path, text: &str, vars: ItemVars<'_>) -> Result<String, TemplateError> {
@@ -61,6 +77,9 @@ pub fn render_item(file: &Path, text: &str, vars: ItemVars<'_>) -> Result<String
     ctx.insert("namespace".into(), vars.namespace.into());
     ctx.insert("run".into(), vars.run.into());
     ctx.insert("name".into(), vars.name().into());
+    if let Some(b) = vars.backends {
+        ctx.insert("backends".into(), minijinja::Value::from_serialize(b));
+    }
     env.render_str(text, ctx).map_err(|e| TemplateError {
         file: file.display().to_string(),
         line: e.line(),
@@ -150,7 +169,29 @@ mod tests {
             namespace: "ns",
             run: "check",
             params: None,
+            backends: None,
         }
+    }
+
+    #[test]
+    fn a_template_routes_to_the_run_s_backend_services_by_group() {
+        let groups = ["cafe".to_string(), "tea".to_string()];
+        let stand_in = stand_in_backends(&groups);
+        let t = "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ backends.cafe }}\n";
+        let mut v = vars(0);
+        v.backends = Some(&stand_in);
+        let out = check_item(Path::new("t.yaml.j2"), t, v).unwrap();
+        assert!(out.contains("name: backend-cafe-check\n"), "{out}");
+        let real: BTreeMap<String, String> =
+            [("cafe".to_string(), "backend-cafe-pb-1a2b".to_string())].into();
+        v.backends = Some(&real);
+        let out = check_item(Path::new("t.yaml.j2"), t, v).unwrap();
+        assert!(out.contains("name: backend-cafe-pb-1a2b\n"), "{out}");
+        // A group the run does not have is an error, not an empty name.
+        let e = check_item(Path::new("t.yaml.j2"), &t.replace("cafe", "milk"), v).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        // Without the map (a generator's hostname), `backends` is undefined.
+        assert!(check_item(Path::new("t.yaml.j2"), t, vars(0)).is_err());
     }
 
     #[test]

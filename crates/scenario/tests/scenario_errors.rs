@@ -1571,4 +1571,25 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
         16,
         "backend 'tea' is not a backend group of the run",
     );
+    // An `apply` or `delete` of a `.j2` file is a template, rendered once (item 0) now: the
+    // run's values and its backend groups' Services (none here, so `backends.cafe` is
+    // undefined), refused at the action's line with the template's.
+    let svc = "apiVersion: v1\nkind: Service\nmetadata:\n  name: r-{{ run }}\n  namespace: \
+               {{ namespace }}\nspec:\n  externalName: {{ backends.cafe }}\n";
+    std::fs::write(dir.path().join("svc.yaml.j2"), svc).unwrap();
+    std::fs::write(
+        dir.path().join("plain.yaml.j2"),
+        svc.replace("{{ backends.cafe }}", "x"),
+    )
+    .unwrap();
+    match step("apply = \"plain.yaml.j2\"") {
+        Action::Apply { file, .. } => assert!(file.ends_with("plain.yaml.j2"), "{file:?}"),
+        other => panic!("{other:?}"),
+    }
+    bad("apply = \"svc.yaml.j2\"", 16, "apply: template ");
+    bad(
+        "delete = \"svc.yaml.j2\"",
+        16,
+        "svc.yaml.j2:7: item 0: undefined value",
+    );
 }

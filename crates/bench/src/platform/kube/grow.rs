@@ -263,6 +263,61 @@ impl KubeStage {
     /// the step's last item). Each step is one `grow` event, one [`ReadyRecord`] (time to ready:
     /// the last replica's, so the scale analysis reads it as the local growth's) and one probe
     /// record with every replica's times.
+    /// The Service of each of the run's backend groups, by group: `{{ backends.GROUP }}` in
+    /// a template.
+    pub(super) fn backend_services(&self) -> std::collections::BTreeMap<String, String> {
+        self.groups
+            .iter()
+            .map(|g| (g.clone(), super::backends::deployment_of(g)))
+            .collect()
+    }
+
+    /// An `apply` or `delete` of a template (a file ending in `.j2`): the same action on the
+    /// template rendered with the run's values (item 0: `{{ namespace }}`, `{{ run }}`,
+    /// `{{ name }}`, `{{ backends.GROUP }}`), written beside the case's configs; `None` for any
+    /// other action.
+    pub(super) fn rendered_manifest(
+        &self,
+        action: &scenario::Action,
+    ) -> Option<Result<scenario::Action, String>> {
+        use scenario::template::{check_item, ItemVars};
+        let (scenario::Action::Apply { file, .. } | scenario::Action::Delete { file, .. }) = action
+        else {
+            return None;
+        };
+        let name = file.file_name()?.to_str()?.strip_suffix(".j2")?.to_string();
+        let ns = action.namespace().unwrap_or(&self.namespace).to_string();
+        let backends = self.backend_services();
+        let out = self.configs_out.join("apply").join(&name);
+        let r = std::fs::read_to_string(file)
+            .map_err(|e| format!("{}: {e}", file.display()))
+            .and_then(|text| {
+                let vars = ItemVars {
+                    i: 0,
+                    namespace: &ns,
+                    run: &self.run_id,
+                    params: None,
+                    backends: Some(&backends),
+                };
+                check_item(file, &text, vars).map_err(|e| format!("template {e}"))
+            })
+            .and_then(|yaml| {
+                std::fs::create_dir_all(out.parent().expect("a file in a folder"))
+                    .and_then(|()| std::fs::write(&out, yaml))
+                    .map_err(|e| format!("{}: {e}", out.display()))
+            })
+            .map(|()| {
+                let mut a = action.clone();
+                if let scenario::Action::Apply { file, .. }
+                | scenario::Action::Delete { file, .. } = &mut a
+                {
+                    *file = out.clone();
+                }
+                a
+            });
+        Some(r)
+    }
+
     pub(super) fn grow_template(
         &mut self,
         g: &GrowSpec,
@@ -341,11 +396,13 @@ impl KubeStage {
             let add = g.by.min(g.to - n);
             let last = n + add - 1;
             let step = format!("{} {n} -> {}", g.what.name(), n + add);
+            let backends = self.backend_services();
             let vars = |i| ItemVars {
                 i,
                 namespace: &ns,
                 run: &run,
                 params: params.as_ref(),
+                backends: Some(&backends),
             };
             // Render the step's items and the probe's host and path for its last item.
             let made = (n..=last)

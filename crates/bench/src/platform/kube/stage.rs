@@ -683,6 +683,24 @@ impl Stage for KubeStage {
     }
 
     fn apply(&mut self, action: &Action, keep_going: &dyn Fn() -> bool) -> Applied {
+        if let Some(rendered) = self.rendered_manifest(action) {
+            return match rendered {
+                Ok(a) => self.apply(&a, keep_going),
+                Err(e) => Applied {
+                    events: vec![Event {
+                        t_s: Instant::now()
+                            .duration_since(self.served.origin)
+                            .as_secs_f64(),
+                        action: action.kind().to_string(),
+                        detail: String::new(),
+                        duration_ms: 0.0,
+                        error: Some(e),
+                        limit: false,
+                    }],
+                    ..Applied::default()
+                },
+            };
+        }
         if let Action::Grow(g) = action {
             // A growth is many steps, each its own event.
             if g.template.is_some() {

@@ -272,6 +272,16 @@ spec:
 fn k8s_apply_and_delete_wait_for_a_condition_and_for_deletion() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("web.yaml"), WAIT_WEB).unwrap();
+    // The first apply is a template: the run's backend Service for group cafe, as the run
+    // names it, goes into an annotation.
+    std::fs::write(
+        dir.path().join("web.yaml.j2"),
+        WAIT_WEB.replace(
+            "  name: waitweb\n",
+            "  name: waitweb\n  annotations:\n    proxybench.test/backend: \"{{ backends.cafe }}\"\n",
+        ),
+    )
+    .unwrap();
     let scenario = dir.path().join("wait.toml");
     std::fs::write(
         &scenario,
@@ -282,7 +292,7 @@ fn k8s_apply_and_delete_wait_for_a_condition_and_for_deletion() {
                 + "
 [[actions]]
 at = \"1s\"
-apply = \"web.yaml\"
+apply = \"web.yaml.j2\"
 wait = \"condition=Available\"
 
 [[actions]]
@@ -331,6 +341,27 @@ wait = \"delete\"
     assert!(events[2]["error"].is_null(), "{:?}", events[2]);
     let gone = after(&d2, "Deployment/waitweb delete after ");
     assert!(gone < 60.0, "{d2}");
+    // The template as applied, kept with the case's configs: the backend Service's real name.
+    let rendered = kube::find(&root, "web.yaml");
+    assert_eq!(rendered.len(), 1, "{rendered:?}");
+    let text = std::fs::read_to_string(&rendered[0]).unwrap();
+    let service = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("proxybench.test/backend: "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .trim_matches('"')
+        .to_string();
+    let counted: Vec<String> = d["cases"][0]["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    eprintln!("the template named the backend Service {service}; backends {counted:?}");
+    assert!(
+        service.starts_with("backend-cafe") && service != "backend-cafe-check",
+        "{text}"
+    );
     eprintln!("wait: Available after {available:.3} s, deleted after {gone:.3} s; {e1}");
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

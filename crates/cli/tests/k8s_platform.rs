@@ -11,7 +11,7 @@ use std::process::Output;
 mod kube;
 use kube::{
     access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
-    run_command, run_k8s, var, SCENARIO_HEAD,
+    run_command, run_k8s, test_namespace, var, SCENARIO_HEAD,
 };
 
 #[test]
@@ -44,7 +44,7 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("gradual");
+    let ns = test_namespace("gradual");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -202,7 +202,7 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("grow");
+    let ns = test_namespace("grow");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -365,7 +365,7 @@ actions = [{{ at = \"1s\", reload = true }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("origin");
+    let ns = test_namespace("origin");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -475,7 +475,7 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("backends");
+    let ns = test_namespace("backends");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -581,7 +581,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("bad");
+    let ns = test_namespace("bad");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -607,7 +607,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     );
     assert_eq!(
         d["env"]["platform"]["namespace"].as_str(),
-        Some(ns.as_str()),
+        Some(&*ns),
         "{}",
         d["env"]
     );
@@ -646,7 +646,7 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("kill");
+    let ns = test_namespace("kill");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -699,18 +699,19 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
 
-/// Starts `proxybench run SCENARIO --platform kubernetes` in the background, waits until its
-/// proxy pod serves, lets the load run `after`, interrupts it (SIGINT, as Ctrl-C) and returns
-/// its output and how long it took to exit.
+/// Starts `proxybench run SCENARIO --platform kubernetes` in the background without
+/// `--namespace` (the run makes its own), waits until its proxy pod serves, lets the load run
+/// `after`, interrupts it (SIGINT, as Ctrl-C) and returns its output, how long it took to exit
+/// and the namespace the run made.
 fn interrupt_k8s_run(
     root: &Path,
     scenario: &Path,
-    ns: &str,
     extra: &[&str],
     after: std::time::Duration,
-) -> (Output, std::time::Duration) {
+) -> (Output, std::time::Duration, String) {
     use std::time::{Duration, Instant};
-    let child = run_command(root, ns, extra)
+    let before = kube::made_namespaces(&[]);
+    let child = run_command(root, "", extra)
         .arg(scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -718,16 +719,22 @@ fn interrupt_k8s_run(
         .unwrap();
     let cluster = cluster();
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut made = Vec::new();
     loop {
-        let pods = cluster
-            .pods(ns, Some("proxybench/role=proxy"))
+        if made.is_empty() {
+            made = kube::made_namespaces(&before);
+        }
+        assert!(made.len() <= 1, "one namespace made by the run: {made:?}");
+        let pods = made
+            .first()
+            .and_then(|ns| cluster.pods(ns, Some("proxybench/role=proxy")).ok())
             .unwrap_or_default();
         if pods.iter().any(|p| p.ready) {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no proxy pod became ready in {ns}"
+            "no proxy pod became ready in {made:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -738,7 +745,7 @@ fn interrupt_k8s_run(
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let out = child.wait_with_output().unwrap();
-    (out, t0.elapsed())
+    (out, t0.elapsed(), made.remove(0))
 }
 
 #[test]
@@ -764,15 +771,9 @@ duration = \"120s\"
     .unwrap();
     for keep in [false, true] {
         let root = dir.path().join(format!("results-{keep}"));
-        let ns = namespace(if keep { "ctrlc-keep" } else { "ctrlc" });
         let extra: &[&str] = if keep { &["--keep"] } else { &[] };
-        let (out, took) = interrupt_k8s_run(
-            &root,
-            &scenario,
-            &ns,
-            extra,
-            std::time::Duration::from_secs(5),
-        );
+        let (out, took, ns) =
+            interrupt_k8s_run(&root, &scenario, extra, std::time::Duration::from_secs(5));
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!(
             "ctrl-c (keep {keep}): exited {:?} {took:?} after SIGINT",
@@ -1121,7 +1122,7 @@ duration = \"4s\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("spread");
+    let ns = test_namespace("spread");
     let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
@@ -1183,7 +1184,7 @@ duration = \"4s\"
 fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("zds");
+    let ns = test_namespace("zds");
     let cases = ["gradual-up", "gradual-down", "abrupt-up", "abrupt-down"];
     let mut cmd = run_command(&root, &ns, &[]);
     cmd.args(["zero-downtime-scaling", "--quick"]);
@@ -1230,7 +1231,7 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         )
         .unwrap();
         let root = dir.path().join("results");
-        let ns = namespace(&service_type.to_ascii_lowercase());
+        let ns = test_namespace(&service_type.to_ascii_lowercase());
         let out = run_k8s(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -1293,7 +1294,7 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("gateway");
+    let ns = test_namespace("gateway");
     let child = run_command(&root, &ns, &[])
         .arg(&scenario)
         .stdout(std::process::Stdio::piped())
@@ -1303,7 +1304,14 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     let c = cluster();
     let t0 = std::time::Instant::now();
     let ip = loop {
-        if let Ok(a) = c.service_address(&ns, "proxy") {
+        // The run's proxy Service, `proxy-<run id>`, by its labels.
+        let names = c
+            .names_labelled::<k8s::k8s_openapi::api::core::v1::Service>(
+                &ns,
+                "proxybench/role=proxy",
+            )
+            .unwrap_or_default();
+        if let Some(a) = names.first().and_then(|n| c.service_address(&ns, n).ok()) {
             if let Some(ip) = a.cluster_ip {
                 break ip;
             }
@@ -1471,7 +1479,7 @@ duration = \"2s\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("unready");
+    let ns = test_namespace("unready");
     let t0 = std::time::Instant::now();
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let took = t0.elapsed();
@@ -1482,7 +1490,7 @@ duration = \"2s\"
     // Stopped at its ready timeout, the pod Running but not Ready, saying why: the kubelet's
     // failed probes (events) and what nginx wrote (its container's last log lines).
     assert!(
-        why.contains("deployment/proxy")
+        why.contains("deployment/proxy-pb-")
             && why.contains("not done after 10s")
             && why.contains("(Running"),
         "{why}"
@@ -1603,7 +1611,7 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("nodelost");
+    let ns = test_namespace("nodelost");
     // When node 2 is NotReady, on the wall clock.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
@@ -1626,7 +1634,7 @@ actions = [
     // The Service's failures end when that rule goes, which is after the EndpointSlice change
     // by kube-proxy's sync (seconds on a loaded machine).
     let rules = {
-        let (stop, ns) = (stop.clone(), ns.clone());
+        let (stop, ns) = (stop.clone(), ns.to_string());
         std::thread::spawn(move || {
             let c = cluster();
             let (mut lost_ip, mut last_seen) = (None, None);

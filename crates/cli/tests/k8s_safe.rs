@@ -319,6 +319,37 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
         {
             std::thread::sleep(Duration::from_secs(1));
         }
+        // A user's own Deployments and Services of the names a run once used (`proxy`,
+        // `backend-cafe`), made by the admin: the run makes its own beside them, named with its
+        // run id, and its teardown deletes by its labels, so these stay untouched.
+        let mut theirs = String::new();
+        for name in ["proxy", "backend-cafe"] {
+            theirs.push_str(&format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  \
+                 labels: {{app: users-{name}}}\nspec:\n  replicas: 0\n  selector:\n    \
+                 matchLabels: {{app: users-{name}}}\n  template:\n    metadata:\n      \
+                 labels: {{app: users-{name}}}\n    spec:\n      containers:\n      - name: \
+                 c\n        image: {}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  \
+                 name: {name}\nspec:\n  selector: {{app: users-{name}}}\n  ports:\n  - \
+                 port: 80\n---\n",
+                var("PROXYBENCH_TEST_NGINX_IMAGE")
+            ));
+        }
+        let users = dir.path().join("users.yaml");
+        std::fs::write(&users, theirs).unwrap();
+        kubectl_ok(&["-n", &ns, "apply", "-f", users.to_str().unwrap()]);
+        let versions = || {
+            kubectl_ok(&[
+                "-n",
+                &ns,
+                "get",
+                "deployment/proxy,service/proxy,deployment/backend-cafe,service/backend-cafe",
+                "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.name} {.metadata.uid} \
+                 {.metadata.resourceVersion} {.metadata.labels}{\"\\n\"}{end}",
+            ])
+        };
+        let before = versions();
         let file = dir.path().join("safe.toml");
         std::fs::write(&file, scenario()).unwrap();
         let root = dir.path().join("results");
@@ -355,6 +386,28 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
                 "a permission was missing: {text}"
             );
         }
+        // The run's proxy Service was its own, named with its run id.
+        assert!(
+            findings.contains("the proxy's Service `proxy-pb-"),
+            "{findings}"
+        );
+        // The user's objects are as they were (same uid, same resourceVersion), and nothing
+        // of the run (labelled with an instance) is left.
+        let after = versions();
+        assert_eq!(after.lines().count(), 4, "{after}");
+        assert_eq!(before, after, "the user's objects changed");
+        let left = kubectl_ok(&[
+            "-n",
+            &ns,
+            "get",
+            "deployments,services,configmaps,secrets,pods,jobs",
+            "-l",
+            "app.kubernetes.io/instance",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(left.trim(), "", "the run's objects left behind");
+        eprintln!("the user's objects survived the run untouched:\n{after}");
     }));
     let _ = c.delete_namespace(&ns, Duration::from_secs(120));
     let _ = kubectl()

@@ -71,6 +71,72 @@ pub fn namespace(test: &str) -> String {
     )
 }
 
+/// A namespace a test makes for its run with the admin's kubeconfig, as a user makes their own
+/// (no proxybench label, no Pod Security label): a run given it (`--namespace`) neither
+/// creates nor deletes it. Deleted when dropped, at the end of the test.
+pub struct TestNamespace(String);
+
+impl std::ops::Deref for TestNamespace {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TestNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let _ = cluster().delete_namespace(&self.0, std::time::Duration::from_secs(120));
+    }
+}
+
+/// Makes a fresh namespace for one test ([`namespace`]'s name) and waits for its `default`
+/// ServiceAccount (pods are admitted once it exists).
+pub fn test_namespace(test: &str) -> TestNamespace {
+    let ns = namespace(test);
+    let out = kubectl()
+        .args(["create", "namespace", &ns])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl create namespace {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made = TestNamespace(ns);
+    let t0 = std::time::Instant::now();
+    while !kubectl()
+        .args(["-n", &made, "get", "serviceaccount", "default"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no default ServiceAccount in {made}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    made
+}
+
+/// The namespaces named `proxybench-...` that proxybench made and that are not in `before`:
+/// the one a run without `--namespace` made, once it exists.
+pub fn made_namespaces(before: &[String]) -> Vec<String> {
+    cluster()
+        .managed_namespaces(Some("proxybench-"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect()
+}
+
 /// A client of the test cluster.
 pub fn cluster() -> k8s::Cluster {
     let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
@@ -86,8 +152,8 @@ pub fn kubectl() -> Command {
 }
 
 /// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
-/// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image` or
-/// a `--proxy`);
+/// namespace `ns` (which must exist: [`test_namespace`]; empty: none, the run makes its own),
+/// then `extra` (nginx's test image unless `extra` names a `--proxy-image` or a `--proxy`);
 /// the caller adds the scenario (a file or a built-in name) and its own flags.
 pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
@@ -95,8 +161,10 @@ pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
         .arg(root)
         .args(["--platform", "kubernetes", "--kubeconfig"])
         .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--namespace", ns]);
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")]);
+    if !ns.is_empty() {
+        cmd.args(["--namespace", ns]);
+    }
     // Without `--proxy` nginx runs; a list of kinds runs each in its default image.
     if !extra.contains(&"--proxy-image") && !extra.contains(&"--proxy") {
         cmd.args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")]);
@@ -148,9 +216,25 @@ pub fn env_json(root: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
 }
 
-/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
+/// What runs left of theirs in namespace `ns`: the namespace itself when a run made it
+/// (managed by proxybench, named `ns`...), else each object labelled
+/// `app.kubernetes.io/managed-by=proxybench` in it (`deployment NS/NAME`, as `k8s clean
+/// --dry-run` lists them; terminating ones are gone already).
 pub fn leftover(ns: &str) -> Vec<String> {
-    cluster().managed_namespaces(Some(ns)).unwrap()
+    let c = cluster();
+    let mut left = c.managed_namespaces(Some(ns)).unwrap();
+    let scope = k8s::CleanScope {
+        namespace: Some(ns.to_string()),
+        older_than: std::time::Duration::ZERO,
+        dry_run: true,
+    };
+    left.extend(
+        c.clean(&scope)
+            .unwrap()
+            .into_iter()
+            .filter(|l| !l.starts_with("namespace/")),
+    );
+    left
 }
 
 /// Errors below HTTP of one load in data.json.

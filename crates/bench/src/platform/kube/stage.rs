@@ -75,6 +75,21 @@ impl KubeStage {
         let c = &cluster;
         let logs_dir = stack.work.join("pod-logs");
         let run_id = run_id.to_string();
+        // A Service name is a DNS-1035 label (at most 63 characters): refused before anything
+        // is made.
+        for g in &case.backends {
+            let name = backends::deployment_name(&g.name, &run_id);
+            if name.len() > 63 {
+                return Err(platform(format!(
+                    "backend group '{}': its Deployment and Service `{name}` would have {} \
+                     characters, over Kubernetes' 63: on Kubernetes a group's name has at most \
+                     {} characters",
+                    g.name,
+                    name.len(),
+                    63 - (name.len() - g.name.len())
+                )));
+            }
+        }
         for d in [&stack.work, &stack.configs_out] {
             std::fs::create_dir_all(d).map_err(|source| StackError::Io {
                 path: d.clone(),

@@ -343,7 +343,10 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
                 "-n",
                 &ns,
                 "get",
-                "deployment/proxy,service/proxy,deployment/backend-cafe,service/backend-cafe",
+                "deployment/proxy",
+                "service/proxy",
+                "deployment/backend-cafe",
+                "service/backend-cafe",
                 "-o",
                 "jsonpath={range .items[*]}{.kind}/{.metadata.name} {.metadata.uid} \
                  {.metadata.resourceVersion} {.metadata.labels}{\"\\n\"}{end}",

@@ -1186,18 +1186,31 @@ fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     let root = dir.path().join("results");
     let ns = test_namespace("zds");
     let cases = ["gradual-up", "gradual-down", "abrupt-up", "abrupt-down"];
-    let mut cmd = run_command(&root, &ns, &[]);
+    // The run as a ServiceAccount bound to what `k8s rbac` prints: the shipped Role suffices
+    // for the whole zero-downtime stack (scaling, reloads, the collectors).
+    let kc = kube::bound_kubeconfig(&ns, dir.path());
+    let mut cmd = kube::with_flag(
+        run_command(&root, &ns, &[]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    );
     cmd.args(["zero-downtime-scaling", "--quick"]);
     for c in cases {
         cmd.args(["--case", c]);
     }
     let (out, ran_on) = proxy_nodes_while(&ns, || cmd.output().unwrap());
+    kube::unbind(&ns);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let d = data(&root, &out);
     assert!(ran_on.len() >= 2, "proxy pods on both nodes: {ran_on:?}");
     let run_dir = find(&root, "data.json")[0].parent().unwrap().to_path_buf();
     for (i, name) in cases.iter().enumerate() {
         kube::check_zds_case("nginx", name, &d["cases"][i], &run_dir, &stderr);
+        let absent = d["cases"][i]["cluster"]["absent"].to_string();
+        assert!(
+            !absent.to_lowercase().contains("forbidden") && !stderr.contains("forbidden"),
+            "{name}: a permission was missing: {absent}"
+        );
     }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }

@@ -151,6 +151,110 @@ pub fn kubectl() -> Command {
     c
 }
 
+/// kubectl's output for `args` (the admin's kubeconfig), which must succeed.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cmd` (a [`run_command`]) with flag `flag`'s value replaced by `value`, or without the flag.
+pub fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
+    let mut out = Command::new(cmd.get_program());
+    let mut args = cmd.get_args();
+    while let Some(a) = args.next() {
+        if a == flag {
+            let _ = args.next();
+            if let Some(v) = value {
+                out.arg(flag).arg(v);
+            }
+            continue;
+        }
+        out.arg(a);
+    }
+    out
+}
+
+/// Makes ServiceAccount `bench` in `ns` (which exists), bound to exactly what `proxybench k8s
+/// rbac --namespace ns --service-account bench` prints (applied with the admin's kubeconfig),
+/// and writes a kubeconfig of a token of it (`kubectl create token`, 1 h) as
+/// `dir/bench.kubeconfig`: a `proxybench` command given it (`with_flag(cmd, "--kubeconfig",
+/// ...)`) has no more rights than the shipped Role, so a missing rule fails the test. The
+/// admin still does the test's own setup. [`unbind`] deletes the cluster-wide part.
+pub fn bound_kubeconfig(ns: &str, dir: &Path) -> PathBuf {
+    kubectl_ok(&["create", "serviceaccount", "bench", "-n", ns]);
+    let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args([
+            "k8s",
+            "rbac",
+            "--namespace",
+            ns,
+            "--service-account",
+            "bench",
+        ])
+        .output()
+        .unwrap();
+    assert!(rbac.status.success(), "{rbac:?}");
+    let mut apply = kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut apply.stdin.take().unwrap(), &rbac.stdout).unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    eprintln!("{}", String::from_utf8_lossy(&applied.stdout).trim());
+    // A kubeconfig of the ServiceAccount's token, for the admin's cluster.
+    let token = kubectl_ok(&["create", "token", "bench", "-n", ns, "--duration", "1h"]);
+    let view = |path: &str| {
+        kubectl_ok(&[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "-o",
+            &format!("jsonpath={{.clusters[0].cluster.{path}}}"),
+        ])
+    };
+    let server = view("server");
+    let ca = match view("certificate-authority-data") {
+        d if !d.is_empty() => format!("certificate-authority-data: {d}"),
+        _ => format!("certificate-authority: {}", view("certificate-authority")),
+    };
+    let kc = dir.join("bench.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    \
+             server: {server}\n    {ca}\nusers:\n- name: bench\n  user:\n    \
+             token: {}\ncontexts:\n- name: bench\n  context:\n    cluster: c\n    \
+             user: bench\n    namespace: {ns}\ncurrent-context: bench\n",
+            token.trim()
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+/// Deletes what [`bound_kubeconfig`] made outside namespace `ns` (the nodes' ClusterRole and
+/// its binding); what it made in `ns` goes with the namespace.
+pub fn unbind(ns: &str) {
+    for (kind, name) in [
+        ("clusterrolebinding", format!("proxybench-nodes-{ns}-bench")),
+        ("clusterrole", "proxybench-nodes".to_string()),
+    ] {
+        let _ = kubectl()
+            .args(["delete", kind, &name, "--ignore-not-found"])
+            .output();
+    }
+}
+
 /// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
 /// namespace `ns` (which must exist: [`test_namespace`]; empty: none, the run makes its own),
 /// then `extra` (nginx's test image unless `extra` names a `--proxy-image` or a `--proxy`);

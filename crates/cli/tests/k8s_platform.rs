@@ -45,7 +45,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("gradual");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -203,7 +203,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("grow");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -476,7 +476,7 @@ actions = [
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("backends");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -647,7 +647,7 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("kill");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);

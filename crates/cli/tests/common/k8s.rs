@@ -282,6 +282,33 @@ pub fn run_k8s(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output
     run_command(root, ns, extra).arg(scenario).output().unwrap()
 }
 
+/// [`run_k8s`] as a ServiceAccount bound to what `proxybench k8s rbac --namespace ns` prints
+/// ([`bound_kubeconfig`], its kubeconfig beside `root`): the run has no more rights than the
+/// shipped Role, and "forbidden" may appear neither on its stderr nor in its data.json; the
+/// binding's cluster-wide part is deleted after it ([`unbind`]).
+pub fn run_k8s_as_role(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output {
+    let kc = bound_kubeconfig(ns, root.parent().unwrap());
+    let out = with_flag(
+        run_command(root, ns, extra),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(scenario)
+    .output()
+    .unwrap();
+    unbind(ns);
+    // No collector or step went short of a permission.
+    let mut said = String::from_utf8_lossy(&out.stderr).into_owned();
+    for f in find(root, "data.json") {
+        said.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+    }
+    assert!(
+        !said.to_lowercase().contains("forbidden"),
+        "a permission of the Role was missing: {said}"
+    );
+    out
+}
+
 /// Every file under `dir` (recursively) whose name is `name`, sorted.
 pub fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -366,7 +366,7 @@ actions = [{{ at = \"1s\", reload = true }}]
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("origin");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -582,7 +582,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("bad");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -1123,7 +1123,8 @@ duration = \"4s\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("spread");
-    let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
+    let (out, ran_on) =
+        proxy_nodes_while(&ns, || kube::run_k8s_as_role(&root, &scenario, &ns, &[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     // One proxy pod per node: the topology spread constraint.
@@ -1142,9 +1143,8 @@ duration = \"4s\"
     // The loads went to the Service's ClusterIP (the test cluster's Service range), and the
     // replicas were reached at their pod IPs (this machine routes the pod network).
     assert!(
-        findings
-            .iter()
-            .any(|f| f.contains("Service `proxy` (NodePort) at its ClusterIP 198.18.128.")),
+        findings.iter().any(|f| f.contains("Service `proxy-pb-")
+            && f.contains("` (NodePort) at its ClusterIP 198.18.128.")),
         "{findings:?}"
     );
     assert!(
@@ -1221,15 +1221,11 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
     // The test cluster's LoadBalancer addresses come from k8s/lb-controller.sh (198.18.129.0/24),
     // routed to the Service by kube-proxy as a cloud's are.
     for (service_type, via, want) in [
-        (
-            "NodePort",
-            "node-port:http",
-            "Service `proxy` (NodePort) at node ",
-        ),
+        ("NodePort", "node-port:http", "` (NodePort) at node "),
         (
             "LoadBalancer",
             "load-balancer:http",
-            "Service `proxy` (LoadBalancer) at its load balancer's address 198.18.129.",
+            "` (LoadBalancer) at its load balancer's address 198.18.129.",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -1245,7 +1241,7 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         .unwrap();
         let root = dir.path().join("results");
         let ns = test_namespace(&service_type.to_ascii_lowercase());
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
@@ -1275,7 +1271,11 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         assert_eq!(path["load"], "coffee", "{p}");
         assert_eq!(path["from"], "this machine", "{p}");
         let target = path["target"].as_str().unwrap();
-        assert!(target.starts_with(want), "{service_type}: {target}");
+        // The run's own Service, named with its run id.
+        assert!(
+            target.starts_with("Service `proxy-pb-") && target.contains(want),
+            "{service_type}: {target}"
+        );
         if service_type == "NodePort" {
             assert!(
                 target.contains("InternalIP 198.18.0.") && target.contains("nodePort 3"),
@@ -1494,7 +1494,7 @@ duration = \"2s\"
     let root = dir.path().join("results");
     let ns = test_namespace("unready");
     let t0 = std::time::Instant::now();
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let took = t0.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

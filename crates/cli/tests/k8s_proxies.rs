@@ -6,8 +6,7 @@
 #[path = "common/k8s.rs"]
 mod kube;
 use kube::{
-    access_count, data, failed, find, leftover, run_command, run_k8s, test_namespace, var,
-    SCENARIO_HEAD,
+    access_count, data, failed, find, leftover, run_command, test_namespace, var, SCENARIO_HEAD,
 };
 
 /// 100 r/s for 20 s through one replica, a reload at 2 s, a second replica at 3 s and back to
@@ -51,7 +50,7 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
         std::fs::write(&scenario, proxies_scenario()).unwrap();
         let root = dir.path().join("results");
         let ns = test_namespace(kind);
-        let out = run_k8s(
+        let out = kube::run_k8s_as_role(
             &root,
             &scenario,
             &ns,
@@ -114,7 +113,7 @@ fn k8s_registry_image_is_refused_before_any_pod() {
     let root = dir.path().join("results");
     let ns = test_namespace("registry");
     let t0 = std::time::Instant::now();
-    let out = run_k8s(
+    let out = kube::run_k8s_as_role(
         &root,
         &scenario,
         &ns,

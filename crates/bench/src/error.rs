@@ -75,6 +75,10 @@ pub enum PlatformError {
     /// message.
     #[error("{0}")]
     Open(String),
+    /// The namespace the user named (`--namespace`, `[platform] namespace`) does not exist: bad
+    /// input (the run neither creates nor deletes a namespace it was given); its message.
+    #[error("{0}")]
+    NoNamespace(String),
     /// The agents could not be started or did not become ready (processes on this machine, or
     /// an Indexed Job's pods); its message.
     #[error("{0}")]

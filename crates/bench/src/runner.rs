@@ -99,8 +99,10 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     check(scn)?;
     let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     // The platform first: a cluster that cannot be reached leaves no empty results directory.
-    let mut platform =
-        platform::registry::open(platform_spec).map_err(|e| RunError::Failed(e.to_string()))?;
+    let mut platform = platform::registry::open(platform_spec).map_err(|e| match e {
+        crate::error::PlatformError::NoNamespace(m) => RunError::Invalid(m),
+        e => RunError::Failed(e.to_string()),
+    })?;
     let dir = match &target.dir {
         Some(d) => {
             fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;

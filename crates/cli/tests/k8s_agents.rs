@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{cluster, find, namespace, run_command, var};
+use kube::{cluster, find, run_command, test_namespace, var};
 
 /// `proxybench load --agents N --platform kubernetes` in namespace `ns` (which the run makes
 /// and deletes), with the test image, then `args`.
@@ -53,7 +53,7 @@ fn k8s_three_agent_pods_send_exactly_what_nginx_logged() {
     let ng = testkit::Nginx::return_200(1);
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("saved");
-    let ns = namespace("agents");
+    let ns = test_namespace("agents");
     let t0 = Instant::now();
     let out = load(
         &ns,
@@ -150,7 +150,7 @@ fn output(mut c: Child) -> Output {
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_killed_agent_pod_is_reported_lost_and_the_job_is_deleted() {
     let ng = testkit::Nginx::return_200(1);
-    let ns = namespace("agentlost");
+    let ns = test_namespace("agentlost");
     let child = load(
         &ns,
         3,
@@ -205,7 +205,7 @@ fn k8s_a_killed_agent_pod_is_reported_lost_and_the_job_is_deleted() {
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_agents_that_cannot_start_fail_with_their_pods_state_and_are_deleted() {
-    let ns = namespace("agentimg");
+    let ns = test_namespace("agentimg");
     let t0 = Instant::now();
     let out = load(
         &ns,
@@ -251,7 +251,7 @@ fn k8s_agents_that_cannot_start_fail_with_their_pods_state_and_are_deleted() {
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_ctrl_c_stops_the_agents_keeps_their_results_and_deletes_the_job() {
     let ng = testkit::Nginx::return_200(1);
-    let ns = namespace("agentint");
+    let ns = test_namespace("agentint");
     let child = load(
         &ns,
         2,
@@ -334,7 +334,7 @@ agents = 2
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("agentscn");
+    let ns = test_namespace("agentscn");
     let out = run_command(&root, &ns, &[])
         .arg(&scenario)
         .output()
@@ -437,7 +437,7 @@ fn k8s_a_load_whose_service_does_not_answer_here_runs_from_an_agent_pod() {
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("remote");
+    let ns = test_namespace("remote");
     let out = {
         let _rule = NoServiceRouteFromHere::add();
         kube::run_k8s(&root, &scenario, &ns, &[])

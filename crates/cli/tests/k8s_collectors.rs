@@ -10,7 +10,7 @@
 #[path = "common/k8s.rs"]
 mod kube;
 
-use kube::{data, kubectl, namespace, on_cluster, run_k8s, var};
+use kube::{data, kubectl, namespace, on_cluster, run_k8s, test_namespace, var};
 use serde_json::Value;
 
 /// The control plane's lines: 5 info, 2 warn, 3 error (msgs e1..e3), 1 that is not JSON.
@@ -83,7 +83,7 @@ spec:
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_collected() {
-    let ns = namespace("collect");
+    let ns = test_namespace("collect");
     let gw = namespace("gw");
     let dir = tempfile::tempdir().unwrap();
     let ok = |out: std::process::Output| {

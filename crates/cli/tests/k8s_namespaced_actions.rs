@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{cluster, data, leftover, namespace, run_k8s};
+use kube::{cluster, data, leftover, namespace, run_k8s, test_namespace};
 
 /// A Deployment `web` and a StatefulSet `db`, one pause pod each, and a DaemonSet `agent` on
 /// the node `NODE` (this machine: the other node may be taken away by another test).
@@ -182,7 +182,7 @@ namespace = "{other}"
         )
         .unwrap();
         let root = dir.path().join("results");
-        let ns = namespace("actions");
+        let ns = test_namespace("actions");
         let out = run_k8s(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "the run failed: {stderr}");
@@ -310,7 +310,7 @@ wait = \"delete\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("wait");
+    let ns = test_namespace("wait");
     let out = run_k8s(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The second wait cannot be met: the action fails, the run goes on and exits 1.
@@ -406,7 +406,7 @@ timeout = \"30s\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("route");
+    let ns = test_namespace("route");
     let child = kube::run_command(&root, &ns, &[])
         .arg(&scenario)
         .stdout(std::process::Stdio::piped())
@@ -459,13 +459,15 @@ timeout = \"30s\"
 
 /// Starts a 60 s run in `ns` and kills it with SIGKILL once its proxy pod is Running: nothing of
 /// the run can clean up after that.
-fn kill_a_run_midway(ns: &str, dir: &std::path::Path) {
+/// `ns` empty: the run makes its own namespace, which is returned; else `ns` itself.
+fn kill_a_run_midway(ns: &str, dir: &std::path::Path) -> String {
     let scenario = dir.join("killed.toml");
     std::fs::write(
         &scenario,
         kube::on_cluster("k8s-killed", "", &kube::coffee(50, 2, "60s", "")),
     )
     .unwrap();
+    let before = kube::made_namespaces(&[]);
     let mut child = kube::run_command(&dir.join("results"), ns, &[])
         .arg(&scenario)
         .stdout(std::process::Stdio::null())
@@ -474,13 +476,21 @@ fn kill_a_run_midway(ns: &str, dir: &std::path::Path) {
         .unwrap();
     let c = cluster();
     let t0 = std::time::Instant::now();
-    while pods(&c, ns, "proxybench/role=proxy").1 == 0 {
+    let mut at = ns.to_string();
+    while at.is_empty() || pods(&c, &at, "proxybench/role=proxy").1 == 0 {
         assert!(t0.elapsed() < Duration::from_secs(120), "no proxy pod");
+        if at.is_empty() {
+            at = kube::made_namespaces(&before)
+                .first()
+                .cloned()
+                .unwrap_or_default();
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
+    at
 }
 
 /// `proxybench k8s clean` with the test cluster's kubeconfig, then `args`.
@@ -499,8 +509,7 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
     // A run that made its namespace, killed: the namespace goes whole.
-    let made = namespace("killed");
-    kill_a_run_midway(&made, dir.path());
+    let made = kill_a_run_midway("", dir.path());
     assert!(!c.managed_namespaces(Some(&made)).unwrap().is_empty());
     let out = clean(&["--namespace", &made, "--older-than", "0s", "--dry-run"]);
     assert_eq!(
@@ -557,10 +566,11 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
         String::from_utf8_lossy(&out.stderr)
     );
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The run's objects, named with its run id.
     for want in [
-        format!("deleted deployment {theirs}/proxy"),
-        format!("deleted deployment {theirs}/backend-cafe"),
-        format!("deleted service {theirs}/proxy"),
+        format!("deleted deployment {theirs}/proxy-pb-"),
+        format!("deleted deployment {theirs}/backend-cafe-pb-"),
+        format!("deleted service {theirs}/proxy-pb-"),
     ] {
         assert!(said.contains(&want), "{want}: {said}");
     }

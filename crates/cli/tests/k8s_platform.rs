@@ -11,7 +11,7 @@ use std::process::Output;
 mod kube;
 use kube::{
     access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
-    run_command, run_k8s, var, SCENARIO_HEAD,
+    run_command, run_k8s, test_namespace, var, SCENARIO_HEAD,
 };
 
 #[test]
@@ -44,8 +44,8 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("gradual");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("gradual");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -202,8 +202,8 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("grow");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("grow");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -365,8 +365,8 @@ actions = [{{ at = \"1s\", reload = true }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("origin");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("origin");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -475,8 +475,8 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("backends");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("backends");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -581,8 +581,8 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("bad");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("bad");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -607,7 +607,7 @@ actions = [{{ at = \"1s\", apply = {:?} }}]
     );
     assert_eq!(
         d["env"]["platform"]["namespace"].as_str(),
-        Some(ns.as_str()),
+        Some(&*ns),
         "{}",
         d["env"]
     );
@@ -646,8 +646,8 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("kill");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let ns = test_namespace("kill");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -699,18 +699,19 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
 
-/// Starts `proxybench run SCENARIO --platform kubernetes` in the background, waits until its
-/// proxy pod serves, lets the load run `after`, interrupts it (SIGINT, as Ctrl-C) and returns
-/// its output and how long it took to exit.
+/// Starts `proxybench run SCENARIO --platform kubernetes` in the background without
+/// `--namespace` (the run makes its own), waits until its proxy pod serves, lets the load run
+/// `after`, interrupts it (SIGINT, as Ctrl-C) and returns its output, how long it took to exit
+/// and the namespace the run made.
 fn interrupt_k8s_run(
     root: &Path,
     scenario: &Path,
-    ns: &str,
     extra: &[&str],
     after: std::time::Duration,
-) -> (Output, std::time::Duration) {
+) -> (Output, std::time::Duration, String) {
     use std::time::{Duration, Instant};
-    let child = run_command(root, ns, extra)
+    let before = kube::made_namespaces(&[]);
+    let child = run_command(root, "", extra)
         .arg(scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -718,16 +719,22 @@ fn interrupt_k8s_run(
         .unwrap();
     let cluster = cluster();
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut made = Vec::new();
     loop {
-        let pods = cluster
-            .pods(ns, Some("proxybench/role=proxy"))
+        if made.is_empty() {
+            made = kube::made_namespaces(&before);
+        }
+        assert!(made.len() <= 1, "one namespace made by the run: {made:?}");
+        let pods = made
+            .first()
+            .and_then(|ns| cluster.pods(ns, Some("proxybench/role=proxy")).ok())
             .unwrap_or_default();
         if pods.iter().any(|p| p.ready) {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "no proxy pod became ready in {ns}"
+            "no proxy pod became ready in {made:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -738,7 +745,7 @@ fn interrupt_k8s_run(
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let out = child.wait_with_output().unwrap();
-    (out, t0.elapsed())
+    (out, t0.elapsed(), made.remove(0))
 }
 
 #[test]
@@ -764,15 +771,9 @@ duration = \"120s\"
     .unwrap();
     for keep in [false, true] {
         let root = dir.path().join(format!("results-{keep}"));
-        let ns = namespace(if keep { "ctrlc-keep" } else { "ctrlc" });
         let extra: &[&str] = if keep { &["--keep"] } else { &[] };
-        let (out, took) = interrupt_k8s_run(
-            &root,
-            &scenario,
-            &ns,
-            extra,
-            std::time::Duration::from_secs(5),
-        );
+        let (out, took, ns) =
+            interrupt_k8s_run(&root, &scenario, extra, std::time::Duration::from_secs(5));
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!(
             "ctrl-c (keep {keep}): exited {:?} {took:?} after SIGINT",
@@ -1121,8 +1122,9 @@ duration = \"4s\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("spread");
-    let (out, ran_on) = proxy_nodes_while(&ns, || run_k8s(&root, &scenario, &ns, &[]));
+    let ns = test_namespace("spread");
+    let (out, ran_on) =
+        proxy_nodes_while(&ns, || kube::run_k8s_as_role(&root, &scenario, &ns, &[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     // One proxy pod per node: the topology spread constraint.
@@ -1141,9 +1143,8 @@ duration = \"4s\"
     // The loads went to the Service's ClusterIP (the test cluster's Service range), and the
     // replicas were reached at their pod IPs (this machine routes the pod network).
     assert!(
-        findings
-            .iter()
-            .any(|f| f.contains("Service `proxy` (NodePort) at its ClusterIP 198.18.128.")),
+        findings.iter().any(|f| f.contains("Service `proxy-pb-")
+            && f.contains("` (NodePort) at its ClusterIP 198.18.128.")),
         "{findings:?}"
     );
     assert!(
@@ -1183,20 +1184,33 @@ duration = \"4s\"
 fn k8s_zero_downtime_scaling_quick_goes_through_the_cluster_ip() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("zds");
+    let ns = test_namespace("zds");
     let cases = ["gradual-up", "gradual-down", "abrupt-up", "abrupt-down"];
-    let mut cmd = run_command(&root, &ns, &[]);
+    // The run as a ServiceAccount bound to what `k8s rbac` prints: the shipped Role suffices
+    // for the whole zero-downtime stack (scaling, reloads, the collectors).
+    let kc = kube::bound_kubeconfig(&ns, dir.path());
+    let mut cmd = kube::with_flag(
+        run_command(&root, &ns, &[]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    );
     cmd.args(["zero-downtime-scaling", "--quick"]);
     for c in cases {
         cmd.args(["--case", c]);
     }
     let (out, ran_on) = proxy_nodes_while(&ns, || cmd.output().unwrap());
+    kube::unbind(&ns);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let d = data(&root, &out);
     assert!(ran_on.len() >= 2, "proxy pods on both nodes: {ran_on:?}");
     let run_dir = find(&root, "data.json")[0].parent().unwrap().to_path_buf();
     for (i, name) in cases.iter().enumerate() {
         kube::check_zds_case("nginx", name, &d["cases"][i], &run_dir, &stderr);
+        let absent = d["cases"][i]["cluster"]["absent"].to_string();
+        assert!(
+            !absent.to_lowercase().contains("forbidden") && !stderr.contains("forbidden"),
+            "{name}: a permission was missing: {absent}"
+        );
     }
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
@@ -1207,15 +1221,11 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
     // The test cluster's LoadBalancer addresses come from k8s/lb-controller.sh (198.18.129.0/24),
     // routed to the Service by kube-proxy as a cloud's are.
     for (service_type, via, want) in [
-        (
-            "NodePort",
-            "node-port:http",
-            "Service `proxy` (NodePort) at node ",
-        ),
+        ("NodePort", "node-port:http", "` (NodePort) at node "),
         (
             "LoadBalancer",
             "load-balancer:http",
-            "Service `proxy` (LoadBalancer) at its load balancer's address 198.18.129.",
+            "` (LoadBalancer) at its load balancer's address 198.18.129.",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -1230,8 +1240,8 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         )
         .unwrap();
         let root = dir.path().join("results");
-        let ns = namespace(&service_type.to_ascii_lowercase());
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let ns = test_namespace(&service_type.to_ascii_lowercase());
+        let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
@@ -1261,7 +1271,11 @@ fn k8s_loads_through_the_node_port_and_the_load_balancer_are_counted_exactly() {
         assert_eq!(path["load"], "coffee", "{p}");
         assert_eq!(path["from"], "this machine", "{p}");
         let target = path["target"].as_str().unwrap();
-        assert!(target.starts_with(want), "{service_type}: {target}");
+        // The run's own Service, named with its run id.
+        assert!(
+            target.starts_with("Service `proxy-pb-") && target.contains(want),
+            "{service_type}: {target}"
+        );
         if service_type == "NodePort" {
             assert!(
                 target.contains("InternalIP 198.18.0.") && target.contains("nodePort 3"),
@@ -1293,7 +1307,7 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("gateway");
+    let ns = test_namespace("gateway");
     let child = run_command(&root, &ns, &[])
         .arg(&scenario)
         .stdout(std::process::Stdio::piped())
@@ -1303,7 +1317,14 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     let c = cluster();
     let t0 = std::time::Instant::now();
     let ip = loop {
-        if let Ok(a) = c.service_address(&ns, "proxy") {
+        // The run's proxy Service, `proxy-<run id>`, by its labels.
+        let names = c
+            .names_labelled::<k8s::k8s_openapi::api::core::v1::Service>(
+                &ns,
+                "proxybench/role=proxy",
+            )
+            .unwrap_or_default();
+        if let Some(a) = names.first().and_then(|n| c.service_address(&ns, n).ok()) {
             if let Some(ip) = a.cluster_ip {
                 break ip;
             }
@@ -1471,9 +1492,9 @@ duration = \"2s\"
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("unready");
+    let ns = test_namespace("unready");
     let t0 = std::time::Instant::now();
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
     let took = t0.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -1482,7 +1503,7 @@ duration = \"2s\"
     // Stopped at its ready timeout, the pod Running but not Ready, saying why: the kubelet's
     // failed probes (events) and what nginx wrote (its container's last log lines).
     assert!(
-        why.contains("deployment/proxy")
+        why.contains("deployment/proxy-pb-")
             && why.contains("not done after 10s")
             && why.contains("(Running"),
         "{why}"
@@ -1603,7 +1624,7 @@ actions = [
     )
     .unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("nodelost");
+    let ns = test_namespace("nodelost");
     // When node 2 is NotReady, on the wall clock.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
@@ -1626,7 +1647,7 @@ actions = [
     // The Service's failures end when that rule goes, which is after the EndpointSlice change
     // by kube-proxy's sync (seconds on a loaded machine).
     let rules = {
-        let (stop, ns) = (stop.clone(), ns.clone());
+        let (stop, ns) = (stop.clone(), ns.to_string());
         std::thread::spawn(move || {
             let c = cluster();
             let (mut lost_ip, mut last_seen) = (None, None);

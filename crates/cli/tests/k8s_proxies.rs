@@ -6,7 +6,7 @@
 #[path = "common/k8s.rs"]
 mod kube;
 use kube::{
-    access_count, data, failed, find, leftover, namespace, run_command, run_k8s, var, SCENARIO_HEAD,
+    access_count, data, failed, find, leftover, run_command, test_namespace, var, SCENARIO_HEAD,
 };
 
 /// 100 r/s for 20 s through one replica, a reload at 2 s, a second replica at 3 s and back to
@@ -49,8 +49,8 @@ fn k8s_haproxy_and_caddy_run_reload_and_scale_on_the_cluster() {
         let scenario = dir.path().join("proxies.toml");
         std::fs::write(&scenario, proxies_scenario()).unwrap();
         let root = dir.path().join("results");
-        let ns = namespace(kind);
-        let out = run_k8s(
+        let ns = test_namespace(kind);
+        let out = kube::run_k8s_as_role(
             &root,
             &scenario,
             &ns,
@@ -111,9 +111,9 @@ fn k8s_registry_image_is_refused_before_any_pod() {
     let scenario = dir.path().join("proxies.toml");
     std::fs::write(&scenario, proxies_scenario()).unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("registry");
+    let ns = test_namespace("registry");
     let t0 = std::time::Instant::now();
-    let out = run_k8s(
+    let out = kube::run_k8s_as_role(
         &root,
         &scenario,
         &ns,
@@ -148,7 +148,7 @@ fn k8s_registry_image_is_refused_before_any_pod() {
 fn k8s_zero_downtime_scaling_quick_compares_nginx_haproxy_and_caddy_through_the_service() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("results");
-    let ns = namespace("zdsall");
+    let ns = test_namespace("zdsall");
     let kinds = ["nginx", "haproxy", "caddy"];
     let cases = ["gradual-up", "abrupt-down"];
     // Each kind in its default image (the ones `make image` builds), one after the other in

@@ -4,15 +4,13 @@
 //! refuses a plain root pod; and the namespace a run makes enforces `baseline`, which refuses a
 //! host-network pod.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[path = "common/k8s.rs"]
 mod kube;
 use kube::{
-    access_count, backend_requests, cluster, coffee, data, failed, kubectl, namespace, ok_answers,
-    on_cluster, run_command, run_k8s, var,
+    access_count, backend_requests, cluster, coffee, data, failed, kubectl, kubectl_ok, namespace,
+    ok_answers, on_cluster, run_command, run_k8s, var, with_flag,
 };
 
 /// The Pod Security label a namespace enforces by.
@@ -43,23 +41,6 @@ fn try_pod(ns: &str, name: &str, spec: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
-}
-
-/// `cmd` (a `run_command`) with flag `flag`'s value replaced by `value`, or without the flag.
-fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
-    let mut out = Command::new(cmd.get_program());
-    let mut args = cmd.get_args();
-    while let Some(a) = args.next() {
-        if a == flag {
-            let _ = args.next();
-            if let Some(v) = value {
-                out.arg(flag).arg(v);
-            }
-            continue;
-        }
-        out.arg(a);
-    }
-    out
 }
 
 /// 50 r/s for 4 s, and a reload at 2 s (the reload runs in the pod, as its user). A keep-alive
@@ -228,17 +209,6 @@ fn k8s_the_namespace_a_run_makes_enforces_baseline() {
     }
 }
 
-/// kubectl's output for `args`, which must succeed.
-fn kubectl_ok(args: &[&str]) -> String {
-    let out = kubectl().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
@@ -247,59 +217,7 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
     c.create_namespace(&ns, &[k8s::POD_SECURITY]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        kubectl_ok(&["create", "serviceaccount", "bench", "-n", &ns]);
-        let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-            .args([
-                "k8s",
-                "rbac",
-                "--namespace",
-                &ns,
-                "--service-account",
-                "bench",
-            ])
-            .output()
-            .unwrap();
-        assert!(rbac.status.success(), "{rbac:?}");
-        let mut apply = kubectl()
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        apply.stdin.take().unwrap().write_all(&rbac.stdout).unwrap();
-        let applied = apply.wait_with_output().unwrap();
-        assert!(applied.status.success(), "{applied:?}");
-        eprintln!("{}", String::from_utf8_lossy(&applied.stdout).trim());
-        // A kubeconfig of the ServiceAccount's token, for the admin's cluster.
-        let token = kubectl_ok(&["create", "token", "bench", "-n", &ns, "--duration", "1h"]);
-        let view = |path: &str| {
-            kubectl_ok(&[
-                "config",
-                "view",
-                "--raw",
-                "--minify",
-                "-o",
-                &format!("jsonpath={{.clusters[0].cluster.{path}}}"),
-            ])
-        };
-        let server = view("server");
-        let ca = match view("certificate-authority-data") {
-            d if !d.is_empty() => format!("certificate-authority-data: {d}"),
-            _ => format!("certificate-authority: {}", view("certificate-authority")),
-        };
-        let kc = dir.path().join("bench.kubeconfig");
-        std::fs::write(
-            &kc,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    \
-                 server: {server}\n    {ca}\nusers:\n- name: bench\n  user:\n    \
-                 token: {}\ncontexts:\n- name: bench\n  context:\n    cluster: c\n    \
-                 user: bench\n    namespace: {ns}\ncurrent-context: bench\n",
-                token.trim()
-            ),
-        )
-        .unwrap();
+        let kc = kube::bound_kubeconfig(&ns, dir.path());
         // The token is no admin's: outside its namespace it may read nothing.
         let other = kubectl()
             .args(["--kubeconfig"])
@@ -319,6 +237,40 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
         {
             std::thread::sleep(Duration::from_secs(1));
         }
+        // A user's own Deployments and Services of the names a run once used (`proxy`,
+        // `backend-cafe`), made by the admin: the run makes its own beside them, named with its
+        // run id, and its teardown deletes by its labels, so these stay untouched.
+        let mut theirs = String::new();
+        for name in ["proxy", "backend-cafe"] {
+            theirs.push_str(&format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  \
+                 labels: {{app: users-{name}}}\nspec:\n  replicas: 0\n  selector:\n    \
+                 matchLabels: {{app: users-{name}}}\n  template:\n    metadata:\n      \
+                 labels: {{app: users-{name}}}\n    spec:\n      containers:\n      - name: \
+                 c\n        image: {}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  \
+                 name: {name}\nspec:\n  selector: {{app: users-{name}}}\n  ports:\n  - \
+                 port: 80\n---\n",
+                var("PROXYBENCH_TEST_NGINX_IMAGE")
+            ));
+        }
+        let users = dir.path().join("users.yaml");
+        std::fs::write(&users, theirs).unwrap();
+        kubectl_ok(&["-n", &ns, "apply", "-f", users.to_str().unwrap()]);
+        let versions = || {
+            kubectl_ok(&[
+                "-n",
+                &ns,
+                "get",
+                "deployment/proxy",
+                "service/proxy",
+                "deployment/backend-cafe",
+                "service/backend-cafe",
+                "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.name} {.metadata.uid} \
+                 {.metadata.resourceVersion} {.metadata.labels}{\"\\n\"}{end}",
+            ])
+        };
+        let before = versions();
         let file = dir.path().join("safe.toml");
         std::fs::write(&file, scenario()).unwrap();
         let root = dir.path().join("results");
@@ -355,24 +307,31 @@ fn k8s_a_run_as_a_service_account_bound_to_what_k8s_rbac_prints_passes() {
                 "a permission was missing: {text}"
             );
         }
+        // The run's proxy Service was its own, named with its run id.
+        assert!(
+            findings.contains("the proxy's Service `proxy-pb-"),
+            "{findings}"
+        );
+        // The user's objects are as they were (same uid, same resourceVersion), and nothing
+        // of the run (labelled with an instance) is left.
+        let after = versions();
+        assert_eq!(after.lines().count(), 4, "{after}");
+        assert_eq!(before, after, "the user's objects changed");
+        let left = kubectl_ok(&[
+            "-n",
+            &ns,
+            "get",
+            "deployments,services,configmaps,secrets,pods,jobs",
+            "-l",
+            "app.kubernetes.io/instance",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(left.trim(), "", "the run's objects left behind");
+        eprintln!("the user's objects survived the run untouched:\n{after}");
     }));
     let _ = c.delete_namespace(&ns, Duration::from_secs(120));
-    let _ = kubectl()
-        .args([
-            "delete",
-            "clusterrolebinding",
-            &format!("proxybench-nodes-{ns}-bench"),
-            "--ignore-not-found",
-        ])
-        .output();
-    let _ = kubectl()
-        .args([
-            "delete",
-            "clusterrole",
-            "proxybench-nodes",
-            "--ignore-not-found",
-        ])
-        .output();
+    kube::unbind(&ns);
     if let Err(p) = result {
         std::panic::resume_unwind(p);
     }

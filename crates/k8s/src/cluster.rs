@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// The label every namespace proxybench creates carries, so that leftovers are findable
 /// (`kubectl get ns -l app.kubernetes.io/managed-by=proxybench`).
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "proxybench");
+/// Kubernetes' recommended label for the instance an object belongs to: the run's id on every
+/// object a run makes, so that its teardown deletes what it made and nothing else.
+pub const INSTANCE: &str = "app.kubernetes.io/instance";
 
 /// The Pod Security label every namespace a run creates carries: the API server's PodSecurity
 /// admission (on by default) then refuses any pod the `baseline` standard forbids (host

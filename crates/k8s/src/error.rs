@@ -56,6 +56,10 @@ pub enum Error {
     /// (scaling a DaemonSet, which has no replica count).
     #[error("{0}")]
     Refused(String),
+    /// An object of the name a run would make exists and is not the run's (no
+    /// `app.kubernetes.io/instance` label of the run): it is left alone, never overwritten.
+    #[error("{0}")]
+    NotOurs(String),
     /// A local file could not be read or written.
     #[error("{what}: {source}")]
     Io {

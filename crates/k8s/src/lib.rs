@@ -26,7 +26,9 @@ mod service;
 mod workload;
 
 pub use clean::CleanScope;
-pub use cluster::{namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, MANAGED_BY, POD_SECURITY};
+pub use cluster::{
+    namespace_name, Cluster, ClusterInfo, FIELD_MANAGER, INSTANCE, MANAGED_BY, POD_SECURITY,
+};
 pub use collect::{
     Collected, Collector, EndpointChange, PodChange, PodTimeline, PodUsage, ProbeTally, PromTarget,
     RestartChange, Scrape, WarningEvent,

@@ -138,6 +138,127 @@ impl Cluster {
             .map_err(|e| Error::api(format!("apply {}/{name} in {namespace}", K::kind(&())), e))
     }
 
+    /// Applies `obj`, as [`Cluster::apply_object`], only when no object of its name exists or
+    /// the one there carries `app.kubernetes.io/instance=<instance>` ([`crate::INSTANCE`]): a run
+    /// never takes over (force-applies over) an object it did not make; [`Error::NotOurs`]
+    /// names the object then.
+    pub fn apply_owned<K>(&self, namespace: &str, obj: &K, instance: &str) -> Result<K, Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Serialize
+            + DeserializeOwned
+            + Clone
+            + Debug,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let api: Api<K> = Api::namespaced(self.client(), namespace);
+        let kind = K::kind(&());
+        let there = self
+            .block_on(api.get_opt(&name))
+            .map_err(|e| Error::api(format!("get {kind}/{name} in {namespace}"), e))?;
+        if let Some(o) = there {
+            let theirs = o
+                .meta()
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::INSTANCE))
+                .cloned();
+            if theirs.as_deref() != Some(instance) {
+                let whose = match theirs {
+                    Some(t) => format!("labelled {}={t}, another run's", crate::INSTANCE),
+                    None => format!("without the label {}", crate::INSTANCE),
+                };
+                return Err(Error::NotOurs(format!(
+                    "{kind}/{name} in {namespace} exists and was not made by this run \
+                     ({whose}): proxybench leaves it alone; rename or delete it, or run in \
+                     another namespace"
+                )));
+            }
+        }
+        self.apply_object(namespace, obj)
+    }
+
+    /// The names of the objects of kind `K` in `namespace` that match the label `selector`.
+    pub fn names_labelled<K>(&self, namespace: &str, selector: &str) -> Result<Vec<String>, Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + DeserializeOwned
+            + Clone
+            + Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client(), namespace);
+        let list = self
+            .block_on(api.list(&ListParams::default().labels(selector)))
+            .map_err(|e| {
+                Error::api(
+                    format!("list {}s {selector} in {namespace}", K::kind(&())),
+                    e,
+                )
+            })?;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(|o| o.meta().name.clone())
+            .collect())
+    }
+
+    /// Deletes every object of kind `K` in `namespace` that matches the label `selector` (in
+    /// the foreground, as [`Cluster::delete_object`]) and waits until none is left, at most
+    /// `bound`; returns how many there were. What a run made goes this way, by its labels,
+    /// never by a name a user's object could share.
+    pub fn delete_labelled<K>(
+        &self,
+        namespace: &str,
+        selector: &str,
+        bound: Duration,
+    ) -> Result<usize, Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + DeserializeOwned
+            + Clone
+            + Debug,
+    {
+        let t0 = Instant::now();
+        let kind = K::kind(&());
+        let what = format!("delete {kind}s {selector} in {namespace}");
+        let api: Api<K> = Api::namespaced(self.client(), namespace);
+        let lp = ListParams::default().labels(selector);
+        self.block_on(async {
+            let list = api.list(&lp).await.map_err(|e| Error::api(&what, e))?;
+            let n = list.items.len();
+            for o in &list.items {
+                let Some(name) = o.meta().name.clone() else {
+                    continue;
+                };
+                if let Err(e) = api.delete(&name, &DeleteParams::foreground()).await {
+                    let (message, code) = split(e);
+                    if code != 404 {
+                        return Err(Error::Api {
+                            what: format!("delete {kind}/{name} in {namespace}"),
+                            message,
+                            code,
+                        });
+                    }
+                }
+            }
+            loop {
+                let state = match api.list(&lp).await {
+                    Ok(l) if l.items.is_empty() => return Ok(n),
+                    Ok(l) => format!("{} still there", l.items.len()),
+                    Err(e) => split(e).0,
+                };
+                if t0.elapsed() >= bound {
+                    return Err(Error::Timeout {
+                        what,
+                        after: bound,
+                        state,
+                    });
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        })
+    }
+
     /// Deletes a namespaced object proxybench made (a Job, a Secret) in the foreground, so that
     /// what it owns (a Job's pods) goes first, and waits until it is gone, at most `bound`;
     /// returns how long that took. An object already gone is not an error.

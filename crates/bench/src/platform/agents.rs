@@ -254,6 +254,9 @@ pub(crate) struct KubeAgents {
     cluster: Cluster,
     namespace: String,
     job: String,
+    /// The labels the Job and its Secret are found by at the end: [`AGENTS_LABEL`] and the
+    /// run's id.
+    selector: String,
     forwards: Vec<Arc<PortForward>>,
     monitor: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     hosts: Vec<String>,
@@ -271,13 +274,13 @@ impl KubeAgents {
     /// every agent listens, and opens a forward to each.
     pub(crate) fn start(
         cluster: Cluster,
-        namespace: &str,
+        (namespace, run_id): (&str, &str),
         (image, pulling): (&str, &super::kube::Pulling),
         spec: &AgentsSpec<'_>,
     ) -> Result<KubeAgents, String> {
         let n = spec.count as usize;
         let salt = u16::from_str_radix(&random_token()?[..4], 16).unwrap_or(0);
-        let job = format!("agents-{salt:04x}");
+        let job = format!("agents-{salt:04x}-{run_id}");
         let token = random_token()?;
         let files = agent::files::agent_files(spec.cfg).map_err(|e| e.to_string())?;
         // The load's target on loopback is the node's loopback (the test cluster's proxy pods
@@ -289,6 +292,12 @@ impl KubeAgents {
             cluster,
             namespace: namespace.to_string(),
             job: job.clone(),
+            selector: format!(
+                "{AGENTS_LABEL}={job},{}={},{}={run_id}",
+                k8s::MANAGED_BY.0,
+                k8s::MANAGED_BY.1,
+                k8s::INSTANCE
+            ),
             forwards: Vec::new(),
             monitor: None,
             hosts: Vec::new(),
@@ -309,6 +318,7 @@ impl KubeAgents {
             ("proxybench/role".to_string(), "agent".to_string()),
             (AGENTS_LABEL.to_string(), job.clone()),
             (k8s::MANAGED_BY.0.to_string(), k8s::MANAGED_BY.1.to_string()),
+            (k8s::INSTANCE.to_string(), run_id.to_string()),
             (
                 "app.kubernetes.io/component".to_string(),
                 "agent".to_string(),
@@ -328,13 +338,14 @@ impl KubeAgents {
         let api = |e: k8s::Error| e.to_string();
         // From here on, dropping `st` deletes what was made.
         st.cluster
-            .apply_object(
+            .apply_owned(
                 namespace,
                 &Secret {
                     metadata: meta.clone(),
                     data: Some(data),
                     ..Default::default()
                 },
+                run_id,
             )
             .map_err(api)?;
         let pod = PodSpec {
@@ -415,7 +426,7 @@ impl KubeAgents {
             + spec.cfg.duration.unwrap_or(Duration::from_secs(86_400))
             + Duration::from_secs(600);
         st.cluster
-            .apply_object(
+            .apply_owned(
                 namespace,
                 &Job {
                     metadata: meta.clone(),
@@ -439,6 +450,7 @@ impl KubeAgents {
                     }),
                     ..Default::default()
                 },
+                run_id,
             )
             .map_err(api)?;
         let pods = st.wait_listening(n, spec)?;
@@ -626,15 +638,17 @@ impl Agents for KubeAgents {
         }
         self.forwards.clear();
         let mut left = Vec::new();
-        if let Err(e) = self
-            .cluster
-            .delete_object::<Job>(&self.namespace, &self.job, DELETE_BOUND)
+        // By their labels (this Job's and the run's), never by a name a user's object could
+        // share.
+        if let Err(e) =
+            self.cluster
+                .delete_labelled::<Job>(&self.namespace, &self.selector, DELETE_BOUND)
         {
             left.push(format!("the agents' Job is left behind: {e}"));
         }
         if let Err(e) =
             self.cluster
-                .delete_object::<Secret>(&self.namespace, &self.job, DELETE_BOUND)
+                .delete_labelled::<Secret>(&self.namespace, &self.selector, DELETE_BOUND)
         {
             left.push(format!("the agents' Secret is left behind: {e}"));
         }

@@ -12,8 +12,6 @@ use scenario::{PlatformKind, PlatformSpec};
 pub fn open(spec: &PlatformSpec) -> Result<Box<dyn Platform>, PlatformError> {
     match spec.kind {
         PlatformKind::Local => Ok(Box::new(Local)),
-        PlatformKind::Kubernetes => Ok(Box::new(
-            Kubernetes::open(spec).map_err(PlatformError::Open)?,
-        )),
+        PlatformKind::Kubernetes => Ok(Box::new(Kubernetes::open(spec)?)),
     }
 }

@@ -71,6 +71,72 @@ pub fn namespace(test: &str) -> String {
     )
 }
 
+/// A namespace a test makes for its run with the admin's kubeconfig, as a user makes their own
+/// (no proxybench label, no Pod Security label): a run given it (`--namespace`) neither
+/// creates nor deletes it. Deleted when dropped, at the end of the test.
+pub struct TestNamespace(String);
+
+impl std::ops::Deref for TestNamespace {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TestNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let _ = cluster().delete_namespace(&self.0, std::time::Duration::from_secs(120));
+    }
+}
+
+/// Makes a fresh namespace for one test ([`namespace`]'s name) and waits for its `default`
+/// ServiceAccount (pods are admitted once it exists).
+pub fn test_namespace(test: &str) -> TestNamespace {
+    let ns = namespace(test);
+    let out = kubectl()
+        .args(["create", "namespace", &ns])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl create namespace {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made = TestNamespace(ns);
+    let t0 = std::time::Instant::now();
+    while !kubectl()
+        .args(["-n", &made, "get", "serviceaccount", "default"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no default ServiceAccount in {made}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    made
+}
+
+/// The namespaces named `proxybench-...` that proxybench made and that are not in `before`:
+/// the one a run without `--namespace` made, once it exists.
+pub fn made_namespaces(before: &[String]) -> Vec<String> {
+    cluster()
+        .managed_namespaces(Some("proxybench-"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect()
+}
+
 /// A client of the test cluster.
 pub fn cluster() -> k8s::Cluster {
     let kc = PathBuf::from(var("PROXYBENCH_TEST_KUBECONFIG"));
@@ -85,9 +151,113 @@ pub fn kubectl() -> Command {
     c
 }
 
+/// kubectl's output for `args` (the admin's kubeconfig), which must succeed.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cmd` (a [`run_command`]) with flag `flag`'s value replaced by `value`, or without the flag.
+pub fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
+    let mut out = Command::new(cmd.get_program());
+    let mut args = cmd.get_args();
+    while let Some(a) = args.next() {
+        if a == flag {
+            let _ = args.next();
+            if let Some(v) = value {
+                out.arg(flag).arg(v);
+            }
+            continue;
+        }
+        out.arg(a);
+    }
+    out
+}
+
+/// Makes ServiceAccount `bench` in `ns` (which exists), bound to exactly what `proxybench k8s
+/// rbac --namespace ns --service-account bench` prints (applied with the admin's kubeconfig),
+/// and writes a kubeconfig of a token of it (`kubectl create token`, 1 h) as
+/// `dir/bench.kubeconfig`: a `proxybench` command given it (`with_flag(cmd, "--kubeconfig",
+/// ...)`) has no more rights than the shipped Role, so a missing rule fails the test. The
+/// admin still does the test's own setup. [`unbind`] deletes the cluster-wide part.
+pub fn bound_kubeconfig(ns: &str, dir: &Path) -> PathBuf {
+    kubectl_ok(&["create", "serviceaccount", "bench", "-n", ns]);
+    let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args([
+            "k8s",
+            "rbac",
+            "--namespace",
+            ns,
+            "--service-account",
+            "bench",
+        ])
+        .output()
+        .unwrap();
+    assert!(rbac.status.success(), "{rbac:?}");
+    let mut apply = kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut apply.stdin.take().unwrap(), &rbac.stdout).unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    eprintln!("{}", String::from_utf8_lossy(&applied.stdout).trim());
+    // A kubeconfig of the ServiceAccount's token, for the admin's cluster.
+    let token = kubectl_ok(&["create", "token", "bench", "-n", ns, "--duration", "1h"]);
+    let view = |path: &str| {
+        kubectl_ok(&[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "-o",
+            &format!("jsonpath={{.clusters[0].cluster.{path}}}"),
+        ])
+    };
+    let server = view("server");
+    let ca = match view("certificate-authority-data") {
+        d if !d.is_empty() => format!("certificate-authority-data: {d}"),
+        _ => format!("certificate-authority: {}", view("certificate-authority")),
+    };
+    let kc = dir.join("bench.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    \
+             server: {server}\n    {ca}\nusers:\n- name: bench\n  user:\n    \
+             token: {}\ncontexts:\n- name: bench\n  context:\n    cluster: c\n    \
+             user: bench\n    namespace: {ns}\ncurrent-context: bench\n",
+            token.trim()
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+/// Deletes what [`bound_kubeconfig`] made outside namespace `ns` (the nodes' ClusterRole and
+/// its binding); what it made in `ns` goes with the namespace.
+pub fn unbind(ns: &str) {
+    for (kind, name) in [
+        ("clusterrolebinding", format!("proxybench-nodes-{ns}-bench")),
+        ("clusterrole", "proxybench-nodes".to_string()),
+    ] {
+        let _ = kubectl()
+            .args(["delete", kind, &name, "--ignore-not-found"])
+            .output();
+    }
+}
+
 /// `proxybench run --platform kubernetes` with the test cluster's settings into `root`, in
-/// namespace `ns`, then `extra` (nginx's test image unless `extra` names a `--proxy-image` or
-/// a `--proxy`);
+/// namespace `ns` (which must exist: [`test_namespace`]; empty: none, the run makes its own),
+/// then `extra` (nginx's test image unless `extra` names a `--proxy-image` or a `--proxy`);
 /// the caller adds the scenario (a file or a built-in name) and its own flags.
 pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
@@ -95,8 +265,10 @@ pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
         .arg(root)
         .args(["--platform", "kubernetes", "--kubeconfig"])
         .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
-        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")])
-        .args(["--namespace", ns]);
+        .args(["--image", &var("PROXYBENCH_TEST_IMAGE")]);
+    if !ns.is_empty() {
+        cmd.args(["--namespace", ns]);
+    }
     // Without `--proxy` nginx runs; a list of kinds runs each in its default image.
     if !extra.contains(&"--proxy-image") && !extra.contains(&"--proxy") {
         cmd.args(["--proxy-image", &var("PROXYBENCH_TEST_NGINX_IMAGE")]);
@@ -108,6 +280,33 @@ pub fn run_command(root: &Path, ns: &str, extra: &[&str]) -> Command {
 /// Runs `proxybench run SCENARIO --platform kubernetes` ([`run_command`]) to its end.
 pub fn run_k8s(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output {
     run_command(root, ns, extra).arg(scenario).output().unwrap()
+}
+
+/// [`run_k8s`] as a ServiceAccount bound to what `proxybench k8s rbac --namespace ns` prints
+/// ([`bound_kubeconfig`], its kubeconfig beside `root`): the run has no more rights than the
+/// shipped Role, and "forbidden" may appear neither on its stderr nor in its data.json; the
+/// binding's cluster-wide part is deleted after it ([`unbind`]).
+pub fn run_k8s_as_role(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output {
+    let kc = bound_kubeconfig(ns, root.parent().unwrap());
+    let out = with_flag(
+        run_command(root, ns, extra),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(scenario)
+    .output()
+    .unwrap();
+    unbind(ns);
+    // No collector or step went short of a permission.
+    let mut said = String::from_utf8_lossy(&out.stderr).into_owned();
+    for f in find(root, "data.json") {
+        said.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+    }
+    assert!(
+        !said.to_lowercase().contains("forbidden"),
+        "a permission of the Role was missing: {said}"
+    );
+    out
 }
 
 /// Every file under `dir` (recursively) whose name is `name`, sorted.
@@ -148,9 +347,25 @@ pub fn env_json(root: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
 }
 
-/// The run's namespaces still on the cluster (managed by proxybench, named `ns`...).
+/// What runs left of theirs in namespace `ns`: the namespace itself when a run made it
+/// (managed by proxybench, named `ns`...), else each object labelled
+/// `app.kubernetes.io/managed-by=proxybench` in it (`deployment NS/NAME`, as `k8s clean
+/// --dry-run` lists them; terminating ones are gone already).
 pub fn leftover(ns: &str) -> Vec<String> {
-    cluster().managed_namespaces(Some(ns)).unwrap()
+    let c = cluster();
+    let mut left = c.managed_namespaces(Some(ns)).unwrap();
+    let scope = k8s::CleanScope {
+        namespace: Some(ns.to_string()),
+        older_than: std::time::Duration::ZERO,
+        dry_run: true,
+    };
+    left.extend(
+        c.clean(&scope)
+            .unwrap()
+            .into_iter()
+            .filter(|l| !l.starts_with("namespace/")),
+    );
+    left
 }
 
 /// Errors below HTTP of one load in data.json.

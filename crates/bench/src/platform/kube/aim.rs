@@ -7,7 +7,7 @@
 //! check (another Service, a port number) that the cluster does not have fails here, in one
 //! line, before any load starts.
 
-use super::{platform, KubeStage, PROXY_SERVICE, SERVICE_BOUND};
+use super::{platform, KubeStage, PROXY, SERVICE_BOUND};
 use crate::error::StackError;
 use crate::platform::Stage;
 use scenario::Via;
@@ -115,23 +115,32 @@ impl KubeStage {
     }
 
     /// A Service's address for a `service:`, `node-port:` or `load-balancer:` via.
+    /// `service:proxy` and `service:backend-GROUP` name the case's own Services
+    /// (`proxy-<run id>`, `backend-GROUP-<run id>`); any other name a Service of the namespace.
     fn service_target(&self, via: &Via, tls: bool) -> Result<(SocketAddr, String), StackError> {
+        let own = self.name(PROXY);
         let (svc, port) = match via {
-            Via::Service(n, p) => (n.as_str(), p.clone()),
-            Via::NodePort(p) | Via::LoadBalancer(p) => (PROXY_SERVICE, Some(p.clone())),
+            Via::Service(n, p) if n == PROXY => (own.clone(), p.clone()),
+            Via::Service(n, p)
+                if n.strip_prefix("backend-")
+                    .is_some_and(|g| self.groups.iter().any(|x| x == g)) =>
+            {
+                (self.name(n), p.clone())
+            }
+            Via::Service(n, p) => (n.clone(), p.clone()),
+            Via::NodePort(p) | Via::LoadBalancer(p) => (own.clone(), Some(p.clone())),
             _ => return Err(platform(format!("via '{via}' is not a cluster address"))),
         };
+        let svc = svc.as_str();
         let (c, ns) = (&self.cluster, &self.namespace);
         let addr = c
             .service_address(ns, svc)
             .map_err(|e| platform(format!("via '{via}': no Service `{svc}` in {ns}: {e}")))?;
         // The proxy's Service has a port per listener port: a listener name stands for its port.
         let want = match port {
-            Some(p) if svc == PROXY_SERVICE => {
-                self.served.ports.get(&p).map_or(p, |n| n.to_string())
-            }
+            Some(p) if svc == own => self.served.ports.get(&p).map_or(p, |n| n.to_string()),
             Some(p) => p,
-            None if svc == PROXY_SERVICE => self
+            None if svc == own => self
                 .listener_port(tls)
                 .map(|n| n.to_string())
                 .ok_or_else(|| platform(format!("via '{via}': the proxy has no such listener")))?,

@@ -17,7 +17,8 @@
 //!   too. A pod whose log has no such line (killed before its drain ended, its log lost) is
 //!   named in the record's `counters_missing` with the reason, never counted as zero.
 
-use super::{platform, ROLE};
+use super::manifests::labels;
+use super::{named, platform, run_selector, ROLE};
 use crate::error::StackError;
 use backend::control::{Client, Token};
 use backend::Profile;
@@ -40,8 +41,9 @@ pub(super) const BACKEND_PORT: u16 = 8080;
 pub(super) const GROUP: &str = "proxybench/group";
 /// The control port in a backend pod (its loopback only).
 const CONTROL_PORT: u16 = 9090;
-/// The Secret holding the case's control token, and where pods mount it.
-pub(super) const TOKEN_SECRET: &str = "backend-control";
+/// The base name of the Secret holding the case's control token (`backend-control-<run id>`),
+/// and where pods mount it.
+const TOKEN_SECRET: &str = "backend-control";
 const TOKEN_DIR: &str = "/control";
 /// A backend pod's grace period, and the drain bound inside it (shorter, so that the final
 /// counters are printed before the kubelet's SIGKILL).
@@ -63,6 +65,8 @@ struct Named {
 /// The case's backend pods, as the stage drives and reads them.
 pub(super) struct BackendPods {
     token: Token,
+    /// The case's run id: in its objects' names and labels.
+    run: String,
     /// The case's backend groups.
     groups: Vec<String>,
     /// Pod name to its instance name, for every pod of the case seen so far.
@@ -80,8 +84,8 @@ pub(super) struct BackendPods {
 }
 
 /// A backend pod's spec: `proxybench backend` for group `group` with `profile`, serving on the
-/// pod IP, its control port on the pod's loopback with the case's token.
-pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile) -> PodSpec {
+/// pod IP, its control port on the pod's loopback with the case's token (Secret `secret`).
+pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile, secret: &str) -> PodSpec {
     let field = |name: &str, path: &str| EnvVar {
         name: name.into(),
         value_from: Some(EnvVarSource {
@@ -98,7 +102,7 @@ pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile) -> PodSpec {
         volumes: Some(vec![Volume {
             name: "control".into(),
             secret: Some(SecretVolumeSource {
-                secret_name: Some(TOKEN_SECRET.into()),
+                secret_name: Some(secret.into()),
                 // Read by the pods' group (their non-root user is not the owner).
                 default_mode: Some(0o440),
                 ..Default::default()
@@ -150,9 +154,9 @@ pub(super) fn pod_spec(image: &str, group: &str, profile: &Profile) -> PodSpec {
     }
 }
 
-/// The Deployment (and Service) name of a group.
-pub(super) fn deployment_of(group: &str) -> String {
-    format!("backend-{group}")
+/// The Deployment (and Service) name of group `group` of run `run`: `backend-GROUP-<run id>`.
+pub(super) fn deployment_name(group: &str, run: &str) -> String {
+    named(&format!("backend-{group}"), run)
 }
 
 impl BackendPods {
@@ -161,6 +165,7 @@ impl BackendPods {
     pub(super) fn new(
         cluster: &Cluster,
         namespace: &str,
+        run: &str,
         groups: Vec<String>,
         logs_dir: &Path,
         origin: Instant,
@@ -168,27 +173,32 @@ impl BackendPods {
         let token = Token::random().map_err(|e| platform(format!("control token: {e}")))?;
         let mut data = BTreeMap::new();
         data.insert("token".to_string(), token.as_str().to_string());
-        let mut labels = BTreeMap::new();
-        labels.insert(ROLE.to_string(), "backend".to_string());
         cluster
-            .apply_object(
+            .apply_owned(
                 namespace,
                 &Secret {
                     metadata: ObjectMeta {
-                        name: Some(TOKEN_SECRET.into()),
-                        labels: Some(labels),
+                        name: Some(named(TOKEN_SECRET, run)),
+                        labels: Some(labels(run, &[(ROLE, "backend")])),
                         ..Default::default()
                     },
                     string_data: Some(data),
                     ..Default::default()
                 },
+                run,
             )
             .map_err(platform)?;
         let followers = cluster
-            .follow_logs(namespace, &format!("{ROLE}=backend"), logs_dir, origin)
+            .follow_logs(
+                namespace,
+                &run_selector(run, &format!("{ROLE}=backend")),
+                logs_dir,
+                origin,
+            )
             .map_err(platform)?;
         Ok(BackendPods {
             token,
+            run: run.to_string(),
             groups,
             named: BTreeMap::new(),
             next: BTreeMap::new(),
@@ -197,6 +207,26 @@ impl BackendPods {
             leaving: BTreeSet::new(),
             followers: Some(followers),
         })
+    }
+
+    /// The name of the Secret of the case's control token.
+    pub(super) fn token_secret(&self) -> String {
+        named(TOKEN_SECRET, &self.run)
+    }
+
+    /// The Deployment (and Service) name of group `group`.
+    pub(super) fn deployment_of(&self, group: &str) -> String {
+        deployment_name(group, &self.run)
+    }
+
+    /// The selector of the case's backend pods (`more`: one more `key=value`, or empty).
+    fn selector(&self, more: &str) -> String {
+        let mut s = run_selector(&self.run, &format!("{ROLE}=backend"));
+        if !more.is_empty() {
+            s.push(',');
+            s.push_str(more);
+        }
+        s
     }
 
     /// Names the backend pods not named yet (in order of creation), and gives every ready pod
@@ -239,7 +269,7 @@ impl BackendPods {
         let mut pods: Vec<(String, PodInfo)> = Vec::new();
         for g in &self.groups {
             for p in cluster
-                .pods(namespace, Some(&format!("{GROUP}={g}")))
+                .pods(namespace, Some(&self.selector(&format!("{GROUP}={g}"))))
                 .map_err(platform)?
             {
                 pods.push((g.clone(), p));
@@ -350,7 +380,7 @@ impl BackendPods {
             .named
             .get(pod)
             .map(|n| n.group.clone())
-            .or_else(|| group_of_pod(pod))
+            .or_else(|| group_of_pod(pod, &self.run))
             .ok_or_else(|| platform(format!("{pod} is not a backend pod")))?;
         let fwd = cluster
             .port_forward(namespace, pod, CONTROL_PORT)
@@ -459,7 +489,7 @@ impl BackendPods {
             .map(|(p, n)| (p.clone(), n.clone()))
             .ok_or_else(|| platform(format!("no backend {b} (backends are named GROUP-I)")))?;
         let live = cluster
-            .pods(namespace, Some(&format!("{ROLE}=backend")))
+            .pods(namespace, Some(&self.selector("")))
             .map_err(platform)?
             .into_iter()
             .any(|p| p.name == pod && !p.deleting);
@@ -471,10 +501,10 @@ impl BackendPods {
         }
         let t0 = Instant::now();
         let desired = cluster
-            .deployment_replicas(namespace, &deployment_of(&n.group))
+            .deployment_replicas(namespace, &self.deployment_of(&n.group))
             .map_err(platform)?
             .desired;
-        wait_group(cluster, namespace, &n.group, (desired, None))?;
+        wait_group(cluster, namespace, (&n.group, &self.run), (desired, None))?;
         self.sync(cluster, namespace)?;
         let ready: Vec<String> = self
             .pods(cluster, namespace)?
@@ -550,9 +580,9 @@ impl BackendPods {
     ) -> Result<(), StackError> {
         let to = i32::try_from(to).unwrap_or(i32::MAX);
         cluster
-            .scale_deployment(namespace, &deployment_of(group), to)
+            .scale_deployment(namespace, &self.deployment_of(group), to)
             .map_err(platform)?;
-        wait_group(cluster, namespace, group, (to, None))?;
+        wait_group(cluster, namespace, (group, &self.run), (to, None))?;
         self.sync(cluster, namespace)
     }
 
@@ -571,7 +601,7 @@ impl BackendPods {
         }
         let t = Instant::now();
         loop {
-            match cluster.pods(namespace, Some(&format!("{ROLE}=backend"))) {
+            match cluster.pods(namespace, Some(&self.selector(""))) {
                 Ok(p) if p.is_empty() => break,
                 Ok(p) if t.elapsed() > GONE_BOUND => {
                     let left: Vec<String> = p.into_iter().map(|p| p.name).collect();
@@ -636,7 +666,10 @@ impl BackendPods {
         if let Some(n) = self.named.get(pod) {
             return n.name.clone();
         }
-        let Some(group) = group.map(str::to_string).or_else(|| group_of_pod(pod)) else {
+        let Some(group) = group
+            .map(str::to_string)
+            .or_else(|| group_of_pod(pod, &self.run))
+        else {
             return pod.to_string();
         };
         let i = self.next.entry(group.clone()).or_insert(0);
@@ -691,26 +724,27 @@ fn by_index(name: &str) -> (String, u64) {
     }
 }
 
-/// A backend pod's group from its name, `backend-GROUP-<replicaset hash>-<suffix>` (for a pod
-/// the case never listed and whose log has no counters line).
-fn group_of_pod(pod: &str) -> Option<String> {
+/// A backend pod's group from its name, `backend-GROUP-<run id>-<replicaset hash>-<suffix>`
+/// (for a pod the case never listed and whose log has no counters line).
+fn group_of_pod(pod: &str, run: &str) -> Option<String> {
     let rest = pod.strip_prefix("backend-")?;
     let mut parts: Vec<&str> = rest.rsplitn(3, '-').collect();
     if parts.len() != 3 {
         return None;
     }
-    Some(parts.pop()?.to_string())
+    let group = parts.pop()?.strip_suffix(&format!("-{run}"))?;
+    Some(group.to_string())
 }
 
-/// Waits until group `group` has `n` Ready pods of its newest template (at most `bound`, or
-/// [`READY_BOUND`]) and `n` ready addresses in its EndpointSlices.
+/// Waits until group `group` of run `run` has `n` Ready pods of its newest template (at most
+/// `bound`, or [`READY_BOUND`]) and `n` ready addresses in its EndpointSlices.
 pub(super) fn wait_group(
     cluster: &Cluster,
     namespace: &str,
-    group: &str,
+    (group, run): (&str, &str),
     (n, bound): (i32, Option<Duration>),
 ) -> Result<(), StackError> {
-    let name = deployment_of(group);
+    let name = deployment_name(group, run);
     cluster
         .wait_deployment_ready(namespace, &name, n, bound.unwrap_or(READY_BOUND))
         .map_err(platform)?;
@@ -741,15 +775,24 @@ mod tests {
 
     #[test]
     fn groups_come_from_pod_names_and_names_sort_by_index() {
+        let run = "pb-20261129-184232-0a1b";
         assert_eq!(
-            group_of_pod("backend-cafe-7d9f8b6c4-x2x9z").as_deref(),
+            group_of_pod(&format!("backend-cafe-{run}-7d9f8b6c4-x2x9z"), run).as_deref(),
             Some("cafe")
         );
         assert_eq!(
-            group_of_pod("backend-tea-shop-7d9f8b6c4-x2x9z").as_deref(),
+            group_of_pod(&format!("backend-tea-shop-{run}-7d9f8b6c4-x2x9z"), run).as_deref(),
             Some("tea-shop")
         );
-        assert_eq!(group_of_pod("proxy-7d9f8b6c4-x2x9z"), None);
+        assert_eq!(
+            group_of_pod(&format!("proxy-{run}-7d9f8b6c4-x2x9z"), run),
+            None
+        );
+        assert_eq!(
+            group_of_pod("backend-cafe-7d9f8b6c4-x2x9z", run),
+            None,
+            "another run's pod"
+        );
         let mut v = vec!["cafe-10", "cafe-2", "bar-1"];
         v.sort_by_key(|n| by_index(n));
         assert_eq!(v, vec!["bar-1", "cafe-2", "cafe-10"]);
@@ -758,7 +801,7 @@ mod tests {
     #[test]
     fn the_pod_runs_the_backend_with_its_control_port_and_token_file() {
         let p: Profile = "latency=fixed(1ms)".parse().unwrap();
-        let spec = pod_spec("img", "cafe", &p);
+        let spec = pod_spec("img", "cafe", &p, "backend-control-pb-1");
         let c = &spec.containers[0];
         let args = c.args.clone().unwrap().join(" ");
         assert!(

@@ -50,7 +50,7 @@ impl Grower for KubeStage {
 
     fn group_size(&self, group: &str) -> u32 {
         self.cluster
-            .deployment_replicas(&self.namespace, &super::backends::deployment_of(group))
+            .deployment_replicas(&self.namespace, &self.backends.deployment_of(group))
             .map_or(0, |r| r.desired.max(0) as u32)
     }
 

@@ -1,7 +1,7 @@
 //! The objects the stage makes: Deployments, ConfigMaps, volumes, the proxy pods' scripts, and
 //! the config check in a pod of the proxy's image.
 
-use super::{platform, KubeStage, BOUND, CHECK_BOUND, POD_PREFIX, ROLE};
+use super::{platform, KubeStage, BOUND, CHECK_BOUND, POD_PREFIX, PROXY, ROLE};
 use crate::error::StackError;
 use k8s::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s::k8s_openapi::api::core::v1::{
@@ -14,20 +14,25 @@ use proxy::Driver;
 use scenario::PlatformSpec;
 use std::collections::BTreeMap;
 
-/// The labels of an object the stage makes: `pairs`, plus Kubernetes' recommended
+/// The labels of an object run `run` makes: `pairs`, plus Kubernetes' recommended
 /// `app.kubernetes.io/managed-by=proxybench` (what `proxybench k8s clean` finds a killed run's
-/// objects by) and `app.kubernetes.io/component` (the role: proxy, backend, proxy-check).
-pub(super) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+/// objects by), `app.kubernetes.io/instance=<run id>` (what the case's `down` deletes by) and
+/// `app.kubernetes.io/component` (the role: proxy, backend, proxy-check).
+pub(super) fn labels(run: &str, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut l: BTreeMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     l.insert(k8s::MANAGED_BY.0.into(), k8s::MANAGED_BY.1.into());
+    l.insert(k8s::INSTANCE.into(), run.into());
     if let Some(role) = l.get(ROLE).cloned() {
         l.insert(COMPONENT.into(), role);
     }
     l
 }
+
+/// The base name of the proxy's certificate Secret (`proxy-tls-<run id>`).
+pub(super) const TLS_SECRET: &str = "proxy-tls";
 
 /// Kubernetes' recommended label for an object's part in the whole.
 pub(crate) const COMPONENT: &str = "app.kubernetes.io/component";
@@ -158,12 +163,12 @@ pub(super) fn config_volume(name: &str) -> Volume {
     }
 }
 
-/// The volume of the proxy's certificate Secret.
-pub(super) fn tls_volume() -> Volume {
+/// The volume of the proxy's certificate Secret, `secret`.
+pub(super) fn tls_volume(secret: &str) -> Volume {
     Volume {
         name: "tls".into(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some("proxy-tls".into()),
+            secret_name: Some(secret.into()),
             ..Default::default()
         }),
         ..Default::default()
@@ -191,9 +196,9 @@ pub(super) fn check_in_pod(
     script: &str,
 ) -> Result<(), StackError> {
     let (c, ns) = (&st.cluster, st.namespace.as_str());
-    let name = format!("proxy-check-gen{}", st.served.generation);
-    let l = labels(&[(ROLE, "proxy-check")]);
-    c.apply_object(ns, &config_map(&name, &l, rendered))
+    let name = format!("{}-check-gen{}", st.name(PROXY), st.served.generation);
+    let l = labels(&st.run_id, &[(ROLE, "proxy-check")]);
+    c.apply_owned(ns, &config_map(&name, &l, rendered), &st.run_id)
         .map_err(platform)?;
     let mut volumes = vec![config_volume(&name)];
     let mut mounts = vec![VolumeMount {
@@ -202,7 +207,7 @@ pub(super) fn check_in_pod(
         ..Default::default()
     }];
     if st.served.tls.is_some() {
-        volumes.push(tls_volume());
+        volumes.push(tls_volume(&st.name(TLS_SECRET)));
         mounts.push(tls_mount());
     }
     let pod = Pod {
@@ -234,7 +239,12 @@ pub(super) fn check_in_pod(
             st.driver.name()
         ))
     })?;
-    let _ = std::fs::write(st.configs_out.join(format!("{name}.log")), &ran.log);
+    // The log under the same name on every run (the pod's name has the run id).
+    let _ = std::fs::write(
+        st.configs_out
+            .join(format!("proxy-check-gen{}.log", st.served.generation)),
+        &ran.log,
+    );
     if ran.code == 0 {
         return Ok(());
     }

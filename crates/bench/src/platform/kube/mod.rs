@@ -55,8 +55,9 @@ pub const LISTENER_BASE: u16 = 8080;
 /// The first port the admin listener (then the control API) gets in the proxy pods, when no
 /// listener has it.
 pub const ADMIN_BASE: u16 = 9901;
-/// The name of the proxy's Service.
-const PROXY_SERVICE: &str = "proxy";
+/// The base name of the proxy's Deployment, Service and ConfigMap (`proxy-<run id>`), and the
+/// name a load's `service:proxy` via gives the run's own proxy Service.
+const PROXY: &str = "proxy";
 /// The role the proxy Service's endpoints have among the record's pod changes: their ready
 /// steps are drawn beside the pods' (an endpoint is named by its pod).
 pub const ENDPOINT_ROLE: &str = "endpoint";
@@ -153,8 +154,43 @@ pub(crate) struct KubeStage {
     /// The kubelets' readiness probe counters of the proxy pods.
     probes: Option<Collector<Vec<ProbeTally>>>,
     /// A short id of the case's run on the cluster (`pb-<stamp>`): a templated growth's
-    /// `{{ run }}`.
+    /// `{{ run }}`, the `app.kubernetes.io/instance` label of everything the case makes, and
+    /// the suffix of its names.
     run_id: String,
+}
+
+/// The name of run `run`'s object `base` (`proxy`, `backend-GROUP`): `base-<run id>`, so that
+/// it cannot be a user's object of the same base name.
+pub(super) fn named(base: &str, run: &str) -> String {
+    format!("{base}-{run}")
+}
+
+/// The label selector of run `run`'s objects: [`k8s::MANAGED_BY`] and its
+/// `app.kubernetes.io/instance`, then `more` (`key=value` or `key`) when not empty.
+pub(super) fn run_selector(run: &str, more: &str) -> String {
+    let mut s = format!(
+        "{}={},{}={run}",
+        k8s::MANAGED_BY.0,
+        k8s::MANAGED_BY.1,
+        k8s::INSTANCE
+    );
+    if !more.is_empty() {
+        s.push(',');
+        s.push_str(more);
+    }
+    s
+}
+
+impl KubeStage {
+    /// The name of this case's object `base`: `base-<run id>` ([`named`]).
+    fn name(&self, base: &str) -> String {
+        named(base, &self.run_id)
+    }
+
+    /// The selector of this case's pods of `role` (`proxy`, `backend`).
+    fn role_selector(&self, role: &str) -> String {
+        run_selector(&self.run_id, &format!("{ROLE}={role}"))
+    }
 }
 
 fn platform(e: impl std::fmt::Display) -> StackError {

@@ -6,7 +6,7 @@
 //! [`RELIST`]: one that appears (scaled up) is probed from then on, one that goes away before it
 //! was stable is recorded as gone, not as a failure of the gateway.
 
-use super::{platform, KubeStage, POD_PATH_ENV, ROLE};
+use super::{platform, KubeStage, POD_PATH_ENV};
 use crate::error::StackError;
 use crate::platform::Applied;
 use k8s::{Cluster, PodPath, PodPort};
@@ -67,7 +67,7 @@ impl KubeStage {
         let selector = spec
             .selector
             .clone()
-            .unwrap_or_else(|| format!("{ROLE}=proxy"));
+            .unwrap_or_else(|| self.role_selector(super::PROXY));
         let namespace = match (&spec.namespace, own) {
             (Some(n), _) => n.clone(),
             (None, true) => self.namespace.clone(),

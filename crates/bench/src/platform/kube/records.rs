@@ -1,7 +1,7 @@
 //! What a case records: the collectors it starts, the cluster record it returns at `down`, the
 //! readiness probe note, and the pods' logs split into access and error lines.
 
-use super::{platform, KubeStage, ENDPOINT_ROLE, PROXY_SERVICE};
+use super::{platform, KubeStage, ENDPOINT_ROLE, PROXY};
 use crate::error::StackError;
 use k8s::collect::{Collected, Collector, PodTimeline, ProbeTally};
 use k8s::LogFollowers;
@@ -30,7 +30,10 @@ impl KubeStage {
                 if let Some((kind, Some(ip))) = self.service {
                     t.insert(
                         String::new(),
-                        format!("Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip}"),
+                        format!(
+                            "Service `{}` ({kind}) at its ClusterIP {ip}",
+                            self.name(PROXY)
+                        ),
                     );
                 }
                 t
@@ -80,11 +83,17 @@ impl KubeStage {
         if let Some(s) = &scrape {
             absent("Prometheus scrape", &s.absent);
         }
+        // The case's own pods by their names (`proxy-<run id>-...`, `backend-GROUP-<run id>-...`);
+        // any other pod of the namespace is a watched one.
+        let (own_proxy, own_run) = (
+            format!("{}-", self.name(PROXY)),
+            format!("-{}-", self.run_id),
+        );
         for p in pods {
             for c in p.data.changes {
-                let role = if c.pod.starts_with("proxy-") {
+                let role = if c.pod.starts_with(&own_proxy) {
                     "proxy"
-                } else if c.pod.starts_with("backend-") {
+                } else if c.pod.starts_with("backend-") && c.pod.contains(&own_run) {
                     "backend"
                 } else {
                     "watched"

@@ -2,7 +2,7 @@
 //! backends.
 
 use super::backends::{self};
-use super::{platform, KubeStage, BOUND, ROLE};
+use super::{platform, KubeStage, BOUND, PROXY};
 use crate::error::StackError;
 use model::ReloadRecord;
 use proxy::RenderContext;
@@ -160,25 +160,26 @@ impl KubeStage {
     /// (kill).
     pub(super) fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<String, StackError> {
         let ns = self.namespace.clone();
+        let proxy = self.name(PROXY);
         let r = self
             .cluster
-            .deployment_replicas(&ns, "proxy")
+            .deployment_replicas(&ns, &proxy)
             .map_err(platform)?;
         let from = r.desired as u32;
         if to >= from {
             for n in from + 1..=to {
                 self.cluster
-                    .scale_deployment(&ns, "proxy", n as i32)
+                    .scale_deployment(&ns, &proxy, n as i32)
                     .map_err(platform)?;
                 self.cluster
-                    .wait_deployment_ready(&ns, "proxy", n as i32, BOUND)
+                    .wait_deployment_ready(&ns, &proxy, n as i32, BOUND)
                     .map_err(platform)?;
             }
             return Ok(format!("{from} -> {to}"));
         }
         let before: Vec<String> = self.proxy_pods()?.into_iter().map(|p| p.name).collect();
         self.cluster
-            .scale_deployment(&ns, "proxy", to as i32)
+            .scale_deployment(&ns, &proxy, to as i32)
             .map_err(platform)?;
         if stop != StopSpec::Graceful {
             let grace = Duration::from_secs(if stop == StopSpec::Kill { 0 } else { 1 });
@@ -187,7 +188,7 @@ impl KubeStage {
             while victims.len() < (from - to) as usize && t.elapsed() < BOUND {
                 let all = self
                     .cluster
-                    .pods(&ns, Some(&format!("{ROLE}=proxy")))
+                    .pods(&ns, Some(&self.role_selector(PROXY)))
                     .map_err(platform)?;
                 victims = all
                     .into_iter()
@@ -202,7 +203,7 @@ impl KubeStage {
             }
         }
         self.cluster
-            .wait_deployment_ready(&ns, "proxy", to as i32, BOUND)
+            .wait_deployment_ready(&ns, &proxy, to as i32, BOUND)
             .map_err(platform)?;
         // The action lasts until the removed pods have exited: their last requests (and any
         // failure of them) fall inside its span, as a local replica's stop does.
@@ -313,7 +314,7 @@ impl KubeStage {
         remove: RemoveMode,
     ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
         let (c, ns) = (self.cluster.clone(), self.namespace.clone());
-        let from = match c.deployment_replicas(&ns, &backends::deployment_of(group)) {
+        let from = match c.deployment_replicas(&ns, &self.backends.deployment_of(group)) {
             Ok(r) => r.desired.max(0) as u32,
             Err(e) => return (Err(platform(e)), Vec::new()),
         };

@@ -3,7 +3,7 @@
 //! actions that act on any cluster object: `apply`, `delete`, `rollout_restart`, `delete_pod`
 //! and `scale`. Each case's backends and proxy are the [`super::KubeStage`].
 
-use crate::error::StackError;
+use crate::error::{PlatformError, StackError};
 use crate::platform::StackSpec;
 use crate::platform::{Platform, Stage};
 use scenario::{Action, Case, PlatformKind, PlatformSpec, Workload};
@@ -23,29 +23,42 @@ pub(crate) struct Kubernetes {
     created: bool,
     spec: PlatformSpec,
     closed: bool,
+    /// The run id of the case that runs (`pb-<stamp>`, new for each case): in the names and
+    /// `app.kubernetes.io/instance` label of what the case and its agents make.
+    run_id: std::sync::Mutex<String>,
 }
 
 impl Kubernetes {
-    /// Connects and makes the run's namespace: `spec.namespace` when given (an existing one is
-    /// used and left in place), else a new `proxybench-<stamp>`. A namespace it makes carries
-    /// the Pod Security `baseline` label ([`k8s::POD_SECURITY`]).
-    pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, String> {
+    /// Connects and finds or makes the run's namespace: `spec.namespace` when given, which must
+    /// exist (the run never creates nor deletes a namespace it is given: a missing one is
+    /// [`PlatformError::NoNamespace`], before anything is made), else a new
+    /// `proxybench-<stamp>` the run makes and deletes. A namespace it makes carries the Pod
+    /// Security `baseline` label ([`k8s::POD_SECURITY`]).
+    pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, PlatformError> {
+        let open = |e: k8s::Error| PlatformError::Open(e.to_string());
         let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
-            .map_err(|e| e.to_string())?;
+            .map_err(open)?;
         let (namespace, created) = match &spec.namespace {
-            // An existing namespace is used as it is, never created: asked first, so that a
-            // user who may not create namespaces (a Role in that one) runs there.
-            Some(ns) if cluster.namespace_exists(ns).unwrap_or(true) => (ns.clone(), false),
-            Some(ns) => match cluster.create_namespace(ns, &[k8s::POD_SECURITY]) {
-                Ok(()) => (ns.clone(), true),
-                Err(k8s::Error::Api { code: 409, .. }) => (ns.clone(), false),
-                Err(e) => return Err(e.to_string()),
+            Some(ns) => match cluster.namespace_exists(ns) {
+                Ok(true) => (ns.clone(), false),
+                // A user who may not read namespaces (a Role in that one only) runs there; a
+                // namespace that is not there then fails at the first object, naming it.
+                Err(k8s::Error::Api { code: 403, .. }) => (ns.clone(), false),
+                Ok(false) => {
+                    return Err(PlatformError::NoNamespace(format!(
+                        "namespace {ns} does not exist: a run given a namespace (--namespace, \
+                         [platform] namespace) neither creates nor deletes it; create it with \
+                         `kubectl create namespace {ns}`, or leave --namespace out for a \
+                         namespace the run makes and deletes"
+                    )))
+                }
+                Err(e) => return Err(open(e)),
             },
             None => {
                 let ns = k8s::namespace_name("proxybench");
                 cluster
                     .create_namespace(&ns, &[k8s::POD_SECURITY])
-                    .map_err(|e| e.to_string())?;
+                    .map_err(open)?;
                 (ns, true)
             }
         };
@@ -55,6 +68,7 @@ impl Kubernetes {
             created,
             spec: spec.clone(),
             closed: false,
+            run_id: std::sync::Mutex::new(k8s::namespace_name("pb")),
         })
     }
 
@@ -89,9 +103,11 @@ impl Platform for Kubernetes {
     }
 
     fn stage(&self, case: &Case, spec: StackSpec<'_>) -> Result<Box<dyn Stage>, StackError> {
+        let run_id = k8s::namespace_name("pb");
+        *self.run_id.lock().unwrap_or_else(|p| p.into_inner()) = run_id.clone();
         let stage = super::KubeStage::up(
             self.cluster.clone(),
-            &self.namespace,
+            (&self.namespace, &run_id),
             &self.spec,
             case,
             spec,
@@ -119,15 +135,20 @@ impl Platform for Kubernetes {
         if loopback && self.created {
             self.cluster
                 .label_namespace(&self.namespace, k8s::POD_SECURITY.0, "privileged")
-                .map_err(|e| crate::error::PlatformError::Agents(e.to_string()))?;
+                .map_err(|e| PlatformError::Agents(e.to_string()))?;
         }
+        let run_id = self
+            .run_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let a = crate::platform::agents::KubeAgents::start(
             self.cluster.clone(),
-            &self.namespace,
+            (&self.namespace, &run_id),
             (&image, &super::Pulling::of(&self.spec)),
             spec,
         )
-        .map_err(crate::error::PlatformError::Agents)?;
+        .map_err(PlatformError::Agents)?;
         Ok(Box::new(a))
     }
 }

@@ -4,12 +4,12 @@
 use super::backends::{self, BackendPods, BACKEND_PORT};
 use super::manifests::{
     check_in_pod, config_map, config_volume, deployment, labels, meta, proxy_stop, sh, tls_mount,
-    tls_volume, PodScripts,
+    tls_volume, PodScripts, TLS_SECRET,
 };
 use super::records::{log_levels, split_followed, split_logs};
 use super::{
-    next_port, platform, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE, LISTENER_BASE,
-    POD_PATH_ENV, POD_PREFIX, PROXY_SERVICE, ROLE, SERVICE_BOUND,
+    named, next_port, platform, run_selector, KubeStage, Pulling, ADMIN_BASE, BOUND, DEFAULT_IMAGE,
+    LISTENER_BASE, POD_PATH_ENV, POD_PREFIX, PROXY, ROLE, SERVICE_BOUND,
 };
 use crate::error::StackError;
 use crate::platform::{Applied, Served, StackSpec};
@@ -18,7 +18,7 @@ use k8s::collect::PromTarget;
 use k8s::k8s_openapi::api::apps::v1::Deployment;
 use k8s::k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerPort, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
-    PodSpec, Probe, Secret, Service, ServicePort, ServiceSpec, SleepAction,
+    Pod, PodSpec, Probe, Secret, Service, ServicePort, ServiceSpec, SleepAction,
     TopologySpreadConstraint, VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -39,16 +39,18 @@ impl KubeStage {
     /// the proxy Deployment (config checked by the proxy's own checker first), the collectors
     /// and the log followers; returns once every pod is Ready. A case that cannot come up (a
     /// pod never Ready, a refused config) deletes what it made before it returns the error,
-    /// also in a namespace the run did not make.
+    /// also in a namespace the run did not make. Everything it makes carries `run_id` in its
+    /// name and as its `app.kubernetes.io/instance` label.
     pub(crate) fn up(
         cluster: Cluster,
-        namespace: &str,
+        (namespace, run_id): (&str, &str),
         spec: &PlatformSpec,
         case: &Case,
         stack: StackSpec<'_>,
     ) -> Result<KubeStage, StackError> {
         let mut made = None;
-        match Self::up_into(&mut made, cluster, namespace, spec, case, stack) {
+        let at = (namespace, run_id);
+        match Self::up_into(&mut made, cluster, at, spec, case, stack) {
             Ok(()) => made.ok_or_else(|| platform("the stage was not made")),
             Err(e) => {
                 if let Some(mut st) = made {
@@ -63,7 +65,7 @@ impl KubeStage {
     fn up_into(
         made: &mut Option<KubeStage>,
         cluster: Cluster,
-        namespace: &str,
+        (namespace, run_id): (&str, &str),
         spec: &PlatformSpec,
         case: &Case,
         stack: StackSpec<'_>,
@@ -72,6 +74,22 @@ impl KubeStage {
         let ns = namespace.to_string();
         let c = &cluster;
         let logs_dir = stack.work.join("pod-logs");
+        let run_id = run_id.to_string();
+        // A Service name is a DNS-1035 label (at most 63 characters): refused before anything
+        // is made.
+        for g in &case.backends {
+            let name = backends::deployment_name(&g.name, &run_id);
+            if name.len() > 63 {
+                return Err(platform(format!(
+                    "backend group '{}': its Deployment and Service `{name}` would have {} \
+                     characters, over Kubernetes' 63: on Kubernetes a group's name has at most \
+                     {} characters",
+                    g.name,
+                    name.len(),
+                    63 - (name.len() - g.name.len())
+                )));
+            }
+        }
         for d in [&stack.work, &stack.configs_out] {
             std::fs::create_dir_all(d).map_err(|source| StackError::Io {
                 path: d.clone(),
@@ -122,14 +140,15 @@ impl KubeStage {
             notes: Vec::new(),
             endpoints: None,
             probes: None,
-            run_id: k8s::namespace_name("pb"),
             backends: BackendPods::new(
                 c,
                 &ns,
+                &run_id,
                 case.backends.iter().map(|g| g.name.clone()).collect(),
                 &stack.work.join("backend-logs"),
                 origin,
             )?,
+            run_id,
         });
         st.watch(spec)?;
         st.metrics
@@ -174,12 +193,18 @@ impl KubeStage {
         c.check_images(&images).map_err(platform)?;
         for g in &case.backends {
             st.groups.push(g.name.clone());
-            let name = format!("backend-{}", g.name);
-            let l = labels(&[(ROLE, "backend"), ("proxybench/group", &g.name)]);
-            let pod = st
-                .pulling
-                .apply(backends::pod_spec(&image, &g.name, &g.profile));
-            c.apply_object(&ns, &deployment(&name, &l, g.count, pod))
+            let name = backends::deployment_name(&g.name, &st.run_id);
+            let l = labels(
+                &st.run_id,
+                &[(ROLE, "backend"), ("proxybench/group", &g.name)],
+            );
+            let pod = st.pulling.apply(backends::pod_spec(
+                &image,
+                &g.name,
+                &g.profile,
+                &st.backends.token_secret(),
+            ));
+            c.apply_owned(&ns, &deployment(&name, &l, g.count, pod), &st.run_id)
                 .map_err(platform)?;
             let svc = Service {
                 metadata: meta(&name, &l),
@@ -195,11 +220,16 @@ impl KubeStage {
                 }),
                 ..Default::default()
             };
-            c.apply_object(&ns, &svc).map_err(platform)?;
+            c.apply_owned(&ns, &svc, &st.run_id).map_err(platform)?;
         }
         // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
-            backends::wait_group(c, &ns, &g.name, (g.count as i32, spec.ready_timeout))?;
+            backends::wait_group(
+                c,
+                &ns,
+                (&g.name, &st.run_id),
+                (g.count as i32, spec.ready_timeout),
+            )?;
         }
         // The proxy.
         let Some(cfg) = st.served.config.clone() else {
@@ -240,7 +270,9 @@ impl KubeStage {
             .clone()
             .unwrap_or_else(|| scripts.image.into());
         st.scripts = Some(scripts);
-        let pl = labels(&[(ROLE, "proxy")]);
+        let pl = labels(&st.run_id, &[(ROLE, "proxy")]);
+        let proxy_name = st.name(PROXY);
+        let tls_secret = st.name(TLS_SECRET);
         if let Some(t) = &stack.tls {
             let read = |p: &PathBuf| {
                 std::fs::read_to_string(p).map_err(|source| StackError::Io {
@@ -251,33 +283,34 @@ impl KubeStage {
             let mut sd = BTreeMap::new();
             sd.insert("cert.pem".to_string(), read(&t.cert)?);
             sd.insert("key.pem".to_string(), read(&t.key)?);
-            c.apply_object(
+            c.apply_owned(
                 &ns,
                 &Secret {
-                    metadata: meta("proxy-tls", &pl),
+                    metadata: meta(&tls_secret, &pl),
                     string_data: Some(sd),
                     ..Default::default()
                 },
+                &st.run_id,
             )
             .map_err(platform)?;
         }
         // The proxy's own checker, in a pod of its image, before any replica gets the config.
         if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
             if st.served.tls.is_some() {
-                let _ = c.delete_object::<Secret>(&ns, "proxy-tls", BOUND);
+                let _ = c.delete_object::<Secret>(&ns, &tls_secret, BOUND);
             }
             return Err(e);
         }
-        c.apply_object(&ns, &config_map("proxy", &pl, &rendered))
+        c.apply_owned(&ns, &config_map(&proxy_name, &pl, &rendered), &st.run_id)
             .map_err(platform)?;
-        let mut volumes = vec![config_volume("proxy")];
+        let mut volumes = vec![config_volume(&proxy_name)];
         let mut mounts = vec![VolumeMount {
             name: "config".into(),
             mount_path: "/config".into(),
             ..Default::default()
         }];
         if stack.tls.is_some() {
-            volumes.push(tls_volume());
+            volumes.push(tls_volume(&tls_secret));
             mounts.push(tls_mount());
         }
         let (grace, pre_stop) = proxy_stop(spec);
@@ -354,7 +387,7 @@ impl KubeStage {
             ..Default::default()
         };
         st.followers = Some(
-            c.follow_logs(&ns, &format!("{ROLE}=proxy"), &logs_dir, origin)
+            c.follow_logs(&ns, &st.role_selector(PROXY), &logs_dir, origin)
                 .map_err(platform)?,
         );
         let kind = match spec.service_type {
@@ -363,18 +396,22 @@ impl KubeStage {
             scenario::ServiceKind::LoadBalancer => ServiceType::LoadBalancer,
         };
         st.service = Some((kind, None));
-        st.endpoints = Some(c.watch_endpoints(&ns, PROXY_SERVICE, origin));
+        st.endpoints = Some(c.watch_endpoints(&ns, &proxy_name, origin));
         st.apply_service()?;
         let pod = st.pulling.apply(pod);
-        c.apply_object(&ns, &deployment("proxy", &pl, cfg.replicas, pod))
-            .map_err(platform)?;
+        c.apply_owned(
+            &ns,
+            &deployment(&proxy_name, &pl, cfg.replicas, pod),
+            &st.run_id,
+        )
+        .map_err(platform)?;
         st.probes = Some(c.sample_probes(
             &ns,
-            &format!("{ROLE}=proxy"),
+            &st.role_selector(PROXY),
             origin,
             Duration::from_secs(1),
         ));
-        c.wait_deployment_ready(&ns, "proxy", cfg.replicas as i32, st.ready_bound)
+        c.wait_deployment_ready(&ns, &proxy_name, cfg.replicas as i32, st.ready_bound)
             .map_err(platform)?;
         st.find_paths(cfg.replicas)?;
         Ok(())
@@ -396,7 +433,10 @@ impl KubeStage {
         if lost.is_empty() {
             return;
         }
-        let Ok(pods) = self.cluster.pods(&self.namespace, Some(ROLE)) else {
+        let Ok(pods) = self
+            .cluster
+            .pods(&self.namespace, Some(&run_selector(&self.run_id, ROLE)))
+        else {
             return;
         };
         for p in pods {
@@ -424,13 +464,14 @@ impl KubeStage {
         let Some((kind, _)) = self.service else {
             return Ok(());
         };
-        let l = labels(&[(ROLE, "proxy")]);
+        let l = labels(&self.run_id, &[(ROLE, "proxy")]);
         let ports: BTreeSet<u16> = self.served.ports.values().copied().collect();
         let ports: Vec<(String, u16)> = ports.into_iter().map(|p| (format!("p{p}"), p)).collect();
         self.cluster
-            .apply_object(
+            .apply_owned(
                 &self.namespace,
-                &k8s::service(PROXY_SERVICE, &l, &l, kind, &ports),
+                &k8s::service(&self.name(PROXY), &l, &l, kind, &ports),
+                &self.run_id,
             )
             .map(|_| ())
             .map_err(platform)
@@ -469,14 +510,15 @@ impl KubeStage {
         let Some((kind, _)) = self.service else {
             return Ok(());
         };
-        let addr = c.service_address(&ns, PROXY_SERVICE).map_err(platform)?;
+        let svc = self.name(PROXY);
+        let addr = c.service_address(&ns, &svc).map_err(platform)?;
         let Some(ip) = addr.cluster_ip else {
             return Err(platform("the proxy's Service has no ClusterIP"));
         };
         // Every replica in the endpoints, then the address answers from here.
         let t = Instant::now();
         loop {
-            let eps = c.endpoints(&ns, PROXY_SERVICE).map_err(platform)?;
+            let eps = c.endpoints(&ns, &svc).map_err(platform)?;
             if eps.iter().filter(|e| e.ready).count() >= replicas as usize {
                 break;
             }
@@ -509,7 +551,7 @@ impl KubeStage {
         }
         self.notes.push(if answered {
             format!(
-                "The loads aimed at the proxy's Service `{PROXY_SERVICE}` ({kind}) at its \
+                "The loads aimed at the proxy's Service `{svc}` ({kind}) at its \
                  ClusterIP {ip} (port {}), from this machine or, for a load with agents, from \
                  their pods: kube-proxy spread their connections over the Service's ready \
                  endpoints, as users' traffic is.",
@@ -517,7 +559,7 @@ impl KubeStage {
             )
         } else {
             format!(
-                "The proxy's Service `{PROXY_SERVICE}` ({kind}) at its ClusterIP {ip} did not \
+                "The proxy's Service `{svc}` ({kind}) at its ClusterIP {ip} did not \
                  answer from this machine within {SERVICE_BOUND:?} (a cluster whose Service \
                  network it does not route): every load aimed there ran from agents in the \
                  cluster, one each unless it asked for more (agents = N)."
@@ -567,7 +609,10 @@ impl KubeStage {
         for g in &self.groups {
             let eps = self
                 .cluster
-                .endpoints(&self.namespace, &format!("backend-{g}"))
+                .endpoints(
+                    &self.namespace,
+                    &named(&format!("backend-{g}"), &self.run_id),
+                )
                 .map_err(platform)?;
             let addrs: Vec<SocketAddr> = eps
                 .iter()
@@ -624,7 +669,7 @@ impl KubeStage {
     pub(super) fn proxy_pods(&self) -> Result<Vec<k8s::PodInfo>, StackError> {
         let pods = self
             .cluster
-            .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
+            .pods(&self.namespace, Some(&self.role_selector(PROXY)))
             .map_err(platform)?;
         Ok(pods
             .into_iter()
@@ -848,23 +893,30 @@ impl Stage for KubeStage {
 
     fn down(&mut self) -> Down {
         let mut err = None;
-        // Delete our Deployments so that the proxy pods end (their logs end with them).
-        let mut names = vec!["proxy".to_string()];
-        names.extend(self.groups.iter().map(|g| format!("backend-{g}")));
-        for n in &names {
-            if let Err(e) = self.cluster.scale_deployment(&self.namespace, n, 0) {
-                if !e.is_not_found() {
-                    err.get_or_insert(platform(e));
+        // What the case made, found by its labels (managed-by and its run id), never by a name a
+        // user's object could share.
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let mine = run_selector(&self.run_id, "");
+        // Our Deployments to zero, so that the proxy pods end (their logs end with them).
+        match c.names_labelled::<Deployment>(&ns, &mine) {
+            Ok(names) => {
+                for n in &names {
+                    if let Err(e) = c.scale_deployment(&ns, n, 0) {
+                        if !e.is_not_found() {
+                            err.get_or_insert(platform(e));
+                        }
+                    }
                 }
+            }
+            Err(e) => {
+                err.get_or_insert(platform(e));
             }
         }
         self.let_go_of_lost_nodes();
         let t = Instant::now();
+        let proxies = self.role_selector(PROXY);
         while t.elapsed() < BOUND {
-            match self
-                .cluster
-                .pods(&self.namespace, Some(&format!("{ROLE}=proxy")))
-            {
+            match c.pods(&ns, Some(&proxies)) {
                 Ok(p) if p.is_empty() => break,
                 _ => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -897,29 +949,22 @@ impl Stage for KubeStage {
         }
         // What the case made goes with it, also from a namespace the run did not make (the
         // user's, with `--namespace`), where nothing of ours may stay behind.
-        let (c, ns) = (&self.cluster, self.namespace.as_str());
-        let mut gone = |r: Result<Duration, k8s::Error>| {
+        let mut gone = |r: Result<usize, k8s::Error>| {
             if let Err(e) = r {
                 err.get_or_insert(platform(e));
             }
         };
-        for n in &names {
-            gone(c.delete_object::<Deployment>(ns, n, BOUND));
-        }
-        for g in &self.groups {
-            gone(c.delete_object::<Service>(ns, &format!("backend-{g}"), BOUND));
-        }
-        gone(c.delete_object::<Secret>(ns, backends::TOKEN_SECRET, BOUND));
+        gone(c.delete_labelled::<Deployment>(&ns, &mine, BOUND));
+        gone(c.delete_labelled::<Service>(&ns, &mine, BOUND));
+        gone(c.delete_labelled::<ConfigMap>(&ns, &mine, BOUND));
+        gone(c.delete_labelled::<Secret>(&ns, &mine, BOUND));
+        // A config check's pod that outlived its wait.
+        gone(c.delete_labelled::<Pod>(
+            &ns,
+            &run_selector(&self.run_id, &format!("{ROLE}=proxy-check")),
+            BOUND,
+        ));
         self.reach.clear();
-        if self.service.is_some() {
-            gone(c.delete_object::<Service>(ns, PROXY_SERVICE, BOUND));
-        }
-        if self.scripts.is_some() {
-            gone(c.delete_object::<ConfigMap>(ns, "proxy", BOUND));
-            if self.served.tls.is_some() {
-                gone(c.delete_object::<Secret>(ns, "proxy-tls", BOUND));
-            }
-        }
         let mut rec = self.record();
         rec.counters_missing = missing;
         if self.watched_levels {
@@ -1027,7 +1072,8 @@ duration = "1s"
             ..PlatformSpec::default()
         };
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut st = KubeStage::up(cluster.clone(), &ns, &pspec, case, spec)
+            let run = k8s::namespace_name("pb");
+            let mut st = KubeStage::up(cluster.clone(), (&ns, &run), &pspec, case, spec)
                 .unwrap_or_else(|e| panic!("{e}"));
             let port = st.listener_port(false).unwrap();
             let ip = st.listener_ip();

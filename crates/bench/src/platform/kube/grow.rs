@@ -238,7 +238,7 @@ impl KubeStage {
         {
             return Ok(None);
         }
-        let service = g.backend.as_deref().map(super::backends::deployment_of);
+        let service = g.backend.as_deref().map(|b| self.backends.deployment_of(b));
         let backend = match (&service, &g.backend_ref) {
             (Some(s), _) => BackendRef {
                 service: s,
@@ -268,7 +268,7 @@ impl KubeStage {
     pub(super) fn backend_services(&self) -> std::collections::BTreeMap<String, String> {
         self.groups
             .iter()
-            .map(|g| (g.clone(), super::backends::deployment_of(g)))
+            .map(|g| (g.clone(), self.backends.deployment_of(g)))
             .collect()
     }
 

@@ -16,6 +16,18 @@ pub struct TlsFiles {
     pub ca: PathBuf,
 }
 
+/// A self-signed certificate for `hosts` and its key, as PEM text: the Secret a generated
+/// growth of HTTPS listeners terminates with (Kubernetes holds it; no file is written).
+pub fn self_signed_pem(hosts: &[String]) -> Result<(String, String), Error> {
+    let fail = |e: rcgen::Error| Error::Invalid(format!("certificate: {e}"));
+    let key = KeyPair::generate().map_err(fail)?;
+    let cert = CertificateParams::new(hosts.to_vec())
+        .map_err(fail)?
+        .self_signed(&key)
+        .map_err(fail)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
 /// Generates a CA and a leaf certificate valid for `names` (plus `localhost` and 127.0.0.1) and
 /// writes `ca.pem`, `cert.pem` and `key.pem` into `dir`.
 pub fn self_signed(names: &[String], dir: &Path) -> Result<TlsFiles, Error> {

@@ -847,8 +847,14 @@ impl Plan<'_> {
                     (None, None) => return Err("grow: a built-in generator needs a backend".into()),
                 };
                 Some(
-                    crate::generators::params(g, ns, "check", backend)
-                        .map_err(|e| format!("grow: {e}"))?,
+                    crate::generators::params(
+                        g,
+                        ns,
+                        "check",
+                        backend,
+                        &crate::generators::stand_in_certificate,
+                    )
+                    .map_err(|e| format!("grow: {e}"))?,
                 )
             }
         };

@@ -94,15 +94,30 @@ pub fn hostname_template(g: &GrowSpec) -> String {
     })
 }
 
+/// Makes a certificate (PEM) and its key for a list of hostnames: the platform's is real
+/// (`proxy::tls::self_signed_pem`); a check gives [`stand_in_certificate`], so that the
+/// scenario language needs no cryptography (its readers, such as the analysis, stay free of
+/// anything that touches the machine).
+pub type MakeCertificate<'a> = &'a dyn Fn(&[String]) -> Result<(String, String), String>;
+
+/// A certificate and key that only look like PEM: what a checked (not run) growth renders.
+pub fn stand_in_certificate(_hosts: &[String]) -> Result<(String, String), String> {
+    Ok((
+        "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n".into(),
+        "-----BEGIN PRIVATE KEY-----\nstand-in\n-----END PRIVATE KEY-----\n".into(),
+    ))
+}
+
 /// The parameters of a built-in growth `g` in `namespace` for run `run`: the grow table's keys,
 /// every item's rendered hostname (`hostnames`), and, for HTTPS listeners without a named
-/// `secret`, a self-signed certificate for all of them (`tls_crt`, `tls_key`, made once per
-/// call: every item of a growth carries the same one).
+/// `secret`, a certificate from `certificate` for all of them (`tls_crt`, `tls_key`, made once
+/// per call: every item of a growth carries the same one).
 pub fn params(
     g: &GrowSpec,
     namespace: &str,
     run: &str,
     backend: BackendRef<'_>,
+    certificate: MakeCertificate<'_>,
 ) -> Result<Params, GeneratorError> {
     let (gw_ns, gw) = match g.gateway.as_deref().unwrap_or_default().split_once('/') {
         Some((ns, name)) => (ns.to_string(), name.to_string()),
@@ -129,7 +144,10 @@ pub fn params(
     let (secret, crt, key) = match (&g.secret, https) {
         (Some(s), _) => (s.clone(), String::new(), String::new()),
         (None, true) => {
-            let (crt, key) = certificate(&hostnames)?;
+            let mut hosts = hostnames.clone();
+            hosts.sort();
+            hosts.dedup();
+            let (crt, key) = certificate(&hosts).map_err(GeneratorError::Certificate)?;
             (format!("{gw}-grow-tls"), crt, key)
         }
         (None, false) => (String::new(), String::new(), String::new()),
@@ -157,20 +175,6 @@ pub fn params(
     p.insert("tls_crt".into(), s(&crt));
     p.insert("tls_key".into(), s(&key));
     Ok(p)
-}
-
-/// A self-signed certificate (PEM) and its key for `hosts`.
-fn certificate(hosts: &[String]) -> Result<(String, String), GeneratorError> {
-    let fail = |e: rcgen::Error| GeneratorError::Certificate(e.to_string());
-    let key = rcgen::KeyPair::generate().map_err(fail)?;
-    let mut sans: Vec<String> = hosts.to_vec();
-    sans.sort();
-    sans.dedup();
-    let cert = rcgen::CertificateParams::new(sans)
-        .map_err(fail)?
-        .self_signed(&key)
-        .map_err(fail)?;
-    Ok((cert.pem(), key.serialize_pem()))
 }
 
 /// A Gateway API hostname: lowercase DNS labels, the first of which may be `*`.
@@ -333,6 +337,7 @@ mod tests {
                 service: "backend-cafe",
                 port: 8080,
             },
+            &stand_in_certificate,
         )
         .unwrap();
         (0..g.to)
@@ -559,6 +564,7 @@ backend = "cafe""#,
                 service: "s",
                 port: 1,
             },
+            &stand_in_certificate,
         )
         .unwrap_err();
         assert!(e.to_string().contains("'A_0' of item 0"), "{e}");

@@ -251,9 +251,11 @@ impl KubeStage {
             }
             (None, None) => return Err("a built-in generator needs a backend".into()),
         };
-        params(g, ns, run, backend)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        params(g, ns, run, backend, &|hosts| {
+            proxy::tls::self_signed_pem(hosts).map_err(|e| e.to_string())
+        })
+        .map(Some)
+        .map_err(|e| e.to_string())
     }
 
     /// A templated `grow` on an external gateway: each step renders items n..n+by of the

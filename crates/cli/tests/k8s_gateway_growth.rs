@@ -198,7 +198,8 @@ fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
             port: 8080,
         };
         let p = params(&g, ns, "gen", backend, &|hosts| {
-            proxy::tls::self_signed_pem(hosts).map_err(|e| e.to_string())
+            proxy::tls::self_signed_pem(hosts)
+                .map_err(|e| scenario::generators::CertificateError(e.to_string()))
         })
         .unwrap();
         for i in 0..g.to {

@@ -98,10 +98,15 @@ pub fn hostname_template(g: &GrowSpec) -> String {
 /// (`proxy::tls::self_signed_pem`); a check gives [`stand_in_certificate`], so that the
 /// scenario language needs no cryptography (its readers, such as the analysis, stay free of
 /// anything that touches the machine).
-pub type MakeCertificate<'a> = &'a dyn Fn(&[String]) -> Result<(String, String), String>;
+pub type MakeCertificate<'a> = &'a dyn Fn(&[String]) -> Result<(String, String), CertificateError>;
+
+/// Why a certificate maker could not make one (its own words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CertificateError(pub String);
 
 /// A certificate and key that only look like PEM: what a checked (not run) growth renders.
-pub fn stand_in_certificate(_hosts: &[String]) -> Result<(String, String), String> {
+pub fn stand_in_certificate(_hosts: &[String]) -> Result<(String, String), CertificateError> {
     Ok((
         "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n".into(),
         "-----BEGIN PRIVATE KEY-----\nstand-in\n-----END PRIVATE KEY-----\n".into(),
@@ -147,7 +152,7 @@ pub fn params(
             let mut hosts = hostnames.clone();
             hosts.sort();
             hosts.dedup();
-            let (crt, key) = certificate(&hosts).map_err(GeneratorError::Certificate)?;
+            let (crt, key) = certificate(&hosts).map_err(|e| GeneratorError::Certificate(e.0))?;
             (format!("{gw}-grow-tls"), crt, key)
         }
         (None, false) => (String::new(), String::new(), String::new()),

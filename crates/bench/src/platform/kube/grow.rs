@@ -252,7 +252,8 @@ impl KubeStage {
             (None, None) => return Err("a built-in generator needs a backend".into()),
         };
         params(g, ns, run, backend, &|hosts| {
-            proxy::tls::self_signed_pem(hosts).map_err(|e| e.to_string())
+            proxy::tls::self_signed_pem(hosts)
+                .map_err(|e| scenario::generators::CertificateError(e.to_string()))
         })
         .map(Some)
         .map_err(|e| e.to_string())

@@ -1,14 +1,16 @@
 //! Cluster actions in another namespace, on the real test cluster (`make test-k8s`): a run's
 //! `scale` and `rollout_restart` act on a StatefulSet and a Deployment (and `rollout_restart` on
 //! a DaemonSet) in a second namespace (made and deleted by the test, never by the run), and what
-//! the record says is checked against the API's state afterwards.
+//! the record says is checked against the API's state afterwards. The runs are under the Roles
+//! `proxybench k8s rbac --scenario` prints (the other namespace's included); the tests set up as
+//! admin, and so does the SIGKILL test (a run killed midway, then `k8s clean`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{cluster, data, leftover, namespace, run_k8s, test_namespace};
+use kube::{cluster, data, leftover, namespace, run_k8s_as_role, test_namespace};
 
 /// A Deployment `web` and a StatefulSet `db`, one pause pod each, and a DaemonSet `agent` on
 /// the node `NODE` (this machine: the other node may be taken away by another test).
@@ -183,7 +185,7 @@ namespace = "{other}"
         .unwrap();
         let root = dir.path().join("results");
         let ns = test_namespace("actions");
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let out = run_k8s_as_role(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "the run failed: {stderr}");
         let d = data(&root, &out);
@@ -311,7 +313,7 @@ wait = \"delete\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("wait");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The second wait cannot be met: the action fails, the run goes on and exits 1.
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -405,12 +407,19 @@ timeout = \"30s\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("route");
-    let child = kube::run_command(&root, &ns, &[])
-        .arg(&scenario)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Under the Role `k8s rbac --scenario` prints (HTTPRoutes included); the test, as admin,
+    // plays the controller.
+    let kc = kube::bound_kubeconfig_for(&ns, dir.path(), Some(&scenario));
+    let child = kube::with_flag(
+        kube::run_command(&root, &ns, &[]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(&scenario)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Wait for the route to exist (the run applies it 1 s into its case), then accept it.
     let seen = std::time::Instant::now();
     loop {
@@ -439,8 +448,10 @@ timeout = \"30s\"
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = child.wait_with_output().unwrap();
+    kube::unbind(&ns);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
+    assert!(!stderr.to_lowercase().contains("forbidden"), "{stderr}");
     let d = data(&root, &out);
     let events = d["cases"][0]["events"].as_array().unwrap().clone();
     assert_eq!(events.len(), 1, "{events:?}");

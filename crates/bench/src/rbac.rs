@@ -88,7 +88,7 @@ pub fn needs(scn: &Scenario, run_ns: Option<&str>) -> Result<Needs, RbacError> {
             }
         }
         for step in &case.steps {
-            action_needs(&mut n, scn, case, &step.action, step.at, run_ns)?;
+            action_needs(&mut n, case, &step.action, step.at, run_ns)?;
         }
     }
     Ok(n)
@@ -96,7 +96,6 @@ pub fn needs(scn: &Scenario, run_ns: Option<&str>) -> Result<Needs, RbacError> {
 
 fn action_needs(
     n: &mut Needs,
-    scn: &Scenario,
     case: &Case,
     action: &Action,
     at: std::time::Duration,
@@ -141,7 +140,7 @@ fn action_needs(
             let target = ns.or(run_ns).unwrap_or("rbac");
             let docs = if file.extension().is_some_and(|e| e == "j2") {
                 let text = read(file)?;
-                let rendered = render(scn, case, file, &text, 0, target, None)?;
+                let rendered = render(case, file, &text, 0, target, None)?;
                 k8s::manifest::parse_text(file, &rendered)?
             } else {
                 k8s::manifest::parse_manifest(file)?
@@ -161,7 +160,7 @@ fn action_needs(
             })?;
             let params = generator_params(g, target)?;
             for i in 0..g.to {
-                let rendered = render(scn, case, &path, &text, i, target, params.as_ref())?;
+                let rendered = render(case, &path, &text, i, target, params.as_ref())?;
                 let docs = k8s::manifest::parse_text(&path, &rendered)?;
                 objects_needs(n, &docs, gns, &w);
             }
@@ -239,7 +238,6 @@ fn read(file: &Path) -> Result<String, RbacError> {
 /// Item `i` of a template, rendered as the run renders it, with stand-ins for the run's id and
 /// its backend Services (names, not kinds, differ).
 fn render(
-    _scn: &Scenario,
     case: &Case,
     file: &Path,
     text: &str,

@@ -12,5 +12,6 @@ pub mod grow;
 pub mod platform;
 pub mod procfs;
 pub mod progress;
+pub mod rbac;
 pub mod reach;
 pub mod runner;

@@ -20,7 +20,9 @@ enum K8sCmd {
     Clean(CleanArgs),
     /// Print the RBAC objects a run needs, as YAML to apply: a Role and RoleBinding in one
     /// namespace (runs with --namespace), else a ClusterRole and ClusterRoleBinding (runs that
-    /// make their own namespace).
+    /// make their own namespace). With --scenario, also what that scenario does elsewhere: a
+    /// Role and RoleBinding in each other namespace it names, with only what it does there, the
+    /// kinds its manifests name, and a ClusterRole for cluster-scoped kinds.
     Rbac(RbacArgs),
 }
 
@@ -34,6 +36,12 @@ struct RbacArgs {
     /// `NS/NAME`.
     #[arg(long, value_name = "[NS/]NAME", default_value = "proxybench")]
     service_account: String,
+    /// A scenario (a file or a built-in name), parsed as `check --platform kubernetes` parses
+    /// it: add what its actions, probes, collectors, loads' Gateways and manifests (apply and
+    /// delete files, `.j2` templates, growth templates and generators) need, per namespace,
+    /// each rule naming the case and action that needs it.
+    #[arg(long, value_name = "FILE|NAME")]
+    scenario: Option<String>,
 }
 
 /// Flags of `proxybench k8s clean`.
@@ -87,7 +95,29 @@ fn rbac(a: RbacArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
-    print!("{}", k8s::rbac(a.namespace.as_deref(), &ns, &name));
+    let Some(file) = &a.scenario else {
+        print!("{}", k8s::rbac(a.namespace.as_deref(), &ns, &name));
+        return Ok(ExitCode::SUCCESS);
+    };
+    let opts = scenario::ParseOptions {
+        platform: scenario::PlatformOverride {
+            kind: Some(scenario::PlatformKind::Kubernetes),
+            namespace: a.namespace.clone(),
+            ..scenario::PlatformOverride::default()
+        },
+        skip_file_checks: false,
+        ..analysis::parse_options()
+    };
+    // The full form: the --quick form's actions are the same, fewer or shorter.
+    let scn = crate::cmd_run::load_scenario(file, false, &opts)?;
+    // The run's namespace: --namespace, else the scenario's own [platform] namespace.
+    let run_ns = a
+        .namespace
+        .clone()
+        .or_else(|| scn.platform.namespace.clone());
+    let needs = bench::rbac::needs(&scn, run_ns.as_deref())
+        .map_err(|e| CliError::usage(format!("{}: {e}", scn.file)))?;
+    print!("{}", k8s::rbac_for(&needs, &ns, &name));
     Ok(ExitCode::SUCCESS)
 }
 

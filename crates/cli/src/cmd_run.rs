@@ -173,7 +173,11 @@ pub struct CompareArgs {
     junit: Option<PathBuf>,
 }
 
-fn load_scenario(arg: &str, quick: bool, opts: &ParseOptions) -> Result<Scenario, CliError> {
+pub(crate) fn load_scenario(
+    arg: &str,
+    quick: bool,
+    opts: &ParseOptions,
+) -> Result<Scenario, CliError> {
     let src = match scenario::catalogue::builtin(arg) {
         Some(s) => s,
         None => {

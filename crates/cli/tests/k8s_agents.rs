@@ -14,19 +14,34 @@ use std::time::{Duration, Instant};
 mod kube;
 use kube::{cluster, find, run_command, test_namespace, var};
 
-/// `proxybench load --agents N --platform kubernetes` in namespace `ns` (which the run makes
-/// and deletes), with the test image, then `args`.
+/// `proxybench load --agents N --platform kubernetes` in namespace `ns` (the test's), with the
+/// test image, then `args`, as ServiceAccount `bench` bound to what `proxybench k8s rbac
+/// --namespace ns` prints (`kube::bound_kubeconfig`; the test calls [`done`] after it).
 fn load(ns: &str, agents: u32, args: &[&str]) -> Command {
+    let dir = std::env::temp_dir().join(format!("pb-{ns}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = kube::bound_kubeconfig(ns, &dir);
     let mut c = Command::new(env!("CARGO_BIN_EXE_proxybench"));
     c.args(["load", "--agents", &agents.to_string()])
         .args(["--platform", "kubernetes", "--kubeconfig"])
-        .arg(var("PROXYBENCH_TEST_KUBECONFIG"))
+        .arg(kc)
         .args(["--namespace", ns])
         .args(args);
     if !args.contains(&"--image") {
         c.args(["--image", &var("PROXYBENCH_TEST_IMAGE")]);
     }
     c
+}
+
+/// After a [`load`] in `ns`: its cluster-wide binding deleted, and no call of it was refused
+/// (`stderr` says no "forbidden").
+fn done(ns: &str, stderr: &str) {
+    kube::unbind(ns);
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("pb-{ns}")));
+    assert!(
+        !stderr.to_lowercase().contains("forbidden"),
+        "a permission of the Role was missing: {stderr}"
+    );
 }
 
 /// Waits (at most a minute) until namespace `ns` is gone: the run deletes it, with the Job.
@@ -67,6 +82,7 @@ fn k8s_three_agent_pods_send_exactly_what_nginx_logged() {
     .unwrap();
     let took = t0.elapsed();
     let stderr = text(&out.stderr);
+    done(&ns, &stderr);
     assert!(out.status.success(), "{stderr}");
     let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // nginx writes a request's log line after its response: give the last ones a moment.
@@ -182,6 +198,7 @@ fn k8s_a_killed_agent_pod_is_reported_lost_and_the_job_is_deleted() {
     c.delete_pod(&ns, &victim, Some(Duration::ZERO)).unwrap();
     let out = output(child);
     let stderr = text(&out.stderr);
+    done(&ns, &stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!("proxybench: agent {victim} lost: ")),
@@ -227,6 +244,7 @@ fn k8s_agents_that_cannot_start_fail_with_their_pods_state_and_are_deleted() {
     .output()
     .unwrap();
     let stderr = text(&out.stderr);
+    done(&ns, &stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
@@ -274,6 +292,7 @@ fn k8s_ctrl_c_stops_the_agents_keeps_their_results_and_deletes_the_job() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = output(child);
     let stderr = text(&out.stderr);
+    done(&ns, &stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("proxybench: interrupted; results so far"),
@@ -335,10 +354,7 @@ agents = 2
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("agentscn");
-    let out = run_command(&root, &ns, &[])
-        .arg(&scenario)
-        .output()
-        .unwrap();
+    let out = kube::run_as_role(run_command(&root, &ns, &[]), &root, &scenario, &ns, &[]);
     let stderr = text(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -440,7 +456,7 @@ fn k8s_a_load_whose_service_does_not_answer_here_runs_from_an_agent_pod() {
     let ns = test_namespace("remote");
     let out = {
         let _rule = NoServiceRouteFromHere::add();
-        kube::run_k8s(&root, &scenario, &ns, &[])
+        kube::run_k8s_as_role(&root, &scenario, &ns, &[])
     };
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -5,12 +5,13 @@
 //! fixed 20 ms delay in the same pod). A run of the cafe stack watches the one's logs by level
 //! and scrapes the other: the levels are counted exactly, `cluster.log_errors == 3` passes, and
 //! the scrape's series come from that namespace by type. The metrics API is sampled in that
-//! namespace by the watch's selector.
+//! namespace by the watch's selector. The run is under the Role `proxybench k8s rbac --scenario`
+//! prints (the other namespace's Role included); the test sets up as admin.
 
 #[path = "common/k8s.rs"]
 mod kube;
 
-use kube::{data, kubectl, namespace, on_cluster, run_k8s, test_namespace, var};
+use kube::{data, kubectl, namespace, on_cluster, run_k8s_as_role, test_namespace, var};
 use serde_json::Value;
 
 /// The control plane's lines: 5 info, 2 warn, 3 error (msgs e1..e3), 1 that is not JSON.
@@ -153,7 +154,8 @@ fn k8s_a_control_planes_log_levels_and_an_exporter_in_another_namespace_are_coll
         );
         std::fs::write(&scenario, text).unwrap();
         let root = dir.path().join("results");
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        // Under the Role `k8s rbac --scenario` prints: its Role in the other namespace.
+        let out = run_k8s_as_role(&root, &scenario, &ns, &[]);
         let d = data(&root, &out);
         assert_eq!(
             out.status.code(),

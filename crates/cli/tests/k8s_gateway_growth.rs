@@ -6,7 +6,8 @@
 //! load through the gateway's Service. Every step's time to ready is probed at both replicas on
 //! their own; the records are checked for consistency and every route is asked at every replica
 //! afterwards. The shorter growth (5 routes, probed through port-forwards) takes its routes from
-//! the built-in routes generator (no template) instead.
+//! the built-in routes generator (no template) instead. Every run is under the Role `proxybench
+//! k8s rbac --scenario` prints for it; the tests set the gateway up as admin.
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -331,11 +332,19 @@ at = "2s"
         )
         .unwrap();
         let root = dir.path().join("results");
-        let mut cmd = kube::run_command(&root, &ns, &[]);
-        if forward {
-            cmd.env("PROXYBENCH_K8S_POD_PATH", "port-forward");
-        }
-        let out = cmd.arg(&scenario).output().unwrap();
+        let envs: &[(&str, &str)] = if forward {
+            &[("PROXYBENCH_K8S_POD_PATH", "port-forward")]
+        } else {
+            &[]
+        };
+        // Under the Role `k8s rbac --scenario` prints; the test set the gateway up as admin.
+        let out = kube::run_as_role(
+            kube::run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            envs,
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         assert!(
@@ -607,10 +616,13 @@ grow = {{ what = "upstream_servers", backend = "cafe", to = {to}, by = 1, pause 
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_command(&root, &ns, &[])
-            .arg(&scenario)
-            .output()
-            .unwrap();
+        let out = kube::run_as_role(
+            kube::run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            &[],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         let case = &d["cases"][0];
@@ -767,10 +779,13 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_command(&root, &ns, &[])
-            .arg(&scenario)
-            .output()
-            .unwrap();
+        let out = kube::run_as_role(
+            kube::run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            &[],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "the last probe fails: {stderr}");
         let d = data(&root, &out);

@@ -1,14 +1,17 @@
 //! Cluster actions in another namespace, on the real test cluster (`make test-k8s`): a run's
 //! `scale` and `rollout_restart` act on a StatefulSet and a Deployment (and `rollout_restart` on
 //! a DaemonSet) in a second namespace (made and deleted by the test, never by the run), and what
-//! the record says is checked against the API's state afterwards.
+//! the record says is checked against the API's state afterwards. The runs are under the Roles
+//! `proxybench k8s rbac --scenario` prints (the other namespace's included); the tests set up as
+//! admin. In the SIGKILL test, the run in a namespace the user made and its `k8s clean --namespace`
+//! are under the Role; the run that makes its own namespace stays admin (a ClusterRole's case).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 #[path = "common/k8s.rs"]
 mod kube;
-use kube::{cluster, data, leftover, namespace, run_k8s, test_namespace};
+use kube::{cluster, data, leftover, namespace, run_k8s_as_role, test_namespace};
 
 /// A Deployment `web` and a StatefulSet `db`, one pause pod each, and a DaemonSet `agent` on
 /// the node `NODE` (this machine: the other node may be taken away by another test).
@@ -183,7 +186,7 @@ namespace = "{other}"
         .unwrap();
         let root = dir.path().join("results");
         let ns = test_namespace("actions");
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let out = run_k8s_as_role(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "the run failed: {stderr}");
         let d = data(&root, &out);
@@ -311,7 +314,7 @@ wait = \"delete\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("wait");
-    let out = run_k8s(&root, &scenario, &ns, &[]);
+    let out = run_k8s_as_role(&root, &scenario, &ns, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The second wait cannot be met: the action fails, the run goes on and exits 1.
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -405,12 +408,19 @@ timeout = \"30s\"
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("route");
-    let child = kube::run_command(&root, &ns, &[])
-        .arg(&scenario)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Under the Role `k8s rbac --scenario` prints (HTTPRoutes included); the test, as admin,
+    // plays the controller.
+    let kc = kube::bound_kubeconfig_for(&ns, dir.path(), Some(&scenario));
+    let child = kube::with_flag(
+        kube::run_command(&root, &ns, &[]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(&scenario)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Wait for the route to exist (the run applies it 1 s into its case), then accept it.
     let seen = std::time::Instant::now();
     loop {
@@ -439,8 +449,10 @@ timeout = \"30s\"
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = child.wait_with_output().unwrap();
+    kube::unbind(&ns);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
+    assert!(!stderr.to_lowercase().contains("forbidden"), "{stderr}");
     let d = data(&root, &out);
     let events = d["cases"][0]["events"].as_array().unwrap().clone();
     assert_eq!(events.len(), 1, "{events:?}");
@@ -458,7 +470,13 @@ timeout = \"30s\"
 /// Starts a 60 s run in `ns` and kills it with SIGKILL once its proxy pod is Running: nothing of
 /// the run can clean up after that.
 /// `ns` empty: the run makes its own namespace, which is returned; else `ns` itself.
-fn kill_a_run_midway(ns: &str, dir: &std::path::Path) -> String {
+/// With `role`, the run is ServiceAccount `bench` of `ns`, bound to what `k8s rbac --scenario`
+/// prints for it (its kubeconfig is returned beside the namespace; [`kube::unbind`] after).
+fn kill_a_run_midway(
+    ns: &str,
+    dir: &std::path::Path,
+    role: bool,
+) -> (String, Option<std::path::PathBuf>) {
     let scenario = dir.join("killed.toml");
     std::fs::write(
         &scenario,
@@ -466,7 +484,12 @@ fn kill_a_run_midway(ns: &str, dir: &std::path::Path) -> String {
     )
     .unwrap();
     let before = kube::made_namespaces(&[]);
-    let mut child = kube::run_command(&dir.join("results"), ns, &[])
+    let kc = role.then(|| kube::bound_kubeconfig_for(ns, dir, Some(&scenario)));
+    let mut cmd = kube::run_command(&dir.join("results"), ns, &[]);
+    if let Some(kc) = &kc {
+        cmd = kube::with_flag(cmd, "--kubeconfig", Some(kc.to_str().unwrap()));
+    }
+    let mut child = cmd
         .arg(&scenario)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -488,14 +511,19 @@ fn kill_a_run_midway(ns: &str, dir: &std::path::Path) -> String {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
-    at
+    (at, kc)
 }
 
 /// `proxybench k8s clean` with the test cluster's kubeconfig, then `args`.
 fn clean(args: &[&str]) -> std::process::Output {
+    clean_as(&kube::var("PROXYBENCH_TEST_KUBECONFIG"), args)
+}
+
+/// `proxybench k8s clean` with kubeconfig `kc`, then `args`.
+fn clean_as(kc: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_proxybench"))
         .args(["k8s", "clean", "--kubeconfig"])
-        .arg(kube::var("PROXYBENCH_TEST_KUBECONFIG"))
+        .arg(kc)
         .args(args)
         .output()
         .unwrap()
@@ -506,8 +534,9 @@ fn clean(args: &[&str]) -> std::process::Output {
 fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
-    // A run that made its namespace, killed: the namespace goes whole.
-    let made = kill_a_run_midway("", dir.path());
+    // A run that made its namespace, killed: the namespace goes whole. As admin: a run that
+    // makes its own namespace needs the ClusterRole `k8s rbac` prints without --namespace.
+    let (made, _) = kill_a_run_midway("", dir.path(), false);
     assert!(!c.managed_namespaces(Some(&made)).unwrap().is_empty());
     let out = clean(&["--namespace", &made, "--older-than", "0s", "--dry-run"]);
     assert_eq!(
@@ -556,8 +585,12 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     ]);
     let second = dir.path().join("2");
     std::fs::create_dir_all(&second).unwrap();
-    kill_a_run_midway(&theirs, &second);
-    let out = clean(&["--namespace", &theirs, "--older-than", "0s"]);
+    // The run and its cleaning under the Role `k8s rbac --scenario` prints: `clean
+    // --namespace` reads that one namespace, never the list of them.
+    let (_, kc) = kill_a_run_midway(&theirs, &second, true);
+    let kc = kc.unwrap();
+    let kc = kc.to_str().unwrap();
+    let out = clean_as(kc, &["--namespace", &theirs, "--older-than", "0s"]);
     assert!(
         out.status.success(),
         "{}",
@@ -579,7 +612,10 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     // Nothing labelled is left once the deletions have run; the user's object is.
     let t0 = std::time::Instant::now();
     loop {
-        let again = clean(&["--namespace", &theirs, "--older-than", "0s", "--dry-run"]);
+        let again = clean_as(
+            kc,
+            &["--namespace", &theirs, "--older-than", "0s", "--dry-run"],
+        );
         let left = String::from_utf8_lossy(&again.stdout).into_owned();
         if left.starts_with("nothing to clean") {
             break;
@@ -591,6 +627,7 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
         std::thread::sleep(Duration::from_millis(500));
     }
     k(&["-n", &theirs, "get", "configmap", "users-own"]);
+    kube::unbind(&theirs);
     k(&["delete", "namespace", &theirs, "--wait=false"]);
     eprintln!("clean: {made} deleted whole; in {theirs}: {said}");
 }

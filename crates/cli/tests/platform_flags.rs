@@ -255,3 +255,73 @@ fn load_agents_flags_are_checked_in_one_line_before_any_cluster_is_asked() {
         );
     }
 }
+
+/// `proxybench k8s rbac ARGS`.
+fn rbac(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proxybench"))
+        .args(["k8s", "rbac", "--service-account", "bench"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn k8s_rbac_scenario_adds_what_the_scenario_does_elsewhere_and_refuses_a_bad_file_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("route.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: r\n",
+    )
+    .unwrap();
+    let good = "name = \"r\"\n\n[platform]\nkind = \"kubernetes\"\n\n[[backends]]\nname = \
+                \"cafe\"\n\n[proxy]\n\n[[proxy.listeners]]\nname = \"http\"\n\n\
+                [[proxy.upstreams]]\nname = \"cafe\"\nbackends = \"cafe\"\n\n\
+                [[proxy.routes]]\npath = \"/\"\nupstream = \"cafe\"\n\n[[loads]]\nname = \
+                \"l\"\nurl = \"http://x.example/\"\nduration = \"10s\"\n\n[[actions]]\nat = \
+                \"1s\"\nrollout_restart = \"deployment/gw\"\nnamespace = \"gw\"\n\n\
+                [[actions]]\nat = \"2s\"\napply = \"route.yaml\"\n";
+    let s = dir.path().join("s.toml");
+    std::fs::write(&s, good).unwrap();
+    let out = rbac(&["--namespace", "team", "--scenario", s.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The run's Role gains the route's kind; namespace gw gets a Role of its own with the
+    // restart's rules, bound to the same ServiceAccount.
+    assert!(
+        text.contains(
+            "# case main: apply route.yaml at 2s\n- apiGroups: [\"gateway.networking.k8s.io\"]\n  \
+             resources: [\"httproutes\"]"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("kind: Role\nmetadata:\n  name: proxybench-run-team\n  namespace: gw\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "# case main: rollout_restart deployment/gw at 1s\n- apiGroups: [\"apps\"]\n  \
+             resources: [\"deployments\"]\n  verbs: [\"get\", \"list\", \"watch\", \"patch\"]"
+        ),
+        "{text}"
+    );
+    // Without --scenario: today's Role, no other namespace.
+    let plain = rbac(&["--namespace", "team"]);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("namespace: gw"));
+    // A bad scenario: its file and line, one line, exit 2.
+    std::fs::write(
+        &s,
+        good.replace("namespace = \"gw\"", "namespace = \"Not_A_Label\""),
+    )
+    .unwrap();
+    let out = rbac(&["--namespace", "team", "--scenario", s.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("s.toml:27:"), "{err}");
+    assert!(err.contains("namespace 'Not_A_Label'"), "{err}");
+}

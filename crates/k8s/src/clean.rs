@@ -42,12 +42,31 @@ impl Cluster {
             let mut out = Vec::new();
             // The namespaces runs made go whole, with whatever is in them.
             let nss: Api<Namespace> = Api::all(self.client());
-            let made = nss
-                .list(&lp)
-                .await
-                .map_err(|e| Error::api("list namespaces", e))?;
+            // In one namespace, that namespace alone is read (a Role there may get it, never
+            // list them all); else every namespace a run made.
+            let made = match &scope.namespace {
+                Some(ns) => nss
+                    .get_opt(ns)
+                    .await
+                    .map_err(|e| Error::api(format!("get namespace {ns}"), e))?
+                    .filter(|n| {
+                        n.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(MANAGED_BY.0))
+                            .is_some_and(|v| v == MANAGED_BY.1)
+                    })
+                    .into_iter()
+                    .collect(),
+                None => {
+                    nss.list(&lp)
+                        .await
+                        .map_err(|e| Error::api("list namespaces", e))?
+                        .items
+                }
+            };
             let mut whole = Vec::new();
-            for n in made.items {
+            for n in made {
                 let Some(name) = n.metadata.name.clone() else {
                     continue;
                 };

@@ -40,7 +40,7 @@ pub use images::{pull_secrets, PullPolicy, REGISTRY_ANNOTATION};
 pub use manifest::{Document, Outcome, WaitFor};
 pub use pods::{Endpoint, ExecOutput, PodCapacity, PodInfo, PodRun, HOSTNAME_LABEL};
 pub use prom::Sample;
-pub use rbac::rbac;
+pub use rbac::{cluster_scoped, rbac, rbac_for, resource_of, Grant, Needs};
 pub use reach::{reaches, PodPath, PodPort};
 pub use service::{service, GatewayAddress, ServiceAddress, ServicePortInfo, ServiceType};
 pub use workload::{Replicas, WorkloadKind};

@@ -186,19 +186,34 @@ pub fn with_flag(cmd: Command, flag: &str, value: Option<&str>) -> Command {
 /// ...)`) has no more rights than the shipped Role, so a missing rule fails the test. The
 /// admin still does the test's own setup. [`unbind`] deletes the cluster-wide part.
 pub fn bound_kubeconfig(ns: &str, dir: &Path) -> PathBuf {
+    bound_kubeconfig_for(ns, dir, None)
+}
+
+/// Where [`bound_kubeconfig_for`] keeps what it applied for namespace `ns`, for [`unbind`].
+fn applied_rbac(ns: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("pb-rbac-{ns}.yaml"))
+}
+
+/// [`bound_kubeconfig`] with what a scenario needs besides (`k8s rbac --scenario SCENARIO`):
+/// its Roles in other namespaces (which must exist) and its cluster-scoped kinds' ClusterRole,
+/// all bound to `bench`; [`unbind`] deletes every one of them made outside `ns`.
+pub fn bound_kubeconfig_for(ns: &str, dir: &Path, scenario: Option<&Path>) -> PathBuf {
     kubectl_ok(&["create", "serviceaccount", "bench", "-n", ns]);
-    let rbac = Command::new(env!("CARGO_BIN_EXE_proxybench"))
-        .args([
-            "k8s",
-            "rbac",
-            "--namespace",
-            ns,
-            "--service-account",
-            "bench",
-        ])
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
+    cmd.args([
+        "k8s",
+        "rbac",
+        "--namespace",
+        ns,
+        "--service-account",
+        "bench",
+    ]);
+    if let Some(s) = scenario {
+        cmd.arg("--scenario").arg(s);
+    }
+    let rbac = cmd.output().unwrap();
     assert!(rbac.status.success(), "{rbac:?}");
+    std::fs::write(applied_rbac(ns), &rbac.stdout).unwrap();
     let mut apply = kubectl()
         .args(["apply", "-f", "-"])
         .stdin(std::process::Stdio::piped())
@@ -242,16 +257,46 @@ pub fn bound_kubeconfig(ns: &str, dir: &Path) -> PathBuf {
     kc
 }
 
-/// Deletes what [`bound_kubeconfig`] made outside namespace `ns` (the nodes' ClusterRole and
-/// its binding); what it made in `ns` goes with the namespace.
+/// Deletes what [`bound_kubeconfig`] or [`bound_kubeconfig_for`] made outside namespace `ns`
+/// (every object of the printed RBAC that is cluster-wide or in another namespace); what it made
+/// in `ns` goes with the namespace.
 pub fn unbind(ns: &str) {
-    for (kind, name) in [
-        ("clusterrolebinding", format!("proxybench-nodes-{ns}-bench")),
-        ("clusterrole", "proxybench-nodes".to_string()),
-    ] {
-        let _ = kubectl()
-            .args(["delete", kind, &name, "--ignore-not-found"])
-            .output();
+    let path = applied_rbac(ns);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    let docs = k8s::manifest::parse_text(&path, &text).unwrap_or_default();
+    let mut gone: Vec<(String, String, Option<String>)> = docs
+        .iter()
+        .map(|d| {
+            let o = &d.object;
+            (
+                o["kind"].as_str().unwrap_or_default().to_lowercase(),
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                o["metadata"]["namespace"].as_str().map(str::to_string),
+            )
+        })
+        .filter(|(_, _, n)| n.as_deref() != Some(ns))
+        .collect();
+    if gone.is_empty() {
+        gone = vec![
+            (
+                "clusterrolebinding".into(),
+                format!("proxybench-nodes-{ns}-bench"),
+                None,
+            ),
+            ("clusterrole".into(), "proxybench-nodes".into(), None),
+        ];
+    }
+    for (kind, name, n) in gone {
+        let mut c = kubectl();
+        c.args(["delete", &kind, &name, "--ignore-not-found"]);
+        if let Some(n) = n {
+            c.args(["-n", &n]);
+        }
+        let _ = c.output();
     }
 }
 
@@ -282,20 +327,29 @@ pub fn run_k8s(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output
     run_command(root, ns, extra).arg(scenario).output().unwrap()
 }
 
-/// [`run_k8s`] as a ServiceAccount bound to what `proxybench k8s rbac --namespace ns` prints
-/// ([`bound_kubeconfig`], its kubeconfig beside `root`): the run has no more rights than the
+/// [`run_k8s`] as a ServiceAccount bound to what `proxybench k8s rbac --scenario SCENARIO
+/// --namespace ns` prints ([`bound_kubeconfig_for`], its kubeconfig beside `root`): the run has no more rights than the
 /// shipped Role, and "forbidden" may appear neither on its stderr nor in its data.json; the
 /// binding's cluster-wide part is deleted after it ([`unbind`]).
 pub fn run_k8s_as_role(root: &Path, scenario: &Path, ns: &str, extra: &[&str]) -> Output {
-    let kc = bound_kubeconfig(ns, root.parent().unwrap());
-    let out = with_flag(
-        run_command(root, ns, extra),
-        "--kubeconfig",
-        Some(kc.to_str().unwrap()),
-    )
-    .arg(scenario)
-    .output()
-    .unwrap();
+    run_as_role(run_command(root, ns, extra), root, scenario, ns, &[])
+}
+
+/// [`run_k8s_as_role`] of a [`run_command`] a test made (`cmd`, without the scenario), with
+/// environment variables `envs` set on it.
+pub fn run_as_role(
+    cmd: Command,
+    root: &Path,
+    scenario: &Path,
+    ns: &str,
+    envs: &[(&str, &str)],
+) -> Output {
+    let kc = bound_kubeconfig_for(ns, root.parent().unwrap(), Some(scenario));
+    let out = with_flag(cmd, "--kubeconfig", Some(kc.to_str().unwrap()))
+        .envs(envs.iter().copied())
+        .arg(scenario)
+        .output()
+        .unwrap();
     unbind(ns);
     // No collector or step went short of a permission.
     let mut said = String::from_utf8_lossy(&out.stderr).into_owned();

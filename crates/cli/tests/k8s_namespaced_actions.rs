@@ -470,12 +470,14 @@ timeout = \"30s\"
 /// Starts a 60 s run in `ns` and kills it with SIGKILL once its proxy pod is Running: nothing of
 /// the run can clean up after that.
 /// `ns` empty: the run makes its own namespace, which is returned; else `ns` itself.
-/// With `role`, the run is ServiceAccount `bench` of `ns`, bound to what `k8s rbac --scenario`
-/// prints for it (its kubeconfig is returned beside the namespace; [`kube::unbind`] after).
+/// With `account`, the run is ServiceAccount `bench` of that namespace, bound to what `k8s rbac
+/// --scenario` prints for it: the Role of `ns` (then `account` is `ns`), or for a run that makes
+/// its own namespace the ClusterRole (its kubeconfig is returned beside the namespace;
+/// [`kube::unbind`]`(account)` after).
 fn kill_a_run_midway(
     ns: &str,
     dir: &std::path::Path,
-    role: bool,
+    account: Option<&str>,
 ) -> (String, Option<std::path::PathBuf>) {
     let scenario = dir.join("killed.toml");
     std::fs::write(
@@ -484,7 +486,10 @@ fn kill_a_run_midway(
     )
     .unwrap();
     let before = kube::made_namespaces(&[]);
-    let kc = role.then(|| kube::bound_kubeconfig_for(ns, dir, Some(&scenario)));
+    let kc = account.map(|a| match ns {
+        "" => kube::bound_cluster_kubeconfig(a, dir, Some(&scenario)),
+        _ => kube::bound_kubeconfig_for(ns, dir, Some(&scenario)),
+    });
     let mut cmd = kube::run_command(&dir.join("results"), ns, &[]);
     if let Some(kc) = &kc {
         cmd = kube::with_flag(cmd, "--kubeconfig", Some(kc.to_str().unwrap()));
@@ -514,11 +519,6 @@ fn kill_a_run_midway(
     (at, kc)
 }
 
-/// `proxybench k8s clean` with the test cluster's kubeconfig, then `args`.
-fn clean(args: &[&str]) -> std::process::Output {
-    clean_as(&kube::var("PROXYBENCH_TEST_KUBECONFIG"), args)
-}
-
 /// `proxybench k8s clean` with kubeconfig `kc`, then `args`.
 fn clean_as(kc: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_proxybench"))
@@ -534,9 +534,15 @@ fn clean_as(kc: &str, args: &[&str]) -> std::process::Output {
 fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
-    // A run that made its namespace, killed: the namespace goes whole. As admin: a run that
-    // makes its own namespace needs the ClusterRole `k8s rbac` prints without --namespace.
-    let (made, _) = kill_a_run_midway("", dir.path(), false);
+    // A run that made its namespace, killed: the namespace goes whole. The run and its
+    // cleaning are a ServiceAccount bound to the ClusterRole `k8s rbac --scenario` prints
+    // without --namespace (such a run makes and deletes namespaces).
+    let account = kube::test_namespace("clean-account");
+    let first = dir.path().join("1");
+    std::fs::create_dir_all(&first).unwrap();
+    let (made, kc) = kill_a_run_midway("", &first, Some(&account));
+    let kc = kc.unwrap();
+    let clean = |args: &[&str]| clean_as(kc.to_str().unwrap(), args);
     assert!(!c.managed_namespaces(Some(&made)).unwrap().is_empty());
     let out = clean(&["--namespace", &made, "--older-than", "0s", "--dry-run"]);
     assert_eq!(
@@ -587,7 +593,8 @@ fn k8s_clean_removes_what_a_sigkilled_run_left_and_nothing_else() {
     std::fs::create_dir_all(&second).unwrap();
     // The run and its cleaning under the Role `k8s rbac --scenario` prints: `clean
     // --namespace` reads that one namespace, never the list of them.
-    let (_, kc) = kill_a_run_midway(&theirs, &second, true);
+    kube::unbind(&account);
+    let (_, kc) = kill_a_run_midway(&theirs, &second, Some(&theirs));
     let kc = kc.unwrap();
     let kc = kc.to_str().unwrap();
     let out = clean_as(kc, &["--namespace", &theirs, "--older-than", "0s"]);

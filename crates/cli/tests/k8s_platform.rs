@@ -700,23 +700,30 @@ actions = [{{ at = \"3s\", stop_replica = {{ mode = \"kill\" }} }}]
 }
 
 /// Starts `proxybench run SCENARIO --platform kubernetes` in the background without
-/// `--namespace` (the run makes its own), waits until its proxy pod serves, lets the load run
-/// `after`, interrupts it (SIGINT, as Ctrl-C) and returns its output, how long it took to exit
-/// and the namespace the run made.
+/// `--namespace` (the run makes its own), as ServiceAccount `bench` of `account` bound to the
+/// ClusterRole `k8s rbac --scenario` prints for such runs, waits until its proxy pod serves,
+/// lets the load run `after`, interrupts it (SIGINT, as Ctrl-C) and returns its output, how
+/// long it took to exit and the namespace the run made.
 fn interrupt_k8s_run(
     root: &Path,
     scenario: &Path,
     extra: &[&str],
     after: std::time::Duration,
+    account: &str,
 ) -> (Output, std::time::Duration, String) {
     use std::time::{Duration, Instant};
     let before = kube::made_namespaces(&[]);
-    let child = run_command(root, "", extra)
-        .arg(scenario)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let kc = kube::bound_cluster_kubeconfig(account, root.parent().unwrap(), Some(scenario));
+    let child = kube::with_flag(
+        run_command(root, "", extra),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(scenario)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let cluster = cluster();
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut made = Vec::new();
@@ -745,7 +752,10 @@ fn interrupt_k8s_run(
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let out = child.wait_with_output().unwrap();
-    (out, t0.elapsed(), made.remove(0))
+    let took = t0.elapsed();
+    kube::unbind(account);
+    kube::assert_not_forbidden(root, &out);
+    (out, took, made.remove(0))
 }
 
 #[test]
@@ -769,11 +779,17 @@ duration = \"120s\"
         ),
     )
     .unwrap();
+    let account = kube::test_namespace("ctrl-c-account");
     for keep in [false, true] {
         let root = dir.path().join(format!("results-{keep}"));
         let extra: &[&str] = if keep { &["--keep"] } else { &[] };
-        let (out, took, ns) =
-            interrupt_k8s_run(&root, &scenario, extra, std::time::Duration::from_secs(5));
+        let (out, took, ns) = interrupt_k8s_run(
+            &root,
+            &scenario,
+            extra,
+            std::time::Duration::from_secs(5),
+            &account,
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!(
             "ctrl-c (keep {keep}): exited {:?} {took:?} after SIGINT",

@@ -9,8 +9,9 @@ use std::time::Duration;
 #[path = "common/k8s.rs"]
 mod kube;
 use kube::{
-    access_count, backend_requests, cluster, coffee, data, failed, kubectl, kubectl_ok, namespace,
-    ok_answers, on_cluster, run_command, run_k8s, var, with_flag,
+    access_count, assert_not_forbidden, backend_requests, bound_cluster_kubeconfig, cluster,
+    coffee, data, failed, kubectl, kubectl_ok, namespace, ok_answers, on_cluster, run_command,
+    run_k8s_as_role, test_namespace, unbind, var, with_flag,
 };
 
 /// The Pod Security label a namespace enforces by.
@@ -81,7 +82,8 @@ fn k8s_every_pod_of_a_run_is_admitted_under_the_restricted_pod_security_standard
             let file = dir.path().join("safe.toml");
             std::fs::write(&file, scenario()).unwrap();
             let root = dir.path().join("results");
-            let out = run_k8s(
+            // As the ServiceAccount bound to what `k8s rbac --namespace` prints.
+            let out = run_k8s_as_role(
                 &root,
                 &file,
                 &ns,
@@ -154,15 +156,24 @@ fn k8s_the_namespace_a_run_makes_enforces_baseline() {
     let file = dir.path().join("safe.toml");
     std::fs::write(&file, scenario()).unwrap();
     let root = dir.path().join("results");
-    // run_command's line without its `--namespace`: the run makes its own, kept here.
+    // run_command's line without its `--namespace`: the run makes its own, kept here; as a
+    // ServiceAccount bound to the ClusterRole `k8s rbac` prints for such runs.
+    let account = test_namespace("baseline-account");
+    let kc = bound_cluster_kubeconfig(&account, dir.path(), Some(&file));
     let out = with_flag(
-        run_command(&root, "unused", &["--keep"]),
-        "--namespace",
-        None,
+        with_flag(
+            run_command(&root, "unused", &["--keep"]),
+            "--namespace",
+            None,
+        ),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
     )
     .arg(&file)
     .output()
     .unwrap();
+    unbind(&account);
+    assert_not_forbidden(&root, &out);
     let made: Vec<String> = c
         .managed_namespaces(Some("proxybench-"))
         .unwrap()

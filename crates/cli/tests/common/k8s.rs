@@ -198,16 +198,36 @@ fn applied_rbac(ns: &str) -> PathBuf {
 /// its Roles in other namespaces (which must exist) and its cluster-scoped kinds' ClusterRole,
 /// all bound to `bench`; [`unbind`] deletes every one of them made outside `ns`.
 pub fn bound_kubeconfig_for(ns: &str, dir: &Path, scenario: Option<&Path>) -> PathBuf {
-    kubectl_ok(&["create", "serviceaccount", "bench", "-n", ns]);
+    bind(ns, Some(ns), dir, scenario)
+}
+
+/// [`bound_kubeconfig_for`] for a run that makes its own namespace (no `--namespace`): the
+/// ServiceAccount `bench` lives in `account_ns` (which exists) and is bound to the ClusterRole
+/// `proxybench k8s rbac --service-account account_ns/bench [--scenario SCENARIO]` prints;
+/// [`unbind`]`(account_ns)` deletes the ClusterRole and its binding.
+pub fn bound_cluster_kubeconfig(account_ns: &str, dir: &Path, scenario: Option<&Path>) -> PathBuf {
+    bind(account_ns, None, dir, scenario)
+}
+
+/// ServiceAccount `bench` in `account_ns`, bound to what `k8s rbac` prints for a run in
+/// `run_ns` (`None`: a run that makes its own namespace), and a kubeconfig of its token.
+fn bind(account_ns: &str, run_ns: Option<&str>, dir: &Path, scenario: Option<&Path>) -> PathBuf {
+    let ns = account_ns;
+    // A second binding of the same account (a test's runs one after another) keeps it.
+    if !kubectl()
+        .args(["get", "serviceaccount", "bench", "-n", ns])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        kubectl_ok(&["create", "serviceaccount", "bench", "-n", ns]);
+    }
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxybench"));
-    cmd.args([
-        "k8s",
-        "rbac",
-        "--namespace",
-        ns,
-        "--service-account",
-        "bench",
-    ]);
+    cmd.args(["k8s", "rbac", "--service-account", &format!("{ns}/bench")]);
+    if let Some(r) = run_ns {
+        cmd.args(["--namespace", r]);
+    }
     if let Some(s) = scenario {
         cmd.arg("--scenario").arg(s);
     }
@@ -351,7 +371,13 @@ pub fn run_as_role(
         .output()
         .unwrap();
     unbind(ns);
-    // No collector or step went short of a permission.
+    assert_not_forbidden(root, &out);
+    out
+}
+
+/// No collector or step of the run whose output is `out` (results under `root`) went short of
+/// a permission: "forbidden" is neither on its stderr nor in a data.json.
+pub fn assert_not_forbidden(root: &Path, out: &Output) {
     let mut said = String::from_utf8_lossy(&out.stderr).into_owned();
     for f in find(root, "data.json") {
         said.push_str(&std::fs::read_to_string(f).unwrap_or_default());
@@ -360,7 +386,6 @@ pub fn run_as_role(
         !said.to_lowercase().contains("forbidden"),
         "a permission of the Role was missing: {said}"
     );
-    out
 }
 
 /// Every file under `dir` (recursively) whose name is `name`, sorted.

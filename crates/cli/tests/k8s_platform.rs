@@ -11,7 +11,7 @@ use std::process::Output;
 mod kube;
 use kube::{
     access_count, backend_requests, cluster, data, errors, failed, find, leftover, namespace,
-    run_command, run_k8s, test_namespace, var, SCENARIO_HEAD,
+    run_command, test_namespace, var, SCENARIO_HEAD,
 };
 
 #[test]
@@ -995,7 +995,7 @@ delete_pod = {{ selector = \"app=gw\", count = 1, grace = \"2s\" }}
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "the run failed: {stderr}");
         let d = data(&root, &out);
@@ -1324,12 +1324,19 @@ fn k8s_a_load_through_a_gateways_status_address_is_counted_exactly() {
     .unwrap();
     let root = dir.path().join("results");
     let ns = test_namespace("gateway");
-    let child = run_command(&root, &ns, &[])
-        .arg(&scenario)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // As the ServiceAccount bound to the Role `k8s rbac --scenario` prints (it reads the
+    // Gateway the test makes).
+    let kc = kube::bound_kubeconfig_for(&ns, dir.path(), Some(&scenario));
+    let child = kube::with_flag(
+        run_command(&root, &ns, &[]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    )
+    .arg(&scenario)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let c = cluster();
     let t0 = std::time::Instant::now();
     let ip = loop {
@@ -1384,6 +1391,8 @@ spec:
         ),
     ]));
     let out = child.wait_with_output().unwrap();
+    kube::unbind(&ns);
+    kube::assert_not_forbidden(&root, &out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the run failed: {stderr}");
     let d = data(&root, &out);
@@ -1447,7 +1456,7 @@ duration = \"2s\"
         .unwrap();
         let root = dir.path().join("results");
         let t0 = std::time::Instant::now();
-        let out = run_k8s(&root, &scenario, &ns, &[]);
+        let out = kube::run_k8s_as_role(&root, &scenario, &ns, &[]);
         let took = t0.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -1696,11 +1705,13 @@ actions = [
     // Reload timing through port-forwards (forced): the reload at 8 s, with node 2 lost, must
     // not hang on its pod there.
     let (out, nodes) = proxy_nodes_while(&ns, || {
-        run_command(&root, &ns, &[])
-            .env("PROXYBENCH_K8S_POD_PATH", "port-forward")
-            .arg(&scenario)
-            .output()
-            .unwrap()
+        kube::run_as_role(
+            run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            &[("PROXYBENCH_K8S_POD_PATH", "port-forward")],
+        )
     });
     let took = t0.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -153,12 +153,21 @@ fn k8s_zero_downtime_scaling_quick_compares_nginx_haproxy_and_caddy_through_the_
     let cases = ["gradual-up", "abrupt-down"];
     // Each kind in its default image (the ones `make image` builds), one after the other in
     // the same namespace.
-    let mut cmd = run_command(&root, &ns, &["--proxy", &kinds.join(",")]);
+    // As the ServiceAccount bound to what `k8s rbac --namespace` prints (a built-in scenario
+    // needs no more than the run's own Role).
+    let kc = kube::bound_kubeconfig(&ns, dir.path());
+    let mut cmd = kube::with_flag(
+        run_command(&root, &ns, &["--proxy", &kinds.join(",")]),
+        "--kubeconfig",
+        Some(kc.to_str().unwrap()),
+    );
     cmd.args(["zero-downtime-scaling", "--quick"]);
     for c in cases {
         cmd.args(["--case", c]);
     }
     let out = cmd.output().unwrap();
+    kube::unbind(&ns);
+    kube::assert_not_forbidden(&root, &out);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     // The comparison over the three runs, each in its own directory.
     let cmp = find(&root, "comparison.json");

@@ -1,6 +1,7 @@
 //! The API client layer against the shared test cluster: connecting, manifests (applied,
-//! deleted, refused with the file and the API server's message), exec, a Prometheus scrape
-//! through the API server's pod proxy, and a port-forward to a pod's loopback.
+//! deleted, refused with the file and the API server's message; never applied over an object a
+//! run did not make), exec, a Prometheus scrape through the API server's pod proxy, and a
+//! port-forward to a pod's loopback.
 
 mod common;
 
@@ -512,4 +513,62 @@ fn k8s_pods_on_both_nodes_answer_on_their_ip_and_through_their_kubelet() {
         2,
         "each node has its own pod subnet: {pods:?}"
     );
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_run_never_applies_over_an_object_it_did_not_make() {
+    use proxybench_k8s::k8s_openapi::api::core::v1::ConfigMap;
+    use proxybench_k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use proxybench_k8s::{Error, INSTANCE};
+    let ns = Ns::new("owned");
+    let dir = tempfile::tempdir().unwrap();
+    // A user's ConfigMap, of the name a run's would have, without a run's instance label.
+    let file = write(
+        dir.path(),
+        "theirs.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: proxy-conf\n  labels: {owner: user}\ndata:\n  owner: user\n",
+    );
+    ns.cluster.apply(&file, &ns.name).unwrap();
+    let run_cm = |name: &str, run: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(INSTANCE.to_string(), run.to_string())].into()),
+            ..Default::default()
+        },
+        data: Some([("owner".to_string(), run.to_string())].into()),
+        ..Default::default()
+    };
+    let labelled = |sel: &str| {
+        ns.cluster
+            .names_labelled::<ConfigMap>(&ns.name, sel)
+            .unwrap()
+    };
+    // Refused, named, and the user's object left as it was (no run's label on it).
+    let e = ns
+        .cluster
+        .apply_owned(&ns.name, &run_cm("proxy-conf", "pb-a"), "pb-a")
+        .unwrap_err();
+    assert!(matches!(e, Error::NotOurs(_)), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("ConfigMap/proxy-conf") && said.contains("without the label"),
+        "{said}"
+    );
+    assert_eq!(labelled("owner=user"), ["proxy-conf"]);
+    assert!(labelled(INSTANCE).is_empty(), "{:?}", labelled(INSTANCE));
+    // A run's own object: made, and applied again by the same run.
+    for _ in 0..2 {
+        ns.cluster
+            .apply_owned(&ns.name, &run_cm("proxy-conf-pb-a", "pb-a"), "pb-a")
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(labelled(&format!("{INSTANCE}=pb-a")), ["proxy-conf-pb-a"]);
+    // Another run's object is not taken over either.
+    let e = ns
+        .cluster
+        .apply_owned(&ns.name, &run_cm("proxy-conf-pb-a", "pb-b"), "pb-b")
+        .unwrap_err();
+    assert!(e.to_string().contains("another run's"), "{e}");
+    assert!(labelled(&format!("{INSTANCE}=pb-b")).is_empty());
 }

@@ -1081,7 +1081,11 @@ fn stage_note(stage_s: f64) -> String {
 /// The case's measurements as the record holds them: the analysed fields (disruptions,
 /// tables, series, checks) stay empty; a teardown failure is a finding of the run itself.
 fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOutcome {
-    let (proc_samples, stub_samples, readiness) = c.samples;
+    let (proc_samples, stub_samples, readiness, pages) = c.samples;
+    let mut partial = BTreeMap::new();
+    if let Some(s) = page_shortfall(&pages) {
+        partial.insert(model::Collector::StatusPages, s);
+    }
     let mut result = CaseResult {
         name: case.name.clone(),
         description: case.description.clone(),
@@ -1103,6 +1107,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         series: Vec::new(),
         findings: Vec::new(),
         absent: absent(case, c.cluster.is_some()),
+        partial,
         cluster: c.cluster,
         distributed: c.distributed,
     };
@@ -1382,7 +1387,48 @@ fn load_config(
     Ok(cfg)
 }
 
-type Samples = (Vec<ProcSample>, Vec<StubSample>, Vec<ReadinessSample>);
+/// What the collector thread gathered: CPU and memory, status pages, readiness probes, and each
+/// replica's status-page reads that failed.
+type Samples = (
+    Vec<ProcSample>,
+    Vec<StubSample>,
+    Vec<ReadinessSample>,
+    BTreeMap<String, PageMisses>,
+);
+
+/// One replica's status-page reads: how many were tried, how many failed, and the last error.
+#[derive(Debug, Default)]
+struct PageMisses {
+    tried: u64,
+    failed: u64,
+    last: String,
+}
+
+/// The replicas whose status pages failed a read while they served, as the case's shortfall of
+/// status pages: a replica that never answered has no count, one that missed some reads has a
+/// count short of its last ones. A read that failed because its replica was being stopped is
+/// not a miss (it is no longer in the stage's list when checked again).
+fn page_shortfall(pages: &BTreeMap<String, PageMisses>) -> Option<model::Shortfall> {
+    let missing: Vec<model::MissingItem> = pages
+        .iter()
+        .filter(|(_, m)| m.failed > 0)
+        .map(|(name, m)| model::MissingItem {
+            item: name.clone(),
+            why: if m.failed == m.tried {
+                format!(
+                    "its status page never answered ({} reads; {})",
+                    m.tried, m.last
+                )
+            } else {
+                format!(
+                    "{} of {} status-page reads failed ({})",
+                    m.failed, m.tried, m.last
+                )
+            },
+        })
+        .collect();
+    (!missing.is_empty()).then(|| model::Shortfall::new("replicas", pages.len(), missing))
+}
 
 /// A Kubernetes readiness probe's default timeout.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(1);
@@ -1401,6 +1447,7 @@ fn spawn_collector(
             let mut procs = Vec::new();
             let mut stubs = Vec::new();
             let mut ready = Vec::new();
+            let mut pages: BTreeMap<String, PageMisses> = BTreeMap::new();
             let mut next = origin;
             while running.load(Ordering::SeqCst) {
                 let hs = handles.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -1429,8 +1476,27 @@ fn spawn_collector(
                 let t = origin.elapsed().as_secs_f64();
                 procs.extend(sampler.sample(&groups, t));
                 for h in &hs {
-                    if let Some(Ok(s)) = h.status(origin) {
-                        stubs.push(s);
+                    match h.status(origin) {
+                        Some(Ok(s)) => {
+                            pages.entry(h.name.clone()).or_default().tried += 1;
+                            stubs.push(s);
+                        }
+                        Some(Err(e)) => {
+                            // A replica stopped meanwhile is gone from the list: its failed
+                            // read is its stop, not a gap in what it served.
+                            let listed = handles
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .iter()
+                                .any(|x| x.name == h.name && x.pid == h.pid);
+                            if listed {
+                                let m = pages.entry(h.name.clone()).or_default();
+                                m.tried += 1;
+                                m.failed += 1;
+                                m.last = e.to_string();
+                            }
+                        }
+                        None => {}
                     }
                     if !h.has_admin() {
                         // Nothing to probe (an external target): absent, not failed.
@@ -1442,7 +1508,7 @@ fn spawn_collector(
                         t_s,
                         replica: h.name.clone(),
                         ok: probe.is_ok(),
-                        ms: probe.unwrap_or(READINESS_TIMEOUT).as_secs_f64() * 1e3,
+                        ms: probe.ok().map(|d| d.as_secs_f64() * 1e3),
                     });
                 }
                 next += Duration::from_secs(1);
@@ -1450,7 +1516,7 @@ fn spawn_collector(
                     thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
                 }
             }
-            (procs, stubs, ready)
+            (procs, stubs, ready, pages)
         })
         .expect("spawn the collector thread")
 }

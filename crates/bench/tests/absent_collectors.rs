@@ -82,7 +82,7 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
             t_s: i as f64 * 0.5,
             replica: replicas[i as usize % 3].into(),
             ok: (i + seed) % 3 != 0,
-            ms: 13.7 * seed as f64 + i as f64,
+            ms: Some(13.7 * seed as f64 + i as f64),
         })
         .collect();
     c.stub_samples = replicas

@@ -258,10 +258,14 @@ fn an_external_nginx_is_measured_without_being_started() {
             .count() as u64,
         n
     );
-    // The reload ran the user's command and was timed to its exit.
+    // The reload ran the user's command and was timed to its exit: a time of its own, never
+    // a time at which the new config served (nginx's `-s reload` exits once it has signalled).
     assert_eq!(case.reloads.len(), 1, "{:?}", case.reloads);
     let rel = &case.reloads[0];
-    assert!(rel.error.is_none() && rel.served_ms.is_some(), "{rel:?}");
+    assert!(
+        rel.error.is_none() && rel.command_ms.is_some() && rel.served_ms.is_none(),
+        "{rel:?}"
+    );
     assert!(case
         .findings
         .iter()
@@ -346,6 +350,40 @@ name = "l"
 url = "http://cafe.example.com:8080/"
 requests = 10
 "#;
+
+/// A reload of an external target is timed to its command's exit: a check on the time until
+/// the new config served (`reloads.max_ms`) is not measurable, even one the command's few
+/// milliseconds would pass, and `reloads.command_ms` is the command's time.
+#[test]
+fn an_external_reload_is_timed_to_its_command_not_to_serving() {
+    let ng = UserNginx::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = scenario(&ng, 200, "exec = [\"true\"]").replacen(
+        "\n\n[[backends]]",
+        "\nchecks = [\"reloads.max_ms < 1000\", \"reloads.command_ms < 5000\"]\n\n[[backends]]",
+        1,
+    );
+    let (out, dir) = run(tmp.path(), &toml);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let r = read(&dir);
+    let check = |name: &str| {
+        r.checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no check {name}: {:?}", r.checks))
+    };
+    let max = check("reloads.max_ms < 1000");
+    assert!(!max.pass, "{max:?}");
+    assert_eq!(
+        max.actual,
+        "not measurable for external: its reloads report no time at which the new generation \
+         served, only their command's exit (reloads.command_ms)"
+    );
+    let cmd = check("reloads.command_ms < 5000");
+    assert!(cmd.pass, "{cmd:?}");
+    assert!(said.contains("1 check(s) failed"), "{said}");
+}
 
 #[test]
 fn mistakes_in_an_external_scenario_are_one_line_with_file_line_and_exit_2() {

@@ -97,16 +97,248 @@ impl fmt::Display for Absent {
     }
 }
 
-/// A value drawn from a collector, or why the collector has none.
-pub type Measured<T> = Result<T, Absent>;
+/// One item (a replica, a pod, a log, a node, a load) a collector was meant to cover and did
+/// not, wholly or in part, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingItem {
+    /// The item's name (`nginx-2`, `proxy-7c9f/nginx`, `node-2`).
+    pub item: String,
+    /// Why it is missing (`connection refused`, `3 of 30 samples failed: timed out`).
+    pub why: String,
+}
+
+/// What a collector covered of the items it was meant to, when it missed some: recorded by the
+/// run in [`CaseResult::partial`], so that every reader of the collector's data sees the
+/// shortfall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Shortfall {
+    /// What one item is, plural (`replicas`, `pods`, `logs`, `nodes`, `loads`).
+    pub unit: String,
+    /// How many items the collector was meant to cover.
+    pub of: usize,
+    /// The items it missed wholly or in part, each with why.
+    pub missing: Vec<MissingItem>,
+}
+
+impl Shortfall {
+    /// A shortfall of `missing` among `of` items of `unit`.
+    pub fn new(unit: &str, of: usize, missing: Vec<MissingItem>) -> Shortfall {
+        Shortfall {
+            unit: unit.to_string(),
+            of: of.max(missing.len()),
+            missing,
+        }
+    }
+
+    /// Items covered whole.
+    pub fn covered(&self) -> usize {
+        self.of - self.missing.len().min(self.of)
+    }
+
+    /// True when `item` is among the missing.
+    pub fn lacks(&self, item: &str) -> bool {
+        self.missing.iter().any(|m| m.item == item)
+    }
+
+    /// The coverage in a few words, for a cell: `2 of 3 replicas`.
+    pub fn coverage(&self) -> String {
+        format!("{} of {} {}", self.covered(), self.of, self.unit)
+    }
+
+    /// The missing items with why: `nginx-2: connection refused; nginx-3: timed out`.
+    pub fn detail(&self) -> String {
+        self.missing
+            .iter()
+            .map(|m| format!("{}: {}", m.item, m.why))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// This shortfall and `other` of the same collector as one (items by name, once each).
+    fn merge(mut self, other: &Shortfall) -> Shortfall {
+        for m in &other.missing {
+            if !self.lacks(&m.item) {
+                self.missing.push(m.clone());
+            }
+        }
+        self.of = self.of.max(other.of).max(self.missing.len());
+        self
+    }
+}
+
+/// Evidence that a collector covered only in part: which collector, and what it missed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partial {
+    /// The collector that missed items.
+    pub collector: Collector,
+    /// What it covered and what it missed.
+    pub shortfall: Shortfall,
+}
+
+impl fmt::Display for Partial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} covered {} ({})",
+            self.collector.what(),
+            self.shortfall.coverage(),
+            self.shortfall.detail()
+        )
+    }
+}
+
+/// A value drawn from a collector, with its coverage: whole, in part (the value of what was
+/// covered, and what was missed), or absent (why the collector has none). A check passes only
+/// on [`Measured::Complete`]; a cell shows a partial value with its coverage; a finding is not
+/// written from a partial value unless its sentence says so.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Measured<T> {
+    /// Every item the collector was meant to cover was covered.
+    Complete(T),
+    /// The value of the items covered, and what was missed.
+    Partial(T, Partial),
+    /// Nothing was gathered.
+    Absent(Absent),
+}
+
+/// Why a value is not complete evidence: the collector gathered nothing, or only part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incomplete {
+    /// Nothing was gathered.
+    Absent(Absent),
+    /// Only part was gathered.
+    Partial(Partial),
+}
+
+impl Incomplete {
+    /// The collector concerned.
+    pub fn collector(&self) -> Collector {
+        match self {
+            Incomplete::Absent(a) => a.collector,
+            Incomplete::Partial(p) => p.collector,
+        }
+    }
+}
+
+impl fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Incomplete::Absent(a) => a.fmt(f),
+            Incomplete::Partial(p) => p.fmt(f),
+        }
+    }
+}
+
+impl<T> Measured<T> {
+    /// The value when it is complete evidence, or why it is not: what a check reads.
+    pub fn complete(self) -> Result<T, Incomplete> {
+        match self {
+            Measured::Complete(v) => Ok(v),
+            Measured::Partial(_, p) => Err(Incomplete::Partial(p)),
+            Measured::Absent(a) => Err(Incomplete::Absent(a)),
+        }
+    }
+
+    /// The value of what was covered, whole or in part; `None` when nothing was gathered.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Measured::Complete(v) | Measured::Partial(v, _) => Some(v),
+            Measured::Absent(_) => None,
+        }
+    }
+
+    /// True when the value is complete evidence.
+    pub fn is_complete(&self) -> bool {
+        matches!(self, Measured::Complete(_))
+    }
+
+    /// True when something was gathered (whole or in part).
+    pub fn is_sampled(&self) -> bool {
+        !matches!(self, Measured::Absent(_))
+    }
+
+    /// The same coverage over a reference to the value.
+    pub fn as_ref(&self) -> Measured<&T> {
+        match self {
+            Measured::Complete(v) => Measured::Complete(v),
+            Measured::Partial(v, p) => Measured::Partial(v, p.clone()),
+            Measured::Absent(a) => Measured::Absent(a.clone()),
+        }
+    }
+
+    /// `f` of the value, with the same coverage.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Measured<U> {
+        match self {
+            Measured::Complete(v) => Measured::Complete(f(v)),
+            Measured::Partial(v, p) => Measured::Partial(f(v), p),
+            Measured::Absent(a) => Measured::Absent(a),
+        }
+    }
+
+    /// `f` of the value, whose own coverage joins this one's (the narrower wins).
+    pub fn and_then<U>(self, f: impl FnOnce(T) -> Measured<U>) -> Measured<U> {
+        match self {
+            Measured::Complete(v) => f(v),
+            Measured::Partial(v, p) => match f(v) {
+                Measured::Complete(u) => Measured::Partial(u, p),
+                Measured::Partial(u, q) => Measured::Partial(u, join(p, &q)),
+                Measured::Absent(a) => Measured::Absent(a),
+            },
+            Measured::Absent(a) => Measured::Absent(a),
+        }
+    }
+
+    /// Both values, with the narrower coverage of the two.
+    pub fn zip<U>(self, other: Measured<U>) -> Measured<(T, U)> {
+        self.and_then(|a| other.map(|b| (a, b)))
+    }
+}
+
+/// Two partial coverages as one: the same collector's shortfalls merged; of two collectors,
+/// the first one's (a check or cell names one collector's shortfall; either makes it partial).
+fn join(p: Partial, q: &Partial) -> Partial {
+    if p.collector == q.collector {
+        Partial {
+            collector: p.collector,
+            shortfall: p.shortfall.merge(&q.shortfall),
+        }
+    } else {
+        p
+    }
+}
+
+/// Every value of `items` with the narrowest coverage among them: absent when any is absent (the
+/// first such), partial when any is partial, else complete.
+impl<T> FromIterator<Measured<T>> for Measured<Vec<T>> {
+    fn from_iter<I: IntoIterator<Item = Measured<T>>>(items: I) -> Self {
+        let mut out = Measured::Complete(Vec::new());
+        for m in items {
+            out = out.and_then(|mut v| {
+                m.map(|x| {
+                    v.push(x);
+                    v
+                })
+            });
+            if let Measured::Absent(_) = out {
+                return out;
+            }
+        }
+        out
+    }
+}
 
 impl Cell {
-    /// A cell of a measured value, or `not sampled` when its collector had no data (the
-    /// table's notes or the case's findings say why).
+    /// A cell of a measured value: the value; a partial one with its coverage (`12 (2 of 3
+    /// replicas)`); or `not sampled` when its collector had no data (the table's notes or the
+    /// case's findings say why).
     pub fn measured<T>(m: &Measured<T>, f: impl FnOnce(&T) -> Cell) -> Cell {
         match m {
-            Ok(v) => f(v),
-            Err(_) => Cell::Missing("not sampled".into()),
+            Measured::Complete(v) => f(v),
+            Measured::Partial(v, p) => Cell::Partial {
+                value: Box::new(f(v)),
+                coverage: p.shortfall.coverage(),
+            },
+            Measured::Absent(_) => Cell::Missing("not sampled".into()),
         }
     }
 }
@@ -153,17 +385,18 @@ impl CaseResult {
                     .cluster
                     .as_ref()
                     .map_or(&[][..], |k| &k.counters_missing);
-                if !missing.is_empty() {
-                    Some(format!(
-                        "the final counters of {} backend pod(s) could not be read ({})",
-                        missing.len(),
-                        missing.join("; ")
-                    ))
-                } else if self.backends.is_empty() {
-                    Some("no backend counters were recorded".into())
-                } else {
-                    None
-                }
+                // Some read, some not: partial ([`CaseResult::shortfall`]), not absent.
+                (self.backends.is_empty()).then(|| {
+                    if missing.is_empty() {
+                        "no backend counters were recorded".to_string()
+                    } else {
+                        format!(
+                            "the final counters of {} backend pod(s) could not be read ({})",
+                            missing.len(),
+                            missing.join("; ")
+                        )
+                    }
+                })
             }
             Collector::Records => {
                 let loads: Vec<&str> = self.distributed.iter().map(|d| d.load.as_str()).collect();
@@ -178,16 +411,101 @@ impl CaseResult {
         }
     }
 
-    /// `f` of this case when `c` gathered data, or why it gathered none.
+    /// What `c` missed of the items it was meant to cover in this case, when it gathered
+    /// something but not everything (the run recorded it in [`CaseResult::partial`]).
+    /// Besides what the run recorded, a collector's own rows may say an item is short: a
+    /// watched container's log read in part, or with lines whose level cannot be read; a
+    /// backend pod whose final counters could not be read.
+    pub fn shortfall(&self, c: Collector) -> Option<Shortfall> {
+        let mut s = self.partial.get(&c).cloned().unwrap_or_default();
+        let mut add = |unit: &str, of: usize, item: String, why: String| {
+            if s.unit.is_empty() {
+                s.unit = unit.to_string();
+            }
+            if !s.lacks(&item) {
+                s.missing.push(MissingItem { item, why });
+            }
+            s.of = s.of.max(of).max(s.missing.len());
+        };
+        match (c, &self.cluster) {
+            (Collector::LogLevels, Some(k)) => {
+                for l in &k.log_levels {
+                    let item = format!("{}/{}", l.pod, l.container);
+                    let of = k.log_levels.len();
+                    if let Some(why) = &l.incomplete {
+                        add("logs", of, item, format!("read in part: {why}"));
+                    } else if l.lines > l.leveled {
+                        add(
+                            "logs",
+                            of,
+                            item,
+                            format!(
+                                "{} of {} line(s) carry no level it can read",
+                                l.lines - l.leveled,
+                                l.lines
+                            ),
+                        );
+                    }
+                }
+            }
+            (Collector::BackendCounters, Some(k)) if !self.backends.is_empty() => {
+                let of = self.backends.len() + k.counters_missing.len();
+                for m in &k.counters_missing {
+                    let (item, why) = m.split_once(": ").unwrap_or((m.as_str(), "not read"));
+                    add("backend pods", of, item.to_string(), why.to_string());
+                }
+            }
+            _ => {}
+        }
+        (!s.missing.is_empty()).then_some(s)
+    }
+
+    /// Why `c`'s data in this case is not complete evidence (nothing gathered, or only part),
+    /// or `None` when it is: what a check asks before it reads the data.
+    pub fn incomplete(&self, c: Collector) -> Option<Incomplete> {
+        match self.measured(c, |_| ()) {
+            Measured::Complete(()) => None,
+            Measured::Partial((), p) => Some(Incomplete::Partial(p)),
+            Measured::Absent(a) => Some(Incomplete::Absent(a)),
+        }
+    }
+
+    /// `f` of this case with `c`'s coverage: complete, partial (what it missed), or absent
+    /// (why it gathered nothing).
     pub fn measured<'a, T>(
         &'a self,
         c: Collector,
         f: impl FnOnce(&'a CaseResult) -> T,
     ) -> Measured<T> {
-        match self.gap(c) {
-            Some(why) => Err(Absent { collector: c, why }),
-            None => Ok(f(self)),
+        if let Some(why) = self.gap(c) {
+            return Measured::Absent(Absent { collector: c, why });
         }
+        match self.shortfall(c) {
+            Some(shortfall) => Measured::Partial(
+                f(self),
+                Partial {
+                    collector: c,
+                    shortfall,
+                },
+            ),
+            None => Measured::Complete(f(self)),
+        }
+    }
+
+    /// Records that `c` missed `item` (one of `of` items of `unit`) with why; a second miss of
+    /// the same item keeps the first reason.
+    pub fn add_missing(&mut self, c: Collector, unit: &str, of: usize, item: &str, why: &str) {
+        let s = self
+            .partial
+            .entry(c)
+            .or_insert_with(|| Shortfall::new(unit, of, Vec::new()));
+        if !s.lacks(item) {
+            s.missing.push(MissingItem {
+                item: item.to_string(),
+                why: why.to_string(),
+            });
+        }
+        s.of = s.of.max(of).max(s.missing.len());
     }
 
     /// Why load `load` has no per-request records, when the run kept none for it (it ran on

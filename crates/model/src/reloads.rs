@@ -78,6 +78,7 @@ mod tests {
             generation: 2,
             t_s: 1.0,
             served_ms: served,
+            command_ms: None,
             old_workers_exited_ms: old,
             validate_ms: 5.0,
             error: error.map(String::from),

@@ -230,6 +230,11 @@ pub struct CaseResult {
     /// in pods, whose probes the kubelet runs). Read through [`CaseResult::gap`], never directly.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub absent: BTreeMap<crate::Collector, String>,
+    /// Collectors that gathered part of what they were meant to (one replica's status page of
+    /// three, one pod's log), each with the items it missed and why. Read through
+    /// [`CaseResult::measured`], which makes every value drawn from them partial.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub partial: BTreeMap<crate::Collector, crate::Shortfall>,
 }
 
 /// A load of a case that ran on agents: its summary in [`CaseResult::loads`] is the exact merge
@@ -474,8 +479,14 @@ pub struct ReloadRecord {
     pub generation: u64,
     /// Seconds from the run origin when the reload was signalled.
     pub t_s: f64,
-    /// Milliseconds from the signal until a request was served under the new config.
+    /// Milliseconds from the signal until a request was served under the new config; `None`
+    /// when that was not seen (a failed reload, or a target that shows no generation).
     pub served_ms: Option<f64>,
+    /// Milliseconds the reload command took, start to exit, for a target reloaded by a command
+    /// whose serving of the new config proxybench cannot see (an external target): a time of
+    /// its own, never read as [`ReloadRecord::served_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_ms: Option<f64>,
     /// Milliseconds from the signal until every old worker (process of the old generation) had
     /// exited.
     pub old_workers_exited_ms: Option<f64>,
@@ -605,8 +616,18 @@ pub struct ReadinessSample {
     pub replica: String,
     /// Whether it answered in time.
     pub ok: bool,
-    /// How long the answer took, in milliseconds (the timeout when it failed).
-    pub ms: f64,
+    /// How long the answer took, in milliseconds; `None` when it failed (a probe that got no
+    /// answer has no answer time; files written before kept the timeout here, which
+    /// [`ReadinessSample::answered_ms`] leaves out).
+    #[serde(default)]
+    pub ms: Option<f64>,
+}
+
+impl ReadinessSample {
+    /// The answer time of a probe that was answered; `None` for a failed one.
+    pub fn answered_ms(&self) -> Option<f64> {
+        self.ms.filter(|_| self.ok)
+    }
 }
 
 /// How long a config change took to reach clients: from the start of the change (render, the

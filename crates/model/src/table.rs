@@ -87,6 +87,14 @@ pub enum Cell {
     },
     /// No value, printed as the reason's short form (`-`, `n/a`, `none`).
     Missing(String),
+    /// A value drawn from part of what it should cover, printed with its coverage: `12 (2 of 3
+    /// replicas)`. It reads back as no number: it is not the whole.
+    Partial {
+        /// The value of what was covered.
+        value: Box<Cell>,
+        /// What was covered, in a few words (`2 of 3 replicas`).
+        coverage: String,
+    },
 }
 
 impl Cell {
@@ -149,7 +157,7 @@ impl Cell {
             Cell::Num { value, .. } | Cell::Pct { value, .. } => Some(*value),
             Cell::Us(v) | Cell::Times(v) => Some(*v),
             Cell::List { items, .. } => items.iter().find_map(Cell::as_f64),
-            Cell::Text(_) | Cell::Ppm { .. } | Cell::Missing(_) => None,
+            Cell::Text(_) | Cell::Ppm { .. } | Cell::Missing(_) | Cell::Partial { .. } => None,
         }
     }
 
@@ -219,6 +227,7 @@ impl fmt::Display for Cell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Cell::Text(s) | Cell::Missing(s) => f.write_str(s),
+            Cell::Partial { value, coverage } => write!(f, "{value} ({coverage})"),
             Cell::Count(n) => f.write_str(&fmt_count(*n)),
             Cell::Int(n) => write!(f, "{n}"),
             Cell::Signed(n) => write!(f, "{n:+}"),

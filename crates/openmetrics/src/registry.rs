@@ -92,6 +92,7 @@ struct CaseState {
     action_errors: BTreeMap<String, u64>,
     reloads: u64,
     reload_errors: u64,
+    reloads_untimed: u64,
     reload_buckets: [u64; BUCKETS_US.len() + 1],
     reload_count: u64,
     reload_sum_s: f64,
@@ -273,6 +274,9 @@ impl CaseFeed {
                     c.reload_sum_s += s;
                     c.last_reload_s = Some(s);
                 }
+                // Done, but not seen serving (an external target's command exited): no time
+                // for the histogram, and no failure either.
+                (None, None) => c.reloads_untimed += 1,
                 _ => c.reload_errors += 1,
             }
         }
@@ -611,6 +615,13 @@ fn render_cases(o: &mut String, st: &State) {
         "Reloads that failed or never served the new config.",
         &|c| c.reload_errors,
     );
+    counter(
+        o,
+        "proxybench_case_reloads_untimed",
+        "Reloads that succeeded but whose serving of the new config proxybench cannot see (an \
+         external target's reload command): in no reload time.",
+        &|c| c.reloads_untimed,
+    );
     family(
         o,
         "proxybench_case_reload_seconds",
@@ -867,16 +878,25 @@ mod tests {
             generation: 2,
             t_s: 2.0,
             served_ms: Some(12.0),
+            command_ms: None,
             old_workers_exited_ms: None,
             validate_ms: 3.0,
             error: None,
         };
         let bad = ReloadRecord {
             served_ms: None,
+            command_ms: None,
             error: Some("refused".into()),
             ..ok.clone()
         };
-        case.action_done(&[ev], &[ok, bad]);
+        // An external target's reload: its command's time is no time to serve.
+        let untimed = ReloadRecord {
+            served_ms: None,
+            command_ms: Some(4.7),
+            error: None,
+            ..ok.clone()
+        };
+        case.action_done(&[ev], &[ok, bad, untimed]);
         let text = reg.render();
         assert!(text.contains(
             "proxybench_case_current_action{case=\"c1\",step=\"1\",action=\"reload\"} 0\n"
@@ -890,10 +910,14 @@ mod tests {
         );
         assert_eq!(
             value(&text, "proxybench_case_reloads_total{case=\"c1\"}"),
-            2.0
+            3.0
         );
         assert_eq!(
             value(&text, "proxybench_case_reload_errors_total{case=\"c1\"}"),
+            1.0
+        );
+        assert_eq!(
+            value(&text, "proxybench_case_reloads_untimed_total{case=\"c1\"}"),
             1.0
         );
         assert_eq!(

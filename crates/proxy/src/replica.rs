@@ -88,6 +88,7 @@ impl Core {
             generation,
             t_s: origin.elapsed().as_secs_f64(),
             served_ms: None,
+            command_ms: None,
             old_workers_exited_ms: None,
             validate_ms: 0.0,
             error: None,

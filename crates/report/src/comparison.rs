@@ -599,6 +599,7 @@ mod tests {
             generation: 2,
             t_s: 1.0,
             served_ms: Some(ms),
+            command_ms: None,
             old_workers_exited_ms: None,
             validate_ms: 1.0,
             error: None,

@@ -429,18 +429,34 @@ fn extra_charts(r: &RunResults, charts: &[Chart]) -> Vec<(Chart, &'static str)> 
                 ));
             }
         }
-        let mut replicas: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+        // Answer times only: a failed probe has none, so it breaks the replica's line (a gap),
+        // rather than standing as a point at the timeout.
+        let mut replicas: BTreeMap<&str, Vec<Vec<(f64, f64)>>> = BTreeMap::new();
         for s in &case.readiness {
-            replicas.entry(&s.replica).or_default().push((s.t_s, s.ms));
+            let segs = replicas.entry(&s.replica).or_default();
+            match s.answered_ms() {
+                Some(ms) => match segs.last_mut() {
+                    Some(seg) => seg.push((s.t_s, ms)),
+                    None => segs.push(vec![(s.t_s, ms)]),
+                },
+                None => {
+                    if segs.last().is_none_or(|seg| !seg.is_empty()) {
+                        segs.push(Vec::new());
+                    }
+                }
+            }
+        }
+        for segs in replicas.values_mut() {
+            segs.retain(|seg| !seg.is_empty());
         }
         if !replicas.is_empty() {
             let lines = replicas
                 .into_iter()
                 .enumerate()
-                .map(|(i, (rep, pts))| Line {
+                .map(|(i, (rep, segments))| Line {
                     name: rep.to_string(),
                     color: color(i),
-                    segments: vec![pts],
+                    segments,
                     dots: false,
                     join: true,
                 })
@@ -448,7 +464,10 @@ fn extra_charts(r: &RunResults, charts: &[Chart]) -> Vec<(Chart, &'static str)> 
             out.push((
                 mk(
                     format!("{prefix}-readiness"),
-                    format!("{}: readiness probe time per replica", case.name),
+                    format!(
+                        "{}: readiness probe answer time per replica (a gap: probes failed)",
+                        case.name
+                    ),
                     "probe answer (ms)",
                     lines,
                 ),

@@ -13,7 +13,7 @@
 
 pub use crate::error::CheckError;
 use model::metric::{self, MetricKind};
-use model::{CaseResult, CheckResult, Collector, LoadSummary};
+use model::{CaseResult, CheckResult, Collector, Incomplete, LoadSummary};
 use std::fmt;
 
 /// The subject of the proxy under test, whatever its kind.
@@ -46,6 +46,23 @@ enum Gap {
     NotMeasurable(String),
     /// The platform the case ran on cannot give this data (cluster metrics off Kubernetes).
     OffPlatform(String),
+    /// The data was gathered only in part, or is narrower than the metric's claim (one
+    /// replica's status page of three, a reload timed only to its command's exit).
+    Partial(String),
+}
+
+/// A check's evidence from collector `c`: nothing gathered is `absent(why)`; part gathered is
+/// [`Gap::Partial`], naming what is missing.
+fn evidence(
+    case: &CaseResult,
+    c: Collector,
+    absent: impl FnOnce(String) -> Gap,
+) -> Result<(), Gap> {
+    match case.incomplete(c) {
+        None => Ok(()),
+        Some(Incomplete::Absent(a)) => Err(absent(a.why)),
+        Some(Incomplete::Partial(p)) => Err(Gap::Partial(p.to_string())),
+    }
 }
 
 impl From<CheckError> for Gap {
@@ -177,7 +194,8 @@ impl Check {
                     format!("{} {}", self.op, show(b, kind)),
                 )
             }
-            (Err(Gap::OffPlatform(why)), _) | (_, Err(Gap::OffPlatform(why))) => {
+            (Err(Gap::OffPlatform(why) | Gap::Partial(why)), _)
+            | (_, Err(Gap::OffPlatform(why) | Gap::Partial(why))) => {
                 (false, format!("not measurable: {why}"), self.text.clone())
             }
             (Err(Gap::NotMeasurable(why)), _) | (_, Err(Gap::NotMeasurable(why))) => {
@@ -261,6 +279,7 @@ const METRICS: &[(SubjectKind, &str, Kind)] = &[
     (SubjectKind::Reloads, "max_ms", Kind::Millis),
     (SubjectKind::Reloads, "within_500ms", Kind::Fraction),
     (SubjectKind::Reloads, "within_1000ms", Kind::Fraction),
+    (SubjectKind::Reloads, "command_ms", Kind::Millis),
     (SubjectKind::Cluster, "restarts", Kind::Count),
     (SubjectKind::Cluster, "warnings", Kind::Count),
     (SubjectKind::Cluster, "ready_pods_min", Kind::Count),
@@ -372,10 +391,12 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
             "the case ran on no Kubernetes cluster (cluster.* needs --platform kubernetes)".into(),
         ));
     };
-    // A collector that failed gathered nothing: its zero restarts or warnings mean nothing.
-    if let Some(why) = case.gap(cluster_collector(metric)) {
-        return Err(Gap::NoData(CheckError(why)));
-    }
+    // A collector that failed gathered nothing: its zero restarts or warnings mean nothing;
+    // one that gathered part (a log read in part, lines whose level it cannot read) is no
+    // evidence either.
+    evidence(case, cluster_collector(metric), |why| {
+        Gap::NoData(CheckError(why))
+    })?;
     match metric {
         // Each record is one restart (its count is the container's total after it).
         "restarts" => Ok(k.restarts.len() as f64),
@@ -424,9 +445,9 @@ fn load_metric(ls: &[&LoadSummary], m: &str) -> Result<f64, CheckError> {
 }
 
 fn backend_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
-    if let Some(why) = case.gap(Collector::BackendCounters) {
-        return Err(Gap::NoData(CheckError(why)));
-    }
+    evidence(case, Collector::BackendCounters, |why| {
+        Gap::NoData(CheckError(why))
+    })?;
     let b = &case.backends;
     let total: u64 = b.iter().map(|x| x.requests).sum();
     Ok(match metric {
@@ -458,11 +479,9 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
         return status_page_metric(metric, case);
     }
     let logs = &case.logs;
-    if let Some(why) = case.gap(Collector::Logs) {
-        return Err(Gap::NotMeasurable(format!(
-            "the proxy's logs could not be read ({why})"
-        )));
-    }
+    evidence(case, Collector::Logs, |why| {
+        Gap::NotMeasurable(format!("the proxy's logs could not be read ({why})"))
+    })?;
     let level = |names: &[&str]| {
         names
             .iter()
@@ -484,9 +503,7 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 /// `active_max` (the most active client connections one replica's status page reported) and
 /// `served` (requests each replica's page counted last, summed).
 fn status_page_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
-    if let Some(why) = case.gap(Collector::StatusPages) {
-        return Err(Gap::NotMeasurable(why));
-    }
+    evidence(case, Collector::StatusPages, Gap::NotMeasurable)?;
     let s = &case.stub_samples;
     Ok(match metric {
         "active_max" => s.iter().map(|x| x.active).max().unwrap_or(0) as f64,
@@ -501,6 +518,11 @@ fn status_page_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     })
 }
 
+/// `reloads.*`. The timed metrics (`avg_ms`, `max_ms`, `within_*`) read the time until the new
+/// generation served, and need it for every reload: a failed reload never served (so
+/// `avg_ms`/`max_ms` have no value; `within_*` counts it as not within), and a successful one
+/// the target did not time makes the evidence partial. `command_ms` is the slowest reload
+/// command, start to exit, of a target reloaded by a command whose serving cannot be seen.
 fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     let r = &case.reloads;
     if metric == "count" {
@@ -509,29 +531,65 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     if r.is_empty() {
         return Err("no reload happened".into());
     }
-    let served: Vec<f64> = r.iter().filter_map(|x| x.served_ms).collect();
-    let timed = matches!(
+    if metric == "errors" {
+        return Ok(r.iter().filter(|x| x.error.is_some()).count() as f64);
+    }
+    let ok: Vec<&model::ReloadRecord> = r.iter().filter(|x| x.error.is_none()).collect();
+    if metric == "command_ms" {
+        let timed: Vec<f64> = ok.iter().filter_map(|x| x.command_ms).collect();
+        if timed.is_empty() {
+            return Err(if ok.is_empty() {
+                "every reload failed".into()
+            } else {
+                Gap::NotMeasurable("its reloads are not run by a command of the user's".into())
+            });
+        }
+        return Ok(timed.into_iter().fold(0.0, f64::max));
+    }
+    if !matches!(
         metric,
         "avg_ms" | "max_ms" | "within_500ms" | "within_1000ms"
-    );
-    // Reloads that neither failed nor served: the kind reports no time at which the new
-    // generation served, so a time (or a share within a time) cannot be given.
-    if timed && served.is_empty() && r.iter().all(|x| x.error.is_none()) {
-        return Err(Gap::NotMeasurable(
-            "its reloads report no time at which the new generation served".into(),
-        ));
+    ) {
+        return Err(format!("'{metric}' is not a reloads metric").into());
     }
+    let untimed: Vec<&&model::ReloadRecord> = ok.iter().filter(|x| x.served_ms.is_none()).collect();
+    if !ok.is_empty() && untimed.len() == ok.len() {
+        let why = if ok.iter().any(|x| x.command_ms.is_some()) {
+            "its reloads report no time at which the new generation served, only their \
+             command's exit (reloads.command_ms)"
+        } else {
+            "its reloads report no time at which the new generation served"
+        };
+        return Err(Gap::NotMeasurable(why.into()));
+    }
+    if !untimed.is_empty() {
+        let names: Vec<String> = untimed
+            .iter()
+            .map(|x| format!("{} generation {}", x.replica, x.generation))
+            .collect();
+        return Err(Gap::Partial(format!(
+            "{} of {} successful reloads report no time at which the new generation served \
+             ({})",
+            untimed.len(),
+            ok.len(),
+            names.join(", ")
+        )));
+    }
+    let served: Vec<f64> = ok.iter().filter_map(|x| x.served_ms).collect();
+    let failed = r.len() - ok.len();
     let share = |limit: f64| served.iter().filter(|&&v| v <= limit).count() as f64 / r.len() as f64;
     Ok(match metric {
-        "errors" => r.iter().filter(|x| x.error.is_some()).count() as f64,
-        "avg_ms" | "max_ms" if served.is_empty() => {
-            return Err("no reload was served".into());
+        "avg_ms" | "max_ms" if failed > 0 => {
+            return Err(format!(
+                "{failed} of {} reloads failed and never served (reloads.errors)",
+                r.len()
+            )
+            .into());
         }
         "avg_ms" => served.iter().sum::<f64>() / served.len() as f64,
         "max_ms" => served.iter().copied().fold(0.0, f64::max),
         "within_500ms" => share(500.0),
-        "within_1000ms" => share(1000.0),
-        other => return Err(format!("'{other}' is not a reloads metric").into()),
+        _ => share(1000.0),
     })
 }
 
@@ -601,6 +659,7 @@ mod tests {
                     generation: 2,
                     t_s: 1.0,
                     served_ms: Some(100.0),
+                    command_ms: None,
                     old_workers_exited_ms: None,
                     validate_ms: 5.0,
                     error: None,
@@ -610,6 +669,7 @@ mod tests {
                     generation: 3,
                     t_s: 2.0,
                     served_ms: Some(700.0),
+                    command_ms: None,
                     old_workers_exited_ms: None,
                     validate_ms: 5.0,
                     error: None,
@@ -689,14 +749,74 @@ mod tests {
             errors: 3,
             ..Default::default()
         }];
+        // One line of nine carries no level: its level could be an error's. Not measurable,
+        // naming the log; never "3" read off the eight.
+        let on = |e: &str| Check::parse(e).unwrap().eval(&c, Some("nginx"));
+        let r = on("cluster.log_errors == 3");
+        assert!(!r.pass, "{r:?}");
+        assert_eq!(
+            r.actual,
+            "not measurable: the watched pods' log levels covered 0 of 1 logs (gw/ctl/ctl: 1 of \
+             9 line(s) carry no level it can read)"
+        );
+        c.cluster.as_mut().unwrap().log_levels[0].lines = 8;
         let on = |e: &str| Check::parse(e).unwrap().eval(&c, Some("nginx"));
         assert!(on("cluster.log_errors == 3").pass);
         assert!(!on("cluster.log_errors == 0").pass);
         assert!(on("cluster.log_warnings == 2").pass);
+        // A log read in part (its follower failed): not measurable either.
+        c.cluster.as_mut().unwrap().log_levels[0].incomplete =
+            Some("the log stream ended: connection reset".into());
+        let on = |e: &str| Check::parse(e).unwrap().eval(&c, Some("nginx"));
+        let r = on("cluster.log_errors == 3");
+        assert!(
+            !r.pass && r.actual.contains("read in part: the log stream ended"),
+            "{r:?}"
+        );
         assert!(Check::parse("cluster.pods == 1")
             .unwrap_err()
             .to_string()
             .contains("unknown metric 'pods' for 'cluster'"));
+    }
+
+    /// A status page that one replica of two never answered, and a backend pod whose final
+    /// counters were not read: every check on them is not measurable, naming the item, even
+    /// one that the other items' numbers would pass.
+    #[test]
+    fn partial_collectors_never_pass() {
+        let mut c = case();
+        c.stub_samples = vec![stub("nginx-0", 1.0, 5, 400)];
+        c.add_missing(
+            Collector::StatusPages,
+            "replicas",
+            2,
+            "nginx-1",
+            "its status page never answered (3 reads; connection refused)",
+        );
+        for e in ["proxy.served >= 0", "proxy.active_max <= 100"] {
+            let r = Check::parse(e).unwrap().eval(&c, Some("nginx"));
+            assert!(!r.pass, "{e}: {r:?}");
+            assert_eq!(
+                r.actual,
+                "not measurable: status pages covered 1 of 2 replicas (nginx-1: its status page \
+                 never answered (3 reads; connection refused))",
+                "{e}"
+            );
+        }
+        let mut c = case();
+        c.cluster = Some(model::ClusterRecord {
+            counters_missing: vec!["b2 (pod backend-b2-x): connection refused".into()],
+            ..Default::default()
+        });
+        let r = Check::parse("backends.requests >= 0")
+            .unwrap()
+            .eval(&c, Some("nginx"));
+        assert!(!r.pass, "{r:?}");
+        assert_eq!(
+            r.actual,
+            "not measurable: backend counters covered 2 of 3 backend pods (b2 (pod \
+             backend-b2-x): connection refused)"
+        );
     }
 
     #[test]
@@ -799,9 +919,27 @@ mod tests {
             .unwrap()
             .eval(&c, Some("nginx"));
         assert!(
-            !r.pass && r.actual == "no data: no reload was served",
+            !r.pass
+                && r.actual == "no data: 2 of 2 reloads failed and never served (reloads.errors)",
             "{r:?}"
         );
+        // One failed of two: the slowest reload is not the slowest of those that served.
+        let mut c = case();
+        c.reloads[1].served_ms = None;
+        c.reloads[1].error = Some("nginx -t failed".into());
+        let r = Check::parse("reloads.max_ms <= 1000")
+            .unwrap()
+            .eval(&c, Some("nginx"));
+        assert!(
+            !r.pass
+                && r.actual == "no data: 1 of 2 reloads failed and never served (reloads.errors)",
+            "{r:?}"
+        );
+        // ...but the share within a bound counts it as not within.
+        let r = Check::parse("reloads.within_1000ms == 50%")
+            .unwrap()
+            .eval(&c, Some("nginx"));
+        assert!(r.pass, "{r:?}");
 
         // Unreadable logs are not zero errors.
         let mut c = case();
@@ -1042,10 +1180,12 @@ mod tests {
             );
         }
 
-        // Reloads without a time at which the new generation served, and without an error.
+        // An external target's reloads, as its driver records them: the command's time, and
+        // no time at which the new generation served (the command's exit is not that).
         let mut c = case();
         for r in &mut c.reloads {
             r.served_ms = None;
+            r.command_ms = Some(4.7);
         }
         for e in [
             "reloads.avg_ms < 500",
@@ -1057,10 +1197,34 @@ mod tests {
             assert_eq!(
                 r.actual,
                 "not measurable for external: its reloads report no time at which the new \
-                 generation served",
+                 generation served, only their command's exit (reloads.command_ms)",
                 "{e}"
             );
         }
+        // The command's time is a metric of its own.
+        let r = Check::parse("reloads.command_ms < 1000")
+            .unwrap()
+            .eval(&c, Some("external"));
+        assert!(r.pass && r.actual == "4.7ms", "{r:?}");
+        let r = Check::parse("reloads.command_ms < 1000")
+            .unwrap()
+            .eval(&case(), Some("nginx"));
+        assert!(
+            !r.pass && r.actual.contains("not run by a command"),
+            "{r:?}"
+        );
+        // One reload of two untimed: partial evidence, never a pass on the other's time.
+        let mut c = case();
+        c.reloads[1].served_ms = None;
+        let r = Check::parse("reloads.max_ms <= 1000")
+            .unwrap()
+            .eval(&c, Some("nginx"));
+        assert!(!r.pass, "{r:?}");
+        assert_eq!(
+            r.actual,
+            "not measurable: 1 of 2 successful reloads report no time at which the new \
+             generation served (nginx-0 generation 3)"
+        );
         // What the kind does give still evaluates.
         assert!(
             Check::parse("reloads.count == 2")

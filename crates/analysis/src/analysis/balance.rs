@@ -127,8 +127,7 @@ impl Facts {
                     requests: b.requests,
                     attempts: attempts
                         .as_ref()
-                        .map(|a| a.get(&b.addr).copied().unwrap_or(0))
-                        .map_err(Clone::clone),
+                        .map(|a| a.get(&b.addr).copied().unwrap_or(0)),
                     connections: b.connections,
                 }
             })
@@ -176,10 +175,7 @@ impl Facts {
 
     /// One backend's share of the upstream attempts the proxy logged.
     fn attempt_share(&self, i: &Instance) -> Cell {
-        let both = i
-            .attempts
-            .clone()
-            .and_then(|a| Ok((a, self.total_attempts()?)));
+        let both = i.attempts.clone().zip(self.total_attempts());
         Cell::measured(&both, |(a, t)| pct(ratio(*a, *t)))
     }
 
@@ -304,7 +300,7 @@ fn case(
     ));
     // The shares are the backends' own counts: without them every check of the case is not
     // measurable (a partial count would show a false split).
-    if let Err(a) = result.measured(Collector::BackendCounters, |_| ()) {
+    if let Some(a) = result.incomplete(Collector::BackendCounters) {
         return vec![common::unmeasured(
             &case.name,
             text("check_shares"),

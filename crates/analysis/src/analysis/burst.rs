@@ -146,17 +146,15 @@ fn case(
         &summary,
         rl,
         recs,
-        logs.as_ref().map_err(Clone::clone),
+        logs.as_ref(),
         super::coarse_clock_us(env),
     );
     result.tables.push(a.report_table(&case.name));
-    result
-        .tables
-        .push(a.model_table(&case.name, logs.as_ref().map_err(Clone::clone)));
+    result.tables.push(a.model_table(&case.name, logs.as_ref()));
     result.tables.push(a.drift_table(&case.name));
     result.series.extend(a.series());
     result.findings.extend(a.findings());
-    let checks = a.checks(&case.name, logs.as_ref().map_err(Clone::clone));
+    let checks = a.checks(&case.name, logs.as_ref());
     result
         .findings
         .extend(common::not_sampled(result, &[Collector::Logs]));

@@ -3,7 +3,9 @@
 //! reference numbers, tolerances and prose, so that none of it sits in Rust literals.
 
 use super::Records;
-use model::{Absent, CaseResult, Cell, CheckResult, Collector, Measured, RequestRecord};
+use model::{
+    Absent, CaseResult, Cell, CheckResult, Collector, Incomplete, Measured, RequestRecord,
+};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -114,8 +116,9 @@ pub fn check(
 }
 
 /// One check of a case whose actual value comes from collectors: `judge` gives the actual value
-/// and the verdict when they gathered data; otherwise the check fails as "not measurable:
-/// <collector> not sampled: why". No check passes on an absent collector's zeros.
+/// and the verdict when they gathered all of it; otherwise the check fails as "not measurable:
+/// <collector> not sampled: why" or "not measurable: <collector> covered 2 of 3 replicas (...)".
+/// No check passes on an absent collector's zeros, nor on part of what it claims.
 pub fn measured_check<T>(
     case: &str,
     name: impl Into<String>,
@@ -123,7 +126,7 @@ pub fn measured_check<T>(
     m: Measured<T>,
     judge: impl FnOnce(T) -> (String, bool),
 ) -> CheckResult {
-    match m {
+    match m.complete() {
         Ok(v) => {
             let (actual, pass) = judge(v);
             check(case, name, expected, actual, pass)
@@ -132,20 +135,63 @@ pub fn measured_check<T>(
     }
 }
 
-/// A check that cannot be made because a collector it reads gathered nothing: it fails as
-/// "not measurable: <collector> not sampled: why".
+/// A check that cannot be made because a collector it reads gathered nothing, or only part:
+/// it fails as "not measurable: <collector> not sampled: why" (or "... covered 2 of 3 ...").
 pub fn unmeasured(
     case: &str,
     name: impl Into<String>,
     expected: impl Into<String>,
-    a: &Absent,
+    a: &impl Display,
 ) -> CheckResult {
     check(case, name, expected, format!("not measurable: {a}"), false)
 }
 
-/// Every value of `items`, or the first collector gap among them.
+/// Every value of `items` with the narrowest coverage among them: absent when one is absent,
+/// partial when one is partial.
 pub fn all_measured<T>(items: impl IntoIterator<Item = Measured<T>>) -> Measured<Vec<T>> {
     items.into_iter().collect()
+}
+
+/// The values of named items (each load, each replica) as one partial value when some are
+/// absent: the present ones, with the absent ones as the missing `unit` (`loads`) and why.
+/// Absent only when every item is.
+pub fn over_items<T>(
+    unit: &str,
+    items: impl IntoIterator<Item = (String, Measured<T>)>,
+) -> Measured<Vec<T>> {
+    let items: Vec<(String, Measured<T>)> = items.into_iter().collect();
+    let of = items.len();
+    let mut missing: Vec<model::MissingItem> = Vec::new();
+    let mut first_absent = None;
+    let mut present = Vec::new();
+    for (name, m) in items {
+        match m {
+            Measured::Absent(a) => {
+                missing.push(model::MissingItem {
+                    item: name,
+                    why: a.why.clone(),
+                });
+                first_absent.get_or_insert(a);
+            }
+            m => present.push(m),
+        }
+    }
+    let all: Measured<Vec<T>> = present.into_iter().collect();
+    match (first_absent, all) {
+        (None, all) => all,
+        (Some(a), _) if missing.len() == of => Measured::Absent(a),
+        (Some(a), all) => {
+            let own = model::Partial {
+                collector: a.collector,
+                shortfall: model::Shortfall::new(unit, of, missing),
+            };
+            match all {
+                Measured::Complete(v) => Measured::Partial(v, own),
+                Measured::Partial(v, p) => Measured::Partial(v, p),
+                Measured::Absent(a) => Measured::Absent(a),
+            }
+        }
+    }
 }
 
 /// The findings sentence that names every collector among `used` that gathered nothing in the
@@ -163,23 +209,40 @@ pub fn not_sampled(r: &CaseResult, used: &[Collector]) -> Option<String> {
     })
 }
 
-/// A finding that draws on collectors: `say` of their values, or "WHAT: not measurable
-/// (<collector> not sampled)" when one of them gathered nothing ([`not_sampled`] says why once
-/// per case).
+/// A finding that draws on collectors: `say` of their values; when they covered only part,
+/// the same sentence followed by what it is drawn from and what is missing; or "WHAT: not
+/// measurable (<collector> not sampled)" when one of them gathered nothing ([`not_sampled`]
+/// says why once per case).
 pub fn finding<T>(what: &str, m: Measured<T>, say: impl FnOnce(T) -> String) -> String {
     match m {
-        Ok(v) => say(v),
-        Err(a) => unmeasured_finding(what, &a),
+        Measured::Complete(v) => say(v),
+        Measured::Partial(v, p) => partial_finding(say(v), &p),
+        Measured::Absent(a) => unmeasured_finding(what, &Incomplete::Absent(a)),
     }
 }
 
-/// "WHAT: not measurable (<collector> not sampled).": the finding that stands where a sentence
-/// would have drawn on a collector that gathered nothing.
-pub fn unmeasured_finding(what: &str, a: &Absent) -> String {
+/// A sentence drawn from part of what it speaks of, saying so: `SENTENCE (drawn from 2 of 3
+/// replicas' status pages; missing: nginx-2: never answered).`
+pub fn partial_finding(sentence: String, p: &model::Partial) -> String {
     format!(
-        "{what}: not measurable ({} not sampled).",
-        a.collector.what()
+        "{} (drawn from {} only, by {}; missing: {}).",
+        sentence.trim_end_matches('.'),
+        p.shortfall.coverage(),
+        p.collector.what(),
+        p.shortfall.detail()
     )
+}
+
+/// "WHAT: not measurable (<collector> not sampled).": the finding that stands where a sentence
+/// would have drawn on a collector that gathered nothing (or, for a check's sake, only part).
+pub fn unmeasured_finding(what: &str, a: &Incomplete) -> String {
+    match a {
+        Incomplete::Absent(a) => format!(
+            "{what}: not measurable ({} not sampled).",
+            a.collector.what()
+        ),
+        Incomplete::Partial(p) => format!("{what}: not measurable ({p})."),
+    }
 }
 
 /// A load's per-request records, or why the run kept none for it.
@@ -193,13 +256,14 @@ pub fn load_records<'a>(
         why,
     };
     if let Some(why) = r.records_gap(load) {
-        return Err(absent(why));
+        return Measured::Absent(absent(why));
     }
-    records.get(load).map(Vec::as_slice).ok_or_else(|| {
-        absent(format!(
+    match records.get(load) {
+        Some(v) => Measured::Complete(v.as_slice()),
+        None => Measured::Absent(absent(format!(
             "no per-request records were found for load '{load}'"
-        ))
-    })
+        ))),
+    }
 }
 
 /// Parses an analysis' data file (embedded with `include_str!`). Each analysis parses its file
@@ -331,7 +395,7 @@ mod tests {
             collector: Collector::Logs,
             why: "no replica ran".into(),
         };
-        let c = measured_check("c", "n", "e", Err::<u64, _>(gone.clone()), |n| {
+        let c = measured_check("c", "n", "e", Measured::<u64>::Absent(gone.clone()), |n| {
             (n.to_string(), true)
         });
         assert!(!c.pass);
@@ -339,12 +403,98 @@ mod tests {
             c.actual,
             "not measurable: the proxy's logs not sampled: no replica ran"
         );
-        let c = measured_check("c", "n", "e", Ok(3u64), |n| (n.to_string(), n == 3));
+        let c = measured_check("c", "n", "e", Measured::Complete(3u64), |n| {
+            (n.to_string(), n == 3)
+        });
         assert!(c.pass && c.actual == "3");
         assert_eq!(
-            finding("The retries", Err::<(), _>(gone), |_| "said".into()),
+            finding("The retries", Measured::<()>::Absent(gone), |_| "said"
+                .into()),
             "The retries: not measurable (the proxy's logs not sampled)."
         );
+    }
+
+    fn partial_pages() -> model::Partial {
+        model::Partial {
+            collector: Collector::StatusPages,
+            shortfall: model::Shortfall::new(
+                "replicas",
+                3,
+                vec![model::MissingItem {
+                    item: "nginx-2".into(),
+                    why: "its status page never answered".into(),
+                }],
+            ),
+        }
+    }
+
+    /// A check whose evidence covers part of its claim fails as not measurable, naming what is
+    /// missing, whatever its verdict on the part would have been; a cell shows the part with its
+    /// coverage; a finding says what it is drawn from.
+    #[test]
+    fn partial_evidence_never_passes_and_says_its_coverage() {
+        let m = Measured::Partial(12u64, partial_pages());
+        let c = measured_check("c", "served", ">= 0", m.clone(), |n| (n.to_string(), true));
+        assert!(!c.pass, "{c:?}");
+        assert_eq!(
+            c.actual,
+            "not measurable: status pages covered 2 of 3 replicas (nginx-2: its status page \
+             never answered)"
+        );
+        assert_eq!(
+            Cell::measured(&m, |n| Cell::Int(*n as i64)).to_string(),
+            "12 (2 of 3 replicas)"
+        );
+        assert_eq!(Cell::measured(&m, |n| Cell::Int(*n as i64)).as_f64(), None);
+        assert_eq!(
+            finding("Served", m, |n| format!(
+                "The replicas served {n} requests."
+            )),
+            "The replicas served 12 requests (drawn from 2 of 3 replicas only, by status pages; \
+             missing: nginx-2: its status page never answered)."
+        );
+    }
+
+    /// Items absent one by one make the whole partial, naming them; all absent is absent.
+    #[test]
+    fn absent_items_make_the_whole_partial() {
+        let gone = |load: &str| Absent {
+            collector: Collector::Records,
+            why: format!("no per-request records were found for load '{load}'"),
+        };
+        let m = over_items(
+            "loads",
+            [
+                ("coffee".to_string(), Measured::Complete(3u64)),
+                ("tea".to_string(), Measured::Absent(gone("tea"))),
+            ],
+        );
+        let Measured::Partial(v, p) = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            (v.as_slice(), p.shortfall.coverage()),
+            (&[3u64][..], "1 of 2 loads".into())
+        );
+        assert!(p.shortfall.lacks("tea") && !p.shortfall.lacks("coffee"));
+        let m = over_items(
+            "loads",
+            [("tea".to_string(), Measured::<u64>::Absent(gone("tea")))],
+        );
+        assert!(matches!(m, Measured::Absent(_)));
+        // A partial joined with a complete one stays partial; with an absent one, absent.
+        let all: Measured<Vec<u64>> =
+            [Measured::Complete(1), Measured::Partial(2, partial_pages())]
+                .into_iter()
+                .collect();
+        assert!(matches!(all, Measured::Partial(ref v, _) if v == &[1, 2]));
+        let all: Measured<Vec<u64>> = [
+            Measured::Partial(2, partial_pages()),
+            Measured::Absent(gone("tea")),
+        ]
+        .into_iter()
+        .collect();
+        assert!(matches!(all, Measured::Absent(_)));
     }
 
     #[test]

@@ -63,6 +63,22 @@ static DATA: LazyLock<Data> =
 
 /// Title of the per-case table.
 const FLOW: &str = "where the requests went";
+
+/// What a latency reads when no request was answered: there is no latency to show.
+const NO_ANSWER: &str = "no request was answered";
+
+/// A latency percentile, or [`NO_ANSWER`] when there is none.
+fn olat(p: Option<u64>) -> Cell {
+    p.map_or_else(|| Cell::Missing(NO_ANSWER.into()), lat)
+}
+
+/// `a / b` of two percentiles as a multiplier, `-` when either has no answer.
+fn otimes(a: Option<u64>, b: Option<u64>) -> Cell {
+    match (a, b) {
+        (Some(a), Some(b)) => times(a as f64, b as f64),
+        _ => Cell::dash(),
+    }
+}
 /// Row label of the TIME_WAIT count in the per-case table.
 const TIME_WAIT_ROW: &str = "TIME_WAIT sockets at the backends' ports (after the case)";
 
@@ -196,9 +212,11 @@ struct Facts {
     requests: u64,
     rps: f64,
     mean_us: f64,
-    p50: u64,
-    p90: u64,
-    p99: u64,
+    /// Latency percentiles of the answered requests; `None` when none was answered (no
+    /// latency is no latency, never 0 µs).
+    p50: Option<u64>,
+    p90: Option<u64>,
+    p99: Option<u64>,
     max: u64,
     non_2xx: u64,
     errors: u64,
@@ -252,7 +270,7 @@ impl Counters {
 impl Facts {
     fn new(case: &Case, r: &CaseResult, kind: &str) -> Option<Facts> {
         let l: &LoadSummary = r.loads.first()?;
-        let p = |q: f64| l.latency.percentile(q).unwrap_or(0);
+        let p = |q: f64| l.latency.percentile(q);
         let connect = [
             ErrorKind::ConnectRefused,
             ErrorKind::ConnectTimeout,
@@ -331,10 +349,7 @@ impl Facts {
 
     /// Attempts beyond the first of each request, from the proxy's logs.
     fn retries(&self) -> Measured<u64> {
-        self.log
-            .as_ref()
-            .map(LogFacts::retries)
-            .map_err(Clone::clone)
+        self.log.as_ref().map(LogFacts::retries)
     }
 
     /// Upstream (backend) connections accepted per backend response.
@@ -413,17 +428,16 @@ fn case(
 
 fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
     let per = |n: u64| Cell::num(ratio(n, f.requests), 3);
-    let row = |label: &str, n: u64| vec![Cell::text(label), count(n), per(n)];
-    // A count from a collector: "not sampled" in both cells when it gathered nothing.
-    let measured = |label: &str, n: Measured<u64>| match n {
-        Ok(n) => row(label, n),
-        Err(_) => vec![
+    // A count from a collector: "not sampled" in both cells when it gathered nothing, and
+    // with its coverage when it gathered part.
+    let measured = |label: &str, n: Measured<u64>| {
+        vec![
             Cell::text(label),
-            Cell::Missing("not sampled".into()),
-            Cell::Missing("not sampled".into()),
-        ],
+            Cell::measured(&n, |n| count(*n)),
+            Cell::measured(&n, |n| per(*n)),
+        ]
     };
-    let log = |g: fn(&LogFacts) -> u64| f.log.as_ref().map(g).map_err(Clone::clone);
+    let log = |g: fn(&LogFacts) -> u64| f.log.as_ref().map(g);
     let mut t = Table::new(
         format!("{case}: {FLOW}"),
         &["Quantity", "Count", "Per client response"],
@@ -459,17 +473,11 @@ fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table {
     }
     t.rows.push(measured(
         "Backend responses (backend counters)",
-        f.counters
-            .as_ref()
-            .map(|c| c.requests)
-            .map_err(Clone::clone),
+        f.counters.as_ref().map(|c| c.requests),
     ));
     t.rows.push(measured(
         "Backend connections accepted",
-        f.counters
-            .as_ref()
-            .map(|c| c.connections)
-            .map_err(Clone::clone),
+        f.counters.as_ref().map(|c| c.connections),
     ));
     let tw_row = |label: &str, n: Option<u64>| {
         vec![
@@ -527,8 +535,8 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
         ),
         None => text("tw_unread").into(),
     };
-    let Ok(c) = f.counters else {
-        // Every note below reads the backends' counters.
+    let Measured::Complete(c) = f.counters else {
+        // Every note below reads the backends' counters, whole.
         return n;
     };
     let conns = count(c.connections);
@@ -586,7 +594,7 @@ fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
             &[
                 ("share", &pct(s.share)),
                 ("floor", &us(s.floor_us)),
-                ("p99", &lat(f.p99)),
+                ("p99", &olat(f.p99)),
                 ("max", &lat(f.max)),
             ],
         ));
@@ -601,12 +609,13 @@ fn finding(f: &Facts) -> String {
             ("setup", &f.setup.label()),
             ("style", &f.style()),
             ("rps", &Cell::num(f.rps, 0)),
-            ("p50", &lat(f.p50)),
-            ("p99", &lat(f.p99)),
+            ("p50", &olat(f.p50)),
+            ("p99", &olat(f.p99)),
             ("max", &lat(f.max)),
         ],
     );
-    if let (true, Ok(c), Ok(l)) = (f.proxied(), &f.counters, &f.log) {
+    if let (true, Measured::Complete(c), Measured::Complete(l)) = (f.proxied(), &f.counters, &f.log)
+    {
         s.push_str(&fill(
             "finding_proxied",
             &[
@@ -682,8 +691,8 @@ fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
                     "check_spike_p99_expected",
                     &[("floor", &us(s.floor_us)), ("share", &pct(s.share))],
                 ),
-                lat(f.p99),
-                f.p99 as f64 >= s.floor_us,
+                olat(f.p99),
+                f.p99.is_some_and(|p| p as f64 >= s.floor_us),
             ));
         }
     }
@@ -720,7 +729,7 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
                 ("slack", &slack),
             ],
         ),
-        f.counters.clone().and_then(|c| Ok((c, f.retries()?))),
+        f.counters.clone().zip(f.retries()),
         |(c, retries)| {
             let excess = c.requests as i64 - f.requests as i64;
             (
@@ -752,7 +761,7 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
         },
     ));
     if let (Some(s), Some(rt)) = (f.spikes, f.read_timeout_us) {
-        let spiked = f.log.as_ref().map_or(0.0, |l| s.share * l.lines_up as f64);
+        let spiked = f.log.value().map_or(0.0, |l| s.share * l.lines_up as f64);
         out.push(measured_check(
             case,
             text("check_spikes_retried"),
@@ -774,17 +783,32 @@ fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
         ));
         // A retried request costs the read timeout (on the proxy's coarse clock) plus one ordinary
         // answer; p90 stands for an ordinary answer under whatever load the machine is under.
-        let bound = rt + tick_us as f64 + 2.0 * f.p90 as f64;
-        out.push(check(
-            case,
-            text("check_tail_cut"),
-            fill(
-                "check_tail_cut_expected",
-                &[("bound", &us(bound)), ("floor", &us(s.floor_us))],
-            ),
-            lat(f.p99),
-            (f.p99 as f64) <= bound,
-        ));
+        // With no request answered there is no tail to cut: not measurable, never "p99 0µs".
+        match (f.p90, f.p99) {
+            (Some(p90), Some(p99)) => {
+                let bound = rt + tick_us as f64 + 2.0 * p90 as f64;
+                out.push(check(
+                    case,
+                    text("check_tail_cut"),
+                    fill(
+                        "check_tail_cut_expected",
+                        &[("bound", &us(bound)), ("floor", &us(s.floor_us))],
+                    ),
+                    lat(p99),
+                    (p99 as f64) <= bound,
+                ));
+            }
+            _ => out.push(check(
+                case,
+                text("check_tail_cut"),
+                fill(
+                    "check_tail_cut_expected",
+                    &[("bound", &"-"), ("floor", &us(s.floor_us))],
+                ),
+                NO_ANSWER,
+                false,
+            )),
+        }
     }
     out
 }
@@ -839,7 +863,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                 &[
                     ("style", &style),
                     ("rps", &times(nk.rps, d.rps)),
-                    ("p50", &times(nk.p50 as f64, d.p50 as f64)),
+                    ("p50", &otimes(nk.p50, d.p50)),
                 ],
             );
             for (setup, what) in [
@@ -852,7 +876,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                         &[
                             ("what", &text(what)),
                             ("rps", &times(k.rps, d.rps)),
-                            ("p50", &times(k.p50 as f64, d.p50 as f64)),
+                            ("p50", &otimes(k.p50, d.p50)),
                         ],
                     ));
                 }
@@ -872,9 +896,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                         "",
                         name,
                         "",
-                        nk.counters
-                            .clone()
-                            .and_then(|n| Ok((n, k.counters.clone()?))),
+                        nk.counters.clone().zip(k.counters.clone()),
                         |(n, k)| {
                             let bound = share * n.conns_per_request();
                             (
@@ -909,7 +931,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             }
         }
         if style == "spiky" {
-            let p99 = |s: Setup| or_dash(of(s).map(|f| lat(f.p99)));
+            let p99 = |s: Setup| or_dash(of(s).map(|f| olat(f.p99)));
             if let Some(r) = of(Setup::Retry) {
                 findings.push(fill(
                     "finding_spiky_p99",
@@ -917,7 +939,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
                         ("direct", &p99(Setup::Direct)),
                         ("keepalive", &p99(Setup::Keepalive)),
                         ("read_timeout", &or_dash(r.read_timeout_us.map(us))),
-                        ("retry", &lat(r.p99)),
+                        ("retry", &olat(r.p99)),
                         ("retries", &Cell::measured(&r.retries(), |n| count(*n))),
                     ],
                 ));
@@ -960,16 +982,19 @@ fn comparison(all: &[Summary]) -> Table {
             .find(|d| d.f.setup == Setup::Direct && d.f.style() == f.style())
             .map(|d| &d.f);
         let vs = |a: f64, pick: fn(&Facts) -> f64| or_dash(d.map(|d| times(a, pick(d))));
+        let ovs = |a: Option<u64>, pick: fn(&Facts) -> Option<u64>| {
+            or_dash(d.map(|d| otimes(a, pick(d))))
+        };
         t.rows.push(vec![
             Cell::text(f.setup.label()),
             Cell::text(f.style()),
             Cell::text(&x.name),
             Cell::num(f.rps, 0),
             vs(f.rps, |d| d.rps),
-            lat(f.p50),
-            vs(f.p50 as f64, |d| d.p50 as f64),
-            lat(f.p99),
-            vs(f.p99 as f64, |d| d.p99 as f64),
+            olat(f.p50),
+            ovs(f.p50, |d| d.p50),
+            olat(f.p99),
+            ovs(f.p99, |d| d.p99),
             lat(f.max),
             count(f.non_2xx),
             count(f.errors),

@@ -205,13 +205,16 @@ fn findings(
                 ("attempts", &attempts),
             ],
         ));
-        let newcomers = common::all_measured(
+        // A new replica whose status page never answered has no count: the share is drawn
+        // from those that answered and says so, or is not measurable; never its zero.
+        let newcomers = common::over_items(
+            "new replicas",
             lives
                 .iter()
                 .filter(|r| r.started.is_some())
-                .map(|r| r.requests.clone()),
+                .map(|r| (r.name.clone(), r.requests.clone())),
         );
-        let shares = replicas::served(lives).and_then(|all| Ok((newcomers?, all)));
+        let shares = newcomers.zip(replicas::served(lives));
         out.push(common::finding(
             "The new replicas' share of requests",
             shares,
@@ -238,9 +241,10 @@ fn findings(
             continue;
         }
         let what = format!("Stopping {n} replica(s) {}", text(how));
-        let s = match owned_by(&|w| w == What::ReplicasDown(mode)) {
-            Err(a) => common::unmeasured_finding(&what, &a),
-            Ok(owned) => {
+        let s = common::finding(
+            &what,
+            owned_by(&|w| w == What::ReplicasDown(mode)),
+            |owned| {
                 let mut s = fill(
                     "finding_stop",
                     &[
@@ -254,17 +258,17 @@ fn findings(
                 if mode == StopSpec::Graceful {
                     s.push_str(text("finding_stop_graceful"));
                 } else {
-                    s.push_str(&match l.lost_in_proxy() {
+                    s.push_str(&match l.lost_in_proxy().complete() {
                         Ok(died) => fill("finding_stop_kill", &[("died", &died.max(0))]),
                         Err(a) => fill(
                             "finding_stop_kill_unmeasured",
-                            &[("what", &a.collector.what())],
+                            &[("what", &a.collector().what())],
                         ),
                     });
                 }
                 s
-            }
-        };
+            },
+        );
         out.push(s);
     }
     let removed = |m| {
@@ -289,7 +293,10 @@ fn findings(
                 .map(|b| b.sighup_gaps(plan, backends).map(|g| g.n - g.early)),
         )
         .map(|v| v.iter().sum::<u64>());
-        let measured = owned_by(&backends).and_then(|owned| Ok((owned, late?, l.log.clone()?)));
+        let measured = owned_by(&backends)
+            .zip(late)
+            .zip(l.log.clone())
+            .map(|((owned, late), log)| (owned, late, log));
         out.push(common::finding(
             &format!("Removing {n} backend(s) by {how}"),
             measured,
@@ -360,18 +367,24 @@ fn findings(
             });
         }
     }
-    match replicas::flaps(lives) {
-        // No probe was made (no replica ran long enough): nothing to say.
-        Ok(None) => {}
-        Ok(Some((0, slowest))) => out.push(fill(
-            "finding_no_flaps",
-            &[(
-                "slowest",
-                &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
-            )],
-        )),
-        Ok(Some((flaps, _))) => out.push(fill("finding_flaps", &[("flaps", &flaps)])),
-        Err(a) => out.push(common::unmeasured_finding("Readiness under load", &a)),
+    let flaps = replicas::flaps(lives);
+    // No probe was made (no replica ran long enough): nothing to say.
+    if !matches!(flaps.value(), Some(None)) {
+        out.push(common::finding(
+            "Readiness under load",
+            flaps,
+            |f| match f {
+                Some((0, slowest)) => fill(
+                    "finding_no_flaps",
+                    &[(
+                        "slowest",
+                        &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
+                    )],
+                ),
+                Some((flaps, _)) => fill("finding_flaps", &[("flaps", &flaps)]),
+                None => unreachable!("a case without probes says nothing"),
+            },
+        ));
     }
     out
 }
@@ -512,6 +525,7 @@ mod tests {
                     generation: r.reloads.len() as u64 + 2,
                     t_s: t_s + 0.01,
                     served_ms: Some(40.0),
+                    command_ms: None,
                     old_workers_exited_ms: Some(150.0),
                     validate_ms: 5.0,
                     error: None,

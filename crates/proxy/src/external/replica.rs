@@ -74,14 +74,17 @@ impl Replica {
         })
     }
 
-    /// Runs the reload command: the record's `served_ms` is its exit, measured from its start
-    /// (an external target has no admin listener to show the new generation serving).
+    /// Runs the reload command: the record's `command_ms` is its exit, measured from its start.
+    /// Its `served_ms` stays `None`: an external target has no admin listener to show the new
+    /// generation serving, and a command's exit is not that (nginx's returns once the signal is
+    /// sent).
     fn run_reload(&mut self, generation: u64, origin: Instant) -> model::ReloadRecord {
         let mut rec = model::ReloadRecord {
             replica: self.name.clone(),
             generation,
             t_s: origin.elapsed().as_secs_f64(),
             served_ms: None,
+            command_ms: None,
             old_workers_exited_ms: None,
             validate_ms: 0.0,
             error: None,
@@ -101,7 +104,7 @@ impl Replica {
         match run_bounded(&self.ext.reload, self.wait_bound, &out, &err) {
             Ok(ran) => match ran.status {
                 Some(s) if s.success() => {
-                    rec.served_ms = Some(ran.took.as_secs_f64() * 1e3);
+                    rec.command_ms = Some(ran.took.as_secs_f64() * 1e3);
                     self.generation = generation;
                 }
                 Some(s) => {

@@ -443,17 +443,27 @@ fn readiness(out: &mut String, c: &CaseResult) {
     for s in &c.readiness {
         by.entry(&s.replica).or_default().push(s);
     }
-    let mut t = Table::new(&["Replica", ">Probes", ">Failed", ">Flaps", ">Slowest (ms)"]);
+    let mut t = Table::new(&[
+        "Replica",
+        ">Probes",
+        ">Failed",
+        ">Flaps",
+        ">Slowest answer (ms)",
+    ]);
     for (rep, v) in &by {
         let failed = v.iter().filter(|s| !s.ok).count() as u64;
         let flaps = v.windows(2).filter(|w| w[0].ok && !w[1].ok).count() as u64;
-        let slowest = v.iter().map(|s| s.ms).fold(0.0, f64::max);
+        // Answered probes only: a failed one has no answer time (its count is beside it).
+        let slowest = v
+            .iter()
+            .filter_map(|s| s.answered_ms())
+            .fold(None, |a: Option<f64>, ms| Some(a.map_or(ms, |a| a.max(ms))));
         t.row([
             rep.to_string(),
             count(v.len() as u64),
             count(failed),
             count(flaps),
-            fmt::f2(slowest),
+            slowest.map_or_else(|| "none answered".to_string(), fmt::f2),
         ]);
     }
     out.push_str(&t.render());

@@ -66,7 +66,9 @@ impl<'a> Analysis<'a> {
         // wall-clock time the log gives, truncated to the millisecond. The two clocks' offset
         // has an unknown sub-millisecond part (the phase) and each arrival's own sub-millisecond
         // part is lost (the jitter), so both stay in the envelope.
+        // Arrivals from part of the log would replay a different bucket: complete logs only.
         let nginx = logs
+            .complete()
             .map_err(|a| format!("not measurable: {a}"))
             .and_then(|logs| Logged::new(logs, &m.intended, start_us))
             .map(|l| {

@@ -45,7 +45,7 @@ impl Analysis<'_> {
         // when the logs were not read. When nginx's arrivals were read, each must be one of the
         // client's requests.
         let all_logged = self.nginx.as_ref().map_or(true, |(l, _)| l.n() == n);
-        let (actual, pass) = match logs {
+        let (actual, pass) = match logs.complete() {
             Ok(logs) => {
                 let passed = log_count(logs, "PASSED") + log_count(logs, "DELAYED");
                 let rejected = log_count(logs, "REJECTED");
@@ -343,8 +343,15 @@ mod tests {
         let (recs, logs) = stalled_run();
         let (spec, rl) = (spec(), RateLimit::new("limit", 30.0));
         let sum = summary(recs.len() as u64);
-        let a = Analysis::new(&spec, &sum, &rl, &recs, Ok(&logs), 4000);
-        let checks = a.checks("c", Ok(&logs));
+        let a = Analysis::new(
+            &spec,
+            &sum,
+            &rl,
+            &recs,
+            model::Measured::Complete(&logs),
+            4000,
+        );
+        let checks = a.checks("c", model::Measured::Complete(&logs));
         let ok = a.m.ok();
         // The send-time model, blind to the stall, expects more than passed...
         assert!(a.sent.env_lo > ok + 1, "{} vs {ok}", a.sent.env_lo);
@@ -371,14 +378,21 @@ mod tests {
         let (spec, rl) = (spec(), RateLimit::new("limit", 30.0));
         let sum = summary(recs.len() as u64);
         let logs = LogSummary::default();
-        let a = Analysis::new(&spec, &sum, &rl, &recs, Ok(&logs), 4000);
-        let checks = a.checks("c", Ok(&logs));
+        let a = Analysis::new(
+            &spec,
+            &sum,
+            &rl,
+            &recs,
+            model::Measured::Complete(&logs),
+            4000,
+        );
+        let checks = a.checks("c", model::Measured::Complete(&logs));
         let (pass, actual) = verdict(&checks, "accepted count within").unwrap();
         assert!(!pass && actual.starts_with("no data: "), "{actual}");
         // No closed-form check is judged on the send times instead.
         assert!(verdict(&checks, "burst 0, even arrivals").is_none());
         assert!(checks.iter().filter(|k| k.pass).count() <= 1, "{checks:?}");
-        let t = a.model_table("c", Ok(&logs));
+        let t = a.model_table("c", model::Measured::Complete(&logs));
         assert!(t.notes[0].contains("no data: "), "{}", t.notes[0]);
     }
 }

@@ -124,28 +124,30 @@ impl LoadBooks {
     /// Failures after SIGHUPs of actions of a kind: how many, how many came sooner than the old
     /// workers can have been told to quit, and the earliest (ms after SIGHUP).
     pub fn sighup_gaps(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Measured<Gaps> {
-        let t = self.timed.as_ref().map_err(Clone::clone)?;
-        let mut g = Gaps::default();
-        for (i, ms) in &t.after_sighup {
-            if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
-                g.n += 1;
-                if *ms < OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS {
-                    g.early += 1;
+        self.timed.as_ref().map(|t| {
+            let mut g = Gaps::default();
+            for (i, ms) in &t.after_sighup {
+                if plan.fired.get(*i).is_some_and(|f| pred(f.what)) {
+                    g.n += 1;
+                    if *ms < OLD_WORKERS_QUIT_MS - QUIT_MARGIN_MS {
+                        g.early += 1;
+                    }
+                    g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));
                 }
-                g.earliest = Some(g.earliest.map_or(*ms, |e: f64| e.min(*ms)));
             }
-        }
-        Ok(g)
+            g
+        })
     }
 
     /// Failures owned by actions of a kind.
     pub fn owned_by(&self, plan: &Plan, pred: impl Fn(What) -> bool) -> Measured<u64> {
-        let t = self.timed.as_ref().map_err(Clone::clone)?;
-        Ok(t.by_action
-            .iter()
-            .filter(|(i, _)| plan.fired.get(**i).is_some_and(|f| pred(f.what)))
-            .map(|(_, o)| o.failed)
-            .sum())
+        self.timed.as_ref().map(|t| {
+            t.by_action
+                .iter()
+                .filter(|(i, _)| plan.fired.get(**i).is_some_and(|f| pred(f.what)))
+                .map(|(_, o)| o.failed)
+                .sum()
+        })
     }
 }
 
@@ -290,8 +292,9 @@ impl Ledger {
     /// the proxy after the backend answered (a killed worker). Needs both the backends'
     /// counters and the proxy's logs.
     pub fn lost_in_proxy(&self) -> Measured<i64> {
-        let backends = self.backend_responses.clone()?;
-        let log = self.log.as_ref().map_err(Clone::clone)?;
-        Ok(backends as i64 - log.upstream_answers as i64)
+        self.backend_responses
+            .clone()
+            .zip(self.log.as_ref())
+            .map(|(backends, log)| backends as i64 - log.upstream_answers as i64)
     }
 }

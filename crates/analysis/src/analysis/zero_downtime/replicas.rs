@@ -3,9 +3,11 @@
 
 use super::plan::Plan;
 use super::text::text;
-use crate::analysis::common::all_measured;
+use crate::analysis::common::{all_measured, over_items};
 use crate::analysis::zero_downtime::READINESS_TIMEOUT_S;
-use model::{CaseResult, Cell, Collector, Measured, Table};
+use model::{
+    Absent, CaseResult, Cell, Collector, Measured, MissingItem, Partial, Shortfall, Table,
+};
 use std::collections::BTreeMap;
 
 /// One replica's life in a case.
@@ -37,16 +39,29 @@ pub struct Probes {
 }
 
 /// Every replica that ran in the case, oldest first; its requests and probes only where the
-/// status pages and readiness probes were sampled.
+/// status pages and readiness probes were sampled. A replica whose status page never answered
+/// has no request count (not a zero), and one whose page answered only some of the time has
+/// its count with that replica's shortfall.
 pub fn lives(plan: &Plan, r: &CaseResult) -> Vec<ReplicaLife> {
-    let served = r.measured(Collector::StatusPages, |_| 0u64);
-    let probed = r.measured(Collector::Readiness, |_| Probes::default());
+    let served = r.measured(Collector::StatusPages, |_| ());
+    let probed = r.measured(Collector::Readiness, |_| ());
+    // What one replica's status page gave: nothing yet, until its first sample.
+    let unsampled = |name: &str| -> Measured<u64> {
+        match &served {
+            Measured::Absent(a) => Measured::Absent(a.clone()),
+            _ => Measured::Absent(Absent {
+                collector: Collector::StatusPages,
+                why: own_why(&served, name)
+                    .unwrap_or_else(|| format!("no status-page sample of {name} was recorded")),
+            }),
+        }
+    };
     let new = |name: &str| ReplicaLife {
         name: name.to_string(),
         started: None,
         stopped: None,
-        requests: served.clone(),
-        probes: probed.clone(),
+        requests: unsampled(name),
+        probes: probed.as_ref().map(|_| Probes::default()),
     };
     let mut by: BTreeMap<String, ReplicaLife> = BTreeMap::new();
     for (name, (start, stop)) in &plan.lifetimes {
@@ -59,26 +74,47 @@ pub fn lives(plan: &Plan, r: &CaseResult) -> Vec<ReplicaLife> {
             },
         );
     }
-    if served.is_ok() {
+    if served.is_sampled() {
         for s in &r.stub_samples {
             let l = by
                 .entry(s.replica.clone())
                 .or_insert_with(|| new(&s.replica));
-            if let Ok(n) = &mut l.requests {
-                *n = (*n).max(s.requests);
-            }
+            let n = l
+                .requests
+                .value()
+                .map_or(s.requests, |n| (*n).max(s.requests));
+            l.requests = match own_why(&served, &s.replica) {
+                // Some of its samples failed: its count is what the others showed.
+                Some(why) => Measured::Partial(
+                    n,
+                    Partial {
+                        collector: Collector::StatusPages,
+                        shortfall: Shortfall::new(
+                            "replicas",
+                            1,
+                            vec![MissingItem {
+                                item: s.replica.clone(),
+                                why,
+                            }],
+                        ),
+                    },
+                ),
+                None => Measured::Complete(n),
+            };
         }
     }
-    if probed.is_ok() {
+    if probed.is_sampled() {
         let mut last_ok: BTreeMap<&str, bool> = BTreeMap::new();
         for p in &r.readiness {
             let l = by
                 .entry(p.replica.clone())
                 .or_insert_with(|| new(&p.replica));
-            let Ok(probes) = &mut l.probes else { continue };
+            let (Measured::Complete(probes) | Measured::Partial(probes, _)) = &mut l.probes else {
+                continue;
+            };
             probes.made += 1;
-            if p.ok {
-                probes.slowest_ms = Some(probes.slowest_ms.map_or(p.ms, |s| s.max(p.ms)));
+            if let (true, Some(ms)) = (p.ok, p.answered_ms()) {
+                probes.slowest_ms = Some(probes.slowest_ms.map_or(ms, |s| s.max(ms)));
             }
             // A probe that overlapped the replica's stop says nothing about load.
             let stopping = plan
@@ -107,25 +143,44 @@ pub fn lives(plan: &Plan, r: &CaseResult) -> Vec<ReplicaLife> {
     v
 }
 
-/// Requests served by every replica, or why the status pages were not sampled.
+/// Why the status pages missed replica `name`, wholly or in part, as the run recorded it.
+fn own_why(served: &Measured<()>, name: &str) -> Option<String> {
+    match served {
+        Measured::Partial((), p) => p
+            .shortfall
+            .missing
+            .iter()
+            .find(|m| m.item == name)
+            .map(|m| m.why.clone()),
+        _ => None,
+    }
+}
+
+/// Requests served by every replica, with the replicas whose status pages gave no count (or
+/// part of one) as the shortfall, or why the status pages were not sampled.
 pub fn served(lives: &[ReplicaLife]) -> Measured<u64> {
-    all_measured(lives.iter().map(|l| l.requests.clone())).map(|v| v.iter().sum())
+    over_items(
+        "replicas",
+        lives.iter().map(|l| (l.name.clone(), l.requests.clone())),
+    )
+    .map(|v| v.iter().sum())
 }
 
 /// Readiness flaps under load over every replica, and the slowest answered probe, or why the
 /// probes were not sampled. `None` inside when no probe was made.
 pub fn flaps(lives: &[ReplicaLife]) -> Measured<Option<(u64, Option<f64>)>> {
-    let probes = all_measured(lives.iter().map(|l| l.probes.clone()))?;
-    let made: u64 = probes.iter().map(|p| p.made).sum();
-    Ok((made > 0).then(|| {
-        (
-            probes.iter().map(|p| p.flaps).sum(),
-            probes
-                .iter()
-                .filter_map(|p| p.slowest_ms)
-                .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |x| x.max(s)))),
-        )
-    }))
+    all_measured(lives.iter().map(|l| l.probes.clone())).map(|probes| {
+        let made: u64 = probes.iter().map(|p| p.made).sum();
+        (made > 0).then(|| {
+            (
+                probes.iter().map(|p| p.flaps).sum(),
+                probes
+                    .iter()
+                    .filter_map(|p| p.slowest_ms)
+                    .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |x| x.max(s)))),
+            )
+        })
+    })
 }
 
 /// The replicas table of a case.
@@ -156,8 +211,8 @@ pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
                     at(l.started, "at start"),
                     at(l.stopped, "-"),
                     Cell::measured(&l.requests, |n| Cell::Int(*n as i64)),
-                    Cell::measured(&total, |total| match &l.requests {
-                        Ok(n) if *total > 0 => Cell::Pct {
+                    Cell::measured(&total, |total| match l.requests.value() {
+                        Some(n) if *total > 0 => Cell::Pct {
                             value: *n as f64 / *total as f64,
                             decimals: 1,
                         },

@@ -149,8 +149,10 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
             "Backends: the proxy's error/warn lines and retries",
             logs,
             |_| {
-                let lines = |r: &Row| r.log.as_ref().map_or(0, |b| b.error_warn);
-                let retried = |r: &Row| r.log.as_ref().map_or(0, |b| b.retried);
+                // Every row's log is there whole or in part (`logs` above): a partial row's
+                // count is what was read, and the sentence says it is partial.
+                let lines = |r: &Row| r.log.value().map_or(0, |b| b.error_warn);
+                let retried = |r: &Row| r.log.value().map_or(0, |b| b.retried);
                 fill(
                     "summary_backends",
                     &[

@@ -34,16 +34,15 @@ pub fn actions(case: &str, plan: &Plan, loads: &[LoadBooks], migrate_req: &str) 
             let o: Measured<Owned> = l
                 .timed
                 .as_ref()
-                .map(|t| t.by_action.get(&f.index).copied().unwrap_or_default())
-                .map_err(Clone::clone);
+                .map(|t| t.by_action.get(&f.index).copied().unwrap_or_default());
             row.push(Cell::measured(&o, |o| Cell::Int(o.failed as i64)));
             match o {
-                Ok(o) if o.failed > 0 => {
+                Measured::Complete(o) if o.failed > 0 => {
                     first = first.min(o.first_ms);
                     last = last.max(o.last_ms);
                 }
-                Ok(_) => {}
-                Err(_) => placed = false,
+                Measured::Complete(_) => {}
+                Measured::Partial(..) | Measured::Absent(_) => placed = false,
             }
         }
         if !placed {

@@ -147,8 +147,36 @@ fn analyse_case(
         })?;
         checks.extend(found);
     }
+    result.findings.extend(partly_sampled(result));
     result.findings.extend(recorded);
     Ok(checks)
+}
+
+/// The sentence that names every collector that gathered only part of what it was meant to in
+/// the case, with what it missed: said once per case, whatever the analysis, so that the
+/// report always says which numbers are drawn from part of their items (their cells show it
+/// too, and no check passes on them).
+fn partly_sampled(r: &CaseResult) -> Option<String> {
+    let parts: Vec<String> = model::Collector::ALL
+        .iter()
+        .filter_map(|c| match r.incomplete(*c) {
+            Some(model::Incomplete::Partial(p)) => Some(p.to_string()),
+            _ => None,
+        })
+        .chain(match r.records_coverage() {
+            model::Measured::Partial((), p) if r.shortfall(model::Collector::Records).is_none() => {
+                Some(p.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "Sampled in part in this case, so what is drawn from them says what it covers and no \
+             check passes on them: {}.",
+            parts.join("; ")
+        )
+    })
 }
 
 /// A panic's message: what [`AnalyseError::Panicked`] reports, and what the runner reports of a

@@ -11,7 +11,7 @@
 //! ```
 
 use crate::analysis::Records;
-use model::{records, CaseResult, RequestRecord, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
+use model::{records, CaseResult, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, Scenario};
 use std::collections::BTreeMap;
@@ -163,20 +163,41 @@ pub fn write_requests(dir: &Path, case: &CaseResult, records: &Records) -> Resul
 
 /// Reads back the records of every load of `case` (each load that finished has a file, except
 /// the distributed ones, whose agents keep none).
-pub fn read_requests(dir: &Path, case: &CaseResult) -> Result<Records, RecordError> {
+/// A load's file that is not there leaves that load without records (the run was cut before it
+/// was written, or it was removed since): it is recorded in the case as a shortfall of
+/// [`model::Collector::Records`] with why, so that what reads that load's records is not
+/// measurable and what reads several loads says its coverage, while the other loads' records
+/// are read as usual. A file that is there but damaged is bad input, named.
+pub fn read_requests(dir: &Path, case: &mut CaseResult) -> Result<Records, RecordError> {
     let mut out = Records::new();
-    for (i, load) in case.loads.iter().enumerate() {
-        if case.distributed.iter().any(|d| d.load == load.name) {
-            continue;
-        }
-        let path = requests_path(dir, &case.name, i, &load.name);
-        let bytes = fs::read(&path).map_err(io(&path))?;
-        let recs: Vec<RequestRecord> =
-            records::decode(&bytes).map_err(|source| RecordError::Requests {
-                path: path.clone(),
-                source,
-            })?;
-        out.insert(load.name.clone(), recs);
+    let kept: Vec<(usize, String)> = case
+        .loads
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !case.distributed.iter().any(|d| d.load == l.name))
+        .map(|(i, l)| (i, l.name.clone()))
+        .collect();
+    for (i, name) in &kept {
+        let path = requests_path(dir, &case.name, *i, name);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                case.add_missing(
+                    model::Collector::Records,
+                    "loads",
+                    kept.len(),
+                    name,
+                    &format!("{} is not there", path.display()),
+                );
+                continue;
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let recs = records::decode(&bytes).map_err(|source| RecordError::Requests {
+            path: path.clone(),
+            source,
+        })?;
+        out.insert(name.clone(), recs);
     }
     Ok(out)
 }
@@ -417,7 +438,7 @@ mod tests {
     #[test]
     fn requests_round_trip_through_the_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let case = CaseResult {
+        let mut case = CaseResult {
             name: "main".into(),
             loads: vec![load("coffee"), load("x/y")],
             ..Default::default()
@@ -435,9 +456,20 @@ mod tests {
         all.insert("x/y".into(), vec![rec(3)]);
         write_requests(dir.path(), &case, &all).unwrap();
         assert!(dir.path().join("requests/main/by-index/1.bin").is_file());
-        assert_eq!(read_requests(dir.path(), &case).unwrap(), all);
+        assert_eq!(read_requests(dir.path(), &mut case).unwrap(), all);
+        assert!(case.partial.is_empty());
+        // One load's file gone: the other's records are read, and the gone one is a
+        // shortfall of the records with why, not an error that loses the whole analysis.
         fs::remove_file(dir.path().join("requests/main/coffee.bin")).unwrap();
-        let e = read_requests(dir.path(), &case).unwrap_err().to_string();
-        assert!(e.contains("requests/main/coffee.bin: No such file"), "{e}");
+        let got = read_requests(dir.path(), &mut case).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), ["x/y"]);
+        let s = case.shortfall(model::Collector::Records).unwrap();
+        assert_eq!(s.coverage(), "1 of 2 loads");
+        assert!(s.lacks("coffee"));
+        assert!(
+            s.detail().contains("requests/main/coffee.bin is not there"),
+            "{}",
+            s.detail()
+        );
     }
 }

@@ -1533,6 +1533,63 @@ mod tests {
         scenario::Scenario::parse(&src, false)
     }
 
+    /// The collector against real nginx replicas and one replica whose status page never
+    /// answers (its admin port has no listener): the two that answered are sampled whole, the
+    /// third is the shortfall with why, never a replica that served 0 requests.
+    #[test]
+    fn a_status_page_that_never_answers_is_a_shortfall_not_a_zero() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+        let text = testkit::one_load_scenario("http://localhost/")
+            .replace("[proxy]\n", "[proxy]\nreplicas = 2\n");
+        let scn = parse(&text).unwrap();
+        let case = &scn.cases[0];
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = crate::platform::StackSpec {
+            backends: &case.backends,
+            backend_threads: 1,
+            proxy: case.proxy.as_ref(),
+            configs: &case.configs,
+            tls: None,
+            work: tmp.path().join("work"),
+            configs_out: tmp.path().join("configs"),
+            exec_out: tmp.path().join("exec"),
+            origin: Instant::now(),
+            seed: 1,
+        };
+        let mut stack = crate::platform::local::Stack::up(spec).unwrap();
+        let handles = stack.handles();
+        let dead = {
+            let mut hs = handles.lock().unwrap();
+            assert_eq!(hs.len(), 2, "{hs:?}");
+            let mut h = hs[0].clone();
+            h.name = "nginx-9".into();
+            h.admin_port = testkit::free_port();
+            hs.push(h.clone());
+            h
+        };
+        let running = Arc::new(AtomicBool::new(true));
+        let collector = super::spawn_collector(handles, Instant::now(), running.clone());
+        std::thread::sleep(Duration::from_millis(2300));
+        running.store(false, std::sync::atomic::Ordering::SeqCst);
+        let (_, stubs, _, pages) = collector.join().unwrap();
+        stack.down();
+        assert!(stubs.iter().all(|s| s.replica != dead.name), "{stubs:?}");
+        for r in ["nginx-0", "nginx-1"] {
+            assert!(stubs.iter().any(|s| s.replica == r), "{r}: {stubs:?}");
+        }
+        let s = super::page_shortfall(&pages).expect("a shortfall");
+        assert_eq!(s.coverage(), "2 of 3 replicas", "{s:?}");
+        assert!(s.lacks("nginx-9") && !s.lacks("nginx-0") && !s.lacks("nginx-1"));
+        assert!(
+            s.detail()
+                .starts_with("nginx-9: its status page never answered"),
+            "{}",
+            s.detail()
+        );
+    }
+
     /// Names the parser refuses (scenario::paths) are refused by the runner too, before it
     /// creates anything, for a scenario built or changed in code.
     #[test]

@@ -143,6 +143,36 @@ fn analyse_reproduces_a_run_byte_for_byte_in_place_and_elsewhere() {
     assert_eq!(out.status.code(), q.code, "{}", text(&out));
     assert_same(&want, &outputs(&moved), "analysed after a copy");
 
+    // One load's request file gone (of two): the other's are read, and report.md says what is
+    // missing (the fault matrix, crates/bench/tests/partial_collectors.rs, holds that no check
+    // that reads it passes).
+    let gone = other.path().join("gone");
+    copy_dir(dir, &gone);
+    delete_outputs(&gone);
+    fs::remove_file(gone.join("requests/main/tea.bin")).unwrap();
+    let out = analyse(&gone);
+    assert_eq!(out.status.code(), q.code, "{}", text(&out));
+    let r: model::RunResults =
+        serde_json::from_str(&fs::read_to_string(gone.join("data.json")).unwrap()).unwrap();
+    let case = common::case(&r, "main");
+    let s = case
+        .shortfall(model::Collector::Records)
+        .expect("the records are short of tea's");
+    assert_eq!(s.coverage(), "1 of 2 loads");
+    assert!(s.lacks("tea") && !s.lacks("coffee"));
+    let md = fs::read_to_string(gone.join("report.md")).unwrap();
+    assert!(
+        md.contains("per-request records covered 1 of 2 loads (tea: ")
+            && md.contains("requests/main/tea.bin is not there"),
+        "report.md does not say what is missing"
+    );
+    // The checks of the scenario read the load summaries (kept in the record), not the
+    // request files: they say what they said in the whole run.
+    let whole: model::RunResults = serde_json::from_slice(&want["data.json"]).unwrap();
+    for c in &r.checks {
+        let w = whole.checks.iter().find(|w| w.name == c.name).unwrap();
+        assert_eq!((c.pass, &c.actual), (w.pass, &w.actual), "{}", c.name);
+    }
     // A damaged request file is bad input, named.
     let bin = moved.join("requests/main/coffee.bin");
     let bytes = fs::read(&bin).unwrap();

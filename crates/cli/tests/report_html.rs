@@ -451,6 +451,25 @@ fn report_html_opens_offline_and_draws_every_chart_with_its_actions() {
     if let Ok(keep) = std::env::var("PROXYBENCH_SCREENSHOT") {
         fs::write(keep, &png).unwrap();
     }
+    // Every linear axis starts at zero (the tea chart's 199 to 201 r/s once filled its whole
+    // height): a rate or count never looks like an outage for a 1% wobble.
+    let y_min = cdp.eval(
+        r##"JSON.stringify(window.pbPlots.map(function (u, i) {
+            var id = window.pbCharts[i].id;
+            var d = JSON.parse(document.getElementById("pb-data").textContent)
+                .charts.filter(function (x) { return x.id === id; })[0];
+            return [id, d.log ? null : u.scales.y.min];
+        }))"##,
+    );
+    let y_min: Vec<(String, Option<f64>)> = serde_json::from_str(y_min.as_str().unwrap()).unwrap();
+    assert!(!y_min.is_empty());
+    for (id, min) in &y_min {
+        assert!(
+            min.is_none_or(|m| m <= 0.0),
+            "{id}: its y axis starts at {min:?}"
+        );
+    }
+    assert!(y_min.iter().any(|(_, m)| *m == Some(0.0)), "{y_min:?}");
     // Zoom: a chart's time axis set to one second of the run, as a drag across it does.
     let zoomed = cdp.eval(&format!(
         "(function () {{ var u = window.pbPlots[{thr}]; u.setScale('x', {{min: 1, max: 2}}); \

@@ -508,6 +508,49 @@ impl CaseResult {
         s.of = s.of.max(of).max(s.missing.len());
     }
 
+    /// Which loads' per-request records the analysis has: complete when every load's, partial
+    /// naming each load without them and why (it ran on agents, its file could not be read),
+    /// absent when no load's. What is drawn from the records of all loads together (the
+    /// disruption windows) carries this coverage.
+    pub fn records_coverage(&self) -> Measured<()> {
+        let read = self.shortfall(Collector::Records);
+        let missing: Vec<MissingItem> = self
+            .loads
+            .iter()
+            .filter_map(|l| {
+                let why = self.records_gap(&l.name).or_else(|| {
+                    read.as_ref()
+                        .and_then(|s| s.missing.iter().find(|m| m.item == l.name))
+                        .map(|m| m.why.clone())
+                })?;
+                Some(MissingItem {
+                    item: l.name.clone(),
+                    why,
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            return Measured::Complete(());
+        }
+        if missing.len() == self.loads.len() {
+            return Measured::Absent(Absent {
+                collector: Collector::Records,
+                why: missing
+                    .iter()
+                    .map(|m| format!("{}: {}", m.item, m.why))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        Measured::Partial(
+            (),
+            Partial {
+                collector: Collector::Records,
+                shortfall: Shortfall::new("loads", self.loads.len(), missing),
+            },
+        )
+    }
+
     /// Why load `load` has no per-request records, when the run kept none for it (it ran on
     /// agents, which keep none); `None` when the run meant to keep them.
     pub fn records_gap(&self, load: &str) -> Option<String> {

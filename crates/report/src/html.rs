@@ -121,7 +121,14 @@ const SCRIPT: &str = r##"
     });
     // The x data run from the axis' start to its end (empty rows at both ends), so the first
     // view and a double-click's reset show the whole case, and a drag zooms.
-    var scales = { x: { time: false }, y: c.log ? { distr: 3 } : {} };
+    // A linear axis starts at zero (below it only for values below zero), so a 1% wobble
+    // does not fill the chart's height as if it were an outage; a log axis says it is one.
+    var scales = { x: { time: false }, y: c.log ? { distr: 3 } : {
+      range: function (u, lo, hi) {
+        var top = hi > 0 ? hi * 1.06 : 1;
+        return [lo < 0 ? lo * 1.06 : 0, top];
+      }
+    } };
     var axes = [{ label: c.x }, { label: c.y, size: 70 }];
     if (c.series.some(function (s) { return s.right; })) {
       scales.r = { range: function (u, lo, hi) { return [0, Math.max(1, hi + 1)]; } };

@@ -258,6 +258,12 @@ pub fn load_records<'a>(
     if let Some(why) = r.records_gap(load) {
         return Measured::Absent(absent(why));
     }
+    if let Some(m) = r
+        .shortfall(Collector::Records)
+        .and_then(|s| s.missing.into_iter().find(|m| m.item == load))
+    {
+        return Measured::Absent(absent(m.why));
+    }
     match records.get(load) {
         Some(v) => Measured::Complete(v.as_slice()),
         None => Measured::Absent(absent(format!(
@@ -585,6 +591,23 @@ pub fn cluster_finding(r: &CaseResult) -> Option<String> {
         s.push_str(&format!(" Backend counters missing: {}", m.trim()));
         if !s.ends_with('.') {
             s.push('.');
+        }
+    }
+    // A collector that gathered part: what it covered and what it missed, so no count above
+    // reads as whole when it is not.
+    for c in [
+        Collector::PodWatch,
+        Collector::Restarts,
+        Collector::Events,
+        Collector::MetricsApi,
+        Collector::Scrape,
+        Collector::LogLevels,
+    ] {
+        if let Some(p) = r
+            .incomplete(c)
+            .filter(|i| matches!(i, Incomplete::Partial(_)))
+        {
+            s.push_str(&format!(" Partial: {p}."));
         }
     }
     Some(s)

@@ -614,17 +614,32 @@ fn finding(f: &Facts) -> String {
             ("max", &lat(f.max)),
         ],
     );
-    if let (true, Measured::Complete(c), Measured::Complete(l)) = (f.proxied(), &f.counters, &f.log)
-    {
-        s.push_str(&fill(
+    if !f.proxied() {
+        s.push('.');
+        return s;
+    }
+    let proxied = |(c, l): (&Counters, &LogFacts)| {
+        fill(
             "finding_proxied",
             &[
                 ("conns", &Cell::num(c.conns_per_request(), 3)),
                 ("attempts", &Cell::num(ratio(l.attempts, l.lines_up), 3)),
             ],
-        ));
+        )
+    };
+    // The proxy's side needs its logs and the backends' counters: drawn from part of them, the
+    // sentence says so; without them it says nothing of it.
+    match f.counters.as_ref().zip(f.log.as_ref()) {
+        Measured::Complete(both) => {
+            s.push_str(&proxied(both));
+            s.push('.');
+        }
+        Measured::Partial(both, p) => {
+            s.push_str(&proxied(both));
+            s = common::partial_finding(s, &p);
+        }
+        Measured::Absent(_) => s.push('.'),
     }
-    s.push('.');
     s
 }
 
@@ -1127,6 +1142,57 @@ mod tests {
         let s = spikes(&scn.cases[4]).unwrap();
         assert_eq!(s.floor_us, 200_000.0);
         assert!((s.share - 0.02).abs() < 1e-12);
+    }
+
+    /// A retry case whose load got no answer has no latency: the tail-cut check fails as
+    /// nothing answered, never "p99 0µs" under its bound, and the tables show no latency.
+    #[test]
+    fn with_nothing_answered_no_latency_check_passes() {
+        let src = scenario::catalogue::builtin("proxy-overhead").unwrap();
+        let scn = Scenario::parse_with(&src, true, &crate::analysis::parse_options()).unwrap();
+        let spec = scn.cases.iter().find(|c| c.name == "retry-spiky").unwrap();
+        let load = LoadSummary {
+            schema: model::SCHEMA_VERSION,
+            name: spec.loads[0].name.clone(),
+            url: spec.loads[0].url.clone(),
+            method: "GET".into(),
+            mode: model::LoadMode::Closed,
+            threads: 1,
+            connections: 10,
+            start_s: 0.0,
+            planned_s: Some(2.0),
+            elapsed_s: 2.0,
+            timeout_ms: 2000,
+            requests: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            status: BTreeMap::new(),
+            errors: BTreeMap::from([(model::ErrorKind::ConnectRefused, 40)]),
+            error_messages: BTreeMap::new(),
+            connects: 0,
+            retried: 0,
+            latency: model::Latency::default(),
+            latency_uncorrected: None,
+            req_per_sec: model::RateStats::default(),
+            schedule: None,
+            timeline: vec![],
+            http2: None,
+        };
+        let r = CaseResult {
+            name: spec.name.clone(),
+            loads: vec![load],
+            ..Default::default()
+        };
+        let f = Facts::new(spec, &r, "nginx").unwrap();
+        assert_eq!((f.p50, f.p90, f.p99), (None, None, None));
+        let cs = checks(&spec.name, &f, 4000);
+        let tail = cs
+            .iter()
+            .find(|c| c.name.starts_with("retries cut the tail"))
+            .unwrap_or_else(|| panic!("{cs:#?}"));
+        assert!(!tail.pass, "{tail:?}");
+        assert_eq!(tail.actual, NO_ANSWER);
+        assert_eq!(olat(f.p99).to_string(), "no request was answered");
     }
 
     #[test]

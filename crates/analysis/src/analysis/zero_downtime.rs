@@ -642,6 +642,111 @@ mod tests {
         assert!(!c.pass && c.actual == "2 lines, 3 5xx", "{c:?}");
     }
 
+    /// A new replica whose status page never answered has no request count: its row says
+    /// "not sampled", the total says what it covers, and no finding gives the new replicas a
+    /// share of 0%.
+    #[test]
+    fn a_replica_whose_status_page_never_answered_is_not_a_zero() {
+        let scn = scenario();
+        let case = scn.cases.iter().find(|c| c.name == "gradual-up").unwrap();
+        let (mut r, records) = balanced(&scn, "gradual-up");
+        for (t, replica, n) in [
+            (1.0, "nginx-0", 500),
+            (5.0, "nginx-0", 900),
+            (5.0, "nginx-1", 100),
+        ] {
+            r.stub_samples.push(model::StubSample {
+                t_s: t,
+                replica: replica.into(),
+                active: 1,
+                accepts: n,
+                handled: n,
+                requests: n,
+                reading: 0,
+                writing: 1,
+                waiting: 0,
+            });
+        }
+        r.add_missing(
+            model::Collector::StatusPages,
+            "replicas",
+            3,
+            "nginx-2",
+            "its status page never answered (4 reads; connection refused)",
+        );
+        let env = model::Env {
+            proxy_kind: Some("nginx".into()),
+            ..Default::default()
+        };
+        super::case(&scn, case, &mut r, &records, &env);
+        let t = r
+            .tables
+            .iter()
+            .find(|t| t.title.ends_with("replicas under load"))
+            .expect("the replicas table");
+        let row = |name: &str| {
+            t.row(name)
+                .unwrap_or_else(|| panic!("no row {name}: {t:?}"))
+        };
+        assert_eq!(row("nginx-0")[3].to_string(), "900");
+        assert_eq!(row("nginx-2")[3].to_string(), "not sampled");
+        assert_eq!(row("nginx-2")[4].to_string(), "not sampled");
+        // nginx-0's share is of the replicas that answered, and says so.
+        assert_eq!(row("nginx-0")[4].to_string(), "90.0% (2 of 3 replicas)");
+        let share: Vec<&String> = r
+            .findings
+            .iter()
+            .filter(|f| f.contains("new replicas"))
+            .collect();
+        assert!(!share.is_empty(), "{:?}", r.findings);
+        for f in share {
+            assert!(!f.contains("served 0.0%"), "{f}");
+            assert!(
+                f.contains("drawn from") && f.contains("nginx-2"),
+                "the finding says what it is drawn from: {f}"
+            );
+        }
+    }
+
+    /// On Kubernetes every load of the scenario is open-loop: no load can time a loss after a
+    /// SIGHUP, so the reload-timing check is not measurable, never "no request lost".
+    #[test]
+    fn the_reload_timing_needs_a_closed_loop_load() {
+        let cs = checks("reload-keepalive", |r, _| {
+            for l in &mut r.loads {
+                l.mode = model::LoadMode::Open {
+                    rate: 100.0,
+                    arrivals: model::Arrivals::Even,
+                    seed: 1,
+                };
+            }
+        });
+        let c = named(&cs, "a request lost to a reload");
+        assert!(!c.pass, "{c:?}");
+        assert!(
+            c.actual
+                .starts_with("not measurable: no closed-loop HTTP/1.1 load ran in this case"),
+            "{c:?}"
+        );
+    }
+
+    /// A successful reload that reports no time at which the new generation served (an
+    /// external target's command) makes "every reload served" not measurable, even one of
+    /// five; never "4 of 5 served" as if it failed, nor a pass.
+    #[test]
+    fn an_untimed_reload_makes_every_reload_served_not_measurable() {
+        let cs = checks("reload-keepalive", |r, _| {
+            r.reloads[2].served_ms = None;
+            r.reloads[2].command_ms = Some(3.0);
+        });
+        let c = named(&cs, "every reload served");
+        assert!(!c.pass, "{c:?}");
+        assert_eq!(
+            c.actual,
+            "not measurable: 1 of 5 reloads report no time at which the new generation served"
+        );
+    }
+
     #[test]
     fn without_records_logs_or_counters_the_checks_are_not_measurable() {
         let cs = checks("reload-keepalive", |r, records| {

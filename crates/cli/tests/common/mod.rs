@@ -93,12 +93,16 @@ pub type Recorded = (
 /// does not proves the check cannot fail.
 pub fn mutated(dir: &Path, mutate: impl FnOnce(&mut Recorded)) -> RunResults {
     use analysis::record;
-    let rec = record::read_record(dir).unwrap();
+    let mut rec = record::read_record(dir).unwrap();
     let requests = rec
         .run
         .cases
-        .iter()
-        .map(|c| (c.name.clone(), record::read_requests(dir, c).unwrap()))
+        .iter_mut()
+        .map(|c| {
+            let recs = record::read_requests(dir, c).unwrap();
+            assert!(c.partial.is_empty(), "{:?}", c.partial);
+            (c.name.clone(), recs)
+        })
         .collect();
     let mut recorded = (rec, requests);
     mutate(&mut recorded);

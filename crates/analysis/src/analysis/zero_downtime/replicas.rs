@@ -211,12 +211,17 @@ pub fn table(case: &str, lives: &[ReplicaLife]) -> Table {
                     at(l.started, "at start"),
                     at(l.stopped, "-"),
                     Cell::measured(&l.requests, |n| Cell::Int(*n as i64)),
-                    Cell::measured(&total, |total| match l.requests.value() {
-                        Some(n) if *total > 0 => Cell::Pct {
-                            value: *n as f64 / *total as f64,
-                            decimals: 1,
-                        },
-                        _ => Cell::dash(),
+                    // A replica without a count has no share; one with a count has its share of
+                    // what the pages counted, with that total's coverage.
+                    Cell::measured(&l.requests.as_ref().zip(total.clone()), |(n, total)| {
+                        if *total > 0 {
+                            Cell::Pct {
+                                value: **n as f64 / *total as f64,
+                                decimals: 1,
+                            }
+                        } else {
+                            Cell::dash()
+                        }
                     }),
                     probe(l, &|p| Cell::Int(p.made as i64)),
                     probe(l, &|p| Cell::Int(p.failed as i64)),

@@ -65,7 +65,8 @@ fn row(case: &scenario::Case, c: &CaseResult, kind: &str) -> Row {
             Cell::measured(&flaps, |f| {
                 f.map_or_else(Cell::dash, |(n, _)| Cell::Int(n as i64))
             }),
-            Cell::text(worst(c)),
+            // Drawn from the records of every load together: with their coverage.
+            Cell::measured(&c.records_coverage(), |()| Cell::text(worst(c))),
         ],
         log: ledger.log,
     }

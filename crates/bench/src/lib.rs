@@ -1,5 +1,5 @@
 //! The record stage: plays a scenario (parsed by the `scenario` crate) against a real proxy. The
-//! stack a case stands up ([`stack`], [`grow`]) on its platform ([`platform`]), the runner
+//! stage a case stands up on its platform ([`platform`], with [`grow`]), the runner
 //! ([`runner`]) that records a run through the analysis crate's `record` module, the collectors
 //! ([`procfs`], [`env`](mod@env)), where loads may connect ([`reach`]), and
 //! [`analyse::analyse_dir`], which analyses a results directory and writes its report.

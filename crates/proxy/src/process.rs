@@ -41,17 +41,21 @@ pub(crate) fn spawn(cmd: Command) -> io::Result<Child> {
         .map_err(|_| io::Error::other("spawner thread is gone"))?
 }
 
-/// Sends `sig` to one process; false when it does not exist.
+/// The pid and signal of a kill(2): `None` for a pid that is no process's (0, or past
+/// `i32::MAX`) or a number that names no signal.
+fn target(pid: u32, sig: i32) -> Option<(rustix::process::Pid, rustix::process::Signal)> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    Some((pid, rustix::process::Signal::from_named_raw(sig)?))
+}
+
+/// Sends `sig` (a `libc::SIG*` number) to one process; false when it does not exist.
 pub(crate) fn signal(pid: u32, sig: i32) -> bool {
-    // SAFETY: kill(2) takes no pointers; a stale pid can at worst signal the wrong process,
-    // which is not memory unsafety (and the caller's pids are its own children).
-    unsafe { libc::kill(pid as i32, sig) == 0 }
+    target(pid, sig).is_some_and(|(p, s)| rustix::process::kill_process(p, s).is_ok())
 }
 
 /// Sends `sig` to every process of group `pgid`.
 pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
-    // SAFETY: kill(2) takes no pointers; the negative pid names a process group, as meant.
-    unsafe { libc::kill(-(pgid as i32), sig) == 0 }
+    target(pgid, sig).is_some_and(|(p, s)| rustix::process::kill_process_group(p, s).is_ok())
 }
 
 /// (state, ppid) of a process from /proc/PID/stat.
@@ -321,7 +325,9 @@ impl Supervised {
         // lock (they set this child's parent-death signal and the CPUs it may run on).
         unsafe {
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))?;
                 if let Some(set) = &cpus {
                     rustix::thread::sched_setaffinity(None, set)?;
                 }

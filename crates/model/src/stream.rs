@@ -118,6 +118,7 @@ pub enum EndKind {
     /// last-stream-id.
     StreamReset,
     /// HTTP/2: the server's GOAWAY ended the connection, its open streams finished.
+    #[serde(rename = "goaway")]
     GoAway,
     /// SSE: the server finished the response (the end of a chunked body or of its length).
     Complete,
@@ -437,9 +438,10 @@ impl StreamSummary {
     }
 }
 
-/// What one backend instance saw of long-lived connections (WebSocket, SSE, gRPC), beside its
-/// request counters. Counts are exact; `lives` keeps one entry per closed connection (and, on
-/// a snapshot, per open one) up to [`BackendStreams::LIVES_MAX`].
+/// What one backend instance saw of long-lived connections (WebSocket, SSE, gRPC server
+/// streams; unary calls are counted, not kept one by one), beside its request counters.
+/// Counts are exact; `lives` keeps one entry per ended connection, up to
+/// [`BackendStreams::LIVES_MAX`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct BackendStreams {
     /// WebSocket upgrades accepted (101 sent).

@@ -240,7 +240,11 @@ pub fn support(feature: Feature) -> Support {
              reload or a soft stop: when it ends, the process exits and every connection it still \
              holds (a WebSocket, a stream) is closed under it",
         ),
-        F::TunnelTimeout => Yes,
+        F::TunnelTimeout => Differs(
+            "it becomes timeout tunnel, which covers upgraded connections (WebSockets); a gRPC \
+             stream is an HTTP/2 stream to HAProxy, whose idle time stays under timeout client \
+             and timeout server",
+        ),
         F::StreamCloseDelay => No(
             "HAProxy 2.6 closes nothing of its own accord after a reload; only hard-stop-after \
              bounds how long the old process keeps its tunnels",

@@ -56,10 +56,10 @@ pub struct ProxyConfig {
     #[serde(default, alias = "drain_timeout")]
     pub worker_shutdown_timeout: Option<Dur>,
     /// How long an upgraded connection (a WebSocket) or a gRPC stream may stay idle, nothing
-    /// read nor written, before the proxy closes it (HAProxy `timeout tunnel`; nginx
-    /// `proxy_read_timeout`/`proxy_send_timeout` on websocket routes and their `grpc_`
-    /// twins on grpc routes). Unset: the proxy's own default (nginx 60s; HAProxy the server
-    /// timeout).
+    /// read nor written, before the proxy closes it (HAProxy `timeout tunnel`, for upgraded
+    /// connections only; nginx `proxy_read_timeout`/`proxy_send_timeout` on websocket routes
+    /// and their `grpc_` twins on grpc routes). Unset: the proxy's own default (nginx 60 s;
+    /// HAProxy the client and server timeouts, 60 s as rendered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tunnel_timeout: Option<Dur>,
     /// After a reload, how long the old configuration's upgraded connections stay open before

@@ -349,7 +349,7 @@ pub fn render(s: &StreamSummary) -> String {
         .map(|(k, n)| format!("{} {n}", k.name()))
         .collect();
     o.push_str(&format!(
-        "    ended: {}; dropped (open, then ended by the server or the path) {}\n",
+        "    ended: {}; dropped (open, then cut, or ended in error, by the server or the path) {}\n",
         if ends.is_empty() {
             "none".to_string()
         } else {

@@ -169,13 +169,14 @@ impl EndKind {
         }
     }
 
-    /// True when this end, for a connection that had opened, means the server (or the path to
-    /// it) ended it: what a drop ledger counts. The client's own ends are not drops, nor are
-    /// connections that never opened.
+    /// True when this end, for a connection that had opened, can be a drop: the server (or
+    /// the path to it) ended the connection. The client's own ends are not, nor a refusal, a
+    /// failed connect, or an event stream the server finished; whether a close frame or a
+    /// `grpc-status` is one depends on its code ([`ConnLife::dropped`]).
     pub fn is_drop(self) -> bool {
         !matches!(
             self,
-            EndKind::Client | EndKind::Refused | EndKind::ConnectFailed
+            EndKind::Client | EndKind::Refused | EndKind::ConnectFailed | EndKind::Complete
         )
     }
 
@@ -273,6 +274,22 @@ pub struct ConnLife {
     /// When the slot's next connection started, if it reconnected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_us: Option<u64>,
+}
+
+impl ConnLife {
+    /// True when the connection had opened and was then dropped: cut by the server or the path
+    /// to it (a FIN, a reset, a timeout, a stream reset, a GOAWAY, a protocol error), or ended
+    /// by the server other than normally (a close frame other than 1000, a `grpc-status` other
+    /// than OK). What a drop ledger counts.
+    pub fn dropped(&self) -> bool {
+        self.open_us.is_some()
+            && self.end.is_drop()
+            && match self.end {
+                EndKind::CloseFrame => self.close_code != Some(1000),
+                EndKind::GrpcStatus => self.grpc_status != Some(0),
+                _ => true,
+            }
+    }
 }
 
 /// Message counts of a stream load, exact.
@@ -381,8 +398,8 @@ pub struct StreamSummary {
     pub opened: u64,
     /// Reconnects: connections started after the slot's previous one ended.
     pub reconnects: u64,
-    /// Connections that had opened and were then ended by the server or the path to it
-    /// ([`EndKind::is_drop`]): what a reload or a kill costs.
+    /// Connections that had opened and were then dropped ([`ConnLife::dropped`]): what a
+    /// reload or a kill costs.
     pub dropped: u64,
     /// The most connections open at once.
     pub open_max: u64,
@@ -556,6 +573,24 @@ mod tests {
         assert!(EndKind::Fin.is_drop() && !EndKind::Fin.announced());
         assert!(EndKind::CloseFrame.is_drop() && EndKind::CloseFrame.announced());
         assert!(!EndKind::Client.is_drop() && !EndKind::Refused.is_drop());
+        let life = |end, close_code, grpc_status| ConnLife {
+            open_us: Some(1),
+            end,
+            close_code,
+            grpc_status,
+            ..ConnLife::default()
+        };
+        assert!(life(EndKind::CloseFrame, Some(1001), None).dropped());
+        assert!(!life(EndKind::CloseFrame, Some(1000), None).dropped());
+        assert!(life(EndKind::GrpcStatus, None, Some(14)).dropped());
+        assert!(!life(EndKind::GrpcStatus, None, Some(0)).dropped());
+        assert!(!life(EndKind::Complete, None, None).dropped());
+        assert!(life(EndKind::Fin, None, None).dropped());
+        assert!(!ConnLife {
+            open_us: None,
+            ..life(EndKind::Fin, None, None)
+        }
+        .dropped());
     }
 
     #[test]

@@ -135,10 +135,17 @@ impl Rec {
         row.open = open;
     }
 
-    /// A connection ended as `kind`; `was_open` when it had opened.
-    pub fn ended(&mut self, now: u64, kind: EndKind, was_open: bool, why: Option<String>) {
+    /// A connection ended as `kind`; `was_open` when it had opened, `dropped` when that end
+    /// is a drop ([`model::stream::ConnLife::dropped`]).
+    pub fn ended(
+        &mut self,
+        now: u64,
+        kind: EndKind,
+        was_open: bool,
+        dropped: bool,
+        why: Option<String>,
+    ) {
         *self.ended.entry(kind).or_insert(0) += 1;
-        let dropped = was_open && kind.is_drop();
         if was_open {
             self.open -= 1;
         }

@@ -669,7 +669,8 @@ impl Worker<'_> {
         if was_open {
             self.sh.open_now.fetch_sub(1, Ordering::Relaxed);
         }
-        self.rec.ended(now, kind, was_open, why);
+        let dropped = s.life.dropped();
+        self.rec.ended(now, kind, was_open, dropped, why);
         let life = s.life.clone();
         if self.rec.keep_lives {
             s.last_life = Some(self.rec.lives.len());
@@ -721,7 +722,12 @@ impl Worker<'_> {
                 Phase::Connecting | Phase::Tls | Phase::Handshake => {
                     self.end(i, now, EndKind::Client, None, None)
                 }
-                Phase::Open if !stopped && self.in_flight(i) > 0 => {
+                // A stream load's call is cancelled at the end, not waited for.
+                Phase::Open
+                    if !stopped
+                        && self.sh.cfg.protocol != StreamProtocol::GrpcStream
+                        && self.in_flight(i) > 0 =>
+                {
                     let s = &mut self.slots[i];
                     s.phase = Phase::Draining;
                     s.deadline = now + timeout;

@@ -71,7 +71,8 @@ impl StreamProtocol {
 pub enum Reconnect {
     /// The slot stays closed: the load ends with fewer connections.
     None,
-    /// A new connection at once.
+    /// A new connection at once after one that had opened; after one that did not (a refused
+    /// connect, a refused upgrade), the backoff's wait, so a dead target is not hammered.
     Immediate,
     /// A new connection after a wait that doubles with each failure in a row, from the
     /// configured initial wait up to its maximum, and starts again after a connection that
@@ -437,12 +438,20 @@ pub struct StreamSummary {
     pub cost: StreamCost,
     /// The per-second timeline.
     pub timeline: Vec<StreamSecond>,
-    /// Every connection's life, in order of start (empty when not kept).
+    /// Every connection's life, in order of start (empty when not kept), at most
+    /// [`StreamSummary::LIVES_MAX`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lives: Vec<ConnLife>,
+    /// Lives left out past [`StreamSummary::LIVES_MAX`] (a target that refuses connections as
+    /// fast as they are made); they are counted in every total all the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lives_left_out: u64,
 }
 
 impl StreamSummary {
+    /// The most connection lives a load keeps.
+    pub const LIVES_MAX: usize = 1_000_000;
+
     /// True when the target was unusable: no connection ever opened.
     pub fn unusable(&self) -> bool {
         self.opened == 0

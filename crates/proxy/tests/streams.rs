@@ -415,8 +415,9 @@ fn reload_under_websockets(kind: ProxyKind) -> Reloaded {
     }
 }
 
-/// The drain timeout's shape: every WebSocket is cut (a FIN, no close frame) between 3 and
-/// 3.5 s after the reload, none before; the backend sees each go without a close frame too.
+/// The drain timeout's shape: every WebSocket is cut (a FIN, or a reset when the proxy had
+/// unread bytes of it; no close frame) between 3 and 3.5 s after the reload, none before; the
+/// backend sees each go without a close frame too.
 fn cut_at_the_drain_timeout(kind: ProxyKind) {
     testkit::in_one_of(3, || {
         let r = reload_under_websockets(kind);
@@ -427,7 +428,11 @@ fn cut_at_the_drain_timeout(kind: ProxyKind) {
                 *t >= 3.0,
                 "a WebSocket ended {t:.3} s after the reload: {ends:?}"
             );
-            assert_eq!(*end, EndKind::Fin, "not cut by a FIN: {ends:?}");
+            // A FIN, or a reset when a message of the client's was still unread.
+            assert!(
+                matches!(end, EndKind::Fin | EndKind::Reset),
+                "not cut without a close frame: {ends:?}"
+            );
         }
         assert_eq!(r.backend.dropped, 20, "{:?}", r.backend);
         assert!(r.backend.close_codes_sent.is_empty() && r.backend.close_codes_received.is_empty());
@@ -592,4 +597,34 @@ grpc = true
     assert_eq!(unary.grpc_status.get(&0), Some(&unary.messages.sent));
     let b = settled(&f);
     assert_eq!(b.messages_in, ws.messages.sent + unary.messages.sent);
+}
+
+#[test]
+fn a_refused_target_is_not_hammered_even_with_immediate_reconnects() {
+    let port = testkit::free_port();
+    let mut c = load_cfg(
+        &format!("ws://127.0.0.1:{port}/"),
+        StreamProtocol::WebSocket,
+        2,
+        1,
+    );
+    c.reconnect = Reconnect::Immediate;
+    c.backoff = Duration::from_millis(100);
+    c.backoff_max = Duration::from_millis(200);
+    let s = run(&c);
+    assert_eq!(s.opened, 0);
+    // Each slot waits the backoff after each refusal: 100, 200, 200... ms over 1 s.
+    assert!(
+        (2..=2 * 8).contains(&s.attempts),
+        "{} attempts in 1 s",
+        s.attempts
+    );
+    assert_eq!(
+        s.connect_errors.get(&model::ErrorKind::ConnectRefused),
+        Some(&s.attempts)
+    );
+    assert!(s
+        .lives
+        .iter()
+        .all(|l| l.end == EndKind::ConnectFailed && l.open_us.is_none()));
 }

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub start_ns: u64,
     pub end_ns: Option<u64>,
     pub stop: Arc<AtomicBool>,
+    /// Event-loop threads.
+    pub threads: usize,
     /// Connections open now, all threads.
     pub open_now: AtomicU64,
     /// The most connections open at once, all threads.
@@ -96,6 +98,7 @@ pub fn run_streams(cfg: &StreamConfig, ctl: &Control) -> Result<StreamSummary, E
         start_ns: ctl.origin.elapsed().as_nanos() as u64,
         end_ns: None,
         stop: ctl.stop.clone(),
+        threads,
         open_now: AtomicU64::new(0),
         open_max: AtomicU64::new(0),
         cfg: cfg.clone(),
@@ -300,6 +303,7 @@ fn summarize(
             }
         }
         all.lives.extend(r.lives);
+        all.lives_left_out += r.lives_left_out;
     }
     for (row, h) in rows.iter_mut().zip(&row_hist) {
         if let Some(h) = h {
@@ -352,5 +356,6 @@ fn summarize(
         },
         timeline: rows,
         lives: all.lives,
+        lives_left_out: all.lives_left_out,
     }
 }

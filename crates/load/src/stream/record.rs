@@ -52,6 +52,8 @@ pub(crate) struct Rec {
     pub first: BTreeMap<EndKind, (u64, String)>,
     pub lives: Vec<ConnLife>,
     pub keep_lives: bool,
+    /// Lives not kept past the bound.
+    pub lives_left_out: u64,
 }
 
 impl Rec {
@@ -78,6 +80,7 @@ impl Rec {
             first: BTreeMap::new(),
             lives: Vec::new(),
             keep_lives,
+            lives_left_out: 0,
         }
     }
 

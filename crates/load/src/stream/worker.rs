@@ -671,12 +671,14 @@ impl Worker<'_> {
         }
         let dropped = s.life.dropped();
         self.rec.ended(now, kind, was_open, dropped, why);
-        let life = s.life.clone();
-        if self.rec.keep_lives {
+        // Each thread keeps its share of the bound.
+        let bound = model::stream::StreamSummary::LIVES_MAX / self.sh.threads.max(1);
+        if self.rec.keep_lives && self.rec.lives.len() < bound {
             s.last_life = Some(self.rec.lives.len());
-            self.rec.lives.push(life);
+            self.rec.lives.push(s.life.clone());
         } else {
             s.last_life = None;
+            self.rec.lives_left_out += u64::from(self.rec.keep_lives);
         }
         // What the slot does next.
         let stopping = self.closing
@@ -687,8 +689,8 @@ impl Worker<'_> {
         } else {
             match self.sh.cfg.reconnect {
                 Reconnect::None => Phase::Done,
-                Reconnect::Immediate => Phase::Waiting(now),
-                Reconnect::Backoff => {
+                Reconnect::Immediate if was_open => Phase::Waiting(now),
+                Reconnect::Immediate | Reconnect::Backoff => {
                     let wait = if was_open {
                         self.sh.cfg.backoff.as_nanos() as u64
                     } else {

@@ -53,6 +53,15 @@ pub(crate) struct Compiled {
     pub heads: Vec<Head>,
     /// The default body: the instance's name and a newline.
     pub name_body: Box<[u8]>,
+    /// The instance's name (`X-Backend`).
+    pub name: Box<str>,
+    /// Long-lived connections: pushes per second on a WebSocket and on an event or gRPC
+    /// stream, bytes per push, pushes before the end (0: no end), ping interval (0: none).
+    pub push_ws: f64,
+    pub push_stream: f64,
+    pub push_size: u64,
+    pub push_count: u64,
+    pub ping_ns: u64,
     /// Some request can get a latency: reads take the kernel's arrival stamps.
     pub timed: bool,
 }
@@ -84,6 +93,12 @@ impl Compiled {
             slow_start_ns: p.slow_start.map(|d| d.as_nanos() as u64).unwrap_or(0),
             heads,
             name_body: format!("{name}\n").into_bytes().into(),
+            name: name.into(),
+            push_ws: p.streams.push_rate(true),
+            push_stream: p.streams.push_rate(false),
+            push_size: p.streams.push_bytes(),
+            push_count: p.streams.push_count.unwrap_or(0),
+            ping_ns: p.streams.ping.map(|d| d.as_nanos() as u64).unwrap_or(0),
             timed,
         }
     }

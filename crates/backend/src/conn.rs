@@ -5,10 +5,11 @@
 //! speaks h2c from then on (`h2`): its streams are decided alike and answered independently.
 
 mod h2;
+mod long;
 
 use crate::compiled::{Compiled, H200, H400, H431, H503};
 use crate::counters::Slot;
-use crate::http::{self, Decoder, Feed, HeadError};
+use crate::http::{self, Decoder, Feed, HeadError, LongLived};
 use crate::response::{body_chunk, write_head, ConnHeader};
 use crate::sys::{mono_ns, read_stamped, spin_cpu};
 use crate::timer::Timers;
@@ -66,6 +67,10 @@ struct Req {
     keep_alive: bool,
     ka_header: bool,
     debug: bool,
+    /// A WebSocket upgrade or an event stream (HTTP/1.1).
+    long: LongLived,
+    /// A gRPC unary call (HTTP/2): answered with a message and a `grpc-status`.
+    grpc: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -144,6 +149,8 @@ pub(crate) struct Conn {
     last_done: u64,
     /// The HTTP/2 state, once the connection opened with the h2c preface.
     h2: Option<Box<h2::H2>>,
+    /// A WebSocket or an event stream, once a request opened one.
+    long: Option<Box<long::Long>>,
 }
 
 impl Conn {
@@ -173,12 +180,14 @@ impl Conn {
             arrival: 0,
             last_done: 0,
             h2: None,
+            long: None,
         }
     }
 
     /// Takes the connection apart: its socket, its buffers, and how many counted requests were
     /// still waiting for their response. `ctr` hears of the HTTP/2 streams left open.
-    pub(crate) fn into_parts(self, ctr: &Slot) -> (TcpStream, Buffers, u64) {
+    pub(crate) fn into_parts(mut self, ctr: &Slot) -> (TcpStream, Buffers, u64) {
+        self.long_dropped(ctr);
         let (mut w, abandoned) = match self.h2 {
             Some(h) => h.into_parts(ctr),
             None => (
@@ -214,6 +223,9 @@ impl Conn {
     /// This connection's timer came due.
     pub(crate) fn on_timer(&mut self, cx: &mut Cx) -> Step {
         self.timer_id = 0;
+        if self.long.is_some() {
+            return self.long_timer(cx);
+        }
         if self.h2.is_some() {
             if self.phase == Phase::Lingering {
                 return Step::Close;
@@ -237,6 +249,17 @@ impl Conn {
     pub(crate) fn start_drain(&mut self, cx: &mut Cx) -> Step {
         self.draining = true;
         self.h2_goaway(cx);
+        self.close_long(long::GOING_AWAY, cx);
+        self.h2_grpc_end_all(long::UNAVAILABLE, cx);
+        self.run(cx)
+    }
+
+    /// Ends the connection's long-lived parts on an operator's order: a WebSocket with a close
+    /// frame of `code`, an event stream with its end, gRPC streams with `grpc_status`.
+    /// Ordinary HTTP is left alone.
+    pub(crate) fn close_streams(&mut self, code: u16, grpc_status: u16, cx: &mut Cx) -> Step {
+        self.close_long(code, cx);
+        self.h2_grpc_end_all(grpc_status, cx);
         self.run(cx)
     }
 
@@ -274,6 +297,9 @@ impl Conn {
 
     /// Reads, answers and writes until nothing more can happen without the poller or a timer.
     fn run(&mut self, cx: &mut Cx) -> Step {
+        if self.long.is_some() {
+            return self.run_long(cx);
+        }
         if self.h2.is_some() {
             return self.run_h2(cx);
         }
@@ -296,6 +322,10 @@ impl Conn {
             if self.h2.is_some() {
                 // The connection opened with the HTTP/2 preface.
                 return self.run_h2(cx);
+            }
+            if self.long.is_some() {
+                // A request opened a WebSocket or an event stream.
+                return self.run_long(cx);
             }
             if self.flush(cx).is_err() {
                 return Step::Close;
@@ -371,6 +401,7 @@ impl Conn {
     fn process(&mut self, cx: &mut Cx) {
         while self.phase == Phase::Open
             && self.waiting.is_none()
+            && self.long.is_none()
             && self.body_left == 0
             && self.wbuf.len() - self.wpos < WBUF_HIGH
         {
@@ -406,8 +437,8 @@ impl Conn {
                     return;
                 }
             }
-            match http::parse_head(&self.rbuf[self.rpos..self.rlen]) {
-                Ok(Some(h)) => {
+            match http::parse_head_long(&self.rbuf[self.rpos..self.rlen]) {
+                Ok(Some((h, long))) => {
                     let path = &self.rbuf[self.rpos + h.path.0..self.rpos + h.path.1];
                     let kind = classify(path, cx.prof);
                     self.rpos += h.len;
@@ -422,6 +453,8 @@ impl Conn {
                         keep_alive: h.keep_alive,
                         ka_header: h.ka_header,
                         debug: h.debug,
+                        long,
+                        grpc: false,
                     });
                 }
                 Ok(None) => {
@@ -444,6 +477,31 @@ impl Conn {
 
     /// A request has arrived in full: decide its response now, send it now or at its deadline.
     fn serve(&mut self, req: Req, cx: &mut Cx) {
+        let refuse = self.draining || cx.draining || (cx.ready_at != 0 && mono_ns() < cx.ready_at);
+        match req.long {
+            LongLived::WebSocket(key) if !refuse => {
+                self.served += 1;
+                self.start_ws(&key, cx);
+                return;
+            }
+            LongLived::EventStream if !refuse => {
+                self.served += 1;
+                self.start_sse(cx);
+                return;
+            }
+            LongLived::BadUpgrade => {
+                self.served += 1;
+                self.reject(H400, cx);
+                return;
+            }
+            LongLived::WebSocket(_) | LongLived::EventStream => {
+                // Draining or not ready yet: no new long-lived connection.
+                self.served += 1;
+                self.reject(H503, cx);
+                return;
+            }
+            LongLived::No => {}
+        }
         self.served += 1;
         let (p, at) = self.decide(req, self.last_done, cx);
         if at == 0 {
@@ -538,11 +596,13 @@ impl Conn {
             keep_alive: false,
             ka_header: false,
             debug: false,
+            long: LongLived::No,
+            grpc: false,
         };
-        let body = Body::Static(if head == H431 {
-            b"request head too large\n"
-        } else {
-            b"bad request\n"
+        let body = Body::Static(match head {
+            H431 => b"request head too large\n",
+            H503 => b"not ready\n",
+            _ => b"bad request\n",
         });
         self.respond(
             Pending {

@@ -3,8 +3,10 @@
 //! kept per thread: the most streams one connection had is their maximum, the most streams the
 //! instance had open their sum).
 
+use model::stream::{BackendLife, BackendStreams, ClosedBy, StreamProtocol};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 const CODES: usize = 500; // 100..=599
 
@@ -17,6 +19,57 @@ pub(crate) struct Slot {
     connections: AtomicU64,
     status: [AtomicU64; CODES],
     h2: H2Slot,
+    streams: StreamSlot,
+}
+
+/// What one thread counted of long-lived connections (see [`model::stream::BackendStreams`]):
+/// the counts as plain atomics, and what is kept per code and per connection under a lock
+/// taken once per connection's end.
+#[derive(Default)]
+struct StreamSlot {
+    ws_opened: AtomicU64,
+    sse_opened: AtomicU64,
+    grpc_calls: AtomicU64,
+    open: AtomicU64,
+    closed_by_client: AtomicU64,
+    closed_by_server: AtomicU64,
+    dropped: AtomicU64,
+    messages_in: AtomicU64,
+    messages_out: AtomicU64,
+    echoes: AtomicU64,
+    pings: AtomicU64,
+    pongs: AtomicU64,
+    log: Mutex<StreamLog>,
+}
+
+/// The per-code and per-connection part of a [`StreamSlot`].
+#[derive(Default)]
+struct StreamLog {
+    grpc_status: BTreeMap<u16, u64>,
+    close_sent: BTreeMap<u16, u64>,
+    close_received: BTreeMap<u16, u64>,
+    lives: Vec<BackendLife>,
+    lives_dropped: u64,
+}
+
+/// How a long-lived connection (or gRPC call) ended, for [`Slot::stream_closed`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StreamEnd {
+    /// The close code of the frame we sent, if we sent one.
+    pub close_sent: Option<u16>,
+    /// The close code of the frame the client sent, if it sent one.
+    pub close_received: Option<u16>,
+    /// The `grpc-status` we ended a call with.
+    pub grpc_status: Option<u16>,
+}
+
+/// A long-lived connection's own counts while it is open.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Life {
+    pub protocol: StreamProtocol,
+    pub opened_ns: u64,
+    pub messages_in: u64,
+    pub messages_out: u64,
 }
 
 /// What one thread counted of HTTP/2 for one instance (see [`model::BackendH2`]).
@@ -77,6 +130,104 @@ impl Slot {
             connections: AtomicU64::new(0),
             status: [const { AtomicU64::new(0) }; CODES],
             h2: H2Slot::default(),
+            streams: StreamSlot::default(),
+        }
+    }
+
+    /// A long-lived connection (a WebSocket, an SSE response, a gRPC streaming call) opened;
+    /// its counts start.
+    pub(crate) fn stream_opened(&self, protocol: StreamProtocol, now: u64) -> Life {
+        let st = &self.streams;
+        add(
+            match protocol {
+                StreamProtocol::WebSocket => &st.ws_opened,
+                StreamProtocol::Sse => &st.sse_opened,
+                StreamProtocol::GrpcUnary | StreamProtocol::GrpcStream => &st.grpc_calls,
+            },
+            1,
+        );
+        add(&st.open, 1);
+        Life {
+            protocol,
+            opened_ns: now,
+            messages_in: 0,
+            messages_out: 0,
+        }
+    }
+
+    /// A data message came in on `life`.
+    #[inline]
+    pub(crate) fn stream_in(&self, life: &mut Life) {
+        life.messages_in += 1;
+        add(&self.streams.messages_in, 1);
+    }
+
+    /// A data message went out on `life` (`echo`: the echo of one that came in).
+    #[inline]
+    pub(crate) fn stream_out(&self, life: &mut Life, echo: bool) {
+        life.messages_out += 1;
+        add(&self.streams.messages_out, 1);
+        if echo {
+            add(&self.streams.echoes, 1);
+        }
+    }
+
+    /// A WebSocket ping went out.
+    pub(crate) fn ws_ping(&self) {
+        add(&self.streams.pings, 1);
+    }
+
+    /// A WebSocket pong came in.
+    pub(crate) fn ws_pong(&self) {
+        add(&self.streams.pongs, 1);
+    }
+
+    /// A unary gRPC call was answered with `status`: a call, a message each way when it
+    /// succeeded, the status counted.
+    pub(crate) fn grpc_unary(&self, status: u16, answered: bool) {
+        let st = &self.streams;
+        add(&st.grpc_calls, 1);
+        add(&st.messages_in, 1);
+        if answered {
+            add(&st.messages_out, 1);
+        }
+        let mut log = st.log.lock().unwrap_or_else(|e| e.into_inner());
+        *log.grpc_status.entry(status).or_insert(0) += 1;
+    }
+
+    /// A long-lived connection ended, `by` whom; its counts are kept (up to the bound).
+    pub(crate) fn stream_closed(&self, life: Life, now: u64, by: ClosedBy, end: StreamEnd) {
+        let st = &self.streams;
+        add(&st.open, u64::MAX);
+        add(
+            match by {
+                ClosedBy::Client => &st.closed_by_client,
+                ClosedBy::Server => &st.closed_by_server,
+                ClosedBy::Dropped | ClosedBy::Open => &st.dropped,
+            },
+            1,
+        );
+        let mut log = st.log.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = end.close_sent {
+            *log.close_sent.entry(c).or_insert(0) += 1;
+        }
+        if let Some(c) = end.close_received {
+            *log.close_received.entry(c).or_insert(0) += 1;
+        }
+        if let Some(g) = end.grpc_status {
+            *log.grpc_status.entry(g).or_insert(0) += 1;
+        }
+        if log.lives.len() < BackendStreams::LIVES_MAX {
+            log.lives.push(BackendLife {
+                protocol: life.protocol,
+                opened_ns: life.opened_ns,
+                closed_ns: Some(now),
+                by,
+                messages_in: life.messages_in,
+                messages_out: life.messages_out,
+            });
+        } else {
+            log.lives_dropped += 1;
         }
     }
 
@@ -194,7 +345,9 @@ impl InstCounters {
             connection_errors: sum(&|s| &s.h2.connection_errors),
             goaways: sum(&|s| &s.h2.goaways),
         };
+        let streams = self.streams_snapshot();
         model::BackendCounters {
+            streams: (!streams.is_empty()).then_some(streams),
             name: name.to_string(),
             addr: addr.to_string(),
             requests: sum(&|s| &s.requests),
@@ -205,6 +358,49 @@ impl InstCounters {
             state: state.to_string(),
             h2: (h2.connections > 0).then_some(h2),
         }
+    }
+}
+
+impl InstCounters {
+    /// The long-lived connections' counts, summed over the threads; each thread's lives in
+    /// order of their end, the threads' one after the other, sorted by opening.
+    fn streams_snapshot(&self) -> BackendStreams {
+        let sum = |f: &dyn Fn(&StreamSlot) -> &AtomicU64| {
+            self.slots
+                .iter()
+                .fold(0u64, |acc, s| acc.wrapping_add(f(&s.streams).load(Relaxed)))
+        };
+        let mut out = BackendStreams {
+            ws_opened: sum(&|s| &s.ws_opened),
+            sse_opened: sum(&|s| &s.sse_opened),
+            grpc_calls: sum(&|s| &s.grpc_calls),
+            open: sum(&|s| &s.open),
+            closed_by_client: sum(&|s| &s.closed_by_client),
+            closed_by_server: sum(&|s| &s.closed_by_server),
+            dropped: sum(&|s| &s.dropped),
+            messages_in: sum(&|s| &s.messages_in),
+            messages_out: sum(&|s| &s.messages_out),
+            echoes: sum(&|s| &s.echoes),
+            pings: sum(&|s| &s.pings),
+            pongs: sum(&|s| &s.pongs),
+            ..BackendStreams::default()
+        };
+        for slot in self.slots.iter() {
+            let log = slot.streams.log.lock().unwrap_or_else(|e| e.into_inner());
+            for (maps, from) in [
+                (&mut out.grpc_status, &log.grpc_status),
+                (&mut out.close_codes_sent, &log.close_sent),
+                (&mut out.close_codes_received, &log.close_received),
+            ] {
+                for (k, v) in from {
+                    *maps.entry(*k).or_insert(0) += v;
+                }
+            }
+            out.lives.extend(log.lives.iter().cloned());
+            out.lives_dropped += log.lives_dropped;
+        }
+        out.lives.sort_by_key(|l| l.opened_ns);
+        out
     }
 }
 

@@ -340,6 +340,33 @@ impl Fleet {
         self.broadcast(|ack| Cmd::Kill { idx, ack })
     }
 
+    /// Ends every long-lived connection of an instance at once, the way a server going away
+    /// would: each WebSocket with a close frame of `code` (1000 to 4999, not one of the codes
+    /// RFC 6455 reserves for the absence of a frame: 1004, 1005, 1006, 1015), each event stream
+    /// with the end of its response, each gRPC server stream with `grpc_status` (0 to 16).
+    /// Ordinary HTTP and the listener are left alone.
+    pub fn close_streams(&self, name: &str, code: u16, grpc_status: u16) -> Result<(), Error> {
+        self.check_running()?;
+        if !(1000..=4999).contains(&code) || matches!(code, 1004 | 1005 | 1006 | 1015) {
+            return Err(Error::Spec(SpecError(format!(
+                "close code {code} cannot be sent: use 1000-4999 except 1004, 1005, 1006 and 1015"
+            ))));
+        }
+        if grpc_status > 16 {
+            return Err(Error::Spec(SpecError(format!(
+                "grpc-status {grpc_status} is not a gRPC status code (0-16)"
+            ))));
+        }
+        let mut reg = self.reg();
+        let (idx, _) = Self::find(&mut reg, name)?;
+        self.broadcast(|ack| Cmd::CloseStreams {
+            idx,
+            code,
+            grpc_status,
+            ack,
+        })
+    }
+
     /// Brings a drained or killed instance back on the same address (slow start begins again).
     pub fn restart(&self, name: &str) -> Result<(), Error> {
         self.check_running()?;

@@ -43,6 +43,14 @@ pub(crate) enum Cmd {
     Drain { idx: usize, sig: Arc<DrainSignal> },
     /// Close the listener and reset every connection.
     Kill { idx: usize, ack: Sender<()> },
+    /// End every long-lived connection of an instance: WebSockets with a close frame of
+    /// `code`, event streams with their end, gRPC streams with `grpc_status`.
+    CloseStreams {
+        idx: usize,
+        code: u16,
+        grpc_status: u16,
+        ack: Sender<()>,
+    },
     /// Serve again on a fresh listener.
     Restart {
         idx: usize,
@@ -393,6 +401,17 @@ impl Worker {
                     self.unlisten(idx);
                     for slot in self.slots_of(idx) {
                         self.close(slot, true);
+                    }
+                    let _ = ack.send(());
+                }
+                Cmd::CloseStreams {
+                    idx,
+                    code,
+                    grpc_status,
+                    ack,
+                } => {
+                    for slot in self.slots_of(idx) {
+                        self.drive(slot, |c, cx| c.close_streams(code, grpc_status, cx));
                     }
                     let _ = ack.send(());
                 }

@@ -1,7 +1,10 @@
 //! `proxybench backend`: flags and dispatch. Runs a fleet of emulated backends in the
 //! foreground until SIGINT or SIGTERM, then drains it, prints every instance's final counters
 //! (one JSON line on stdout, a readable summary on stderr) and exits. Every listener answers
-//! HTTP/1.x and h2c (HTTP/2 with prior knowledge), told apart per connection by its first bytes.
+//! HTTP/1.x and h2c (HTTP/2 with prior knowledge), told apart per connection by its first bytes,
+//! and long-lived connections on the same port: WebSocket upgrades (echo), event streams
+//! (`Accept: text/event-stream`) and gRPC over h2c (`/proxybench.Bench/Unary` and `/Stream`),
+//! shaped by the profile's `push`, `push_size`, `push_count` and `ping`.
 
 use crate::CliError;
 use backend::{Fleet, FleetConfig, InstanceConfig, Profile};
@@ -331,8 +334,22 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
             ),
             None => String::new(),
         };
+        let streams = match &c.streams {
+            Some(s) => format!(
+                "; long-lived: {} WebSockets, {} event streams, {} gRPC calls ({} by the client, {} by us, {} dropped), {} messages in, {} out",
+                s.ws_opened,
+                s.sse_opened,
+                s.grpc_calls,
+                s.closed_by_client,
+                s.closed_by_server,
+                s.dropped,
+                s.messages_in,
+                s.messages_out
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "{} {}: {} requests ({}), {} connections, {} bytes{h2}",
+            "{} {}: {} requests ({}), {} connections, {} bytes{h2}{streams}",
             c.name,
             c.addr,
             c.requests,

@@ -17,16 +17,20 @@ use std::sync::Arc;
     proxybench load -R 2000 --arrivals poisson --seed 7 -d30s http://127.0.0.1:8080/\n  \
     proxybench load --resolve cafe.example.com:8443:127.0.0.1 --cacert ca.pem https://cafe.example.com:8443/tea\n  \
     proxybench load --http2 -c50 -m10 -d10s http://127.0.0.1:8080/\n  \
-    proxybench load --agents 3 --platform kubernetes -R 3000 -c 12 -d 10s http://127.0.0.1:8080/\n\n\
+    proxybench load --agents 3 --platform kubernetes -R 3000 -c 12 -d 10s http://127.0.0.1:8080/\n  \
+    proxybench load -c 1000 --ramp 5s --message-rate 2 -d 60s ws://127.0.0.1:8080/chat\n  \
+    proxybench load --protocol grpc-stream -c 100 -d 30s http://127.0.0.1:8080/\n  \
+    proxybench load --protocol sse -c 100 --idle-timeout 5s -d 30s http://127.0.0.1:8080/events\n\n\
 Exit status:\n  \
     0  the load ran and at least one request got a 2xx or 3xx response\n  \
     1  the load could not run to its end (a thread or file failed, an agent was lost, agents\n     \
        could not start)\n  \
     2  bad input: a flag, the URL, the CA file, or more connections than the open-files limit allows\n  \
     3  the target was unusable: every request failed (an error below HTTP or a status other than\n     \
-       2xx/3xx), or none was answered; the results are printed all the same")]
+       2xx/3xx), or none was answered; for long-lived loads, no connection ever opened (a gRPC\n     \
+       target that speaks HTTP/1.1 only, an upgrade refused); the results are printed all the same")]
 pub struct Args {
-    /// Target URL (http:// or https://).
+    /// Target URL: http:// or https://; ws:// or wss:// for WebSocket.
     url: String,
     /// Connections to keep open across all threads.
     #[arg(short = 'c', long, default_value_t = 10)]
@@ -131,6 +135,8 @@ pub struct Args {
     metrics: crate::metrics::MetricsFlags,
     #[command(flatten)]
     linger: crate::metrics::LingerFlag,
+    #[command(flatten)]
+    stream: crate::cmd_load_stream::StreamFlags,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -154,6 +160,14 @@ enum Format {
 
 /// Runs `proxybench load`.
 pub fn main(args: Args) -> Result<ExitCode, CliError> {
+    if let Some(p) = crate::cmd_load_stream::protocol(&args.url, &args.stream)? {
+        return stream(&args, p);
+    }
+    if let Some(flag) = crate::cmd_load_stream::any_set(&args.stream) {
+        return Err(CliError::usage(format!(
+            "{flag} is for long-lived loads (a ws:// URL, or --protocol grpc-unary, grpc-stream or sse)"
+        )));
+    }
     let cfg = config(&args)?;
     let flags = args.platform.to_override(None)?;
     // Bound before anything starts: a taken port is bad input, not a failed run.
@@ -173,6 +187,64 @@ pub fn main(args: Args) -> Result<ExitCode, CliError> {
         l.finish(stop);
     }
     code
+}
+
+/// A long-lived load (WebSocket, gRPC, SSE): on this machine only, with the flags it shares
+/// with HTTP loads; the HTTP-only ones are refused by name.
+fn stream(a: &Args, p: model::stream::StreamProtocol) -> Result<ExitCode, CliError> {
+    let http_only = [
+        (a.requests.is_some(), "-n/--requests"),
+        (
+            a.rate.is_some(),
+            "-R/--rate (the message rate is --message-rate)",
+        ),
+        (!matches!(a.arrivals, ArrivalsArg::Even), "--arrivals"),
+        (a.latency, "--latency"),
+        (a.u_latency, "--u-latency"),
+        (a.method != "GET", "-X/--method"),
+        (a.http2, "--http2"),
+        (a.streams != 1, "-m/--streams"),
+        (a.body.is_some(), "--body"),
+        (a.retry_idle_closed, "--retry-idle-closed"),
+        (a.timeline.is_some(), "--timeline"),
+        (a.hdr_log.is_some(), "--hdr-log"),
+        (!matches!(a.io, IoArg::Auto), "--io"),
+        (!a.agent_hosts.is_empty(), "--agent-hosts"),
+        (a.token_file.is_some(), "--token-file"),
+        (a.save_agents.is_some(), "--save-agents"),
+        (a.agents.is_some(), "--agents"),
+        (a.agents_timeout.is_some(), "--agents-timeout"),
+        (a.metrics.is_set(), "--metrics-listen"),
+    ];
+    if let Some((_, flag)) = http_only.iter().find(|(set, _)| *set) {
+        return Err(CliError::usage(format!(
+            "{flag} is for HTTP loads; a {} load does not take it",
+            p.name()
+        )));
+    }
+    let flags = a.platform.to_override(None)?;
+    if flags.kind.is_some() || flags.cluster_flag().is_some() {
+        return Err(CliError::usage(format!(
+            "a {} load runs on this machine; the platform flags go with HTTP loads' --agents",
+            p.name()
+        )));
+    }
+    let common = crate::cmd_load_stream::Common {
+        url: &a.url,
+        connections: a.connections,
+        threads: a.threads,
+        duration: a.duration.as_deref(),
+        timeout: &a.timeout,
+        headers: &a.headers,
+        host: a.host.clone(),
+        resolve: &a.resolve,
+        insecure: a.insecure,
+        sni: a.sni.clone(),
+        cacert: a.cacert.clone(),
+        json: a.format == Format::Json,
+    };
+    let cfg = crate::cmd_load_stream::config(p, &common, &a.stream)?;
+    crate::cmd_load_stream::run(&cfg, common.json, a.stream.lives_path())
 }
 
 /// Runs the load where the flags say: here, on the agents given, or on agent pods.

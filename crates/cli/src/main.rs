@@ -5,6 +5,7 @@ mod cmd_agent;
 mod cmd_backend;
 mod cmd_k8s;
 mod cmd_load;
+mod cmd_load_stream;
 mod cmd_merge;
 mod cmd_proxies;
 mod cmd_run;
@@ -88,7 +89,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Generate HTTP load against a URL (wrk-compatible output).
+    /// Generate HTTP load against a URL (wrk-compatible output), or hold long-lived connections
+    /// (WebSocket, gRPC, server-sent events) open against it.
     Load(Box<cmd_load::Args>),
     /// Run a fleet of emulated backends in the foreground.
     Backend(cmd_backend::Args),

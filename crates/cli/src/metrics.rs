@@ -48,6 +48,11 @@ pub(crate) struct Live {
 }
 
 impl MetricsFlags {
+    /// Whether --metrics-listen was given (a stream load refuses it: it feeds no live metrics).
+    pub(crate) fn is_set(&self) -> bool {
+        self.metrics_listen.is_some()
+    }
+
     /// Binds and starts serving when asked (None otherwise). Called before the run starts, so a
     /// bad or taken address stops the command with one line and exit 2.
     pub(crate) fn start(

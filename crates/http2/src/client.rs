@@ -15,6 +15,7 @@ pub use crate::conn::PeerSettings;
 use crate::conn::{Connection, Flow, Peer, Pending, StreamWindow};
 pub use crate::frame::ConnError;
 use crate::frame::{self, code, err, Head};
+use crate::grpc;
 use crate::hpack::{self, Blocks, RequestHeaders};
 use std::sync::Arc;
 
@@ -71,6 +72,23 @@ pub enum Event {
     },
     /// The server acknowledged our SETTINGS.
     SettingsAcked,
+    /// gRPC mode ([`ClientConn::set_grpc`]): one length-prefixed message of a response
+    /// arrived whole.
+    Message {
+        /// The caller's tag of the stream.
+        slot: u32,
+        /// Its payload length.
+        len: u32,
+    },
+    /// gRPC mode: the response's trailers (or its Trailers-Only head) carried this
+    /// `grpc-status`; the stream's [`Event::Response`] follows at once. A response that ends
+    /// without one has no such event.
+    GrpcStatus {
+        /// The caller's tag of the stream.
+        slot: u32,
+        /// The status code.
+        code: u16,
+    },
 }
 
 /// One client stream.
@@ -84,6 +102,8 @@ pub struct Stream {
     /// Body bytes sent so far; the stream waits for window while below the body length.
     body_sent: usize,
     stalled: bool,
+    /// gRPC mode: the response body's messages.
+    deframer: grpc::Deframer,
 }
 
 impl StreamWindow for Stream {
@@ -111,6 +131,8 @@ pub struct Client {
     table_size: usize,
     /// Dynamic table size updates owed at the start of the next header block (RFC 7541 6.3).
     size_update: Vec<u8>,
+    /// gRPC mode: response messages and `grpc-status` are reported.
+    grpc: bool,
 }
 
 /// One HTTP/2 client connection (see the module documentation).
@@ -140,8 +162,17 @@ impl Connection<Client> {
             indexed: false,
             table_size: hpack::TABLE_SIZE,
             size_update: Vec::new(),
+            grpc: false,
         };
         Connection::with_role(role, out, false, RECV_WINDOW)
+    }
+
+    /// Reports what a gRPC client needs beside the responses: each whole length-prefixed
+    /// message of a response body ([`Event::Message`]) and the `grpc-status` of its trailers
+    /// ([`Event::GrpcStatus`]). A body that is not a sequence of uncompressed gRPC messages
+    /// resets its stream as malformed.
+    pub fn set_grpc(&mut self) {
+        self.role.grpc = true;
     }
 
     /// The last GOAWAY received: (last-stream-id, code).
@@ -227,6 +258,7 @@ impl Connection<Client> {
             bytes: 0,
             body_sent: 0,
             stalled: false,
+            deframer: grpc::Deframer::new(),
         });
         if has_body {
             let k = self.streams.len() - 1;
@@ -325,14 +357,18 @@ impl Peer for Client {
     /// to the stream if it is still open.
     fn header_block(c: &mut ClientConn, pend: Pending, block: &[u8]) -> Result<(), ConnError> {
         let mut status: Option<u16> = None;
+        let mut grpc_status: Option<u16> = None;
         let mut first = true;
         let mut bad: Option<&'static str> = None;
+        let grpc = c.role.grpc;
         c.decoder
             .decode_some(
                 block,
-                |n| n == b":status",
+                |n| n == b":status" || (grpc && n == b"grpc-status"),
                 |n, v| {
-                    if n == b":status" {
+                    if n == b"grpc-status" {
+                        grpc_status = v.and_then(grpc::parse_status);
+                    } else if n == b":status" {
                         if !first {
                             bad.get_or_insert(":status not the first field");
                         }
@@ -389,6 +425,10 @@ impl Peer for Client {
             }
         }
         if end_stream {
+            if let Some(code) = grpc_status.filter(|_| grpc) {
+                let slot = c.streams[k].slot;
+                c.events.push(Event::GrpcStatus { slot, code });
+            }
             c.respond(k);
         }
         Ok(())
@@ -402,8 +442,9 @@ impl Peer for Client {
         None
     }
 
-    /// Response body bytes: counted, and the response ends with END_STREAM.
-    fn data(c: &mut ClientConn, k: usize, h: Head, body: u64) -> Result<bool, ConnError> {
+    /// Response body bytes: counted (in gRPC mode, cut into messages), and the response ends
+    /// with END_STREAM.
+    fn data(c: &mut ClientConn, k: usize, h: Head, body: &[u8]) -> Result<bool, ConnError> {
         let s = &mut c.streams[k];
         if s.status == 0 {
             Self::stream_error(
@@ -414,7 +455,23 @@ impl Peer for Client {
             );
             return Ok(false);
         }
-        s.bytes += body;
+        s.bytes += body.len() as u64;
+        if c.role.grpc {
+            let slot = s.slot;
+            let events = &mut c.events;
+            if s.deframer
+                .feed(body, |len| events.push(Event::Message { slot, len }))
+                .is_err()
+            {
+                Self::stream_error(
+                    c,
+                    k,
+                    code::PROTOCOL_ERROR,
+                    "a gRPC body that is not uncompressed length-prefixed messages",
+                );
+                return Ok(false);
+            }
+        }
         if h.flags & frame::END_STREAM != 0 {
             c.respond(k);
             return Ok(false);

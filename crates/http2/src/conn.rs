@@ -109,9 +109,9 @@ pub trait Peer: sealed::Sealed + Sized {
     fn stream_recv_window(c: &Connection<Self>) -> u32;
     /// Why open stream `k` cannot take DATA at all (a stream error), if it cannot.
     fn refuse_data(c: &Connection<Self>, k: usize) -> Option<(u32, &'static str)>;
-    /// DATA on open stream `k` with `body` bytes of data (padding excluded), both windows
-    /// already charged. Returns true while the stream stays open for more DATA.
-    fn data(c: &mut Connection<Self>, k: usize, h: Head, body: u64) -> Result<bool, ConnError>;
+    /// DATA on open stream `k` with its `body` (padding excluded), both windows already
+    /// charged. Returns true while the stream stays open for more DATA.
+    fn data(c: &mut Connection<Self>, k: usize, h: Head, body: &[u8]) -> Result<bool, ConnError>;
     /// DATA on stream `id` that is not open and not idle.
     fn data_closed(c: &mut Connection<Self>, id: u32);
     /// The peer reset open stream `k` with `code`.
@@ -451,7 +451,7 @@ impl<P: Peer> Connection<P> {
         if h.stream == 0 {
             return Err(err(code::PROTOCOL_ERROR, "DATA on stream 0"));
         }
-        let body = unpad(h, p)?.len() as u64;
+        let body = unpad(h, p)?;
         // Flow control counts the whole payload, padding included (RFC 9113 6.9.1), and the
         // connection's window whatever becomes of the stream.
         let n = p.len() as u32;

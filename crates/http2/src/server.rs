@@ -168,6 +168,17 @@ pub struct Stream<T> {
     body_len: u64,
     body_sent: u64,
     tag: Option<T>,
+    /// An open-ended response ([`ServerConn::respond_open`]): its queued bytes and trailers.
+    open: Option<Box<OpenBody>>,
+}
+
+/// The body of an open-ended response: bytes queued by [`ServerConn::send_data`] and not yet
+/// sent, and the trailers that end it once they are.
+#[derive(Debug, Default)]
+struct OpenBody {
+    buf: Vec<u8>,
+    sent: usize,
+    trailers: Option<Vec<u8>>,
 }
 
 impl<T> StreamWindow for Stream<T> {
@@ -190,6 +201,8 @@ pub struct Server<T: Copy> {
     spare: Vec<RequestHead>,
     /// Responses with body bytes left to send.
     sending: usize,
+    /// Open-ended responses ([`ServerConn::respond_open`]) not finished yet.
+    open_bodies: usize,
     /// The highest stream id the client opened.
     last_id: u32,
     recent: [u32; RECENT],
@@ -245,6 +258,7 @@ impl<T: Copy> Connection<Server<T>> {
             },
             spare: Vec::new(),
             sending: 0,
+            open_bodies: 0,
             last_id: 0,
             recent: [0; RECENT],
             recent_at: 0,
@@ -318,15 +332,7 @@ impl<T: Copy> Connection<Server<T>> {
             return false;
         }
         let end = body_len == 0;
-        match self.role.table_update.take() {
-            None => frame::header_frames(&mut self.out, stream, block, end, self.peer.max_frame),
-            Some(size) => {
-                let mut b = Vec::with_capacity(block.len() + 4);
-                hpack::size_update(&mut b, size);
-                b.extend_from_slice(block);
-                frame::header_frames(&mut self.out, stream, &b, end, self.peer.max_frame);
-            }
-        }
+        self.header_block_out(stream, block, end);
         if end {
             self.close(k);
         } else {
@@ -340,20 +346,124 @@ impl<T: Copy> Connection<Server<T>> {
         true
     }
 
-    /// True while some response body waits to be sent (for window, or for [`ServerConn::pump`]).
+    /// True while some response body waits to be sent (for window, or for [`ServerConn::pump`]),
+    /// an open-ended one's queued bytes and trailers included.
     pub fn sending(&self) -> bool {
         self.role.sending > 0
+            || (self.role.open_bodies > 0
+                && self.streams.iter().any(|s| {
+                    s.open
+                        .as_ref()
+                        .is_some_and(|o| o.sent < o.buf.len() || o.trailers.is_some())
+                }))
+    }
+
+    /// Starts an open-ended response to the complete request on `stream` (gRPC's shape): its
+    /// HEADERS without END_STREAM now, its body in pieces given to [`ServerConn::send_data`],
+    /// and trailers that end it given to [`ServerConn::send_trailers`]; the pieces go out as
+    /// [`ServerConn::pump`] and the client's windows allow. False when the stream is not
+    /// awaiting a response.
+    pub fn respond_open(&mut self, stream: u32, block: &[u8]) -> bool {
+        if self.dead {
+            return false;
+        }
+        let Some(k) = self.stream_index(stream) else {
+            return false;
+        };
+        if !self.streams[k].ended || self.streams[k].responding {
+            return false;
+        }
+        self.header_block_out(stream, block, false);
+        let s = &mut self.streams[k];
+        s.responding = true;
+        s.open = Some(Box::default());
+        self.role.open_bodies += 1;
+        true
+    }
+
+    /// Queues `data` on the open-ended response of `stream`. False when the stream is gone
+    /// (the client reset it, the connection died) or was not opened with
+    /// [`ServerConn::respond_open`], or its trailers are already queued.
+    pub fn send_data(&mut self, stream: u32, data: &[u8]) -> bool {
+        let Some(o) = self.open_body(stream) else {
+            return false;
+        };
+        if o.trailers.is_some() {
+            return false;
+        }
+        if o.sent == o.buf.len() {
+            o.buf.clear();
+            o.sent = 0;
+        }
+        o.buf.extend_from_slice(data);
+        true
+    }
+
+    /// Ends the open-ended response of `stream` with the trailer block `block` (HEADERS with
+    /// END_STREAM), sent once its queued data are. False as for [`ServerConn::send_data`].
+    pub fn send_trailers(&mut self, stream: u32, block: &[u8]) -> bool {
+        let Some(o) = self.open_body(stream) else {
+            return false;
+        };
+        if o.trailers.is_some() {
+            return false;
+        }
+        o.trailers = Some(block.to_vec());
+        true
+    }
+
+    /// Bytes queued on the open-ended response of `stream` and not yet sent (a client that
+    /// does not read, or a window that stays shut, makes them grow).
+    pub fn queued(&self, stream: u32) -> Option<usize> {
+        let k = self.stream_index(stream)?;
+        let o = self.streams[k].open.as_ref()?;
+        Some(o.buf.len() - o.sent)
+    }
+
+    /// The open-ended body of `stream`, while the connection lives.
+    fn open_body(&mut self, stream: u32) -> Option<&mut OpenBody> {
+        if self.dead {
+            return None;
+        }
+        let k = self.stream_index(stream)?;
+        self.streams[k].open.as_deref_mut()
+    }
+
+    /// Queues a response header block on `stream` (a dynamic table size update owed goes
+    /// first), with END_STREAM when `end`.
+    fn header_block_out(&mut self, stream: u32, block: &[u8], end: bool) {
+        match self.role.table_update.take() {
+            None => frame::header_frames(&mut self.out, stream, block, end, self.peer.max_frame),
+            Some(size) => {
+                let mut b = Vec::with_capacity(block.len() + 4);
+                hpack::size_update(&mut b, size);
+                b.extend_from_slice(block);
+                frame::header_frames(&mut self.out, stream, &b, end, self.peer.max_frame);
+            }
+        }
     }
 
     /// Writes response bodies as DATA frames while the windows allow and `out` is shorter than
     /// `limit`; `fill(tag, offset, n, out)` must append exactly `n` body bytes from `offset`.
     /// A stream whose body is all sent is closed.
     pub fn pump(&mut self, limit: usize, mut fill: impl FnMut(T, u64, usize, &mut Vec<u8>)) {
-        if self.dead || self.role.sending == 0 {
+        if self.dead || (self.role.sending == 0 && self.role.open_bodies == 0) {
             return;
         }
         let mut k = 0;
-        while k < self.streams.len() && self.out.len() < limit && self.conn_send_window > 0 {
+        while k < self.streams.len() && self.out.len() < limit {
+            if self.streams[k].open.is_some() {
+                if self.pump_open(k, limit) {
+                    self.close(k);
+                } else {
+                    k += 1;
+                }
+                continue;
+            }
+            if self.conn_send_window <= 0 {
+                k += 1;
+                continue;
+            }
             let s = &mut self.streams[k];
             let Some(tag) = s.tag.filter(|_| s.responding) else {
                 k += 1;
@@ -393,11 +503,49 @@ impl<T: Copy> Connection<Server<T>> {
         }
     }
 
+    /// Writes what the open-ended response of stream `k` has queued, as far as the windows
+    /// and `limit` allow, then its trailers once nothing is left; true when they went out
+    /// (the stream is done).
+    fn pump_open(&mut self, k: usize, limit: usize) -> bool {
+        let max_frame = self.peer.max_frame as usize;
+        let s = &mut self.streams[k];
+        let id = s.flow.id;
+        let Some(o) = s.open.as_deref_mut() else {
+            return false;
+        };
+        while o.sent < o.buf.len() && self.out.len() < limit {
+            let window = s.flow.send.min(self.conn_send_window);
+            if window <= 0 {
+                return false;
+            }
+            let n = (o.buf.len() - o.sent)
+                .min(window as usize)
+                .min(max_frame)
+                .min(limit - self.out.len());
+            frame::head(&mut self.out, n, frame::DATA, 0, id);
+            self.out.extend_from_slice(&o.buf[o.sent..o.sent + n]);
+            o.sent += n;
+            s.flow.send -= n as i64;
+            self.conn_send_window -= n as i64;
+        }
+        if o.sent < o.buf.len() {
+            return false;
+        }
+        let Some(trailers) = o.trailers.take() else {
+            return false;
+        };
+        self.header_block_out(id, &trailers, true);
+        true
+    }
+
     /// Removes stream `k` (its request head goes back to the pool).
     fn close(&mut self, k: usize) {
         let mut s = self.streams.swap_remove(k);
         if s.responding && s.body_sent < s.body_len {
             self.role.sending -= 1;
+        }
+        if s.open.take().is_some() {
+            self.role.open_bodies -= 1;
         }
         s.head.clear();
         self.role.spare.push(s.head);
@@ -527,6 +675,7 @@ impl<T: Copy> Peer for Server<T> {
                 body_len: 0,
                 body_sent: 0,
                 tag: None,
+                open: None,
             });
             if pend.end_stream {
                 let k = c.streams.len() - 1;
@@ -566,9 +715,9 @@ impl<T: Copy> Peer for Server<T> {
 
     /// DATA of a request: taken as it comes (the bytes are discarded) and checked against its
     /// content-length; END_STREAM completes the request.
-    fn data(c: &mut ServerConn<T>, k: usize, h: Head, body: u64) -> Result<bool, ConnError> {
+    fn data(c: &mut ServerConn<T>, k: usize, h: Head, body: &[u8]) -> Result<bool, ConnError> {
         let s = &mut c.streams[k];
-        s.received += body;
+        s.received += body.len() as u64;
         if s.content_length.is_some_and(|cl| s.received > cl) {
             Self::stream_error(c, k, code::PROTOCOL_ERROR, "DATA beyond the content-length");
             return Ok(false);

@@ -788,3 +788,138 @@ fn a_header_list_above_the_limit_is_reset_without_holding_it() {
     assert_eq!(s.events, [ServerEvent::Request { stream: 5 }]);
     assert_eq!(s.head(5).unwrap().path(), b"/after");
 }
+
+/// The server's output fed to the client, both ways until neither has anything to say.
+fn exchange(c: &mut ClientConn, s: &mut Server) {
+    for _ in 0..8 {
+        if !c.out.is_empty() {
+            let out = std::mem::take(&mut c.out);
+            s.feed(&out).unwrap();
+        }
+        s.pump(1 << 20, fill);
+        if !s.out.is_empty() {
+            let out = std::mem::take(&mut s.out);
+            c.feed(&out).unwrap();
+        }
+    }
+}
+
+fn grpc_request() -> std::sync::Arc<hpack::RequestHeaders> {
+    std::sync::Arc::new(hpack::RequestHeaders::new(
+        "POST",
+        "http",
+        "a.test",
+        "/proxybench.Bench/Stream",
+        &[
+            ("content-type".into(), crate::grpc::CONTENT_TYPE.into()),
+            ("te".into(), "trailers".into()),
+        ],
+    ))
+}
+
+fn grpc_message(len: u32) -> Vec<u8> {
+    let mut m = Vec::new();
+    crate::grpc::message(&mut m, len, |o| {
+        o.extend(std::iter::repeat_n(b'x', len as usize))
+    });
+    m
+}
+
+#[test]
+fn an_open_ended_response_carries_grpc_messages_then_its_status() {
+    let body: std::sync::Arc<[u8]> = grpc_message(10).into();
+    let mut c = ClientConn::new(grpc_request(), Some(body));
+    c.set_grpc();
+    let mut s = Server::new(ServerSettings::default());
+    assert_eq!(c.open(4), Some(1));
+    exchange(&mut c, &mut s);
+    assert!(s.events.contains(&ServerEvent::Request { stream: 1 }));
+    assert_eq!(
+        s.head(1).unwrap().get(b"content-type"),
+        Some(&b"application/grpc"[..])
+    );
+    let mut head = response_block(200);
+    hpack::field(&mut head, "content-type", "application/grpc");
+    assert!(s.respond_open(1, &head));
+    assert!(!s.respond_open(1, &head), "one response per stream");
+    for len in [3, 0, 20_000] {
+        assert!(s.send_data(1, &grpc_message(len)));
+    }
+    assert!(s.sending());
+    exchange(&mut c, &mut s);
+    let messages: Vec<u32> = c
+        .events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Message { slot: 4, len } => Some(len),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages, [3, 0, 20_000]);
+    assert_eq!(c.active(), 1, "no trailers yet: the call is open");
+    assert!(!s.sending());
+    let mut trailers = Vec::new();
+    hpack::field(&mut trailers, "grpc-status", "14");
+    assert!(s.send_data(1, &grpc_message(1)));
+    assert!(s.send_trailers(1, &trailers));
+    assert!(
+        !s.send_data(1, &grpc_message(1)),
+        "nothing after the trailers"
+    );
+    exchange(&mut c, &mut s);
+    let tail: Vec<Event> = c.events.iter().rev().take(3).rev().copied().collect();
+    assert_eq!(
+        tail,
+        [
+            Event::Message { slot: 4, len: 1 },
+            Event::GrpcStatus { slot: 4, code: 14 },
+            Event::Response {
+                slot: 4,
+                status: 200,
+                bytes: 20_024
+            }
+        ]
+    );
+    assert_eq!((c.active(), s.active()), (0, 0));
+}
+
+#[test]
+fn an_open_ended_response_waits_for_window_and_dies_with_its_stream() {
+    let mut c = ClientConn::new(grpc_request(), Some(grpc_message(0).into()));
+    c.set_grpc();
+    let mut s = Server::new(ServerSettings::default());
+    c.open(0);
+    c.open(1);
+    let out = std::mem::take(&mut c.out);
+    s.feed(&out).unwrap();
+    // The client's windows as the protocol's defaults: 65,535 bytes.
+    let mut s2 = ready(ServerSettings::default());
+    let mut req = Vec::new();
+    headers(
+        &mut req,
+        1,
+        &hpack::request_block("POST", "http", "a", "/", &[]),
+        true,
+    );
+    s2.feed(&req).unwrap();
+    assert!(s2.respond_open(1, &response_block(200)));
+    assert!(s2.send_data(1, &vec![0u8; 100_000]));
+    s2.pump(1 << 20, fill);
+    let sent: usize = frames(&s2.out)
+        .iter()
+        .filter(|(h, _)| h.kind == frame::DATA)
+        .map(|(h, _)| h.len as usize)
+        .sum();
+    assert_eq!(sent, 65_535);
+    assert_eq!(s2.queued(1), Some(100_000 - 65_535));
+    assert!(s2.sending());
+    let mut rst = Vec::new();
+    frame::rst_stream(&mut rst, 1, code::CANCEL);
+    s2.feed(&rst).unwrap();
+    assert_eq!(s2.queued(1), None);
+    assert!(!s2.send_data(1, b"x"));
+    assert!(!s2.sending());
+    assert_eq!(s2.active(), 0);
+    // The first server saw both calls.
+    assert_eq!(s.active(), 2);
+}

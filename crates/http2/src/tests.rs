@@ -490,3 +490,109 @@ fn a_smaller_table_from_the_server_is_announced_and_the_request_indexed_again() 
     assert_eq!(&blocks[0][1..], &stateless[..]);
     assert_eq!(blocks[1], stateless);
 }
+
+#[test]
+fn grpc_messages_and_status_split_at_every_byte() {
+    let mut server = server_preface(&[]);
+    let mut block = Vec::new();
+    hpack::field(&mut block, ":status", "200");
+    hpack::field(&mut block, "content-type", "application/grpc");
+    frame::head(
+        &mut server,
+        block.len(),
+        frame::HEADERS,
+        frame::END_HEADERS,
+        1,
+    );
+    server.extend_from_slice(&block);
+    let mut body = Vec::new();
+    for len in [2u32, 0, 40] {
+        crate::grpc::message(&mut body, len, |o| {
+            o.extend(std::iter::repeat_n(1u8, len as usize))
+        });
+    }
+    // The messages cut across two DATA frames.
+    data(&mut server, 1, &body[..4], false);
+    data(&mut server, 1, &body[4..], false);
+    let mut trailers = Vec::new();
+    hpack::field(&mut trailers, "grpc-status", "0");
+    hpack::field(&mut trailers, "grpc-message", "");
+    frame::head(
+        &mut server,
+        trailers.len(),
+        frame::HEADERS,
+        frame::END_HEADERS | frame::END_STREAM,
+        1,
+    );
+    server.extend_from_slice(&trailers);
+    for split in 1..server.len() {
+        let mut c = ClientConn::new(req(), None);
+        c.set_grpc();
+        c.open(3);
+        c.feed(&server[..split]).unwrap();
+        c.feed(&server[split..]).unwrap();
+        let ev: Vec<Event> = c
+            .events
+            .iter()
+            .copied()
+            .filter(|e| *e != Event::SettingsAcked)
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                Event::Message { slot: 3, len: 2 },
+                Event::Message { slot: 3, len: 0 },
+                Event::Message { slot: 3, len: 40 },
+                Event::GrpcStatus { slot: 3, code: 0 },
+                Event::Response {
+                    slot: 3,
+                    status: 200,
+                    bytes: 57
+                }
+            ],
+            "split at {split}"
+        );
+    }
+}
+
+#[test]
+fn grpc_trailers_only_and_plain_mode_ignore() {
+    // Trailers-Only: the status in the one HEADERS frame that ends the stream.
+    let mut server = server_preface(&[]);
+    let mut block = Vec::new();
+    hpack::field(&mut block, ":status", "200");
+    hpack::field(&mut block, "grpc-status", "12");
+    frame::head(
+        &mut server,
+        block.len(),
+        frame::HEADERS,
+        frame::END_HEADERS | frame::END_STREAM,
+        1,
+    );
+    server.extend_from_slice(&block);
+    let mut c = ClientConn::new(req(), None);
+    c.set_grpc();
+    c.open(0);
+    c.feed(&server).unwrap();
+    assert!(c.events.contains(&Event::GrpcStatus { slot: 0, code: 12 }));
+    // Without gRPC mode the same bytes are a plain response.
+    let mut c = ClientConn::new(req(), None);
+    c.open(0);
+    c.feed(&server).unwrap();
+    assert!(!c
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::GrpcStatus { .. } | Event::Message { .. })));
+    // A compressed message is a malformed stream.
+    let mut server = server_preface(&[]);
+    response_headers(&mut server, 1, "200", false);
+    data(&mut server, 1, &[1, 0, 0, 0, 1, 7], false);
+    let mut c = ClientConn::new(req(), None);
+    c.set_grpc();
+    c.open(5);
+    c.feed(&server).unwrap();
+    assert!(c
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Malformed { slot: 5, .. })));
+}

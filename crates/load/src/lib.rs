@@ -8,6 +8,10 @@
 //! provided buffers), `conn` (one connection's I/O steps), `tls`, `worker` (the loop, over epoll
 //! or io_uring), `pacer` (open-loop schedules), `stats`, `aggregate`, `summary`, and [`probe`]
 //! (a blocking one-shot request for the bench).
+//!
+//! Long-lived connections (WebSocket, gRPC, server-sent events) have an event loop of their own,
+//! [`run_streams`] in [`stream`], beside the request loop rather than in it: their sockets,
+//! TLS, target and histograms are the same, their hot path is not.
 
 #![warn(missing_docs)]
 
@@ -20,6 +24,7 @@ mod interrupt;
 mod pacer;
 pub mod probe;
 mod stats;
+pub mod stream;
 mod summary;
 mod sys;
 pub mod target;
@@ -32,6 +37,7 @@ pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::{even_arrivals, Pacer, Rng};
 pub use stats::encode as encode_hdr;
+pub use stream::{run_streams, StreamConfig};
 pub use summary::PERCENTILES;
 pub use worker::LATE_THRESHOLD_NS;
 

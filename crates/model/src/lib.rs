@@ -15,6 +15,7 @@ pub mod reloads;
 pub mod run;
 pub mod schedule;
 pub mod scrape;
+pub mod stream;
 pub mod table;
 pub mod url;
 pub mod workload;

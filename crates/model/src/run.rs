@@ -740,6 +740,9 @@ pub struct BackendCounters {
     /// What the instance saw over HTTP/2 (h2c), when any connection spoke it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2: Option<BackendH2>,
+    /// What the instance saw of long-lived connections (WebSocket, SSE, gRPC), when any came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<crate::stream::BackendStreams>,
 }
 
 /// What one backend instance saw over HTTP/2 (h2c with prior knowledge), beside its totals: its

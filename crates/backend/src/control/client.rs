@@ -93,6 +93,20 @@ impl Client {
         self.op(name, "restart")
     }
 
+    /// Ends every long-lived connection of an instance: WebSockets with a close frame of
+    /// `code`, event streams with their end, gRPC streams with `grpc_status`.
+    pub fn close_streams(&self, name: &str, code: u16, grpc_status: u16) -> Result<(), Error> {
+        self.call(
+            "POST",
+            &format!(
+                "/instances/{}/close?code={code}&grpc_status={grpc_status}",
+                encode(name)
+            ),
+            None,
+        )
+        .map(drop)
+    }
+
     fn op(&self, name: &str, op: &str) -> Result<(), Error> {
         self.call("POST", &format!("/instances/{}/{op}", encode(name)), None)
             .map(drop)

@@ -315,7 +315,8 @@ impl Worker<'_> {
                 }
                 Event::GoAway { code: c, .. } => self.h2c.goaways[H2Counts::bucket(c)] += 1,
                 Event::Stalled { .. } => self.h2c.stalls += 1,
-                Event::SettingsAcked => {}
+                // gRPC mode's events: this connection's codec is not in it.
+                Event::SettingsAcked | Event::Message { .. } | Event::GrpcStatus { .. } => {}
             }
         }
         if let Some(codec) = self.conns[i]

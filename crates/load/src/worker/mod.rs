@@ -204,7 +204,7 @@ struct Worker<'a> {
 
 /// The load-wide index of thread `id`'s first connection when `connections` are dealt out to
 /// `threads` as `load::run` does (the first `connections % threads` threads get one more).
-fn first_conn(id: usize, threads: usize, connections: usize) -> usize {
+pub(crate) fn first_conn(id: usize, threads: usize, connections: usize) -> usize {
     let t = threads.max(1);
     id * (connections / t) + id.min(connections % t)
 }
@@ -991,7 +991,7 @@ fn now_ns(origin: &Instant) -> u64 {
     origin.elapsed().as_nanos() as u64
 }
 
-fn connect_kind(e: &io::Error) -> ErrorKind {
+pub(crate) fn connect_kind(e: &io::Error) -> ErrorKind {
     match e.raw_os_error() {
         Some(libc::ECONNREFUSED) => ErrorKind::ConnectRefused,
         Some(libc::ETIMEDOUT) => ErrorKind::ConnectTimeout,

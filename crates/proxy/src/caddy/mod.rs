@@ -142,8 +142,23 @@ pub fn support(feature: Feature) -> Support {
             Support::Yes
         }
         F::RouteExact | F::RouteHeaders | F::RouteMethod => Support::Yes,
+        F::RouteWebSocket | F::RouteGrpc => Support::Yes,
+        F::TunnelTimeout => Support::No(
+            "Caddy 2.6 has no idle timeout for upgraded connections (stream_timeout came in \
+             2.7), and its transport's read_timeout would cut idle WebSockets",
+        ),
+        F::StreamCloseDelay => Support::No(
+            "stream_close_delay came in Caddy 2.7; Debian ships 2.6, which closes the old \
+             configuration's upgraded connections (close frame 1001) the moment a reload \
+             unloads it",
+        ),
         F::NextUpstreamTimeout | F::UpstreamTimeouts => Support::Yes,
-        F::WorkerShutdownTimeout | F::KeepaliveTimeout | F::AccessLogOff => Support::Yes,
+        F::KeepaliveTimeout | F::AccessLogOff => Support::Yes,
+        F::WorkerShutdownTimeout => Support::Differs(
+            "it becomes the http app's grace_period, which bounds a graceful stop and the old \
+             servers' requests at a reload; upgraded connections are not held for it: a reload \
+             closes every WebSocket at once with a close frame 1001 (Caddy 2.6.2, measured)",
+        ),
         F::LbLeastConn => Support::Differs(
             "Caddy breaks ties between the least-loaded servers at random; nginx goes round \
              robin among them",

@@ -235,7 +235,22 @@ pub fn support(feature: Feature) -> Support {
             "HAProxy runs one worker process with worker_processes threads (nbthread), not \
              several processes",
         ),
-        F::WorkerShutdownTimeout => Yes,
+        F::WorkerShutdownTimeout => Differs(
+            "it becomes hard-stop-after, a bound on how long the old process may live after a \
+             reload or a soft stop: when it ends, the process exits and every connection it still \
+             holds (a WebSocket, a stream) is closed under it",
+        ),
+        F::TunnelTimeout => Differs(
+            "it becomes timeout tunnel, which covers upgraded connections (WebSockets); a gRPC \
+             stream is an HTTP/2 stream to HAProxy, whose idle time stays under timeout client \
+             and timeout server",
+        ),
+        F::StreamCloseDelay => No(
+            "HAProxy 2.6 closes nothing of its own accord after a reload; only hard-stop-after \
+             bounds how long the old process keeps its tunnels",
+        ),
+        F::RouteWebSocket => Yes,
+        F::RouteGrpc => Yes,
         F::KeepaliveRequests => {
             No("HAProxy 2.6 has no bound on the requests of one client keep-alive connection")
         }

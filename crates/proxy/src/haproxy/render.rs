@@ -189,6 +189,10 @@ fn defaults(o: &mut String, cfg: &ProxyConfig, generation: u64) {
         "    timeout http-keep-alive {}",
         time(cfg.keepalive_timeout.0)
     );
+    if let Some(t) = cfg.tunnel_timeout {
+        // Upgraded connections (WebSockets) and their idle time, both directions.
+        let _ = writeln!(o, "    timeout tunnel {}", time(t.0));
+    }
 }
 
 /// One decision of a listener's route table: a route index, or `-1` for a 404.

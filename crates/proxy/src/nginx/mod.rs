@@ -55,7 +55,18 @@ impl driver::Driver for Nginx {
         match feature {
             Feature::UpstreamHttp2 => Support::No(
                 "nginx 1.22 proxies to upstreams over HTTP/1.x only; its one HTTP/2 upstream, \
-                 grpc_pass, speaks gRPC, not general HTTP",
+                 grpc_pass, speaks gRPC, not general HTTP (routes.grpc renders it)",
+            ),
+            Feature::TunnelTimeout => Support::Differs(
+                "nginx has no timeout of its own for tunnels: on websocket routes it becomes \
+                 proxy_read_timeout and proxy_send_timeout, on grpc routes grpc_read_timeout and \
+                 grpc_send_timeout, each the idle time between two reads (or writes) in one \
+                 direction, where HAProxy's timeout tunnel counts both",
+            ),
+            Feature::StreamCloseDelay => Support::No(
+                "nginx 1.22 keeps an old worker's upgraded connections until \
+                 worker_shutdown_timeout cuts them (without a close frame); it has no delay of \
+                 its own before closing them",
             ),
             _ => Support::Yes,
         }

@@ -13,6 +13,7 @@
 use super::{nginx_rate, nginx_size, nginx_time, quote, RenderContext, GENERATION_HEADER};
 use crate::config::Lb;
 use crate::config::{PathMatch, ProxyConfig, Route, Upstream};
+use units::Dur;
 use crate::Error;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -40,6 +41,7 @@ enum Action {
     Proxy {
         upstream: String,
         limit: Option<String>,
+        tunnel: Tunnel,
     },
     Return {
         status: u16,
@@ -47,6 +49,21 @@ enum Action {
     },
     NotFound,
 }
+
+/// What a proxying route carries beyond plain requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Tunnel {
+    /// Plain HTTP (`proxy_pass`).
+    Http,
+    /// WebSocket upgrades passed on (`proxy_pass` with `Upgrade` and `Connection`).
+    WebSocket,
+    /// gRPC (`grpc_pass` over h2c).
+    Grpc,
+}
+
+/// The variable a websocket route sends as `Connection`: `upgrade` when the client asked for
+/// an upgrade, else empty (the upstream connection's keep-alive as without the route flag).
+const CONNECTION_UPGRADE: &str = "$pb_connection_upgrade";
 
 struct Renderer<'a> {
     cfg: &'a ProxyConfig,
@@ -174,6 +191,12 @@ impl<'a> Renderer<'a> {
             (4 * (self.map_count + 256)).next_power_of_two().max(1024)
         );
         let _ = writeln!(o, "    {}", self.gen_header());
+        if c.routes.iter().any(|r| r.websocket) {
+            let _ = writeln!(
+                o,
+                "    map $http_upgrade {CONNECTION_UPGRADE} {{\n        default upgrade;\n        \"\" \"\";\n    }}"
+            );
+        }
         raw(o, "    ", "http", &c.raw.http);
         for l in &c.rate_limits {
             item(o, "    ", &format!("rate_limit.{}", l.name));
@@ -481,12 +504,19 @@ impl<'a> Renderer<'a> {
         match a {
             Action::Proxy {
                 upstream,
-                limit: None,
-            } => format!("@up:{upstream}"),
-            Action::Proxy {
-                upstream,
-                limit: Some(l),
-            } => format!("@up:{upstream}:limit:{l}"),
+                limit,
+                tunnel,
+            } => {
+                let t = match tunnel {
+                    Tunnel::Http => "",
+                    Tunnel::WebSocket => ":ws",
+                    Tunnel::Grpc => ":grpc",
+                };
+                match limit {
+                    None => format!("@up:{upstream}{t}"),
+                    Some(l) => format!("@up:{upstream}{t}:limit:{l}"),
+                }
+            }
             Action::Return { status, body } => {
                 let n = self.returns.len();
                 let k = *self.returns.entry((*status, body.clone())).or_insert(n);
@@ -500,7 +530,11 @@ impl<'a> Renderer<'a> {
         let cfg = self.cfg;
         let _ = writeln!(o, "            {}", self.gen_header());
         match a {
-            Action::Proxy { upstream, limit } => {
+            Action::Proxy {
+                upstream,
+                limit,
+                tunnel,
+            } => {
                 if let Some(l) = limit.as_deref().and_then(|l| cfg.rate_limit(l)) {
                     let mut d = format!("limit_req zone=rl_{}", l.name);
                     if l.burst > 0 {
@@ -518,10 +552,16 @@ impl<'a> Renderer<'a> {
                     );
                 }
                 let u = cfg.upstream(upstream).expect("validated");
-                let _ = writeln!(o, "            proxy_pass http://{};", u.name);
-                o.push_str("            proxy_set_header Host $host;\n");
-                o.push_str("            proxy_set_header X-Request-Id $request_id;\n");
-                proxy_settings(o, u);
+                if *tunnel == Tunnel::Grpc {
+                    let _ = writeln!(o, "            grpc_pass grpc://{};", u.name);
+                    o.push_str("            grpc_set_header X-Request-Id $request_id;\n");
+                    grpc_settings(o, u, cfg.tunnel_timeout);
+                } else {
+                    let _ = writeln!(o, "            proxy_pass http://{};", u.name);
+                    o.push_str("            proxy_set_header Host $host;\n");
+                    o.push_str("            proxy_set_header X-Request-Id $request_id;\n");
+                    proxy_settings(o, u, *tunnel, cfg.tunnel_timeout);
+                }
             }
             Action::Return { status, body } => match body {
                 Some(b) => {
@@ -555,18 +595,28 @@ impl<'a> Renderer<'a> {
     }
 }
 
-/// The proxy directives an upstream's settings imply, for a location that proxies to it.
-fn proxy_settings(o: &mut String, u: &Upstream) {
-    if u.keepalive > 0 {
+/// The proxy directives an upstream's settings imply, for a location that proxies to it; a
+/// websocket route passes the upgrade on, and its tunnel's idle time is `tunnel_timeout` when
+/// set.
+fn proxy_settings(o: &mut String, u: &Upstream, tunnel: Tunnel, tunnel_timeout: Option<Dur>) {
+    if tunnel == Tunnel::WebSocket {
+        // The upgrade needs HTTP/1.1 and both hop-by-hop headers said again; without an
+        // upgrade the empty Connection keeps the upstream's keep-alive as below.
+        let _ = writeln!(
+            o,
+            "            proxy_http_version 1.1;\n            proxy_set_header Upgrade $http_upgrade;\n            proxy_set_header Connection {CONNECTION_UPGRADE};"
+        );
+    } else if u.keepalive > 0 {
         // Without both, nginx speaks HTTP/1.0 with "Connection: close" and never reuses.
         o.push_str(
             "            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n",
         );
     }
+    let tunnel_time = tunnel_timeout.filter(|_| tunnel == Tunnel::WebSocket);
     let times = [
         ("proxy_connect_timeout", u.connect_timeout),
-        ("proxy_read_timeout", u.read_timeout),
-        ("proxy_send_timeout", u.send_timeout),
+        ("proxy_read_timeout", tunnel_time.or(u.read_timeout)),
+        ("proxy_send_timeout", tunnel_time.or(u.send_timeout)),
         ("proxy_next_upstream_timeout", u.next_upstream_timeout),
     ];
     for (d, t) in times {
@@ -583,11 +633,41 @@ fn proxy_settings(o: &mut String, u: &Upstream) {
     }
 }
 
+/// The `grpc_` directives of a grpc route: the upstream's timeouts, the tunnel's idle time
+/// when set (a stream's gaps), and its retry conditions where gRPC has them.
+fn grpc_settings(o: &mut String, u: &Upstream, tunnel_timeout: Option<Dur>) {
+    let times = [
+        ("grpc_connect_timeout", u.connect_timeout),
+        ("grpc_read_timeout", tunnel_timeout.or(u.read_timeout)),
+        ("grpc_send_timeout", tunnel_timeout.or(u.send_timeout)),
+        ("grpc_next_upstream_timeout", u.next_upstream_timeout),
+    ];
+    for (d, t) in times {
+        if let Some(t) = t {
+            let _ = writeln!(o, "            {d} {};", nginx_time(t.0));
+        }
+    }
+    if let Some(nu) = &u.next_upstream {
+        let words: Vec<&str> = nu.iter().map(|c| c.as_str()).collect();
+        let _ = writeln!(o, "            grpc_next_upstream {};", words.join(" "));
+    }
+    if let Some(n) = u.next_upstream_tries {
+        let _ = writeln!(o, "            grpc_next_upstream_tries {n};");
+    }
+}
+
 fn action_of(r: &Route) -> Action {
     match (&r.upstream, r.return_status) {
         (Some(u), _) => Action::Proxy {
             upstream: u.clone(),
             limit: r.rate_limit.clone(),
+            tunnel: if r.grpc {
+                Tunnel::Grpc
+            } else if r.websocket {
+                Tunnel::WebSocket
+            } else {
+                Tunnel::Http
+            },
         },
         (None, Some(s)) => Action::Return {
             status: s,

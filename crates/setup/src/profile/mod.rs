@@ -33,6 +33,10 @@ pub struct SpecError(pub String);
 /// | `status` | `CODE:SHARE, ...`; the rest is 200; a lone `CODE` means all | `status=503:1%,500:0.1%` |
 /// | `close_after` | close each connection after N responses | `close_after=100` |
 /// | `slow_start` | answer 503 (and `/readyz` 503) for this long after each (re)start | `slow_start=5s` |
+/// | `push` | messages per second sent on each long-lived connection: WebSocket text messages, SSE events, gRPC stream messages (unset: none on WebSockets, 1 a second on the others) | `push=10` |
+/// | `push_size` | bytes of each pushed message (unset: 32) | `push_size=1k` |
+/// | `push_count` | end each WebSocket (close 1000), SSE response or gRPC stream (grpc-status 0) after this many pushes | `push_count=100` |
+/// | `ping` | send a WebSocket ping this often | `ping=5s` |
 /// | `path PREFIX { ... }` | overrides for paths starting with PREFIX (longest prefix wins) | `path /slow { latency=100ms }` |
 ///
 /// Distributions (times take `ns us ms s m h`, sizes `b k m g`; named or positional arguments):
@@ -61,6 +65,41 @@ pub struct Profile {
     pub close_after: Option<u64>,
     /// Not ready for this long after each (re)start: ordinary requests and `/readyz` get 503.
     pub slow_start: Option<Duration>,
+    /// What the instance does on long-lived connections (WebSocket, SSE, gRPC streams); boxed,
+    /// as most profiles never set it and a profile travels by value in scenario actions.
+    pub streams: Box<Streams>,
+}
+
+/// How an instance talks on long-lived connections (`push`, `push_size`, `push_count`,
+/// `ping`); whole-instance settings, never per path.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Streams {
+    /// Messages pushed per second on each connection or stream.
+    pub push: Option<f64>,
+    /// Bytes of each pushed message.
+    pub push_size: Option<u64>,
+    /// End each connection or stream after this many pushes.
+    pub push_count: Option<u64>,
+    /// WebSocket ping interval.
+    pub ping: Option<Duration>,
+}
+
+impl Streams {
+    /// Pushes per second on a connection of this kind: the `push` key, or, unset, none on a
+    /// WebSocket (it echoes) and one a second on an event stream or a gRPC stream (which
+    /// exist to be pushed to).
+    pub fn push_rate(&self, websocket: bool) -> f64 {
+        match self.push {
+            Some(r) => r,
+            None if websocket => 0.0,
+            None => 1.0,
+        }
+    }
+
+    /// Bytes of each pushed message (32 unless set).
+    pub fn push_bytes(&self) -> u64 {
+        self.push_size.unwrap_or(32)
+    }
 }
 
 /// The per-request settings a profile or a `path` block can set; `None` means default (top

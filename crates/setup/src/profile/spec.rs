@@ -4,8 +4,16 @@ use super::{Behaviour, Dist, PathRule, Profile, Share, SpecError, Spike, StatusS
 use std::fmt;
 use std::time::Duration;
 
-const KEYS: &str =
-    "latency, spike, cpu, size, status, close_after, slow_start, or path /PREFIX { ... }";
+const KEYS: &str = "latency, spike, cpu, size, status, close_after, slow_start, push, push_size, push_count, ping, or path /PREFIX { ... }";
+/// The keys that apply to a whole instance, never to a path.
+const INSTANCE_KEYS: [&str; 6] = [
+    "close_after",
+    "slow_start",
+    "push",
+    "push_size",
+    "push_count",
+    "ping",
+];
 const DISTS: &str = "fixed, uniform, normal, lognormal, exponential";
 /// Latency and CPU above an hour are refused (a typo, not an experiment).
 const MAX_TIME_NS: u64 = 3_600_000_000_000;
@@ -61,6 +69,41 @@ pub(crate) fn parse(s: &str) -> Result<Profile, SpecError> {
                     .map_err(|e| SpecError(format!("slow_start: {e}")))?;
                 p.slow_start = Some(Duration::from_nanos(ns));
             }
+            "push" => {
+                let r =
+                    units::parse_rate(value).map_err(|e| SpecError(format!("push: {}", e.0)))?;
+                if r > 100_000.0 {
+                    return err("push: at most 100000 messages a second per connection");
+                }
+                p.streams.push = Some(r);
+            }
+            "push_size" => {
+                let n = parse_value(value, Unit::Size)
+                    .map_err(|e| SpecError(format!("push_size: {e}")))?;
+                if n > 16 << 20 {
+                    return err("push_size: at most 16m");
+                }
+                p.streams.push_size = Some(n);
+            }
+            "push_count" => {
+                let n: u64 = value.parse().map_err(|_| {
+                    SpecError(format!(
+                        "push_count: '{value}' is not a whole number of messages"
+                    ))
+                })?;
+                if n == 0 {
+                    return err("push_count: must be at least 1");
+                }
+                p.streams.push_count = Some(n);
+            }
+            "ping" => {
+                let ns =
+                    parse_value(value, Unit::Time).map_err(|e| SpecError(format!("ping: {e}")))?;
+                if ns < 1_000_000 {
+                    return err("ping: at least 1ms");
+                }
+                p.streams.ping = Some(Duration::from_nanos(ns));
+            }
             _ => set_behaviour(&mut p.base, key, value, "")?,
         }
     }
@@ -101,7 +144,7 @@ fn parse_path_block(rest: &str) -> Result<PathRule, SpecError> {
             return err(format!("{ctx}{key}: set twice"));
         }
         seen.push(key);
-        if matches!(key, "close_after" | "slow_start") {
+        if INSTANCE_KEYS.contains(&key) {
             return err(format!(
                 "{ctx}{key} applies to a whole instance and cannot be set per path"
             ));
@@ -375,6 +418,22 @@ pub(crate) fn write(p: &Profile, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             fmt_value(d.as_nanos() as u64, Unit::Time)
         ));
     }
+    let st = &p.streams;
+    if let Some(r) = st.push {
+        parts.push(format!("push={r}"));
+    }
+    if let Some(n) = st.push_size {
+        parts.push(format!("push_size={}", fmt_value(n, Unit::Size)));
+    }
+    if let Some(n) = st.push_count {
+        parts.push(format!("push_count={n}"));
+    }
+    if let Some(d) = st.ping {
+        parts.push(format!(
+            "ping={}",
+            fmt_value(d.as_nanos() as u64, Unit::Time)
+        ));
+    }
     for r in &p.paths {
         let inner = behaviour_parts(&r.behaviour);
         if inner.is_empty() {
@@ -624,7 +683,7 @@ mod tests {
             e("latency=fixed(1ms"),
             "unclosed '(' in 'latency=fixed(1ms'"
         );
-        assert_eq!(e("latency"), "'latency' is not key=value (keys: latency, spike, cpu, size, status, close_after, slow_start, or path /PREFIX { ... })");
+        assert_eq!(e("latency"), "'latency' is not key=value (keys: latency, spike, cpu, size, status, close_after, slow_start, push, push_size, push_count, ping, or path /PREFIX { ... })");
         assert_eq!(e("latency=2h"), "latency: '2h' is above the 1h limit");
     }
 
@@ -656,5 +715,37 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("line 3"), "{msg}");
         assert!(msg.contains("unknown distribution 'lognorml'"), "{msg}");
+    }
+}
+
+#[cfg(test)]
+mod stream_keys {
+    use super::*;
+
+    #[test]
+    fn stream_keys_parse_print_back_and_stay_at_the_top() {
+        let prof: Profile = "push=2.5; push_size=1k; push_count=10; ping=500ms"
+            .parse()
+            .unwrap();
+        assert_eq!(prof.streams.push, Some(2.5));
+        assert_eq!(prof.streams.push_size, Some(1024));
+        assert_eq!(prof.streams.push_count, Some(10));
+        assert_eq!(prof.streams.ping, Some(Duration::from_millis(500)));
+        assert_eq!(prof.to_string().parse::<Profile>().unwrap(), prof);
+        assert_eq!(prof.streams.push_rate(true), 2.5);
+        let none = Profile::default();
+        assert_eq!(none.streams.push_rate(true), 0.0);
+        assert_eq!(none.streams.push_rate(false), 1.0);
+        assert_eq!(none.streams.push_bytes(), 32);
+        let e = |s: &str| s.parse::<Profile>().unwrap_err().0;
+        assert!(
+            e("path /x { push=1 }").contains("whole instance"),
+            "{}",
+            e("path /x { push=1 }")
+        );
+        assert!(e("push=0").starts_with("push:"), "{}", e("push=0"));
+        assert!(e("push_count=0").contains("at least 1"));
+        assert!(e("ping=10us").contains("at least 1ms"));
+        assert!(e("pushy=1").contains("unknown key"));
     }
 }

@@ -263,6 +263,38 @@ impl ProxyConfig {
         if r.body.is_some() && r.return_status.is_none() {
             return bad("body is only sent with return".into());
         }
+        if r.websocket && r.grpc {
+            return bad("websocket and grpc: a route carries one or the other".into());
+        }
+        if (r.websocket || r.grpc) && r.return_status.is_some() {
+            return bad(format!(
+                "{} needs an upstream to tunnel to, not a return",
+                if r.grpc { "grpc" } else { "websocket" }
+            ));
+        }
+        if r.grpc {
+            if let Some(u) = r.upstream.as_deref().and_then(|u| self.upstream(u)) {
+                if !u.http2 {
+                    return bad(format!(
+                        "grpc needs HTTP/2 to the backends: set http2 = true on upstream '{}'",
+                        u.name
+                    ));
+                }
+            }
+            let plain: Vec<&str> = self
+                .listeners
+                .iter()
+                .filter(|l| r.listener.as_deref().is_none_or(|n| n == l.name))
+                .filter(|l| !l.http2)
+                .map(|l| l.name.as_str())
+                .collect();
+            if !plain.is_empty() {
+                return bad(format!(
+                    "grpc needs HTTP/2 from the clients: set http2 = true on listener '{}' (or name the route's listener)",
+                    plain.join("', '")
+                ));
+            }
+        }
         if let Some(b) = &r.body {
             if b.contains('\n') {
                 return bad("body must be a single line".into());

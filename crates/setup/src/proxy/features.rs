@@ -65,6 +65,14 @@ pub enum Feature {
     WorkerProcesses,
     /// A bound on how long old workers finish after a reload or graceful stop.
     WorkerShutdownTimeout,
+    /// An idle timeout for upgraded connections and gRPC streams.
+    TunnelTimeout,
+    /// Keeping the old configuration's upgraded connections open a while after a reload.
+    StreamCloseDelay,
+    /// Routes that carry WebSocket upgrades.
+    RouteWebSocket,
+    /// Routes that carry gRPC (HTTP/2 end to end, trailers passed on).
+    RouteGrpc,
     /// Requests per client keep-alive connection.
     KeepaliveRequests,
     /// Idle time of a client keep-alive connection.
@@ -79,7 +87,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in table order.
-    pub const ALL: [Feature; 33] = [
+    pub const ALL: [Feature; 37] = [
         Feature::Tls,
         Feature::ServerNames,
         Feature::LbRoundRobin,
@@ -108,6 +116,10 @@ impl Feature {
         Feature::RateLimitKey,
         Feature::WorkerProcesses,
         Feature::WorkerShutdownTimeout,
+        Feature::TunnelTimeout,
+        Feature::StreamCloseDelay,
+        Feature::RouteWebSocket,
+        Feature::RouteGrpc,
         Feature::KeepaliveRequests,
         Feature::KeepaliveTimeout,
         Feature::AccessLogOff,
@@ -146,6 +158,10 @@ impl Feature {
             Feature::RateLimitKey => "rate_limits.key",
             Feature::WorkerProcesses => "worker_processes",
             Feature::WorkerShutdownTimeout => "worker_shutdown_timeout",
+            Feature::TunnelTimeout => "tunnel_timeout",
+            Feature::StreamCloseDelay => "stream_close_delay",
+            Feature::RouteWebSocket => "routes.websocket",
+            Feature::RouteGrpc => "routes.grpc",
             Feature::KeepaliveRequests => "keepalive_requests",
             Feature::KeepaliveTimeout => "keepalive_timeout",
             Feature::AccessLogOff => "access_log = false",
@@ -195,6 +211,12 @@ impl ProxyConfig {
         }
         if self.worker_shutdown_timeout.is_some() {
             add(Feature::WorkerShutdownTimeout, top());
+        }
+        if self.tunnel_timeout.is_some() {
+            add(Feature::TunnelTimeout, top());
+        }
+        if self.stream_close_delay.is_some() {
+            add(Feature::StreamCloseDelay, top());
         }
         if self.keepalive_requests != ProxyConfig::default().keepalive_requests {
             add(Feature::KeepaliveRequests, top());
@@ -255,7 +277,14 @@ impl ProxyConfig {
             if u.zone.is_some() {
                 add(Feature::UpstreamZone, item());
             }
-            if u.http2 {
+            // HTTP/2 to an upstream only gRPC routes use is what `routes.grpc` asks for; it is
+            // the general feature when a plain route proxies over it too (or none uses it).
+            let users: Vec<&crate::proxy::Route> = self
+                .routes
+                .iter()
+                .filter(|r| r.upstream.as_deref() == Some(u.name.as_str()))
+                .collect();
+            if u.http2 && (users.is_empty() || users.iter().any(|r| !r.grpc)) {
                 add(Feature::UpstreamHttp2, item());
             }
         }
@@ -275,6 +304,12 @@ impl ProxyConfig {
             }
             if r.return_status.is_some() {
                 add(Feature::RouteReturn, item());
+            }
+            if r.websocket {
+                add(Feature::RouteWebSocket, item());
+            }
+            if r.grpc {
+                add(Feature::RouteGrpc, item());
             }
         }
         let default_key = crate::proxy::RateLimit::new("x", 1.0).key;
@@ -346,6 +381,15 @@ mod tests {
                 (Feature::RateLimitBurst, "rate_limit.rl".into()),
             ]
         );
+        // An upstream only gRPC routes use asks for gRPC, not for general HTTP/2.
+        cfg.routes[0].grpc = true;
+        let f: Vec<Feature> = cfg.features().into_iter().map(|u| u.feature).collect();
+        assert!(f.contains(&Feature::RouteGrpc) && !f.contains(&Feature::UpstreamHttp2));
+        cfg.routes[0].grpc = false;
+        cfg.routes[0].websocket = true;
+        cfg.tunnel_timeout = Some(units::Dur(std::time::Duration::from_secs(30)));
+        let f: Vec<Feature> = cfg.features().into_iter().map(|u| u.feature).collect();
+        assert!(f.contains(&Feature::RouteWebSocket) && f.contains(&Feature::TunnelTimeout));
         assert_eq!(Feature::ALL.len(), {
             let mut v = Feature::ALL.to_vec();
             v.sort();

@@ -48,10 +48,25 @@ pub struct ProxyConfig {
     /// Idle time before a client keep-alive connection is closed (`keepalive_timeout`).
     #[serde(default = "default_keepalive_timeout")]
     pub keepalive_timeout: Dur,
-    /// Bound on how long old workers may finish in-flight requests after a reload or a graceful
-    /// stop (`worker_shutdown_timeout`); unset means nginx waits for every request.
-    #[serde(default)]
+    /// The drain timeout: how long the old generation may finish its connections after a
+    /// reload or a graceful stop before it is cut (nginx `worker_shutdown_timeout`, HAProxy
+    /// `hard-stop-after`, Caddy `grace_period`); unset, nginx and HAProxy wait for every
+    /// connection (a WebSocket then keeps an old worker alive as long as it lives). Also
+    /// written `drain_timeout`.
+    #[serde(default, alias = "drain_timeout")]
     pub worker_shutdown_timeout: Option<Dur>,
+    /// How long an upgraded connection (a WebSocket) or a gRPC stream may stay idle, nothing
+    /// read nor written, before the proxy closes it (HAProxy `timeout tunnel`, for upgraded
+    /// connections only; nginx `proxy_read_timeout`/`proxy_send_timeout` on websocket routes
+    /// and their `grpc_` twins on grpc routes). Unset: the proxy's own default (nginx 60 s;
+    /// HAProxy the client and server timeouts, 60 s as rendered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_timeout: Option<Dur>,
+    /// After a reload, how long the old configuration's upgraded connections stay open before
+    /// they are closed (Caddy 2.7's `stream_close_delay`). No proxy installed here can say it:
+    /// the capability table says why, and a scenario that sets it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_close_delay: Option<Dur>,
     /// Error-log level (`warn` by default; `notice` shows reloads and worker starts).
     #[serde(default)]
     pub error_log_level: LogLevel,
@@ -90,6 +105,8 @@ impl Default for ProxyConfig {
             keepalive_requests: default_keepalive_requests(),
             keepalive_timeout: default_keepalive_timeout(),
             worker_shutdown_timeout: None,
+            tunnel_timeout: None,
+            stream_close_delay: None,
             error_log_level: LogLevel::Warn,
             access_log: true,
             listeners: Vec::new(),
@@ -377,6 +394,16 @@ pub struct Route {
     /// The rate limit applied to it.
     #[serde(default)]
     pub rate_limit: Option<String>,
+    /// It carries WebSocket upgrades: the proxy passes `Upgrade` and `Connection: upgrade` on
+    /// and then tunnels the connection (nginx needs it said; HAProxy and Caddy do it for any
+    /// route). Plain requests on it are proxied as ever.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub websocket: bool,
+    /// It carries gRPC: HTTP/2 from the client (its listener sets `http2`) to its upstream,
+    /// which must set `http2` (nginx `grpc_pass`, HAProxy `proto h2`, Caddy's h2c transport),
+    /// with the trailers passed through.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub grpc: bool,
 }
 
 impl Route {
@@ -517,6 +544,9 @@ pub struct Invalid(pub String);
 
 fn one() -> u32 {
     1
+}
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 fn yes() -> bool {
     true

@@ -243,7 +243,7 @@ pub fn run(
         eprintln!("proxybench: interrupted; results so far");
     }
     if let Some(path) = lives {
-        std::fs::write(path, lives_csv(&summary))
+        std::fs::write(path, model::stream::lives_csv(&summary.lives))
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     let text = if json {
@@ -448,34 +448,6 @@ pub fn render(s: &StreamSummary) -> String {
             "  CPU: {:.3} s in the load's threads (no messages)\n",
             c.cpu_s
         )),
-    }
-    o
-}
-
-/// Every connection's life as CSV, one row each.
-pub fn lives_csv(s: &StreamSummary) -> String {
-    let mut o = String::from(
-        "conn,attempt,start_us,open_us,end_us,end,close_code,grpc_status,status,error,sent,received,in_flight,next_us\n",
-    );
-    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-    for l in &s.lives {
-        o.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            l.conn,
-            l.attempt,
-            l.start_us,
-            opt(l.open_us),
-            l.end_us,
-            l.end.name(),
-            opt(l.close_code.map(u64::from)),
-            opt(l.grpc_status.map(u64::from)),
-            opt(l.status.map(u64::from)),
-            l.error.map(|e| e.name()).unwrap_or_default(),
-            l.sent,
-            l.received,
-            l.in_flight,
-            opt(l.next_us),
-        ));
     }
     o
 }

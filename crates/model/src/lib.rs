@@ -7,6 +7,8 @@
 
 #![warn(missing_docs)]
 
+pub mod generation;
+pub mod ledger;
 pub mod load;
 pub mod measured;
 pub mod metric;

@@ -33,11 +33,15 @@ pub enum Collector {
     Scrape,
     /// The watched pods' logs counted by level (`ClusterRecord::log_levels`).
     LogLevels,
+    /// The proxy replicas' processes by generation ([`CaseResult::generations`]).
+    Generations,
+    /// Every long-lived connection's life (`streams/<case>/<load>.csv`).
+    StreamLives,
 }
 
 impl Collector {
     /// Every collector, in report order.
-    pub const ALL: [Collector; 11] = [
+    pub const ALL: [Collector; 13] = [
         Collector::Readiness,
         Collector::StatusPages,
         Collector::Logs,
@@ -49,6 +53,8 @@ impl Collector {
         Collector::MetricsApi,
         Collector::Scrape,
         Collector::LogLevels,
+        Collector::Generations,
+        Collector::StreamLives,
     ];
 
     /// What the collector gathers, in words, for "not sampled" sentences.
@@ -65,6 +71,8 @@ impl Collector {
             Collector::MetricsApi => "the metrics API",
             Collector::Scrape => "the Prometheus scrape",
             Collector::LogLevels => "the watched pods' log levels",
+            Collector::Generations => "the proxy's processes by generation",
+            Collector::StreamLives => "the long-lived connections' lives",
         }
     }
 
@@ -398,6 +406,14 @@ impl CaseResult {
                     }
                 })
             }
+            Collector::Generations => self
+                .generations
+                .is_empty()
+                .then(|| "no proxy process was sampled".into()),
+            Collector::StreamLives => self
+                .streams
+                .is_empty()
+                .then(|| "no long-lived load ran in this case".into()),
             Collector::Records => {
                 let loads: Vec<&str> = self.distributed.iter().map(|d| d.load.as_str()).collect();
                 (!loads.is_empty()).then(|| {
@@ -446,6 +462,21 @@ impl CaseResult {
                             ),
                         );
                     }
+                }
+            }
+            (Collector::StreamLives, _) => {
+                let of = self.streams.len();
+                for st in self.streams.iter().filter(|st| st.lives_left_out > 0) {
+                    add(
+                        "loads",
+                        of,
+                        st.name.clone(),
+                        format!(
+                            "{} connection lives past the first {} were left out",
+                            st.lives_left_out,
+                            crate::stream::StreamSummary::LIVES_MAX
+                        ),
+                    );
                 }
             }
             (Collector::BackendCounters, Some(k)) if !self.backends.is_empty() => {

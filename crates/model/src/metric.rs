@@ -39,6 +39,8 @@ pub enum MetricKind {
     Millis,
     /// A rate per second.
     PerSec,
+    /// Bytes (memory), read with a size unit (`200MB`, `1.5g`) and printed with one.
+    Bytes,
 }
 
 /// Every metric a load (or `all`, every load summed) offers, with how its value reads: the one
@@ -62,6 +64,38 @@ pub const LOAD: &[(&str, MetricKind)] = &[
     ("max", MetricKind::Micros),
     ("late_max", MetricKind::Micros),
 ];
+
+/// Every metric a long-lived load (WebSocket, gRPC, SSE: a `[[loads]]` entry with a `ws://` url
+/// or a `protocol`) offers, with how its value reads. The counts come from the load's summary;
+/// the `dropped_by_*` split and the times from reload to drop from the case's ledger of
+/// connection lives ([`crate::ledger::StreamLedger`]). `streams_failed` is a gRPC load's.
+pub const STREAM: &[(&str, MetricKind)] = &[
+    ("attempts", MetricKind::Count),
+    ("opened", MetricKind::Count),
+    ("reconnects", MetricKind::Count),
+    ("refused", MetricKind::Count),
+    ("connect_failed", MetricKind::Count),
+    ("dropped", MetricKind::Count),
+    ("dropped_with_close", MetricKind::Count),
+    ("dropped_without_close", MetricKind::Count),
+    ("dropped_by_reload", MetricKind::Count),
+    ("dropped_by_backend", MetricKind::Count),
+    ("dropped_unattributed", MetricKind::Count),
+    ("messages_lost", MetricKind::Count),
+    ("streams_failed", MetricKind::Count),
+    ("reload_to_drop_p50", MetricKind::Micros),
+    ("reload_to_drop_max", MetricKind::Micros),
+];
+
+/// The kind of a long-lived load's metric, or `None` when it is not one.
+pub fn stream_metric_kind(metric: &str) -> Option<MetricKind> {
+    STREAM.iter().find(|(m, _)| *m == metric).map(|(_, k)| *k)
+}
+
+/// True for the long-lived metrics that read one load's distribution, which `all` cannot sum.
+pub fn stream_single_load_only(metric: &str) -> bool {
+    metric.starts_with("reload_to_drop_")
+}
 
 /// The family `metric` belongs to in [`LOAD`] (`status_503` is `status_CODE`), checking the
 /// family's argument; the name itself for plain metrics.
@@ -170,6 +204,9 @@ pub fn parse_value(s: &str, kind: MetricKind) -> Result<f64, MetricError> {
                 .map_err(|e| MetricError(format!("is not a duration ({e})")))
         }
         MetricKind::PerSec => units::parse_rate(s).map_err(|e| MetricError(e.to_string())),
+        MetricKind::Bytes => units::parse_size(s)
+            .map(|b| b as f64)
+            .map_err(|e| MetricError(e.to_string())),
         _ => s
             .parse::<f64>()
             .map_err(|_| MetricError("is not a number".into())),
@@ -196,6 +233,7 @@ pub fn show(v: f64, kind: MetricKind) -> String {
         MetricKind::Micros => units::fmt_us(v),
         MetricKind::Millis => format!("{v:.1}ms"),
         MetricKind::PerSec => format!("{v:.2}/s"),
+        MetricKind::Bytes => units::fmt_bytes(v),
     }
 }
 
@@ -322,5 +360,15 @@ mod tests {
         assert!(parse_value("x", MetricKind::Count).is_err());
         assert_eq!(show(0.00005, MetricKind::Fraction), "50.0 ppm");
         assert_eq!(show(12.0, MetricKind::Count), "12");
+        assert_eq!(
+            parse_value("200MB", MetricKind::Bytes),
+            Ok(200.0 * 1024.0 * 1024.0)
+        );
+        assert!(parse_value("lots", MetricKind::Bytes).is_err());
+        assert_eq!(
+            stream_metric_kind("dropped_by_reload"),
+            Some(MetricKind::Count)
+        );
+        assert_eq!(stream_metric_kind("p99"), None);
     }
 }

@@ -51,7 +51,8 @@ impl RunResults {
             .collect()
     }
 
-    /// Loads in which every request failed, as `case/load`: the target was unusable.
+    /// Loads in which every request failed, and long-lived loads of which no connection
+    /// opened, as `case/load`: the target was unusable.
     pub fn unusable_loads(&self) -> Vec<String> {
         self.cases
             .iter()
@@ -60,6 +61,12 @@ impl RunResults {
                     .iter()
                     .filter(|l| l.all_failed())
                     .map(move |l| format!("{}/{}", c.name, l.name))
+                    .chain(
+                        c.streams
+                            .iter()
+                            .filter(|s| s.attempts > 0 && s.unusable())
+                            .map(move |s| format!("{}/{}", c.name, s.name)),
+                    )
             })
             .collect()
     }
@@ -235,6 +242,22 @@ pub struct CaseResult {
     /// [`CaseResult::measured`], which makes every value drawn from them partial.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub partial: BTreeMap<crate::Collector, crate::Shortfall>,
+    /// Each long-lived load's summary (WebSocket, gRPC, SSE), in the case's load order. The
+    /// record keeps their connection lives apart, one file per load
+    /// (`streams/<case>/<load>.csv`), so these carry none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<crate::stream::StreamSummary>,
+    /// The proxy replicas' processes by generation, sampled once a second (proxies this
+    /// machine runs): which generation was alive when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generations: Vec<crate::generation::GenerationSample>,
+    /// The case's origin on CLOCK_MONOTONIC, ns, when the backends ran on this machine: their
+    /// per-connection times count on that clock, the loads' from the origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monotonic_origin_ns: Option<u64>,
+    /// The long-lived connections' ledger (analysed: empty in the record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_ledger: Option<crate::ledger::StreamLedger>,
 }
 
 /// A load of a case that ran on agents: its summary in [`CaseResult::loads`] is the exact merge

@@ -555,6 +555,121 @@ pub struct BackendLife {
     pub messages_out: u64,
 }
 
+/// The columns of a lives file, one [`ConnLife`] a row: what `proxybench load --lives FILE.csv`
+/// writes, and what a run keeps per long-lived load under `streams/<case>/<load>.csv`.
+pub const LIVES_CSV_HEADER: &str = "conn,attempt,start_us,open_us,end_us,end,close_code,grpc_status,status,error,sent,received,in_flight,next_us";
+
+/// Every life as CSV under [`LIVES_CSV_HEADER`], an empty cell for an absent value.
+pub fn lives_csv(lives: &[ConnLife]) -> String {
+    use std::fmt::Write;
+    let mut o = String::with_capacity(64 * (lives.len() + 1));
+    o.push_str(LIVES_CSV_HEADER);
+    o.push('\n');
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for l in lives {
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            l.conn,
+            l.attempt,
+            l.start_us,
+            opt(l.open_us),
+            l.end_us,
+            l.end.name(),
+            opt(l.close_code.map(u64::from)),
+            opt(l.grpc_status.map(u64::from)),
+            opt(l.status.map(u64::from)),
+            l.error.map(|e| e.name()).unwrap_or_default(),
+            l.sent,
+            l.received,
+            l.in_flight,
+            opt(l.next_us),
+        );
+    }
+    o
+}
+
+/// Why a lives file could not be read: the line and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {why}")]
+pub struct LivesCsvError {
+    /// The line (1 is the header).
+    pub line: usize,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// Reads a lives file written by [`lives_csv`].
+pub fn parse_lives_csv(text: &str) -> Result<Vec<ConnLife>, LivesCsvError> {
+    let mut lines = text.lines();
+    let err = |line: usize, why: String| LivesCsvError { line, why };
+    if lines.next().map(str::trim) != Some(LIVES_CSV_HEADER) {
+        return Err(err(1, format!("the header is not '{LIVES_CSV_HEADER}'")));
+    }
+    let mut out = Vec::new();
+    for (i, row) in lines.enumerate() {
+        let line = i + 2;
+        if row.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = row.split(',').collect();
+        if f.len() != 14 {
+            return Err(err(line, format!("{} fields, not 14", f.len())));
+        }
+        let num = |k: usize| -> Result<u64, LivesCsvError> {
+            f[k].parse::<u64>()
+                .map_err(|_| err(line, format!("field {} '{}' is not a number", k + 1, f[k])))
+        };
+        let opt = |k: usize| -> Result<Option<u64>, LivesCsvError> {
+            if f[k].is_empty() {
+                Ok(None)
+            } else {
+                num(k).map(Some)
+            }
+        };
+        let small = |k: usize| -> Result<Option<u16>, LivesCsvError> {
+            opt(k)?
+                .map(|v| {
+                    u16::try_from(v).map_err(|_| err(line, format!("field {} is too large", k + 1)))
+                })
+                .transpose()
+        };
+        let end = EndKind::ALL
+            .into_iter()
+            .find(|e| e.name() == f[5])
+            .ok_or_else(|| err(line, format!("'{}' is not a way of ending", f[5])))?;
+        let error = match f[9] {
+            "" => None,
+            name => Some(
+                ErrorKind::ALL
+                    .into_iter()
+                    .find(|e| e.name() == name)
+                    .ok_or_else(|| err(line, format!("'{name}' is not an error kind")))?,
+            ),
+        };
+        let conn = u32::try_from(num(0)?).map_err(|_| err(line, "conn is too large".into()))?;
+        let attempt =
+            u32::try_from(num(1)?).map_err(|_| err(line, "attempt is too large".into()))?;
+        out.push(ConnLife {
+            conn,
+            attempt,
+            start_us: num(2)?,
+            open_us: opt(3)?,
+            end_us: num(4)?,
+            end,
+            close_code: small(6)?,
+            grpc_status: small(7)?,
+            status: small(8)?,
+            error,
+            sent: num(10)?,
+            received: num(11)?,
+            in_flight: num(12)?,
+            next_us: opt(13)?,
+        });
+    }
+    Ok(out)
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -600,6 +715,50 @@ mod tests {
             ..life(EndKind::Fin, None, None)
         }
         .dropped());
+    }
+
+    #[test]
+    fn lives_read_back_from_their_csv() {
+        let lives = vec![
+            ConnLife {
+                conn: 1,
+                attempt: 0,
+                start_us: 5,
+                open_us: Some(9),
+                end_us: 4_000_000,
+                end: EndKind::CloseFrame,
+                close_code: Some(1001),
+                sent: 3,
+                received: 3,
+                next_us: Some(4_100_000),
+                ..ConnLife::default()
+            },
+            ConnLife {
+                conn: 2,
+                end: EndKind::ConnectFailed,
+                error: Some(ErrorKind::ConnectRefused),
+                ..ConnLife::default()
+            },
+            ConnLife {
+                conn: 3,
+                open_us: Some(1),
+                end: EndKind::GrpcStatus,
+                grpc_status: Some(14),
+                status: Some(200),
+                in_flight: 2,
+                ..ConnLife::default()
+            },
+        ];
+        let text = lives_csv(&lives);
+        assert_eq!(parse_lives_csv(&text).unwrap(), lives);
+        let e = parse_lives_csv("conn\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        let bad = text.replace("close_frame", "bye");
+        let e = parse_lives_csv(&bad).unwrap_err();
+        assert_eq!(
+            (e.line, e.why.as_str()),
+            (2, "'bye' is not a way of ending")
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 pub use crate::error::CheckError;
 use model::metric::{self, MetricKind};
+use model::stream::EndKind;
 use model::{CaseResult, CheckResult, Collector, Incomplete, LoadSummary};
 use std::fmt;
 
@@ -155,6 +156,17 @@ impl Check {
         })
     }
 
+    /// Each `subject.metric` the check reads, for validation against what its loads are.
+    pub fn operands(&self) -> Vec<(&str, &str)> {
+        [&self.lhs, &self.rhs]
+            .iter()
+            .filter_map(|o| match o {
+                Operand::Metric { subject, metric } => Some((subject.as_str(), metric.as_str())),
+                Operand::Value(_) => None,
+            })
+            .collect()
+    }
+
     /// The subjects (load names, `backends`...) the check refers to, for validation.
     pub fn subjects(&self) -> Vec<&str> {
         [&self.lhs, &self.rhs]
@@ -273,6 +285,8 @@ const METRICS: &[(SubjectKind, &str, Kind)] = &[
     (SubjectKind::Proxy, "status_CODE", Kind::Count),
     (SubjectKind::Proxy, "active_max", Kind::Count),
     (SubjectKind::Proxy, "served", Kind::Count),
+    (SubjectKind::Proxy, "draining_generations_max", Kind::Count),
+    (SubjectKind::Proxy, "draining_rss_max", Kind::Bytes),
     (SubjectKind::Reloads, "count", Kind::Count),
     (SubjectKind::Reloads, "errors", Kind::Count),
     (SubjectKind::Reloads, "avg_ms", Kind::Millis),
@@ -304,7 +318,13 @@ pub fn subject_kind(subject: &str) -> SubjectKind {
 /// (`status_CODE`), in the order the error messages list them.
 pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
     if kind == SubjectKind::Load {
-        return metric::LOAD.iter().map(|(m, _)| *m).collect();
+        let mut out: Vec<&'static str> = metric::LOAD.iter().map(|(m, _)| *m).collect();
+        for (m, _) in metric::STREAM {
+            if !out.contains(m) {
+                out.push(m);
+            }
+        }
+        return out;
     }
     METRICS
         .iter()
@@ -317,7 +337,24 @@ pub fn metric_names(kind: SubjectKind) -> Vec<&'static str> {
 fn metric_kind(subject: &str, metric: &str) -> Result<Kind, CheckError> {
     let sk = subject_kind(subject);
     if sk == SubjectKind::Load {
-        return Ok(metric::load_metric_kind(metric, Some(subject))?);
+        if let Some(kind) = metric::stream_metric_kind(metric) {
+            if subject == "all" && metric::stream_single_load_only(metric) {
+                return Err(CheckError(format!(
+                    "'{metric}' is a metric of one load; name the load instead of 'all'"
+                )));
+            }
+            return Ok(kind);
+        }
+        return metric::load_metric_kind(metric, Some(subject)).map_err(|e| {
+            CheckError(format!(
+                "{e}; long-lived loads: {}",
+                metric::STREAM
+                    .iter()
+                    .map(|(m, _)| *m)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        });
     }
     // `backends` and `proxy` count statuses; no other family applies to them.
     let family = if metric.starts_with("status_") {
@@ -369,7 +406,172 @@ fn metric_value(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, G
         s if is_proxy(s) => proxy_metric(metric, case),
         "reloads" => reload_metric(metric, case),
         CLUSTER_SUBJECT => cluster_metric(metric, case),
+        _ if is_stream_metric(subject, metric, case) => stream_metric(subject, metric, case),
         _ => Ok(load_metric(&loads(subject, case)?, metric)?),
+    }
+}
+
+/// Whether `subject.metric` reads a long-lived load: the subject is one, or the metric is only
+/// theirs (`all.dropped`).
+fn is_stream_metric(subject: &str, metric: &str, case: &CaseResult) -> bool {
+    let stream_only = metric::stream_metric_kind(metric).is_some()
+        && metric::load_metric_kind(metric, None).is_err();
+    stream_only || case.streams.iter().any(|s| s.name == subject)
+}
+
+/// Whether a metric of a long-lived load reads which ends the server announced: the
+/// connections' lives, not only their counts.
+fn reads_lives(metric: &str) -> bool {
+    metric.starts_with("dropped_") || metric.starts_with("reload_to_drop_")
+}
+
+/// Whether a metric of a long-lived load places each drop on its cause: the lives, the
+/// proxy's generations (when the case reloaded), and the backends' counters on this clock.
+fn reads_causes(metric: &str) -> bool {
+    matches!(
+        metric,
+        "dropped_by_reload" | "dropped_by_backend" | "dropped_unattributed"
+    ) || metric.starts_with("reload_to_drop_")
+}
+
+/// A long-lived load's metric (`ws.dropped`, `grpc.streams_failed`), or of every long-lived
+/// load summed (`all.dropped`). Counts come from the loads' summaries (exact); the split of the
+/// drops by what the server said and by cause from the case's ledger, which needs every
+/// connection's life, and, to place a drop on a cause, the proxy's generations and the
+/// backends' counters: a check passes only when all of it is complete.
+fn stream_metric(subject: &str, metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    let loads: Vec<&model::stream::StreamSummary> = if subject == "all" {
+        case.streams.iter().collect()
+    } else {
+        case.streams.iter().filter(|s| s.name == subject).collect()
+    };
+    if loads.is_empty() {
+        return Err(if subject == "all" {
+            "no long-lived load ran".into()
+        } else {
+            format!("long-lived load '{subject}' did not run").into()
+        });
+    }
+    let sum = |f: &dyn Fn(&model::stream::StreamSummary) -> u64| {
+        loads.iter().map(|l| f(l)).sum::<u64>() as f64
+    };
+    if metric == "attempts" {
+        return Ok(sum(&|l| l.attempts));
+    }
+    if sum(&|l| l.attempts) == 0.0 {
+        return Err("no connection was attempted".into());
+    }
+    let ended =
+        |l: &model::stream::StreamSummary, k: EndKind| l.ended.get(&k).copied().unwrap_or(0);
+    match metric {
+        "opened" => return Ok(sum(&|l| l.opened)),
+        "reconnects" => return Ok(sum(&|l| l.reconnects)),
+        "refused" => return Ok(sum(&|l| ended(l, EndKind::Refused))),
+        "connect_failed" => return Ok(sum(&|l| ended(l, EndKind::ConnectFailed))),
+        "dropped" => return Ok(sum(&|l| l.dropped)),
+        "messages_lost" => return Ok(sum(&|l| l.messages.lost)),
+        "streams_failed" => {
+            if let Some(l) = loads.iter().find(|l| !l.protocol.is_grpc()) {
+                return Err(format!(
+                    "'{}' is a {} load: streams_failed counts gRPC calls",
+                    l.name,
+                    l.protocol.name()
+                )
+                .into());
+            }
+            return Ok(sum(&streams_failed));
+        }
+        _ => {}
+    }
+    if !reads_lives(metric) {
+        return Err(format!("'{metric}' is not a long-lived load's metric").into());
+    }
+    evidence(case, Collector::StreamLives, |why| {
+        Gap::NoData(CheckError(why))
+    })?;
+    if reads_causes(metric) {
+        if !case.reloads.is_empty() {
+            evidence(case, Collector::Generations, |why| {
+                Gap::NotMeasurable(format!(
+                    "the proxy's processes by generation were not sampled ({why}), so a drop \
+                     cannot be placed on a reload's old generation"
+                ))
+            })?;
+        }
+        evidence(case, Collector::BackendCounters, |why| {
+            Gap::NotMeasurable(format!("the backends' counters were not read ({why})"))
+        })?;
+        if case.monotonic_origin_ns.is_none() {
+            return Err(Gap::NotMeasurable(
+                "the backends ran on another machine's clock, so their connections' ends \
+                 cannot be set beside the loads'"
+                    .into(),
+            ));
+        }
+    }
+    let ledger = case
+        .stream_ledger
+        .as_ref()
+        .ok_or_else(|| Gap::from("the long-lived connections' ledger was not computed"))?;
+    let books: Vec<&model::ledger::LoadLedger> =
+        loads.iter().filter_map(|l| ledger.load(&l.name)).collect();
+    if books.len() != loads.len() {
+        return Err("a long-lived load has no ledger".into());
+    }
+    if let Some(why) = books.iter().find_map(|b| b.incomplete.as_ref()) {
+        return Err(Gap::Partial(why.clone()));
+    }
+    let total = |f: &dyn Fn(&model::ledger::LoadLedger) -> u64| {
+        books.iter().map(|b| f(b)).sum::<u64>() as f64
+    };
+    Ok(match metric {
+        "dropped_with_close" => total(&|b| b.with_close),
+        "dropped_without_close" => total(&|b| b.without_close),
+        "dropped_by_reload" => total(&|b| b.by_reload),
+        "dropped_by_backend" => total(&|b| b.by_backend + b.by_backend_action),
+        "dropped_unattributed" => total(&|b| b.unattributed),
+        "reload_to_drop_p50" | "reload_to_drop_max" => {
+            let s = &books[0].reload_to_drop;
+            let v = if metric.ends_with("p50") {
+                s.p50_s
+            } else {
+                s.max_s
+            };
+            v.map(|s| s * 1e6)
+                .ok_or_else(|| Gap::from("no drop was attributed to a reload"))?
+        }
+        other => return Err(format!("'{other}' is not a long-lived load's metric").into()),
+    })
+}
+
+/// gRPC calls of a load that did not end OK: with a `grpc-status` other than OK, cut without
+/// one, refused, or never connected. A streaming load's lives are its calls; a unary load's
+/// calls are its messages (those lost with their connection count too).
+fn streams_failed(l: &model::stream::StreamSummary) -> u64 {
+    let not_ok: u64 = l
+        .grpc_status
+        .iter()
+        .filter(|(k, _)| **k != 0)
+        .map(|(_, n)| n)
+        .sum();
+    let ended = |k: EndKind| l.ended.get(&k).copied().unwrap_or(0);
+    match l.protocol {
+        model::stream::StreamProtocol::GrpcStream => {
+            let all: u64 = l
+                .ended
+                .iter()
+                .filter(|(k, _)| **k != EndKind::Client)
+                .map(|(_, n)| n)
+                .sum();
+            all - l.grpc_status.get(&0).copied().unwrap_or(0).min(all)
+        }
+        _ => {
+            not_ok
+                + l.messages.lost
+                + ended(EndKind::Refused)
+                + ended(EndKind::ConnectFailed)
+                + ended(EndKind::Protocol)
+        }
     }
 }
 
@@ -478,6 +680,9 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
     if matches!(metric, "active_max" | "served") {
         return status_page_metric(metric, case);
     }
+    if metric.starts_with("draining_") {
+        return draining_metric(metric, case);
+    }
     let logs = &case.logs;
     evidence(case, Collector::Logs, |why| {
         Gap::NotMeasurable(format!("the proxy's logs could not be read ({why})"))
@@ -497,6 +702,27 @@ fn proxy_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
             logs.access_status.get(&code).copied().unwrap_or(0) as f64
         }
         other => return Err(format!("'{other}' is not a proxy metric").into()),
+    })
+}
+
+/// `draining_generations_max` (the most old generations alive at once, replicas summed) and
+/// `draining_rss_max` (the most resident memory they held at once), from the proxy's processes
+/// sampled by generation. A proxy that reloads inside one process has no process per
+/// generation: not measurable, never zero.
+fn draining_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
+    evidence(case, Collector::Generations, Gap::NotMeasurable)?;
+    let in_place = model::generation::in_place(&case.generations, &case.reloads);
+    if !in_place.is_empty() {
+        return Err(Gap::NotMeasurable(format!(
+            "{} reload(s) inside one process, so its old generations cannot be told apart in \
+             /proc",
+            in_place.join(", ")
+        )));
+    }
+    let d = model::generation::draining(&case.generations, &case.reloads);
+    Ok(match metric {
+        "draining_generations_max" => d.iter().map(|p| p.generations).max().unwrap_or(0) as f64,
+        _ => d.iter().map(|p| p.rss_bytes).max().unwrap_or(0) as f64,
     })
 }
 
@@ -1048,7 +1274,9 @@ mod tests {
                     let Ok(check) = Check::parse(&text) else {
                         // `all` refuses the metrics of one load, at parse.
                         assert!(
-                            *subject == "all" && metric::single_load_only(&metric),
+                            *subject == "all"
+                                && (metric::single_load_only(&metric)
+                                    || metric::stream_single_load_only(&metric)),
                             "{text}"
                         );
                         continue;
@@ -1070,10 +1298,17 @@ mod tests {
                 }
             }
         }
-        // Each metric once, plus `all` for the 12 summable load metrics and the 7 of `nginx`.
+        // Each metric once (a load's: the HTTP ones, then the long-lived ones not also HTTP
+        // ones), plus `all` for the 12 summable HTTP metrics and the 12 summable long-lived
+        // ones, and the 9 of `nginx`.
+        let stream_only = metric::STREAM
+            .iter()
+            .filter(|(m, _)| !metric::LOAD.iter().any(|(l, _)| l == m))
+            .count();
+        assert_eq!(stream_only, 14);
         assert_eq!(
             seen,
-            METRICS.len() + metric::LOAD.len() + 12 + 7,
+            METRICS.len() + metric::LOAD.len() + stream_only + 12 + 12 + 9,
             "every metric was tried"
         );
     }

@@ -8,6 +8,7 @@ use crate::layers::{self, Source, Table};
 use crate::platform::{parse_platform, PlatformKind, PlatformOverride, ServiceKind};
 use crate::spec::{ArrivalsSpec, BackendGroup, Case, ItemLines, LoadSpec, Scenario, Via};
 use crate::ScenarioError;
+use model::stream::{Reconnect, StreamProtocol};
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -383,7 +384,7 @@ fn build_case(
         let mut spec = l.into_inner();
         check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
         if spec.via == Some(Via::Url) {
-            crate::reach::check_url_reach(&spec.url, spec.resolve, &reach)
+            crate::reach::check_url_reach(&spec.target_url(), spec.resolve, &reach)
                 .map_err(|e| err(span.clone(), format!("load '{}': {e}", spec.name)))?;
         }
         if let Some(c) = &spec.cacert {
@@ -469,6 +470,7 @@ fn build_case(
                 ));
             }
         }
+        check_fits_loads(&check, &loads).map_err(|m| err(span.clone(), m))?;
         checks.push(check);
     }
     Ok(Case {
@@ -489,6 +491,69 @@ fn build_case(
             .map(|d| d.0)
             .unwrap_or(Duration::from_millis(500)),
     })
+}
+
+/// A check's load metrics against what its loads are: a long-lived load's metrics
+/// (`dropped`...) on long-lived loads, an HTTP load's (`p99`...) on HTTP loads, `all` over the
+/// kind of load its metric belongs to, and `streams_failed` on gRPC loads.
+fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
+    use crate::checks::{subject_kind, SubjectKind};
+    for (subject, metric) in check.operands() {
+        if subject_kind(subject) != SubjectKind::Load {
+            continue;
+        }
+        let stream_metric = model::metric::stream_metric_kind(metric).is_some();
+        let http_metric = model::metric::load_metric_kind(metric, None).is_ok();
+        if subject == "all" {
+            let want_stream = stream_metric && !http_metric;
+            if !loads
+                .iter()
+                .any(|l| l.stream_protocol().is_some() == want_stream)
+            {
+                return Err(format!(
+                    "check '{}': 'all.{metric}' sums the case's {} loads, and it has none",
+                    check.text,
+                    if want_stream { "long-lived" } else { "HTTP" }
+                ));
+            }
+            continue;
+        }
+        let Some(load) = loads.iter().find(|l| l.name == subject) else {
+            continue;
+        };
+        match load.stream_protocol() {
+            Some(p) if !stream_metric => {
+                return Err(format!(
+                    "check '{}': '{metric}' is a metric of HTTP loads; '{subject}' is a {} load \
+                     (its metrics: {})",
+                    check.text,
+                    p.name(),
+                    model::metric::STREAM
+                        .iter()
+                        .map(|(m, _)| *m)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+            Some(p) if metric == "streams_failed" && !p.is_grpc() => {
+                return Err(format!(
+                    "check '{}': streams_failed counts gRPC calls; '{subject}' is a {} load \
+                     (use dropped)",
+                    check.text,
+                    p.name()
+                ))
+            }
+            None if !http_metric => {
+                return Err(format!(
+                    "check '{}': '{metric}' is a metric of long-lived loads; '{subject}' is an \
+                     HTTP load",
+                    check.text
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A group's fixed `listen` address: 127.0.0.0/8, a port, room for every member, and no
@@ -630,7 +695,7 @@ fn check_cluster_via(
             ))
         }
     };
-    let https = l.url.starts_with("https://");
+    let https = l.target_url().starts_with("https://");
     // A port number is checked against the Service on the cluster (listener ports without
     // a `port` are given there); a name must be a listener's.
     if let Some(port) = port.filter(|p| p.parse::<u16>().is_err()) {
@@ -698,25 +763,231 @@ fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The long-lived settings a load sets, by their scenario keys.
+fn stream_keys(l: &LoadSpec) -> Vec<&'static str> {
+    [
+        (l.protocol.is_some(), "protocol"),
+        (l.message_rate.is_some(), "message_rate"),
+        (l.message_size.is_some(), "message_size"),
+        (l.ramp.is_some(), "ramp"),
+        (l.reconnect.is_some(), "reconnect"),
+        (l.backoff.is_some(), "backoff"),
+        (l.backoff_max.is_some(), "backoff_max"),
+        (l.idle_timeout.is_some(), "idle_timeout"),
+        (l.ping.is_some(), "ping"),
+        (l.grpc_deadline.is_some(), "grpc_deadline"),
+        (l.grpc_path.is_some(), "grpc_path"),
+    ]
+    .into_iter()
+    .filter(|(set, _)| *set)
+    .map(|(_, k)| k)
+    .collect()
+}
+
+/// The smallest WebSocket message: its sequence number and send time, which time its echo
+/// (the load engine's `WS_STAMP`).
+const WS_STAMP: u64 = 16;
+
+/// A long-lived load's settings: what its protocol takes, in range; the HTTP-only keys and the
+/// settings of other protocols are refused by name.
+fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), String> {
+    let name = &l.name;
+    let proto = p.name();
+    let http_only = [
+        (
+            l.requests.is_some(),
+            "requests (a long-lived load runs for a `duration`)",
+        ),
+        (
+            l.rate.is_some(),
+            "rate (the message rate is `message_rate`)",
+        ),
+        (l.arrivals != ArrivalsSpec::Even, "arrivals"),
+        (l.seed != 1, "seed"),
+        (!l.method.eq_ignore_ascii_case("GET"), "method"),
+        (l.body.is_some(), "body"),
+        (l.http.is_some(), "http"),
+        (l.streams.is_some(), "streams"),
+        (l.retry_idle_closed, "retry_idle_closed"),
+        (
+            l.agents.is_some(),
+            "agents (agents run HTTP loads; a long-lived load runs in proxybench itself)",
+        ),
+    ];
+    if let Some((_, key)) = http_only.iter().find(|(set, _)| *set) {
+        return Err(format!(
+            "load '{name}': {key} is for HTTP loads; a {proto} load does not take it"
+        ));
+    }
+    if l.duration.is_none() {
+        return Err(format!(
+            "load '{name}': a {proto} load needs a `duration` (it holds connections open)"
+        ));
+    }
+    let grpc = p.is_grpc();
+    let only = |set: bool, key: &str, who: &str| -> Result<(), String> {
+        if set {
+            Err(format!(
+                "load '{name}': {key} is for {who}; a {proto} load does not take it"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    only(
+        l.ping.is_some() && p != StreamProtocol::WebSocket,
+        "ping",
+        "WebSocket loads",
+    )?;
+    only(
+        l.grpc_deadline.is_some() && !grpc,
+        "grpc_deadline",
+        "gRPC loads",
+    )?;
+    only(l.grpc_path.is_some() && !grpc, "grpc_path", "gRPC loads")?;
+    only(
+        l.message_size.is_some() && p == StreamProtocol::Sse,
+        "message_size",
+        "loads that send messages (ws, grpc-unary, grpc-stream's request)",
+    )?;
+    if let Some(r) = l.message_rate.filter(|r| r.0 > 0.0) {
+        if matches!(p, StreamProtocol::Sse | StreamProtocol::GrpcStream) {
+            return Err(format!(
+                "load '{name}': a {proto} load only listens: the backend sets the message rate \
+                 (its push= profile key); leave message_rate out"
+            ));
+        }
+        if r.0 > 100_000.0 {
+            return Err(format!(
+                "load '{name}': message_rate must be at most 100000 per second per connection"
+            ));
+        }
+    }
+    if let Some(sz) = l.message_size {
+        if p == StreamProtocol::WebSocket && sz.0 < WS_STAMP {
+            return Err(format!(
+                "load '{name}': a WebSocket message carries a {WS_STAMP}-byte stamp to time its \
+                 echo: message_size must be at least {WS_STAMP} bytes"
+            ));
+        }
+        if sz.0 > 16 << 20 {
+            return Err(format!(
+                "load '{name}': message_size must be at most 16 MiB"
+            ));
+        }
+    }
+    for (d, key) in [
+        (l.ramp, "ramp"),
+        (l.idle_timeout, "idle_timeout"),
+        (l.ping, "ping"),
+        (l.grpc_deadline, "grpc_deadline"),
+        (l.backoff, "backoff"),
+        (l.backoff_max, "backoff_max"),
+    ] {
+        if d.is_some_and(|d| d.0.is_zero()) && key != "ramp" {
+            return Err(format!("load '{name}': {key} must be positive"));
+        }
+    }
+    let backoff = l.backoff.map_or(Duration::from_millis(100), |d| d.0);
+    let backoff_max = l.backoff_max.map_or(Duration::from_secs(5), |d| d.0);
+    if backoff_max < backoff {
+        return Err(format!(
+            "load '{name}': backoff_max ({}) must be at least backoff ({})",
+            Dur(backoff_max),
+            Dur(backoff)
+        ));
+    }
+    if (l.backoff.is_some() || l.backoff_max.is_some())
+        && l.reconnect.is_some_and(|r| r == Reconnect::None)
+    {
+        return Err(format!(
+            "load '{name}': backoff and backoff_max are waits between reconnects; \
+             reconnect = \"none\" makes none"
+        ));
+    }
+    if let Some(path) = &l.grpc_path {
+        if !path.starts_with('/') || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(format!(
+                "load '{name}': grpc_path '{path}' must start with '/' and hold no spaces"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a long-lived load of protocol `p` can go through listener `lis`: gRPC needs HTTP/2
+/// from the client (`http2`); WebSocket and SSE need HTTP/1.1, which a plain `http2`
+/// listener does not speak (h2c only), while a TLS one offers both by ALPN.
+fn stream_fits(p: StreamProtocol, lis: &setup::proxy::Listener) -> bool {
+    if p.is_grpc() {
+        lis.http2
+    } else {
+        lis.tls || !lis.http2
+    }
+}
+
+/// Why a listener does not fit a long-lived load of protocol `p`.
+fn stream_misfit(p: StreamProtocol) -> &'static str {
+    if p.is_grpc() {
+        "a gRPC load needs a listener with `http2 = true` (h2c, or h2 by ALPN with tls)"
+    } else {
+        "a WebSocket or SSE load needs HTTP/1.1, which a plain `http2 = true` listener does \
+         not speak (h2c only)"
+    }
+}
+
 fn check_load(
     l: &LoadSpec,
     proxy: Option<&ProxyConfig>,
     groups: &BTreeMap<String, u32>,
 ) -> Result<(), String> {
-    let https = if let Some(rest) = l.url.strip_prefix("https://") {
-        rest.len() < l.url.len()
-    } else if l.url.starts_with("http://") {
-        false
-    } else {
-        return Err(format!(
-            "load '{}': url '{}' must start with http:// or https://",
-            l.name, l.url
-        ));
+    let stream = l.stream_protocol();
+    let scheme = l
+        .url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    let https = match (scheme.as_str(), stream) {
+        ("https", Some(StreamProtocol::WebSocket)) | ("http", Some(StreamProtocol::WebSocket)) => {
+            return Err(format!(
+                "load '{}': protocol = \"ws\" needs a ws:// or wss:// url",
+                l.name
+            ))
+        }
+        ("ws" | "wss", Some(p)) if p != StreamProtocol::WebSocket => {
+            return Err(format!(
+                "load '{}': a ws:// url is WebSocket; a {} load needs an http:// or https:// url",
+                l.name,
+                p.name()
+            ))
+        }
+        ("https" | "wss", _) => true,
+        ("http" | "ws", _) => false,
+        _ => {
+            return Err(format!(
+                "load '{}': url '{}' must start with http:// or https:// (ws:// or wss:// for \
+                 a WebSocket load)",
+                l.name, l.url
+            ))
+        }
     };
+    match stream {
+        Some(p) => check_stream(l, p)?,
+        None => {
+            if let Some(key) = stream_keys(l).first() {
+                return Err(format!(
+                    "load '{}': {key} is for long-lived loads (a ws:// url, or protocol = \
+                     \"grpc-unary\", \"grpc-stream\" or \"sse\")",
+                    l.name
+                ));
+            }
+        }
+    }
     // A url load connects where its url points (the reach list decides); every other load
     // connects where the stack says, so its url may only name a host.
     if l.via != Some(Via::Url) {
-        crate::reach::check_url_host(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+        crate::reach::check_url_host(&l.target_url())
+            .map_err(|e| format!("load '{}': {e}", l.name))?;
         if let Some(ip) = l.resolve {
             return Err(format!(
                 "load '{}': resolve = \"{ip}\" needs via = \"url\": other loads connect \
@@ -826,6 +1097,15 @@ fn check_load(
                     if https { "https" } else { "http" }
                 ));
             }
+            if let Some(p) = stream {
+                if !stream_fits(p, lis) {
+                    return Err(format!(
+                        "load '{}': listener '{v}' {}",
+                        l.name,
+                        stream_misfit(p)
+                    ));
+                }
+            }
         }
         // Checked by check_cluster_via, which knows the platform.
         Some(Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }) => {}
@@ -841,6 +1121,20 @@ fn check_load(
                         l.name,
                         if https { "HTTPS" } else { "HTTP" }
                     ));
+                }
+                if let Some(sp) = stream {
+                    if !p
+                        .listeners
+                        .iter()
+                        .any(|x| x.tls == https && stream_fits(sp, x))
+                    {
+                        return Err(format!(
+                            "load '{}': no {} listener fits it: each {}; name one with `via`",
+                            l.name,
+                            if https { "HTTPS" } else { "HTTP" },
+                            stream_misfit(sp)
+                        ));
+                    }
                 }
             }
             None => {

@@ -4,6 +4,7 @@
 
 use crate::checks::Check;
 use crate::platform::PlatformSpec;
+use model::stream::{Reconnect, StreamProtocol};
 use serde::Deserialize;
 use setup::profile::Profile;
 use setup::proxy::ProxyConfig;
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
-use units::{Dur, Rate};
+use units::{Dur, Rate, Size};
 
 /// A scenario resolved into runnable cases.
 #[derive(Debug, Clone)]
@@ -206,9 +207,92 @@ pub struct LoadSpec {
     /// The TLS server name to send, when it is not the url's host (`proxybench load --sni`).
     #[serde(default)]
     pub sni: Option<String>,
+    /// A long-lived load: `ws` (also what a `ws://` or `wss://` url means), `grpc-unary`,
+    /// `grpc-stream` or `sse` (`proxybench load --protocol`). Absent with an http(s) url: short
+    /// HTTP requests.
+    #[serde(default)]
+    pub protocol: Option<StreamProtocol>,
+    /// Long-lived: messages each connection sends per second (WebSocket messages, gRPC unary
+    /// calls; 0 sends none). SSE and gRPC streams only listen.
+    #[serde(default)]
+    pub message_rate: Option<MessageRate>,
+    /// Long-lived: the payload size of each message sent (WebSocket at least 16 bytes).
+    #[serde(default)]
+    pub message_size: Option<Size>,
+    /// Long-lived: the connections open evenly over this time (absent: all at once).
+    #[serde(default)]
+    pub ramp: Option<Dur>,
+    /// Long-lived: what a connection slot does when its connection ends before the load does
+    /// (`none`, `immediate`, `backoff`; default `backoff`).
+    #[serde(default)]
+    pub reconnect: Option<Reconnect>,
+    /// Long-lived: the first wait of `reconnect = "backoff"` (default 100ms).
+    #[serde(default)]
+    pub backoff: Option<Dur>,
+    /// Long-lived: the longest wait of `reconnect = "backoff"` (default 5s).
+    #[serde(default)]
+    pub backoff_max: Option<Dur>,
+    /// Long-lived: end a connection that received nothing for this long.
+    #[serde(default)]
+    pub idle_timeout: Option<Dur>,
+    /// WebSocket: send a ping this often.
+    #[serde(default)]
+    pub ping: Option<Dur>,
+    /// gRPC: the deadline each call carries (`grpc-timeout`).
+    #[serde(default)]
+    pub grpc_deadline: Option<Dur>,
+    /// gRPC: the method's path (default: the backend's `/proxybench.Bench/Unary` or `/Stream`).
+    #[serde(default)]
+    pub grpc_path: Option<String>,
+}
+
+/// A long-lived load's message rate as written: `0` (send nothing), a number of messages per
+/// second, or a rate string (`"5/s"`, `"30r/m"`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MessageRate(pub f64);
+
+impl<'de> Deserialize<'de> for MessageRate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MessageRate, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            S(String),
+        }
+        let v = match Raw::deserialize(d)? {
+            Raw::N(n) => n,
+            Raw::S(s) if s.trim() == "0" => 0.0,
+            Raw::S(s) => units::parse_rate(&s).map_err(serde::de::Error::custom)?,
+        };
+        if !v.is_finite() || v < 0.0 {
+            return Err(serde::de::Error::custom(
+                "message_rate must be 0 or a number of messages per second",
+            ));
+        }
+        Ok(MessageRate(v))
+    }
 }
 
 impl LoadSpec {
+    /// The protocol of a long-lived load (its `protocol`, or WebSocket for a `ws://` or
+    /// `wss://` url); `None` for a load of short HTTP requests.
+    pub fn stream_protocol(&self) -> Option<StreamProtocol> {
+        self.protocol.or_else(|| {
+            let scheme = self.url.split_once("://")?.0.to_ascii_lowercase();
+            (scheme == "ws" || scheme == "wss").then_some(StreamProtocol::WebSocket)
+        })
+    }
+
+    /// The url with a WebSocket scheme spelled as HTTP's (`ws://` as `http://`, `wss://` as
+    /// `https://`): where the load connects is read from it as from any load's.
+    pub fn target_url(&self) -> String {
+        match self.url.split_once("://") {
+            Some((s, rest)) if s.eq_ignore_ascii_case("ws") => format!("http://{rest}"),
+            Some((s, rest)) if s.eq_ignore_ascii_case("wss") => format!("https://{rest}"),
+            _ => self.url.clone(),
+        }
+    }
+
     /// Whether this load speaks HTTP/2 (`http = "2"`).
     pub fn http2(&self) -> bool {
         self.http.as_deref() == Some("2")

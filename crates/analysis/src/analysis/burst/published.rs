@@ -81,6 +81,17 @@ mod tests {
             cacert: None,
             insecure: false,
             sni: None,
+            protocol: None,
+            message_rate: None,
+            message_size: None,
+            ramp: None,
+            reconnect: None,
+            backoff: None,
+            backoff_max: None,
+            idle_timeout: None,
+            ping: None,
+            grpc_deadline: None,
+            grpc_path: None,
         };
         let counts = |p: Option<Published>| p.map(|p| (p.accepted, p.requests));
         assert_eq!(

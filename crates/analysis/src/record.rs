@@ -5,12 +5,14 @@
 //! record.json                 model::RunRecord: measurements in data.json's schema, analysed fields empty
 //! scenario.toml               the scenario's text as it ran
 //! requests/<case>/<load>.bin  every request of one load (model::records)
+//! streams/<case>/<load>.csv   every connection's life of one long-lived load (model::stream's
+//!                             lives CSV, as `proxybench load --lives` writes it)
 //! agents/<case>/<load>/agent-N.json   a distributed load's per-agent results (no requests file:
 //!                             agents keep no per-request records; the load's summary in
 //!                             record.json is their exact merge, `proxybench merge` of these)
 //! ```
 
-use crate::analysis::Records;
+use crate::analysis::{Lives, Records};
 use model::{records, CaseResult, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, Scenario};
@@ -26,6 +28,8 @@ pub const SCENARIO_TOML: &str = "scenario.toml";
 pub const REQUESTS_DIR: &str = "requests";
 /// The folder of distributed loads' per-agent results.
 pub const AGENTS_DIR: &str = "agents";
+/// The folder of long-lived loads' connection lives.
+pub const STREAMS_DIR: &str = "streams";
 
 /// Why a results directory's record could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +77,14 @@ pub enum RecordError {
         path: PathBuf,
         /// What is wrong.
         msg: String,
+    },
+    /// A lives file is damaged.
+    #[error("{}: {source}", path.display())]
+    Lives {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: model::stream::LivesCsvError,
     },
     /// A request-records file is damaged.
     #[error("{}: {source}", path.display())]
@@ -198,6 +210,67 @@ pub fn read_requests(dir: &Path, case: &mut CaseResult) -> Result<Records, Recor
             source,
         })?;
         out.insert(name.clone(), recs);
+    }
+    Ok(out)
+}
+
+/// The file one long-lived load's connection lives go to: `streams/<case>/<load>.csv`, or
+/// `streams/<case>/by-index/<i>.csv` for a load whose name cannot be a file name, with `i` its
+/// place among the case's long-lived loads.
+pub fn lives_path(dir: &Path, case: &str, index: usize, load: &str) -> PathBuf {
+    let case_dir = dir.join(STREAMS_DIR).join(case);
+    match scenario::paths::plain_name_problem(&format!("{load}.csv")) {
+        None => case_dir.join(format!("{load}.csv")),
+        Some(_) => case_dir.join("by-index").join(format!("{index}.csv")),
+    }
+}
+
+/// Writes the connection lives of every long-lived load of `case` (`lives` by load name), one
+/// CSV file each. They stay out of record.json and data.json: a load of a thousand connections
+/// under a reload every few seconds ends tens of thousands of them, a few megabytes of JSON
+/// that every reader of those files would load for nothing; a file per load is read only by
+/// what needs the lives (the ledger), and opens in any spreadsheet.
+pub fn write_lives(dir: &Path, case: &CaseResult, lives: &Lives) -> Result<(), RecordError> {
+    for (i, st) in case.streams.iter().enumerate() {
+        let Some(l) = lives.get(&st.name) else {
+            continue;
+        };
+        let path = lives_path(dir, &case.name, i, &st.name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        write_atomic(&path, model::stream::lives_csv(l).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Reads back the connection lives of every long-lived load of `case`. A load's file that is
+/// not there leaves that load without lives: a shortfall of [`model::Collector::StreamLives`]
+/// with why, so that what reads them is not measurable; a damaged file is bad input, named.
+pub fn read_lives(dir: &Path, case: &mut CaseResult) -> Result<Lives, RecordError> {
+    let mut out = Lives::new();
+    let names: Vec<String> = case.streams.iter().map(|s| s.name.clone()).collect();
+    for (i, name) in names.iter().enumerate() {
+        let path = lives_path(dir, &case.name, i, name);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                case.add_missing(
+                    model::Collector::StreamLives,
+                    "loads",
+                    names.len(),
+                    name,
+                    &format!("{} is not there", path.display()),
+                );
+                continue;
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let lives = model::stream::parse_lives_csv(&text).map_err(|source| RecordError::Lives {
+            path: path.clone(),
+            source,
+        })?;
+        out.insert(name.clone(), lives);
     }
     Ok(out)
 }

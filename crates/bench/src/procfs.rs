@@ -172,6 +172,73 @@ fn measure(g: &Group) -> Option<(Usage, u32)> {
     }
 }
 
+/// A process's parent and start time, as /proc/PID/stat gives them: its ppid, and when it
+/// started in clock ticks since boot.
+pub fn stat_parent_start(text: &str) -> Option<(u32, u64)> {
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state): ppid is field 4, starttime field 22.
+    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// Turns /proc's start times (clock ticks since boot) into seconds from a case's origin: the
+/// boot clock and the monotonic clock (which `Instant` reads) differ by the time the machine
+/// slept, read when the clock is made.
+#[derive(Debug, Clone, Copy)]
+pub struct StartClock {
+    tick_hz: f64,
+    /// The origin on CLOCK_BOOTTIME, seconds.
+    origin_boot_s: f64,
+}
+
+impl StartClock {
+    /// The clock of a case whose origin is `origin`.
+    pub fn new(origin: Instant) -> StartClock {
+        use rustix::time::{clock_gettime, ClockId};
+        let secs = |t: rustix::time::Timespec| t.tv_sec as f64 + t.tv_nsec as f64 / 1e9;
+        let boot = secs(clock_gettime(ClockId::Boottime));
+        let hz = rustix::param::clock_ticks_per_second();
+        StartClock {
+            tick_hz: if hz > 0 { hz as f64 } else { 100.0 },
+            origin_boot_s: boot - origin.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// Seconds from the origin at which a process that started `ticks` after boot started.
+    pub fn since_origin(&self, ticks: u64) -> f64 {
+        ticks as f64 / self.tick_hz - self.origin_boot_s
+    }
+}
+
+/// The processes among `pids` (a replica's root and its descendants) other than the roots
+/// (those whose parent is not among them): each with when it started, its resident memory and
+/// whether its title says it is shutting down (nginx's old workers). A process gone meanwhile is
+/// left out.
+pub fn generation_procs(pids: &[u32], clock: &StartClock) -> Vec<model::generation::ProcGen> {
+    let page = rustix::param::page_size().max(1) as u64;
+    let read: Vec<(u32, String)> = pids
+        .iter()
+        .filter_map(|&p| Some((p, fs::read_to_string(format!("/proc/{p}/stat")).ok()?)))
+        .collect();
+    read.iter()
+        .filter_map(|(pid, text)| {
+            let (ppid, start) = stat_parent_start(text)?;
+            if !read.iter().any(|(p, _)| *p == ppid) {
+                return None;
+            }
+            let rss = parse_stat(text, false)?.rss_pages * page;
+            let title = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let title = String::from_utf8_lossy(&title).replace('\0', " ");
+            Some(model::generation::ProcGen {
+                pid: *pid,
+                started_s: clock.since_origin(start),
+                rss_bytes: rss,
+                shutting_down: title.contains("shutting down"),
+            })
+        })
+        .collect()
+}
+
 /// TIME_WAIT sockets whose local port (the backend's side) or remote port (the proxy's or the
 /// load's side) is one of `ports`, read from `/proc/net/tcp` (the backends listen on IPv4).
 pub fn time_wait(ports: &[u16]) -> Option<model::TimeWait> {
@@ -223,6 +290,45 @@ mod tests {
         assert_eq!(u.rss_pages, 512);
         assert_eq!(parse_stat(line, true).unwrap().ticks, 310);
         assert_eq!(stat_comm(line), Some("nginx: worker (x)"));
+    }
+
+    #[test]
+    fn parent_and_start_time_come_from_fields_4_and_22() {
+        let line = "1234 (nginx: worker (x)) S 77 1234 1234 0 -1 4194560 100 0 0 0 \
+                    250 50 7 3 20 0 1 0 4242 12345678 512 18446744073709551615";
+        assert_eq!(stat_parent_start(line), Some((77, 4242)));
+    }
+
+    /// A child's start is placed between the moments before and after it was spawned, on the
+    /// case's clock, to the tick /proc counts in (10 ms).
+    #[test]
+    fn a_child_starts_between_the_moments_around_its_spawn() {
+        let origin = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let clock = StartClock::new(origin);
+        let before = origin.elapsed().as_secs_f64();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let after = origin.elapsed().as_secs_f64();
+        let me = std::process::id();
+        let procs = generation_procs(&[me, child.id()], &clock);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            procs.len(),
+            1,
+            "the root (this process) is left out: {procs:?}"
+        );
+        let p = &procs[0];
+        assert_eq!(p.pid, child.id());
+        let tick = 1.0 / rustix::param::clock_ticks_per_second() as f64;
+        assert!(
+            p.started_s >= before - tick - 1e-3 && p.started_s <= after + 1e-3,
+            "{before} {after} {p:?}"
+        );
+        assert!(p.rss_bytes > 0 && !p.shutting_down, "{p:?}");
     }
 
     #[test]

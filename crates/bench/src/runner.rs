@@ -9,7 +9,7 @@ use crate::platform::{self, Platform, Stage};
 use crate::procfs::{Group, Sampler};
 use crate::progress::Progress;
 use crate::{analyse, env};
-use analysis::analysis::Records;
+use analysis::analysis::{Lives, Records};
 use analysis::record;
 use model::{CaseResult, Env, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
@@ -147,6 +147,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             CaseOutcome {
                 result: None,
                 records: Records::new(),
+                lives: Lives::new(),
                 agent_parts: AgentParts::new(),
                 abort: Some(format!("internal error: {}", panic_text(&p))),
             }
@@ -156,6 +157,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
                 platform_paths(p, case, &r);
             }
             record::write_requests(&dir, &r, &outcome.records).map_err(failed)?;
+            record::write_lives(&dir, &r, &outcome.lives).map_err(failed)?;
             record::write_agents(&dir, &r, &outcome.agent_parts).map_err(failed)?;
             if outcome.abort.is_some() {
                 rec.aborted_case = Some(r.name.clone());
@@ -211,6 +213,7 @@ pub fn check(scn: &Scenario) -> Result<(), RunError> {
             .map_err(|e| RunError::Invalid(e.to_string()))?;
     }
     fd_budget(scn)?;
+    stream_preflight(scn)?;
     let scratch = tempdir(&std::env::temp_dir(), "pb-check")?;
     let tls = certificate(scn, &scratch.0)?;
     if let Err(e) = preflight(scn, tls.as_ref(), &scratch.0) {
@@ -547,6 +550,8 @@ struct CaseCtx<'a> {
 struct CaseOutcome {
     result: Option<CaseResult>,
     records: Records,
+    /// Every connection's life of the long-lived loads, by load name.
+    lives: Lives,
     /// The distributed loads' per-agent results, by load name.
     agent_parts: AgentParts,
     abort: Option<String>,
@@ -560,6 +565,7 @@ impl CaseOutcome {
         CaseOutcome {
             result: None,
             records: Records::new(),
+            lives: Lives::new(),
             agent_parts: AgentParts::new(),
             abort: Some(e),
         }
@@ -602,6 +608,8 @@ fn run_case(case: &Case, ctx: &CaseCtx<'_>) -> CaseOutcome {
 /// A case whose stack is up and whose loads and collector are running.
 struct Running {
     origin: Instant,
+    /// The origin on CLOCK_MONOTONIC, ns (the backends' clock for their connections' times).
+    monotonic_origin_ns: u64,
     /// Seconds the stage took, from its start to `origin` (when the stack served).
     stage_s: f64,
     /// How the runner ran the case where the record has no field for it (a load sent from an
@@ -612,7 +620,7 @@ struct Running {
     progress: Arc<Progress>,
     /// Loads that have ended.
     finished: Arc<AtomicUsize>,
-    loads: Vec<thread::JoinHandle<Result<LoadOut, String>>>,
+    loads: Vec<thread::JoinHandle<Result<LoadRun, String>>>,
     collecting: Arc<AtomicBool>,
     collector: thread::JoinHandle<Samples>,
     /// The case's live metrics, when served.
@@ -643,15 +651,23 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     let configs = case
         .loads
         .iter()
-        .map(|l| load_config(l, stack.as_ref(), ctx.tls.as_ref()))
+        .map(|l| match l.stream_protocol() {
+            Some(p) => stream_config(l, p, stack.as_ref(), ctx.tls.as_ref(), case.proxy.as_ref())
+                .map(LoadPlan::Stream),
+            None => load_config(l, stack.as_ref(), ctx.tls.as_ref()).map(LoadPlan::Http),
+        })
         .collect::<Result<Vec<_>, String>>()?;
 
     // The agents of the loads that run on agents, ready before any load starts. A load whose
     // target does not answer from this machine (a remote cluster's Service) runs from one
-    // agent in the cluster, and the case's findings say so.
+    // agent in the cluster, and the case's findings say so. A long-lived load runs here.
     let mut agents = Vec::new();
     let mut notes = Vec::new();
-    for (spec, cfg) in case.loads.iter().zip(&configs) {
+    for (spec, plan) in case.loads.iter().zip(&configs) {
+        let LoadPlan::Http(cfg) = plan else {
+            agents.push(None);
+            continue;
+        };
         let unreached = crate::reach::connect_addr(cfg)
             .ok()
             .flatten()
@@ -683,6 +699,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     // "1s" comes a second after the loads could start, however long the stage took (pods and
     // a Service on Kubernetes take seconds, processes here milliseconds).
     let origin = Instant::now();
+    let monotonic_origin_ns = monotonic_ns(origin);
     let stage_s = origin.duration_since(stage_origin).as_secs_f64();
     stack.serving(origin);
     // The case's origin on the wall clock: a distributed load's agents count their seconds
@@ -706,7 +723,14 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         .map(|m| m.case(&scope, case.steps.len(), origin_unix_ns as f64 / 1e9));
     let finished = Arc::new(AtomicUsize::new(0));
     let mut loads = Vec::new();
-    for ((spec, mut cfg), agents) in case.loads.iter().zip(configs).zip(agents) {
+    for ((spec, plan), agents) in case.loads.iter().zip(configs).zip(agents) {
+        let mut cfg = match plan {
+            LoadPlan::Http(cfg) => cfg,
+            LoadPlan::Stream(cfg) => {
+                loads.push(spawn_stream(spec, cfg, origin, ctx, &finished)?);
+                continue;
+            }
+        };
         let feed = ctx
             .opts
             .metrics
@@ -743,6 +767,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                                 outcome,
                                 distributed: None,
                             })
+                            .map(LoadRun::Http)
                             .map_err(|e| format!("load '{name}': {e}"))
                     }
                     Some(a) => on_agents(
@@ -752,7 +777,8 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                         (origin_unix_ns, start),
                         stop,
                         (&progress, feed.as_ref()),
-                    ),
+                    )
+                    .map(LoadRun::Http),
                 };
                 if let Some(f) = &feed {
                     f.end();
@@ -768,6 +794,7 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
     let collector = spawn_collector(stack.handles(), origin, collecting.clone());
     Ok(Running {
         origin,
+        monotonic_origin_ns,
         stage_s,
         notes,
         stack,
@@ -779,6 +806,61 @@ fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         collector,
         metrics: case_feed,
     })
+}
+
+/// One load of a case, configured: short HTTP requests, or long-lived connections.
+enum LoadPlan {
+    Http(load::Config),
+    Stream(load::StreamConfig),
+}
+
+/// What one load's thread hands back.
+enum LoadRun {
+    Http(LoadOut),
+    /// A long-lived load's summary, with every connection's life.
+    Stream(model::stream::StreamSummary),
+}
+
+/// Starts a long-lived load's thread: it waits for the load's start, runs it on the case's
+/// clock until its duration or a stop (Ctrl-C closes every connection and keeps what was
+/// recorded), and counts itself finished.
+fn spawn_stream(
+    spec: &LoadSpec,
+    cfg: load::StreamConfig,
+    origin: Instant,
+    ctx: &CaseCtx<'_>,
+    finished: &Arc<AtomicUsize>,
+) -> Result<thread::JoinHandle<Result<LoadRun, String>>, String> {
+    let stop = ctx.opts.stop.clone();
+    let finished = finished.clone();
+    let begin = origin + spec.start.0;
+    let name = spec.name.clone();
+    thread::Builder::new()
+        .name(format!("pb-run-{}", spec.name))
+        .spawn(move || {
+            while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
+                thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
+            }
+            let control = load::Control {
+                stop,
+                origin,
+                on_second: None,
+            };
+            let out = load::run_streams(&cfg, &control)
+                .map(LoadRun::Stream)
+                .map_err(|e| format!("load '{name}': {e}"));
+            finished.fetch_add(1, Ordering::SeqCst);
+            out
+        })
+        .map_err(|e| format!("cannot start a load thread: {e}"))
+}
+
+/// `origin` on CLOCK_MONOTONIC, ns: the clock `Instant` reads on Linux, and the one the
+/// backends stamp their connections with.
+fn monotonic_ns(origin: Instant) -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let now = t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+    now.saturating_sub(origin.elapsed().as_nanos() as u64)
 }
 
 /// Runs one load on its agents through the coordinator (the start at `origin` + the load's
@@ -909,6 +991,12 @@ fn fire_steps(case: &Case, ctx: &CaseCtx<'_>, run: &mut Running) -> Fired {
 struct Collected {
     summaries: Vec<model::LoadSummary>,
     records: Records,
+    /// The long-lived loads' summaries (without their lives).
+    streams: Vec<model::stream::StreamSummary>,
+    /// Their connection lives, by load name.
+    lives: Lives,
+    /// The case's origin on CLOCK_MONOTONIC, ns.
+    monotonic_origin_ns: u64,
     /// The distributed loads: where and how their agents ran.
     distributed: Vec<model::DistributedLoad>,
     agent_parts: AgentParts,
@@ -939,12 +1027,18 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     let mut agent_parts = AgentParts::new();
     let mut left_behind = Vec::new();
     let mut abort = None;
+    let mut streams = Vec::new();
+    let mut lives = Lives::new();
     for (li, h) in run.loads.into_iter().enumerate() {
         match h.join() {
-            Ok(Ok(LoadOut {
+            Ok(Ok(LoadRun::Stream(mut st))) => {
+                lives.insert(st.name.clone(), std::mem::take(&mut st.lives));
+                streams.push(st);
+            }
+            Ok(Ok(LoadRun::Http(LoadOut {
                 outcome: out,
                 distributed: d,
-            })) => {
+            }))) => {
                 if let Some(r) = out.records {
                     records.insert(out.summary.name.clone(), r);
                 }
@@ -1053,6 +1147,9 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
     Collected {
         summaries,
         records,
+        streams,
+        lives,
+        monotonic_origin_ns: run.monotonic_origin_ns,
         distributed,
         agent_parts,
         left_behind,
@@ -1081,7 +1178,8 @@ fn stage_note(stage_s: f64) -> String {
 /// The case's measurements as the record holds them: the analysed fields (disruptions,
 /// tables, series, checks) stay empty; a teardown failure is a finding of the run itself.
 fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOutcome {
-    let (proc_samples, stub_samples, readiness, pages) = c.samples;
+    let (proc_samples, stub_samples, readiness, pages, generations) = c.samples;
+    let on_cluster = c.cluster.is_some();
     let mut partial = BTreeMap::new();
     if let Some(s) = page_shortfall(&pages) {
         partial.insert(model::Collector::StatusPages, s);
@@ -1106,10 +1204,15 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         tables: Vec::new(),
         series: Vec::new(),
         findings: Vec::new(),
-        absent: absent(case, c.cluster.is_some()),
+        absent: absent(case, on_cluster),
         partial,
         cluster: c.cluster,
         distributed: c.distributed,
+        streams: c.streams,
+        generations,
+        // The backends run in this process only off a cluster: their clock is this one.
+        monotonic_origin_ns: (!on_cluster).then_some(c.monotonic_origin_ns),
+        stream_ledger: None,
     };
     if c.abort.is_none() {
         if let Some(e) = c.down_err {
@@ -1125,6 +1228,7 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
     CaseOutcome {
         result: Some(result),
         records: c.records,
+        lives: c.lives,
         agent_parts: c.agent_parts,
         abort: c.abort,
     }
@@ -1137,12 +1241,28 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
 fn absent(case: &Case, on_cluster: bool) -> BTreeMap<model::Collector, String> {
     use model::Collector;
     let mut out = BTreeMap::new();
-    let external = case.proxy.as_ref().is_some_and(|p| p.external.is_some());
-    if external {
+    let external = case.proxy.as_ref().and_then(|p| p.external.as_ref());
+    if case.proxy.is_none() {
+        out.insert(
+            Collector::Generations,
+            "no proxy ran in this case".to_string(),
+        );
+    }
+    if let Some(ext) = external {
         let why = "an external target has no admin listener and no status page";
         out.insert(Collector::Readiness, why.to_string());
         out.insert(Collector::StatusPages, why.to_string());
+        if ext.processes.is_none() {
+            out.insert(
+                Collector::Generations,
+                "an external target without `processes` names no process to sample".to_string(),
+            );
+        }
     } else if on_cluster {
+        out.insert(
+            Collector::Generations,
+            "the proxy runs in pods, whose processes are not sampled from this machine".to_string(),
+        );
         out.insert(
             Collector::Readiness,
             "the proxy runs in pods, whose readiness probes the kubelet runs (the Cluster \
@@ -1286,27 +1406,23 @@ fn platform_paths(p: &mut model::PlatformInfo, case: &Case, r: &CaseResult) {
     }
 }
 
-/// Builds the engine's config for one scenario load, aimed at its listener or backend.
-fn load_config(
+/// Where one scenario load connects: its listener (for a long-lived load, the first one of its
+/// url's scheme that speaks its protocol), a backend, an address the platform gives, or the
+/// url's own host. `target` is the load's url with an http(s) scheme.
+fn aim_at(
     l: &LoadSpec,
+    target: &str,
     stack: &dyn Stage,
-    tls: Option<&TlsFiles>,
-) -> Result<load::Config, String> {
-    let u = load::target::Url::parse(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    proxy: Option<&ProxyConfig>,
+) -> Result<(u16, std::net::IpAddr), String> {
+    let u = load::target::Url::parse(target).map_err(|e| format!("load '{}': {e}", l.name))?;
     let scheme = if u.tls { "https" } else { "http" };
-    let path = &u.path;
-    // The host as it goes back into a url: an IPv6 address in brackets.
-    let host = if u.host.contains(':') {
-        format!("[{}]", u.host)
-    } else {
-        u.host.clone()
-    };
-    let (port, ip) = match &l.via {
+    Ok(match &l.via {
         // An external target: the url as written, port included; its host resolved (to
         // `resolve`, or by the system) and held to 127.0.0.0/8.
         None if stack.external().is_some() => {
             let resolve = stack.external().and_then(|e| e.resolve);
-            crate::reach::external_target(&l.url, resolve)
+            crate::reach::external_target(target, resolve)
                 .map_err(|e| format!("load '{}': {e}", l.name))?
         }
         Some(Via::Backend(g)) => {
@@ -1319,7 +1435,7 @@ fn load_config(
             (a.port(), a.ip())
         }
         // The url's own host (held to loopback and the scenario's reach list at parse).
-        Some(Via::Url) => crate::reach::url_target(&l.url, l.resolve)
+        Some(Via::Url) => crate::reach::url_target(target, l.resolve)
             .map_err(|e| format!("load '{}': {e}", l.name))?,
         Some(
             v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }),
@@ -1337,22 +1453,186 @@ fn load_config(
             stack.listener_ip(),
         ),
         None => {
-            // The first listener of the URL's scheme (validated at parse time).
+            // The first listener of the URL's scheme (validated at parse time); a long-lived
+            // load's, the first that speaks its protocol.
             let want_tls = scheme == "https";
-            let p = stack
-                .listener_port(want_tls)
+            let fitting = l.stream_protocol().and_then(|p| {
+                proxy?
+                    .listeners
+                    .iter()
+                    .find(|x| {
+                        x.tls == want_tls
+                            && (if p.is_grpc() {
+                                x.http2
+                            } else {
+                                x.tls || !x.http2
+                            })
+                    })
+                    .and_then(|x| stack.ports().get(&x.name).copied())
+            });
+            let p = fitting
+                .or_else(|| stack.listener_port(want_tls))
                 .ok_or_else(|| format!("load '{}': no {scheme} listener", l.name))?;
             (p, stack.listener_ip())
         }
+    })
+}
+
+/// The url as the engine is given it: the scheme (`scheme`), the url's host (an IPv6 address
+/// in brackets), `port` and its path; with a `--resolve` entry to `ip` when the host is a name.
+fn aimed_url(
+    l: &LoadSpec,
+    scheme: &str,
+    u: &load::target::Url,
+    (port, ip): (u16, std::net::IpAddr),
+) -> Result<(String, Option<load::Resolve>), String> {
+    let host = if u.host.contains(':') {
+        format!("[{}]", u.host)
+    } else {
+        u.host.clone()
     };
-    let url = format!("{scheme}://{host}:{port}{path}");
-    let mut cfg = load::Config::new(&url).map_err(|e| format!("load '{}': {e}", l.name))?;
-    if u.host.parse::<std::net::IpAddr>().is_err() {
-        cfg.resolve.push(
+    let url = format!("{scheme}://{host}:{port}{}", u.path);
+    let resolve = if u.host.parse::<std::net::IpAddr>().is_err() {
+        Some(
             load::Resolve::parse(&format!("{host}:{port}:{ip}"))
                 .map_err(|e| format!("load '{}': {e}", l.name))?,
-        );
+        )
+    } else {
+        None
+    };
+    Ok((url, resolve))
+}
+
+/// Builds the engine's config for one long-lived scenario load (WebSocket, gRPC, SSE), aimed
+/// as any load, with every connection's life kept.
+fn stream_config(
+    l: &LoadSpec,
+    p: model::stream::StreamProtocol,
+    stack: &dyn Stage,
+    tls: Option<&TlsFiles>,
+    proxy: Option<&ProxyConfig>,
+) -> Result<load::StreamConfig, String> {
+    let bad = |e: &dyn std::fmt::Display| format!("load '{}': {e}", l.name);
+    let target = l.target_url();
+    let u = load::target::Url::parse(&target).map_err(|e| bad(&e))?;
+    let aim = aim_at(l, &target, stack, proxy)?;
+    let scheme = match (p, u.tls) {
+        (model::stream::StreamProtocol::WebSocket, false) => "ws",
+        (model::stream::StreamProtocol::WebSocket, true) => "wss",
+        (_, false) => "http",
+        (_, true) => "https",
+    };
+    let (url, resolve) = aimed_url(l, scheme, &u, aim)?;
+    let mut cfg = load::StreamConfig::new(&url, p).map_err(|e| bad(&e))?;
+    cfg.resolve.extend(resolve);
+    stream_settings(&mut cfg, l, u.tls, tls)?;
+    cfg.validate().map_err(|e| bad(&e))?;
+    // Where it connects is this run's own target, as for any load.
+    let http = format!(
+        "{}://{}",
+        if u.tls { "https" } else { "http" },
+        url.split_once("://").map_or("", |(_, r)| r)
+    );
+    let mut check = load::Config::new(&http).map_err(|e| bad(&e))?;
+    check.resolve.clone_from(&cfg.resolve);
+    crate::reach::own_target(&check, SocketAddr::new(aim.1, aim.0)).map_err(|e| bad(&e))?;
+    Ok(cfg)
+}
+
+/// A long-lived scenario load's settings onto the engine's config (everything but where it
+/// aims).
+fn stream_settings(
+    cfg: &mut load::StreamConfig,
+    l: &LoadSpec,
+    url_tls: bool,
+    tls: Option<&TlsFiles>,
+) -> Result<(), String> {
+    let bad = |e: &dyn std::fmt::Display| format!("load '{}': {e}", l.name);
+    cfg.name = l.name.clone();
+    cfg.connections = l.connections;
+    cfg.threads = l.threads.min(l.connections);
+    cfg.duration = l.duration.map(|d| d.0);
+    if let Some(r) = l.ramp {
+        cfg.ramp = r.0;
     }
+    if let Some(r) = l.message_rate {
+        cfg.rate = r.0;
+    }
+    if let Some(sz) = l.message_size {
+        cfg.size = u32::try_from(sz.0).map_err(|_| bad(&"message_size is too large"))?;
+    }
+    cfg.timeout = l.timeout.0;
+    cfg.idle_timeout = l.idle_timeout.map(|d| d.0);
+    cfg.ping = l.ping.map(|d| d.0);
+    cfg.deadline = l.grpc_deadline.map(|d| d.0);
+    cfg.grpc_path.clone_from(&l.grpc_path);
+    if let Some(r) = l.reconnect {
+        cfg.reconnect = r;
+    }
+    if let Some(b) = l.backoff {
+        cfg.backoff = b.0;
+    }
+    if let Some(b) = l.backoff_max {
+        cfg.backoff_max = b.0;
+    }
+    cfg.headers = l
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    cfg.lives = true;
+    if url_tls {
+        cfg.cacert = l.cacert.clone().or_else(|| tls.map(|t| t.ca.clone()));
+        cfg.insecure = l.insecure;
+        cfg.sni.clone_from(&l.sni);
+    }
+    Ok(())
+}
+
+/// Checks each long-lived load's settings as the engine reads them, before anything starts
+/// (the parser checked what it can; this is the engine's own word), naming the scenario line.
+fn stream_preflight(scn: &Scenario) -> Result<(), RunError> {
+    for case in &scn.cases {
+        for l in &case.loads {
+            let Some(p) = l.stream_protocol() else {
+                continue;
+            };
+            let line = case.load_lines.get(&l.name).copied().unwrap_or(1);
+            let refuse = |m: String| {
+                RunError::Invalid(format!("{}:{line}: case '{}': {m}", scn.file, case.name))
+            };
+            let target = l.target_url();
+            let u = load::target::Url::parse(&target)
+                .map_err(|e| refuse(format!("load '{}': {e}", l.name)))?;
+            let scheme = match (p, u.tls) {
+                (model::stream::StreamProtocol::WebSocket, false) => "ws",
+                (model::stream::StreamProtocol::WebSocket, true) => "wss",
+                (_, false) => "http",
+                (_, true) => "https",
+            };
+            let url = format!("{scheme}://127.0.0.1:9{}", u.path);
+            let mut cfg = load::StreamConfig::new(&url, p)
+                .map_err(|e| refuse(format!("load '{}': {e}", l.name)))?;
+            stream_settings(&mut cfg, l, false, None).map_err(refuse)?;
+            cfg.validate()
+                .map_err(|e| refuse(format!("load '{}': {e}", l.name)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds the engine's config for one scenario load, aimed at its listener or backend.
+fn load_config(
+    l: &LoadSpec,
+    stack: &dyn Stage,
+    tls: Option<&TlsFiles>,
+) -> Result<load::Config, String> {
+    let u = load::target::Url::parse(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    let scheme = if u.tls { "https" } else { "http" };
+    let (port, ip) = aim_at(l, &l.url, stack, None)?;
+    let (url, resolve) = aimed_url(l, scheme, &u, (port, ip))?;
+    let mut cfg = load::Config::new(&url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    cfg.resolve.extend(resolve);
     cfg.name = l.name.clone();
     cfg.connections = l.connections;
     cfg.threads = l.threads.min(l.connections);
@@ -1394,6 +1674,7 @@ type Samples = (
     Vec<StubSample>,
     Vec<ReadinessSample>,
     BTreeMap<String, PageMisses>,
+    Vec<model::generation::GenerationSample>,
 );
 
 /// One replica's status-page reads: how many were tried, how many failed, and the last error.
@@ -1448,18 +1729,29 @@ fn spawn_collector(
             let mut stubs = Vec::new();
             let mut ready = Vec::new();
             let mut pages: BTreeMap<String, PageMisses> = BTreeMap::new();
+            let mut generations = Vec::new();
+            let clock = crate::procfs::StartClock::new(origin);
             let mut next = origin;
             while running.load(Ordering::SeqCst) {
                 let hs = handles.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let mut groups: Vec<Group> = hs
-                    .iter()
-                    .filter_map(|h| {
-                        let pids = h.pids();
-                        (!pids.is_empty()).then(|| Group::Master {
-                            name: h.name.clone(),
-                            master: pids[0],
-                            workers: pids[1..].to_vec(),
-                        })
+                let t = origin.elapsed().as_secs_f64();
+                let pids: Vec<(String, Vec<u32>)> =
+                    hs.iter().map(|h| (h.name.clone(), h.pids())).collect();
+                // Which generation each process of each replica is: its start time.
+                for (name, p) in pids.iter().filter(|(_, p)| !p.is_empty()) {
+                    generations.push(model::generation::GenerationSample {
+                        t_s: t,
+                        replica: name.clone(),
+                        procs: crate::procfs::generation_procs(p, &clock),
+                    });
+                }
+                let mut groups: Vec<Group> = pids
+                    .into_iter()
+                    .filter(|(_, p)| !p.is_empty())
+                    .map(|(name, p)| Group::Master {
+                        name,
+                        master: p[0],
+                        workers: p[1..].to_vec(),
                     })
                     .collect();
                 groups.push(Group::Threads {
@@ -1473,7 +1765,6 @@ fn spawn_collector(
                 groups.push(Group::SelfProcess {
                     name: "proxybench".into(),
                 });
-                let t = origin.elapsed().as_secs_f64();
                 procs.extend(sampler.sample(&groups, t));
                 for h in &hs {
                     match h.status(origin) {
@@ -1516,7 +1807,7 @@ fn spawn_collector(
                     thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
                 }
             }
-            (procs, stubs, ready, pages)
+            (procs, stubs, ready, pages, generations)
         })
         .expect("spawn the collector thread")
 }
@@ -1573,7 +1864,7 @@ mod tests {
         let collector = super::spawn_collector(handles, Instant::now(), running.clone());
         std::thread::sleep(Duration::from_millis(2300));
         running.store(false, std::sync::atomic::Ordering::SeqCst);
-        let (_, stubs, _, pages) = collector.join().unwrap();
+        let (_, stubs, _, pages, _) = collector.join().unwrap();
         stack.down();
         assert!(stubs.iter().all(|s| s.replica != dead.name), "{stubs:?}");
         for r in ["nginx-0", "nginx-1"] {

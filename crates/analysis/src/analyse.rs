@@ -8,7 +8,7 @@
 //! order. What the analyses need of the machine was recorded when the run happened
 //! ([`model::Env::sysctls`], [`model::CaseResult::time_wait`]).
 
-use crate::analysis::{self, Analysis, Records};
+use crate::analysis::{self, Analysis, Lives, Records};
 use crate::record::{self, RecordError};
 use model::{CaseResult, CheckResult, Env, RunResults};
 use scenario::{Case, Scenario};
@@ -73,7 +73,8 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
                 msg: format!("no case '{}', which the record holds", result.name),
             })?;
         let records = record::read_requests(dir, result)?;
-        let case_checks = analyse_case(&scn, named, case, &records, env, result)?;
+        let lives = record::read_lives(dir, result)?;
+        let case_checks = analyse_case(&scn, named, case, &records, &lives, env, result)?;
         // A case cut short by a failure keeps its tables, but not its checks.
         if aborted.as_deref() != Some(result.name.as_str()) {
             checks.extend(case_checks);
@@ -99,12 +100,18 @@ fn analyse_case(
     named: Option<&dyn Analysis>,
     case: &Case,
     records: &Records,
+    lives: &Lives,
     env: &Env,
     result: &mut CaseResult,
 ) -> Result<Vec<CheckResult>, AnalyseError> {
     let recorded = std::mem::take(&mut result.findings);
     result.tables.clear();
     result.series.clear();
+    // The long-lived connections' ledger, which the checks and the analyses read.
+    result.stream_ledger = None;
+    if !result.streams.is_empty() {
+        result.stream_ledger = Some(crate::streams::ledger(case, result, lives));
+    }
     result.disruptions = result
         .loads
         .iter()
@@ -147,6 +154,12 @@ fn analyse_case(
         })?;
         checks.extend(found);
     }
+    // What the long-lived connections went through comes first among the case's findings: a
+    // case that lost none of its short requests may still have cut its WebSockets.
+    let mut stream_findings = crate::streams::findings(result);
+    stream_findings.append(&mut result.findings);
+    result.findings = stream_findings;
+    result.series.extend(crate::streams::series(result));
     result.findings.extend(partly_sampled(result));
     result.findings.extend(recorded);
     Ok(checks)

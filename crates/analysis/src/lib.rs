@@ -11,10 +11,11 @@
 pub mod analyse;
 pub mod analysis;
 pub mod record;
+pub mod streams;
 pub mod theory;
 
 pub use analyse::{analyse, AnalyseError};
-pub use analysis::{find, names, parse_options, Analysis, CaseInput, Records, ALL};
+pub use analysis::{find, names, parse_options, Analysis, CaseInput, Lives, Records, ALL};
 
 #[cfg(test)]
 mod catalogue_tests {

@@ -9,6 +9,7 @@
 
 mod balance;
 mod burst;
+mod churn;
 mod common;
 mod growth;
 mod overhead;
@@ -20,6 +21,9 @@ use std::collections::BTreeMap;
 
 /// Per-load request records of a case, by load name (sorted by completion time).
 pub type Records = BTreeMap<String, Vec<RequestRecord>>;
+
+/// Every connection's life of each long-lived load of a case, by load name (in order of start).
+pub type Lives = BTreeMap<String, Vec<model::stream::ConnLife>>;
 
 /// What an analysis reads about one finished case.
 pub struct CaseInput<'a> {
@@ -52,6 +56,7 @@ pub static ALL: &[&dyn Analysis] = &[
     &balance::Balance,
     &zero_downtime::ZeroDowntime,
     &growth::ConfigGrowth,
+    &churn::Churn,
 ];
 
 /// The analysis a scenario names, if there is one by that name.

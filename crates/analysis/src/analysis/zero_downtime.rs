@@ -158,14 +158,61 @@ fn case(
             &[("kind", &kind), ("model", &common::MODELLED_KIND)],
         ));
     }
-    checks::all(
+    let mut checks = checks::all(
         &case.name,
         &plan,
         &ledger,
         &books,
         &result.reloads,
         common::model_applies(env),
-    )
+    );
+    if let Some(toll) = stream_toll(&plan, result) {
+        // The request counts above are the short loads'; the long-lived ones count too.
+        result.findings.insert(0, toll);
+        let by_reload: u64 = result
+            .stream_ledger
+            .iter()
+            .flat_map(|l| &l.loads)
+            .map(|b| b.by_reload)
+            .sum();
+        for c in checks
+            .iter_mut()
+            .filter(|c| c.actual == text("check_reload_timing_none"))
+        {
+            c.actual = fill("check_reload_timing_streams", &[("dropped", &by_reload)]);
+        }
+    }
+    checks
+}
+
+/// What the case's actions cost its long-lived connections, when it had long-lived loads: the
+/// actions' losses the analysis counts in requests are the short loads' only.
+fn stream_toll(plan: &Plan, result: &CaseResult) -> Option<String> {
+    let l = result.stream_ledger.as_ref()?;
+    let dropped: u64 = l.loads.iter().map(|b| b.dropped).sum();
+    let opened: u64 = l.loads.iter().map(|b| b.opened).sum();
+    let mut per: std::collections::BTreeMap<String, u64> = Default::default();
+    for f in &plan.fired {
+        if let Some(a) = l.actions.get(f.index) {
+            *per.entry(f.event.action.clone()).or_default() += a.dropped;
+        }
+    }
+    let by: Vec<String> = per.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    Some(fill(
+        "finding_streams",
+        &[
+            ("dropped", &dropped),
+            ("opened", &opened),
+            (
+                "by",
+                &if by.is_empty() {
+                    "none".to_string()
+                } else {
+                    by.join(", ")
+                },
+            ),
+        ],
+    ))
 }
 
 /// Adds the cross-case summary table to the last case, and the run's findings.

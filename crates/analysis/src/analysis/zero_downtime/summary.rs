@@ -184,6 +184,22 @@ pub fn finish(scn: &Scenario, results: &mut RunResults) {
         rows: rows.into_iter().map(|r| r.cells).collect(),
         notes: vec![text("summary_note").into()],
     };
+    // The counts above are requests; a run with long-lived loads says what they lost too.
+    let streams: Vec<String> = results
+        .cases
+        .iter()
+        .filter(|c| !c.streams.is_empty())
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.name,
+                c.streams.iter().map(|s| s.dropped).sum::<u64>()
+            )
+        })
+        .collect();
+    if !streams.is_empty() {
+        findings.push(fill("summary_streams", &[("cases", &streams.join(", "))]));
+    }
     results.findings.extend(findings);
     if let Some(last) = results.cases.last_mut() {
         last.tables.push(table);

@@ -154,6 +154,57 @@ pub struct ProxyMetrics {
     pub reload_served_p50_ms: Option<f64>,
     /// Longest such time, in milliseconds.
     pub reload_served_max_ms: Option<f64>,
+    /// The most old generations draining at once (absent: not sampled, or a proxy that
+    /// reloads inside one process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining_generations_max: Option<u32>,
+    /// The most memory they held at once, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining_rss_max: Option<u64>,
+}
+
+/// One long-lived load's connections under one proxy: what dropped them and how long they
+/// lived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamMetrics {
+    /// The kind's name.
+    pub kind: String,
+    /// Connections that opened.
+    pub opened: u64,
+    /// Of those, dropped.
+    pub dropped: u64,
+    /// Drops with a close frame (a GOAWAY, a grpc-status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_close: Option<u64>,
+    /// Drops cut without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_close: Option<u64>,
+    /// Drops placed on a reload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_reload: Option<u64>,
+    /// From the reload to the drop: median and longest, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_to_drop_p50_s: Option<f64>,
+    /// The longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_to_drop_max_s: Option<f64>,
+    /// How long a dropped connection had lived, median, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lived_p50_s: Option<f64>,
+    /// Connections that lasted to the load's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lasted: Option<u64>,
+}
+
+/// One long-lived load of one case, under each proxy that ran it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamComparison {
+    /// The load's name.
+    pub name: String,
+    /// Its protocol.
+    pub protocol: String,
+    /// One entry per proxy that ran it.
+    pub by_proxy: Vec<StreamMetrics>,
 }
 
 /// One case under each proxy that ran it.
@@ -163,6 +214,9 @@ pub struct CaseComparison {
     pub name: String,
     /// Its loads, in the order the first proxy ran them.
     pub loads: Vec<LoadComparison>,
+    /// Its long-lived loads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamComparison>,
     /// The proxy's own cost per kind that ran the case.
     pub proxy: Vec<ProxyMetrics>,
 }
@@ -296,9 +350,31 @@ pub fn build(
                         .collect(),
                 })
                 .collect();
+            let stream_names = union(
+                per.iter()
+                    .map(|(_, c)| c.streams.iter().map(|l| l.name.as_str())),
+            );
+            let streams = stream_names
+                .into_iter()
+                .map(|lname| StreamComparison {
+                    name: lname.to_string(),
+                    protocol: per
+                        .iter()
+                        .find_map(|(_, c)| c.streams.iter().find(|s| s.name == lname))
+                        .map_or_else(String::new, |s| s.protocol.name().to_string()),
+                    by_proxy: per
+                        .iter()
+                        .filter_map(|(k, c)| {
+                            let st = c.streams.iter().find(|s| s.name == lname)?;
+                            Some(stream(k, st, c))
+                        })
+                        .collect(),
+                })
+                .collect();
             CaseComparison {
                 name: name.to_string(),
                 loads,
+                streams,
                 proxy: per.iter().map(|(k, c)| proxy_metrics(k, c)).collect(),
             }
         })
@@ -337,6 +413,22 @@ fn load(kind: &str, l: &LoadSummary) -> LoadMetrics {
         p50_us: hdr::percentile_us(&l.latency, 50.0),
         p99_us: hdr::percentile_us(&l.latency, 99.0),
         p999_us: hdr::percentile_us(&l.latency, 99.9),
+    }
+}
+
+fn stream(kind: &str, st: &model::stream::StreamSummary, c: &CaseResult) -> StreamMetrics {
+    let b = c.stream_ledger.as_ref().and_then(|l| l.load(&st.name));
+    StreamMetrics {
+        kind: kind.to_string(),
+        opened: st.opened,
+        dropped: st.dropped,
+        with_close: b.map(|b| b.with_close),
+        without_close: b.map(|b| b.without_close),
+        by_reload: b.map(|b| b.by_reload),
+        reload_to_drop_p50_s: b.and_then(|b| b.reload_to_drop.p50_s),
+        reload_to_drop_max_s: b.and_then(|b| b.reload_to_drop.max_s),
+        lived_p50_s: b.and_then(|b| b.lifetime.p50_s),
+        lasted: b.map(|b| b.survived),
     }
 }
 
@@ -380,6 +472,16 @@ fn proxy_metrics(kind: &str, c: &CaseResult) -> ProxyMetrics {
         reload_errors: c.reloads.iter().filter(|r| r.error.is_some()).count() as u64,
         reload_served_p50_ms: median(&served),
         reload_served_max_ms: served.last().copied(),
+        draining_generations_max: c
+            .stream_ledger
+            .as_ref()
+            .filter(|l| !l.draining.is_empty() && l.in_place.is_empty())
+            .map(|l| l.draining_generations_max()),
+        draining_rss_max: c
+            .stream_ledger
+            .as_ref()
+            .filter(|l| !l.draining.is_empty() && l.in_place.is_empty())
+            .map(|l| l.draining_rss_max()),
     }
 }
 
@@ -525,6 +627,39 @@ pub fn render_markdown(c: &Comparison) -> String {
                 )
             });
         }
+        for l in &case.streams {
+            let cell = |k: &str, f: &dyn Fn(&StreamMetrics) -> String| {
+                l.by_proxy
+                    .iter()
+                    .find(|m| m.kind == k)
+                    .map_or_else(|| "-".into(), f)
+            };
+            let mut add = |name: &str, f: &dyn Fn(&StreamMetrics) -> String| {
+                let mut r = vec![format!("`{}` ({}) {name}", l.name, l.protocol)];
+                r.extend(cols.iter().map(|k| cell(k, f)));
+                t.row(r);
+            };
+            let n = |v: Option<u64>| v.map_or_else(|| "-".into(), count);
+            add("connections opened", &|m| count(m.opened));
+            add("dropped (with close / without)", &|m| {
+                format!(
+                    "{} ({} / {})",
+                    count(m.dropped),
+                    n(m.with_close),
+                    n(m.without_close)
+                )
+            });
+            add("dropped by reloads", &|m| n(m.by_reload));
+            add("reload to drop p50 / max (s)", &|m| {
+                format!(
+                    "{} / {}",
+                    opt(m.reload_to_drop_p50_s, 2),
+                    opt(m.reload_to_drop_max_s, 2)
+                )
+            });
+            add("a dropped one lived, p50 (s)", &|m| opt(m.lived_p50_s, 2));
+            add("lasted to the end", &|m| n(m.lasted));
+        }
         let cell = |k: &str, f: &dyn Fn(&ProxyMetrics) -> String| {
             case.proxy
                 .iter()
@@ -561,6 +696,19 @@ pub fn render_markdown(c: &Comparison) -> String {
                     opt(m.reload_served_p50_ms, 1),
                     opt(m.reload_served_max_ms, 1)
                 )
+            });
+        }
+        if case
+            .proxy
+            .iter()
+            .any(|m| m.draining_generations_max.is_some())
+        {
+            add("old generations draining at most", &|m| {
+                m.draining_generations_max
+                    .map_or_else(|| "-".into(), |g| g.to_string())
+            });
+            add("their RSS at most (MiB)", &|m| {
+                opt(m.draining_rss_max.map(|b| b as f64 / 1048576.0), 1)
             });
         }
         out.push_str(&t.render());

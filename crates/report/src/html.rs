@@ -527,6 +527,33 @@ fn page(title: &str, body: &str, data: &Data) -> String {
     out
 }
 
+/// One of the long-lived loads' tables, under a heading `tag`.
+fn grid_html(b: &mut String, g: &crate::streams::Grid, tag: &str) {
+    let _ = writeln!(b, "<{tag}>{}</{tag}>", esc(&g.title));
+    if !g.note.is_empty() {
+        let _ = writeln!(b, "<p class=\"note\">{}</p>", esc(&g.note));
+    }
+    b.push_str("<table>\n<tr>");
+    for c in &g.columns {
+        let _ = write!(b, "<th>{}</th>", esc(c.trim_start_matches('>')));
+    }
+    b.push_str("</tr>\n");
+    for r in &g.rows {
+        b.push_str("<tr>");
+        for (i, cell) in r.iter().enumerate() {
+            let num = g.columns.get(i).is_some_and(|c| c.starts_with('>'));
+            let _ = write!(
+                b,
+                "<td{}>{}</td>",
+                if num { " class=\"n\"" } else { "" },
+                esc(cell)
+            );
+        }
+        b.push_str("</tr>\n");
+    }
+    b.push_str("</table>\n");
+}
+
 /// A chart's place in the page.
 fn chart_div(c: &ChartOut) -> String {
     format!(
@@ -599,8 +626,18 @@ pub fn render(r: &RunResults) -> String {
         }
         b.push_str("</table>\n");
     }
+    if let Some(g) = crate::streams::headline(r) {
+        grid_html(&mut b, &g, "h2");
+    }
     for (ci, case) in r.cases.iter().enumerate() {
         let _ = writeln!(b, "<h2>Case <code>{}</code></h2>", esc(&case.name));
+        if !case.findings.is_empty() {
+            b.push_str("<ul>\n");
+            for f in &case.findings {
+                let _ = writeln!(b, "<li>{}</li>", esc(f.trim()));
+            }
+            b.push_str("</ul>\n");
+        }
         if !case.description.is_empty() {
             let _ = writeln!(b, "<p>{}</p>", esc(&case.description));
         }
@@ -621,6 +658,9 @@ pub fn render(r: &RunResults) -> String {
             );
         }
         b.push_str("</table>\n");
+        for g in crate::streams::case_grids(case) {
+            grid_html(&mut b, &g, "h3");
+        }
         if !case.events.is_empty() {
             b.push_str("<table>\n<tr><th>#</th><th>t (s)</th><th>Action</th><th>Detail</th><th>Took (ms)</th><th>Error</th></tr>\n");
             for (i, e) in case.events.iter().enumerate() {

@@ -16,6 +16,7 @@ mod hdr;
 pub mod html;
 pub mod junit;
 mod markdown;
+mod streams;
 mod terminal;
 pub mod text;
 

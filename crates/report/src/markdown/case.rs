@@ -38,6 +38,21 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     for (li, l) in c.loads.iter().enumerate() {
         load::render(out, ci, c, li, l, charts);
     }
+    let grids = crate::streams::case_grids(c);
+    if !grids.is_empty() {
+        out.push_str("### Long-lived connections\n\n");
+        for g in &grids {
+            super::grid(out, g, "####");
+        }
+        if let Some(l) = &c.stream_ledger {
+            for n in &l.notes {
+                let _ = writeln!(out, "- {n}");
+            }
+            if !l.notes.is_empty() {
+                out.push('\n');
+            }
+        }
+    }
     events(out, c);
     let proxy = fmt::proxy_name(&r.env);
     reloads(out, c, ci, charts);

@@ -31,6 +31,20 @@ pub fn render(r: &RunResults) -> String {
 /// disruptions; beyond, they are summarised per kind.
 pub(crate) const EVENT_ROWS: usize = 60;
 
+/// One of the long-lived loads' tables, under a heading of `level`.
+pub(crate) fn grid(out: &mut String, g: &crate::streams::Grid, level: &str) {
+    let _ = writeln!(out, "{level} {}\n", g.title);
+    if !g.note.is_empty() {
+        let _ = writeln!(out, "{}\n", g.note);
+    }
+    let mut t = Table::new(&g.columns);
+    for r in &g.rows {
+        t.row(r);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+}
+
 /// The markdown line that shows a chart.
 pub(crate) fn chart_line(c: &Chart) -> String {
     format!("![{}](charts/{}.png)\n", fmt::cell(&c.title), c.stem)
@@ -193,8 +207,11 @@ fn summary(out: &mut String, r: &RunResults) {
             ]);
         }
     }
+    let streams = crate::streams::headline(r);
     if t.is_empty() {
-        out.push_str("No load ran.\n\n");
+        if streams.is_none() {
+            out.push_str("No load ran.\n\n");
+        }
     } else {
         out.push_str(
             "Headline numbers per load. A failure is an attempt that got no HTTP answer or a status \
@@ -202,6 +219,12 @@ fn summary(out: &mut String, r: &RunResults) {
         );
         out.push_str(&t.render());
         out.push('\n');
+    }
+    if let Some(g) = streams {
+        if let Some(s) = crate::streams::not_only_requests(r) {
+            let _ = writeln!(out, "{s}\n");
+        }
+        grid(out, &g, "###");
     }
     let with_findings: Vec<_> = r.cases.iter().filter(|c| !c.findings.is_empty()).collect();
     if !with_findings.is_empty() {

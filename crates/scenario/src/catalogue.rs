@@ -23,6 +23,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../scenarios/zero-downtime-scaling.toml"),
     ),
     ("scale", include_str!("../../../scenarios/scale.toml")),
+    (
+        "long-lived-under-churn",
+        include_str!("../../../scenarios/long-lived-under-churn.toml"),
+    ),
 ];
 
 /// The built-in scenario called `name`, as a source named `<builtin>/NAME.toml`.

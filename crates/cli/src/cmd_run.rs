@@ -44,8 +44,9 @@ pub struct RunArgs {
     metrics: crate::metrics::MetricsFlags,
     #[command(flatten)]
     linger: crate::metrics::LingerFlag,
-    /// Also write the checks as JUnit XML to FILE (one testcase per check: a failed check is a
-    /// failure, a check the run could not measure is skipped with its reason).
+    /// Also write the checks as JUnit XML to FILE (one testcase per check and one for the run's
+    /// outcome: a failed check is a failure, a check the run could not measure an error, and so
+    /// is a run cut short; the file counts a failure or an error whenever the exit code is not 0).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
 }
@@ -203,8 +204,15 @@ pub(crate) fn load_scenario(
     Ok(Scenario::parse_with(&src, quick, opts)?)
 }
 
-/// Runs `proxybench run`; the exit code says how it went ([`crate::outcome::EXIT_CODES`]).
+/// Runs `proxybench run`; the exit code says how it went ([`crate::outcome::EXIT_CODES`]). With
+/// `--junit`, a run that stops before it has results (bad input, a run that cannot begin) still
+/// writes the file, as one error.
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    let junit = a.junit.clone();
+    crate::outcome::junit_on_stop("run", junit.as_deref(), run_checked(a))
+}
+
+fn run_checked(a: RunArgs) -> Result<ExitCode, CliError> {
     let choice = match &a.proxy {
         Some(arg) => Some(crate::cmd_proxies::parse_kinds(arg)?),
         None => None,
@@ -455,8 +463,14 @@ pub const ANALYSE_EXIT_CODES: &str =
     3    the target was unusable: every request of some load failed";
 
 /// Runs `proxybench compare A B [--gate EXPR]...`; the exit code says whether every gate held
-/// ([`COMPARE_EXIT_CODES`]).
+/// ([`COMPARE_EXIT_CODES`]). With `--junit`, a compare that stops on bad input still writes
+/// the file, as one error.
 pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
+    let junit = a.junit.clone();
+    crate::outcome::junit_on_stop("compare", junit.as_deref(), compare_checked(a))
+}
+
+fn compare_checked(a: CompareArgs) -> Result<ExitCode, CliError> {
     if !(0.5..=0.9999).contains(&a.confidence) {
         return Err(CliError::usage(format!(
             "--confidence {}: a level between 0.5 and 0.9999 (0.95 for 95%)",

@@ -368,12 +368,16 @@ fn injected_failures_fail_the_failures_gate() {
 }
 
 #[test]
-fn run_junit_lists_each_check_with_failures_and_skips() {
+fn run_junit_lists_each_check_and_the_outcome_with_failures_and_errors() {
     let r = runs();
     validate(&r.errors_junit);
     let xml = fs::read_to_string(&r.errors_junit).unwrap();
+    // Three checks and the run's outcome: one failed, one not measurable (an error, as the
+    // exit code 1 says), and the run complete.
     assert!(
-        xml.contains("<testsuite name=\"gate: checks\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+        xml.contains(
+            "<testsuite name=\"gate: checks\" tests=\"4\" failures=\"1\" errors=\"1\" skipped=\"0\""
+        ),
         "{xml}"
     );
     assert!(
@@ -381,7 +385,11 @@ fn run_junit_lists_each_check_with_failures_and_skips() {
         "{xml}"
     );
     assert!(
-        xml.contains("<skipped message=\"not measurable: the case ran on no Kubernetes cluster"),
+        xml.contains("<error message=\"not measurable: the case ran on no Kubernetes cluster"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<testcase name=\"run: complete\" classname=\"proxybench.gate\">\n      <system-out>expected: every case run to its end\nactual: complete</system-out>"),
         "{xml}"
     );
     assert!(xml.contains("expected: &lt;= 1.00s\nactual: "), "{xml}");

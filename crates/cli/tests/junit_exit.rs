@@ -248,6 +248,20 @@ fn every_exit_of_run_leaves_a_junit_file_that_agrees() {
         "{xml}"
     );
 
+    // 1 for each run of `--repeat 2` whose check fails: one suite per run.
+    let (out, junit, _) = run(
+        root,
+        "repeat",
+        &small("", r#""coffee.p99 <= 1us""#, SHORT, ""),
+        &["--repeat", "2"],
+    );
+    let (f, _, xml) = agrees("--repeat 2", &out, 1, &junit);
+    assert_eq!(f, 2, "{xml}");
+    assert!(
+        xml.contains("<testsuite name=\"small (a-2): checks\""),
+        "{xml}"
+    );
+
     // 130: interrupted (SIGINT) during a 30-second load.
     let d = root.join("interrupted");
     fs::create_dir_all(&d).unwrap();

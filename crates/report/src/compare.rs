@@ -1,24 +1,32 @@
-//! compare.md: the same metrics of two runs side by side, per case and load, with deltas.
+//! compare.md: the same metrics of two runs side by side, per case and load, with deltas; with
+//! gates, each side may be several runs and compare.md ends with the gates ([`crate::gate`]).
 //! Cases match by name, loads by name within their case; anything present in only one run is
 //! listed as such.
 
 use crate::files::{read_results, write_atomic};
 use crate::fmt::{self, count, signed_count, Table};
-use crate::gate::{self, Gate, GateOptions, GateResult};
+use crate::gate::{self, Gate, GateOptions, GateResult, Method};
 use crate::hdr;
 use crate::Error;
 use model::ReloadStats;
 use model::{CaseResult, ErrorKind, LoadSummary, RunResults};
 use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File name of the comparison, written into the second (newer) directory.
 pub const COMPARE_MD: &str = "compare.md";
 
 /// Reads both directories, renders the comparison, writes it to `b/compare.md` and returns it.
 pub fn compare_dirs(a: &Path, b: &Path) -> Result<String, Error> {
-    Ok(compare_gated(a, b, &[], &GateOptions::default())?.markdown)
+    Ok(compare_runs(
+        &[a.to_path_buf()],
+        &[b.to_path_buf()],
+        b,
+        &[],
+        &GateOptions::default(),
+    )?
+    .markdown)
 }
 
 /// What `compare` found: the markdown it wrote and each gate's outcome.
@@ -28,38 +36,69 @@ pub struct Compared {
     pub markdown: String,
     /// Each gate on each load it applies to, in the order the gates were given.
     pub gates: Vec<GateResult>,
-    /// The scenario both runs ran.
+    /// The scenario both sides ran.
     pub scenario: String,
     /// The runs' cases (places are named `case/load` when there are several).
     pub cases: usize,
+    /// The runs a side and how the intervals were made.
+    pub method: Method,
 }
 
-/// [`compare_dirs`] with gates: the runs must be comparable (same scenario, form, cases and
-/// loads) when any gate is given, and compare.md ends with the gates section.
-pub fn compare_gated(
-    a: &Path,
-    b: &Path,
+/// Compares the runs of side `a` (the baseline) with those of side `b`, each one or more
+/// results directories, and writes compare.md into `write_to`. With gates, every run must be
+/// fit for gating and all comparable (same scenario, form, cases, loads and proxy), and
+/// compare.md ends with the gates section; the side-by-side tables set the first run of each
+/// side against each other.
+pub fn compare_runs(
+    a: &[PathBuf],
+    b: &[PathBuf],
+    write_to: &Path,
     gates: &[Gate],
     opts: &GateOptions,
 ) -> Result<Compared, Error> {
-    let ra = read_results(a)?;
-    let rb = read_results(b)?;
+    let read = |dirs: &[PathBuf]| {
+        dirs.iter()
+            .map(|d| read_results(d))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let (ra, rb) = (read(a)?, read(b)?);
+    let (Some(fa), Some(fb)) = (ra.first(), rb.first()) else {
+        return Err(Error::Mismatch("each side needs at least one run".into()));
+    };
+    let method = Method::new(a.len(), b.len(), opts);
     let results = if gates.is_empty() {
         Vec::new()
     } else {
-        gate::evaluate(gates, (a, &ra), (b, &rb), opts)?
+        gate::evaluate(gates, &side(a, &ra), &side(b, &rb), opts)?
     };
-    let mut md = render_compare(&ra, &rb, &a.display().to_string(), &b.display().to_string());
-    if !gates.is_empty() {
-        md.push_str(&gate::render(&results, ra.cases.len(), opts));
+    let label = |dirs: &[PathBuf]| match dirs {
+        [one] => one.display().to_string(),
+        [first, ..] => format!("{} (run 1 of {})", first.display(), dirs.len()),
+        [] => String::new(),
+    };
+    let mut md = render_compare(fa, fb, &label(a), &label(b));
+    if a.len() > 1 || b.len() > 1 {
+        md.push_str(&format!(
+            "Runs: {}. The tables above set the first run of each side side by side; the gates              read every run.\n\n",
+            method.runs()
+        ));
     }
-    write_atomic(&b.join(COMPARE_MD), md.as_bytes())?;
+    if !gates.is_empty() {
+        md.push_str(&gate::render(&results, fa.cases.len(), &method));
+    }
+    write_atomic(&write_to.join(COMPARE_MD), md.as_bytes())?;
     Ok(Compared {
         markdown: md,
         gates: results,
-        scenario: ra.scenario,
-        cases: ra.cases.len(),
+        scenario: fa.scenario.clone(),
+        cases: fa.cases.len(),
+        method,
     })
+}
+
+/// A side's runs as the gate reads them: each directory with its data.json.
+fn side<'a>(dirs: &'a [PathBuf], runs: &'a [RunResults]) -> Vec<gate::Run<'a>> {
+    dirs.iter().map(PathBuf::as_path).zip(runs.iter()).collect()
 }
 
 /// How a metric's values print.

@@ -17,7 +17,7 @@
 //! follows the JUnit schema of Jenkins' xUnit plugin (`crates/report/schema/junit-10.xsd`),
 //! which the tests validate every file against.
 
-use crate::gate::{GateResult, Verdict};
+use crate::gate::{GateResult, Method, Verdict};
 use model::RunResults;
 use std::fmt::Write;
 
@@ -336,11 +336,14 @@ pub fn stopped(command: &str, message: &str) -> String {
 }
 
 /// `compare --junit`: one testcase per gate and load, classname
-/// `proxybench.SCENARIO.CASE.LOAD`; `a` and `b` name the runs (their directories).
+/// `proxybench.SCENARIO.CASE.LOAD`; `a` and `b` name the sides (their directories), `method`
+/// says how many runs each side had and how the intervals were made. Each testcase's
+/// `<system-out>` holds the expected and actual values, the smallest change the runs can tell
+/// from noise, and the verdict.
 pub fn gates(
     scenario: &str,
     (a, b): (&str, &str),
-    confidence: f64,
+    method: &Method,
     results: &[GateResult],
 ) -> String {
     let cases: Vec<Case> = results
@@ -354,6 +357,14 @@ pub fn gates(
                     g.change, g.interval, g.a, g.b, g.from
                 ),
             };
+            let mut out = values(&g.expected, &actual);
+            if !g.detectable.is_empty() {
+                let _ = write!(out, "\nsmallest detectable change: {}", g.detectable);
+            }
+            if let Some(t) = &g.tighter {
+                let _ = write!(out, " ({t})");
+            }
+            let _ = write!(out, "\nverdict: {}", g.verdict);
             let outcome = match &g.verdict {
                 Verdict::NotMeasurable(why) => Outcome::Error(format!("not measurable: {why}")),
                 v if !g.pass() => {
@@ -364,20 +375,27 @@ pub fn gates(
             Case {
                 name: g.gate.clone(),
                 classname: format!("proxybench.{scenario}.{}.{}", g.case, g.load),
-                out: values(&g.expected, &actual),
+                out,
                 outcome,
             }
         })
         .collect();
+    let mut props = vec![
+        ("scenario", scenario.to_string()),
+        ("baseline (A)", a.to_string()),
+        ("candidate (B)", b.to_string()),
+        ("runs (A)", method.runs_a.to_string()),
+        ("runs (B)", method.runs_b.to_string()),
+        ("confidence", crate::gate::fmt_conf(method.confidence) + "%"),
+        ("interval", method.interval()),
+    ];
+    for c in method.caveats() {
+        props.push(("caveat", c));
+    }
     let suite = Suite {
         name: format!("{scenario}: gates"),
         timestamp: "",
-        props: vec![
-            ("scenario", scenario.to_string()),
-            ("baseline (A)", a.to_string()),
-            ("candidate (B)", b.to_string()),
-            ("confidence", crate::gate::fmt_conf(confidence) + "%"),
-        ],
+        props,
         cases,
     };
     document("proxybench compare", &[suite])

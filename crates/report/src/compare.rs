@@ -9,7 +9,7 @@ use crate::gate::{self, Gate, GateOptions, GateResult, Method};
 use crate::hdr;
 use crate::Error;
 use model::ReloadStats;
-use model::{CaseResult, ErrorKind, LoadSummary, RunResults};
+use model::{CaseResult, Collector, ErrorKind, LoadSummary, RunResults};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -161,6 +161,28 @@ impl Rows {
     fn ints(&mut self, name: &str, a: Option<u64>, b: Option<u64>) {
         self.add(name, a.map(|v| v as f64), b.map(|v| v as f64), Num::Int);
     }
+    /// A count read from a collector that may not have sampled: `not sampled` rather than 0,
+    /// and no delta against it.
+    fn logged(&mut self, name: &str, a: Logged, b: Logged) {
+        match (a, b) {
+            (Logged::Count(x), Logged::Count(y)) => self.ints(name, Some(x), Some(y)),
+            (x, y) => {
+                let cell = |v: Logged| match v {
+                    Logged::Count(n) => count(n),
+                    Logged::NotSampled => "not sampled".into(),
+                };
+                self.0
+                    .row([name.to_string(), cell(x), cell(y), "-".into(), "-".into()]);
+            }
+        }
+    }
+}
+
+/// A count from the proxy's logs, or the fact that they were not read.
+#[derive(Clone, Copy)]
+enum Logged {
+    Count(u64),
+    NotSampled,
 }
 
 /// Renders the comparison of `a` and `b`, labelled with the given names (usually their paths).
@@ -269,26 +291,51 @@ fn case(out: &mut String, name: &str, a: &CaseResult, b: &CaseResult) {
         rb.old_exit_avg_ms,
         Num::F2,
     );
-    let levels: BTreeSet<&String> = a
-        .logs
-        .error_levels
-        .keys()
-        .chain(b.logs.error_levels.keys())
+    // The proxy's logs: counted only where they were read, else "not sampled" (never 0).
+    let logs = |c: &CaseResult| c.gap(Collector::Logs);
+    let (ga, gb) = (logs(a), logs(b));
+    let levels: BTreeSet<&String> = [(a, &ga), (b, &gb)]
+        .into_iter()
+        .filter(|(_, g)| g.is_none())
+        .flat_map(|(c, _)| c.logs.error_levels.keys())
         .collect();
+    let read = |c: &CaseResult, gap: &Option<String>, f: &dyn Fn(&CaseResult) -> u64| {
+        if gap.is_some() {
+            Logged::NotSampled
+        } else {
+            Logged::Count(f(c))
+        }
+    };
     let lines = |c: &CaseResult| c.logs.error_levels.values().sum::<u64>();
-    rows.ints("proxy error-log lines", Some(lines(a)), Some(lines(b)));
+    rows.logged(
+        "proxy error-log lines",
+        read(a, &ga, &lines),
+        read(b, &gb, &lines),
+    );
     for lv in levels {
         let get = |c: &CaseResult| c.logs.error_levels.get(lv).copied().unwrap_or(0);
-        rows.ints(
+        rows.logged(
             &format!("proxy error-log `{lv}`"),
-            Some(get(a)),
-            Some(get(b)),
+            read(a, &ga, &get),
+            read(b, &gb, &get),
         );
     }
     let s499 = |c: &CaseResult| c.logs.access_status.get(&499).copied().unwrap_or(0);
-    rows.ints("access-log 499", Some(s499(a)), Some(s499(b)));
+    rows.logged("access-log 499", read(a, &ga, &s499), read(b, &gb, &s499));
+    let mut why = Vec::new();
+    for (side, gap) in [("A", &ga), ("B", &gb)] {
+        if let Some(g) = gap {
+            why.push(format!("{side}: the proxy's logs not sampled: {g}"));
+        }
+    }
     out.push_str(&rows.0.render());
     out.push('\n');
+    for w in why {
+        let _ = writeln!(out, "{w}.");
+    }
+    if ga.is_some() || gb.is_some() {
+        out.push('\n');
+    }
 }
 
 fn load(a: &LoadSummary, b: &LoadSummary) -> String {

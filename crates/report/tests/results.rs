@@ -406,6 +406,43 @@ fn compare_shows_deltas() {
 }
 
 #[test]
+fn compare_shows_logs_not_sampled_when_they_were_not_read() {
+    // B's proxy logs could not be read: its error-log and 499 counts are not zeros.
+    let a = fixture::run();
+    let mut b = fixture::run();
+    b.cases[0].logs = model::LogSummary {
+        missing: Some("the proxy runs elsewhere and its log files were not given".into()),
+        ..Default::default()
+    };
+    let (da, db) = (written(&a), written(&b));
+    let md = report::compare(da.path(), db.path()).unwrap();
+    let lines: u64 = a.cases[0].logs.error_levels.values().sum();
+    assert!(
+        md.contains(&format!(
+            "| proxy error-log lines | {lines} | not sampled | - | - |"
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains("| proxy error-log `warn` | 12 | not sampled | - | - |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| access-log 499 | 2 | not sampled | - | - |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "B: the proxy's logs not sampled: the proxy runs elsewhere and its log files were \
+             not given."
+        ),
+        "{md}"
+    );
+    // In the case where both were read, the counts and deltas are as before.
+    assert!(md.contains("| access-log 499 | 0 | 0 | 0 | 0% |"), "{md}");
+}
+
+#[test]
 fn bad_directories_give_clear_errors() {
     let empty = tempfile::tempdir().unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();

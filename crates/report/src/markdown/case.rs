@@ -533,12 +533,12 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         scrapes(out, k);
     }
     if c.gap(Collector::LogLevels).is_none() {
-        log_levels(out, k);
+        log_levels(out, c, k);
     }
 }
 
-/// The watched pods' logs counted by the level of their JSON lines.
-fn log_levels(out: &mut String, k: &model::ClusterRecord) {
+/// The watched pods' logs counted by level, and their coverage when a log was not read whole.
+fn log_levels(out: &mut String, c: &CaseResult, k: &model::ClusterRecord) {
     out.push_str("#### Watched pods' log levels\n\n");
     let mut t = Table::new(&[
         "Pod",
@@ -574,13 +574,15 @@ fn log_levels(out: &mut String, k: &model::ClusterRecord) {
     }
     out.push_str(&t.render());
     out.push('\n');
-    for l in k.log_levels.iter().filter(|l| l.incomplete.is_some()) {
+    // Counts from logs not read whole, or with lines whose level cannot be read, are not the
+    // logs' counts: said once, with what is missing (`cluster.log_errors` is not measurable).
+    if let Some(s) = c.shortfall(Collector::LogLevels) {
         let _ = writeln!(
             out,
-            "- {} {}: the log may be incomplete: {}",
-            l.pod,
-            l.container,
-            l.incomplete.as_deref().unwrap_or_default()
+            "Partial: the levels cover {} whole ({}); the counts above are of what was read, \
+             and checks on them are not measurable.\n",
+            s.coverage(),
+            s.detail()
         );
     }
 }

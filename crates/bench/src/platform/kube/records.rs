@@ -283,16 +283,19 @@ fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
 /// Stops log followers and splits each container's log into its access and error lines (by
 /// `format`) in `dir`, as the proxy's log files the run summarizes, one replica per pod (`POD`)
 /// or, for a pod of several containers, per container (`POD.CONTAINER`), so that no container's
-/// log overwrites another's; the first failure goes to `err`.
+/// log overwrites another's. A log its follower could not read whole goes to `short` (its name
+/// and why): the case's logs are partial, and the run records it so; a log file that cannot be
+/// read at all goes to `err`.
 pub(super) fn split_logs(
     followers: LogFollowers,
     format: proxy::logs::LogFormat,
     dir: &std::path::Path,
     logs: &mut Vec<(String, LogFiles)>,
+    short: &mut Vec<(String, String)>,
     err: &mut Option<StackError>,
 ) {
     let followed = followers.stop(Duration::from_secs(30));
-    split_followed(followed, format, dir, logs, err);
+    split_followed(followed, format, dir, logs, short, err);
 }
 
 /// Each followed container's log counted by the level of its JSON lines, as the case's record
@@ -322,9 +325,13 @@ pub(super) fn log_levels(followed: &[k8s::FollowedLog]) -> Vec<model::LogLevels>
                     .sum(),
                 levels: c.levels,
                 first_errors: c.first_errors,
-                incomplete: match text {
-                    Err(e) => Some(format!("{}: {e}", f.path.display())),
-                    Ok(_) => f.error.clone(),
+                // A log not read whole is never counted as if it were: a read that failed
+                // (no line counted), a follower that failed or never reached the log's end.
+                incomplete: match (text, &f.error) {
+                    (Err(e), _) => Some(format!("not read: {}: {e}", f.path.display())),
+                    (Ok(_), Some(e)) => Some(e.clone()),
+                    (Ok(_), None) if !f.complete => Some("its end was never read".into()),
+                    (Ok(_), None) => None,
                 },
             }
         })
@@ -337,6 +344,7 @@ pub(super) fn split_followed(
     format: proxy::logs::LogFormat,
     dir: &std::path::Path,
     logs: &mut Vec<(String, LogFiles)>,
+    short: &mut Vec<(String, String)>,
     err: &mut Option<StackError>,
 ) {
     let mut per_pod: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -375,11 +383,10 @@ pub(super) fn split_followed(
                 });
             }
         }
+        // Read in part: its lines are summarised with the others', and the case says that
+        // this log is short (the checks on the proxy's logs are then not measurable).
         if let Some(e) = &f.error {
-            err.get_or_insert(platform(format!(
-                "log of pod {} container {}: {e}",
-                f.pod, f.container
-            )));
+            short.push((name.clone(), format!("container {}: {e}", f.container)));
         }
         logs.push((
             name,

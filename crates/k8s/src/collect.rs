@@ -157,6 +157,9 @@ pub struct RestartChange {
     pub container: String,
     /// Its restart count now.
     pub restarts: i32,
+    /// The restarts this change adds: the jump since the count the watch last saw (from 0 for a
+    /// pod that came after the watch began), so that 0 -> 3 seen at once is 3.
+    pub added: i32,
     /// Why the previous instance ended (`lastState.terminated.reason`: `OOMKilled`, `Error`...).
     pub reason: Option<String>,
     /// The previous instance's exit code.
@@ -183,8 +186,82 @@ pub struct WarningEvent {
     pub reason: String,
     /// The event's message.
     pub message: String,
-    /// How many times it happened so far (the event's count).
+    /// How many times it happened so far (the event's count, from before the case too).
     pub count: i32,
+    /// The event's UID: the rows of one event share it.
+    pub uid: String,
+    /// The occurrences this row adds within the case: the increase of `count` since the watch
+    /// last saw the event, or since the case began (see [`WarningTally`]).
+    pub added: i32,
+}
+
+/// What a Warning event watch knows of each event it saw, to count each one's occurrences
+/// within the case as the API counts them: the increase of its `count`, never the sum of the
+/// counts seen (an event seen at counts 1 to 5 is 5 occurrences, not 15) and never what it
+/// counted before the case.
+#[derive(Debug, Default)]
+pub struct WarningTally {
+    /// Per event UID, the count last seen (or the count before the case began).
+    last: BTreeMap<String, i32>,
+}
+
+impl WarningTally {
+    /// Event `e`, seen at `t` (seconds since the origin): the row it makes when its count grew
+    /// since the last sighting, else `None`. `listed` is true for the events of the watch's
+    /// first listing (those there when the case began); `since` is when the case began, on the
+    /// API's clock. A listed event whose last occurrence came before `since` counted all of it
+    /// before the case: its count is where its increase starts from, and it makes no row. A
+    /// listed event whose last occurrence is at or after `since` (times have one-second
+    /// resolution: `since` is a second before the watch began) counts that occurrence as the
+    /// case's and the ones before it as not. An event first seen after the listing began in
+    /// the case: all of its count is the case's.
+    pub fn see(
+        &mut self,
+        e: &Event,
+        t: f64,
+        listed: bool,
+        since: jiff::Timestamp,
+    ) -> Option<WarningEvent> {
+        let uid = e.metadata.uid.clone().unwrap_or_default();
+        let count = e
+            .count
+            .or(e.series.as_ref().and_then(|s| s.count))
+            .unwrap_or(1)
+            .max(1);
+        let when = e
+            .last_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+            .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let from = match self.last.get(&uid) {
+            Some(b) => *b,
+            None if listed && when.is_some_and(|w| w < since) => {
+                self.last.insert(uid, count);
+                return None;
+            }
+            None if listed => count - 1,
+            None => 0,
+        };
+        if count <= from {
+            return None;
+        }
+        self.last.insert(uid.clone(), count);
+        let o = &e.involved_object;
+        Some(WarningEvent {
+            t_s: t,
+            object: format!(
+                "{}/{}",
+                o.kind.clone().unwrap_or_default(),
+                o.name.clone().unwrap_or_default()
+            ),
+            reason: e.reason.clone().unwrap_or_default(),
+            message: e.message.clone().unwrap_or_default(),
+            count,
+            uid,
+            added: count - from,
+        })
+    }
 }
 
 /// One metrics-API sample of one pod.
@@ -296,17 +373,22 @@ impl PodState {
             let before = self
                 .restarts
                 .insert((i.uid.clone(), cs.name.clone()), cs.restart_count);
-            let up = match before {
-                Some(b) => cs.restart_count > b,
-                None => !initial && cs.restart_count > 0,
+            // The count before: the last one seen; for a pod found when the watch started, its
+            // count then (restarts before the case are not the case's); for a pod that came
+            // later, 0 (all of its restarts are the case's).
+            let from = match before {
+                Some(b) => b,
+                None if initial => cs.restart_count,
+                None => 0,
             };
-            if up {
+            if cs.restart_count > from {
                 let term = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
                 st.data.restarts.push(RestartChange {
                     t_s: t,
                     pod: i.name.clone(),
                     container: cs.name.clone(),
                     restarts: cs.restart_count,
+                    added: cs.restart_count - from,
                     reason: term.and_then(|t| t.reason.clone()),
                     exit_code: term.map(|t| t.exit_code),
                 });
@@ -428,7 +510,9 @@ impl Cluster {
         Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
             let cfg = watcher::Config::default().fields("type=Warning");
             let mut stream = watcher(api, cfg).default_backoff().boxed();
-            let mut seen: BTreeSet<(String, i32)> = BTreeSet::new();
+            let mut tally = WarningTally::default();
+            // The events of the first listing are those there when the case began.
+            let mut first_listing = true;
             let mut got_any = false;
             loop {
                 let ev = tokio::select! {
@@ -438,8 +522,14 @@ impl Cluster {
                 let Some(ev) = ev else { break };
                 let t = t_s(origin);
                 let mut st = state.lock().expect("collector state");
-                let e = match ev {
-                    Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => e,
+                let (e, listed) = match ev {
+                    Ok(watcher::Event::InitApply(e)) => (e, first_listing),
+                    Ok(watcher::Event::Apply(e)) => (e, false),
+                    Ok(watcher::Event::InitDone) => {
+                        first_listing = false;
+                        got_any = true;
+                        continue;
+                    }
                     Ok(_) => {
                         got_any = true;
                         continue;
@@ -450,34 +540,9 @@ impl Cluster {
                     }
                 };
                 got_any = true;
-                let when = e
-                    .last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or(e.event_time.as_ref().map(|t| t.0))
-                    .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
-                if when.is_some_and(|w| w < since) {
-                    continue;
+                if let Some(row) = tally.see(&e, t, listed, since) {
+                    st.data.push(row);
                 }
-                let count = e
-                    .count
-                    .or(e.series.as_ref().and_then(|s| s.count))
-                    .unwrap_or(1);
-                if !seen.insert((e.metadata.uid.clone().unwrap_or_default(), count)) {
-                    continue;
-                }
-                let o = &e.involved_object;
-                st.data.push(WarningEvent {
-                    t_s: t,
-                    object: format!(
-                        "{}/{}",
-                        o.kind.clone().unwrap_or_default(),
-                        o.name.clone().unwrap_or_default()
-                    ),
-                    reason: e.reason.clone().unwrap_or_default(),
-                    message: e.message.clone().unwrap_or_default(),
-                    count,
-                });
             }
             let mut st = state.lock().expect("collector state");
             if !got_any {

@@ -587,50 +587,95 @@ fn log_levels(out: &mut String, c: &CaseResult, k: &model::ClusterRecord) {
     }
 }
 
-/// Every container restart the pod watch saw.
+/// Every container restart the pod watch saw: each change of a container's restartCount, the
+/// restarts it adds (the jump), and the total as `cluster.restarts` counts it.
 fn restarts(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Container restarts\n\n");
     if k.restarts.is_empty() {
         out.push_str("No container restarted.\n\n");
-    } else {
-        let mut t = Table::new(&[">Time (s)", "Pod", "Container", ">Restarts", "Last state"]);
-        for r in &k.restarts {
-            t.row([
-                fmt::secs(r.t_s),
-                r.pod.clone(),
-                r.container.clone(),
-                r.count.to_string(),
-                if r.reason.is_empty() {
-                    "-".into()
-                } else {
-                    r.reason.clone()
-                },
-            ]);
-        }
-        out.push_str(&t.render());
-        out.push('\n');
+        return;
     }
+    let _ = writeln!(
+        out,
+        "{}\n",
+        match k.restarts_in_case() {
+            Some(n) => format!(
+                "{n} container restart(s) in the case: the sum of the jumps in each container's \
+                 restartCount (a count seen going 0 -> 3 is 3)."
+            ),
+            None => "The record keeps each change's count after it, not how many restarts it \
+                     was: the case's total is not known."
+                .to_string(),
+        }
+    );
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Pod",
+        "Container",
+        ">Restarts",
+        ">restartCount after",
+        "Last state",
+    ]);
+    for r in &k.restarts {
+        t.row([
+            fmt::secs(r.t_s),
+            r.pod.clone(),
+            r.container.clone(),
+            r.added.map_or("-".into(), |n| n.to_string()),
+            r.count.to_string(),
+            if r.reason.is_empty() {
+                "-".into()
+            } else {
+                r.reason.clone()
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
-/// Every Warning event of the watched namespaces.
+/// Every Warning event of the watched namespaces: each change of an event's count, what it adds
+/// within the case, and the total as `cluster.warnings` counts it.
 fn warnings(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Warning events\n\n");
     if k.warnings.is_empty() {
         out.push_str("No Warning events.\n\n");
-    } else {
-        let mut t = Table::new(&[">Time (s)", "Object", "Reason", ">Count", "Message"]);
-        for e in &k.warnings {
-            t.row([
-                fmt::secs(e.t_s),
-                e.object.clone(),
-                e.reason.clone(),
-                e.count.to_string(),
-                e.message.clone(),
-            ]);
-        }
-        out.push_str(&t.render());
-        out.push('\n');
+        return;
     }
+    let _ = writeln!(
+        out,
+        "{}\n",
+        match k.warnings_in_case() {
+            Some(n) => format!(
+                "{n} Warning event(s) in the case: the increase of each event's count within \
+                 the case (an event seen at counts 1 to 5 is 5; what it counted before the case \
+                 is not included). *Count* is the API's count, from before the case too."
+            ),
+            None => "The record keeps each event's cumulative count, not its increase within \
+                     the case: the case's total is not known."
+                .to_string(),
+        }
+    );
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Object",
+        "Reason",
+        ">In the case",
+        ">Count",
+        "Message",
+    ]);
+    for e in &k.warnings {
+        t.row([
+            fmt::secs(e.t_s),
+            e.object.clone(),
+            e.reason.clone(),
+            e.added.map_or("-".into(), |n| format!("+{n}")),
+            e.count.to_string(),
+            e.message.clone(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
 /// CPU and memory per pod from the metrics API.

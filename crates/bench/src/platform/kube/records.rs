@@ -114,6 +114,7 @@ impl KubeStage {
                     container: r.container,
                     count: r.restarts.max(0) as u32,
                     reason: r.reason.unwrap_or_default(),
+                    added: Some(r.added.max(0) as u32),
                 });
             }
         }
@@ -124,6 +125,7 @@ impl KubeStage {
                 reason: w.reason,
                 message: w.message,
                 count: w.count.max(0) as u32,
+                added: Some(w.added.max(0) as u32),
             });
         }
         for m in metrics.into_iter().flat_map(|(_, m)| m.data) {

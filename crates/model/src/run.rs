@@ -745,6 +745,30 @@ pub struct ReplicaProbe {
     /// Why it never became stable (its last answer or error), when it did not and is not gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The probe never reached the pod's port: no request got an answer (each was refused,
+    /// timed out or failed at the port-forward), or none could be sent. The probe has no
+    /// evidence of this replica (`error` says why): its record covers the others only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreached: bool,
+}
+
+impl ProbeRecord {
+    /// What the probe covered of the replicas it was meant to (every one still there at the
+    /// end, gone ones aside), when it did not reach some: those, with why. `None` when it
+    /// reached every one.
+    pub fn shortfall(&self) -> Option<crate::Shortfall> {
+        let here = self.replicas.iter().filter(|r| !r.gone).count();
+        let missing: Vec<crate::MissingItem> = self
+            .replicas
+            .iter()
+            .filter(|r| r.unreached && !r.gone)
+            .map(|r| crate::MissingItem {
+                item: r.pod.clone(),
+                why: r.error.clone().unwrap_or_else(|| "not reached".into()),
+            })
+            .collect();
+        (!missing.is_empty()).then(|| crate::Shortfall::new("replicas", here, missing))
+    }
 }
 
 /// One backend instance's counters.

@@ -965,7 +965,7 @@ fn resolution(out: &mut String, c: &CaseResult) {
     let asked: Vec<&model::ProbeRecord> = c.probes.iter().filter(|r| r.every_us > 0.0).collect();
     let replicas: Vec<&model::ReplicaProbe> = asked
         .iter()
-        .flat_map(|r| r.replicas.iter().filter(|x| x.requests > 1))
+        .flat_map(|r| r.replicas.iter().filter(|x| x.requests > 1 && !x.unreached))
         .collect();
     if replicas.is_empty() {
         return;
@@ -1009,7 +1009,9 @@ fn probes(out: &mut String, c: &CaseResult) {
          Times are in ms from the action's start: *first* is the first expected answer, \
          *stable* the last of `consecutive` expected answers in a row; the mixed window runs \
          from the first replica's first expected answer to the last one's. A replica that went \
-         away before it was stable is counted as gone, not as a failure.\n",
+         away before it was stable is counted as gone, not as a failure. A replica the probe \
+         never reached (no request answered, or none could be sent) is counted as not reached: \
+         the probe has no evidence of it, and the times of its action are of the others only.\n",
         c.probes[0].path
     );
     let all = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
@@ -1020,12 +1022,23 @@ fn probes(out: &mut String, c: &CaseResult) {
     };
     let mixed: Vec<f64> = c.probes.iter().filter_map(|r| r.mixed_ms).collect();
     if c.probes.len() > 1 {
+        let not: usize = c
+            .probes
+            .iter()
+            .filter_map(|r| r.shortfall())
+            .map(|s| s.missing.len())
+            .sum();
         let _ = writeln!(
             out,
-            "Over all {} probed actions and their {} replica probes: first answer p50 / p99 / \
+            "Over all {} probed actions and their {} replica probes{}: first answer p50 / p99 / \
              max {} ms, stable {} ms, mixed window {} ms.\n",
             c.probes.len(),
             c.probes.iter().map(|r| r.replicas.len()).sum::<usize>(),
+            if not > 0 {
+                format!(" ({not} not reached: the times are of the replicas reached only)")
+            } else {
+                String::new()
+            },
             spread(&all(|x| x.first_ms)),
             spread(&all(|x| x.stable_ms)),
             spread(&mixed)
@@ -1035,7 +1048,7 @@ fn probes(out: &mut String, c: &CaseResult) {
         ">Time (s)",
         "Action",
         "Detail",
-        ">Replicas (stable/all, gone)",
+        "Replicas",
         ">Condition (ms)",
         ">First p50 / p99 / max (ms)",
         ">Stable p50 / p99 / max (ms)",
@@ -1048,28 +1061,32 @@ fn probes(out: &mut String, c: &CaseResult) {
         let v = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
             r.replicas.iter().filter_map(f).collect()
         };
-        let n = r.replicas.len().max(1) as f64;
+        // The probe's own cost over the replicas it reached.
+        let reached: Vec<&model::ReplicaProbe> =
+            r.replicas.iter().filter(|x| !x.unreached).collect();
+        let n = reached.len().max(1) as f64;
+        let short = r.shortfall();
+        // A time over the replicas reached says so when some were not.
+        let of = |cell: String| match &short {
+            Some(s) if cell != "-" => format!("{cell} ({})", s.coverage()),
+            _ => cell,
+        };
         t.row([
             fmt::secs(r.t_s),
             r.action.clone(),
             r.detail.clone(),
-            format!(
-                "{}/{}, {}",
-                r.replicas.iter().filter(|x| x.stable_ms.is_some()).count(),
-                r.replicas.len(),
-                r.replicas.iter().filter(|x| x.gone).count()
-            ),
+            probe_replicas(r),
             r.condition_ms.map_or("-".into(), fmt::f2),
-            spread(&v(|x| x.first_ms)),
-            spread(&v(|x| x.stable_ms)),
+            of(spread(&v(|x| x.first_ms))),
+            of(spread(&v(|x| x.stable_ms))),
             r.mixed_ms.map_or("-".into(), fmt::f2),
             format!(
                 "{:.0}",
-                r.replicas.iter().map(|x| x.interval_us).sum::<f64>() / n
+                reached.iter().map(|x| x.interval_us).sum::<f64>() / n
             ),
             format!(
                 "{:.0}",
-                r.replicas.iter().map(|x| x.request_us).sum::<f64>() / n
+                reached.iter().map(|x| x.request_us).sum::<f64>() / n
             ),
             r.error.clone().unwrap_or_default(),
         ]);
@@ -1131,6 +1148,13 @@ fn probes(out: &mut String, c: &CaseResult) {
                 format!("{:.0}", x.request_us),
                 if x.gone {
                     "gone".to_string()
+                } else if x.unreached {
+                    let why = x.error.as_deref().unwrap_or("no answer");
+                    if why.starts_with("not reached") {
+                        why.to_string()
+                    } else {
+                        format!("not reached: {why}")
+                    }
                 } else {
                     x.error.clone().unwrap_or_else(|| "stable".into())
                 },
@@ -1146,6 +1170,27 @@ fn probes(out: &mut String, c: &CaseResult) {
              data.json (`probes`) has every replica of every action.\n"
         );
     }
+}
+
+/// One probed action's replicas in words: `3 of 3 stable`, `2 of 3 stable, 1 gone`, and the
+/// replicas it never reached with why (`2 of 3 stable; 1 not reached: gw-c: connect: ...`),
+/// never a count of the reached ones alone.
+fn probe_replicas(r: &model::ProbeRecord) -> String {
+    let stable = r.replicas.iter().filter(|x| x.stable_ms.is_some()).count();
+    let gone = r.replicas.iter().filter(|x| x.gone).count();
+    let mut s = format!("{stable} of {} stable", r.replicas.len());
+    if gone > 0 {
+        let _ = write!(s, ", {gone} gone");
+    }
+    if let Some(short) = r.shortfall() {
+        let _ = write!(
+            s,
+            "; {} not reached: {}",
+            short.missing.len(),
+            short.detail()
+        );
+    }
+    s
 }
 
 /// The pods' readiness: per role the fewest and most Ready at once, then every change.
@@ -1302,6 +1347,7 @@ mod tests {
             request_us: 300.0,
             gone,
             error: None,
+            unreached: false,
         }
     }
 
@@ -1335,7 +1381,7 @@ mod tests {
         assert!(out.contains("(pod IP)"), "{out}");
         let row = out
             .lines()
-            .find(|l| l.contains("route.yaml") && l.contains("2/3, 1"))
+            .find(|l| l.contains("route.yaml") && l.contains("2 of 3 stable, 1 gone"))
             .unwrap_or_else(|| panic!("{out}"));
         for want in [
             "12.50",
@@ -1364,6 +1410,70 @@ mod tests {
         assert!(none.is_empty());
         assert_eq!(pct(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
         assert_eq!(pct(&[], 50.0), None);
+    }
+
+    /// A replica the probe never reached: the row says "2 of 3 stable; 1 not reached" with
+    /// why (never "2/2" of the two it reached), its times say what they cover, its own row says
+    /// not reached, and the probe's cost is the reached replicas'.
+    #[test]
+    fn a_replica_not_reached_is_shown_as_such_and_the_times_as_partial() {
+        let mut not = replica("gw-c", 0.0, 0.0, false);
+        (not.first_ms, not.ready_ms, not.stable_ms) = (None, None, None);
+        not.unreached = true;
+        not.interval_us = 900_000.0;
+        not.request_us = 1_000_000.0;
+        not.error = Some(
+            "not reached: none of 30 request(s) answered (last: connect: connection refused)"
+                .into(),
+        );
+        let c = CaseResult {
+            probes: vec![ProbeRecord {
+                t_s: 2.5,
+                action: "apply".into(),
+                detail: "route.yaml".into(),
+                request: "http://r7.example:8080/r7 -> 200".into(),
+                path: "pod IP".into(),
+                every_us: 1000.0,
+                replicas: vec![
+                    replica("gw-a", 10.0, 14.0, false),
+                    replica("gw-b", 30.0, 33.0, false),
+                    not,
+                ],
+                error: Some("not measurable: the probe reached 2 of 3 replicas (...)".into()),
+                ..ProbeRecord::default()
+            }],
+            ..CaseResult::default()
+        };
+        let mut out = String::new();
+        probes(&mut out, &c);
+        let row = out
+            .lines()
+            .find(|l| l.contains("route.yaml") && l.contains("stable"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            row.contains(
+                "2 of 3 stable; 1 not reached: gw-c: not reached: none of 30 request(s) answered \
+                 (last: connect: connection refused)"
+            ),
+            "{row}"
+        );
+        assert!(!row.contains("2/2") && !row.contains("2 of 2"), "{row}");
+        assert!(
+            row.contains("10.00 / 30.00 / 30.00 (2 of 3 replicas)"),
+            "{row}"
+        );
+        // The probe's cost over the two reached: 1000 µs, 300 µs.
+        assert!(row.contains("| 1000 | 300 |"), "{row}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-c")
+                    && l.contains("not reached: none of 30 request(s) answered")),
+            "{out}"
+        );
+        assert!(
+            out.contains("Resolution: asked every 1000 µs, achieved 1000 µs on average"),
+            "{out}"
+        );
     }
 
     /// A resolution short of the one asked is said, with the request's own cost; a record

@@ -1016,6 +1016,8 @@ struct Collected {
     down_err: Option<crate::error::StackError>,
     /// What the cluster showed (Kubernetes only).
     cluster: Option<model::ClusterRecord>,
+    /// Items the stage's collectors covered in part (a pod's log read in part).
+    missed: Vec<platform::Missed>,
 }
 
 /// Joins the loads, lets the case settle, stops the collector, takes the stack down, moves the
@@ -1086,6 +1088,7 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         cluster,
         err: down_err,
         mut notes,
+        missed,
     } = run.stack.down();
     notes.extend(run.notes);
     drop(run.stack);
@@ -1163,6 +1166,7 @@ fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
         stage_s: run.stage_s,
         down_err,
         cluster,
+        missed,
     }
 }
 
@@ -1214,6 +1218,9 @@ fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOut
         monotonic_origin_ns: (!on_cluster).then_some(c.monotonic_origin_ns),
         stream_ledger: None,
     };
+    for m in &c.missed {
+        result.add_missing(m.collector, &m.unit, m.of, &m.item, &m.why);
+    }
     if c.abort.is_none() {
         if let Some(e) = c.down_err {
             result.findings.push(format!("teardown: {e}"));

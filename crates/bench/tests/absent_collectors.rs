@@ -143,6 +143,7 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
                 container: "proxy".into(),
                 count: i as u32 + 1,
                 reason: "Error".into(),
+                added: Some(1),
             })
             .collect();
         k.warnings = vec![ClusterEvent {
@@ -151,6 +152,7 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
             reason: "Unhealthy".into(),
             message: format!("probe failed {seed} times"),
             count: seed as u32,
+            added: Some(seed as u32),
         }];
         k.metrics = vec![PodMetric {
             t_s: 1.0,

@@ -150,11 +150,25 @@ pub fn run_each(
         root.join(comparison::COMPARISON_MD).display()
     );
     if let Some(path) = junit {
-        let ran: Vec<(&str, &model::RunResults)> = outcomes
+        // Every kind is in the file: those that ran with their checks, those that could not run
+        // or were never started as errors, so the file agrees with the exit code.
+        let stopped = "interrupted before it started";
+        let mut runs: Vec<(&str, report::junit::Labelled<'_>)> = outcomes
             .iter()
-            .filter_map(|(k, r, _)| r.as_ref().ok().map(|r| (k.name(), r)))
+            .map(|(k, r, _)| {
+                let l = match r {
+                    Ok(r) => report::junit::Labelled::Ran(r),
+                    Err(m) => report::junit::Labelled::Failed(m),
+                };
+                (k.name(), l)
+            })
             .collect();
-        crate::outcome::write_junit(path, &report::junit::checks_by_proxy(&scn.name, &ran))?;
+        runs.extend(
+            not_run
+                .iter()
+                .map(|k| (k.name(), report::junit::Labelled::NotRun(stopped))),
+        );
+        crate::outcome::write_junit(path, &report::junit::checks_by_label(&scn.name, &runs))?;
     }
     let mut worst = outcomes.iter().map(|o| o.2).max().unwrap_or(0);
     if !not_run.is_empty() {

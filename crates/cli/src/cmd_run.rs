@@ -44,10 +44,22 @@ pub struct RunArgs {
     metrics: crate::metrics::MetricsFlags,
     #[command(flatten)]
     linger: crate::metrics::LingerFlag,
-    /// Also write the checks as JUnit XML to FILE (one testcase per check: a failed check is a
-    /// failure, a check the run could not measure is skipped with its reason).
+    /// Also write the checks as JUnit XML to FILE (one testcase per check and one for the run's
+    /// outcome: a failed check is a failure, a check the run could not measure an error, and so
+    /// is a run cut short; the file counts a failure or an error whenever the exit code is not 0).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Run the scenario N times, one after the other, into sibling directories of one set
+    /// (`<results>/<scenario>/<stamp>/a-1`, `a-2`... with runs.json), which `compare` takes as
+    /// it is: `compare --calibrate SET`, `compare SET1 -- SET2`.
+    #[arg(long, value_name = "N")]
+    repeat: Option<u32>,
+    /// Alternate each run with a run of OTHER (A B A B ...), so that the machine's drift falls
+    /// evenly on both sides: a scenario (a built-in name or a file; for gates, a variant of the
+    /// same scenario) or a proxy kind to run this scenario as. B's runs are `b-1`, `b-2`... of
+    /// the same set, and `compare SET` compares them with A's. Without --repeat, one of each.
+    #[arg(long, value_name = "OTHER")]
+    interleave: Option<String>,
 }
 
 impl RunArgs {
@@ -155,20 +167,39 @@ pub struct AnalyseArgs {
 #[derive(clap::Args)]
 #[command(after_help = COMPARE_EXIT_CODES)]
 pub struct CompareArgs {
-    /// The baseline results directory.
-    a: PathBuf,
-    /// The results directory compared with it (compare.md is written here).
-    b: PathBuf,
+    /// The baseline (A): results directories or sets of runs (`run --repeat`). Two directories
+    /// and no `--` are A and B; one interleaved set (`run --repeat N --interleave OTHER`) holds
+    /// both sides; several runs a side are written `A... -- B...`.
+    #[arg(value_name = "A")]
+    a: Vec<PathBuf>,
+    /// After `--`: the candidate (B), one or more results directories or sets; compare.md is
+    /// written into the last one.
+    #[arg(last = true, value_name = "B")]
+    b: Vec<PathBuf>,
+    /// A run (or set of runs) of the baseline, repeatable: the same as `A... --` without
+    /// positional directories.
+    #[arg(long = "a", value_name = "DIR")]
+    a_flag: Vec<PathBuf>,
+    /// A run (or set of runs) of the candidate, repeatable.
+    #[arg(long = "b", value_name = "DIR")]
+    b_flag: Vec<PathBuf>,
     /// A gate on B (repeatable): `[LOAD.]METRIC OP VALUE` in the checks' vocabulary. A signed
     /// percentage bounds the change from A and fails only when the change is significantly
-    /// beyond it (`coffee.p99 <= +10%`, `rps >= -5%`); any other value is checked exactly on B
-    /// (`failures == 0`). Without LOAD, each load is gated; `all.` sums a case's loads.
+    /// beyond it (`coffee.p99 <= +10%`, `rps >= -5%`); any other value is checked exactly on
+    /// every run of B (`failures == 0`). Without LOAD, each load is gated; `all.` sums a case's
+    /// loads.
     #[arg(long = "gate", value_name = "EXPR")]
     gates: Vec<String>,
+    /// Estimate this machine's run-to-run noise from A's runs alone (at least 2) and print,
+    /// for each gated metric (or p50, p99, mean and rps when no --gate is given), the smallest
+    /// change a gate can tell from it, with as many runs a side and with more.
+    #[arg(long, conflicts_with = "junit")]
+    calibrate: bool,
     /// The confidence level of the gates' intervals, between 0.5 and 0.9999.
     #[arg(long, value_name = "LEVEL", default_value_t = report::gate::DEFAULT_CONFIDENCE)]
     confidence: f64,
-    /// Also write the gates as JUnit XML to FILE (one testcase per gate and load).
+    /// Also write the gates as JUnit XML to FILE (one testcase per gate and load, with the runs
+    /// a side, the interval's method, the smallest detectable change and the verdict).
     #[arg(long, value_name = "FILE", requires = "gates")]
     junit: Option<PathBuf>,
 }
@@ -203,12 +234,36 @@ pub(crate) fn load_scenario(
     Ok(Scenario::parse_with(&src, quick, opts)?)
 }
 
-/// Runs `proxybench run`; the exit code says how it went ([`crate::outcome::EXIT_CODES`]).
+/// Runs `proxybench run`; the exit code says how it went ([`crate::outcome::EXIT_CODES`]). With
+/// `--junit`, a run that stops before it has results (bad input, a run that cannot begin) still
+/// writes the file, as one error.
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    let junit = a.junit.clone();
+    crate::outcome::junit_on_stop("run", junit.as_deref(), run_checked(a))
+}
+
+fn run_checked(a: RunArgs) -> Result<ExitCode, CliError> {
     let choice = match &a.proxy {
         Some(arg) => Some(crate::cmd_proxies::parse_kinds(arg)?),
         None => None,
     };
+    let repeat = match (a.repeat, &a.interleave) {
+        (Some(0), _) => return Err(CliError::usage("--repeat 0: at least 1 run")),
+        (Some(n), _) if n > MAX_REPEAT => {
+            return Err(CliError::usage(format!(
+                "--repeat {n}: at most {MAX_REPEAT} runs"
+            )))
+        }
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => Some(1),
+        (None, None) => None,
+    };
+    if repeat.is_some() && choice.as_ref().is_some_and(|c| c.compare) {
+        return Err(CliError::usage(
+            "--repeat with several proxy kinds: repeat one kind, or interleave two with \
+             --proxy A --interleave B",
+        ));
+    }
     let flags = a.platform_flags()?;
     let parse_opts = ParseOptions {
         platform: flags.clone(),
@@ -231,6 +286,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     if let Some(arg) = &a.proxy {
         crate::cmd_proxies::has_proxy(&scn, arg)?;
     }
+    let other = match &a.interleave {
+        None => None,
+        Some(o) => Some(other_side(o, &a, &parse_opts, &scn)?),
+    };
     // Bound before anything starts: a taken port is bad input, not a failed run.
     let live = a.metrics.start(
         openmetrics::Info {
@@ -257,11 +316,203 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         progress: !a.no_progress && std::io::stderr().is_terminal(),
         metrics: live.as_ref().map(|l| l.registry.clone()),
     };
-    let code = play(&scn, &opts, choice, platform, a.junit.as_deref());
+    let code = match repeat {
+        Some(n) => {
+            let side_a = Side {
+                label: match choice.as_ref().and_then(|c| c.kinds.first()) {
+                    Some(k) => format!("{} ({k})", a.scenario),
+                    None => a.scenario.clone(),
+                },
+                scenario: scn.clone(),
+                proxy: choice.as_ref().and_then(|c| c.kinds.first().copied()),
+            };
+            play_set(
+                &side_a,
+                other.as_ref(),
+                n,
+                &opts,
+                platform,
+                a.junit.as_deref(),
+            )
+        }
+        None => play(&scn, &opts, choice, platform, a.junit.as_deref()),
+    };
     if let (Some(l), Some(stop), Ok(_)) = (&live, &linger_stop, &code) {
         l.finish(stop);
     }
     code
+}
+
+/// The most runs `--repeat` makes (a typo guard: 1000 runs of the default scenario take 8 hours).
+const MAX_REPEAT: u32 = 1000;
+
+/// One side of a set of runs: what runs, as what proxy kind, and how runs.json names it.
+struct Side {
+    label: String,
+    scenario: Scenario,
+    proxy: Option<proxy::ProxyKind>,
+}
+
+/// What `--interleave OTHER` names: a proxy kind to run this scenario as, or a scenario (a
+/// built-in name or a file), parsed as `run` parses its own (same form, platform and cases).
+fn other_side(
+    other: &str,
+    a: &RunArgs,
+    parse_opts: &ParseOptions,
+    scn: &Scenario,
+) -> Result<Side, CliError> {
+    if let Some(kind) = proxy::ProxyKind::parse(other) {
+        crate::cmd_proxies::has_proxy(scn, other)?;
+        return Ok(Side {
+            label: format!("{} ({kind})", a.scenario),
+            scenario: scn.clone(),
+            proxy: Some(kind),
+        });
+    }
+    let mut b = load_scenario(other, a.quick, parse_opts)
+        .map_err(|e| CliError::usage(format!("--interleave {other}: {}", one_line(&e))))?;
+    select_cases(&mut b, &a.cases)
+        .map_err(|e| CliError::usage(format!("--interleave {other}: {}", one_line(&e))))?;
+    if b.name != scn.name {
+        eprintln!(
+            "proxybench: note: --interleave {other} is scenario '{}', not '{}': compare sets \
+             the sides side by side but gates only runs of one scenario",
+            b.name, scn.name
+        );
+    }
+    Ok(Side {
+        label: other.to_string(),
+        scenario: b,
+        proxy: None,
+    })
+}
+
+/// A CLI error's message.
+fn one_line(e: &CliError) -> String {
+    match e {
+        CliError::Usage(m) | CliError::Runtime(m) => m.clone(),
+    }
+}
+
+/// Plays `a` `n` times (alternating with `b` when given: a-1, b-1, a-2, b-2...) into one set
+/// directory, writes runs.json, and writes the runs' checks to `junit` when asked. Every run's
+/// scenario is checked before the first starts. A stop request ends the current run (its
+/// partial results are kept) and starts no other. The exit code is the worst of the runs'.
+fn play_set(
+    a: &Side,
+    b: Option<&Side>,
+    n: u32,
+    opts: &RunOptions,
+    platform: Option<scenario::PlatformSpec>,
+    junit: Option<&std::path::Path>,
+) -> Result<ExitCode, CliError> {
+    let sides: Vec<(&str, &Side)> = std::iter::once(("a", a))
+        .chain(b.map(|b| ("b", b)))
+        .collect();
+    for (_, s) in &sides {
+        let scn = match s.proxy {
+            Some(k) => s.scenario.with_proxy_kind(k),
+            None => s.scenario.clone(),
+        };
+        bench::runner::check(&scn)?;
+    }
+    let root = bench::runner::results_dir(&a.scenario, opts)?;
+    let total = n as usize * sides.len();
+    let mut done: Vec<(String, Result<model::RunResults, String>, u8)> = Vec::new();
+    let mut not_run: Vec<String> = Vec::new();
+    let mut made: Vec<Vec<String>> = vec![Vec::new(); sides.len()];
+    let mut order = Vec::new();
+    for i in 1..=n {
+        for (si, (tag, side)) in sides.iter().enumerate() {
+            let name = format!("{tag}-{i}");
+            if opts.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                not_run.push(name);
+                continue;
+            }
+            if opts.progress {
+                eprintln!(
+                    "proxybench: run {}/{total}: {name} ({})",
+                    done.len() + 1,
+                    side.label
+                );
+            }
+            println!("== {name} ({}) ==", side.label);
+            let target = bench::runner::Target {
+                dir: Some(root.join(&name)),
+                proxy: side.proxy,
+                platform: platform.clone(),
+            };
+            match bench::runner::run_as(&side.scenario, opts, &target) {
+                Ok(out) => {
+                    print!("{}", report::summary_text(&out.results));
+                    println!("results: {}", out.dir.display());
+                    let code = exit_code(&out.results);
+                    if code != 0 {
+                        eprintln!("proxybench: {name}: its run's exit code is {code}");
+                    }
+                    made[si].push(name.clone());
+                    order.push(name.clone());
+                    done.push((name, Ok(out.results), code));
+                }
+                Err(e) => {
+                    let code = match e {
+                        bench::runner::RunError::Invalid(_) => 2,
+                        bench::runner::RunError::Failed(_) => 1,
+                    };
+                    eprintln!("proxybench: {name}: {e}");
+                    done.push((name, Err(e.to_string()), code));
+                }
+            }
+        }
+    }
+    let side = |i: usize| report::gate::set::SetSide {
+        label: sides[i].1.label.clone(),
+        runs: made[i].clone(),
+    };
+    let set = report::gate::set::RunSet {
+        schema: report::gate::set::SET_SCHEMA,
+        scenario: a.scenario.name.clone(),
+        a: side(0),
+        b: (sides.len() > 1).then(|| side(1)),
+        order,
+    };
+    report::gate::set::write(&root, &set).map_err(|e| CliError::runtime(e.to_string()))?;
+    println!("runs: {}", root.display());
+    if b.is_some() {
+        println!("compare: proxybench compare {} --gate ...", root.display());
+    } else {
+        println!(
+            "calibrate: proxybench compare --calibrate {}",
+            root.display()
+        );
+    }
+    if let Some(path) = junit {
+        let stopped = "interrupted before it started";
+        let mut runs: Vec<(&str, report::junit::Labelled<'_>)> = done
+            .iter()
+            .map(|(name, r, _)| {
+                let l = match r {
+                    Ok(r) => report::junit::Labelled::Ran(r),
+                    Err(m) => report::junit::Labelled::Failed(m),
+                };
+                (name.as_str(), l)
+            })
+            .collect();
+        runs.extend(
+            not_run
+                .iter()
+                .map(|n| (n.as_str(), report::junit::Labelled::NotRun(stopped))),
+        );
+        write_junit(
+            path,
+            &report::junit::checks_by_label(&a.scenario.name, &runs),
+        )?;
+    }
+    let mut worst = done.iter().map(|d| d.2).max().unwrap_or(0);
+    if !not_run.is_empty() {
+        worst = worst.max(130);
+    }
+    Ok(ExitCode::from(worst))
 }
 
 /// Plays the scenario (once, or once per proxy kind of a comparison), prints the outcome and
@@ -454,9 +705,108 @@ pub const ANALYSE_EXIT_CODES: &str =
     damaged record\n  \
     3    the target was unusable: every request of some load failed";
 
-/// Runs `proxybench compare A B [--gate EXPR]...`; the exit code says whether every gate held
-/// ([`COMPARE_EXIT_CODES`]).
+/// Runs `proxybench compare`: A against B with gates, or `--calibrate` on A's runs alone; the
+/// exit code says whether every gate held ([`COMPARE_EXIT_CODES`]). With `--junit`, a compare
+/// that stops on bad input still writes the file, as one error.
 pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
+    let junit = a.junit.clone();
+    crate::outcome::junit_on_stop("compare", junit.as_deref(), compare_checked(a))
+}
+
+/// The two sides of a comparison as run directories, and where compare.md goes.
+struct Sides {
+    a: Vec<PathBuf>,
+    b: Vec<PathBuf>,
+    write_to: PathBuf,
+}
+
+/// Each directory given, expanded: a results directory is one run, a set (runs.json) its A
+/// runs; an interleaved set (A and B inside) is refused on one side, unless `a_of_set` takes its
+/// A runs (calibration).
+fn expand(dirs: &[PathBuf], side: &str, a_of_set: bool) -> Result<Vec<PathBuf>, CliError> {
+    let mut out = Vec::new();
+    for d in dirs {
+        match report::gate::set::expand(d)? {
+            report::gate::set::Given::Run(p) => out.push(p),
+            report::gate::set::Given::Set { a, b: None } => out.extend(a),
+            report::gate::set::Given::Set { a, b: Some(_) } if a_of_set => out.extend(a),
+            report::gate::set::Given::Set { b: Some(_), .. } => {
+                return Err(CliError::usage(format!(
+                    "{}: an interleaved set holds both sides; give it alone (`compare {}`), not \
+                     as side {side}",
+                    d.display(),
+                    d.display()
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the sides from the command line: `A B`, `A... -- B...`, `--a DIR... --b DIR...`, or
+/// one interleaved set.
+fn sides(a: &CompareArgs) -> Result<Sides, CliError> {
+    let flags = !a.a_flag.is_empty() || !a.b_flag.is_empty();
+    if flags && (!a.a.is_empty() || !a.b.is_empty()) {
+        return Err(CliError::usage(
+            "give the runs either as A... -- B... or with --a DIR and --b DIR, not both",
+        ));
+    }
+    let two_sides = |a_dirs: &[PathBuf], b_dirs: &[PathBuf]| -> Result<Sides, CliError> {
+        if a_dirs.is_empty() || b_dirs.is_empty() {
+            return Err(CliError::usage(format!(
+                "side {} has no run: compare needs runs of A and of B",
+                if a_dirs.is_empty() { "A" } else { "B" }
+            )));
+        }
+        Ok(Sides {
+            a: expand(a_dirs, "A", false)?,
+            b: expand(b_dirs, "B", false)?,
+            write_to: b_dirs[b_dirs.len() - 1].clone(),
+        })
+    };
+    if flags {
+        return two_sides(&a.a_flag, &a.b_flag);
+    }
+    if !a.b.is_empty() {
+        return two_sides(&a.a, &a.b);
+    }
+    match a.a.as_slice() {
+        [] => Err(CliError::usage(
+            "no runs given: compare A B, A... -- B..., or one set of `run --repeat N \
+             --interleave OTHER`",
+        )),
+        [one] => match report::gate::set::expand(one)? {
+            report::gate::set::Given::Set { a: ra, b: Some(rb) } => Ok(Sides {
+                a: ra,
+                b: rb,
+                write_to: one.clone(),
+            }),
+            _ => Err(CliError::usage(format!(
+                "{}: one directory is not two sides; compare A B, A... -- B..., or give one \
+                 interleaved set (`run --repeat N --interleave OTHER`)",
+                one.display()
+            ))),
+        },
+        [x, y] => two_sides(std::slice::from_ref(x), std::slice::from_ref(y)),
+        more => Err(CliError::usage(format!(
+            "{} directories and no `--`: write the runs of each side as A... -- B... (or --a DIR \
+             ... --b DIR ...)",
+            more.len()
+        ))),
+    }
+}
+
+/// How a side is named in the JUnit file: its directory, or the first of several.
+fn side_label(dirs: &[PathBuf]) -> String {
+    match dirs {
+        [one] => one.display().to_string(),
+        [first, ..] => format!("{} and {} more", first.display(), dirs.len() - 1),
+        [] => String::new(),
+    }
+}
+
+fn compare_checked(a: CompareArgs) -> Result<ExitCode, CliError> {
     if !(0.5..=0.9999).contains(&a.confidence) {
         return Err(CliError::usage(format!(
             "--confidence {}: a level between 0.5 and 0.9999 (0.95 for 95%)",
@@ -473,13 +823,17 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
         confidence: a.confidence,
         ..Default::default()
     };
-    let out = report::compare_gated(&a.a, &a.b, &gates, &opts)?;
+    if a.calibrate {
+        return calibrate(&a, &gates, &opts);
+    }
+    let s = sides(&a)?;
+    let out = report::compare_runs(&s.a, &s.b, &s.write_to, &gates, &opts)?;
     print!("{}", out.markdown);
     if let Some(path) = &a.junit {
         let xml = report::junit::gates(
             &out.scenario,
-            (&a.a.display().to_string(), &a.b.display().to_string()),
-            opts.confidence,
+            (&side_label(&s.a), &side_label(&s.b)),
+            &out.method,
             &out.gates,
         );
         write_junit(path, &xml)?;
@@ -492,10 +846,52 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `compare --calibrate A...`: the noise of A's runs and the smallest detectable change of each
+/// gated metric, printed and written to calibration.md.
+fn calibrate(
+    a: &CompareArgs,
+    gates: &[report::gate::Gate],
+    opts: &report::gate::GateOptions,
+) -> Result<ExitCode, CliError> {
+    if !a.b.is_empty() || !a.b_flag.is_empty() {
+        return Err(CliError::usage(
+            "--calibrate reads the baseline's runs alone: give no B",
+        ));
+    }
+    let given: Vec<PathBuf> = a.a.iter().chain(&a.a_flag).cloned().collect();
+    let Some(last) = given.last() else {
+        return Err(CliError::usage(
+            "--calibrate needs the baseline's runs: results directories or a set of `run \
+             --repeat N`",
+        ));
+    };
+    let dirs = expand(&given, "A", true)?;
+    let runs = dirs
+        .iter()
+        .map(|d| report::read_results(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let side: Vec<report::gate::Run<'_>> =
+        dirs.iter().map(PathBuf::as_path).zip(runs.iter()).collect();
+    let c = report::gate::calibrate::calibrate(gates, &side, opts)?;
+    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let md = report::gate::calibrate::render(&c, &names);
+    print!("{md}");
+    let path =
+        report::gate::calibrate::write(last, &md).map_err(|e| CliError::runtime(e.to_string()))?;
+    println!("calibration: {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The exit codes of `proxybench compare`, for `--help` and the docs.
-pub const COMPARE_EXIT_CODES: &str = "Exit codes:\n  \
-    0    every gate held (or none was given)\n  \
+pub const COMPARE_EXIT_CODES: &str = "Sides: `compare A B` (one run or set each), \
+    `compare A... -- B...` or `--a DIR --b DIR` (several runs a side), `compare SET` (a set of \
+    `run --repeat N --interleave OTHER`), `compare --calibrate A...` (the baseline's noise and \
+    the smallest change each gate can detect).\n\n\
+    Exit codes:\n  \
+    0    every gate held (or none was given); --calibrate printed its table\n  \
     1    a gate failed: a significant change beyond its bound, an absolute bound broken, or a \
     gate the runs could not measure; or the JUnit file could not be written\n  \
     2    bad input: a gate that does not parse (with its column), a directory that is not a \
-    results directory, or runs that differ in scenario, form, cases or loads (named)";
+    results directory, runs that differ in scenario, form, cases, loads or proxy (named), or \
+    a run not fit to be gated: partial (interrupted, a case aborted), its target unusable, or \
+    a load that ran far less than planned";

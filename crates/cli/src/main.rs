@@ -104,7 +104,7 @@ enum Cmd {
     Report(cmd_run::ReportArgs),
     /// Analyse a results directory's record again: data.json, CSVs, report.md and charts.
     Analyse(cmd_run::AnalyseArgs),
-    /// Compare two results directories side by side; gate B against A (`--gate`).
+    /// Compare runs side by side; gate B against A (`--gate`), several runs a side; `--calibrate`.
     Compare(cmd_run::CompareArgs),
     /// Serve as a load agent for `proxybench load --agent-hosts` coordinators.
     Agent(cmd_agent::Args),

@@ -11,6 +11,26 @@ pub(crate) fn write_junit(path: &std::path::Path, xml: &str) -> Result<(), CliEr
     Ok(())
 }
 
+/// Passes `result` on; when it is an error and `junit` names a file, first writes the file as
+/// one error testcase with the message ([`report::junit::stopped`]), so that CI reads why the
+/// command stopped rather than a stale or missing file. A file that cannot be written changes
+/// nothing: the error the command stopped on is the one reported.
+pub(crate) fn junit_on_stop(
+    command: &str,
+    junit: Option<&std::path::Path>,
+    result: Result<std::process::ExitCode, CliError>,
+) -> Result<std::process::ExitCode, CliError> {
+    if let (Err(e), Some(path)) = (&result, junit) {
+        let msg = match e {
+            CliError::Usage(m) | CliError::Runtime(m) => m,
+        };
+        if !msg.starts_with("--junit:") {
+            let _ = report::write_junit(path, &report::junit::stopped(command, msg));
+        }
+    }
+    result
+}
+
 /// The exit code of a finished run (see [`EXIT_CODES`]), with the reason on stderr when it is
 /// not 0.
 pub(crate) fn exit_code(r: &model::RunResults) -> u8 {

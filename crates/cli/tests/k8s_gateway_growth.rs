@@ -873,3 +873,169 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
         std::panic::resume_unwind(p);
     }
 }
+
+/// A pod of the probe's selector whose port nothing listens on (the fault matrix's "one probe
+/// target of several", issue 35): the gateway's two replicas and a third pod of the selector
+/// running only `sleep`. The probe's record keeps the third as not reached with why (never
+/// left out: "2/2 stable"), the action fails as not measurable naming it, report.md's
+/// Data-plane probes say "2 of 3 stable; 1 not reached: ..." and give the times with their
+/// coverage.
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_a_probe_target_that_cannot_be_reached_is_recorded_and_the_probe_is_partial() {
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("gwmute");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let image = var("PROXYBENCH_TEST_NGINX_IMAGE");
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: mute
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: gw-mute
+  template:
+    metadata:
+      labels:
+        app: gw-mute
+    spec:
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: sleep
+          image: {image}
+          imagePullPolicy: Never
+          command: [\"sleep\", \"3600\"]
+",
+                gateway_manifest(&image)
+            ),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "mute", 1, Duration::from_secs(120))
+            .unwrap();
+        let applied = dir.path().join("marker.yaml");
+        std::fs::write(
+            &applied,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: marker\ndata:\n  a: b\n",
+        )
+        .unwrap();
+        let scenario = dir.path().join("mute.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-probe-not-reached"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+
+[[loads]]
+name = "gw"
+url = "http://gw.example/"
+via = "service:gw:8080"
+rate = 50
+connections = 2
+duration = "8s"
+
+[[actions]]
+at = "1s"
+apply = "{applied}"
+probe = {{ selector = "app in (gw, gw-mute)", port = 8080, host = "gw.example", path = "/", timeout = "4s" }}
+"#,
+                applied = applied.display()
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = kube::run_as_role(
+            kube::run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            &[],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "the action is not measurable: {stderr}\n{}",
+            case["events"]
+        );
+        let probe = &case["probes"][0];
+        eprintln!("gwmute: probe record {probe}");
+        let replicas = probe["replicas"].as_array().unwrap();
+        assert_eq!(replicas.len(), 3, "every pod of the selector: {probe}");
+        let (mute, gw): (Vec<&Value>, Vec<&Value>) = replicas
+            .iter()
+            .partition(|x| x["pod"].as_str().unwrap().starts_with("mute-"));
+        assert_eq!(mute.len(), 1, "{probe}");
+        let m = mute[0];
+        assert_eq!(m["unreached"], true, "{m}");
+        assert!(m["stable_ms"].is_null() && m["first_ms"].is_null(), "{m}");
+        let why = m["error"].as_str().unwrap();
+        assert!(
+            why.contains("not reached") && why.to_lowercase().contains("refused"),
+            "{why}"
+        );
+        for x in &gw {
+            assert!(x["stable_ms"].is_f64() && x["unreached"].is_null(), "{x}");
+        }
+        assert!(
+            probe["mixed_ms"].is_null(),
+            "no mixed window over 2 of 3: {probe}"
+        );
+        let err = probe["error"].as_str().unwrap();
+        assert!(
+            err.starts_with("not measurable: the probe reached 2 of 3 replicas (mute-"),
+            "{err}"
+        );
+        let event = &case["events"][0];
+        assert_eq!(event["error"].as_str(), Some(err), "{event}");
+        assert!(
+            event["detail"]
+                .as_str()
+                .unwrap()
+                .contains("2 of 3 replicas stable; 1 not reached (mute-"),
+            "{event}"
+        );
+        let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+        let section = &md[md.find("### Data-plane probes").expect("a probes section")..];
+        assert!(
+            section.contains("| 2 of 3 stable; 1 not reached: mute-"),
+            "{section}"
+        );
+        assert!(section.contains("(2 of 3 replicas)"), "{section}");
+        assert!(
+            !section.contains("2/2") && !section.contains("2 of 2"),
+            "{section}"
+        );
+        // The load went through the Service (which does not select the mute pod): whole.
+        let load = &case["loads"][0];
+        assert_eq!(errors(load), 0, "{load}");
+        eprintln!("gwmute: {err}");
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -157,6 +157,9 @@ pub struct RestartChange {
     pub container: String,
     /// Its restart count now.
     pub restarts: i32,
+    /// The restarts this change adds: the jump since the count the watch last saw (from 0 for a
+    /// pod that came after the watch began), so that 0 -> 3 seen at once is 3.
+    pub added: i32,
     /// Why the previous instance ended (`lastState.terminated.reason`: `OOMKilled`, `Error`...).
     pub reason: Option<String>,
     /// The previous instance's exit code.
@@ -183,8 +186,82 @@ pub struct WarningEvent {
     pub reason: String,
     /// The event's message.
     pub message: String,
-    /// How many times it happened so far (the event's count).
+    /// How many times it happened so far (the event's count, from before the case too).
     pub count: i32,
+    /// The event's UID: the rows of one event share it.
+    pub uid: String,
+    /// The occurrences this row adds within the case: the increase of `count` since the watch
+    /// last saw the event, or since the case began (see [`WarningTally`]).
+    pub added: i32,
+}
+
+/// What a Warning event watch knows of each event it saw, to count each one's occurrences
+/// within the case as the API counts them: the increase of its `count`, never the sum of the
+/// counts seen (an event seen at counts 1 to 5 is 5 occurrences, not 15) and never what it
+/// counted before the case.
+#[derive(Debug, Default)]
+pub struct WarningTally {
+    /// Per event UID, the count last seen (or the count before the case began).
+    last: BTreeMap<String, i32>,
+}
+
+impl WarningTally {
+    /// Event `e`, seen at `t` (seconds since the origin): the row it makes when its count grew
+    /// since the last sighting, else `None`. `listed` is true for the events of the watch's
+    /// first listing (those there when the case began); `since` is when the case began, on the
+    /// API's clock. A listed event whose last occurrence came before `since` counted all of it
+    /// before the case: its count is where its increase starts from, and it makes no row. A
+    /// listed event whose last occurrence is at or after `since` (times have one-second
+    /// resolution: `since` is a second before the watch began) counts that occurrence as the
+    /// case's and the ones before it as not. An event first seen after the listing began in
+    /// the case: all of its count is the case's.
+    pub fn see(
+        &mut self,
+        e: &Event,
+        t: f64,
+        listed: bool,
+        since: jiff::Timestamp,
+    ) -> Option<WarningEvent> {
+        let uid = e.metadata.uid.clone().unwrap_or_default();
+        let count = e
+            .count
+            .or(e.series.as_ref().and_then(|s| s.count))
+            .unwrap_or(1)
+            .max(1);
+        let when = e
+            .last_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+            .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let from = match self.last.get(&uid) {
+            Some(b) => *b,
+            None if listed && when.is_some_and(|w| w < since) => {
+                self.last.insert(uid, count);
+                return None;
+            }
+            None if listed => count - 1,
+            None => 0,
+        };
+        if count <= from {
+            return None;
+        }
+        self.last.insert(uid.clone(), count);
+        let o = &e.involved_object;
+        Some(WarningEvent {
+            t_s: t,
+            object: format!(
+                "{}/{}",
+                o.kind.clone().unwrap_or_default(),
+                o.name.clone().unwrap_or_default()
+            ),
+            reason: e.reason.clone().unwrap_or_default(),
+            message: e.message.clone().unwrap_or_default(),
+            count,
+            uid,
+            added: count - from,
+        })
+    }
 }
 
 /// One metrics-API sample of one pod.
@@ -296,17 +373,22 @@ impl PodState {
             let before = self
                 .restarts
                 .insert((i.uid.clone(), cs.name.clone()), cs.restart_count);
-            let up = match before {
-                Some(b) => cs.restart_count > b,
-                None => !initial && cs.restart_count > 0,
+            // The count before: the last one seen; for a pod found when the watch started, its
+            // count then (restarts before the case are not the case's); for a pod that came
+            // later, 0 (all of its restarts are the case's).
+            let from = match before {
+                Some(b) => b,
+                None if initial => cs.restart_count,
+                None => 0,
             };
-            if up {
+            if cs.restart_count > from {
                 let term = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
                 st.data.restarts.push(RestartChange {
                     t_s: t,
                     pod: i.name.clone(),
                     container: cs.name.clone(),
                     restarts: cs.restart_count,
+                    added: cs.restart_count - from,
                     reason: term.and_then(|t| t.reason.clone()),
                     exit_code: term.map(|t| t.exit_code),
                 });
@@ -428,7 +510,9 @@ impl Cluster {
         Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
             let cfg = watcher::Config::default().fields("type=Warning");
             let mut stream = watcher(api, cfg).default_backoff().boxed();
-            let mut seen: BTreeSet<(String, i32)> = BTreeSet::new();
+            let mut tally = WarningTally::default();
+            // The events of the first listing are those there when the case began.
+            let mut first_listing = true;
             let mut got_any = false;
             loop {
                 let ev = tokio::select! {
@@ -438,8 +522,14 @@ impl Cluster {
                 let Some(ev) = ev else { break };
                 let t = t_s(origin);
                 let mut st = state.lock().expect("collector state");
-                let e = match ev {
-                    Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => e,
+                let (e, listed) = match ev {
+                    Ok(watcher::Event::InitApply(e)) => (e, first_listing),
+                    Ok(watcher::Event::Apply(e)) => (e, false),
+                    Ok(watcher::Event::InitDone) => {
+                        first_listing = false;
+                        got_any = true;
+                        continue;
+                    }
                     Ok(_) => {
                         got_any = true;
                         continue;
@@ -450,34 +540,9 @@ impl Cluster {
                     }
                 };
                 got_any = true;
-                let when = e
-                    .last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or(e.event_time.as_ref().map(|t| t.0))
-                    .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0));
-                if when.is_some_and(|w| w < since) {
-                    continue;
+                if let Some(row) = tally.see(&e, t, listed, since) {
+                    st.data.push(row);
                 }
-                let count = e
-                    .count
-                    .or(e.series.as_ref().and_then(|s| s.count))
-                    .unwrap_or(1);
-                if !seen.insert((e.metadata.uid.clone().unwrap_or_default(), count)) {
-                    continue;
-                }
-                let o = &e.involved_object;
-                st.data.push(WarningEvent {
-                    t_s: t,
-                    object: format!(
-                        "{}/{}",
-                        o.kind.clone().unwrap_or_default(),
-                        o.name.clone().unwrap_or_default()
-                    ),
-                    reason: e.reason.clone().unwrap_or_default(),
-                    message: e.message.clone().unwrap_or_default(),
-                    count,
-                });
             }
             let mut st = state.lock().expect("collector state");
             if !got_any {
@@ -887,6 +952,41 @@ pub struct ProbeTally {
     pub mean_success_s: Option<f64>,
 }
 
+/// What a readiness probe sampler gathered: the tallies, and how each node's kubelet reads
+/// went, so that counts from some nodes are never shown as all of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Each pod's tally per interval, in the order read.
+    pub tallies: Vec<ProbeTally>,
+    /// Per node that ran (or ran) a selected pod: its kubelet's reads.
+    pub nodes: BTreeMap<String, NodeReads>,
+}
+
+/// How the reads of one node's kubelet counters went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeReads {
+    /// Reads that answered.
+    pub ok: u64,
+    /// Reads that failed.
+    pub failed: u64,
+    /// Why its last read failed, when it did: the kubelet's counters are cumulative, so a read
+    /// that answers catches up with every failed one before it, and only a node whose last read
+    /// failed has counts missing (everything since its last good read).
+    pub last_error: Option<String>,
+}
+
+impl ProbeCounts {
+    /// The nodes whose counts are missing in part or whole (their last read failed), each with
+    /// why, beside how many nodes there were: what a sentence on the counts must say.
+    pub fn missing_nodes(&self) -> Vec<(&str, &NodeReads)> {
+        self.nodes
+            .iter()
+            .filter(|(_, r)| r.last_error.is_some())
+            .map(|(n, r)| (n.as_str(), r))
+            .collect()
+    }
+}
+
 /// The readiness probe counters of one pod, as last read.
 #[derive(Debug, Clone, Copy, Default)]
 struct ProbeCounters {
@@ -1011,12 +1111,13 @@ impl Cluster {
         selector: &str,
         origin: Instant,
         every: Duration,
-    ) -> Collector<Vec<ProbeTally>> {
+    ) -> Collector<ProbeCounts> {
         let what = format!("readiness probes of pods {selector} in {namespace}");
         let cluster = self.clone();
         let (namespace, selector) = (namespace.to_string(), selector.to_string());
         let w = what.clone();
-        Collector::spawn(self, what, Vec::new(), move |state, mut stop| async move {
+        let init = ProbeCounts::default();
+        Collector::spawn(self, what, init, move |state, mut stop| async move {
             let pods: Api<Pod> = Api::namespaced(cluster.client(), &namespace);
             let lp = ListParams::default().labels(&selector);
             let mut last: BTreeMap<String, ProbeCounters> = BTreeMap::new();
@@ -1050,9 +1151,16 @@ impl Cluster {
                     let r = cluster.node_metrics(&node, "metrics/probes").await;
                     let t = t_s(origin);
                     let mut st = state.lock().expect("collector state");
+                    let reads = st.data.nodes.entry(node.clone()).or_default();
                     let samples = match r {
-                        Ok(s) => s,
+                        Ok(s) => {
+                            reads.ok += 1;
+                            reads.last_error = None;
+                            s
+                        }
                         Err(e) => {
+                            reads.failed += 1;
+                            reads.last_error = Some(e.to_string());
                             st.error(e.to_string());
                             continue;
                         }
@@ -1091,7 +1199,7 @@ impl Cluster {
                         );
                         let timed = c.duration_count - b.duration_count;
                         if ok + failed + unknown > 0 {
-                            st.data.push(ProbeTally {
+                            st.data.tallies.push(ProbeTally {
                                 t_s: t,
                                 pod: pod.clone(),
                                 node: node.clone(),
@@ -1187,7 +1295,175 @@ fn shown_selectors(selectors: &[String]) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_quantity;
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStatus, ObjectReference, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// Pod `name` (UID `uid`) whose one container `c` has restarted `restarts` times.
+    fn pod(name: &str, uid: &str, restarts: i32) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.uid = Some(uid.into());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "c".into(),
+                restart_count: restarts,
+                state: Some(ContainerState {
+                    running: Some(ContainerStateRunning::default()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn state() -> (PodState, Collected<PodTimeline>) {
+        (
+            PodState {
+                selector: String::new(),
+                pods: BTreeMap::new(),
+                restarts: BTreeMap::new(),
+            },
+            Collected::default(),
+        )
+    }
+
+    /// Restarts are the sum of the jumps in restartCount: a count seen going 0 -> 3 at once is
+    /// 3 restarts, not one; what a pod there when the watch began had restarted before is not
+    /// the case's; a pod that came later counts from 0.
+    #[test]
+    fn restarts_are_the_jumps_in_the_restart_count() {
+        let (mut ps, mut st) = state();
+        ps.record(&pod("a", "ua", 0), 0.0, true, false, &mut st);
+        ps.record(&pod("a", "ua", 3), 1.0, false, false, &mut st);
+        let added: Vec<i32> = st.data.restarts.iter().map(|r| r.added).collect();
+        assert_eq!(added, [3]);
+        assert_eq!(st.data.restarts[0].restarts, 3);
+        // Then one more: 3 -> 4 adds 1; the same count again adds nothing.
+        ps.record(&pod("a", "ua", 4), 2.0, false, false, &mut st);
+        ps.record(&pod("a", "ua", 4), 2.5, false, false, &mut st);
+        // Found at 2 when the watch began: those 2 are from before the case.
+        ps.record(&pod("b", "ub", 2), 0.0, true, false, &mut st);
+        ps.record(&pod("b", "ub", 5), 3.0, false, false, &mut st);
+        // A pod that came during the case, first seen at 2: both are the case's.
+        ps.record(&pod("c", "uc", 2), 4.0, false, false, &mut st);
+        let added: Vec<(String, i32)> = st
+            .data
+            .restarts
+            .iter()
+            .map(|r| (r.pod.clone(), r.added))
+            .collect();
+        assert_eq!(
+            added,
+            [
+                ("a".to_string(), 3),
+                ("a".to_string(), 1),
+                ("b".to_string(), 3),
+                ("c".to_string(), 2)
+            ]
+        );
+        assert_eq!(st.data.restarts.iter().map(|r| r.added).sum::<i32>(), 9);
+    }
+
+    /// A Warning event `uid` at `count`, last seen at `at`.
+    fn event(uid: &str, count: i32, at: &str) -> Event {
+        Event {
+            metadata: kube::api::ObjectMeta {
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                kind: Some("Pod".into()),
+                name: Some("web-1".into()),
+                ..Default::default()
+            },
+            reason: Some("Unhealthy".into()),
+            message: Some("Readiness probe failed".into()),
+            count: Some(count),
+            last_timestamp: Some(Time(at.parse().unwrap())),
+            ..Default::default()
+        }
+    }
+
+    /// An event seen at counts 1 to 5 during the case is 5 occurrences, not 1 + 2 + 3 + 4 + 5;
+    /// one that had counted 4 before the case and is seen at 5 and 7 is 3; one listed whose last
+    /// occurrence was before the case is none.
+    #[test]
+    fn warnings_are_the_increase_of_each_events_count_within_the_case() {
+        let since: jiff::Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let (before, during) = ("2026-12-01T09:59:00Z", "2026-12-01T10:00:05Z");
+        let mut tally = WarningTally::default();
+        let mut rows = Vec::new();
+        // Listed when the case began: old at 4 (before), stale at 9 (before, never again).
+        assert!(tally
+            .see(&event("old", 4, before), 0.0, true, since)
+            .is_none());
+        assert!(tally
+            .see(&event("stale", 9, before), 0.0, true, since)
+            .is_none());
+        for c in 1..=5 {
+            rows.extend(tally.see(&event("new", c, during), f64::from(c), false, since));
+            // The same count delivered again (another field changed) adds nothing.
+            rows.extend(tally.see(&event("new", c, during), f64::from(c), false, since));
+        }
+        rows.extend(tally.see(&event("old", 5, during), 6.0, false, since));
+        rows.extend(tally.see(&event("old", 7, during), 7.0, false, since));
+        let new: i32 = rows
+            .iter()
+            .filter(|r| r.uid == "new")
+            .map(|r| r.added)
+            .sum();
+        let old: i32 = rows
+            .iter()
+            .filter(|r| r.uid == "old")
+            .map(|r| r.added)
+            .sum();
+        assert_eq!((new, old), (5, 3));
+        assert_eq!(rows.len(), 7, "{rows:?}");
+        assert_eq!(rows.iter().map(|r| r.count).max(), Some(7));
+        // Listed with its last occurrence at the case's start (the one-second slack): that one
+        // occurrence is the case's, the two before it are not.
+        let r = tally
+            .see(&event("edge", 3, "2026-12-01T10:00:00Z"), 0.0, true, since)
+            .unwrap();
+        assert_eq!((r.count, r.added), (3, 1));
+        // An event first seen after the listing, already at 4: all four are the case's.
+        let r = tally
+            .see(&event("late", 4, during), 9.0, false, since)
+            .unwrap();
+        assert_eq!(r.added, 4);
+    }
+
+    /// The nodes whose counts are missing are those whose last read failed; a node whose failed
+    /// read was followed by one that answered is whole (the counters are cumulative).
+    #[test]
+    fn only_a_node_whose_last_read_failed_is_missing() {
+        let mut c = ProbeCounts::default();
+        c.nodes.insert(
+            "proxybench".into(),
+            NodeReads {
+                ok: 9,
+                failed: 1,
+                last_error: None,
+            },
+        );
+        c.nodes.insert(
+            "proxybench-2".into(),
+            NodeReads {
+                ok: 3,
+                failed: 6,
+                last_error: Some("no answer after 5s".into()),
+            },
+        );
+        let m = c.missing_nodes();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].0, "proxybench-2");
+    }
 
     #[test]
     fn quantities() {

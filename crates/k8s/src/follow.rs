@@ -290,6 +290,12 @@ async fn follow(
     let mut out = std::io::BufWriter::new(file);
     let mut pos = Position::default();
     let mut stopping = false;
+    // The follow was still streaming when it was told to stop (the container had not ended, so
+    // the final read is what reads its log's end), or its last read failed for another reason
+    // than a container not started (the API server could not reach the kubelet): when the pod is
+    // then gone, the end of its log was never read.
+    let mut cut = false;
+    let mut last_failure: Option<String> = None;
     let mut last_refusal: Option<String> = None;
     loop {
         if !stopping && *stop.borrow() {
@@ -326,6 +332,19 @@ async fn follow(
                                 .map(|r| format!(" (before that: {r})"))
                                 .unwrap_or_default()
                         ));
+                    } else if cut || last_failure.is_some() {
+                        // Deleted while its container still ran, or while its log could not be
+                        // read (force-deleted on a lost node): what it wrote after the last line
+                        // read is not known.
+                        l.error = Some(format!(
+                            "pod {pod} was gone before the end of its log could be read ({} \
+                             line(s) read; {}): {m}",
+                            l.lines,
+                            match &last_failure {
+                                Some(f) => format!("the read before failed: {f}"),
+                                None => "its stream was still open when the case ended".into(),
+                            }
+                        ));
                     } else {
                         l.complete = true;
                     }
@@ -341,6 +360,9 @@ async fn follow(
                     }
                     break;
                 }
+                if code != 400 && code != 404 {
+                    last_failure = Some(m.clone());
+                }
                 last_refusal = Some(m);
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => {}
@@ -350,6 +372,7 @@ async fn follow(
             }
         };
         let mut reader = Box::pin(reader);
+        last_failure = None;
         pos.restart();
         let mut unflushed = 0u32;
         let mut buf = Vec::with_capacity(512);
@@ -406,6 +429,7 @@ async fn follow(
         let _ = out.flush();
         if stopped_mid_stream {
             stopping = true;
+            cut = true;
             continue;
         }
         if stopping {
@@ -447,67 +471,278 @@ async fn follow(
     let _ = out.flush();
 }
 
-/// A log's lines counted by the level of its JSON lines (`{"level":"error","msg":...}`, as a
-/// Go control plane's zap or logrus logger writes them): what a gateway's "no errors in the
-/// logs" check reads.
+/// A log's lines counted by level, as a "no errors in the logs" check reads them: the JSON
+/// lines of Go control planes (zap, logrus, slog: `{"level":"error","msg":...}`), of Node's
+/// pino and bunyan (`{"level":50,...}`), syslog-style and Google Cloud `severity` numbers,
+/// log15's `lvl`, and klog's text lines (`E1205 12:00:00.000000 1 file.go:12] msg`). A line
+/// whose level cannot be read is counted in `lines` only: the reader of the counts then knows
+/// that the log was not read whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LevelCount {
     /// Lines in all.
     pub lines: u64,
-    /// Lines that are a JSON object with a `level` (or `severity`) string.
+    /// Lines whose level was read ([`line_level`]).
     pub leveled: u64,
     /// Those lines by level, lowercased (`error`, `info`...).
     pub levels: BTreeMap<String, u64>,
-    /// The `msg` (or `message`) of the first [`FIRST_ERRORS`] lines at an error level or worse.
+    /// The message of the first [`FIRST_ERRORS`] lines at an error level or worse.
     pub first_errors: Vec<String>,
 }
 
 /// How many error messages [`count_levels`] keeps.
 pub const FIRST_ERRORS: usize = 5;
 
-/// The levels at or above error, as zap, logrus, slog and syslog name them.
-pub const ERROR_LEVELS: [&str; 9] = [
-    "error", "err", "dpanic", "panic", "fatal", "critical", "crit", "alert", "emerg",
+/// The levels at or above error, as zap, logrus, slog, syslog, java.util.logging and Google
+/// Cloud name them.
+pub const ERROR_LEVELS: [&str; 11] = [
+    "error",
+    "err",
+    "severe",
+    "dpanic",
+    "panic",
+    "fatal",
+    "critical",
+    "crit",
+    "alert",
+    "emerg",
+    "emergency",
 ];
 
-/// Counts `text`'s lines by the level of each JSON line; other lines count in `lines` only.
+/// Level names [`line_level`] takes as written (lowercased): any other word is not a level it
+/// can read, so the line stays unleveled rather than being guessed below error.
+const NAMED_LEVELS: [&str; 23] = [
+    "trace",
+    "debug",
+    "fine",
+    "finer",
+    "finest",
+    "config",
+    "verbose",
+    "info",
+    "notice",
+    "warn",
+    "warning",
+    "error",
+    "err",
+    "severe",
+    "dpanic",
+    "panic",
+    "fatal",
+    "critical",
+    "crit",
+    "alert",
+    "emerg",
+    "emergency",
+    "default",
+];
+
+/// Counts `text`'s lines by their level ([`line_level`]); lines without one it can read count
+/// in `lines` only.
 pub fn count_levels(text: &str) -> LevelCount {
     let mut c = LevelCount::default();
     for line in text.lines() {
         c.lines += 1;
-        let line = line.trim();
-        if !line.starts_with('{') {
-            continue;
-        }
-        let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(line)
-        else {
+        let Some((level, msg)) = line_level(line) else {
             continue;
         };
-        let Some(level) = o
-            .get("level")
-            .or_else(|| o.get("severity"))
-            .and_then(|l| l.as_str())
-        else {
-            continue;
-        };
-        let level = level.to_ascii_lowercase();
         c.leveled += 1;
         if ERROR_LEVELS.contains(&level.as_str()) && c.first_errors.len() < FIRST_ERRORS {
-            let msg = o
-                .get("msg")
-                .or_else(|| o.get("message"))
-                .and_then(|m| m.as_str())
-                .unwrap_or(line);
-            c.first_errors.push(msg.to_string());
+            c.first_errors.push(msg);
         }
         *c.levels.entry(level).or_default() += 1;
     }
     c
 }
 
+/// The level of one log line (lowercased) and its message, when it has a level this can read:
+/// - a JSON object's `level`, `severity` or `lvl`: a level name (`"error"`, `"WARNING"`, zap's
+///   `"Level(-2)"` of a logr verbosity, log15's `"eror"` and `"dbug"`); a pino or bunyan number
+///   (10 trace, 20 debug, 30 info, 40 warn, 50 error, 60 fatal; one between two is the lower
+///   one's); a `severity` number as syslog's (0 emerg to 7 debug) or Google Cloud's (100 debug
+///   to 800 emergency);
+/// - klog's text prefix: `I`, `W`, `E` or `F`, then `MMDD hh:mm:ss.uuuuuu`, the thread id and
+///   `file:line]`.
+///
+/// A small number in `level` (0 to 9) is not read: zap (2 = error), logr's verbosity (2 = more
+/// verbose than info) and GELF's syslog severity (2 = critical) all write one there.
+pub fn line_level(line: &str) -> Option<(String, String)> {
+    let line = line.trim();
+    if line.starts_with('{') {
+        let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(line)
+        else {
+            return None;
+        };
+        let level = ["level", "severity", "lvl"]
+            .iter()
+            .find_map(|k| o.get(*k).and_then(|v| json_level(k, v)))?;
+        let msg = ["msg", "message", "short_message"]
+            .iter()
+            .find_map(|k| o.get(*k).and_then(|m| m.as_str()))
+            .unwrap_or(line);
+        return Some((level.to_string(), msg.to_string()));
+    }
+    klog_level(line).map(|(l, m)| (l.to_string(), m.to_string()))
+}
+
+/// The level a JSON field `key` gives with value `v`, when this can read it.
+fn json_level(key: &str, v: &serde_json::Value) -> Option<&'static str> {
+    if let Some(s) = v.as_str() {
+        let s = s.trim().to_ascii_lowercase();
+        // zap writes a level it has no name for (logr's V(2) is zap's -2) as `Level(-2)`.
+        if let Some(n) = s
+            .strip_prefix("level(")
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|n| n.parse::<i64>().ok())
+        {
+            return (n < 0).then_some("debug");
+        }
+        let s = match s.as_str() {
+            "eror" => "error",
+            "dbug" => "debug",
+            s => s,
+        };
+        return NAMED_LEVELS.iter().find(|l| **l == s).copied();
+    }
+    let n = v.as_f64()?;
+    if key == "severity" {
+        return match n {
+            n if (0.0..8.0).contains(&n) && n.fract() == 0.0 => Some(
+                [
+                    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+                ][n as usize],
+            ),
+            n if (100.0..=900.0).contains(&n) => Some(
+                [
+                    "debug",
+                    "info",
+                    "notice",
+                    "warning",
+                    "error",
+                    "critical",
+                    "alert",
+                    "emergency",
+                ][((n / 100.0) as usize - 1).min(7)],
+            ),
+            _ => None,
+        };
+    }
+    if key == "level" && n >= 10.0 {
+        return Some(match n {
+            n if n < 20.0 => "trace",
+            n if n < 30.0 => "debug",
+            n if n < 40.0 => "info",
+            n if n < 50.0 => "warn",
+            n if n < 60.0 => "error",
+            _ => "fatal",
+        });
+    }
+    None
+}
+
+/// klog's level and message: `E1205 12:00:00.000000    1 file.go:12] msg`.
+fn klog_level(line: &str) -> Option<(&'static str, &str)> {
+    let b = line.as_bytes();
+    let level = match b.first()? {
+        b'I' => "info",
+        b'W' => "warning",
+        b'E' => "error",
+        b'F' => "fatal",
+        _ => return None,
+    };
+    // MMDD hh:mm:ss.uuuuuu
+    let head = line.get(1..21)?.as_bytes();
+    let digits = |r: std::ops::Range<usize>| head[r].iter().all(u8::is_ascii_digit);
+    let shape = digits(0..4)
+        && head[4] == b' '
+        && digits(5..7)
+        && head[7] == b':'
+        && digits(8..10)
+        && head[10] == b':'
+        && digits(11..13)
+        && head[13] == b'.'
+        && digits(14..20);
+    if !shape {
+        return None;
+    }
+    // Then the thread id and `file:line]`.
+    let rest = &line[21..];
+    let mut words = rest.split_whitespace();
+    words
+        .next()
+        .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))?;
+    let close = rest
+        .find("] ")
+        .or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
+    let loc = rest[..close].split_whitespace().last()?;
+    if !loc.contains(':') {
+        return None;
+    }
+    Some((level, rest.get(close + 2..).unwrap_or("").trim()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind of level it reads, each counted under its name; lines it cannot read count
+    /// as lines only, never as a level below error.
+    #[test]
+    fn numeric_levels_severity_lvl_and_klog_lines_are_read() {
+        let text = [
+            r#"{"level":30,"time":1,"msg":"listening"}"#,
+            r#"{"level":50,"msg":"upstream gone"}"#,
+            r#"{"level":60,"msg":"out of memory"}"#,
+            r#"{"level":55,"msg":"between error and fatal"}"#,
+            r#"{"level":40,"msg":"slow"}"#,
+            r#"{"severity":3,"message":"syslog err"}"#,
+            r#"{"severity":6,"message":"syslog info"}"#,
+            r#"{"severity":500,"message":"cloud error"}"#,
+            r#"{"severity":200,"message":"cloud info"}"#,
+            r#"{"lvl":"eror","msg":"log15 error"}"#,
+            r#"{"lvl":"dbug","msg":"log15 debug"}"#,
+            r#"{"level":"Level(-2)","msg":"logr V(2)"}"#,
+            "E1205 12:00:00.123456       1 reconcile.go:42] failed to sync: boom",
+            "I1205 12:00:01.000000 7 main.go:9] started",
+            "W1205 12:00:02.000000 7 main.go:10] slow",
+            "F1205 12:00:03.000000 7 main.go:11] dying",
+            // Not read: an ambiguous small `level`, an unknown word, klog-like text that is not
+            // klog's, plain text.
+            r#"{"level":2,"msg":"zap error or logr V(2)?"}"#,
+            r#"{"level":"banana","msg":"?"}"#,
+            "Error: something without klog's prefix",
+            "E1205 garbage",
+            "starting",
+        ]
+        .join("\n");
+        let c = count_levels(&text);
+        assert_eq!((c.lines, c.leveled), (21, 16));
+        let want: BTreeMap<String, u64> = [
+            ("debug", 2),
+            ("err", 1),
+            ("error", 5),
+            ("fatal", 2),
+            ("info", 4),
+            ("warn", 1),
+            ("warning", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(c.levels, want);
+        assert_eq!(
+            c.first_errors,
+            [
+                "upstream gone",
+                "out of memory",
+                "between error and fatal",
+                "syslog err",
+                "cloud error"
+            ]
+        );
+        let klog = count_levels("E1205 12:00:00.123456       1 reconcile.go:42] failed: boom");
+        assert_eq!(klog.first_errors, ["failed: boom"]);
+        assert_eq!(count_levels(""), LevelCount::default());
+    }
 
     #[test]
     fn json_lines_are_counted_by_level() {

@@ -252,7 +252,23 @@ fn k8s_restarts_and_warning_events_are_recorded() {
         ("main", 1, Some(3), Some("Error"))
     );
     assert!(r.t_s > 0.0);
+    // Counted as the API counts them: each change adds its jump in restartCount, and the pod
+    // came during the watch, so the jumps add up to its last count.
+    assert_eq!(r.added, 1, "{r:?}");
+    let last = p.data.restarts.iter().map(|r| r.restarts).max().unwrap();
+    assert_eq!(p.data.restarts.iter().map(|r| r.added).sum::<i32>(), last);
     assert_eq!(w.absent, None);
+    // Each event's rows add up to its count's increase: the events began during the watch, so
+    // to its last count (an event seen at 1, 2, 3 is 3, not 6).
+    let mut by: std::collections::BTreeMap<&str, (i32, i32)> = Default::default();
+    for e in &w.data {
+        let (added, max) = by.entry(&e.uid).or_default();
+        *added += e.added;
+        *max = (*max).max(e.count);
+    }
+    for (uid, (added, max)) in &by {
+        assert_eq!(added, max, "event {uid}: {:?}", w.data);
+    }
     for e in &w.data {
         eprintln!(
             "{:7.3} {} {} {} x{}",

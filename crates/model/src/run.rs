@@ -333,6 +333,23 @@ pub struct ClusterRecord {
     pub load_targets: BTreeMap<String, String>,
 }
 
+impl ClusterRecord {
+    /// Container restarts within the case, as the API counts them: the sum of the jumps in each
+    /// container's restartCount (0 -> 3 is 3). `None` when a row comes from a record that kept
+    /// only the count after each jump (its jump is not known).
+    pub fn restarts_in_case(&self) -> Option<u64> {
+        self.restarts.iter().map(|r| r.added.map(u64::from)).sum()
+    }
+
+    /// Warning events within the case, as the API counts them: the increase of each event's
+    /// `count` within the case (an event seen at counts 1 to 5 is 5; what it counted before the
+    /// case is not included). `None` when a row comes from a record that kept only the
+    /// cumulative count.
+    pub fn warnings_in_case(&self) -> Option<u64> {
+        self.warnings.iter().map(|w| w.added.map(u64::from)).sum()
+    }
+}
+
 /// One observed state of one pod: recorded whenever its phase or readiness changes, and when
 /// it is deleted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -365,6 +382,11 @@ pub struct RestartRecord {
     pub count: u32,
     /// Why the previous instance ended (`Error`, `OOMKilled`), when the API says.
     pub reason: String,
+    /// The restarts this change adds: the jump in the container's restartCount since the pod
+    /// watch last saw it (from 0 for a pod that came during the case), so that a count seen
+    /// going 0 -> 3 is 3 restarts; `None` in records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<u32>,
 }
 
 /// A Warning event (or any event the collector keeps).
@@ -378,8 +400,15 @@ pub struct ClusterEvent {
     pub reason: String,
     /// Its message.
     pub message: String,
-    /// How many times the API server counted it.
+    /// How many times the API server counted it (its `count`, cumulative, from before the case
+    /// too).
     pub count: u32,
+    /// The occurrences this row adds within the case: the increase of the event's `count` since
+    /// the watch last saw it, or since the case began (an event that began in the case counts
+    /// from 0), so that an event seen at counts 1 to 5 adds 5 in all; `None` in records from
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<u32>,
 }
 
 /// One metrics API sample of one pod.
@@ -739,6 +768,30 @@ pub struct ReplicaProbe {
     /// Why it never became stable (its last answer or error), when it did not and is not gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The probe never reached the pod's port: no request got an answer (each was refused,
+    /// timed out or failed at the port-forward), or none could be sent. The probe has no
+    /// evidence of this replica (`error` says why): its record covers the others only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreached: bool,
+}
+
+impl ProbeRecord {
+    /// What the probe covered of the replicas it was meant to (every one still there at the
+    /// end, gone ones aside), when it did not reach some: those, with why. `None` when it
+    /// reached every one.
+    pub fn shortfall(&self) -> Option<crate::Shortfall> {
+        let here = self.replicas.iter().filter(|r| !r.gone).count();
+        let missing: Vec<crate::MissingItem> = self
+            .replicas
+            .iter()
+            .filter(|r| r.unreached && !r.gone)
+            .map(|r| crate::MissingItem {
+                item: r.pod.clone(),
+                why: r.error.clone().unwrap_or_else(|| "not reached".into()),
+            })
+            .collect();
+        (!missing.is_empty()).then(|| crate::Shortfall::new("replicas", here, missing))
+    }
 }
 
 /// One backend instance's counters.

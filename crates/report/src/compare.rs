@@ -1,24 +1,32 @@
-//! compare.md: the same metrics of two runs side by side, per case and load, with deltas.
+//! compare.md: the same metrics of two runs side by side, per case and load, with deltas; with
+//! gates, each side may be several runs and compare.md ends with the gates ([`crate::gate`]).
 //! Cases match by name, loads by name within their case; anything present in only one run is
 //! listed as such.
 
 use crate::files::{read_results, write_atomic};
 use crate::fmt::{self, count, signed_count, Table};
-use crate::gate::{self, Gate, GateOptions, GateResult};
+use crate::gate::{self, Gate, GateOptions, GateResult, Method};
 use crate::hdr;
 use crate::Error;
 use model::ReloadStats;
-use model::{CaseResult, ErrorKind, LoadSummary, RunResults};
+use model::{CaseResult, Collector, ErrorKind, LoadSummary, RunResults};
 use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File name of the comparison, written into the second (newer) directory.
 pub const COMPARE_MD: &str = "compare.md";
 
 /// Reads both directories, renders the comparison, writes it to `b/compare.md` and returns it.
 pub fn compare_dirs(a: &Path, b: &Path) -> Result<String, Error> {
-    Ok(compare_gated(a, b, &[], &GateOptions::default())?.markdown)
+    Ok(compare_runs(
+        &[a.to_path_buf()],
+        &[b.to_path_buf()],
+        b,
+        &[],
+        &GateOptions::default(),
+    )?
+    .markdown)
 }
 
 /// What `compare` found: the markdown it wrote and each gate's outcome.
@@ -28,38 +36,69 @@ pub struct Compared {
     pub markdown: String,
     /// Each gate on each load it applies to, in the order the gates were given.
     pub gates: Vec<GateResult>,
-    /// The scenario both runs ran.
+    /// The scenario both sides ran.
     pub scenario: String,
     /// The runs' cases (places are named `case/load` when there are several).
     pub cases: usize,
+    /// The runs a side and how the intervals were made.
+    pub method: Method,
 }
 
-/// [`compare_dirs`] with gates: the runs must be comparable (same scenario, form, cases and
-/// loads) when any gate is given, and compare.md ends with the gates section.
-pub fn compare_gated(
-    a: &Path,
-    b: &Path,
+/// Compares the runs of side `a` (the baseline) with those of side `b`, each one or more
+/// results directories, and writes compare.md into `write_to`. With gates, every run must be
+/// fit for gating and all comparable (same scenario, form, cases, loads and proxy), and
+/// compare.md ends with the gates section; the side-by-side tables set the first run of each
+/// side against each other.
+pub fn compare_runs(
+    a: &[PathBuf],
+    b: &[PathBuf],
+    write_to: &Path,
     gates: &[Gate],
     opts: &GateOptions,
 ) -> Result<Compared, Error> {
-    let ra = read_results(a)?;
-    let rb = read_results(b)?;
+    let read = |dirs: &[PathBuf]| {
+        dirs.iter()
+            .map(|d| read_results(d))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let (ra, rb) = (read(a)?, read(b)?);
+    let (Some(fa), Some(fb)) = (ra.first(), rb.first()) else {
+        return Err(Error::Mismatch("each side needs at least one run".into()));
+    };
+    let method = Method::new(a.len(), b.len(), opts);
     let results = if gates.is_empty() {
         Vec::new()
     } else {
-        gate::evaluate(gates, (a, &ra), (b, &rb), opts)?
+        gate::evaluate(gates, &side(a, &ra), &side(b, &rb), opts)?
     };
-    let mut md = render_compare(&ra, &rb, &a.display().to_string(), &b.display().to_string());
-    if !gates.is_empty() {
-        md.push_str(&gate::render(&results, ra.cases.len(), opts));
+    let label = |dirs: &[PathBuf]| match dirs {
+        [one] => one.display().to_string(),
+        [first, ..] => format!("{} (run 1 of {})", first.display(), dirs.len()),
+        [] => String::new(),
+    };
+    let mut md = render_compare(fa, fb, &label(a), &label(b));
+    if a.len() > 1 || b.len() > 1 {
+        md.push_str(&format!(
+            "Runs: {}. The tables above set the first run of each side side by side; the gates              read every run.\n\n",
+            method.runs()
+        ));
     }
-    write_atomic(&b.join(COMPARE_MD), md.as_bytes())?;
+    if !gates.is_empty() {
+        md.push_str(&gate::render(&results, fa.cases.len(), &method));
+    }
+    write_atomic(&write_to.join(COMPARE_MD), md.as_bytes())?;
     Ok(Compared {
         markdown: md,
         gates: results,
-        scenario: ra.scenario,
-        cases: ra.cases.len(),
+        scenario: fa.scenario.clone(),
+        cases: fa.cases.len(),
+        method,
     })
+}
+
+/// A side's runs as the gate reads them: each directory with its data.json.
+fn side<'a>(dirs: &'a [PathBuf], runs: &'a [RunResults]) -> Vec<gate::Run<'a>> {
+    dirs.iter().map(PathBuf::as_path).zip(runs.iter()).collect()
 }
 
 /// How a metric's values print.
@@ -122,6 +161,28 @@ impl Rows {
     fn ints(&mut self, name: &str, a: Option<u64>, b: Option<u64>) {
         self.add(name, a.map(|v| v as f64), b.map(|v| v as f64), Num::Int);
     }
+    /// A count read from a collector that may not have sampled: `not sampled` rather than 0,
+    /// and no delta against it.
+    fn logged(&mut self, name: &str, a: Logged, b: Logged) {
+        match (a, b) {
+            (Logged::Count(x), Logged::Count(y)) => self.ints(name, Some(x), Some(y)),
+            (x, y) => {
+                let cell = |v: Logged| match v {
+                    Logged::Count(n) => count(n),
+                    Logged::NotSampled => "not sampled".into(),
+                };
+                self.0
+                    .row([name.to_string(), cell(x), cell(y), "-".into(), "-".into()]);
+            }
+        }
+    }
+}
+
+/// A count from the proxy's logs, or the fact that they were not read.
+#[derive(Clone, Copy)]
+enum Logged {
+    Count(u64),
+    NotSampled,
 }
 
 /// Renders the comparison of `a` and `b`, labelled with the given names (usually their paths).
@@ -230,26 +291,51 @@ fn case(out: &mut String, name: &str, a: &CaseResult, b: &CaseResult) {
         rb.old_exit_avg_ms,
         Num::F2,
     );
-    let levels: BTreeSet<&String> = a
-        .logs
-        .error_levels
-        .keys()
-        .chain(b.logs.error_levels.keys())
+    // The proxy's logs: counted only where they were read, else "not sampled" (never 0).
+    let logs = |c: &CaseResult| c.gap(Collector::Logs);
+    let (ga, gb) = (logs(a), logs(b));
+    let levels: BTreeSet<&String> = [(a, &ga), (b, &gb)]
+        .into_iter()
+        .filter(|(_, g)| g.is_none())
+        .flat_map(|(c, _)| c.logs.error_levels.keys())
         .collect();
+    let read = |c: &CaseResult, gap: &Option<String>, f: &dyn Fn(&CaseResult) -> u64| {
+        if gap.is_some() {
+            Logged::NotSampled
+        } else {
+            Logged::Count(f(c))
+        }
+    };
     let lines = |c: &CaseResult| c.logs.error_levels.values().sum::<u64>();
-    rows.ints("proxy error-log lines", Some(lines(a)), Some(lines(b)));
+    rows.logged(
+        "proxy error-log lines",
+        read(a, &ga, &lines),
+        read(b, &gb, &lines),
+    );
     for lv in levels {
         let get = |c: &CaseResult| c.logs.error_levels.get(lv).copied().unwrap_or(0);
-        rows.ints(
+        rows.logged(
             &format!("proxy error-log `{lv}`"),
-            Some(get(a)),
-            Some(get(b)),
+            read(a, &ga, &get),
+            read(b, &gb, &get),
         );
     }
     let s499 = |c: &CaseResult| c.logs.access_status.get(&499).copied().unwrap_or(0);
-    rows.ints("access-log 499", Some(s499(a)), Some(s499(b)));
+    rows.logged("access-log 499", read(a, &ga, &s499), read(b, &gb, &s499));
+    let mut why = Vec::new();
+    for (side, gap) in [("A", &ga), ("B", &gb)] {
+        if let Some(g) = gap {
+            why.push(format!("{side}: the proxy's logs not sampled: {g}"));
+        }
+    }
     out.push_str(&rows.0.render());
     out.push('\n');
+    for w in why {
+        let _ = writeln!(out, "{w}.");
+    }
+    if ga.is_some() || gb.is_some() {
+        out.push('\n');
+    }
 }
 
 fn load(a: &LoadSummary, b: &LoadSummary) -> String {

@@ -41,6 +41,20 @@ pub enum Error {
     /// gate that names no load of theirs: what differs.
     #[error("cannot gate these runs: {0}")]
     Mismatch(String),
+    /// A run that is not fit to be gated: cut short, its target unusable, or a load that ran
+    /// far less than planned.
+    #[error("cannot gate {who} ({}): {why}", dir.display())]
+    Unfit {
+        /// Which run (`A`, `B run 2`).
+        who: String,
+        /// Its results directory.
+        dir: PathBuf,
+        /// Why it is not comparable.
+        why: String,
+    },
+    /// `compare --calibrate` given runs it cannot calibrate on.
+    #[error("--calibrate: {0}")]
+    Calibration(String),
     /// A chart could not be drawn or encoded.
     #[error("chart {}: {msg}", path.display())]
     Chart {

@@ -406,6 +406,43 @@ fn compare_shows_deltas() {
 }
 
 #[test]
+fn compare_shows_logs_not_sampled_when_they_were_not_read() {
+    // B's proxy logs could not be read: its error-log and 499 counts are not zeros.
+    let a = fixture::run();
+    let mut b = fixture::run();
+    b.cases[0].logs = model::LogSummary {
+        missing: Some("the proxy runs elsewhere and its log files were not given".into()),
+        ..Default::default()
+    };
+    let (da, db) = (written(&a), written(&b));
+    let md = report::compare(da.path(), db.path()).unwrap();
+    let lines: u64 = a.cases[0].logs.error_levels.values().sum();
+    assert!(
+        md.contains(&format!(
+            "| proxy error-log lines | {lines} | not sampled | - | - |"
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains("| proxy error-log `warn` | 12 | not sampled | - | - |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| access-log 499 | 2 | not sampled | - | - |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "B: the proxy's logs not sampled: the proxy runs elsewhere and its log files were \
+             not given."
+        ),
+        "{md}"
+    );
+    // In the case where both were read, the counts and deltas are as before.
+    assert!(md.contains("| access-log 499 | 0 | 0 | 0 | 0% |"), "{md}");
+}
+
+#[test]
 fn bad_directories_give_clear_errors() {
     let empty = tempfile::tempdir().unwrap();
     let e = report::read_results(empty.path()).unwrap_err().to_string();
@@ -669,13 +706,16 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
             container: "backend".into(),
             count: 1,
             reason: "Error".into(),
+            added: Some(1),
         }],
+        // The event had counted 2 before the case; it came 3 more times in it.
         warnings: vec![model::ClusterEvent {
             t_s: 17.9,
             object: "Pod/nginx-7d9-x2".into(),
             reason: "Unhealthy".into(),
             message: "Readiness probe failed: connection refused".into(),
-            count: 2,
+            count: 5,
+            added: Some(3),
         }],
         metrics: Vec::new(),
         scrapes: vec![model::ScrapeSample {
@@ -794,8 +834,13 @@ fn a_case_on_a_cluster_gets_its_cluster_section_and_pods_ready_lines() {
         "- metrics API: not served by this cluster (metrics.k8s.io has no endpoint)",
         "| proxy | 2 | 1 | 2 |",
         "| 18.00 | nginx-7d9-x2 | proxy | Deleted | no | - |",
-        "| 12.50 | cafe-5f-a | backend | 1 | Error |",
-        "| 17.90 | Pod/nginx-7d9-x2 | Unhealthy | 2 | Readiness probe failed: connection refused |",
+        "1 container restart(s) in the case: the sum of the jumps in each container's \
+         restartCount",
+        "| 12.50 | cafe-5f-a | backend | 1 | 1 | Error |",
+        "3 Warning event(s) in the case: the increase of each event's count within the case",
+        "| 17.90 | Pod/nginx-7d9-x2 | Unhealthy | +3 | 5 | Readiness probe failed: connection refused |",
+        "Partial: the levels cover 0 of 1 logs whole (nginx-gateway/ngf-0/nginx-gateway: 1 of \
+         12 line(s) carry no level it can read)",
         "| nginx_connections_active | - | gateway/nginx-7d9-x1 | 1 | 7.00 | 7.00 | 7.00 |",
         "| ngf_reloads_milliseconds | - | 1 | 50 | 6000.00 | 120.00 | ≤ 500: 98.00% | 0 |",
         "| ngf_reloads_total | - | 1 | 50 | 0 |",

@@ -600,9 +600,24 @@ fn cluster_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
         Gap::NoData(CheckError(why))
     })?;
     match metric {
-        // Each record is one restart (its count is the container's total after it).
-        "restarts" => Ok(k.restarts.len() as f64),
-        "warnings" => Ok(k.warnings.iter().map(|w| f64::from(w.count.max(1))).sum()),
+        // As the API counts them: the sum of the jumps in each container's restartCount (0 -> 3
+        // is 3), and the increase of each Warning event's count within the case (an event seen
+        // at counts 1 to 5 is 5; what it counted before the case is not the case's). A record
+        // that kept only the counts after each change cannot say either.
+        "restarts" => k.restarts_in_case().map(|n| n as f64).ok_or_else(|| {
+            Gap::NoData(CheckError(
+                "the record keeps each restart's count after it, not the jump (recorded \
+                 before the jumps were kept): run the case again"
+                    .into(),
+            ))
+        }),
+        "warnings" => k.warnings_in_case().map(|n| n as f64).ok_or_else(|| {
+            Gap::NoData(CheckError(
+                "the record keeps each Warning event's cumulative count, not its increase \
+                 within the case (recorded before it was kept): run the case again"
+                    .into(),
+            ))
+        }),
         // The watched pods' JSON log lines at an error level or worse, and at warn.
         "log_errors" => Ok(k.log_levels.iter().map(|l| l.errors as f64).sum()),
         "log_warnings" => Ok(k
@@ -941,6 +956,7 @@ mod tests {
                 container: "nginx".into(),
                 count: 1,
                 reason: "Error".into(),
+                added: Some(1),
             }],
             warnings: vec![model::ClusterEvent {
                 t_s: 2.0,
@@ -948,6 +964,7 @@ mod tests {
                 reason: "Unhealthy".into(),
                 message: "probe".into(),
                 count: 3,
+                added: Some(3),
             }],
             ..Default::default()
         });
@@ -1003,6 +1020,61 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown metric 'pods' for 'cluster'"));
+    }
+
+    /// Counts as the API means them: an event seen at counts 1 to 5 is 5 Warning events, not
+    /// 15, and one that had counted 10 before the case adds only what came in it; a
+    /// restartCount seen going 0 -> 3 is 3 restarts, not 1. A record that kept only the counts
+    /// (from before the increases were kept) is not measurable, never read as rows.
+    #[test]
+    fn warnings_and_restarts_are_counted_as_the_api_counts_them() {
+        let event = |count: u32, added: Option<u32>| model::ClusterEvent {
+            t_s: f64::from(count),
+            object: "Pod/b".into(),
+            reason: "Unhealthy".into(),
+            message: "Readiness probe failed".into(),
+            count,
+            added,
+        };
+        let restart = |count: u32, added: Option<u32>| model::RestartRecord {
+            t_s: 3.0,
+            pod: "b".into(),
+            container: "nginx".into(),
+            count,
+            reason: "Error".into(),
+            added,
+        };
+        let mut c = case();
+        c.cluster = Some(model::ClusterRecord {
+            // Seen at 1, 2, 3, 4, 5 (each adds 1), and an older event at 11 then 12 (it had
+            // counted 10 before the case).
+            warnings: (1..=5)
+                .map(|n| event(n, Some(1)))
+                .chain([event(11, Some(1)), event(12, Some(1))])
+                .collect(),
+            // 0 -> 3 at once.
+            restarts: vec![restart(3, Some(3))],
+            ..Default::default()
+        });
+        let on = |c: &CaseResult, e: &str| Check::parse(e).unwrap().eval(c, Some("nginx"));
+        let r = on(&c, "cluster.warnings == 7");
+        assert!(r.pass, "{r:?}");
+        assert!(!on(&c, "cluster.warnings <= 6").pass);
+        let r = on(&c, "cluster.restarts == 3");
+        assert!(r.pass, "{r:?}");
+        assert!(!on(&c, "cluster.restarts <= 1").pass);
+        // Only the event seen at 1 to 5: 5, never 15.
+        c.cluster.as_mut().unwrap().warnings.truncate(5);
+        assert!(on(&c, "cluster.warnings == 5").pass);
+        // A record from before the increases were kept: not measurable.
+        let k = c.cluster.as_mut().unwrap();
+        k.warnings = vec![event(5, None)];
+        k.restarts = vec![restart(3, None)];
+        for e in ["cluster.warnings <= 100", "cluster.restarts <= 100"] {
+            let r = on(&c, e);
+            assert!(!r.pass, "{e}: {r:?}");
+            assert!(r.actual.contains("run the case again"), "{e}: {r:?}");
+        }
     }
 
     /// A status page that one replica of two never answered, and a backend pod whose final

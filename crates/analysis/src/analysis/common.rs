@@ -562,11 +562,26 @@ pub fn cluster_finding(r: &CaseResult) -> Option<String> {
             });
         }
     }
+    // As the API counts them (the jumps in restartCount, each event's count's increase within
+    // the case); a record that kept only the counts says what it has.
     if r.gap(Collector::Restarts).is_none() {
-        parts.push(format!("{} container restart(s)", k.restarts.len()));
+        parts.push(match k.restarts_in_case() {
+            Some(n) => format!("{n} container restart(s)"),
+            None => format!(
+                "{} restart count change(s) (how many restarts each was is not recorded)",
+                k.restarts.len()
+            ),
+        });
     }
     if r.gap(Collector::Events).is_none() {
-        parts.push(format!("{} Warning event(s)", k.warnings.len()));
+        parts.push(match k.warnings_in_case() {
+            Some(n) => format!("{n} Warning event(s)"),
+            None => format!(
+                "{} Warning event count change(s) (their increase within the case is not \
+                 recorded)",
+                k.warnings.len()
+            ),
+        });
     }
     let mut s = format!(
         "On Kubernetes (namespace {})",
@@ -660,6 +675,34 @@ mod cluster_tests {
             "On Kubernetes (namespace ns): between 1 and 2 proxy pods were Ready at once; 0 \
              container restart(s); 0 Warning event(s). Absent: metrics API: not served by this \
              cluster."
+        );
+        // Counted as the API counts them: a restartCount seen going 0 -> 3 is 3 restarts; an
+        // event seen at counts 1 to 5 is 5 Warning events.
+        let mut counted = r.clone();
+        if let Some(k) = &mut counted.cluster {
+            k.restarts = vec![model::RestartRecord {
+                t_s: 2.0,
+                pod: "a".into(),
+                container: "nginx".into(),
+                count: 3,
+                reason: "Error".into(),
+                added: Some(3),
+            }];
+            k.warnings = (1..=5)
+                .map(|n| model::ClusterEvent {
+                    t_s: f64::from(n),
+                    object: "Pod/a".into(),
+                    reason: "Unhealthy".into(),
+                    message: "probe".into(),
+                    count: n,
+                    added: Some(1),
+                })
+                .collect();
+        }
+        let s = cluster_finding(&counted).unwrap();
+        assert!(
+            s.contains("3 container restart(s); 5 Warning event(s)"),
+            "{s}"
         );
         // A failed pod watch: no Ready range, no restart count.
         let mut r = r;

@@ -156,4 +156,24 @@ pub struct Down {
     /// How the case ran where the record has no field for it (the path the loads took, how
     /// replicas were reached), one sentence each, for the case's findings.
     pub notes: Vec<String>,
+    /// Items a collector of the stage covered in part or not at all (a pod's log whose
+    /// follower failed): the run records each in the case's coverage
+    /// ([`model::CaseResult::add_missing`]), so that nothing reads them as whole.
+    pub missed: Vec<Missed>,
+}
+
+/// One item a collector covered in part or not at all, with why: what
+/// [`model::CaseResult::add_missing`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missed {
+    /// The collector.
+    pub collector: model::Collector,
+    /// What one item is, plural (`logs`).
+    pub unit: String,
+    /// How many items the collector was meant to cover.
+    pub of: usize,
+    /// The item (`proxy-7c9f-x2`).
+    pub item: String,
+    /// Why (`container nginx: the final read did not end within 30s`).
+    pub why: String,
 }

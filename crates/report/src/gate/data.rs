@@ -1,5 +1,5 @@
 //! What a gate's bootstrap resamples: a run's load cut into whole seconds, from its per-request
-//! records (`requests/<case>/<load>.bin`) when both runs have them, else from the per-second
+//! records (`requests/<case>/<load>.bin`) when every run has them, else from the per-second
 //! values of data.json (runs from before records were kept, loads run on agents).
 
 use super::bootstrap::Stat;
@@ -93,17 +93,25 @@ impl Source {
     }
 }
 
-/// Records when every load involved has them in both runs, else the per-second values with
-/// the first reason why not.
-pub fn source(a: &mut Loaded<'_>, b: &mut Loaded<'_>, ci: usize, idx: &[usize]) -> Source {
-    match side("A", a, ci, idx).or_else(|| side("B", b, ci, idx)) {
+/// Records when every load involved has them in every run of both sides, else the per-second
+/// values with the first reason why not.
+pub fn source(a: &mut [Loaded<'_>], b: &mut [Loaded<'_>], ci: usize, idx: &[usize]) -> Source {
+    match side_gaps("A", a, ci, idx).or_else(|| side_gaps("B", b, ci, idx)) {
         Some(why) => Source::Seconds(why),
         None => Source::Requests,
     }
 }
 
+/// Why one of a side's runs cannot give request records for loads `idx`, if one cannot.
+fn side_gaps(name: &str, side: &mut [Loaded<'_>], ci: usize, idx: &[usize]) -> Option<String> {
+    let runs = side.len();
+    side.iter_mut()
+        .enumerate()
+        .find_map(|(k, l)| side_gap(&super::sides::who(name, k, runs), l, ci, idx))
+}
+
 /// Why one side cannot give request records for loads `idx`, if it cannot.
-fn side(name: &str, l: &mut Loaded<'_>, ci: usize, idx: &[usize]) -> Option<String> {
+fn side_gap(name: &str, l: &mut Loaded<'_>, ci: usize, idx: &[usize]) -> Option<String> {
     for &li in idx {
         let load = l.run.cases[ci].loads[li].name.clone();
         match l.records(ci, li) {

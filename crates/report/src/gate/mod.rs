@@ -1,23 +1,29 @@
-//! `proxybench compare A B --gate EXPR`: a regression gate for CI. A gate is one line in the
-//! scenario checks' vocabulary ([`model::metric`]) with either an absolute bound, checked
-//! exactly on B (`failures == 0`, `coffee.p99 <= 250ms`), or a bound on the relative change from
-//! A to B (`coffee.p99 <= +10%`, `rps >= -5%`), which fails only when the change is
-//! significantly beyond it: when the whole bootstrap interval ([`bootstrap`]) lies past the
-//! bound.
+//! `proxybench compare A... -- B... --gate EXPR`: a regression gate for CI. A gate is one line
+//! in the scenario checks' vocabulary ([`model::metric`]) with either an absolute bound, checked
+//! exactly on every run of B (`failures == 0`, `coffee.p99 <= 250ms`), or a bound on the
+//! relative change from A to B (`coffee.p99 <= +10%`, `rps >= -5%`), which fails only when the
+//! change is significantly beyond it: when the whole interval ([`bootstrap`]) lies past the
+//! bound. Each side is one or more runs; the interval comes from a hierarchical bootstrap (runs,
+//! then seconds within each run), so it sees the drift between runs as well as the noise within
+//! them, and each gate says the smallest change its runs can tell from noise ([`calibrate`]
+//! prints it from the baseline's runs alone).
 //!
 //! `LOAD.METRIC` gates one load (in every case that has it), `all.METRIC` every load of a case
 //! summed (as checks read `all`), and a bare `METRIC` each load on its own.
 
 pub mod bootstrap;
+pub mod calibrate;
 mod data;
+pub mod set;
+pub mod sides;
+mod student;
 
 use crate::Error;
-use bootstrap::{fnv1a, relative_change};
+use bootstrap::{fnv1a, relative_change, Runs, Stat};
 use data::Loaded;
 use model::metric::{self, MetricKind};
-use model::RunResults;
+pub use sides::{check_comparable, Run};
 use std::fmt;
-use std::path::Path;
 
 /// The confidence level of a gate's interval unless `--confidence` says otherwise.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
@@ -239,7 +245,7 @@ pub enum Verdict {
     /// An absolute bound that B breaks: the gate fails.
     Breached,
     /// The runs cannot give the metric (why): the gate fails, as a check would, and JUnit
-    /// lists it as skipped.
+    /// counts it as an error.
     NotMeasurable(String),
 }
 
@@ -287,6 +293,12 @@ pub struct GateResult {
     pub change: String,
     /// The interval of the change (`[+8.10%, +16.00%]`), empty for an absolute bound.
     pub interval: String,
+    /// The smallest change these runs can tell from noise, in the gate's bad direction
+    /// (`+8.10%`), from A's runs alone; empty for an absolute bound.
+    pub detectable: String,
+    /// When the bound is inside the smallest detectable change: what that means for the gate
+    /// (which still gives its verdict).
+    pub tighter: Option<String>,
     /// Where the numbers came from: `requests` (per-request records), `seconds` (per-second
     /// values), `data.json` (the exact totals).
     pub from: String,
@@ -332,129 +344,151 @@ impl Default for GateOptions {
     }
 }
 
-/// Refuses to gate runs that are not of the same thing: another scenario, another form, other
-/// cases, other loads, or loads run differently. The message names the first difference.
-pub fn check_comparable(a: &RunResults, b: &RunResults) -> Result<(), Error> {
-    let differ = |what: String| Err(Error::Mismatch(what));
-    if a.scenario != b.scenario {
-        return differ(format!(
-            "A ran scenario '{}', B ran '{}'",
-            a.scenario, b.scenario
-        ));
-    }
-    if a.quick != b.quick {
-        let form = |r: &RunResults| if r.quick { "--quick" } else { "full" };
-        return differ(format!(
-            "A ran the {} form, B the {} form",
-            form(a),
-            form(b)
-        ));
-    }
-    let names = |r: &RunResults| r.cases.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
-    if names(a) != names(b) {
-        return differ(format!(
-            "A ran cases {}, B ran {}",
-            names(a).join(", "),
-            names(b).join(", ")
-        ));
-    }
-    for (ca, cb) in a.cases.iter().zip(&b.cases) {
-        let loads =
-            |c: &model::CaseResult| c.loads.iter().map(|l| l.name.clone()).collect::<Vec<_>>();
-        if loads(ca) != loads(cb) {
-            return differ(format!(
-                "case '{}': A ran loads {}, B ran {}",
-                ca.name,
-                loads(ca).join(", "),
-                loads(cb).join(", ")
-            ));
-        }
-        for (la, lb) in ca.loads.iter().zip(&cb.loads) {
-            let path =
-                |u: &str| model::url::Url::parse(u).map_or_else(|_| "/".to_string(), |u| u.path);
-            let mode = |l: &model::LoadSummary| match &l.mode {
-                model::LoadMode::Closed => "closed loop".to_string(),
-                model::LoadMode::Open { rate, .. } => format!("open loop at {rate}/s"),
-            };
-            let planned = |l: &model::LoadSummary| match l.planned_s {
-                Some(s) => format!("{s}s"),
-                None => "a request count".into(),
-            };
-            let facts: [(&str, String, String); 6] = [
-                ("method", la.method.clone(), lb.method.clone()),
-                ("path", path(&la.url), path(&lb.url)),
-                ("mode", mode(la), mode(lb)),
-                (
-                    "connections",
-                    la.connections.to_string(),
-                    lb.connections.to_string(),
-                ),
-                ("threads", la.threads.to_string(), lb.threads.to_string()),
-                ("length", planned(la), planned(lb)),
-            ];
-            for (what, x, y) in facts {
-                if x != y {
-                    return differ(format!(
-                        "case '{}', load '{}': {what} {x} in A, {y} in B",
-                        ca.name, la.name
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
+/// How a comparison's intervals were made: what compare.md and the JUnit file say of the method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Method {
+    /// Runs of A.
+    pub runs_a: usize,
+    /// Runs of B.
+    pub runs_b: usize,
+    /// The intervals' confidence level.
+    pub confidence: f64,
+    /// Resamples of each kind per side and gate.
+    pub resamples: usize,
 }
 
-/// Evaluates `gates` on runs `a` (the baseline, read from `dir_a`) and `b`, which must be
-/// comparable ([`check_comparable`]). A gate naming a load that no case has is an error.
+impl Method {
+    /// The method of a comparison of `runs_a` runs with `runs_b`, as `opts` sets it.
+    pub fn new(runs_a: usize, runs_b: usize, opts: &GateOptions) -> Method {
+        Method {
+            runs_a,
+            runs_b,
+            confidence: opts.confidence,
+            resamples: opts.resamples,
+        }
+    }
+
+    /// `3 of A, 3 of B`.
+    pub fn runs(&self) -> String {
+        format!("{} of A, {} of B", self.runs_a, self.runs_b)
+    }
+
+    /// The interval's method in one sentence.
+    pub fn interval(&self) -> String {
+        let resample = if self.runs_a.max(self.runs_b) > 1 {
+            "hierarchical bootstrap: the runs drawn with replacement, then whole seconds within \
+             each run drawn"
+        } else {
+            "bootstrap of whole seconds of each run"
+        };
+        format!(
+            "{}% interval of the change, Student's t on the log of B/A with the noise of each \
+             side from a {resample} ({} resamples), corrected for few runs",
+            fmt_conf(self.confidence),
+            self.resamples
+        )
+    }
+
+    /// What the reader must know about these intervals: one run a side sees no drift; sides of
+    /// different sizes give lopsided intervals.
+    pub fn caveats(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.runs_a == 1 && self.runs_b == 1 {
+            out.push(
+                "One run a side: the intervals see the noise within each run, not the drift \
+                 between runs (another job's CPU, a neighbour's cache), which on a shared machine \
+                 is often larger. Run each side several times (`proxybench run --repeat N`, \
+                 `--interleave`) to see it."
+                    .to_string(),
+            );
+        } else if self.runs_a != self.runs_b {
+            let single = match (self.runs_a, self.runs_b) {
+                (1, n) => format!(
+                    " A's single run shows no drift of its own, so it is given B's run-to-run \
+                     noise (from {n} runs)."
+                ),
+                (n, 1) => format!(
+                    " B's single run shows no drift of its own, so it is given A's run-to-run \
+                     noise (from {n} runs)."
+                ),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "The sides have {} and {} runs: the intervals are lopsided, as sure as the side \
+                 with fewer runs allows.{single}",
+                self.runs_a, self.runs_b
+            ));
+        }
+        out
+    }
+}
+
+/// Evaluates `gates` on the runs of side `a` (the baseline) and side `b`, each one or more
+/// `(directory, data.json)`, which must be fit for gating and comparable ([`sides::check`]). A
+/// gate naming a load that no case has is an error.
 pub fn evaluate(
     gates: &[Gate],
-    (dir_a, a): (&Path, &RunResults),
-    (dir_b, b): (&Path, &RunResults),
+    a: &[Run<'_>],
+    b: &[Run<'_>],
     opts: &GateOptions,
 ) -> Result<Vec<GateResult>, Error> {
-    check_comparable(a, b)?;
-    let mut la = Loaded::new(dir_a, a);
-    let mut lb = Loaded::new(dir_b, b);
+    sides::check(a, b)?;
+    let mut la: Vec<Loaded<'_>> = a.iter().map(|(d, r)| Loaded::new(d, r)).collect();
+    let mut lb: Vec<Loaded<'_>> = b.iter().map(|(d, r)| Loaded::new(d, r)).collect();
+    let first = a[0].1;
     let mut out = Vec::new();
     for g in gates {
-        if let Some(s) = g.subject.as_deref().filter(|s| *s != "all") {
-            if !a.cases.iter().any(|c| c.loads.iter().any(|l| l.name == s)) {
-                let mut known: Vec<&str> = Vec::new();
-                for l in a.cases.iter().flat_map(|c| &c.loads) {
-                    if !known.contains(&l.name.as_str()) {
-                        known.push(&l.name);
-                    }
-                }
-                return Err(Error::Mismatch(format!(
-                    "gate '{}': no load '{s}' in these runs (loads: {})",
-                    g.text,
-                    known.join(", ")
-                )));
-            }
-        }
-        for (ci, case) in a.cases.iter().enumerate() {
-            let targets: Vec<(String, Vec<usize>)> = match g.subject.as_deref() {
-                None => case
-                    .loads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| (l.name.clone(), vec![i]))
-                    .collect(),
-                Some("all") => vec![("all".into(), (0..case.loads.len()).collect())],
-                Some(s) => case
-                    .loads
-                    .iter()
-                    .position(|l| l.name == s)
-                    .map(|i| vec![(s.to_string(), vec![i])])
-                    .unwrap_or_default(),
-            };
-            for (load, idx) in targets {
+        check_subject(g, first)?;
+        for (ci, case) in first.cases.iter().enumerate() {
+            for (load, idx) in targets(g, case) {
                 out.push(one(g, ci, &case.name, &load, &idx, &mut la, &mut lb, opts));
             }
         }
     }
     Ok(out)
+}
+
+/// Refuses a gate naming a load the runs do not have.
+fn check_subject(g: &Gate, run: &model::RunResults) -> Result<(), Error> {
+    if let Some(s) = g.subject.as_deref().filter(|s| *s != "all") {
+        if !run
+            .cases
+            .iter()
+            .any(|c| c.loads.iter().any(|l| l.name == s))
+        {
+            let mut known: Vec<&str> = Vec::new();
+            for l in run.cases.iter().flat_map(|c| &c.loads) {
+                if !known.contains(&l.name.as_str()) {
+                    known.push(&l.name);
+                }
+            }
+            return Err(Error::Mismatch(format!(
+                "gate '{}': no load '{s}' in these runs (loads: {})",
+                g.text,
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The loads of `case` a gate reads: (its name in the table, the loads' indices).
+fn targets(g: &Gate, case: &model::CaseResult) -> Vec<(String, Vec<usize>)> {
+    match g.subject.as_deref() {
+        None => case
+            .loads
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.name.clone(), vec![i]))
+            .collect(),
+        Some("all") => vec![("all".into(), (0..case.loads.len()).collect())],
+        Some(s) => case
+            .loads
+            .iter()
+            .position(|l| l.name == s)
+            .map(|i| vec![(s.to_string(), vec![i])])
+            .unwrap_or_default(),
+    }
 }
 
 /// One gate on loads `idx` of case `ci`.
@@ -465,15 +499,10 @@ fn one(
     case: &str,
     load: &str,
     idx: &[usize],
-    la: &mut Loaded<'_>,
-    lb: &mut Loaded<'_>,
+    la: &mut [Loaded<'_>],
+    lb: &mut [Loaded<'_>],
     opts: &GateOptions,
 ) -> GateResult {
-    let exact = |l: &Loaded<'_>| -> Result<f64, String> {
-        let loads: Vec<&model::LoadSummary> =
-            idx.iter().map(|&i| &l.run.cases[ci].loads[i]).collect();
-        metric::load_metric(&loads, &g.metric).map_err(|e| e.0)
-    };
     let mut r = GateResult {
         gate: g.text.clone(),
         case: case.to_string(),
@@ -482,6 +511,8 @@ fn one(
         b: "-".into(),
         change: String::new(),
         interval: String::new(),
+        detectable: String::new(),
+        tighter: None,
         from: String::new(),
         note: None,
         expected: g.expected(),
@@ -491,21 +522,22 @@ fn one(
         Bound::Absolute(limit) => {
             r.change = "exact".into();
             r.from = "data.json".into();
-            if let Ok(v) = exact(la) {
+            if lb.len() > 1 {
+                r.note = Some(format!(
+                    "an absolute bound is checked on every run of B ({}); B shows its worst \
+                     run, A its worst for reference",
+                    lb.len()
+                ));
+            }
+            if let Ok(Some(v)) = worst(g, limit, "A", la, ci, idx) {
                 r.a = metric::show(v, g.kind);
             }
-            r.verdict = match exact(lb) {
-                Err(why) => Verdict::NotMeasurable(format!("B: {why}")),
-                Ok(v) => {
+            r.verdict = match worst(g, limit, "B", lb, ci, idx) {
+                Err(why) => Verdict::NotMeasurable(why),
+                Ok(None) => Verdict::NotMeasurable("B has no run".into()),
+                Ok(Some(v)) => {
                     r.b = metric::show(v, g.kind);
-                    let holds = match g.op {
-                        Op::Le => v <= limit,
-                        Op::Lt => v < limit,
-                        Op::Ge => v >= limit,
-                        Op::Gt => v > limit,
-                        Op::Eq => (v - limit).abs() <= 1e-9 * v.abs().max(limit.abs()).max(1.0),
-                    };
-                    if holds {
+                    if holds(g.op, v, limit) {
                         Verdict::Holds
                     } else {
                         Verdict::Breached
@@ -515,33 +547,27 @@ fn one(
         }
         Bound::Relative(bound) => {
             let source = data::source(la, lb, ci, idx);
-            let (sa, sb) = match (
-                data::stat(la, ci, idx, &g.metric, &source),
-                data::stat(lb, ci, idx, &g.metric, &source),
-            ) {
-                (Ok(x), Ok(y)) => (x, y),
-                (Err(why), _) | (_, Err(why)) => {
-                    r.from = source.label().into();
-                    r.note = source.note();
-                    r.verdict = Verdict::NotMeasurable(why);
-                    return r;
-                }
-            };
             r.from = source.label().into();
             r.note = match (source.note(), data::how(&g.metric, &source)) {
                 (Some(a), Some(b)) => Some(format!("{a}; {b}")),
                 (a, b) => a.or(b),
             };
+            let side = |runs: &mut [Loaded<'_>]| -> Result<Runs, String> {
+                let parts = runs
+                    .iter_mut()
+                    .map(|l| data::stat(l, ci, idx, &g.metric, &source).map(|b| (b.stat, b.blocks)))
+                    .collect::<Result<Vec<(Stat, usize)>, String>>()?;
+                Ok(Runs::new(parts))
+            };
+            let (sa, sb) = match (side(la), side(lb)) {
+                (Ok(x), Ok(y)) => (x, y),
+                (Err(why), _) | (_, Err(why)) => {
+                    r.verdict = Verdict::NotMeasurable(why);
+                    return r;
+                }
+            };
             let seed = fnv1a(&[&g.text, case, load]);
-            match relative_change(
-                &sa.stat,
-                &sb.stat,
-                sa.blocks,
-                sb.blocks,
-                opts.confidence,
-                opts.resamples,
-                seed,
-            ) {
+            match relative_change(&sa, &sb, opts.confidence, opts.resamples, seed) {
                 Err(e) => r.verdict = Verdict::NotMeasurable(e.to_string()),
                 Ok(i) => {
                     r.a = metric::show(i.a, g.kind);
@@ -549,11 +575,77 @@ fn one(
                     r.change = pct(i.change);
                     r.interval = format!("[{}, {}]", pct(i.lo), pct(i.hi));
                     r.verdict = relative_verdict(g.op, bound, i.lo, i.hi);
+                    let up = g.op.up_is_worse();
+                    let (d, beyond) = if up {
+                        (
+                            i.detectable.exp() - 1.0,
+                            (1.0 + bound) * i.detectable.exp() - 1.0,
+                        )
+                    } else {
+                        (
+                            (-i.detectable).exp() - 1.0,
+                            (1.0 + bound) * (-i.detectable).exp() - 1.0,
+                        )
+                    };
+                    r.detectable = pct(d);
+                    if i.within_only && lb.len() > 1 {
+                        r.detectable.push_str(" (A: 1 run)");
+                    }
+                    let inside = if up { bound < d } else { bound > d };
+                    if inside && i.detectable > 0.0 {
+                        r.tighter = Some(format!(
+                            "the bound {} is inside the smallest change these runs can tell \
+                             from noise ({}): it fails only on a change beyond about {}",
+                            pct(bound),
+                            pct(d),
+                            pct(beyond)
+                        ));
+                    }
                 }
             }
         }
     }
     r
+}
+
+/// True when `v` meets the absolute bound `op limit`.
+fn holds(op: Op, v: f64, limit: f64) -> bool {
+    match op {
+        Op::Le => v <= limit,
+        Op::Lt => v < limit,
+        Op::Ge => v >= limit,
+        Op::Gt => v > limit,
+        Op::Eq => (v - limit).abs() <= 1e-9 * v.abs().max(limit.abs()).max(1.0),
+    }
+}
+
+/// The exact value of the gate's metric on the side's run farthest on the bad side of `limit`
+/// (the largest for `<=`, the smallest for `>=`, the farthest from it for `==`); `Err` naming
+/// the run when one cannot give it.
+fn worst(
+    g: &Gate,
+    limit: f64,
+    side: &str,
+    runs: &[Loaded<'_>],
+    ci: usize,
+    idx: &[usize],
+) -> Result<Option<f64>, String> {
+    let mut out: Option<f64> = None;
+    for (k, l) in runs.iter().enumerate() {
+        let loads: Vec<&model::LoadSummary> =
+            idx.iter().map(|&i| &l.run.cases[ci].loads[i]).collect();
+        let v = metric::load_metric(&loads, &g.metric)
+            .map_err(|e| format!("{}: {}", sides::who(side, k, runs.len()), e.0))?;
+        let badness = |x: f64| match g.op {
+            Op::Le | Op::Lt => x,
+            Op::Ge | Op::Gt => -x,
+            Op::Eq => (x - limit).abs(),
+        };
+        if out.is_none_or(|w| badness(v) > badness(w)) {
+            out = Some(v);
+        }
+    }
+    Ok(out)
 }
 
 /// The verdict of an interval `[lo, hi]` of the change against a bound on it.
@@ -582,30 +674,40 @@ fn pct(f: f64) -> String {
     format!("{:+.2}%", f * 100.0)
 }
 
-/// The gates section of compare.md: one row per gate and load, the notes, and a closing count.
-pub fn render(results: &[GateResult], cases: usize, opts: &GateOptions) -> String {
+/// The gates section of compare.md: the runs and the method, one row per gate and load, the
+/// notes, and a closing count.
+pub fn render(results: &[GateResult], cases: usize, method: &Method) -> String {
     let mut t = crate::fmt::Table::new(&[
         "Gate",
         "Load",
         ">A",
         ">B",
         ">Change",
-        &format!(">{}% interval", fmt_conf(opts.confidence)),
+        &format!(">{}% interval", fmt_conf(method.confidence)),
+        ">Smallest detectable",
         "From",
         "Verdict",
         "Result",
     ]);
     let mut notes: Vec<String> = Vec::new();
+    let mark = |n: &str, notes: &mut Vec<String>| -> usize {
+        if !notes.iter().any(|x| x == n) {
+            notes.push(n.to_string());
+        }
+        notes.iter().position(|x| x == n).expect("just pushed") + 1
+    };
     for r in results {
         let from = match &r.note {
-            Some(n) => {
-                if !notes.contains(n) {
-                    notes.push(n.clone());
-                }
-                let k = notes.iter().position(|x| x == n).expect("just pushed") + 1;
-                format!("{} [{k}]", r.from)
-            }
+            Some(n) => format!("{} [{}]", r.from, mark(n, &mut notes)),
             None => r.from.clone(),
+        };
+        let detectable = match &r.tighter {
+            Some(why) => {
+                let n = format!("`{}` on {}: {why}", r.gate, r.place(cases));
+                format!("{} (bound inside) [{}]", r.detectable, mark(&n, &mut notes))
+            }
+            None if r.detectable.is_empty() => "-".into(),
+            None => r.detectable.clone(),
         };
         t.row([
             format!("`{}`", r.gate),
@@ -618,12 +720,22 @@ pub fn render(results: &[GateResult], cases: usize, opts: &GateOptions) -> Strin
             } else {
                 r.interval.clone()
             },
+            detectable,
             from,
             r.verdict.to_string(),
             if r.pass() { "pass" } else { "FAIL" }.into(),
         ]);
     }
     let mut out = String::from("## Gates\n\n");
+    out.push_str(&format!(
+        "Runs: {}. Intervals: {}.\n\n",
+        method.runs(),
+        method.interval()
+    ));
+    for c in method.caveats() {
+        out.push_str(&c);
+        out.push_str("\n\n");
+    }
     out.push_str(&t.render());
     out.push('\n');
     for (i, n) in notes.iter().enumerate() {
@@ -634,12 +746,13 @@ pub fn render(results: &[GateResult], cases: usize, opts: &GateOptions) -> Strin
     }
     out.push_str(&format!(
         "A change counts only when it is significant: a gate on a change from A fails when its \
-         whole {}% interval lies beyond the bound. Intervals are percentile bootstraps of {} \
-         resamples of whole seconds of each run (`requests`: the per-request records; \
-         `seconds`: the per-second values), seeded by the gate and load, so the same runs give \
-         the same numbers. Gates with an absolute bound are checked exactly on B.\n\n",
-        fmt_conf(opts.confidence),
-        opts.resamples
+         whole {conf}% interval lies beyond the bound. The smallest detectable change is the \
+         change these runs can tell from noise at {conf}%, from A's runs alone: a change of that \
+         size is called about half the time, one of twice that size almost always. Intervals \
+         are seeded by the gate and load, so the same runs give the same numbers (`requests`: \
+         the per-request records; `seconds`: the per-second values). Gates with an absolute \
+         bound are checked exactly on every run of B.\n\n",
+        conf = fmt_conf(method.confidence),
     ));
     let failed = results.iter().filter(|r| !r.pass()).count();
     out.push_str(&format!(

@@ -56,7 +56,7 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     events(out, c);
     let proxy = fmt::proxy_name(&r.env);
     reloads(out, c, ci, charts);
-    logs::render(out, proxy, &c.logs);
+    logs::render(out, proxy, &c.logs, c.shortfall(Collector::Logs).as_ref());
     backends(out, c);
     procs(out, c, ci, charts);
     stub(out, proxy, c, ci, charts);
@@ -548,12 +548,12 @@ fn cluster(out: &mut String, c: &CaseResult, ci: usize, charts: &[Chart]) {
         scrapes(out, k);
     }
     if c.gap(Collector::LogLevels).is_none() {
-        log_levels(out, k);
+        log_levels(out, c, k);
     }
 }
 
-/// The watched pods' logs counted by the level of their JSON lines.
-fn log_levels(out: &mut String, k: &model::ClusterRecord) {
+/// The watched pods' logs counted by level, and their coverage when a log was not read whole.
+fn log_levels(out: &mut String, c: &CaseResult, k: &model::ClusterRecord) {
     out.push_str("#### Watched pods' log levels\n\n");
     let mut t = Table::new(&[
         "Pod",
@@ -589,61 +589,108 @@ fn log_levels(out: &mut String, k: &model::ClusterRecord) {
     }
     out.push_str(&t.render());
     out.push('\n');
-    for l in k.log_levels.iter().filter(|l| l.incomplete.is_some()) {
+    // Counts from logs not read whole, or with lines whose level cannot be read, are not the
+    // logs' counts: said once, with what is missing (`cluster.log_errors` is not measurable).
+    if let Some(s) = c.shortfall(Collector::LogLevels) {
         let _ = writeln!(
             out,
-            "- {} {}: the log may be incomplete: {}",
-            l.pod,
-            l.container,
-            l.incomplete.as_deref().unwrap_or_default()
+            "Partial: the levels cover {} whole ({}); the counts above are of what was read, \
+             and checks on them are not measurable.\n",
+            s.coverage(),
+            s.detail()
         );
     }
 }
 
-/// Every container restart the pod watch saw.
+/// Every container restart the pod watch saw: each change of a container's restartCount, the
+/// restarts it adds (the jump), and the total as `cluster.restarts` counts it.
 fn restarts(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Container restarts\n\n");
     if k.restarts.is_empty() {
         out.push_str("No container restarted.\n\n");
-    } else {
-        let mut t = Table::new(&[">Time (s)", "Pod", "Container", ">Restarts", "Last state"]);
-        for r in &k.restarts {
-            t.row([
-                fmt::secs(r.t_s),
-                r.pod.clone(),
-                r.container.clone(),
-                r.count.to_string(),
-                if r.reason.is_empty() {
-                    "-".into()
-                } else {
-                    r.reason.clone()
-                },
-            ]);
-        }
-        out.push_str(&t.render());
-        out.push('\n');
+        return;
     }
+    let _ = writeln!(
+        out,
+        "{}\n",
+        match k.restarts_in_case() {
+            Some(n) => format!(
+                "{n} container restart(s) in the case: the sum of the jumps in each container's \
+                 restartCount (a count seen going 0 -> 3 is 3)."
+            ),
+            None => "The record keeps each change's count after it, not how many restarts it \
+                     was: the case's total is not known."
+                .to_string(),
+        }
+    );
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Pod",
+        "Container",
+        ">Restarts",
+        ">restartCount after",
+        "Last state",
+    ]);
+    for r in &k.restarts {
+        t.row([
+            fmt::secs(r.t_s),
+            r.pod.clone(),
+            r.container.clone(),
+            r.added.map_or("-".into(), |n| n.to_string()),
+            r.count.to_string(),
+            if r.reason.is_empty() {
+                "-".into()
+            } else {
+                r.reason.clone()
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
-/// Every Warning event of the watched namespaces.
+/// Every Warning event of the watched namespaces: each change of an event's count, what it adds
+/// within the case, and the total as `cluster.warnings` counts it.
 fn warnings(out: &mut String, k: &model::ClusterRecord) {
     out.push_str("#### Warning events\n\n");
     if k.warnings.is_empty() {
         out.push_str("No Warning events.\n\n");
-    } else {
-        let mut t = Table::new(&[">Time (s)", "Object", "Reason", ">Count", "Message"]);
-        for e in &k.warnings {
-            t.row([
-                fmt::secs(e.t_s),
-                e.object.clone(),
-                e.reason.clone(),
-                e.count.to_string(),
-                e.message.clone(),
-            ]);
-        }
-        out.push_str(&t.render());
-        out.push('\n');
+        return;
     }
+    let _ = writeln!(
+        out,
+        "{}\n",
+        match k.warnings_in_case() {
+            Some(n) => format!(
+                "{n} Warning event(s) in the case: the increase of each event's count within \
+                 the case (an event seen at counts 1 to 5 is 5; what it counted before the case \
+                 is not included). *Count* is the API's count, from before the case too."
+            ),
+            None => "The record keeps each event's cumulative count, not its increase within \
+                     the case: the case's total is not known."
+                .to_string(),
+        }
+    );
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Object",
+        "Reason",
+        ">In the case",
+        ">Count",
+        "Message",
+    ]);
+    for e in &k.warnings {
+        t.row([
+            fmt::secs(e.t_s),
+            e.object.clone(),
+            e.reason.clone(),
+            e.added.map_or("-".into(), |n| format!("+{n}")),
+            e.count.to_string(),
+            e.message.clone(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
 /// CPU and memory per pod from the metrics API.
@@ -933,7 +980,7 @@ fn resolution(out: &mut String, c: &CaseResult) {
     let asked: Vec<&model::ProbeRecord> = c.probes.iter().filter(|r| r.every_us > 0.0).collect();
     let replicas: Vec<&model::ReplicaProbe> = asked
         .iter()
-        .flat_map(|r| r.replicas.iter().filter(|x| x.requests > 1))
+        .flat_map(|r| r.replicas.iter().filter(|x| x.requests > 1 && !x.unreached))
         .collect();
     if replicas.is_empty() {
         return;
@@ -977,7 +1024,9 @@ fn probes(out: &mut String, c: &CaseResult) {
          Times are in ms from the action's start: *first* is the first expected answer, \
          *stable* the last of `consecutive` expected answers in a row; the mixed window runs \
          from the first replica's first expected answer to the last one's. A replica that went \
-         away before it was stable is counted as gone, not as a failure.\n",
+         away before it was stable is counted as gone, not as a failure. A replica the probe \
+         never reached (no request answered, or none could be sent) is counted as not reached: \
+         the probe has no evidence of it, and the times of its action are of the others only.\n",
         c.probes[0].path
     );
     let all = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
@@ -988,12 +1037,23 @@ fn probes(out: &mut String, c: &CaseResult) {
     };
     let mixed: Vec<f64> = c.probes.iter().filter_map(|r| r.mixed_ms).collect();
     if c.probes.len() > 1 {
+        let not: usize = c
+            .probes
+            .iter()
+            .filter_map(|r| r.shortfall())
+            .map(|s| s.missing.len())
+            .sum();
         let _ = writeln!(
             out,
-            "Over all {} probed actions and their {} replica probes: first answer p50 / p99 / \
+            "Over all {} probed actions and their {} replica probes{}: first answer p50 / p99 / \
              max {} ms, stable {} ms, mixed window {} ms.\n",
             c.probes.len(),
             c.probes.iter().map(|r| r.replicas.len()).sum::<usize>(),
+            if not > 0 {
+                format!(" ({not} not reached: the times are of the replicas reached only)")
+            } else {
+                String::new()
+            },
             spread(&all(|x| x.first_ms)),
             spread(&all(|x| x.stable_ms)),
             spread(&mixed)
@@ -1003,7 +1063,7 @@ fn probes(out: &mut String, c: &CaseResult) {
         ">Time (s)",
         "Action",
         "Detail",
-        ">Replicas (stable/all, gone)",
+        "Replicas",
         ">Condition (ms)",
         ">First p50 / p99 / max (ms)",
         ">Stable p50 / p99 / max (ms)",
@@ -1016,28 +1076,32 @@ fn probes(out: &mut String, c: &CaseResult) {
         let v = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
             r.replicas.iter().filter_map(f).collect()
         };
-        let n = r.replicas.len().max(1) as f64;
+        // The probe's own cost over the replicas it reached.
+        let reached: Vec<&model::ReplicaProbe> =
+            r.replicas.iter().filter(|x| !x.unreached).collect();
+        let n = reached.len().max(1) as f64;
+        let short = r.shortfall();
+        // A time over the replicas reached says so when some were not.
+        let of = |cell: String| match &short {
+            Some(s) if cell != "-" => format!("{cell} ({})", s.coverage()),
+            _ => cell,
+        };
         t.row([
             fmt::secs(r.t_s),
             r.action.clone(),
             r.detail.clone(),
-            format!(
-                "{}/{}, {}",
-                r.replicas.iter().filter(|x| x.stable_ms.is_some()).count(),
-                r.replicas.len(),
-                r.replicas.iter().filter(|x| x.gone).count()
-            ),
+            probe_replicas(r),
             r.condition_ms.map_or("-".into(), fmt::f2),
-            spread(&v(|x| x.first_ms)),
-            spread(&v(|x| x.stable_ms)),
+            of(spread(&v(|x| x.first_ms))),
+            of(spread(&v(|x| x.stable_ms))),
             r.mixed_ms.map_or("-".into(), fmt::f2),
             format!(
                 "{:.0}",
-                r.replicas.iter().map(|x| x.interval_us).sum::<f64>() / n
+                reached.iter().map(|x| x.interval_us).sum::<f64>() / n
             ),
             format!(
                 "{:.0}",
-                r.replicas.iter().map(|x| x.request_us).sum::<f64>() / n
+                reached.iter().map(|x| x.request_us).sum::<f64>() / n
             ),
             r.error.clone().unwrap_or_default(),
         ]);
@@ -1099,6 +1163,13 @@ fn probes(out: &mut String, c: &CaseResult) {
                 format!("{:.0}", x.request_us),
                 if x.gone {
                     "gone".to_string()
+                } else if x.unreached {
+                    let why = x.error.as_deref().unwrap_or("no answer");
+                    if why.starts_with("not reached") {
+                        why.to_string()
+                    } else {
+                        format!("not reached: {why}")
+                    }
                 } else {
                     x.error.clone().unwrap_or_else(|| "stable".into())
                 },
@@ -1114,6 +1185,27 @@ fn probes(out: &mut String, c: &CaseResult) {
              data.json (`probes`) has every replica of every action.\n"
         );
     }
+}
+
+/// One probed action's replicas in words: `3 of 3 stable`, `2 of 3 stable, 1 gone`, and the
+/// replicas it never reached with why (`2 of 3 stable; 1 not reached: gw-c: connect: ...`),
+/// never a count of the reached ones alone.
+fn probe_replicas(r: &model::ProbeRecord) -> String {
+    let stable = r.replicas.iter().filter(|x| x.stable_ms.is_some()).count();
+    let gone = r.replicas.iter().filter(|x| x.gone).count();
+    let mut s = format!("{stable} of {} stable", r.replicas.len());
+    if gone > 0 {
+        let _ = write!(s, ", {gone} gone");
+    }
+    if let Some(short) = r.shortfall() {
+        let _ = write!(
+            s,
+            "; {} not reached: {}",
+            short.missing.len(),
+            short.detail()
+        );
+    }
+    s
 }
 
 /// The pods' readiness: per role the fewest and most Ready at once, then every change.
@@ -1270,6 +1362,7 @@ mod tests {
             request_us: 300.0,
             gone,
             error: None,
+            unreached: false,
         }
     }
 
@@ -1303,7 +1396,7 @@ mod tests {
         assert!(out.contains("(pod IP)"), "{out}");
         let row = out
             .lines()
-            .find(|l| l.contains("route.yaml") && l.contains("2/3, 1"))
+            .find(|l| l.contains("route.yaml") && l.contains("2 of 3 stable, 1 gone"))
             .unwrap_or_else(|| panic!("{out}"));
         for want in [
             "12.50",
@@ -1332,6 +1425,70 @@ mod tests {
         assert!(none.is_empty());
         assert_eq!(pct(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
         assert_eq!(pct(&[], 50.0), None);
+    }
+
+    /// A replica the probe never reached: the row says "2 of 3 stable; 1 not reached" with
+    /// why (never "2/2" of the two it reached), its times say what they cover, its own row says
+    /// not reached, and the probe's cost is the reached replicas'.
+    #[test]
+    fn a_replica_not_reached_is_shown_as_such_and_the_times_as_partial() {
+        let mut not = replica("gw-c", 0.0, 0.0, false);
+        (not.first_ms, not.ready_ms, not.stable_ms) = (None, None, None);
+        not.unreached = true;
+        not.interval_us = 900_000.0;
+        not.request_us = 1_000_000.0;
+        not.error = Some(
+            "not reached: none of 30 request(s) answered (last: connect: connection refused)"
+                .into(),
+        );
+        let c = CaseResult {
+            probes: vec![ProbeRecord {
+                t_s: 2.5,
+                action: "apply".into(),
+                detail: "route.yaml".into(),
+                request: "http://r7.example:8080/r7 -> 200".into(),
+                path: "pod IP".into(),
+                every_us: 1000.0,
+                replicas: vec![
+                    replica("gw-a", 10.0, 14.0, false),
+                    replica("gw-b", 30.0, 33.0, false),
+                    not,
+                ],
+                error: Some("not measurable: the probe reached 2 of 3 replicas (...)".into()),
+                ..ProbeRecord::default()
+            }],
+            ..CaseResult::default()
+        };
+        let mut out = String::new();
+        probes(&mut out, &c);
+        let row = out
+            .lines()
+            .find(|l| l.contains("route.yaml") && l.contains("stable"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            row.contains(
+                "2 of 3 stable; 1 not reached: gw-c: not reached: none of 30 request(s) answered \
+                 (last: connect: connection refused)"
+            ),
+            "{row}"
+        );
+        assert!(!row.contains("2/2") && !row.contains("2 of 2"), "{row}");
+        assert!(
+            row.contains("10.00 / 30.00 / 30.00 (2 of 3 replicas)"),
+            "{row}"
+        );
+        // The probe's cost over the two reached: 1000 µs, 300 µs.
+        assert!(row.contains("| 1000 | 300 |"), "{row}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("gw-c")
+                    && l.contains("not reached: none of 30 request(s) answered")),
+            "{out}"
+        );
+        assert!(
+            out.contains("Resolution: asked every 1000 µs, achieved 1000 µs on average"),
+            "{out}"
+        );
     }
 
     /// A resolution short of the one asked is said, with the request's own cost; a record

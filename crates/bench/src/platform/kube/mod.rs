@@ -27,7 +27,7 @@ use super::Served;
 use crate::error::StackError;
 use backends::BackendPods;
 use k8s::collect::{
-    Collector, EndpointChange, PodTimeline, PodUsage, ProbeTally, Scrape, WarningEvent,
+    Collector, EndpointChange, PodTimeline, PodUsage, ProbeCounts, Scrape, WarningEvent,
 };
 use k8s::k8s_openapi::api::core::v1::{
     Capabilities, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
@@ -152,7 +152,7 @@ pub(crate) struct KubeStage {
     /// The proxy Service's EndpointSlice watch.
     endpoints: Option<Collector<Vec<EndpointChange>>>,
     /// The kubelets' readiness probe counters of the proxy pods.
-    probes: Option<Collector<Vec<ProbeTally>>>,
+    probes: Option<Collector<ProbeCounts>>,
     /// A short id of the case's run on the cluster (`pb-<stamp>`): a templated growth's
     /// `{{ run }}`, the `app.kubernetes.io/instance` label of everything the case makes, and
     /// the suffix of its names.

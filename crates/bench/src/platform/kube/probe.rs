@@ -150,22 +150,50 @@ pub(super) fn probed<R>(
     })
 }
 
+/// A running pod the probe could not reach at its port (no address to connect to could be
+/// made: its port-forward could not be opened): its name, address and why.
+#[derive(Debug, Clone)]
+struct Unreached {
+    pod: String,
+    addr: String,
+    why: String,
+}
+
 /// The running pods the plan's selector matches, with where this machine reaches their port
-/// (a port-forward is opened here); a pod that cannot be reached is left out with why.
-fn list(cluster: &Cluster, plan: &ProbePlan) -> Result<Vec<PodPort>, String> {
+/// (a port-forward is opened here); a pod that cannot be reached is in the second list, with
+/// why, and its record says so: it is never left out.
+fn list(cluster: &Cluster, plan: &ProbePlan) -> Result<(Vec<PodPort>, Vec<Unreached>), String> {
     let pods = cluster
         .pods(&plan.namespace, Some(&plan.selector))
         .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
+    Ok(reach(cluster, plan, pods.iter().filter(|p| !p.deleting)))
+}
+
+/// Where this machine reaches each running pod of `pods` with an IP at the plan's port, and the
+/// ones it cannot reach, with why.
+fn reach<'a>(
+    cluster: &Cluster,
+    plan: &ProbePlan,
+    pods: impl Iterator<Item = &'a k8s::PodInfo>,
+) -> (Vec<PodPort>, Vec<Unreached>) {
+    let (mut out, mut not) = (Vec::new(), Vec::new());
     for p in pods {
-        let Some(ip) = p.ip.filter(|_| !p.deleting && p.phase == "Running") else {
+        let Some(ip) = p.ip.filter(|_| p.phase == "Running") else {
             continue;
         };
-        if let Ok(pp) = cluster.pod_port(&plan.namespace, &p.name, ip, plan.port, plan.via) {
-            out.push(pp);
+        match cluster.pod_port(&plan.namespace, &p.name, ip, plan.port, plan.via) {
+            Ok(pp) => out.push(pp),
+            Err(e) => not.push(Unreached {
+                pod: p.name.clone(),
+                addr: SocketAddr::new(ip, plan.port).to_string(),
+                why: format!(
+                    "its port could not be reached from here ({}): {e}",
+                    plan.via
+                ),
+            }),
         }
     }
-    Ok(out)
+    (out, not)
 }
 
 /// One replica's probe thread, with its stop flag (set when the pod is gone).
@@ -182,13 +210,17 @@ fn coordinate(
     cluster: &Cluster,
     plan: &ProbePlan,
     t0: Instant,
-    first: Result<Vec<PodPort>, String>,
+    first: Result<(Vec<PodPort>, Vec<Unreached>), String>,
     cancel: &AtomicBool,
     acted: &AtomicBool,
 ) -> (Vec<ReplicaProbe>, Option<String>) {
     let deadline = t0 + plan.timeout;
     let stop_all = Arc::new(AtomicBool::new(false));
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    // Pods the probe could not reach (tried again at each listing), and those of them that
+    // went away before it could.
+    let mut unreached: BTreeMap<String, Unreached> = BTreeMap::new();
+    let mut unreached_gone: BTreeMap<String, Unreached> = BTreeMap::new();
     let mut last_list_error = None;
     let start = |running: &mut BTreeMap<String, Running>, pods: Vec<PodPort>| {
         for pp in pods {
@@ -226,7 +258,10 @@ fn coordinate(
         }
     };
     match first {
-        Ok(p) => start(&mut running, p),
+        Ok((p, not)) => {
+            start(&mut running, p);
+            unreached.extend(not.into_iter().map(|u| (u.pod.clone(), u)));
+        }
         Err(e) => last_list_error = Some(e),
     }
     let mut next_list = Instant::now() + RELIST;
@@ -258,24 +293,30 @@ fn coordinate(
                             r.gone.store(true, Ordering::SeqCst);
                         }
                     }
-                    // New replicas (scaled up, replacements) are probed from now on.
-                    {
-                        let new: Vec<&k8s::PodInfo> = here
-                            .values()
-                            .filter(|p| !running.contains_key(&p.name))
-                            .filter(|p| p.phase == "Running" && p.ip.is_some())
-                            .copied()
-                            .collect();
-                        let ports: Vec<PodPort> = new
-                            .iter()
-                            .filter_map(|p| {
-                                cluster
-                                    .pod_port(&plan.namespace, &p.name, p.ip?, plan.port, plan.via)
-                                    .ok()
-                            })
-                            .collect();
-                        start(&mut running, ports);
+                    let went: Vec<String> = unreached
+                        .keys()
+                        .filter(|n| !here.contains_key(n.as_str()))
+                        .cloned()
+                        .collect();
+                    for n in went {
+                        if let Some(u) = unreached.remove(&n) {
+                            unreached_gone.insert(n, u);
+                        }
                     }
+                    // New replicas (scaled up, replacements), and ones not reached yet, are
+                    // probed from now on.
+                    let (ports, not) = reach(
+                        cluster,
+                        plan,
+                        here.values()
+                            .filter(|p| !running.contains_key(&p.name))
+                            .copied(),
+                    );
+                    for p in &ports {
+                        unreached.remove(&p.pod);
+                    }
+                    unreached.extend(not.into_iter().map(|u| (u.pod.clone(), u)));
+                    start(&mut running, ports);
                     last_list_error = None;
                 }
                 Err(e) => last_list_error = Some(e.to_string()),
@@ -284,7 +325,7 @@ fn coordinate(
         std::thread::sleep(Duration::from_millis(2));
     }
     let mut out = Vec::new();
-    let mut error = None;
+    let mut unstable = None;
     for (pod, r) in running {
         let forward = r.port.forward_error();
         let a = r
@@ -292,15 +333,28 @@ fn coordinate(
             .join()
             .unwrap_or_else(|_| Asked::failed("the probe thread panicked".into()));
         let gone = a.stable.is_none() && r.gone.load(Ordering::SeqCst);
+        // No request got an answer: the pod's port was never reached, and nothing is known of
+        // what it serves (not a "not stable" of a replica that answered otherwise).
+        let unreached = !gone && !a.answered;
         let why = (a.stable.is_none() && !gone).then(|| {
-            let mut w = a.last.clone();
+            let mut w = if unreached {
+                match a.requests {
+                    0 => format!("no request could be sent: {}", a.last),
+                    n => format!(
+                        "not reached: none of {n} request(s) answered (last: {})",
+                        a.last
+                    ),
+                }
+            } else {
+                a.last.clone()
+            };
             if let Some(f) = forward {
                 w = format!("{w} (port-forward: {f})");
             }
             w
         });
-        if let (Some(w), None) = (&why, &error) {
-            error = Some(format!(
+        if let (Some(w), None, false) = (&why, &unstable, unreached) {
+            unstable = Some(format!(
                 "pod {pod} was not stable within {:?} (last: {w})",
                 plan.timeout
             ));
@@ -316,8 +370,25 @@ fn coordinate(
             request_us: a.request_us(),
             gone,
             error: why,
+            unreached,
         });
     }
+    // Pods that ran and could not be reached are recorded as such; those that went away before
+    // they could be, as gone.
+    for (gone, list) in [(false, unreached), (true, unreached_gone)] {
+        for (pod, u) in list {
+            out.push(ReplicaProbe {
+                pod,
+                addr: u.addr,
+                gone,
+                error: (!gone).then_some(u.why),
+                unreached: !gone,
+                ..ReplicaProbe::default()
+            });
+        }
+    }
+    out.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let mut error = probe_error(&out, unstable);
     if out.is_empty() {
         error = Some(match last_list_error {
             Some(e) => format!("listing {} in {}: {e}", plan.selector, plan.namespace),
@@ -328,6 +399,28 @@ fn coordinate(
         });
     }
     (out, error)
+}
+
+/// Why a probe failed as a whole, from its replicas: the ones it did not reach (its evidence
+/// covers the others only), then the first one not stable (`unstable`).
+fn probe_error(replicas: &[ReplicaProbe], unstable: Option<String>) -> Option<String> {
+    let here = replicas.iter().filter(|r| !r.gone).count();
+    let not: Vec<String> = replicas
+        .iter()
+        .filter(|r| r.unreached && !r.gone)
+        .map(|r| format!("{}: {}", r.pod, r.error.as_deref().unwrap_or("not reached")))
+        .collect();
+    let partial = (!not.is_empty()).then(|| {
+        format!(
+            "not measurable: the probe reached {} of {here} replicas ({})",
+            here - not.len(),
+            not.join("; ")
+        )
+    });
+    match (partial, unstable) {
+        (Some(p), Some(u)) => Some(format!("{p}; {u}")),
+        (p, u) => p.or(u),
+    }
 }
 
 fn ms(t0: Instant, t: Instant) -> f64 {
@@ -384,6 +477,8 @@ struct Asked {
     ready: Option<Instant>,
     stable: Option<Instant>,
     requests: u64,
+    /// Some request got an answer (any status): the pod's port was reached.
+    answered: bool,
     /// From the first request's start to the last one's.
     span: Duration,
     busy: Duration,
@@ -482,6 +577,7 @@ impl Asker {
                         let at = Instant::now();
                         let got = self.probe.fetch();
                         let end = Instant::now();
+                        let answered = got.is_ok();
                         let (ok, last) = match got {
                             Ok(r) if r.status == self.status => (true, String::new()),
                             Ok(r) => (false, format!("status {}", r.status)),
@@ -495,6 +591,7 @@ impl Asker {
                                 at,
                                 end,
                                 ok,
+                                answered,
                                 last,
                             });
                     }
@@ -530,6 +627,7 @@ impl Asker {
                 .find(|x| !x.ok)
                 .map_or_else(|| "no answer".to_string(), |x| x.last.clone()),
             requests: a.len() as u64,
+            answered: a.iter().any(|x| x.answered),
             ..Asked::default()
         };
         if let (Some(f), Some(l)) = (a.iter().map(|x| x.at).min(), a.iter().map(|x| x.at).max()) {
@@ -556,6 +654,8 @@ struct Answer {
     at: Instant,
     end: Instant,
     ok: bool,
+    /// An answer came (any status), not a failure to connect, send or read.
+    answered: bool,
     last: String,
 }
 
@@ -676,9 +776,18 @@ pub(super) fn summary(r: &ProbeRecord) -> String {
     };
     let stable = r.replicas.iter().filter(|x| x.stable_ms.is_some()).count();
     let gone = r.replicas.iter().filter(|x| x.gone).count();
+    let not = match r.shortfall() {
+        Some(s) => format!(
+            "; {} not reached ({}); the times below are of the {} reached only",
+            s.missing.len(),
+            s.detail(),
+            s.covered()
+        ),
+        None => String::new(),
+    };
     format!(
-        "probe ({}) {}: {stable} of {} replicas stable{}, first answer max {}, stable max {}, \
-         mixed window {}",
+        "probe ({}) {}: {stable} of {} replicas stable{}{not}, first answer max {}, stable max \
+         {}, mixed window {}",
         r.path,
         r.request,
         r.replicas.len(),
@@ -716,6 +825,7 @@ mod tests {
             at: ms(at),
             end: ms(end),
             ok,
+            answered: true,
             last: String::new(),
         };
         let seq = [
@@ -731,6 +841,64 @@ mod tests {
         assert_eq!(stable_in(&seq, 1), Some((ms(1), ms(5))));
         assert_eq!(stable_in(&seq, 5), None);
         assert_eq!(stable_in(&seq[..4], 2), None);
+    }
+
+    /// A replica the probe never reached is in the record as such, with why: the action's
+    /// error says the probe covered the others only, the event's line says how many were not
+    /// reached, and the mixed window is unknown (never "2 of 2 stable" of the two it reached).
+    #[test]
+    fn a_replica_not_reached_is_recorded_and_makes_the_probe_partial() {
+        let ok = |pod: &str, first: f64| ReplicaProbe {
+            pod: pod.into(),
+            first_ms: Some(first),
+            ready_ms: Some(first),
+            stable_ms: Some(first + 2.0),
+            requests: 9,
+            ..ReplicaProbe::default()
+        };
+        let not = ReplicaProbe {
+            pod: "gw-c".into(),
+            requests: 7,
+            error: Some(
+                "not reached: none of 7 request(s) answered (last: connect: connection refused)"
+                    .into(),
+            ),
+            unreached: true,
+            ..ReplicaProbe::default()
+        };
+        let replicas = vec![ok("gw-a", 4.0), ok("gw-b", 6.0), not];
+        let err = probe_error(&replicas, None).unwrap();
+        assert_eq!(
+            err,
+            "not measurable: the probe reached 2 of 3 replicas (gw-c: not reached: none of 7 \
+             request(s) answered (last: connect: connection refused))"
+        );
+        assert_eq!(mixed_ms(&replicas), None);
+        let rec = ProbeRecord {
+            action: "apply".into(),
+            request: "http://gw.example:8080/ -> 200".into(),
+            path: "pod IP".into(),
+            mixed_ms: mixed_ms(&replicas),
+            replicas,
+            error: Some(err),
+            ..ProbeRecord::default()
+        };
+        let s = rec.shortfall().unwrap();
+        assert_eq!(s.coverage(), "2 of 3 replicas");
+        let line = summary(&rec);
+        assert!(
+            line.contains("2 of 3 replicas stable; 1 not reached (gw-c: not reached: none of 7"),
+            "{line}"
+        );
+        assert!(line.contains("of the 2 reached only"), "{line}");
+        // A gone replica is neither reached nor missing; every replica reached: no shortfall.
+        let all = ProbeRecord {
+            replicas: vec![ok("gw-a", 4.0), replica(None, true)],
+            ..ProbeRecord::default()
+        };
+        assert_eq!(all.shortfall(), None);
+        assert_eq!(probe_error(&all.replicas, None), None);
+        assert!(!summary(&all).contains("not reached"));
     }
 
     /// The mixed window runs from the first replica's first expected answer to the last's; a

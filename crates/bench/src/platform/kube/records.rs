@@ -3,7 +3,7 @@
 
 use super::{platform, KubeStage, ENDPOINT_ROLE, PROXY};
 use crate::error::StackError;
-use k8s::collect::{Collected, Collector, PodTimeline, ProbeTally};
+use k8s::collect::{Collected, Collector, PodTimeline, ProbeCounts};
 use k8s::LogFollowers;
 use model::ClusterRecord;
 use proxy::logs::Parse as _;
@@ -114,6 +114,7 @@ impl KubeStage {
                     container: r.container,
                     count: r.restarts.max(0) as u32,
                     reason: r.reason.unwrap_or_default(),
+                    added: Some(r.added.max(0) as u32),
                 });
             }
         }
@@ -124,6 +125,7 @@ impl KubeStage {
                 reason: w.reason,
                 message: w.message,
                 count: w.count.max(0) as u32,
+                added: Some(w.added.max(0) as u32),
             });
         }
         for m in metrics.into_iter().flat_map(|(_, m)| m.data) {
@@ -231,13 +233,17 @@ impl KubeStage {
 }
 
 /// What the kubelets counted of the proxy pods' readiness probes, as one sentence: only what was
-/// read from them (never a probe result that was not measured).
-fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
-    if p.data.is_empty() {
+/// read from them (never a probe result that was not measured). When a node's kubelet could not
+/// be read at the end, the counts are those of the other nodes (and of that one up to its last
+/// good read), and the sentence says so, naming the node and why.
+fn probe_note(p: &Collected<ProbeCounts>) -> String {
+    let missing = p.data.missing_nodes();
+    if p.data.tallies.is_empty() {
         return format!(
             "The proxy pods' readiness probes were not counted: {}.",
             p.absent
                 .as_deref()
+                .or(missing.first().and_then(|(_, r)| r.last_error.as_deref()))
                 .or(p.errors.first().map(String::as_str))
                 .unwrap_or("the kubelets gave no counter")
                 .trim_end_matches('.')
@@ -246,7 +252,7 @@ fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
     let (mut ok, mut failed, mut unknown) = (0u64, 0u64, 0u64);
     let (mut sum, mut n) = (0.0, 0u64);
     let mut failing: BTreeSet<&str> = BTreeSet::new();
-    for t in &p.data {
+    for t in &p.data.tallies {
         ok += t.successes;
         failed += t.failures;
         unknown += t.unknown;
@@ -274,25 +280,56 @@ fn probe_note(p: &Collected<Vec<ProbeTally>>) -> String {
             failing.into_iter().collect::<Vec<_>>().join(", ")
         )
     };
+    let counts = format!("{ok} succeeded, {failed} failed{who}, {unknown} unknown{mean}");
+    if missing.is_empty() {
+        return format!(
+            "The kubelets counted the proxy pods' readiness probes (an httpGet of the admin \
+             listener every second): {counts}."
+        );
+    }
+    let nodes = p.data.nodes.len();
+    let why = missing
+        .iter()
+        .map(|(node, r)| {
+            format!(
+                "{node}: {}{}",
+                r.last_error
+                    .as_deref()
+                    .unwrap_or_default()
+                    .trim_end_matches('.'),
+                if r.ok > 0 {
+                    " (its pods counted up to its last good read only)"
+                } else {
+                    " (never read)"
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     format!(
-        "The kubelets counted the proxy pods' readiness probes (an httpGet of the admin \
-         listener every second): {ok} succeeded, {failed} failed{who}, {unknown} unknown{mean}."
+        "The proxy pods' readiness probes were counted in part: on {} of {nodes} nodes; {why}. \
+         What the kubelets read counted (an httpGet of the admin listener every second; partial, \
+         not the proxy pods' totals): {counts}.",
+        nodes - missing.len()
     )
 }
 
 /// Stops log followers and splits each container's log into its access and error lines (by
 /// `format`) in `dir`, as the proxy's log files the run summarizes, one replica per pod (`POD`)
 /// or, for a pod of several containers, per container (`POD.CONTAINER`), so that no container's
-/// log overwrites another's; the first failure goes to `err`.
+/// log overwrites another's. A log its follower could not read whole goes to `short` (its name
+/// and why): the case's logs are partial, and the run records it so; a log file that cannot be
+/// read at all goes to `err`.
 pub(super) fn split_logs(
     followers: LogFollowers,
     format: proxy::logs::LogFormat,
     dir: &std::path::Path,
     logs: &mut Vec<(String, LogFiles)>,
+    short: &mut Vec<(String, String)>,
     err: &mut Option<StackError>,
 ) {
     let followed = followers.stop(Duration::from_secs(30));
-    split_followed(followed, format, dir, logs, err);
+    split_followed(followed, format, dir, logs, short, err);
 }
 
 /// Each followed container's log counted by the level of its JSON lines, as the case's record
@@ -322,9 +359,13 @@ pub(super) fn log_levels(followed: &[k8s::FollowedLog]) -> Vec<model::LogLevels>
                     .sum(),
                 levels: c.levels,
                 first_errors: c.first_errors,
-                incomplete: match text {
-                    Err(e) => Some(format!("{}: {e}", f.path.display())),
-                    Ok(_) => f.error.clone(),
+                // A log not read whole is never counted as if it were: a read that failed
+                // (no line counted), a follower that failed or never reached the log's end.
+                incomplete: match (text, &f.error) {
+                    (Err(e), _) => Some(format!("not read: {}: {e}", f.path.display())),
+                    (Ok(_), Some(e)) => Some(e.clone()),
+                    (Ok(_), None) if !f.complete => Some("its end was never read".into()),
+                    (Ok(_), None) => None,
                 },
             }
         })
@@ -337,6 +378,7 @@ pub(super) fn split_followed(
     format: proxy::logs::LogFormat,
     dir: &std::path::Path,
     logs: &mut Vec<(String, LogFiles)>,
+    short: &mut Vec<(String, String)>,
     err: &mut Option<StackError>,
 ) {
     let mut per_pod: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -375,11 +417,10 @@ pub(super) fn split_followed(
                 });
             }
         }
+        // Read in part: its lines are summarised with the others', and the case says that
+        // this log is short (the checks on the proxy's logs are then not measurable).
         if let Some(e) = &f.error {
-            err.get_or_insert(platform(format!(
-                "log of pod {} container {}: {e}",
-                f.pod, f.container
-            )));
+            short.push((name.clone(), format!("container {}: {e}", f.container)));
         }
         logs.push((
             name,
@@ -390,5 +431,196 @@ pub(super) fn split_followed(
                 ..LogFiles::default()
             },
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s::collect::{NodeReads, ProbeTally};
+
+    fn tally(pod: &str, node: &str, ok: u64, failed: u64) -> ProbeTally {
+        ProbeTally {
+            t_s: 1.0,
+            pod: pod.into(),
+            node: node.into(),
+            successes: ok,
+            failures: failed,
+            unknown: 0,
+            mean_success_s: Some(0.002),
+        }
+    }
+
+    /// One node's kubelet read whole, the other's last read failed: the sentence says the
+    /// counts are partial, on how many nodes, naming the node and why, never "the proxy pods'
+    /// readiness probes: N succeeded" as if they were the totals.
+    #[test]
+    fn counts_from_some_nodes_are_said_to_be_partial() {
+        let mut p = Collected::<ProbeCounts>::default();
+        p.data.tallies = vec![
+            tally("proxy-a", "proxybench", 20, 0),
+            tally("proxy-b", "proxybench-2", 3, 0),
+        ];
+        p.data.nodes.insert(
+            "proxybench".into(),
+            NodeReads {
+                ok: 20,
+                failed: 0,
+                last_error: None,
+            },
+        );
+        let whole = probe_note(&p);
+        assert!(
+            whole.starts_with("The kubelets counted the proxy pods' readiness probes")
+                && whole.contains("23 succeeded"),
+            "{whole}"
+        );
+        p.data.nodes.insert(
+            "proxybench-2".into(),
+            NodeReads {
+                ok: 3,
+                failed: 17,
+                last_error: Some(
+                    "read /api/v1/nodes/proxybench-2/proxy/metrics/probes: no answer after 5s"
+                        .into(),
+                ),
+            },
+        );
+        let note = probe_note(&p);
+        assert!(
+            note.starts_with(
+                "The proxy pods' readiness probes were counted in part: on 1 of 2 nodes; \
+                 proxybench-2: read /api/v1/nodes/proxybench-2/proxy/metrics/probes: no answer \
+                 after 5s (its pods counted up to its last good read only)."
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("partial, not the proxy pods' totals): 23 succeeded"),
+            "{note}"
+        );
+        assert!(!note.contains("The kubelets counted"), "{note}");
+        // Nothing counted at all: not counted, with the node's reason.
+        let mut none = Collected::<ProbeCounts>::default();
+        none.data.nodes.insert(
+            "proxybench-2".into(),
+            NodeReads {
+                ok: 0,
+                failed: 4,
+                last_error: Some("forbidden".into()),
+            },
+        );
+        assert_eq!(
+            probe_note(&none),
+            "The proxy pods' readiness probes were not counted: forbidden."
+        );
+    }
+
+    fn followed(
+        dir: &std::path::Path,
+        pod: &str,
+        text: Option<&str>,
+        error: Option<&str>,
+    ) -> k8s::FollowedLog {
+        let path = dir.join(format!("{pod}_c.log"));
+        if let Some(t) = text {
+            std::fs::write(&path, t).unwrap();
+        }
+        k8s::FollowedLog {
+            pod: pod.into(),
+            uid: format!("uid-{pod}"),
+            container: "c".into(),
+            path,
+            lines: text.map_or(0, |t| t.lines().count() as u64),
+            first_t_s: None,
+            last_t_s: None,
+            complete: error.is_none(),
+            error: error.map(str::to_string),
+        }
+    }
+
+    /// A proxy pod's log whose follower failed is split as the others (what was read is kept)
+    /// and named as short, with why: the case's logs are partial, not a teardown footnote.
+    #[test]
+    fn a_log_read_in_part_is_named_as_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = r#"{"time":"t","status":200,"request_time":0.001}"#;
+        let logs_in = vec![
+            followed(dir.path(), "proxy-a", Some(line), None),
+            followed(
+                dir.path(),
+                "proxy-b",
+                Some(line),
+                Some("the final read did not end within 30s"),
+            ),
+        ];
+        let (mut logs, mut short, mut err) = (Vec::new(), Vec::new(), None);
+        split_followed(
+            logs_in,
+            proxy::logs::LogFormat::NginxJson,
+            dir.path(),
+            &mut logs,
+            &mut short,
+            &mut err,
+        );
+        assert_eq!(logs.len(), 2);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(
+            short,
+            [(
+                "proxy-b".to_string(),
+                "container c: the final read did not end within 30s".to_string()
+            )]
+        );
+    }
+
+    /// A watched log that could not be read, or whose follower failed, is never counted as a
+    /// whole log with no error in it: its row says it is incomplete (the check is then not
+    /// measurable).
+    #[test]
+    fn a_failed_log_read_is_never_zero_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let ns = dir.path().join("gw");
+        std::fs::create_dir_all(&ns).unwrap();
+        let rows = log_levels(&[
+            followed(
+                &ns,
+                "ctl-a",
+                Some("{\"level\":\"error\",\"msg\":\"x\"}\n"),
+                None,
+            ),
+            followed(&ns, "ctl-b", None, None),
+            followed(
+                &ns,
+                "ctl-c",
+                Some("{\"level\":\"info\",\"msg\":\"y\"}\n"),
+                Some("reading ctl-c/c: reset"),
+            ),
+        ]);
+        assert_eq!(rows[0].incomplete, None);
+        assert_eq!((rows[0].errors, rows[0].pod.as_str()), (1, "gw/ctl-a"));
+        assert!(
+            rows[1]
+                .incomplete
+                .as_deref()
+                .unwrap()
+                .starts_with("not read: "),
+            "{:?}",
+            rows[1]
+        );
+        assert_eq!(
+            rows[2].incomplete.as_deref(),
+            Some("reading ctl-c/c: reset")
+        );
+        let case = model::CaseResult {
+            cluster: Some(model::ClusterRecord {
+                log_levels: rows,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = case.shortfall(model::Collector::LogLevels).unwrap();
+        assert_eq!(s.coverage(), "1 of 3 logs");
+        assert!(case.incomplete(model::Collector::LogLevels).is_some());
     }
 }

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::error::StackError;
 use crate::platform::{Applied, Served, StackSpec};
-use crate::platform::{Down, Stage};
+use crate::platform::{Down, Missed, Stage};
 use k8s::collect::PromTarget;
 use k8s::k8s_openapi::api::apps::v1::Deployment;
 use k8s::k8s_openapi::api::core::v1::{
@@ -926,8 +926,9 @@ impl Stage for KubeStage {
             .as_ref()
             .map_or(proxy::logs::LogFormat::NginxJson, |s| s.log_format);
         let mut logs = Vec::new();
+        let mut short = Vec::new();
         if let Some(f) = self.followers.take() {
-            split_logs(f, format, &self.logs_dir, &mut logs, &mut err);
+            split_logs(f, format, &self.logs_dir, &mut logs, &mut short, &mut err);
         }
         let mut levels = Vec::new();
         for f in std::mem::take(&mut self.watched_logs) {
@@ -936,13 +937,24 @@ impl Stage for KubeStage {
                 levels.extend(log_levels(&followed));
             }
             if let Some(format) = self.watched_format {
-                split_followed(followed, format, &self.logs_dir, &mut logs, &mut err);
+                split_followed(
+                    followed,
+                    format,
+                    &self.logs_dir,
+                    &mut logs,
+                    &mut short,
+                    &mut err,
+                );
             }
         }
         if let Some(a) = &self.attached {
             logs.push((a.name().to_string(), a.logs()));
         }
         logs.sort_by(|a, b| a.0.cmp(&b.0));
+        let missed = logs_missed(&short, logs.len());
+        if !missed.is_empty() {
+            self.notes.push(logs_note(&missed));
+        }
         let (backends, missing, e) = self.backends.finish(&self.cluster, &self.namespace);
         if let Some(e) = e {
             err.get_or_insert(e);
@@ -982,8 +994,40 @@ impl Stage for KubeStage {
             cluster: Some(rec),
             err,
             notes: std::mem::take(&mut self.notes),
+            missed,
         }
     }
+}
+
+/// The proxy's logs read in part (`short`: each log's name and why) among `of` logs, as the
+/// case's coverage of the logs.
+fn logs_missed(short: &[(String, String)], of: usize) -> Vec<Missed> {
+    short
+        .iter()
+        .map(|(item, why)| Missed {
+            collector: model::Collector::Logs,
+            unit: "logs".into(),
+            of,
+            item: item.clone(),
+            why: why.clone(),
+        })
+        .collect()
+}
+
+/// One sentence for the case's findings on the proxy's logs read in part.
+fn logs_note(missed: &[Missed]) -> String {
+    let of = missed.first().map_or(0, |m| m.of);
+    format!(
+        "The proxy's logs were read whole for {} of {of} logs: {}. What the logs show (access \
+         lines, statuses, errors) covers only what was read, and checks on them are not \
+         measurable.",
+        of.saturating_sub(missed.len()),
+        missed
+            .iter()
+            .map(|m| format!("{}: {}", m.item, m.why.trim_end_matches('.')))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
 }
 
 #[cfg(test)]

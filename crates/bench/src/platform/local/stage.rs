@@ -796,6 +796,7 @@ impl Stage for Stack {
             cluster: None,
             err,
             notes: Vec::new(),
+            missed: Vec::new(),
         }
     }
 }

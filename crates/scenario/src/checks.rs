@@ -837,6 +837,7 @@ fn reload_metric(metric: &str, case: &CaseResult) -> Result<f64, Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::stream::StreamSummary;
     use model::{
         BackendCounters, ErrorKind, Latency, LoadMode, Percentile, RateStats, ReloadRecord,
     };
@@ -1554,5 +1555,180 @@ mod tests {
             !r.pass && r.actual.starts_with("no data: no status-page sample"),
             "{r:?}"
         );
+    }
+
+    /// A long-lived load's summary with `attempts`, `opened` and `dropped`, the rest zero.
+    fn stream(name: &str, protocol: &str, opened: u64, dropped: u64) -> StreamSummary {
+        let lat = serde_json::json!({"count":0,"mean_us":0,"stdev_us":0,"min_us":0,"max_us":0,
+            "within_stdev_pct":0,"percentiles":[],"hdr":""});
+        serde_json::from_value(serde_json::json!({
+            "schema": model::SCHEMA_VERSION, "name": name, "url": "ws://x/", "protocol": protocol,
+            "threads": 1, "connections": opened, "start_s": 0.0, "elapsed_s": 16.0,
+            "ramp_s": 0.0, "rate": 1.0, "size": 64, "timeout_ms": 2000, "reconnect": "backoff",
+            "attempts": opened, "opened": opened, "reconnects": 0, "dropped": dropped,
+            "open_max": opened, "open_at_end": opened - dropped, "ended": {},
+            "messages": {"sent":0,"answered":0,"pushed":0,"lost":0,"unanswered_at_end":0,
+            "pings_sent":0,"pongs":0,"server_pings":0,"bytes_sent":0,"bytes_received":0},
+            "rtt": lat, "gap": lat, "handshake": lat,
+            "cost": {"rss_before_kib":0,"rss_open_kib":0,"open_at_sample":0,"cpu_s":0.0},
+            "timeline": []
+        }))
+        .unwrap()
+    }
+
+    /// `case()` with a WebSocket load of 10 connections, 3 of them cut without a close frame
+    /// by the reload at 1 s, 10.1 s after it (p50 and max), and an old nginx worker draining
+    /// 8 MiB from 1 s to 11 s: every collector the long-lived checks read is complete.
+    fn streams_case() -> CaseResult {
+        use model::generation::{GenerationSample, ProcGen};
+        use model::ledger::{LoadLedger, Spread, StreamLedger};
+        let mut c = case();
+        c.reloads.truncate(1);
+        c.reloads[0].old_workers_exited_ms = Some(10_100.0);
+        let mut ws = stream("ws", "ws", 10, 3);
+        ws.ended = BTreeMap::from([(EndKind::Fin, 3), (EndKind::Client, 7)]);
+        c.streams = vec![ws];
+        c.monotonic_origin_ns = Some(1_000_000_000);
+        let proc_ = |pid: u32, started_s: f64| ProcGen {
+            pid,
+            started_s,
+            rss_bytes: 8 << 20,
+            shutting_down: false,
+        };
+        let sample = |t_s: f64, procs: Vec<ProcGen>| GenerationSample {
+            t_s,
+            replica: "nginx-0".into(),
+            procs,
+        };
+        c.generations = vec![
+            sample(0.5, vec![proc_(10, -0.1)]),
+            sample(2.0, vec![proc_(10, -0.1), proc_(11, 1.01)]),
+            sample(12.0, vec![proc_(11, 1.01)]),
+        ];
+        c.stream_ledger = Some(StreamLedger {
+            loads: vec![LoadLedger {
+                name: "ws".into(),
+                lives: 10,
+                opened: 10,
+                dropped: 3,
+                by_reload: 3,
+                without_close: 3,
+                survived: 7,
+                reload_to_drop: Spread {
+                    n: 3,
+                    min_s: Some(10.1),
+                    p50_s: Some(10.1),
+                    max_s: Some(10.1),
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        c
+    }
+
+    fn on(c: &CaseResult, expr: &str) -> CheckResult {
+        Check::parse(expr).unwrap().eval(c, Some("nginx"))
+    }
+
+    /// The long-lived checks pass and fail on the load's exact counts and the ledger's split.
+    #[test]
+    fn long_lived_checks_pass_and_fail_on_the_counts_and_the_ledger() {
+        let c = streams_case();
+        for pass in [
+            "ws.opened == 10",
+            "ws.dropped == 3",
+            "ws.dropped_by_reload == 3",
+            "ws.dropped_without_close == 3",
+            "ws.dropped_with_close == 0",
+            "ws.dropped_unattributed == 0",
+            "ws.reload_to_drop_max <= 11s",
+            "all.dropped == 3",
+            "proxy.draining_generations_max == 1",
+            "proxy.draining_rss_max <= 8MiB",
+        ] {
+            let r = on(&c, pass);
+            assert!(r.pass, "{pass}: {r:?}");
+        }
+        for fail in [
+            "ws.dropped == 0",
+            "ws.dropped_by_reload <= 2",
+            "ws.reload_to_drop_max <= 10s",
+            "proxy.draining_rss_max <= 7MiB",
+        ] {
+            let r = on(&c, fail);
+            assert!(!r.pass, "{fail}: {r:?}");
+            assert!(!r.actual.contains("not measurable"), "{fail}: {r:?}");
+        }
+        assert_eq!(on(&c, "ws.reload_to_drop_max <= 11s").actual, "10.10s");
+        // streams_failed is a gRPC load's: asked of a WebSocket load it says so.
+        let r = on(&c, "ws.streams_failed == 0");
+        assert!(!r.pass && r.actual.contains("counts gRPC calls"), "{r:?}");
+        // A gRPC stream that ended with grpc-status 14 and one cut without a status failed;
+        // those that ended with OK or by the client did not.
+        let mut c = streams_case();
+        let mut g = stream("grpc", "grpc-stream", 5, 2);
+        g.ended = BTreeMap::from([
+            (EndKind::Fin, 2),
+            (EndKind::Client, 2),
+            (EndKind::GrpcStatus, 1),
+        ]);
+        g.grpc_status = BTreeMap::from([(14, 1)]);
+        c.streams.push(g);
+        let r = on(&c, "grpc.streams_failed == 3");
+        assert_eq!(r.actual, "3", "{r:?}");
+        assert!(on(&c, "grpc.streams_failed <= 3").pass);
+    }
+
+    /// Without complete evidence a long-lived check never passes: the split of the drops needs
+    /// the connections' lives, the proxy's generations, the backends' counters and one clock.
+    #[test]
+    fn long_lived_checks_are_not_measurable_without_complete_evidence() {
+        // No generation sampled: the drops cannot be placed on a reload; the counts still read.
+        let mut c = streams_case();
+        c.generations.clear();
+        c.absent.insert(
+            Collector::Generations,
+            "the proxy runs in pods, whose processes are not sampled from this machine".into(),
+        );
+        let r = on(&c, "ws.dropped_by_reload <= 100");
+        assert!(
+            !r.pass && r.actual.starts_with("not measurable for nginx: the proxy's processes by generation were not sampled"),
+            "{r:?}"
+        );
+        let r = on(&c, "proxy.draining_rss_max <= 200MB");
+        assert!(!r.pass && r.actual.starts_with("not measurable"), "{r:?}");
+        assert!(
+            on(&c, "ws.dropped == 3").pass,
+            "the load's own count is exact"
+        );
+        // The backends on another clock: not measurable.
+        let mut c = streams_case();
+        c.monotonic_origin_ns = None;
+        let r = on(&c, "ws.dropped_unattributed == 0");
+        assert!(
+            !r.pass && r.actual.contains("another machine's clock"),
+            "{r:?}"
+        );
+        // A ledger that could not read every life: partial, never a number.
+        let mut c = streams_case();
+        c.stream_ledger.as_mut().unwrap().loads[0].incomplete =
+            Some("ws: 12 connection lives past the first 1000000 were left out".into());
+        let r = on(&c, "ws.dropped_without_close <= 100");
+        assert!(
+            !r.pass && r.actual.starts_with("not measurable: ws: 12"),
+            "{r:?}"
+        );
+        // A proxy that reloads inside one process (Caddy): no process per generation, so what
+        // it pays is not measurable, never zero.
+        let mut c = streams_case();
+        for s in &mut c.generations {
+            s.procs.clear();
+        }
+        let r = on(&c, "proxy.draining_generations_max <= 100");
+        assert!(!r.pass && r.actual.contains("inside one process"), "{r:?}");
+        // A load that did not run.
+        let r = on(&streams_case(), "sse.dropped == 0");
+        assert!(!r.pass && r.actual.contains("'sse' did not run"), "{r:?}");
     }
 }

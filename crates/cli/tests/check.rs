@@ -293,3 +293,84 @@ fn a_template_that_does_not_render_is_refused_at_the_grow_with_its_line_and_item
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A long-lived load with a setting its protocol does not take, a bad value, or no listener that
+/// speaks its protocol: refused by name at its file and line, exit 2, nothing started.
+#[test]
+fn a_bad_long_lived_load_is_refused_by_name_at_its_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("cwd");
+    fs::create_dir(&cwd).unwrap();
+    let head = "name = \"x\"\n[[backends]]\nname = \"app\"\n[proxy]\n[[proxy.listeners]]\n\
+                name = \"web\"\n[[proxy.upstreams]]\nname = \"app\"\nbackends = \"app\"\n\
+                [[proxy.routes]]\npath = \"/\"\nupstream = \"app\"\nwebsocket = true\n\
+                [[loads]]\nname = \"s\"\nduration = \"5s\"\n";
+    // The line of the [[loads]] table, where a load's errors point.
+    let loads_line = head.lines().position(|l| l == "[[loads]]").unwrap() + 1;
+    for (load, want) in [
+        (
+            "url = \"http://localhost/events\"\nprotocol = \"sse\"\nping = \"1s\"\n",
+            "load 's': ping is for WebSocket loads; a sse load does not take it",
+        ),
+        (
+            "url = \"http://localhost/events\"\nprotocol = \"sse\"\nmessage_rate = 2\n",
+            "load 's': a sse load only listens",
+        ),
+        (
+            "url = \"ws://localhost/chat\"\ngrpc_deadline = \"1s\"\n",
+            "load 's': grpc_deadline is for gRPC loads; a ws load does not take it",
+        ),
+        (
+            "url = \"ws://localhost/chat\"\nrate = \"10/s\"\n",
+            "load 's': rate (the message rate is `message_rate`) is for HTTP loads",
+        ),
+        (
+            "url = \"ws://localhost/chat\"\nmessage_size = 8\n",
+            "load 's': a WebSocket message carries a 16-byte stamp",
+        ),
+        (
+            "url = \"ws://localhost/chat\"\nreconnect = \"none\"\nbackoff = \"1s\"\n",
+            "load 's': backoff and backoff_max are waits between reconnects",
+        ),
+        (
+            "url = \"http://localhost/\"\nprotocol = \"grpc-stream\"\n",
+            "a gRPC load needs a listener with `http2 = true`",
+        ),
+    ] {
+        let file = write(dir.path(), &format!("{head}{load}"));
+        let f = file.to_str().unwrap();
+        let out = check(&cwd, &[f]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{load}: {err}");
+        assert_eq!(err.lines().count(), 1, "{load}: {err}");
+        assert!(
+            err.starts_with(&format!("proxybench: {f}:")),
+            "{load}: {err}"
+        );
+        assert!(err.contains(want), "{load}: {err}\nwant {want}");
+        let line: usize = err[format!("proxybench: {f}:").len()..]
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{load}: no line in {err}"));
+        assert!(
+            line >= loads_line,
+            "{load}: line {line} before the load's table: {err}"
+        );
+    }
+    // A protocol that is not one: serde's refusal at the value's line.
+    let file = write(
+        dir.path(),
+        &format!("{head}url = \"http://localhost/\"\nprotocol = \"mqtt\"\n"),
+    );
+    let f = file.to_str().unwrap();
+    let out = check(&cwd, &[f]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!("proxybench: {f}:{}: ", loads_line + 4)),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(&cwd).unwrap().count(), 0);
+}

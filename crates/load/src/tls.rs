@@ -12,6 +12,7 @@
 use crate::config::{Config, Error};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
@@ -36,7 +37,7 @@ pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, Error> {
                     .map_err(|e| Error::Tls(format!("cannot read {}: {e}", path.display())))?;
                 let mut roots = RootCertStore::empty();
                 let mut pinned = Vec::new();
-                for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                for cert in CertificateDer::pem_slice_iter(&pem) {
                     let cert =
                         cert.map_err(|e| Error::Tls(format!("{}: bad PEM: {e}", path.display())))?;
                     roots.add(cert.clone()).map_err(|e| {

@@ -350,11 +350,12 @@ fn hashing_methods_pin_requests() {
 }
 
 fn tls_get(port: u16, ca: &std::path::Path, sni: &str, path: &str) -> Result<common::Resp, String> {
-    use rustls::pki_types::ServerName;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
     use std::io::{Read, Write};
     let mut roots = rustls::RootCertStore::empty();
     let pem = std::fs::read(ca).unwrap();
-    for c in rustls_pemfile::certs(&mut &pem[..]) {
+    for c in CertificateDer::pem_slice_iter(&pem) {
         roots.add(c.unwrap()).unwrap();
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

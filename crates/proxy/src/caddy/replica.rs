@@ -85,8 +85,18 @@ impl Replica {
             // API holds the config lock through the whole load, so a GET of the config answers
             // once the load is over: 200 when it took, nothing when Caddy exited.
             let answer = config_get(ctx.control_port, bound);
-            if let Some(msg) = exit_words(main) {
-                return Err(Error::Refused(format!("{name}: exited at start: {msg}")));
+            // A control connection closed without an answer is Caddy on its way out: its
+            // process is reaped a moment later (longer on a loaded machine), so wait for the
+            // exit, up to a bound, to give Caddy's own words rather than the closed socket.
+            let settle = Instant::now() + Duration::from_secs(if answer.is_err() { 5 } else { 0 });
+            loop {
+                if let Some(msg) = exit_words(main) {
+                    return Err(Error::Refused(format!("{name}: exited at start: {msg}")));
+                }
+                if Instant::now() >= settle {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
             answer.map_err(|e| {
                 Error::Refused(format!(

@@ -901,7 +901,7 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
             rr["mixed_ms"],
             load["requests"],
             failed(load),
-            load["retried"]
+            load["retried"].as_u64().unwrap_or(0)
         );
     }));
     let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));

@@ -227,39 +227,47 @@ mod tests {
 
     #[test]
     fn samples_own_threads_by_name() {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s2 = stop.clone();
-        let h = std::thread::Builder::new()
-            .name("pb-test-spin".into())
-            .spawn(move || {
-                let mut x = 0u64;
-                while !s2.load(std::sync::atomic::Ordering::Relaxed) {
-                    x = x.wrapping_add(1);
-                    std::hint::black_box(x);
-                }
-            })
-            .unwrap();
-        let groups = [
-            Group::Threads {
-                name: "spin".into(),
-                prefix: "pb-test-".into(),
-            },
-            Group::SelfProcess {
-                name: "self".into(),
-            },
-        ];
-        let mut s = Sampler::new();
-        s.sample(&groups, 0.0);
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let out = s.sample(&groups, 0.5);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        h.join().unwrap();
-        let spin = out.iter().find(|x| x.group == "spin").unwrap();
-        assert_eq!(spin.procs, 1);
-        // A busy thread uses most of a core; the machine is shared, so only demand a clear signal.
-        assert!(spin.cpu_pct > 20.0, "{spin:?}");
-        let me = out.iter().find(|x| x.group == "self").unwrap();
-        assert!(me.rss_bytes > 0);
+        // How much CPU the busy thread gets depends on the neighbours of a shared 2-core
+        // machine: the share is a timing check (one of three attempts); the count and the
+        // memory are not.
+        testkit::in_one_of(3, || {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s2 = stop.clone();
+            let h = std::thread::Builder::new()
+                .name("pb-test-spin".into())
+                .spawn(move || {
+                    let mut x = 0u64;
+                    while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = x.wrapping_add(1);
+                        std::hint::black_box(x);
+                    }
+                })
+                .unwrap();
+            let groups = [
+                Group::Threads {
+                    name: "spin".into(),
+                    prefix: "pb-test-".into(),
+                },
+                Group::SelfProcess {
+                    name: "self".into(),
+                },
+            ];
+            let mut s = Sampler::new();
+            s.sample(&groups, 0.0);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let out = s.sample(&groups, 0.5);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            h.join().unwrap();
+            let spin = out.iter().find(|x| x.group == "spin").unwrap();
+            assert_eq!(spin.procs, 1);
+            let me = out.iter().find(|x| x.group == "self").unwrap();
+            assert!(me.rss_bytes > 0);
+            // A busy thread uses most of a core; the machine is shared, so only demand a
+            // clear signal.
+            (spin.cpu_pct > 20.0)
+                .then_some(())
+                .ok_or_else(|| format!("{spin:?}"))
+        });
     }
 
     #[test]

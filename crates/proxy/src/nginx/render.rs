@@ -13,10 +13,10 @@
 use super::{nginx_rate, nginx_size, nginx_time, quote, RenderContext, GENERATION_HEADER};
 use crate::config::Lb;
 use crate::config::{PathMatch, ProxyConfig, Route, Upstream};
-use units::Dur;
 use crate::Error;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
+use units::Dur;
 
 /// Renders `cfg` for one replica. Fails when the model is inconsistent or the context lacks a
 /// port, a backend group or a certificate the model needs.

@@ -41,7 +41,7 @@ pub fn render(out: &mut String, r: &RunResults, ci: usize, c: &CaseResult, chart
     events(out, c);
     let proxy = fmt::proxy_name(&r.env);
     reloads(out, c, ci, charts);
-    logs::render(out, proxy, &c.logs);
+    logs::render(out, proxy, &c.logs, c.shortfall(Collector::Logs).as_ref());
     backends(out, c);
     procs(out, c, ci, charts);
     stub(out, proxy, c, ci, charts);

@@ -10,8 +10,9 @@ use std::fmt::Write;
 const GROUPS_SHOWN: usize = 20;
 
 /// Writes the logs section (omitted when the case recorded no log at all).
-/// `proxy` is the proxy kind's name, for the heading.
-pub fn render(out: &mut String, proxy: &str, logs: &LogSummary) {
+/// `proxy` is the proxy kind's name, for the heading; `short` is the case's shortfall of the
+/// logs, when some replicas' logs were read only in part.
+pub fn render(out: &mut String, proxy: &str, logs: &LogSummary, short: Option<&model::Shortfall>) {
     if *logs == LogSummary::default() {
         return;
     }
@@ -19,6 +20,15 @@ pub fn render(out: &mut String, proxy: &str, logs: &LogSummary) {
     if let Some(why) = &logs.missing {
         let _ = writeln!(out, "No log summary: {why}.\n");
         return;
+    }
+    // Some replicas' logs read in part: every count below is of what was read.
+    if let Some(s) = short {
+        let _ = writeln!(
+            out,
+            "**Partial:** these counts are of {} only; missing: {}. No check on them passes.\n",
+            s.coverage(),
+            s.detail()
+        );
     }
     error_log(out, logs);
     access_log(out, logs);

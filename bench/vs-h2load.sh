@@ -8,9 +8,13 @@
 # requests/s, the client's CPU per request (user+sys from getrusage of the client process), the
 # SERVER's CPU per request (the nginx worker's time on CPU from /proc/PID/schedstat, over the
 # requests the client completed: what one request of this client costs the server), and nginx's
-# CPU use during the run (100% means the server, not the client, was the limit), and the
-# client's. Then the medians and the ratios proxybench/h2load, with a note when both sides
-# filled their cores (then client CPU per request is the core over the rate, not a cost).
+# CPU use during the run (100% means the server, not the client, was the limit), the
+# client's, the machine's whole CPU per request (every CPU's busy time from /proc/stat over the
+# run, divided by the requests nginx counted in stub_status: on loopback the kernel's work for a
+# request falls on either side, and this figure does not care which; it also holds whatever
+# else ran on the machine meanwhile) and the 1-minute load average. Then the medians and the
+# ratios proxybench/h2load, with a note when both sides filled their cores (then client CPU
+# per request is the core over the rate, not a cost).
 #
 # Goals (issue 27): req/s >= 1.0x h2load's, server CPU per request <= 1.0x, client CPU per
 # request <= 0.8x.
@@ -70,6 +74,7 @@ trap 'exit 130' INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 TLS_PORT=$(free_port)
+STUB_PORT=$(free_port)
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
   -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
@@ -98,6 +103,11 @@ http {
     location / { return 200 "hello\n"; }
     location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
   }
+  # The server's own count of requests (stub_status), read before and after each run.
+  server {
+    listen 127.0.0.1:$STUB_PORT;
+    location = /stub { stub_status; }
+  }
 }
 CONF
 taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
@@ -109,19 +119,31 @@ done
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 
 # Runs one client pinned to CLIENT_CPU under getrusage; prints
-# "rps client_cpu_s server_cpu_s nginx_cpu_pct requests client_cpu_pct".
+# "rps client_cpu_s server_cpu_s nginx_cpu_pct requests client_cpu_pct machine_cpu_s server_requests load1".
 measure() {
-  python3 - "$WORKER" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
-import re, resource, subprocess, sys, time
-worker, cmd = sys.argv[1], sys.argv[2:]
+  python3 - "$WORKER" "$STUB_PORT" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
+import re, resource, subprocess, sys, time, urllib.request
+worker, stub, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+def machine_s():
+    # Every CPU's busy time (all but idle and iowait) from /proc/stat, in seconds: the client,
+    # nginx, the kernel's work for both on loopback, and whatever else ran meanwhile.
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / 100.0
+def served():
+    # nginx's own count of requests (stub_status); each read counts itself once.
+    with urllib.request.urlopen(f"http://127.0.0.1:{stub}/stub", timeout=5) as r:
+        return int(r.read().decode().splitlines()[2].split()[2])
 def server_ns():
     # Time on CPU in ns (schedstat's first field): exact, where /proc/PID/stat has 10 ms ticks.
     with open(f"/proc/{worker}/schedstat") as f:
         return int(f.read().split()[0])
-t0, n0 = time.monotonic(), server_ns()
+s0 = served()
+t0, n0, m0 = time.monotonic(), server_ns(), machine_s()
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 out = p.stdout
-wall, nginx = time.monotonic() - t0, (server_ns() - n0) / 1e9
+wall, nginx, machine = time.monotonic() - t0, (server_ns() - n0) / 1e9, machine_s() - m0
+server_reqs = served() - s0 - 1
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 m = re.search(r"^Requests/sec:\s+([\d.]+)", out, re.M)
 if m:  # proxybench (wrk's block)
@@ -131,7 +153,9 @@ else:  # h2load
     rps = float(re.search(r"^finished in [\d.]+\w*, ([\d.]+) req/s", out, re.M).group(1))
     reqs = int(re.search(r"^requests: \d+ total, \d+ started, (\d+) done", out, re.M).group(1))
 cpu = ru.ru_utime + ru.ru_stime
-print(f"{rps:.0f} {cpu:.3f} {nginx:.4f} {100 * nginx / wall:.0f} {reqs} {100 * cpu / wall:.0f}")
+load1 = open("/proc/loadavg").read().split()[0]
+print(f"{rps:.0f} {cpu:.3f} {nginx:.4f} {100 * nginx / wall:.0f} {reqs} {100 * cpu / wall:.0f} "
+      f"{machine:.2f} {server_reqs} {load1}")
 PY
 }
 
@@ -157,7 +181,7 @@ for mode in $MODES; do
       echo "   $tool negotiates: $(head -1 "$WORK/cipher.log")"
     done
   fi
-  printf '%-11s %5s %10s %11s %14s %14s %7s %8s\n' tool round req/s requests "client us/req" "server us/req" "nginx%" "client%"
+  printf '%-11s %5s %10s %11s %14s %14s %7s %8s %15s %6s\n' tool round req/s requests "client us/req" "server us/req" "nginx%" "client%" "machine us/req" load1
   : >"$WORK/rows"
   for r in $(seq "$ROUNDS"); do
     # Each round starts with the next tool in turn, so no tool always runs first.
@@ -165,13 +189,13 @@ for mode in $MODES; do
     for k in $(seq 0 $((n - 1))); do
       tool=${TOOLS[$(((k + r - 1) % n))]}
       case $tool in
-        proxybench) read -r rps cpu srv ng reqs cl < <(measure "$PB" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
-        base) read -r rps cpu srv ng reqs cl < <(measure "$PB_BASE" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
-        h2load) read -r rps cpu srv ng reqs cl < <(measure h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" "$URL") ;;
+        proxybench) read -r rps cpu srv ng reqs cl mach sreqs load1 < <(measure "$PB" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
+        base) read -r rps cpu srv ng reqs cl mach sreqs load1 < <(measure "$PB_BASE" load --http2 "${PB_TLS[@]}" -t1 -c"$CONNS" -m"$STREAMS" -d"${DURATION}s" "$URL") ;;
+        h2load) read -r rps cpu srv ng reqs cl mach sreqs load1 < <(measure h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" "$URL") ;;
       esac
-      read -r per sper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$srv*1e6/n:.2f}')")
-      printf '%-11s %5s %10s %11s %14s %14s %7s %8s\n' "$tool" "$r" "$rps" "$reqs" "$per" "$sper" "$ng" "$cl"
-      echo "$tool $rps $per $sper $ng $cl" >>"$WORK/rows"
+      read -r per sper mper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$srv*1e6/n:.2f} {$mach*1e6/max($sreqs,1):.2f}')")
+      printf '%-11s %5s %10s %11s %14s %14s %7s %8s %15s %6s\n' "$tool" "$r" "$rps" "$reqs" "$per" "$sper" "$ng" "$cl" "$mper" "$load1"
+      echo "$tool $rps $per $sper $ng $cl $mper" >>"$WORK/rows"
     done
   done
   SUMMARY+=("$(python3 - "$mode" "$WORK/rows" <<'PY'
@@ -180,15 +204,16 @@ mode, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
 med = {}
 for tool in dict.fromkeys(r[0] for r in rows):
     mine = [r for r in rows if r[0] == tool]
-    med[tool] = [st.median(float(r[k]) for r in mine) for k in (1, 2, 3)]
+    med[tool] = [st.median(float(r[k]) for r in mine) for k in (1, 2, 3, 6)]
 out = []
-for tool, (rps, cpu, srv) in med.items():
-    out.append(f"{mode:<4} {tool:<10} {rps:>8.0f} req/s  client {cpu:>6.2f} us/req  server {srv:>6.2f} us/req")
+for tool, (rps, cpu, srv, mach) in med.items():
+    out.append(f"{mode:<4} {tool:<10} {rps:>8.0f} req/s  client {cpu:>6.2f} us/req  server {srv:>6.2f} us/req  "
+               f"machine {mach:>6.2f} us/req")
 def ratios(a, b, goals):
-    (ar, ac, asv), (br, bc, bsv) = med[a], med[b]
+    (ar, ac, asv, am), (br, bc, bsv, bm) = med[a], med[b]
     g = (lambda s: f" (goal {s})") if goals else (lambda s: "")
     return (f"{mode:<4} {a}/{b}: req/s {ar / br:.3f}{g('>= 1.0')}, server CPU/req {asv / bsv:.3f}{g('<= 1.0')}, "
-            f"client CPU/req {ac / bc:.3f}{g('<= 0.8')}")
+            f"client CPU/req {ac / bc:.3f}{g('<= 0.8')}, machine CPU/req {am / bm:.3f}")
 out.append(ratios("proxybench", "h2load", True))
 if "base" in med:
     out.append(ratios("base", "h2load", True))

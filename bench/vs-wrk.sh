@@ -7,8 +7,13 @@
 # `-t1 -c50 -d10s` per mode, and each run prints: requests/s, the client's CPU seconds per
 # million requests (user+sys from getrusage of the client process), its peak RSS (VmHWM), the
 # server's CPU per request (the nginx worker's time on CPU from /proc/PID/schedstat over the
-# requests the client completed) and nginx's CPU use (100% means the server, not the client,
-# set the rate); then the medians, their spread (min..max) and the ratios proxybench/wrk.
+# requests the client completed), nginx's CPU use (100% means the server, not the client,
+# set the rate), the machine's whole CPU per request (every CPU's busy time from /proc/stat over
+# the run, divided by the requests nginx counted in stub_status: on loopback the kernel's work
+# for a request falls on either side, and this figure does not care which; it also holds
+# whatever else ran on the machine meanwhile, so it needs the alternation and a quiet machine)
+# and the 1-minute load average; then the medians, their spread (min..max) and the ratios
+# proxybench/wrk.
 #
 # Goals (issue 27): client CPU per request <= 0.75x wrk's; req/s >= 1.2x wrk's over HTTPS.
 # proxybench records every latency in an HDR histogram; wrk keeps its own fixed array.
@@ -74,6 +79,7 @@ fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=${PORT:-$(free_port)}
 TLS_PORT=${TLS_PORT:-$(free_port)}
+STUB_PORT=${STUB_PORT:-$(free_port)}
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
   -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
@@ -102,6 +108,11 @@ http {
     location / { return 200 "hello\n"; }
     location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
   }
+  # The server's own count of requests (stub_status), read before and after each run.
+  server {
+    listen 127.0.0.1:$STUB_PORT;
+    location = /stub { stub_status; }
+  }
 }
 EOF
 taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
@@ -113,11 +124,21 @@ done
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 
 # Runs one client pinned to CLIENT_CPU under getrusage; prints
-# "rps client_cpu_s maxrss_kb server_cpu_s nginx_cpu_pct requests".
+# "rps client_cpu_s maxrss_kb server_cpu_s nginx_cpu_pct requests machine_cpu_s server_requests load1".
 measure() {
-  python3 - "$WORKER" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
-import re, resource, subprocess, sys, time
-worker, cmd = sys.argv[1], sys.argv[2:]
+  python3 - "$WORKER" "$STUB_PORT" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
+import re, resource, subprocess, sys, time, urllib.request
+worker, stub, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+def machine_s():
+    # Every CPU's busy time (all but idle and iowait) from /proc/stat, in seconds: the client,
+    # nginx, the kernel's work for both on loopback, and whatever else ran meanwhile.
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / 100.0
+def served():
+    # nginx's own count of requests (stub_status); each read counts itself once.
+    with urllib.request.urlopen(f"http://127.0.0.1:{stub}/stub", timeout=5) as r:
+        return int(r.read().decode().splitlines()[2].split()[2])
 def server_ns():
     # Time on CPU in ns (schedstat's first field): exact, where /proc/PID/stat has 10 ms ticks.
     with open(f"/proc/{worker}/schedstat") as f:
@@ -133,18 +154,22 @@ def hwm(pid):
     except OSError:
         pass
     return None
-t0, n0 = time.monotonic(), server_ns()
+s0 = served()
+t0, n0, m0 = time.monotonic(), server_ns(), machine_s()
 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 peak = 0
 while p.poll() is None:
     peak = max(peak, hwm(p.pid) or 0)
     time.sleep(0.05)
 stdout = p.stdout.read()
-wall, nginx = time.monotonic() - t0, (server_ns() - n0) / 1e9
+wall, nginx, machine = time.monotonic() - t0, (server_ns() - n0) / 1e9, machine_s() - m0
+server_reqs = served() - s0 - 1
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 rps = float(re.search(r"^Requests/sec:\s+([\d.]+)", stdout, re.M).group(1))
 reqs = int(re.search(r"^\s+(\d+) requests in", stdout, re.M).group(1))
-print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {nginx:.4f} {100 * nginx / wall:.0f} {reqs}")
+load1 = open("/proc/loadavg").read().split()[0]
+print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {nginx:.4f} {100 * nginx / wall:.0f} {reqs} "
+      f"{machine:.2f} {server_reqs} {load1}")
 PY
 }
 
@@ -172,7 +197,7 @@ for mode in $MODES; do
       echo "   $tool negotiates: $(head -1 "$WORK/cipher.log")"
     done
   fi
-  printf '%-11s %5s %10s %11s %13s %9s %14s %7s\n' tool round req/s requests "cpu s/Mreq" "rss MB" "server us/req" "nginx%"
+  printf '%-11s %5s %10s %11s %13s %9s %14s %7s %15s %6s\n' tool round req/s requests "cpu s/Mreq" "rss MB" "server us/req" "nginx%" "machine us/req" load1
   : >"$WORK/rows"
   for r in $(seq "$ROUNDS"); do
     # Each round starts with the next tool in turn, so no tool always runs first.
@@ -181,15 +206,15 @@ for mode in $MODES; do
       tool=${TOOLS[$(((k + r - 1) % n))]}
       case $tool in
         # shellcheck disable=SC2086
-        proxybench) read -r rps cpu rss srv ng reqs < <(measure "$PB" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        proxybench) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$PB" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
         # shellcheck disable=SC2086
-        base) read -r rps cpu rss srv ng reqs < <(measure "$PB_BASE" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
-        wrk) read -r rps cpu rss srv ng reqs < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
-        floor) read -r rps cpu rss srv ng reqs < <(measure "$WORK/http1-floor" -c "$CONNS" -d "${DURATION%s}" "$URL") ;;
+        base) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$PB_BASE" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        wrk) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        floor) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$WORK/http1-floor" -c "$CONNS" -d "${DURATION%s}" "$URL") ;;
       esac
-      read -r per_m mb sper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$rss/1024:.1f} {$srv*1e6/n:.2f}')")
-      printf '%-11s %5s %10s %11s %13s %9s %14s %7s\n' "$tool" "$r" "$rps" "$reqs" "$per_m" "$mb" "$sper" "$ng"
-      echo "$tool $rps $per_m $mb $sper" >>"$WORK/rows"
+      read -r per_m mb sper mper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$rss/1024:.1f} {$srv*1e6/n:.2f} {$mach*1e6/max($sreqs,1):.2f}')")
+      printf '%-11s %5s %10s %11s %13s %9s %14s %7s %15s %6s\n' "$tool" "$r" "$rps" "$reqs" "$per_m" "$mb" "$sper" "$ng" "$mper" "$load1"
+      echo "$tool $rps $per_m $mb $sper $mper" >>"$WORK/rows"
     done
   done
   SUMMARY+=("$(python3 - "$mode" "$WORK/rows" <<'PY'
@@ -198,20 +223,22 @@ mode, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
 cols = {}
 for tool in dict.fromkeys(r[0] for r in rows):
     mine = [r for r in rows if r[0] == tool]
-    cols[tool] = [[float(r[k]) for r in mine] for k in (1, 2, 3, 4)]
+    cols[tool] = [[float(r[k]) for r in mine] for k in (1, 2, 3, 4, 5)]
 out = []
-for tool, (r, c, m, s) in cols.items():
+for tool, (r, c, m, s, w) in cols.items():
     out.append(f"{mode:<5} {tool:<10} req/s {st.median(r):>9.0f} ({min(r):.0f}..{max(r):.0f})   "
                f"cpu s/Mreq {st.median(c):>6.2f} ({min(c):.2f}..{max(c):.2f})   "
-               f"server us/req {st.median(s):>5.2f}   peak RSS {st.median(m):.1f} MB")
+               f"server us/req {st.median(s):>5.2f}   machine us/req {st.median(w):>5.2f}   "
+               f"peak RSS {st.median(m):.1f} MB")
 def ratios(a, b, goals):
     ra = st.median(cols[a][0]) / st.median(cols[b][0])
     ca = st.median(cols[a][1]) / st.median(cols[b][1])
     sa = st.median(cols[a][3]) / st.median(cols[b][3])
+    wa = st.median(cols[a][4]) / st.median(cols[b][4])
     rg = (" (goal >= 1.2)" if mode == "https" else " (goal >= 1.0)") if goals else ""
     cg = " (goal <= 0.75)" if goals else ""
     return (f"{mode:<5} {a}/{b}: req/s {ra:.3f}{rg}, client CPU/req {ca:.3f}{cg} "
-            f"(efficiency {1 / ca:.2f}x), server CPU/req {sa:.3f}")
+            f"(efficiency {1 / ca:.2f}x), server CPU/req {sa:.3f}, machine CPU/req {wa:.3f}")
 out.append(ratios("proxybench", "wrk", True))
 if "base" in cols:
     out.append(ratios("base", "wrk", True))

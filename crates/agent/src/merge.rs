@@ -430,6 +430,7 @@ fn merge_schedules(sums: &[&LoadSummary]) -> Option<Schedule> {
             0.0
         },
         achieved_rate: all.iter().map(|s| s.achieved_rate).sum(),
+        send_window_us: all.iter().map(|s| s.send_window_us).max().unwrap_or(0),
     })
 }
 

@@ -54,6 +54,11 @@ pub struct Args {
     /// Seed of the Poisson arrivals (same seed, same arrival times).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Open loop: sends due within this window leave together (one submission), none more
+    /// than the window after its intended time; latency still counts from each intended
+    /// time. 0 sends each at its own time [default: 200us].
+    #[arg(long = "send-window", value_name = "DURATION")]
+    send_window: Option<String>,
     /// Print the latency distribution (50/75/90/99%).
     #[arg(long)]
     latency: bool,
@@ -199,6 +204,7 @@ fn stream(a: &Args, p: model::stream::StreamProtocol) -> Result<ExitCode, CliErr
             "-R/--rate (the message rate is --message-rate)",
         ),
         (!matches!(a.arrivals, ArrivalsArg::Even), "--arrivals"),
+        (a.send_window.is_some(), "--send-window"),
         (a.latency, "--latency"),
         (a.u_latency, "--u-latency"),
         (a.method != "GET", "-X/--method"),
@@ -679,6 +685,15 @@ fn config(a: &Args) -> Result<load::Config, CliError> {
         ArrivalsArg::Poisson => Arrivals::Poisson,
     };
     cfg.seed = a.seed;
+    if let Some(w) = &a.send_window {
+        if cfg.rate.is_none() {
+            return Err(CliError::usage(
+                "--send-window is for open loop: give -R/--rate too",
+            ));
+        }
+        cfg.send_window =
+            units::parse_duration(w).map_err(|e| usage(&format!("--send-window: {e}")))?;
+    }
     cfg.timeout =
         units::parse_duration(&a.timeout).map_err(|e| usage(&format!("--timeout: {e}")))?;
     if cfg.timeout.is_zero() {

@@ -64,6 +64,15 @@ fn bad_input_exits_2_with_one_line() {
             "--body: cannot read /nonexistent/file",
         ),
         (&["--arrivals", "bursty", url], "invalid value 'bursty'"),
+        (
+            &["--send-window", "1ms", url],
+            "--send-window is for open loop: give -R/--rate too",
+        ),
+        (
+            &["-R", "100", "--send-window", "1s", url],
+            "the send window must be at most 100ms",
+        ),
+        (&["-R", "100", "--send-window", "5", url], "--send-window: "),
         (&["--bogus", url], "unexpected argument '--bogus'"),
         (&[], "the following required arguments were not provided"),
         (
@@ -188,6 +197,10 @@ fn json_and_timeline_files() {
     );
     assert!(json.contains("\"requests\": 500,"));
     assert!(json.contains("\"kind\": \"open\""));
+    assert!(
+        json.contains("\"send_window_us\": 200"),
+        "the default send window is in the results"
+    );
     assert!(json.contains("\"p\": 99.999"));
     assert!(
         json.contains("\"hdr\": \"HISTFAAA"),

@@ -95,6 +95,15 @@ impl Resolve {
     }
 }
 
+/// The open loop's send window unless set ([`Config::send_window`]), as measured by
+/// bench/open-loop-rate.sh (docs/load.md).
+pub const DEFAULT_SEND_WINDOW: Duration = Duration::from_micros(DEFAULT_SEND_WINDOW_US);
+const DEFAULT_SEND_WINDOW_US: u64 = 200;
+
+fn default_send_window() -> Duration {
+    DEFAULT_SEND_WINDOW
+}
+
 /// The callback behind a [`SecondHdrSink`].
 pub type SecondHdrFn = dyn Fn(&model::Second, &model::SecondHdr) + Send + Sync;
 
@@ -127,6 +136,13 @@ pub struct Config {
     pub arrivals: Arrivals,
     /// Seed of the Poisson arrival process, so runs repeat exactly.
     pub seed: u64,
+    /// Open loop: sends that fall due within this window leave together, in one submission
+    /// (io_uring) or one wake of the loop (epoll), none more than this after its intended
+    /// time when the machine keeps up; each request's latency still counts from its own
+    /// intended time. Zero sends each at its own time. Waking once per window instead of once
+    /// per send is what lets the open loop keep up with a server near its closed-loop rate.
+    #[serde(default = "default_send_window")]
+    pub send_window: Duration,
     /// Request method.
     pub method: String,
     /// Extra request headers, in order (`-H`).
@@ -198,6 +214,7 @@ impl Config {
             rate: None,
             arrivals: Arrivals::Even,
             seed: 1,
+            send_window: DEFAULT_SEND_WINDOW,
             method: "GET".to_string(),
             headers: Vec::new(),
             body: None,
@@ -252,6 +269,9 @@ impl Config {
             if r > 1e8 {
                 return inv("rate must be at most 100000000 per second");
             }
+        }
+        if self.send_window > Duration::from_millis(100) {
+            return inv("the send window must be at most 100ms");
         }
         if self.streams == 0 {
             return inv("streams per connection must be at least 1");

@@ -32,7 +32,10 @@ mod tls;
 mod uring;
 mod worker;
 
-pub use config::{parse_header_line, replayable, Config, Error, IoMode, Resolve, SecondHdrSink};
+pub use config::{
+    parse_header_line, replayable, Config, Error, IoMode, Resolve, SecondHdrSink,
+    DEFAULT_SEND_WINDOW,
+};
 pub use interrupt::stop_on_interrupt;
 pub use model::Arrivals;
 pub use pacer::{even_arrivals, Pacer, Rng};
@@ -108,6 +111,15 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
     // Every socket must fit under the open-files limit, or the run does not start.
     fds::ensure(cfg.connections as u64, threads as u64)?;
     let hdr_log = hdr_log(cfg, ctl)?;
+    // Each worker's I/O is set up before the schedule starts, so that setting it up makes no
+    // send late.
+    let prepared = (0..threads)
+        .map(|i| {
+            let conns = share(cfg.connections as u64, threads as u64, i as u64) as usize;
+            worker::prepare(backend, conns)
+        })
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| Error::Io(format!("cannot set up a load thread's I/O: {e}")))?;
 
     let start_ns = match cfg.start_at {
         Some(at) => {
@@ -132,6 +144,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         timeout_ns: cfg.timeout.as_nanos() as u64,
         backoff_ns: cfg.reconnect_backoff.as_nanos() as u64,
         open: cfg.rate.map(|r| (r, cfg.arrivals, cfg.seed)),
+        send_window_ns: cfg.send_window.as_nanos() as u64,
         limit: cfg.requests,
         threads,
         connections: cfg.connections as usize,
@@ -141,7 +154,7 @@ pub fn run(cfg: &Config, ctl: &Control) -> Result<Outcome, Error> {
         streams: if cfg.http2 { Some(cfg.streams) } else { None },
         retry_idle_closed: cfg.retry_idle_closed,
     };
-    let agg = run_threads(cfg, ctl, &shared, hdr_log)?;
+    let agg = run_threads(cfg, ctl, &shared, hdr_log, prepared)?;
     Ok(outcome(cfg, ctl, agg, threads, start_ns))
 }
 
@@ -164,7 +177,7 @@ fn io_backend(io: IoMode, tls: bool) -> Result<worker::Backend, Error> {
                 "io_uring drives plain http only; https runs on epoll".to_string(),
             ))
         }
-        (IoMode::Uring, false) => match uring::Uring::new(1) {
+        (IoMode::Uring, false) => match uring::Uring::new(1).and_then(|mut u| u.enable()) {
             Ok(_) => worker::Backend::Uring,
             Err(e) => return Err(Error::Io(format!("io_uring is not available here: {e}"))),
         },
@@ -205,13 +218,14 @@ fn run_threads(
     ctl: &Control,
     shared: &worker::Shared,
     hdr_log: Option<aggregate::HdrLog>,
+    prepared: Vec<worker::Prepared>,
 ) -> Result<aggregate::Aggregated, Error> {
     let threads = shared.threads;
     let (tx, rx) = mpsc::channel();
     let mut recycle = Vec::with_capacity(threads);
     std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(threads);
-        for i in 0..threads {
+        for (i, io) in prepared.into_iter().enumerate() {
             let (back_tx, back_rx) = mpsc::channel();
             recycle.push(back_tx);
             let conns = share(cfg.connections as u64, threads as u64, i as u64) as usize;
@@ -225,7 +239,7 @@ fn run_threads(
             };
             let spawned = std::thread::Builder::new()
                 .name(format!("pb-load-{i}"))
-                .spawn_scoped(s, move || worker::run(i, conns, quota, shared, links));
+                .spawn_scoped(s, move || worker::run(i, conns, quota, shared, links, io));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {

@@ -49,7 +49,7 @@ pub fn build(cfg: &Config, agg: &Aggregated, facts: &RunFacts) -> LoadSummary {
         },
         None => LoadMode::Closed,
     };
-    let schedule = cfg.rate.map(|_| schedule(agg, facts));
+    let schedule = cfg.rate.map(|_| schedule(cfg, agg, facts));
     LoadSummary {
         schema: model::SCHEMA_VERSION,
         name: cfg.name.clone(),
@@ -215,7 +215,7 @@ pub fn spread(values: &[f64]) -> RateStats {
     }
 }
 
-fn schedule(agg: &Aggregated, facts: &RunFacts) -> Schedule {
+fn schedule(cfg: &Config, agg: &Aggregated, facts: &RunFacts) -> Schedule {
     let mut lateness = Recorder::default();
     for f in &agg.finals {
         if let Some(l) = &f.lateness {
@@ -243,5 +243,6 @@ fn schedule(agg: &Aggregated, facts: &RunFacts) -> Schedule {
         } else {
             0.0
         },
+        send_window_us: cfg.send_window.as_micros() as u64,
     }
 }

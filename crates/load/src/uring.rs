@@ -77,10 +77,13 @@ pub struct Uring {
 unsafe impl Send for Uring {}
 
 impl Uring {
-    /// A ring sized for `conns` connections.
+    /// A ring sized for `conns` connections. It is made disabled, so that it can be set up on
+    /// one thread and driven from another: the thread that drives it calls [`Uring::enable`]
+    /// first, and becomes its single issuer.
     pub fn new(conns: usize) -> io::Result<Uring> {
         let sq = (conns * 2).next_power_of_two().clamp(64, 8192) as u32;
         let ring = IoUring::builder()
+            .setup_r_disabled()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_cqsize(sq * 4)
@@ -130,6 +133,12 @@ impl Uring {
         }
         u.publish();
         Ok(u)
+    }
+
+    /// Enables the ring, making the calling thread its one submitter: call it on the thread
+    /// that drives the ring, before anything is queued.
+    pub fn enable(&mut self) -> io::Result<()> {
+        self.ring().submitter().register_enable_rings()
     }
 
     fn ring(&mut self) -> &mut IoUring {
@@ -279,5 +288,5 @@ impl Drop for Uring {
 
 /// True when this kernel (and sandbox) allows the rings a worker needs.
 pub fn available() -> bool {
-    Uring::new(1).is_ok()
+    Uring::new(1).and_then(|mut u| u.enable()).is_ok()
 }

@@ -190,6 +190,11 @@ pub struct Schedule {
     pub late_mean_us: f64,
     /// Achieved send rate per second over the run.
     pub achieved_rate: f64,
+    /// The send window in microseconds: sends that fell due within it left together, none more
+    /// than this after its intended time when the machine keeps up (0: each at its own time,
+    /// or a result from before the window existed).
+    #[serde(default)]
+    pub send_window_us: u64,
 }
 
 /// One second of a load's timeline. Seconds are counted from the run's origin (shared by every

@@ -246,9 +246,13 @@ fn schedule(out: &mut String, s: &LoadSummary) {
             model::Arrivals::Even => "even",
             model::Arrivals::Poisson => "poisson",
         };
+        let window = match sch.send_window_us {
+            0 => String::new(),
+            w => format!(", sends batched within {}", units::fmt_us(w as f64)),
+        };
         let _ = writeln!(
             out,
-            "  Schedule: target {rate:.2}/s ({arrivals}), achieved {:.2}/s, intended {}, sent {}",
+            "  Schedule: target {rate:.2}/s ({arrivals}), achieved {:.2}/s, intended {}, sent {}{window}",
             sch.achieved_rate, sch.intended, sch.sent
         );
         let _ = writeln!(

@@ -109,8 +109,9 @@ pub struct PlatformSpec {
     /// The proxy pods' termination grace period: how long a graceful stop may take before the
     /// kubelet kills the pod (Kubernetes' default, 30 s, when absent).
     pub proxy_grace: Option<Duration>,
-    /// How long a proxy pod's preStop hook sleeps before its stop signal, so that it leaves the
-    /// endpoints before it stops accepting (1 s when absent).
+    /// How long a proxy pod's preStop hook sleeps before its stop signal, so that every node's
+    /// kube-proxy stops routing to it before it stops accepting (5 s when absent, at most the
+    /// grace less 1 s).
     pub proxy_pre_stop: Option<Duration>,
     /// The type of the proxy pods' Service (`ClusterIP` when absent).
     pub service_type: ServiceKind,

@@ -123,6 +123,8 @@ pub struct Shared {
     pub backoff_ns: u64,
     /// Open loop: rate, arrivals and seed.
     pub open: Option<(f64, model::Arrivals, u64)>,
+    /// Open loop: the send window ([`crate::Config::send_window`]), ns.
+    pub send_window_ns: u64,
     /// Total request limit (`-n`).
     pub limit: Option<u64>,
     /// Number of threads.
@@ -209,13 +211,29 @@ pub(crate) fn first_conn(id: usize, threads: usize, connections: usize) -> usize
     id * (connections / t) + id.min(connections % t)
 }
 
-/// Runs one worker thread with `conns` connections and, in closed loop, `quota` requests.
+/// A worker's I/O, set up before the run starts: a ring takes a millisecond or two to set up
+/// and register its buffers, which would otherwise make the first sends of an open-loop
+/// schedule late by as much.
+/// (An epoll set takes microseconds, and is made on the worker's thread.)
+pub struct Prepared(Option<Box<Uring>>);
+
+/// Sets up the I/O of a worker that will hold `conns` connections.
+pub fn prepare(backend: Backend, conns: usize) -> io::Result<Prepared> {
+    Ok(Prepared(match backend {
+        Backend::Epoll => None,
+        Backend::Uring => Some(Box::new(Uring::new(conns)?)),
+    }))
+}
+
+/// Runs one worker thread with `conns` connections and, in closed loop, `quota` requests, on
+/// the I/O [`prepare`] set up for it.
 pub fn run(
     id: usize,
     conns: usize,
     quota: Option<u64>,
     sh: &Shared,
     links: Links,
+    prepared: Prepared,
 ) -> io::Result<()> {
     let open = sh.open.is_some();
     if open {
@@ -224,14 +242,17 @@ pub fn run(
     let pacer = sh.open.map(|(rate, arrivals, seed)| {
         Pacer::new(sh.start_ns, rate, arrivals, seed, id, sh.threads, sh.limit)
     });
-    let io = match sh.backend {
-        Backend::Epoll => Io::Epoll {
+    let io = match prepared.0 {
+        None => Io::Epoll {
             epoll: Epoll::new()?,
             events: sys::events(256.min(conns.max(1) * 2)),
             buf: vec![0; READ_BUF],
         },
-        Backend::Uring => Io::Uring {
-            ring: Box::new(Uring::new(conns)?),
+        Some(mut ring) => Io::Uring {
+            ring: {
+                ring.enable()?;
+                ring
+            },
             done: Vec::with_capacity(256),
             deferred: Vec::with_capacity(conns),
         },
@@ -363,7 +384,7 @@ impl Worker<'_> {
                 }
                 if !self.free.is_empty() {
                     if let Some(t) = self.pacer.as_ref().and_then(|p| p.next()) {
-                        wake = wake.min(t);
+                        wake = wake.min(t + send_wake_after(self.sh.send_window_ns));
                     }
                 }
             }
@@ -983,6 +1004,17 @@ impl Worker<'_> {
         };
         let _ = self.links.tx.send(Msg::Done(Box::new(fin)));
     }
+}
+
+/// Open loop: how long after the next send fell due the loop wakes to send it with every
+/// other one due by then, for a send window of `window_ns`. Half the window: the other half is
+/// left for the wake-up itself (a timer's expiry, a context switch, which on a shared VM takes
+/// hundreds of microseconds now and then), so that on a machine that keeps up no send leaves
+/// more than the window after its intended time. The loop also sends whatever is due each time
+/// I/O wakes it sooner.
+#[inline]
+fn send_wake_after(window_ns: u64) -> u64 {
+    window_ns / 2
 }
 
 /// Nanoseconds since `origin` (monotonic).

@@ -227,7 +227,7 @@ fn schedule(out: &mut String, s: &model::Schedule) {
     let _ = writeln!(
         out,
         "**Open-loop schedule:** {} requests were due and {} were sent ({} req/s achieved). {} \
-         went out more than {} after the intended time ({}); lateness mean {}, p99 {}, max {}.\n",
+         went out more than {} after the intended time ({}); lateness mean {}, p99 {}, max {}.{}\n",
         count(s.intended),
         count(s.sent),
         fmt::f2(s.achieved_rate),
@@ -236,7 +236,11 @@ fn schedule(out: &mut String, s: &model::Schedule) {
         fmt::pct(s.late, s.sent),
         units::fmt_us(s.late_mean_us),
         lat(s.late_p99_us),
-        lat(s.late_max_us)
+        lat(s.late_max_us),
+        match s.send_window_us {
+            0 => String::new(),
+            w => format!(" Sends due within {} of each other left together.", lat(w)),
+        }
     );
 }
 

@@ -120,19 +120,30 @@ impl Analysis<'_> {
         }
         if p.delayed() > 0 {
             // While the queue is non-empty nginx releases one request per 1/rate: from the
-            // first arrival to the last 2xx it logged, answers come at the limit's rate.
+            // first arrival to the last 2xx it logged, answers come at the limit's rate, less
+            // any time the model on nginx's arrivals finds the queue empty (arrivals a stall
+            // held back until the queue had drained).
             if let (Some(&first), Some(&last)) =
                 (logged.arrivals_us.first(), logged.ok_end_us.last())
             {
                 let span = last.saturating_sub(first) as f64 / 1e6;
-                let want = 1.0 + self.limit.rate * span;
+                let idle = (p.idle_ms(self.limit.rate) / 1e3).min(span);
+                let want = 1.0 + self.limit.rate * (span - idle);
                 let tol = 2.0 + 0.01 * want;
+                let idle_note = if idle > 0.0 {
+                    format!(
+                        ", less {} the model finds the queue empty on nginx's arrivals",
+                        secs(idle)
+                    )
+                } else {
+                    String::new()
+                };
                 push(
                     "successes = 1 + rate x (first arrival to last 2xx, nginx's clock): the \
                      queue drains at the limit's rate"
                         .into(),
                     format!(
-                        "{want:.1} ± {tol:.1} (1 + {} r/s x {})",
+                        "{want:.1} ± {tol:.1} (1 + {} r/s x {}{idle_note})",
                         fmt_rate(self.limit.rate),
                         secs(span)
                     ),

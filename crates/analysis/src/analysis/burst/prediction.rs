@@ -102,6 +102,31 @@ impl Prediction {
             .count() as u64
     }
 
+    /// How long the phase-0 model's queue stood empty between its first and last release
+    /// (ms): each gap between two consecutive releases beyond the limit's interval and the
+    /// millisecond the model's whole-ms delays round it by. Zero while
+    /// arrivals keep the queue busy; a stall that delays arrivals past the queue's drain shows
+    /// here, so the drain claim counts only the time the queue had work.
+    pub(super) fn idle_ms(&self, rate: f64) -> f64 {
+        let mut releases: Vec<u64> = self
+            .sim
+            .outcomes
+            .iter()
+            .zip(&self.arrivals_ms)
+            .filter_map(|(o, &a)| match o {
+                Outcome::Passed => Some(a),
+                Outcome::Delayed(d) => Some(a + d),
+                Outcome::Rejected => None,
+            })
+            .collect();
+        releases.sort_unstable();
+        let interval = 1000.0 / rate.max(1e-9);
+        releases
+            .windows(2)
+            .map(|w| ((w[1] - w[0]) as f64 - interval - 1.0).max(0.0))
+            .sum()
+    }
+
     /// Requests the model holds in nginx's queue at `t_us`.
     pub(super) fn queue_at(&self, t_us: u64) -> u64 {
         self.sim.queue_depth_at(&self.arrivals_ms, t_us / 1000)
@@ -289,5 +314,28 @@ mod tests {
             (2..=5).contains(&lost.0) && (2..=5).contains(&lost.1),
             "{lost:?}: {even_lo}..{even_hi} vs {lo}..{hi}"
         );
+    }
+
+    #[test]
+    fn a_stall_past_the_drain_leaves_the_queue_idle_and_the_model_says_how_long() {
+        // The quick burst-400 case: 90 r/s for 6 s against 60 r/s. On time, the queue never
+        // empties. When a stall holds the last 240 arrivals back 7.8 s (as nginx's log showed on
+        // a machine at load 11), the queue drains first and idles until they come.
+        let on_time = limit_req::even_arrivals_us(90.0, 540);
+        let all = vec![true; on_time.len()];
+        let limit = Limit::queued(60.0, 400);
+        let idle = |arr: &[u64]| {
+            Prediction::new(limit, arr, 1000, 1000, Lateness::default(), &all).idle_ms(60.0)
+        };
+        assert_eq!(idle(&on_time), 0.0);
+        let mut stalled = on_time.clone();
+        for t in &mut stalled[300..] {
+            *t += 7_800_000;
+        }
+        // 300 accepted by 3.3 s drain by 3.3 + 299/60 - 3.3 = about 5 s after the first; the
+        // rest arrive from 11.13 s: about 6.1 s idle, within a request either way.
+        let gap = idle(&stalled);
+        let want = 300.0 / 90.0 * 1000.0 + 7800.0 - 299.0 / 60.0 * 1000.0;
+        assert!((gap - want).abs() <= 1000.0 / 60.0 + 2.0, "{gap} vs {want}");
     }
 }

@@ -3,8 +3,8 @@
 
 use super::backends::{self, BackendPods, BACKEND_PORT};
 use super::manifests::{
-    check_in_pod, config_map, config_volume, deployment, labels, meta, proxy_stop, sh, tls_mount,
-    tls_volume, PodScripts, TLS_SECRET,
+    check_in_pod, config_map, config_volume, deployment, labels, meta, pre_stop_command,
+    proxy_stop, sh, tls_mount, tls_volume, PodScripts, NO_LINGER, TLS_SECRET,
 };
 use super::records::{log_levels, split_followed, split_logs};
 use super::{
@@ -18,8 +18,8 @@ use k8s::collect::PromTarget;
 use k8s::k8s_openapi::api::apps::v1::Deployment;
 use k8s::k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerPort, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
-    Pod, PodSpec, Probe, Secret, Service, ServicePort, ServiceSpec, SleepAction,
-    TopologySpreadConstraint, VolumeMount,
+    Pod, PodSpec, Probe, Secret, Service, ServicePort, ServiceSpec, TopologySpreadConstraint,
+    VolumeMount,
 };
 use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -365,21 +365,18 @@ impl KubeStage {
                     failure_threshold: Some(1),
                     ..Default::default()
                 }),
-                // Stay in rotation a moment after the deletion, then the driver's own preStop
-                // command (Caddy's drain), then the image's stop signal (graceful).
+                // Keep serving until no node routes new connections here any more (the
+                // sleep), then the driver's own preStop command (Caddy's drain), then the
+                // image's stop signal (graceful).
                 lifecycle: Some(Lifecycle {
-                    pre_stop: match pre_stop_cmd {
-                        Some(cmd) => Some(LifecycleHandler {
+                    pre_stop: pre_stop_command(pre_stop, pre_stop_cmd.as_deref()).map(|command| {
+                        LifecycleHandler {
                             exec: Some(ExecAction {
-                                command: Some(sh(&format!("sleep {pre_stop}; {cmd}"))),
+                                command: Some(command),
                             }),
                             ..Default::default()
-                        }),
-                        None => (pre_stop > 0).then(|| LifecycleHandler {
-                            sleep: Some(SleepAction { seconds: pre_stop }),
-                            ..Default::default()
-                        }),
-                    },
+                        }
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -415,6 +412,34 @@ impl KubeStage {
             .map_err(platform)?;
         st.find_paths(cfg.replicas)?;
         Ok(())
+    }
+
+    /// Makes [`NO_LINGER`] in every running proxy pod, all at once, so that their preStop hooks
+    /// skip the sleep. A pod that cannot be reached (a lost node) keeps its sleep, within its
+    /// grace period.
+    fn cut_linger(&self) {
+        let Ok(pods) = self
+            .cluster
+            .pods(&self.namespace, Some(&self.role_selector(PROXY)))
+        else {
+            return;
+        };
+        let touch = format!("touch {NO_LINGER}");
+        let (cluster, ns, touch) = (&self.cluster, self.namespace.as_str(), touch.as_str());
+        std::thread::scope(|s| {
+            for p in pods.iter().filter(|p| !p.deleting) {
+                s.spawn(move || {
+                    let _ = cluster.exec(
+                        ns,
+                        &p.name,
+                        None,
+                        &["/bin/sh", "-c", touch],
+                        None,
+                        Duration::from_secs(5),
+                    );
+                });
+            }
+        });
     }
 
     /// The run's pods on a node that is not Ready (a lost node: its kubelet cannot confirm that
@@ -897,6 +922,9 @@ impl Stage for KubeStage {
         // user's object could share.
         let (c, ns) = (self.cluster.clone(), self.namespace.clone());
         let mine = run_selector(&self.run_id, "");
+        // The loads are over: the proxy pods skip their preStop sleep, which only keeps them
+        // serving until the nodes stop routing new connections to them.
+        self.cut_linger();
         // Our Deployments to zero, so that the proxy pods end (their logs end with them).
         match c.names_labelled::<Deployment>(&ns, &mine) {
             Ok(names) => {

@@ -71,11 +71,9 @@ dist: build
 run: build
 	$(BIN) run
 
-## lint: formatting and clippy, warnings are errors (the proxy drivers' folders are declared by
-## the registry macro, where cargo fmt does not look, so rustfmt is given them by name)
+## lint: formatting and clippy, warnings are errors
 lint: deps
 	$(CARGO) fmt --all -- --check
-	rustfmt --edition 2021 --check crates/proxy/src/*/mod.rs
 	$(CARGO) clippy --workspace --all-targets --release --locked -- -D warnings
 
 ## test: the whole suite (lint, unit tests, end-to-end tests against real nginx, a 60 s soak),

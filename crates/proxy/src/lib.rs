@@ -8,9 +8,13 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod caddy;
 pub mod driver;
 mod error;
+pub mod external;
+pub mod haproxy;
 pub mod logs;
+pub mod nginx;
 mod process;
 mod records;
 mod replica;
@@ -33,22 +37,16 @@ pub use features::{Feature, Support};
 pub use process::{run_bounded, PinSpawns, Ran, Supervised};
 pub use tls::TlsFiles;
 
-/// Expands the registry of kinds ([`setup::proxy_kinds!`]) into a module per driver and
-/// [`driver()`]: nothing else in the crate lists the kinds.
-macro_rules! drivers {
-    ($($(#[$doc:meta])* $kind:ident $name:tt $module:ident [$($format:ident $fname:tt),*],)*) => {
-        $(pub mod $module;)*
-
-        /// The driver of a proxy kind.
-        pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
-            match kind {
-                $(ProxyKind::$kind => &$module::DRIVER,)*
-            }
-        }
-    };
+/// The driver of a proxy kind: every kind of the registry (`ProxyKind`) has one, in the folder
+/// of its name.
+pub fn driver(kind: ProxyKind) -> &'static dyn Driver {
+    match kind {
+        ProxyKind::Nginx => &nginx::DRIVER,
+        ProxyKind::Haproxy => &haproxy::DRIVER,
+        ProxyKind::Caddy => &caddy::DRIVER,
+        ProxyKind::External => &external::DRIVER,
+    }
 }
-
-setup::proxy_kinds!(drivers);
 
 /// The version of the proxy a config runs, for env.json: the driver's, or for an external
 /// target what proxybench can say of a proxy it did not start.
@@ -116,5 +114,32 @@ mod tests {
             assert_eq!(f.driver().kind(), f.kind());
         }
         assert_eq!(ProxyKind::parse("squid"), None);
+    }
+
+    /// The driver folders of crates/proxy/src are the registry's kinds, one each by name: a
+    /// folder without a kind (or a kind whose driver lives elsewhere) is caught here.
+    #[test]
+    fn the_driver_folders_are_the_kinds() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut folders: Vec<String> = std::fs::read_dir(&src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("mod.rs").is_file())
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        folders.sort();
+        let mut kinds: Vec<String> = ProxyKind::ALL
+            .iter()
+            .map(|k| k.name().to_string())
+            .collect();
+        kinds.sort();
+        assert_eq!(folders, kinds);
+        for &k in ProxyKind::ALL {
+            let mod_rs = std::fs::read_to_string(src.join(k.name()).join("mod.rs")).unwrap();
+            assert!(
+                mod_rs.contains("pub static DRIVER"),
+                "{k}: no DRIVER in its mod.rs"
+            );
+        }
     }
 }

@@ -1,38 +1,15 @@
-//! The registry of proxy kinds: [`proxy_kinds!`](crate::proxy_kinds) lists every kind on one
-//! line, and every place that needs a list of kinds expands that list instead of writing its own.
-//! This crate makes [`ProxyKind`] and [`LogFormat`] of it; the proxy crate makes its modules and
-//! `proxy::driver` of it. Adding a kind is one line here plus the driver's folder.
+//! The registry of proxy kinds: the list at the foot of this file names every kind on one line,
+//! and [`ProxyKind`] and [`LogFormat`] are made of it. The proxy crate declares a driver module
+//! per kind and matches every kind to its driver (a match the compiler checks is whole, and a test
+//! checks against the driver folders). Adding a kind is one line here, one folder of
+//! crates/proxy/src/ and one arm of `proxy::driver`.
 
 use serde::{Deserialize, Serialize};
 
-/// Every proxy kind, one line each: `Variant "name" module [Format "format-name", ...]`.
-/// `Variant` is the [`ProxyKind`] variant (its doc comment goes above the line), `"name"` the
-/// kind as scenarios and the command line spell it, `module` the driver's folder in
-/// crates/proxy/src/ (which exports its driver as `DRIVER`), and the brackets the
-/// [`LogFormat`]s its proxy writes and its driver parses, with their names. The first line is
-/// the default kind and the first format of the first line the default format.
-///
-/// It hands the list to the macro it is called with (an "X-macro"), which expands it.
-#[macro_export]
-macro_rules! proxy_kinds {
-    ($then:ident) => {
-        $then! {
-            /// nginx from the distribution's package.
-            Nginx "nginx" nginx [NginxJson "nginx-json", Combined "combined"],
-            /// HAProxy from the distribution's package.
-            Haproxy "haproxy" haproxy [Haproxy "haproxy"],
-            /// Caddy from the distribution's package (JSON config loaded through its admin API).
-            Caddy "caddy" caddy [Caddy "caddy"],
-            /// A proxy the user already runs: proxybench starts, renders and stops nothing of it.
-            External "external" external [],
-        }
-    };
-}
-
 macro_rules! model {
-    ($($(#[$doc:meta])* $kind:ident $name:tt $module:ident [$($format:ident $fname:tt),*],)*) => {
-        /// The proxy implementation a config is rendered for: one variant per line of
-        /// [`proxy_kinds!`](crate::proxy_kinds).
+    ($($(#[$doc:meta])* $kind:ident $name:tt [$($format:ident $fname:tt),*],)*) => {
+        /// The proxy implementation a config is rendered for: one variant per line of the
+        /// registry.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum ProxyKind {
             $($(#[$doc])* #[serde(rename = $name)] $kind,)*
@@ -91,7 +68,21 @@ macro_rules! model {
     };
 }
 
-proxy_kinds!(model);
+// Every proxy kind, one line each: `Variant "name" [Format "format-name", ...]`. `Variant` is
+// the [`ProxyKind`] variant (its doc comment goes above the line), `"name"` the kind as scenarios
+// and the command line spell it (and its driver's folder in crates/proxy/src/), and the brackets
+// the [`LogFormat`]s its proxy writes and its driver parses, with their names. The first line is
+// the default kind and the first format of the first line the default format.
+model! {
+    /// nginx from the distribution's package.
+    Nginx "nginx" [NginxJson "nginx-json", Combined "combined"],
+    /// HAProxy from the distribution's package.
+    Haproxy "haproxy" [Haproxy "haproxy"],
+    /// Caddy from the distribution's package (JSON config loaded through its admin API).
+    Caddy "caddy" [Caddy "caddy"],
+    /// A proxy the user already runs: proxybench starts, renders and stops nothing of it.
+    External "external" [],
+}
 
 impl Default for ProxyKind {
     /// The registry's first kind (nginx).

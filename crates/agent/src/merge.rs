@@ -3,35 +3,17 @@
 //! saved files of a distributed run reproduces the run's own merged result byte for byte.
 
 use crate::Error;
-use base64::Engine;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+pub use model::hdr::new_hist;
 use model::{
     AgentRow, Latency, LoadMode, LoadResult, LoadSummary, Percentile, RateStats, ResultExt,
     Schedule, Second, SecondHdr,
 };
 use std::collections::BTreeMap;
 
-/// Highest latency the engine's histograms track (one hour in µs).
-const MAX_US: u64 = 3_600_000_000;
-
-/// An empty histogram with the engine's bounds.
-pub fn new_hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds")
-}
-
-/// Decodes a base64 V2(-deflate) histogram as the engine writes it.
+/// Decodes a histogram as the engine writes it, into the engine's bounds.
 pub fn decode(s: &str) -> Result<Histogram<u64>, Error> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .map_err(|e| Error::Merge(format!("histogram is not base64: {e}")))?;
-    let h: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| Error::Merge(format!("histogram does not decode: {e:?}")))?;
-    let mut out = new_hist();
-    out.add(&h)
-        .map_err(|e| Error::Merge(format!("histogram bounds differ: {e:?}")))?;
-    Ok(out)
+    model::hdr::decode(s).map_err(|e| Error::Merge(e.to_string()))
 }
 
 /// The value at percentile `p` (0-100), never above the exact maximum (as the engine reports it).

@@ -1,31 +1,14 @@
 //! The numbers a thread records (wrk's `stats.c`): latency into HDR histograms with exact
 //! count, sum, min and max on the side; per-second blocks that go to the aggregator and come
 //! back cleared, so memory stays flat however long the run; and the histograms' one serialized
-//! form, which the aggregator's per-second rows and the summary both carry.
+//! form (`model::hdr`), which the aggregator's per-second rows and the summary both carry.
 
-use base64::Engine;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+pub use model::hdr::{encode, new_hist};
 use model::{ErrorKind, RequestRecord};
 
-/// Highest latency a histogram tracks: one hour in microseconds. Longer values saturate.
-pub const MAX_US: u64 = 3_600_000_000;
 /// Number of error kinds.
 pub const KINDS: usize = ErrorKind::ALL.len();
-
-/// A histogram covering 1 µs to 1 h at 3 significant digits.
-pub fn new_hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds")
-}
-
-/// The histogram as V2-deflate bytes in base64 (what HdrHistogram tools read).
-pub fn encode(h: &hdrhistogram::Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing into memory");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 /// The index of `kind` in [`ErrorKind::ALL`].
 pub fn kind_index(kind: ErrorKind) -> usize {
@@ -323,8 +306,8 @@ mod tests {
         assert_eq!(a.percentile(100.0), 40);
         a.reset();
         assert_eq!((a.count, a.hist.len()), (0, 0));
-        a.record(MAX_US * 10);
-        assert_eq!(a.max, MAX_US * 10);
+        a.record(model::hdr::MAX_US * 10);
+        assert_eq!(a.max, model::hdr::MAX_US * 10);
         assert_eq!(a.hist.len(), 1);
     }
 }

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod generation;
+pub mod hdr;
 pub mod ledger;
 pub mod load;
 pub mod measured;

@@ -5,8 +5,6 @@
 
 use crate::text::{self, family, sample};
 use crate::{BUCKETS_S, BUCKETS_US};
-use base64::Engine;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use model::{ErrorKind, Event, ReloadRecord, Second, SecondHdr};
 use std::collections::BTreeMap;
@@ -299,10 +297,9 @@ fn bucket_of(us: u64) -> usize {
     BUCKETS_US.partition_point(|&b| b <= us)
 }
 
-/// A second's histogram as the engine encodes it (V2 deflate, base64).
+/// A second's histogram as the engine encodes it, or `None` when it does not decode.
 fn decode(s: &str) -> Option<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
-    Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+    model::hdr::decode(s).ok()
 }
 
 /// The status classes, as `class` labels.
@@ -696,15 +693,10 @@ fn render_cases(o: &mut String, st: &State) {
 mod tests {
     use super::*;
 
-    fn encode(h: &Histogram<u64>) -> String {
-        use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-        let mut buf = Vec::new();
-        V2DeflateSerializer::new().serialize(h, &mut buf).unwrap();
-        base64::engine::general_purpose::STANDARD.encode(buf)
-    }
+    use model::hdr::encode;
 
     fn row_and_hdr(t: u32, lat_us: &[u64], status: u16) -> (Second, SecondHdr) {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        let mut h = model::hdr::new_hist();
         for &v in lat_us {
             h.record(v).unwrap();
         }

@@ -1,7 +1,6 @@
 //! Latency percentiles: from the summary when it has them, otherwise recomputed exactly from the
 //! recorded HDR histogram, so a report can ask for any percentile of any run.
 
-use base64::Engine;
 use model::Latency;
 
 /// The latency at percentile `p` (e.g. 99.9) in microseconds, or `None` when the run recorded no
@@ -14,34 +13,25 @@ pub fn percentile_us(lat: &Latency, p: f64) -> Option<u64> {
         .or_else(|| decode(&lat.hdr).map(|h| h.value_at_quantile(p / 100.0)))
 }
 
-/// Decodes a base64 V2-deflate HDR histogram.
+/// The recorded histogram, or `None` when there is none or it does not decode.
 fn decode(s: &str) -> Option<hdrhistogram::Histogram<u64>> {
-    if s.is_empty() {
-        return None;
-    }
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut &bytes[..])
-        .ok()
+    model::hdr::decode(s).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
     #[test]
     fn falls_back_to_the_histogram() {
-        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        let mut h = model::hdr::new_hist();
         for v in 1..=1000u64 {
             h.record(v * 10).unwrap();
         }
-        let mut buf = Vec::new();
-        V2DeflateSerializer::new().serialize(&h, &mut buf).unwrap();
         let lat = Latency {
             count: 1000,
             percentiles: vec![model::Percentile { p: 50.0, us: 4242 }],
-            hdr: base64::engine::general_purpose::STANDARD.encode(&buf),
+            hdr: model::hdr::encode(&h),
             ..Latency::default()
         };
         // A summarised percentile is taken as written; a missing one comes from the histogram.

@@ -114,15 +114,7 @@ fn hdr_log_holds_every_response() {
     let mut intervals = 0;
     for item in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&text) {
         if let hdrhistogram::serialization::interval_log::LogEntry::Interval(h) = item.unwrap() {
-            let bytes = base64::Engine::decode(
-                &base64::engine::general_purpose::STANDARD,
-                h.encoded_histogram(),
-            )
-            .unwrap();
-            let hist: hdrhistogram::Histogram<u64> =
-                hdrhistogram::serialization::Deserializer::new()
-                    .deserialize(&mut bytes.as_slice())
-                    .unwrap();
+            let hist = model::hdr::decode(h.encoded_histogram()).unwrap();
             total += hist.len();
             intervals += 1;
             assert_eq!(h.duration(), Duration::from_secs(1));

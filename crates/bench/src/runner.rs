@@ -14,7 +14,7 @@ use analysis::record;
 use model::{CaseResult, Env, ProcSample, ReadinessSample, RunRecord, RunResults, StubSample};
 use proxy::{ProxyConfig, ProxyKind, RenderContext, TlsFiles};
 use scenario::paths;
-use scenario::{ArrivalsSpec, Case, LoadSpec, PlatformKind, Scenario, Via};
+use scenario::{ArrivalsSpec, Case, LoadSpec, Scenario, Via};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
@@ -114,9 +114,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     record::write_scenario(&dir, scn).map_err(failed)?;
     let work = dir.join(".work");
     let tls = certificate(scn, &dir.join("tls"))?;
-    let mut rec = new_record(scn);
+    let mut rec = new_record(scn, platform.as_ref());
     rec.proxy = target.proxy.map(|k| k.name().to_string());
-    if target.platform.is_some() || platform_spec.kind != scenario::PlatformKind::Local {
+    if target.platform.is_some() || !platform.on_this_machine() {
         rec.run.env.platform = Some(model::PlatformInfo {
             kind: platform_spec.kind.name().to_string(),
             context: platform_spec.context.clone().unwrap_or_default(),
@@ -224,8 +224,8 @@ pub fn check(scn: &Scenario) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The record of a run about to start: the scenario, the machine, no case yet.
-fn new_record(scn: &Scenario) -> RunRecord {
+/// The record of a run about to start on `platform`: the scenario, the machine, no case yet.
+fn new_record(scn: &Scenario, platform: &dyn Platform) -> RunRecord {
     let first = scn.cases.iter().find_map(|c| c.proxy.as_ref());
     let proxy_v = first.map_or_else(String::new, |cfg| {
         proxy::version_of(cfg).unwrap_or_else(|e| format!("{} version failed: {e}", cfg.kind))
@@ -245,7 +245,7 @@ fn new_record(scn: &Scenario) -> RunRecord {
             partial: false,
             abort_reason: None,
             env: Env {
-                proxy_resources: proxy_resources(scn),
+                proxy_resources: platform.proxy_resources(scn),
                 ..env::capture(proxy_kind(scn).map(|k| k.name()), proxy_v)
             },
             cases: Vec::new(),
@@ -253,33 +253,6 @@ fn new_record(scn: &Scenario) -> RunRecord {
             checks: Vec::new(),
         },
     }
-}
-
-/// What each case gives its proxy to run on, for env.json and the comparison: the process or
-/// thread count the kind makes of `worker_processes` and the CPUs it is pinned to. Only for
-/// proxies this machine runs (not an external one, not pods).
-fn proxy_resources(scn: &Scenario) -> BTreeMap<String, String> {
-    if scn.platform.kind != PlatformKind::Local {
-        return BTreeMap::new();
-    }
-    scn.cases
-        .iter()
-        .filter_map(|c| {
-            let cfg = c.proxy.as_ref()?;
-            let n = cfg.worker_processes;
-            let workers = proxy::driver(cfg.kind).workers(n)?;
-            let pinned = match &cfg.cpus {
-                Some(c) => format!("pinned to CPUs {c}"),
-                None => "not pinned".to_string(),
-            };
-            let replicas = if cfg.replicas == 1 {
-                String::new()
-            } else {
-                format!("{} replicas of ", cfg.replicas)
-            };
-            Some((c.name.clone(), format!("{replicas}{workers}, {pinned}")))
-        })
-        .collect()
 }
 
 /// Makes `<results_root>/<scenario>/<UTC stamp>[-n]/`, absolute (a proxy may resolve relative

@@ -97,6 +97,17 @@ pub trait Platform {
     fn close(&mut self) -> Vec<String>;
     /// Starts the agents of a distributed load and waits until they are ready.
     fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, PlatformError>;
+    /// Whether the run's backends and proxies are processes on this machine: env.json then
+    /// describes the machine, and needs a platform section only when one was asked for.
+    fn on_this_machine(&self) -> bool {
+        false
+    }
+    /// What each case gives its proxy to run on (by case name), for env.json and the
+    /// comparison. Only a platform that runs the proxies on this machine can say; the default
+    /// says nothing.
+    fn proxy_resources(&self, _scn: &scenario::Scenario) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
 }
 
 /// One case's running backends and proxy, as the runner, the loads and the actions see them.

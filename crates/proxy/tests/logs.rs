@@ -9,19 +9,22 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-/// A loopback address where nothing listens (bound, then released).
-fn dead_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// Three distinct loopback addresses where nothing listens: bound together, then released. (Bound
+/// one after another, each released before the next, the kernel may hand out the same port twice,
+/// and two upstreams' refusals then count as one server's.)
+fn dead_addrs() -> (SocketAddr, SocketAddr, SocketAddr) {
+    let held: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let a: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().unwrap()).collect();
+    (a[0], a[1], a[2])
 }
 
 #[test]
 fn real_logs_summarise_into_counts_and_groups() {
     let live = Backend::start("live");
     let slow = Backend::with_delay("slow", Duration::from_millis(1500));
-    let (dead, dead1, dead2) = (dead_addr(), dead_addr(), dead_addr());
+    let (dead, dead1, dead2) = dead_addrs();
     let cfg = parse(
         r#"
 [[proxy.listeners]]

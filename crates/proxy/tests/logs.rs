@@ -6,18 +6,16 @@ mod common;
 use common::{context, get, parse, scratch, start, Backend};
 use proxybench_proxy::logs::{self, LogFormat, Summarizer};
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Three distinct loopback addresses where nothing listens: bound together, then released. (Bound
-/// one after another, each released before the next, the kernel may hand out the same port twice,
-/// and two upstreams' refusals then count as one server's.)
+/// Three distinct loopback addresses where nothing listens (testkit's free ports: chosen while
+/// all are held, so the kernel cannot hand out one port twice and make two upstreams' refusals
+/// count as one server's).
 fn dead_addrs() -> (SocketAddr, SocketAddr, SocketAddr) {
-    let held: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let a: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().unwrap()).collect();
-    (a[0], a[1], a[2])
+    let p = testkit::free_ports(3);
+    let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    (at(p[0]), at(p[1]), at(p[2]))
 }
 
 #[test]

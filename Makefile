@@ -178,7 +178,7 @@ export K8S_VERSION
 k8s-build:
 	bash k8s/build.sh
 
-## k8s-up: a real two-node cluster on a host-only network (docs/kubernetes.md); the last line it
+## k8s-up: a real two-node cluster on a host-only network (docs/test-cluster.md); the last line it
 ## prints is `export KUBECONFIG=...`. k8s-down removes it and everything it made, and returns
 ## once every process it started has exited.
 k8s-up: k8s-build image

@@ -11,7 +11,7 @@
 #    The module cannot be built with `go install` (its `replace` directives point into a staging/
 #    tree that the module zip does not carry), so the build copies the module out of the module
 #    cache, drops go.work and the replace block, and pins every staging module to its published
-#    v0.X.Y tag (docs/kubernetes.md, "Building").
+#    v0.X.Y tag (docs/test-cluster.md, "Building").
 #  - metrics-server $METRICS_SERVER_VERSION, built from its Go module sigs.k8s.io/metrics-server
 #    (`go install`, it has no replace directives) the same way, cached under
 #    $K8S_CACHE/metrics-server-$METRICS_SERVER_VERSION. k8s/image.sh packs it as an image.

@@ -18,7 +18,7 @@
 # waits until each has exited (bounded; it fails loudly, naming any survivor), and removes every
 # mount, cgroup, link, namespace, route, routing rule, iptables/nft chain, sysctl change and file
 # the cluster made (the hard-coded paths only when they did not exist before); it is safe to run
-# twice or after a half-failed `up`. The facts behind each setting: docs/kubernetes.md.
+# twice or after a half-failed `up`. The facts behind each setting: docs/test-cluster.md.
 #
 # Env: PROXYBENCH_K8S_DIR (state dir), K8S_VERSION (v1.34.4), METRICS_SERVER_VERSION (v0.8.0),
 # K8S_CACHE (~/.cache/proxybench/k8s), PROXYBENCH_IMAGE_DIR (target/image: the *.tar OCI images

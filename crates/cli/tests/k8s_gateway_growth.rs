@@ -23,7 +23,7 @@ use kube::{cluster, data, errors, failed, find, namespace, var};
 /// reload script fills). A route's host answers only once its server is there, so a probe of `/`
 /// at the route's host (the built-in generator's routes serve every path) waits for it.
 /// `linger_s`, when not 0: the pods' preStop sleep, as the platform's own proxy pods have
-/// (docs/kubernetes.md, "Stopping a proxy pod"): a deleted pod keeps serving until no node
+/// (docs/kubernetes-reference.md, "Stopping a proxy pod"): a deleted pod keeps serving until no node
 /// routes new connections to it, and only then gets nginx's SIGQUIT (the image's stop signal).
 /// The growth tests remove no pod under load and leave it out (their namespace goes faster).
 fn gateway_manifest(image: &str, linger_s: u32) -> String {

@@ -131,7 +131,7 @@ impl PodScripts {
 /// comes at most once per `minSyncPeriod` (1 s by default): a pod deleted within a second of
 /// another endpoint change (a rollout, a scale-down of several) waits for it. Measured on the
 /// test cluster: 0.01 to 1.75 s from the deletion to the node's DNAT rule gone; a stop signal
-/// before that refused new connections (docs/kubernetes.md, "Stopping a proxy pod"). 5 s leaves
+/// before that refused new connections (docs/kubernetes-reference.md, "Stopping a proxy pod"). 5 s leaves
 /// room for a slower sync on a loaded node.
 pub(super) const DEFAULT_PRE_STOP_S: i64 = 5;
 

@@ -221,7 +221,7 @@ pub(crate) const RUN_AS: i64 = 65534;
 /// A container's default resource requests by its name (the pod role): cpu, memory. Requests,
 /// never limits: the scheduler reserves them on a shared cluster, while a CPU limit would
 /// throttle the proxy and bend what the run measures. The values are what such a pod uses at
-/// rest, rounded up (docs/kubernetes.md, "Safe on a shared cluster"); `[platform] requests`
+/// rest, rounded up (docs/kubernetes-reference.md, "Safe on a shared cluster"); `[platform] requests`
 /// sets others.
 pub(crate) fn requests(container: &str) -> (&'static str, &'static str) {
     match container {

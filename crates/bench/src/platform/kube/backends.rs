@@ -687,33 +687,36 @@ impl BackendPods {
 }
 
 /// Waits until no proxy pod of `pods` runs a worker of an older config generation (nginx's
-/// `worker process is shutting down`, seen with `ps` in the pod), at most 10 s: after a reload
-/// that took backends out of the upstreams, no request can reach them once these are gone.
+/// `worker process is shutting down`, seen with `ps` in the pod), at most `bound` (asked every
+/// 50 ms): after a reload that took backends out of the upstreams, no request can reach them
+/// once these are gone. The first pod whose old workers outlived the bound, if any.
 pub(super) fn wait_old_workers(
     cluster: &Cluster,
     namespace: &str,
     pods: &[String],
-) -> Result<(), StackError> {
-    let script = "i=0; while ps | grep -v grep | grep -q 'shutting down'; do \
-                  i=$((i+1)); [ $i -ge 200 ] && exit 1; sleep 0.05; done";
+    bound: Duration,
+) -> Result<Option<String>, StackError> {
+    let polls = (bound.as_millis() / 50).max(1);
+    let script = format!(
+        "i=0; while ps | grep -v grep | grep -q 'shutting down'; do \
+         i=$((i+1)); [ $i -ge {polls} ] && exit 1; sleep 0.05; done"
+    );
     for pod in pods {
         let out = cluster
             .exec(
                 namespace,
                 pod,
                 None,
-                &["/bin/sh", "-c", script],
+                &["/bin/sh", "-c", &script],
                 None,
-                Duration::from_secs(30),
+                bound + Duration::from_secs(20),
             )
             .map_err(platform)?;
         if out.code != 0 {
-            return Err(platform(format!(
-                "pod {pod}: old nginx workers still running 10 s after the reload"
-            )));
+            return Ok(Some(pod.clone()));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// `GROUP-I` split for sorting: the group, then the index as a number.

@@ -157,6 +157,9 @@ pub(crate) struct KubeStage {
     /// `{{ run }}`, the `app.kubernetes.io/instance` label of everything the case makes, and
     /// the suffix of its names.
     run_id: String,
+    /// Whether the case holds long-lived connections (WebSocket, gRPC stream, SSE loads): an old
+    /// proxy generation then keeps running while it holds them, which is what the case measures.
+    long_lived: bool,
 }
 
 /// The name of run `run`'s object `base` (`proxy`, `backend-GROUP`): `base-<run id>`, so that

@@ -11,6 +11,16 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+/// How long a drained scale-down waits for the proxy pods' old workers to exit after the reload
+/// that took the leaving backends out: until then a request could still reach one, so past it
+/// the step fails.
+const OLD_WORKERS_BOUND: Duration = Duration::from_secs(10);
+
+/// The same wait in a case that holds long-lived connections, whose old workers live as long as
+/// those do: the short requests in flight at the reload are through by then, and the backends'
+/// drain ends the connections the old workers still hold (with a close frame or `grpc-status`).
+const OLD_WORKERS_WITH_STREAMS: Duration = Duration::from_secs(2);
+
 /// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward). The
 /// answer is read to its Content-Length, not to the connection's close: through a port-forward
 /// the close reaches here about a second after the pod's, longer than `timeout`.
@@ -337,6 +347,7 @@ impl KubeStage {
         let how = format!("{remove:?}").to_lowercase();
         let detail = format!("{group}: {from} -> {to} ({how}: {})", gone.join(", "));
         let mut rel = Vec::new();
+        let mut held = None;
         if !kill {
             let (r, err) = self.reload_all();
             rel = r;
@@ -347,8 +358,31 @@ impl KubeStage {
                 Ok(p) => p.into_iter().map(|p| p.name).collect(),
                 Err(e) => return (Err(e), rel),
             };
-            if let Err(e) = backends::wait_old_workers(&c, &ns, &pods) {
-                return (Err(e), rel);
+            // Long-lived connections keep an old generation running for as long as they last
+            // (or until the drain timeout): short requests are through it within the shorter
+            // bound, and the backends' drain then ends what it still holds, with a close.
+            let bound = if self.long_lived {
+                OLD_WORKERS_WITH_STREAMS
+            } else {
+                OLD_WORKERS_BOUND
+            };
+            match backends::wait_old_workers(&c, &ns, &pods, bound) {
+                Ok(None) => {}
+                Ok(Some(pod)) if self.long_lived => {
+                    held = Some(format!(
+                        "; old workers of pod {pod} still held long-lived connections {bound:?} \
+                         after the reload, which the drain ends"
+                    ));
+                }
+                Ok(Some(pod)) => {
+                    return (
+                        Err(platform(format!(
+                            "pod {pod}: old nginx workers still running {bound:?} after the reload"
+                        ))),
+                        rel,
+                    )
+                }
+                Err(e) => return (Err(e), rel),
             }
         }
         if let Err(e) = self.backends.scale(&c, &ns, group, to) {
@@ -361,7 +395,7 @@ impl KubeStage {
                 return (Err(e), rel);
             }
         }
-        (Ok(detail), rel)
+        (Ok(detail + held.as_deref().unwrap_or_default()), rel)
     }
 
     /// Runs the attached gateway's reload command as the next generation.

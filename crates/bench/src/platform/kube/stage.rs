@@ -97,6 +97,7 @@ impl KubeStage {
             })?;
         }
         let st = made.insert(KubeStage {
+            long_lived: case.loads.iter().any(|l| l.stream_protocol().is_some()),
             cluster: cluster.clone(),
             namespace: ns.clone(),
             driver: proxy::driver(stack.proxy.map(|p| p.kind).unwrap_or_default()),

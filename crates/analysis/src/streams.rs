@@ -60,6 +60,26 @@ fn backend_action(e: &Event) -> bool {
         || (e.action == "scale_backends" && removed(&e.detail))
 }
 
+/// A backend action's span, in seconds of the case, and whether it drains (its backends end
+/// their connections with a close frame, a `grpc-status` or the end of the stream).
+#[derive(Clone, Copy)]
+struct BackendEvent {
+    /// The event's index in the case.
+    event: usize,
+    /// When it started.
+    from: f64,
+    /// When it ended, with the margin for the backends' closes to arrive.
+    to: f64,
+    /// True for a drain: only announced drops are its.
+    announces: bool,
+}
+
+/// Whether a backend action drains its backends rather than killing them (`drain_backend`, or
+/// `scale_backends` with `remove = "drain"`, whose detail reads `3 -> 2 (drain: app-2)`).
+fn drains(e: &Event) -> bool {
+    e.action == "drain_backend" || (e.action == "scale_backends" && e.detail.contains("(drain"))
+}
+
 /// Whether a `scale_backends` detail (`3 -> 1 (drain)`) removed instances.
 fn removed(detail: &str) -> bool {
     let nums: Vec<u32> = detail
@@ -168,17 +188,25 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
     let gens = generation::lives(&result.generations, &result.reloads);
     let reloads = reloads(result, &gens, drain_s);
     let mut closes = backend_closes(result);
-    let backend_events: Vec<(usize, f64, f64)> = result
+    let backend_events: Vec<BackendEvent> = result
         .events
         .iter()
         .enumerate()
         .filter(|(_, e)| e.error.is_none() && backend_action(e))
-        .map(|(i, e)| (i, e.t_s, e.t_s + e.duration_ms / 1e3 + BACKEND_MARGIN_S))
+        .map(|(i, e)| BackendEvent {
+            event: i,
+            from: e.t_s,
+            to: e.t_s + e.duration_ms / 1e3 + BACKEND_MARGIN_S,
+            announces: drains(e),
+        })
         .collect();
     // The backend's closes within each backend action's span: the drops it can take.
     let mut action_budget: BTreeMap<usize, u64> = BTreeMap::new();
     let aligned = result.monotonic_origin_ns.is_some();
-    for &(i, from, to) in &backend_events {
+    for &BackendEvent {
+        event: i, from, to, ..
+    } in &backend_events
+    {
         let n = closes
             .iter_mut()
             .filter(|c| !c.used && c.t_s >= from - 1e-3 && c.t_s <= to)
@@ -248,8 +276,7 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
             b.without_close += 1;
         }
         let (cause, event) = attribute(
-            o,
-            e,
+            (o, e, announced),
             &reloads,
             &backend_events,
             &mut action_budget,
@@ -343,14 +370,24 @@ fn incomplete(
 /// What dropped a connection that opened at `o` and dropped at `e` (seconds), and the event it
 /// is counted against.
 fn attribute(
-    o: f64,
-    e: f64,
+    (o, e, announced): (f64, f64, bool),
     reloads: &[Reload],
-    backend_events: &[(usize, f64, f64)],
+    backend_events: &[BackendEvent],
     budget: &mut BTreeMap<usize, u64>,
     closes: &mut [BackendClose],
 ) -> (DropCause, Option<usize>) {
-    for &(i, from, to) in backend_events {
+    for &BackendEvent {
+        event: i,
+        from,
+        to,
+        announces,
+    } in backend_events
+    {
+        // A drained backend says goodbye in the protocol: a drop cut without a word in its
+        // span is not its doing.
+        if announces && !announced {
+            continue;
+        }
         if e >= from - 1e-3 && e <= to {
             let left = budget.entry(i).or_default();
             if *left > 0 {
@@ -792,5 +829,30 @@ duration = "20s"
     fn the_scale_detail_says_whether_backends_left() {
         assert!(removed("3 -> 1 (drain)"));
         assert!(!removed("1 -> 3"));
+        assert!(drains(&event(
+            1.0,
+            "scale_backends",
+            "app: 3 -> 2 (drain: app-2)"
+        )));
+        assert!(drains(&event(1.0, "scale_backends", "app: 3 -> 2 (drain)")));
+        assert!(!drains(&event(1.0, "scale_backends", "app: 3 -> 2 (kill)")));
+        assert!(!drains(&event(1.0, "kill_backend", "app-0")));
+    }
+
+    /// A drained backend ends its connections in the protocol: in its span a drop with a close
+    /// frame is the drain's, and one cut without a word (an old proxy generation's drain
+    /// timeout firing then) is not, even with the backends' closes on another clock.
+    #[test]
+    fn a_drain_takes_only_the_drops_it_announced() {
+        let (mut r, l) = case(vec![
+            life(0, 5.0, 12.02, EndKind::CloseFrame),
+            life(1, 5.0, 12.03, EndKind::Fin),
+        ]);
+        r.events[1] = event(12.0, "scale_backends", "app: 3 -> 2 (drain: app-2)");
+        r.monotonic_origin_ns = None;
+        let g = ledger(&scenario_case(), &r, &l);
+        let b = &g.loads[0];
+        assert_eq!((b.by_backend_action, b.unattributed), (1, 1), "{b:?}");
+        assert_eq!((b.with_close, b.without_close), (1, 1));
     }
 }

@@ -81,17 +81,25 @@ pub fn summary_text(r: &RunResults) -> String {
     out
 }
 
-/// A long-lived load in one line: its connections, drops (by reload and unexplained, when the
-/// ledger attributed them), messages, and the p99 of its round trips (or, for a load that only
-/// receives, of the gaps between messages).
+/// A long-lived load in one line: its connections, drops (with each cause the ledger found),
+/// messages, and the p99 of its round trips (or, for a load that only receives, of the gaps
+/// between messages).
 fn stream_line(c: &model::CaseResult, s: &model::stream::StreamSummary) -> String {
     let ledger = c.stream_ledger.as_ref().and_then(|l| l.load(&s.name));
     let why = match ledger {
-        Some(l) if l.dropped > 0 => format!(
-            " ({} by reload, {} unattributed)",
-            fmt::count(l.by_reload),
-            fmt::count(l.unattributed)
-        ),
+        Some(l) if l.dropped > 0 => {
+            let causes: Vec<String> = [
+                (l.by_reload, "by reload"),
+                (l.by_backend_action, "by backend action"),
+                (l.by_backend, "by the backend"),
+                (l.unattributed, "unattributed"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{} {what}", fmt::count(*n)))
+            .collect();
+            format!(" ({})", causes.join(", "))
+        }
         _ => String::new(),
     };
     let (what, lat) = if s.rtt.count > 0 {

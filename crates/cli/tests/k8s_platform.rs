@@ -1959,3 +1959,141 @@ actions = [
     let _ = c.delete_namespace(&ns, std::time::Duration::from_secs(120));
     assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
 }
+
+/// The catalogue's long-lived-under-churn in `--quick` on the cluster, under the Role `k8s rbac`
+/// prints for it: WebSocket, gRPC-stream and SSE loads beside a short HTTP load through the
+/// run's own proxy pods, while the backends scale 2 -> 3 -> 2 every 4 s (each change reloads the
+/// pods with the new server list; a removed backend drains). Known truth:
+/// - every scale step runs on its cadence and none fails: an old generation held by long-lived
+///   connections does not stall a drained scale-down (the drain ends what it holds);
+/// - the short load is exact (50/s for 24 s is 1,200 requests), and loses only nginx's own
+///   keep-alive race at a reload (`read_idle_closed`);
+/// - every message a client sent reached a backend unless the client counted it lost or
+///   unanswered, by the backends' own counters;
+/// - every drop is attributed, none unexplained; without a drain timeout no reload cuts a
+///   connection (drops come only from drained backends, each with a close), and with 10 s the
+///   old generations cut theirs 10 s after their reload, without a close.
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_long_lived_under_churn_quick_attributes_every_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("results");
+    let ns = test_namespace("llc");
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/long-lived-under-churn.toml");
+    let out = kube::run_k8s_as_role(&root, &scenario, &ns, &["--quick"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the run failed: {stdout}\n{stderr}");
+    let d = data(&root, &out);
+    for case in d["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let events = case["events"].as_array().unwrap();
+        let scales: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["action"] == "scale_backends")
+            .collect();
+        assert_eq!(scales.len(), 6, "{name}: six scale steps: {events:?}");
+        for e in &scales {
+            assert!(e["error"].is_null(), "{name}: a step failed: {e}");
+        }
+        let reloads = case["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), 6, "{name}: a reload per step: {reloads:?}");
+        assert!(reloads.iter().all(|r| r["error"].is_null()), "{reloads:?}");
+
+        let http = &case["loads"][0];
+        assert_eq!(
+            http["requests"].as_u64().unwrap() + errors(http),
+            1200,
+            "{http}"
+        );
+        let errs = http["errors"].as_object().unwrap();
+        assert!(
+            errs.keys().all(|k| k == "read_idle_closed"),
+            "{name}: the short load lost more than nginx's keep-alive race: {http}"
+        );
+        assert_eq!(
+            failed(http),
+            errors(http),
+            "{name}: non-2xx answers: {http}"
+        );
+
+        let streams = case["streams"].as_array().unwrap();
+        let (mut sent, mut unsure) = (0, 0);
+        for s in streams.iter().filter(|s| s["name"] != "sse") {
+            let m = &s["messages"];
+            sent += m["sent"].as_u64().unwrap();
+            unsure += m["lost"].as_u64().unwrap() + m["unanswered_at_end"].as_u64().unwrap();
+        }
+        // Every backend pod's counters were read (a pod that held no long-lived connection
+        // has no `streams`).
+        assert!(case["partial"].is_null(), "{name}: {}", case["partial"]);
+        let received: u64 = case["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["streams"]["messages_in"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(
+            received <= sent && received + unsure >= sent,
+            "{name}: the clients sent {sent} messages ({unsure} lost or unanswered), the \
+             backends received {received}"
+        );
+
+        let ledger = case["stream_ledger"]["loads"].as_array().unwrap();
+        assert_eq!(ledger.len(), 3, "{ledger:?}");
+        for (l, s) in ledger.iter().zip(streams) {
+            let n = |k: &str| l[k].as_u64().unwrap();
+            let load = l["name"].as_str().unwrap();
+            let asked = s["connections"].as_u64().unwrap();
+            assert_eq!(n("survived"), asked, "{name}/{load}: {l}");
+            assert_eq!(
+                n("dropped"),
+                s["dropped"].as_u64().unwrap(),
+                "{name}/{load}"
+            );
+            assert_eq!(n("unattributed"), 0, "{name}/{load}: {l}");
+            assert_eq!(
+                n("by_reload") + n("by_backend_action") + n("by_backend"),
+                n("dropped"),
+                "{name}/{load}: {l}"
+            );
+            assert_eq!(n("with_close") + n("without_close"), n("dropped"), "{l}");
+            // A drained backend ends its connections in the protocol; nginx's old generation
+            // cuts its own without a word.
+            assert_eq!(
+                n("by_backend_action"),
+                n("with_close"),
+                "{name}/{load}: {l}"
+            );
+            assert_eq!(n("by_reload"), n("without_close"), "{name}/{load}: {l}");
+            if name == "drain-unset" {
+                assert_eq!(n("by_reload"), 0, "{name}/{load}: a reload cut: {l}");
+                assert_eq!(
+                    n("without_close"),
+                    0,
+                    "{name}/{load}: a drop without close: {l}"
+                );
+            }
+            eprintln!(
+                "long-lived-under-churn/{name}/{load}: {} opened, {} dropped ({} by reload, \
+                 {} by backend action), reload to drop p50 {}",
+                s["opened"],
+                l["dropped"],
+                l["by_reload"],
+                l["by_backend_action"],
+                l["reload_to_drop"]["p50_s"]
+            );
+        }
+        if name == "drain-10s" {
+            let ws = &ledger[0];
+            assert!(ws["by_reload"].as_u64().unwrap() >= 1, "{ws}");
+            let p50 = ws["reload_to_drop"]["p50_s"].as_f64().unwrap();
+            assert!(
+                (10.0..11.0).contains(&p50),
+                "the old generations cut their WebSockets 10 s after the reload: {ws}"
+            );
+        }
+    }
+    assert_eq!(leftover(&ns), Vec::<String>::new(), "namespace left behind");
+}

@@ -33,6 +33,8 @@ PIN=${PIN-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 PB_DEFAULT=$ROOT/target/release/proxybench
 PB=${PB:-$PB_DEFAULT}
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -49,47 +51,20 @@ if [ "$LIMIT" != unlimited ] && [ $((MAX + 200)) -gt "$LIMIT" ]; then
   exit 2
 fi
 ulimit -n "$LIMIT"
-if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
-  echo "building proxybench (release)..." >&2
-  (cd "$ROOT" && cargo build --release -q -p proxybench)
-fi
+pb_ensure_built
 
-WORK=$(mktemp -d /tmp/pb-conn-scale.XXXXXX)
-NGINX_PID=
-cleanup() {
-  if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+pb_workdir conn-scale
 
 pin() { if [ -n "$PIN" ]; then echo taskset -c "$1"; fi; }
 read -r -a pin_server <<<"$(pin "$SERVER_CPU")"
 read -r -a pin_client <<<"$(pin "$CLIENT_CPU")"
-PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
+PORT=${PORT:-$(pb_free_port)}
 # nginx gets all the descriptors it may have: with worker_connections just above the count
 # (15,090 for 15,000) it warned "worker_connections are not enough, reusing connections" and
 # answered none of 15,000 connections here; with 19,900 it answered them all.
 if [ "$LIMIT" = unlimited ]; then NOFILE=$((MAX + 5000)); else NOFILE=$LIMIT; fi
-cat >"$WORK/nginx.conf" <<EOF
-$USER_LINE
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections $((NOFILE - 100)); multi_accept on; }
-http {
-  access_log off;
-  keepalive_requests 1000000000;
-  keepalive_timeout 300s;
-  client_body_temp_path $WORK/body;
-  server {
-    listen 127.0.0.1:$PORT backlog=65535;
-    location / { return 200 "hello\n"; }
-  }
-}
-EOF
+pb_hello_nginx_conf "$PORT" "worker_connections $((NOFILE - 100)); multi_accept on;" \
+  "worker_rlimit_nofile $NOFILE;" "backlog=65535"
 "${pin_server[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
 NGINX_PID=$!
 for _ in $(seq 100); do

@@ -21,44 +21,20 @@ CONNS=${CONNS:-50}
 THREADS=${THREADS:-1}
 SCRAPE=${SCRAPE:-0.5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PB=${PB:-$ROOT/target/release/proxybench}
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
+PB_DEFAULT=$ROOT/target/release/proxybench
+PB=${PB:-$PB_DEFAULT}
 NGINX=${NGINX:-/usr/sbin/nginx}
 
 [ -x "$NGINX" ] || { echo "metrics-cost: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "metrics-cost: python3 is needed for getrusage" >&2; exit 2; }
-if [ ! -x "$PB" ] || [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; then
-  echo "building proxybench (release)..." >&2
-  (cd "$ROOT" && cargo build --release -q -p proxybench)
-fi
+pb_ensure_built
 
-WORK=$(mktemp -d /tmp/pb-metrics-cost.XXXXXX)
-NGINX_PID=
-cleanup() {
-  if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+pb_workdir metrics-cost
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=${PORT:-$(free_port)}
-USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat >"$WORK/nginx.conf" <<CONF
-$USER_LINE
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000000;
-  keepalive_timeout 300s;
-  client_body_temp_path $WORK/body;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / { return 200 "hello\n"; }
-  }
-}
-CONF
+PORT=${PORT:-$(pb_free_port)}
+pb_hello_nginx_conf "$PORT"
 "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
 NGINX_PID=$!
 for _ in $(seq 100); do
@@ -105,7 +81,7 @@ for r in $(seq "$ROUNDS"); do
       # shellcheck disable=SC2086
       read -r rps cpu reqs sc < <(measure "" "$PB" load ${PB_ARGS:-} -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL")
     else
-      MP=$(free_port)
+      MP=$(pb_free_port)
       # shellcheck disable=SC2086
       read -r rps cpu reqs sc < <(measure "$MP" "$PB" load ${PB_ARGS:-} -t"$THREADS" -c"$CONNS" -d"$DURATION" \
         --metrics-listen "127.0.0.1:$MP" --metrics-linger 0s "$URL")

@@ -30,6 +30,8 @@ ARRIVALS=${ARRIVALS:-even}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 PB_DEFAULT=$ROOT/target/release/proxybench
 PB=${PB:-$PB_DEFAULT}
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -43,40 +45,12 @@ read -r -a prio <<<"$PRIO"
 [ -x "$NGINX" ] || { echo "open-loop-rate: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "open-loop-rate: python3 is needed" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "open-loop-rate: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
-# The default binary is rebuilt when a source is newer; a PB given by path is used as it is.
-if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
-  echo "building proxybench (release)..." >&2
-  (cd "$ROOT" && cargo build --release -q -p proxybench)
-fi
+pb_ensure_built
 
-WORK=$(mktemp -d /tmp/pb-open-loop.XXXXXX)
-NGINX_PID=
-cleanup() {
-  if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+pb_workdir open-loop
 
-PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat >"$WORK/nginx.conf" <<EOF
-$USER_LINE
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000000;
-  keepalive_timeout 300s;
-  client_body_temp_path $WORK/body;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / { return 200 "hello\n"; }
-  }
-}
-EOF
+PORT=${PORT:-$(pb_free_port)}
+pb_hello_nginx_conf "$PORT"
 taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
 NGINX_PID=$!
 for _ in $(seq 100); do

@@ -1,0 +1,62 @@
+# bench/common.sh: what the side-by-side benchmark scripts share. It is sourced, never run:
+# the working tree's binary rebuilt when stale, a scratch directory whose nginx is stopped and
+# which is removed on exit, a free loopback port, and the one-worker nginx answering "hello".
+
+# Rebuilds $PB (release) when it is missing, or when it is the working tree's binary
+# ($PB_DEFAULT) and a source is newer; a PB given by path is used as it is. Needs ROOT.
+pb_ensure_built() {
+  if [ ! -x "$PB" ] || { [ "$PB" = "${PB_DEFAULT:-}" ] &&
+    [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
+    echo "building proxybench (release)..." >&2
+    (cd "$ROOT" && cargo build --release -q -p proxybench)
+  fi
+}
+
+# Stops the nginx the script started (NGINX_PID) and removes WORK.
+pb_cleanup() {
+  if [ -n "${NGINX_PID:-}" ]; then
+    kill -TERM "$NGINX_PID" 2>/dev/null || true
+    wait "$NGINX_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+
+# Makes WORK, a scratch directory named after $1, and arms the exit trap: nginx stopped, WORK
+# removed, on any exit (Ctrl-C and TERM exit 130).
+pb_workdir() {
+  WORK=$(mktemp -d "/tmp/pb-$1.XXXXXX")
+  NGINX_PID=
+  trap pb_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+# A loopback port that was free a moment ago.
+pb_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Writes $WORK/nginx.conf: one worker on 127.0.0.1:$1 answering 200 "hello" to every path,
+# keep-alive without a request limit. $2: the events block (default `worker_connections 4096;`),
+# $3: more main-context lines, $4: more listen parameters.
+pb_hello_nginx_conf() {
+  local user=""
+  [ "$(id -u)" = 0 ] && user="user root;"
+  cat >"$WORK/nginx.conf" <<EOF
+$user
+worker_processes 1;
+${3:-}
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { ${2:-worker_connections 4096;} }
+http {
+  access_log off;
+  keepalive_requests 1000000000;
+  keepalive_timeout 300s;
+  client_body_temp_path $WORK/body;
+  server {
+    listen 127.0.0.1:$1${4:+ $4};
+    location / { return 200 "hello\n"; }
+  }
+}
+EOF
+}

@@ -60,3 +60,15 @@ http {
 }
 EOF
 }
+
+# Starts $NGINX on $WORK/nginx.conf in the foreground of a background job, behind the command
+# words given (a pin, a priority; none is fine), as NGINX_PID, and waits (at most 5 s) until
+# 127.0.0.1:$PORT accepts.
+pb_start_nginx() {
+  "$@" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
+  NGINX_PID=$!
+  for _ in $(seq 100); do
+    if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+}

@@ -65,12 +65,7 @@ PORT=${PORT:-$(pb_free_port)}
 if [ "$LIMIT" = unlimited ]; then NOFILE=$((MAX + 5000)); else NOFILE=$LIMIT; fi
 pb_hello_nginx_conf "$PORT" "worker_connections $((NOFILE - 100)); multi_accept on;" \
   "worker_rlimit_nofile $NOFILE;" "backlog=65535"
-"${pin_server[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
-  sleep 0.05
-done
+pb_start_nginx "${pin_server[@]}"
 URL="http://127.0.0.1:$PORT/"
 
 # One client run under getrusage; prints "rps client_cpu_s requests hwm_kb load1 errors".

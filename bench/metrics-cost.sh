@@ -35,12 +35,7 @@ pb_workdir metrics-cost
 
 PORT=${PORT:-$(pb_free_port)}
 pb_hello_nginx_conf "$PORT"
-"$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
-  sleep 0.05
-done
+pb_start_nginx
 URL="http://127.0.0.1:$PORT/"
 
 # Runs one client under getrusage, scraping METRICS_PORT (when not empty) every SCRAPE s from

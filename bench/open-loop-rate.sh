@@ -51,12 +51,7 @@ pb_workdir open-loop
 
 PORT=${PORT:-$(pb_free_port)}
 pb_hello_nginx_conf "$PORT"
-taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
-  sleep 0.05
-done
+pb_start_nginx taskset -c "$SERVER_CPU" "${prio[@]}"
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 
 echo "proxybench load -R RATE --arrivals $ARRIVALS -t$THREADS -c$CONNS -d$DURATION (nginx, 1 worker)"

@@ -76,12 +76,7 @@ read -r -a pin_server <<<"$(pin "$SERVER_CPU")"
 read -r -a pin_client <<<"$(pin "$CLIENT_CPU")"
 PORT=${PORT:-$(pb_free_port)}
 pb_hello_nginx_conf "$PORT"
-"${pin_server[@]}" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
-  sleep 0.05
-done
+pb_start_nginx "${pin_server[@]}" "${prio[@]}"
 URL="http://127.0.0.1:$PORT/"
 
 # One run under getrusage: prints "rps client_cpu_s requests load1".

@@ -1951,6 +1951,11 @@ actions = [
         "the live pod's reload was served: {reloads:?}"
     );
     assert_eq!(failed_reloads.len(), 1, "{reloads:?}");
+    // Side by side: the live pod's reload began with the action, not after the lost pod's 30 s.
+    assert!(
+        served[0]["t_s"].as_f64().unwrap() < 9.0 && served[0]["served_ms"].as_f64() < Some(20e3),
+        "the live pod's reload waited for the lost one: {reloads:?}"
+    );
     let why = failed_reloads[0]["error"].as_str().unwrap();
     assert!(
         why.contains(failed_reloads[0]["replica"].as_str().unwrap())

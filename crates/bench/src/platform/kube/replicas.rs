@@ -56,14 +56,46 @@ fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
         .map_err(|_| format!("{sa}: no generation in {body:?}"))
 }
 
+/// How one pod's wait for a new generation ended.
+enum Served {
+    /// Its admin listener served the generation this long (ms) after the reload began.
+    At(f64),
+    /// It did not within 30 s of the reload's start.
+    TimedOut(String),
+    /// Its reload failed, or its admin listener could not be reached: the whole reason.
+    Failed(String),
+    /// The port-forward it is asked through died, with this reason.
+    ForwardDied(String),
+}
+
+/// Asks the admin listener at `sa` every 5 ms until it serves `generation` (at most 30 s from
+/// `t0`, the reload's start), watching the port-forward `port` it is reached through, if any.
+fn served_at(sa: SocketAddr, generation: u64, t0: Instant, port: Option<&k8s::PodPort>) -> Served {
+    loop {
+        if generation_at(sa, Duration::from_millis(500)).is_ok_and(|g| g >= generation) {
+            return Served::At(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        if let Some(why) = port.and_then(k8s::PodPort::forward_error) {
+            return Served::ForwardDied(why);
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Served::TimedOut(format!("generation {generation} not served within 30 s"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 impl KubeStage {
-    /// Renders the next generation and writes it into every proxy pod, each reload timed to the
-    /// moment that pod's admin listener answers the new generation.
+    /// Renders the next generation and writes it into every proxy pod at once, each reload timed
+    /// to the moment that pod's admin listener answers the new generation. The pods are
+    /// reloaded and watched side by side, so a pod that does not answer (its node lost) delays
+    /// neither another pod's reload nor its timing.
     pub(super) fn reload_all(&mut self) -> (Vec<ReloadRecord>, Option<StackError>) {
         let Some(cfg) = self.served.config.clone() else {
             return (Vec::new(), Some(StackError::NoProxy));
         };
         self.served.generation += 1;
+        let generation = self.served.generation;
         let rendered = match self.render(&cfg) {
             Ok(r) => r,
             Err(e) => return (Vec::new(), Some(e)),
@@ -78,91 +110,116 @@ impl KubeStage {
         // Forwards to pods that are gone are closed.
         self.reach
             .retain(|(pod, _), _| pods.iter().any(|p| &p.name == pod));
-        let mut out = Vec::new();
-        let mut err = None;
-        for p in pods {
-            let t0 = Instant::now();
-            let mut rec = ReloadRecord {
+        let t0 = Instant::now();
+        let t_s = t0.duration_since(self.served.origin).as_secs_f64();
+        let mut out: Vec<ReloadRecord> = pods
+            .iter()
+            .map(|p| ReloadRecord {
                 replica: p.name.clone(),
-                generation: self.served.generation,
-                t_s: t0.duration_since(self.served.origin).as_secs_f64(),
+                generation,
+                t_s,
                 served_ms: None,
                 command_ms: None,
                 old_workers_exited_ms: None,
                 validate_ms: 0.0,
                 error: None,
-            };
-            let r = self.cluster.exec(
-                &self.namespace,
-                &p.name,
-                None,
-                &["/bin/sh", "-c", &reload],
-                Some(rendered.text.as_bytes()),
-                Duration::from_secs(30),
-            );
-            let failed = match r {
-                Ok(o) if o.code == 0 => None,
-                Ok(o) => Some(format!(
-                    "{}: reload exited {}: {}",
-                    p.name,
-                    o.code,
-                    o.text().trim()
-                )),
-                Err(e) => Some(e.to_string()),
-            };
-            if failed.is_none() {
-                let admin = self.reach_port(&p, self.admin_port);
-                // A port-forward that dies is opened once more; when that one dies too, the
-                // reload fails with its reason.
-                let mut reconnected = false;
-                match admin {
-                    Ok(mut a) => loop {
-                        if generation_at(a, Duration::from_millis(500))
-                            .is_ok_and(|g| g >= self.served.generation)
-                        {
-                            rec.served_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
-                            break;
-                        }
-                        if let Some(why) = self.forward_error(&p.name, self.admin_port) {
-                            if reconnected {
-                                rec.error = Some(format!(
-                                    "{}: its port-forward died again after one reconnect: {why}",
-                                    p.name
-                                ));
-                                break;
-                            }
-                            reconnected = true;
-                            match self.reach_port(&p, self.admin_port) {
-                                Ok(b) => a = b,
-                                Err(e) => {
-                                    rec.error = Some(format!(
-                                        "{}: its port-forward died ({why}) and could not be \
-                                         reopened: {e}",
-                                        p.name
-                                    ));
-                                    break;
+            })
+            .collect();
+        // Every pod's admin listener, reached before the reload (a port-forward opens at once
+        // and connects on first use); then each pod by its own thread: the new configuration by
+        // exec, and its admin listener asked until it serves the new generation. A port-forward
+        // that dies is opened once more and the pod asked again (no second exec); when that one
+        // dies too, the reload fails with its reason.
+        let mut pending: Vec<(usize, Result<SocketAddr, String>)> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let admin = self.reach_port(p, self.admin_port);
+                (i, admin.map_err(|e| e.to_string()))
+            })
+            .collect();
+        for again in [false, true] {
+            let waits: Vec<Served> = std::thread::scope(|s| {
+                let (cluster, ns) = (&self.cluster, &self.namespace);
+                let (reload, text) = (&reload, rendered.text.as_bytes());
+                let running: Vec<_> = pending
+                    .iter()
+                    .map(|(i, admin)| {
+                        let (p, port) = (&pods[*i], self.forward(&pods[*i].name, self.admin_port));
+                        s.spawn(move || {
+                            if !again {
+                                let r = cluster.exec(
+                                    ns,
+                                    &p.name,
+                                    None,
+                                    &["/bin/sh", "-c", reload],
+                                    Some(text),
+                                    Duration::from_secs(30),
+                                );
+                                match r {
+                                    Ok(o) if o.code == 0 => {}
+                                    Ok(o) => {
+                                        return Served::Failed(format!(
+                                            "{}: reload exited {}: {}",
+                                            p.name,
+                                            o.code,
+                                            o.text().trim()
+                                        ))
+                                    }
+                                    Err(e) => return Served::Failed(e.to_string()),
                                 }
                             }
-                        }
-                        if t0.elapsed() > Duration::from_secs(30) {
-                            rec.error = Some(format!(
-                                "{}: generation {} not served within 30 s",
-                                p.name, self.served.generation
-                            ));
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    },
-                    Err(e) => rec.error = Some(e.to_string()),
+                            match admin {
+                                Ok(a) => served_at(*a, generation, t0, port),
+                                Err(e) => Served::Failed(e.clone()),
+                            }
+                        })
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Served::Failed("the reload panicked".into()))
+                    })
+                    .collect()
+            });
+            let mut died = Vec::new();
+            for ((i, _), w) in pending.iter().zip(waits) {
+                let (i, name) = (*i, &pods[*i].name);
+                match w {
+                    Served::At(ms) => out[i].served_ms = Some(ms),
+                    Served::Failed(why) => out[i].error = Some(why),
+                    Served::TimedOut(why) => out[i].error = Some(format!("{name}: {why}")),
+                    Served::ForwardDied(why) if again => {
+                        out[i].error = Some(format!(
+                            "{name}: its port-forward died again after one reconnect: {why}"
+                        ));
+                    }
+                    Served::ForwardDied(why) => died.push((i, why)),
                 }
-            } else {
-                rec.error = failed;
             }
-            if let Some(e) = &rec.error {
-                err.get_or_insert_with(|| StackError::Reload(e.clone()));
+            pending = died
+                .into_iter()
+                .map(|(i, why)| {
+                    let admin = self.reach_port(&pods[i], self.admin_port);
+                    let admin = admin.map_err(|e| {
+                        format!(
+                            "{}: its port-forward died ({why}) and could not be reopened: {e}",
+                            pods[i].name
+                        )
+                    });
+                    (i, admin)
+                })
+                .collect();
+            if pending.is_empty() {
+                break;
             }
-            out.push(rec);
         }
+        let err = out
+            .iter()
+            .find_map(|r| r.error.clone())
+            .map(StackError::Reload);
         (out, err)
     }
 

@@ -619,12 +619,12 @@ impl KubeStage {
         Ok(a)
     }
 
-    /// Why the port-forward kept for port `port` of pod `pod` last failed, if it is one and
-    /// it did.
-    pub(super) fn forward_error(&self, pod: &str, port: u16) -> Option<String> {
+    /// The port-forward kept for port `port` of pod `pod`, when it is reached through one: a
+    /// reload's wait watches it for its death.
+    pub(super) fn forward(&self, pod: &str, port: u16) -> Option<&k8s::PodPort> {
         self.reach
             .get(&(pod.to_string(), port))
-            .and_then(k8s::PodPort::forward_error)
+            .filter(|p| p.path == k8s::PodPath::PortForward)
     }
 
     /// The backend groups' addresses from their Services' EndpointSlices (ready endpoints).

@@ -397,13 +397,27 @@ fn attribute(
         }
     }
     // The generation that held it is the one the first reload after its open superseded; a
-    // connection opened while that reload took over may be of either.
+    // connection opened while that reload took over may be of either. When both could have
+    // cut it, it is the one whose moments (its takeover, its old generation's end) the drop is
+    // nearest: a proxy that reloads in place cuts at the reload itself, so a connection
+    // reopened during one reload and cut at the next is the next one's.
     if let Some(first) = reloads.iter().position(|r| r.takeover_s > o) {
         let also_next = o >= reloads[first].t_s;
-        for r in reloads[first..].iter().take(if also_next { 2 } else { 1 }) {
-            if e >= r.t_s && e <= r.end_s + EXIT_MARGIN_S {
-                return (DropCause::Reload, Some(r.event));
-            }
+        let nearest = |r: &Reload| {
+            let to_end = if r.end_s.is_finite() {
+                (e - r.end_s).abs()
+            } else {
+                f64::INFINITY
+            };
+            (e - r.t_s).abs().min(to_end)
+        };
+        let cut = reloads[first..]
+            .iter()
+            .take(if also_next { 2 } else { 1 })
+            .filter(|r| e >= r.t_s && e <= r.end_s + EXIT_MARGIN_S)
+            .min_by(|a, b| nearest(a).total_cmp(&nearest(b)));
+        if let Some(r) = cut {
+            return (DropCause::Reload, Some(r.event));
         }
     }
     if let Some(c) = closes.iter_mut().find(|c| {
@@ -822,6 +836,51 @@ duration = "20s"
             g.unattributed[0].evidence.contains("exited at 7.00 s"),
             "{:?}",
             g.unattributed
+        );
+    }
+
+    /// Reloads at 4 s and 8 s whose old generations each end 10 s later: a connection opened
+    /// while the first took over may be of either generation, and is placed on the reload
+    /// whose moment its drop is nearest.
+    #[test]
+    fn a_drop_two_reloads_could_explain_is_the_nearest_ones() {
+        let (mut r, _) = case(Vec::new());
+        r.events = vec![event(4.0, "reload", ""), event(8.0, "reload", "")];
+        let rec = r.reloads[0].clone();
+        r.reloads = [4.001, 8.001]
+            .into_iter()
+            .enumerate()
+            .map(|(i, t_s)| ReloadRecord {
+                t_s,
+                generation: 2 + i as u64,
+                old_workers_exited_ms: Some(10_000.0),
+                ..rec.clone()
+            })
+            .collect();
+        let l = |lives| {
+            let mut l = Lives::new();
+            l.insert("ws".to_string(), lives);
+            l
+        };
+        // Cut at the second reload itself (a proxy that reloads in place), 0.04 s after it.
+        let g = ledger(
+            &scenario_case(),
+            &r,
+            &l(vec![life(0, 4.05, 8.041, EndKind::CloseFrame)]),
+        );
+        assert_eq!(g.loads[0].by_reload, 1);
+        assert_eq!((g.actions[0].dropped, g.actions[1].dropped), (0, 1));
+        assert!(g.loads[0].reload_to_drop.max_s.unwrap() < 0.05, "{g:?}");
+        // Cut when the first reload's old generation ended, 10 s after it.
+        let g = ledger(
+            &scenario_case(),
+            &r,
+            &l(vec![life(0, 4.05, 14.01, EndKind::Fin)]),
+        );
+        assert_eq!((g.actions[0].dropped, g.actions[1].dropped), (1, 0));
+        assert!(
+            (g.loads[0].reload_to_drop.max_s.unwrap() - 10.009).abs() < 1e-6,
+            "{g:?}"
         );
     }
 

@@ -1,6 +1,25 @@
 # bench/common.sh: what the side-by-side benchmark scripts share. It is sourced, never run:
-# the working tree's binary rebuilt when stale, a scratch directory whose nginx is stopped and
+# the binaries' defaults and checks for what a script needs, the working tree's binary rebuilt
+# when stale, a scratch directory whose nginx is stopped and
 # which is removed on exit, a free loopback port, and the one-worker nginx answering "hello".
+
+# What every script that sources this runs, unless the environment says otherwise (needs ROOT):
+# the working tree's proxybench and Debian's nginx.
+PB_DEFAULT=$ROOT/target/release/proxybench
+PB=${PB:-$PB_DEFAULT}
+NGINX=${NGINX:-/usr/sbin/nginx}
+# The script's name in its messages.
+PB_SCRIPT=$(basename "$0" .sh)
+
+# Exits 2 with "SCRIPT: $2" when command $1 is missing.
+pb_need() {
+  command -v "$1" >/dev/null || { echo "$PB_SCRIPT: $2" >&2; exit 2; }
+}
+
+# Exits 2 when $NGINX is not there.
+pb_need_nginx() {
+  [ -x "$NGINX" ] || { echo "$PB_SCRIPT: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
+}
 
 # Rebuilds $PB (release) when it is missing, or when it is the working tree's binary
 # ($PB_DEFAULT) and a source is newer; a PB given by path is used as it is. Needs ROOT.

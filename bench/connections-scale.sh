@@ -35,14 +35,11 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
-NGINX=${NGINX:-/usr/sbin/nginx}
 
-command -v wrk >/dev/null || { echo "connections-scale: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
-[ -x "$NGINX" ] || { echo "connections-scale: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "connections-scale: python3 is needed for getrusage" >&2; exit 2; }
-[ -z "$PIN" ] || command -v taskset >/dev/null || { echo "connections-scale: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+pb_need wrk "wrk is not installed (apt-get install wrk)"
+pb_need_nginx
+pb_need python3 "python3 is needed for getrusage"
+[ -z "$PIN" ] || pb_need taskset "taskset is needed to pin the processes (apt-get install util-linux)"
 MAX=0
 for n in $COUNTS; do [ "$n" -gt "$MAX" ] && MAX=$n; done
 LIMIT=$(ulimit -Hn)

@@ -23,12 +23,9 @@ SCRAPE=${SCRAPE:-0.5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
-NGINX=${NGINX:-/usr/sbin/nginx}
 
-[ -x "$NGINX" ] || { echo "metrics-cost: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "metrics-cost: python3 is needed for getrusage" >&2; exit 2; }
+pb_need_nginx
+pb_need python3 "python3 is needed for getrusage"
 pb_ensure_built
 
 pb_workdir metrics-cost

@@ -32,9 +32,6 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
-NGINX=${NGINX:-/usr/sbin/nginx}
 PRIO=${PRIO-auto}
 if [ "$PRIO" = auto ]; then
   PRIO=""
@@ -42,9 +39,9 @@ if [ "$PRIO" = auto ]; then
 fi
 read -r -a prio <<<"$PRIO"
 
-[ -x "$NGINX" ] || { echo "open-loop-rate: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "open-loop-rate: python3 is needed" >&2; exit 2; }
-command -v taskset >/dev/null || { echo "open-loop-rate: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+pb_need_nginx
+pb_need python3 "python3 is needed"
+pb_need taskset "taskset is needed to pin the processes (apt-get install util-linux)"
 pb_ensure_built
 
 pb_workdir open-loop

@@ -23,14 +23,11 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
-NGINX=${NGINX:-/usr/sbin/nginx}
 
-command -v h2load >/dev/null || { echo "rps-vs-h2load: h2load is not installed (make bench-deps)" >&2; exit 2; }
-[ -x "$NGINX" ] || { echo "rps-vs-h2load: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "rps-vs-h2load: python3 is needed for getrusage" >&2; exit 2; }
-command -v taskset >/dev/null || { echo "rps-vs-h2load: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+pb_need h2load "h2load is not installed (make bench-deps)"
+pb_need_nginx
+pb_need python3 "python3 is needed for getrusage"
+pb_need taskset "taskset is needed to pin the processes (apt-get install util-linux)"
 for r in $RATES; do
   [ $((r % CONNS)) = 0 ] || { echo "rps-vs-h2load: rate $r is not a multiple of CONNS=$CONNS (h2load's --rps is per client)" >&2; exit 2; }
 done

@@ -36,16 +36,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/proxybench/base}
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
-NGINX=${NGINX:-/usr/sbin/nginx}
 read -r -a prio <<<"$PRIO"
 read -r -a load_args <<<"$LOAD_ARGS"
 
-[ -x "$NGINX" ] || { echo "vs-base: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "vs-base: python3 is needed for getrusage" >&2; exit 2; }
-command -v flock >/dev/null || { echo "vs-base: flock is needed (apt-get install util-linux)" >&2; exit 2; }
-[ -z "$PIN" ] || command -v taskset >/dev/null || { echo "vs-base: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+pb_need_nginx
+pb_need python3 "python3 is needed for getrusage"
+pb_need flock "flock is needed (apt-get install util-linux)"
+[ -z "$PIN" ] || pb_need taskset "taskset is needed to pin the processes (apt-get install util-linux)"
 SHA=$(git -C "$ROOT" rev-parse --verify --quiet "$BASE_REV^{commit}") ||
   { echo "vs-base: '$BASE_REV' is not a commit of $ROOT" >&2; exit 2; }
 

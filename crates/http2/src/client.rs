@@ -169,8 +169,8 @@ impl Connection<Client> {
 
     /// Reports what a gRPC client needs beside the responses: each whole length-prefixed
     /// message of a response body ([`Event::Message`]) and the `grpc-status` of its trailers
-    /// ([`Event::GrpcStatus`]). A body that is not a sequence of uncompressed gRPC messages
-    /// resets its stream as malformed.
+    /// ([`Event::GrpcStatus`]). A 200's body that is not a sequence of uncompressed gRPC
+    /// messages resets its stream as malformed; another status's body is not read as messages.
     pub fn set_grpc(&mut self) {
         self.role.grpc = true;
     }
@@ -456,7 +456,9 @@ impl Peer for Client {
             return Ok(false);
         }
         s.bytes += body.len() as u64;
-        if c.role.grpc {
+        // Only a 200's body is gRPC messages: any other status is the proxy's own page (an
+        // nginx 404 in HTML), which a gRPC client reads by its status alone.
+        if c.role.grpc && s.status == 200 {
             let slot = s.slot;
             let events = &mut c.events;
             if s.deframer

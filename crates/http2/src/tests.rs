@@ -596,3 +596,29 @@ fn grpc_trailers_only_and_plain_mode_ignore() {
         .iter()
         .any(|e| matches!(e, Event::Malformed { slot: 5, .. })));
 }
+
+#[test]
+fn grpc_mode_reads_a_non_200_body_as_the_proxys_page_not_messages() {
+    // nginx's own 404 (no route to the method yet): an HTML body, no grpc-status. A gRPC
+    // client reads it by its status; its bytes are no messages and no malformed stream.
+    let mut server = server_preface(&[]);
+    response_headers(&mut server, 1, "404", false);
+    data(&mut server, 1, b"<html>404 Not Found</html>", true);
+    let mut c = ClientConn::new(req(), None);
+    c.set_grpc();
+    c.open(5);
+    c.feed(&server).unwrap();
+    assert!(
+        c.events.contains(&Event::Response {
+            slot: 5,
+            status: 404,
+            bytes: 26
+        }),
+        "{:?}",
+        c.events
+    );
+    assert!(!c
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Malformed { .. } | Event::Message { .. })));
+}

@@ -2,6 +2,10 @@
 //! the bench times reloads with it and polls "time to ready" (until a response carries a new
 //! header value). Each fetch opens a fresh connection, so it sees what a new client would.
 
+pub mod grpc;
+
+pub use grpc::{GrpcAnswer, GrpcProbe};
+
 use crate::codec::{Eof, Progress, ResponseParser};
 use crate::config::{Config, Error};
 use crate::target::Target;
@@ -78,35 +82,14 @@ impl Probe {
     pub fn fetch(&self) -> Result<ProbeResponse, ProbeError> {
         let start = Instant::now();
         let deadline = start + self.timeout;
-        let tcp = TcpStream::connect_timeout(&self.target.addr, self.timeout).map_err(|e| {
-            let kind = match e.kind() {
-                io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ErrorKind::ConnectTimeout,
-                _ => ErrorKind::ConnectOther,
-            };
-            (kind, format!("connect {}: {e}", self.target.addr))
-        })?;
-        let _ = tcp.set_nodelay(true);
+        let tcp = connect(self.target.addr, self.timeout)?;
         let mut parser = ResponseParser::new();
         parser.reset(self.target.head);
         let mut sink = Keep::default();
         let status = match &self.tls {
             None => exchange(tcp, &self.target.request, deadline, &mut parser, &mut sink)?,
             Some((cfg, name)) => {
-                let mut conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
-                    .map_err(|e| (ErrorKind::Tls, e.to_string()))?;
-                let mut tcp = tcp;
-                set_deadline(&tcp, deadline)?;
-                while conn.is_handshaking() {
-                    conn.complete_io(&mut tcp).map_err(|e| {
-                        if is_timeout(&e) {
-                            (ErrorKind::Tls, "TLS handshake timed out".to_string())
-                        } else {
-                            (ErrorKind::Tls, format!("TLS handshake: {e}"))
-                        }
-                    })?;
-                }
-                let stream = rustls::StreamOwned::new(conn, tcp);
+                let stream = handshake(tcp, cfg, name, deadline)?;
                 exchange(
                     stream,
                     &self.target.request,
@@ -152,6 +135,42 @@ impl Probe {
             std::thread::sleep(interval);
         }
     }
+}
+
+/// A new TCP connection to `addr` within `timeout`, Nagle off; a failure as the engine counts it.
+fn connect(addr: std::net::SocketAddr, timeout: Duration) -> Result<TcpStream, ProbeError> {
+    let tcp = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
+        let kind = match e.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ErrorKind::ConnectTimeout,
+            _ => ErrorKind::ConnectOther,
+        };
+        (kind, format!("connect {addr}: {e}"))
+    })?;
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+/// The TLS handshake on `tcp`, done by `deadline`.
+fn handshake(
+    mut tcp: TcpStream,
+    cfg: &Arc<ClientConfig>,
+    name: &ServerName<'static>,
+    deadline: Instant,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, ProbeError> {
+    let mut conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
+        .map_err(|e| (ErrorKind::Tls, e.to_string()))?;
+    set_deadline(&tcp, deadline)?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| {
+            if is_timeout(&e) {
+                (ErrorKind::Tls, "TLS handshake timed out".to_string())
+            } else {
+                (ErrorKind::Tls, format!("TLS handshake: {e}"))
+            }
+        })?;
+    }
+    Ok(rustls::StreamOwned::new(conn, tcp))
 }
 
 fn is_timeout(e: &io::Error) -> bool {

@@ -177,27 +177,46 @@ fn grpc_request(
     target: &Target,
 ) -> (Arc<http2::hpack::RequestHeaders>, Arc<[u8]>) {
     let authority = http.host.clone().unwrap_or_else(|| target.url.authority());
-    let scheme = if target.url.tls { "https" } else { "http" };
-    let mut headers: Vec<(String, String)> = vec![
+    grpc_call(
+        &authority,
+        target.url.tls,
+        cfg.method_path(),
+        cfg.deadline,
+        &cfg.headers,
+        cfg.size,
+    )
+}
+
+/// The request of one gRPC call to `path` at `authority` (over TLS when `tls`): POST,
+/// `application/grpc`, `te: trailers`, the `deadline` as `grpc-timeout`, `headers` (any Host
+/// left out: `:authority` says it), and one message of `size` bytes. The load's calls and the
+/// bench's gRPC probe ([`crate::probe::GrpcProbe`]) are made by it alike.
+pub(crate) fn grpc_call(
+    authority: &str,
+    tls: bool,
+    path: &str,
+    deadline: Option<std::time::Duration>,
+    headers: &[(String, String)],
+    size: u32,
+) -> (Arc<http2::hpack::RequestHeaders>, Arc<[u8]>) {
+    let scheme = if tls { "https" } else { "http" };
+    let mut fields: Vec<(String, String)> = vec![
         ("content-type".into(), http2::grpc::CONTENT_TYPE.into()),
         ("te".into(), "trailers".into()),
         ("user-agent".into(), "proxybench".into()),
     ];
-    if let Some(d) = cfg.deadline {
-        headers.push(("grpc-timeout".into(), http2::grpc::timeout_value(d)));
+    if let Some(d) = deadline {
+        fields.push(("grpc-timeout".into(), http2::grpc::timeout_value(d)));
     }
-    headers.extend(
-        cfg.headers
+    fields.extend(
+        headers
             .iter()
             .filter(|(n, _)| !n.eq_ignore_ascii_case("host"))
             .cloned(),
     );
-    let req =
-        http2::hpack::RequestHeaders::new("POST", scheme, &authority, cfg.method_path(), &headers);
-    let mut body = Vec::with_capacity(cfg.size as usize + http2::grpc::PREFIX);
-    http2::grpc::message(&mut body, cfg.size, |o| {
-        o.resize(o.len() + cfg.size as usize, b'x')
-    });
+    let req = http2::hpack::RequestHeaders::new("POST", scheme, authority, path, &fields);
+    let mut body = Vec::with_capacity(size as usize + http2::grpc::PREFIX);
+    http2::grpc::message(&mut body, size, |o| o.resize(o.len() + size as usize, b'x'));
     (Arc::new(req), body.into())
 }
 

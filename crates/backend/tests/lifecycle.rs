@@ -218,7 +218,12 @@ fn profiles_change_live_and_instances_can_be_added() {
     f.set_profile("backend-0", "latency=300ms; status=418".parse().unwrap())
         .unwrap();
     c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // The loop decides a response as it starts the request (in flight, then answered): wait
+    // for that, not a fixed 50 ms, which a busy machine's loop thread can take to read it.
+    assert!(eventually(Duration::from_secs(5), || {
+        let n = &f.counters()[0];
+        n.requests + n.in_flight == 3
+    }));
     f.set_profile("backend-0", "".parse().unwrap()).unwrap();
     assert_eq!(c.read_response(false).unwrap().status, 418);
     assert_eq!(c.get("/").unwrap().status, 200);

@@ -114,6 +114,34 @@ fn get_with(addr: SocketAddr, path: &str, extra: &[(&str, &str)]) -> Reply {
     http1::client::request(addr, &req, Duration::from_secs(10)).unwrap()
 }
 
+/// Waits until instance `name` holds a request in flight, as the control endpoint at `control`
+/// (with `auth`) counts, up to 10 s. A request sent from another thread and given a fixed
+/// 100 ms to arrive can still be unsent on a busy machine when the test goes on: a SIGTERM
+/// then finds nothing in flight, and the drain refuses the request instead of answering it.
+fn wait_in_flight(control: SocketAddr, auth: &str, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = get_with(control, "/counters", &[("Authorization", auth)]);
+        assert_eq!(r.status, 200, "{r:?}");
+        let counters: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+        let held = counters
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .and_then(|c| c["in_flight"].as_u64())
+            .unwrap_or(0);
+        if held > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} never had a request in flight: {counters}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn runs_in_the_foreground_and_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,7 +209,7 @@ fn runs_in_the_foreground_and_drains_on_sigterm() {
     // A slow request in flight when SIGTERM arrives is still answered.
     let slow_addr = addrs[0];
     let slow = std::thread::spawn(move || get(slow_addr, "/slow"));
-    std::thread::sleep(Duration::from_millis(100));
+    wait_in_flight(addrs[2], &auth, "backend-0");
     let t = Instant::now();
     let killed = Command::new("kill")
         .args(["-TERM", &g.0.id().to_string()])

@@ -587,6 +587,9 @@ fn the_rendered_config_routes_as_nginx_would() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    // Caddy writes a request's access-log line after its response: curl's may still be
+    // coming when curl has exited.
+    assert_eq!(settled_lines(&[r.access_log_path()], 13), 13);
     // No error was logged.
     let sum = logs::summarize(
         LogFormat::Caddy,

@@ -16,38 +16,42 @@ fn open(url: &str, rate: f64, arrivals: Arrivals, seed: u64, threads: u32) -> lo
     cfg
 }
 
+/// Even pacing: the counts are exact in every run; the rate achieved and each whole second's
+/// count are timed (a stall of 30-40 ms of the client's or nginx's thread near a second's edge
+/// or at the last send moves them past their bounds), so they pass in one of three runs.
 #[test]
 fn even_pacing_holds_its_rate() {
     let ng = testkit::Nginx::return_200(1);
     let cfg = open(&ng.url("/"), 2000.0, Arrivals::Even, 1, 2);
-    let o = load::run(&cfg, &load::Control::new()).unwrap();
-    let s = &o.summary;
-    let sch = s.schedule.as_ref().unwrap();
-    assert_eq!(sch.intended, 4000, "2 s at 2000/s");
-    assert_eq!(sch.sent, 4000);
-    assert_eq!(s.requests, 4000);
-    assert!(
-        (sch.achieved_rate - 2000.0).abs() < 40.0,
-        "achieved {}",
-        sch.achieved_rate
-    );
-    assert_eq!(sch.late_threshold_us, 1000);
-    // Whole seconds inside the run each hold 2000 arrivals; completions may shift across a
-    // boundary by a few milliseconds on a busy machine.
-    let start = s.start_s;
-    let end = s.start_s + s.elapsed_s;
-    for row in &s.timeline {
-        let (a, b) = (row.t as f64, row.t as f64 + 1.0);
-        if a >= start + 0.05 && b <= end - 0.05 {
-            assert!(
-                (row.requests as f64 - 2000.0).abs() <= 60.0,
-                "second {}: {} requests",
-                row.t,
-                row.requests
-            );
+    testkit::in_one_of(3, || {
+        let o = load::run(&cfg, &load::Control::new()).unwrap();
+        let s = &o.summary;
+        let sch = s.schedule.as_ref().unwrap();
+        assert_eq!(sch.intended, 4000, "2 s at 2000/s");
+        assert_eq!(sch.sent, 4000);
+        assert_eq!(s.requests, 4000);
+        assert_eq!(sch.late_threshold_us, 1000);
+        assert!(s.latency_uncorrected.is_some());
+        let mut misses = Vec::new();
+        if (sch.achieved_rate - 2000.0).abs() >= 40.0 {
+            misses.push(format!("achieved {}", sch.achieved_rate));
         }
-    }
-    assert!(s.latency_uncorrected.is_some());
+        // Whole seconds inside the run each hold 2000 arrivals; completions may shift across a
+        // boundary by a few milliseconds on a busy machine.
+        let start = s.start_s;
+        let end = s.start_s + s.elapsed_s;
+        for row in &s.timeline {
+            let (a, b) = (row.t as f64, row.t as f64 + 1.0);
+            if a >= start + 0.05 && b <= end - 0.05 && (row.requests as f64 - 2000.0).abs() > 60.0 {
+                misses.push(format!("second {}: {} requests", row.t, row.requests));
+            }
+        }
+        if misses.is_empty() {
+            Ok(())
+        } else {
+            Err(misses.join(", "))
+        }
+    });
 }
 
 #[test]

@@ -171,6 +171,8 @@ fn grown_count(t: &dyn Grower, g: &GrowSpec, cfg: &ProxyConfig, upstream: &str) 
         GrowWhat::Listeners => cfg.listeners.iter().filter(|l| !l.tls).count(),
         GrowWhat::HttpsListeners => cfg.listeners.iter().filter(|l| l.tls).count(),
         GrowWhat::Routes => cfg.routes.len(),
+        // Refused at parse for the run's own proxy (an external gateway's generator only).
+        GrowWhat::GrpcRoutes => 0,
         GrowWhat::Matches => cfg
             .routes
             .iter()
@@ -290,6 +292,11 @@ fn grow_step(
                 .ok_or_else(|| StackError::Grow(format!("no upstream '{upstream}'")))?;
             t.add_backends(&group, add)?;
             None
+        }
+        GrowWhat::GrpcRoutes => {
+            return Err(grow(
+                "grpc_routes grow on an external Gateway API gateway only",
+            ))
         }
     };
     t.served_mut().config = Some(cfg);

@@ -512,6 +512,19 @@ impl Plan<'_> {
                         if probe.host.is_none() {
                             probe.host = Some("{{ hostnames[i] }}".into());
                         }
+                        // A GRPCRoute serves gRPC: its probe is a call, over TLS when the
+                        // probe's scheme is https.
+                        if g.what == GrowWhat::GrpcRoutes && !probe.grpc() {
+                            if probe.status.is_some() {
+                                return Err(format!(
+                                    "grow: grpc_routes are probed with a gRPC call, whose answer \
+                                     is a gRPC code: set probe.scheme = \"grpc\" (or \"grpcs\") \
+                                     with that status, not {}",
+                                    probe.scheme
+                                ));
+                            }
+                            probe.scheme = format!("grpc{}", &probe.scheme[4..]);
+                        }
                     }
                     self.check_template(&mut g, p, Some(text), &sizes.groups)?;
                 } else {
@@ -979,17 +992,25 @@ fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Resu
     if p.port == Some(0) {
         return Err(format!("{action}: probe.port must be 1 to 65535"));
     }
-    if p.scheme != "http" && p.scheme != "https" {
+    if !["http", "https", "grpc", "grpcs"].contains(&p.scheme.as_str()) {
         return Err(format!(
-            "{action}: probe.scheme '{}' is not http or https",
+            "{action}: probe.scheme '{}' is not http, https, grpc or grpcs",
             p.scheme
         ));
     }
-    if !(100..=599).contains(&p.status) {
-        return Err(format!(
-            "{action}: probe.status {} is not an HTTP status (100 to 599)",
-            p.status
-        ));
+    match p.status {
+        Some(s) if p.grpc() && s > 16 => {
+            return Err(format!(
+                "{action}: probe.status {s} is not a gRPC status code (0 to 16) for a {} probe",
+                p.scheme
+            ))
+        }
+        Some(s) if !p.grpc() && !(100..=599).contains(&s) => {
+            return Err(format!(
+                "{action}: probe.status {s} is not an HTTP status (100 to 599)"
+            ))
+        }
+        _ => {}
     }
     // A growth's path is a template (checked again once rendered, item by item).
     let templated = action == "grow" && p.path.starts_with("{{");
@@ -1067,6 +1088,14 @@ fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
             }
         }
         GrowWhat::Listeners | GrowWhat::HttpsListeners | GrowWhat::UpstreamServers => {}
+        GrowWhat::GrpcRoutes => {
+            return Err(
+                "grow: grpc_routes are GRPCRoutes: they grow on an external Gateway API gateway \
+                 on Kubernetes ([proxy] kind = \"external\", `gateway`, `backend`, `probe`); the \
+                 run's own proxy grows `routes`"
+                    .into(),
+            )
+        }
     }
     if g.to > 20_000 && g.what != GrowWhat::Matches {
         return Err(format!(

@@ -16,6 +16,7 @@ use std::path::Path;
 pub const BUILTIN: &str = "builtin:";
 
 const ROUTES: &str = include_str!("generators/routes.yaml.j2");
+const GRPC_ROUTES: &str = include_str!("generators/grpc_routes.yaml.j2");
 const MATCHES: &str = include_str!("generators/matches.yaml.j2");
 const LISTENERS: &str = include_str!("generators/listeners.yaml.j2");
 
@@ -24,6 +25,7 @@ const LISTENERS: &str = include_str!("generators/listeners.yaml.j2");
 pub fn builtin(what: GrowWhat) -> Option<(String, &'static str)> {
     let text = match what {
         GrowWhat::Routes => ROUTES,
+        GrowWhat::GrpcRoutes => GRPC_ROUTES,
         GrowWhat::Matches => MATCHES,
         GrowWhat::Listeners | GrowWhat::HttpsListeners => LISTENERS,
         GrowWhat::UpstreamServers => return None,
@@ -36,6 +38,7 @@ pub fn source(template: &str) -> std::io::Result<Cow<'static, str>> {
     if let Some(what) = template.strip_prefix(BUILTIN) {
         let w = [
             GrowWhat::Routes,
+            GrowWhat::GrpcRoutes,
             GrowWhat::Matches,
             GrowWhat::Listeners,
             GrowWhat::HttpsListeners,
@@ -433,6 +436,48 @@ backend = "cafe""#,
             !parent.contains_key("namespace") && !parent.contains_key("sectionName"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn the_grpc_routes_generator_makes_one_grpcroute_per_item_for_every_method() {
+        let g = grow(
+            "what = \"grpc_routes\"\nto = 2\ngateway = \"infra/gw\"\nbackend = \"cafe\"\n\
+             hostname = \"g{{ i }}.example\"",
+        );
+        for (i, docs) in items(&g).iter().enumerate() {
+            assert_eq!(docs.len(), 1, "{docs:?}");
+            let r = &docs[0];
+            assert_eq!(r["apiVersion"], "gateway.networking.k8s.io/v1", "{r}");
+            assert_eq!(r["kind"], "GRPCRoute", "{r}");
+            assert_eq!(r["metadata"]["name"], format!("run1-{i}"), "{r}");
+            assert_eq!(
+                r["metadata"]["labels"]["app.kubernetes.io/managed-by"], "proxybench",
+                "{r}"
+            );
+            let parent = &r["spec"]["parentRefs"][0];
+            assert_eq!(
+                (&parent["name"], &parent["namespace"], &parent["kind"]),
+                (
+                    &serde_json::json!("gw"),
+                    &serde_json::json!("infra"),
+                    &serde_json::json!("Gateway")
+                ),
+                "{r}"
+            );
+            assert_eq!(
+                r["spec"]["hostnames"],
+                serde_json::json!([format!("g{i}.example")]),
+                "{r}"
+            );
+            // One rule without matches: every service and method of the backend.
+            let rule = &r["spec"]["rules"][0];
+            assert!(rule.get("matches").is_none(), "{r}");
+            assert_eq!(
+                rule["backendRefs"][0],
+                serde_json::json!({"name": "backend-cafe", "port": 8080}),
+                "{r}"
+            );
+        }
     }
 
     #[test]

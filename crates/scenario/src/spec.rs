@@ -555,6 +555,9 @@ pub enum GrowWhat {
     HttpsListeners,
     /// Exact-path routes `/route-N` on one listener.
     Routes,
+    /// GRPCRoutes, one per hostname, through an external Gateway API gateway (its built-in
+    /// generator only), each timed by a gRPC call.
+    GrpcRoutes,
     /// Routes on one path that differ by a header value (`x-match: vN`).
     Matches,
     /// Servers of an upstream: backend instances added to its group.
@@ -568,6 +571,7 @@ impl GrowWhat {
             GrowWhat::Listeners => "listeners",
             GrowWhat::HttpsListeners => "https_listeners",
             GrowWhat::Routes => "routes",
+            GrowWhat::GrpcRoutes => "grpc_routes",
             GrowWhat::Matches => "matches",
             GrowWhat::UpstreamServers => "upstream_servers",
         }
@@ -655,9 +659,10 @@ pub struct GrowSpec {
 }
 
 /// `probe = { selector = "app=gw", port = 8080, host = "r7.example", path = "/r7" }` on an
-/// `apply`, a `delete` or a templated `grow` (Kubernetes): a request sent to every data-plane pod
-/// on its own (pod IP or port-forward) until `consecutive` answers in a row have `status`; the
-/// action's record holds each replica's times (first answer, stable) and the mixed window.
+/// `apply`, a `delete` or a templated `grow` (Kubernetes): a request (or, with a `grpc` scheme,
+/// a gRPC unary call) sent to every data-plane pod on its own (pod IP or port-forward) until
+/// `consecutive` answers in a row have `status`; the action's record holds each replica's times
+/// (first answer, stable) and the mixed window.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeSpec {
@@ -673,16 +678,20 @@ pub struct ProbeSpec {
     /// The Host header (and SNI) sent (default: the pod's address).
     #[serde(default)]
     pub host: Option<String>,
-    /// The request path.
+    /// The request path; for gRPC, the method (`/` means the backend's
+    /// [`GRPC_PROBE_METHOD`]).
     #[serde(default = "slash")]
     pub path: String,
-    /// `http` or `https` (certificates are not verified: the probe asks whether the route
-    /// serves, not who signed it).
+    /// `http` or `https`, or `grpc` (h2c) or `grpcs` (h2 over TLS) for a gRPC unary call
+    /// (certificates are not verified: the probe asks whether the route serves, not who signed
+    /// it).
     #[serde(default = "http_scheme")]
     pub scheme: String,
-    /// The status that means "the new state serves" (404 for a deleted route).
-    #[serde(default = "ok_status")]
-    pub status: u16,
+    /// The answer that means "the new state serves": an HTTP status (default 200; 404 for a
+    /// deleted route), or with a gRPC scheme a gRPC status code, from `grpc-status` or from
+    /// the proxy's own HTTP status (default 0, OK; 12, UNIMPLEMENTED, for a deleted GRPCRoute).
+    #[serde(default)]
+    pub status: Option<u16>,
     /// How many expected answers in a row make a replica stable.
     #[serde(default = "three")]
     pub consecutive: u32,
@@ -700,8 +709,28 @@ fn slash() -> String {
 fn http_scheme() -> String {
     "http".to_string()
 }
-fn ok_status() -> u16 {
-    200
+/// The method a gRPC probe calls when its `path` is `/`: the backend's unary method.
+pub const GRPC_PROBE_METHOD: &str = "/proxybench.Bench/Unary";
+
+impl ProbeSpec {
+    /// The probe is a gRPC call (scheme `grpc` or `grpcs`).
+    pub fn grpc(&self) -> bool {
+        self.scheme.starts_with("grpc")
+    }
+
+    /// The answer that means "serves": `status`, else 200 (HTTP) or 0 (gRPC's OK).
+    pub fn expected(&self) -> u16 {
+        self.status.unwrap_or(if self.grpc() { 0 } else { 200 })
+    }
+
+    /// The path asked: `path`, or for a gRPC probe of `/` the backend's unary method.
+    pub fn request_path(&self) -> &str {
+        if self.grpc() && self.path == "/" {
+            GRPC_PROBE_METHOD
+        } else {
+            &self.path
+        }
+    }
 }
 fn three() -> u32 {
     3

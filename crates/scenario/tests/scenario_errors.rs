@@ -352,6 +352,17 @@ fn bad_exec_actions_are_refused_at_their_line() {
     .unwrap();
 }
 
+#[test]
+fn grpc_routes_grow_only_through_an_external_gateway() {
+    let e = error("\n[[actions]]\nat = \"1s\"\ngrow = { what = \"grpc_routes\", to = 3 }\n");
+    assert_eq!(e.line, Some(after_base(2)), "{e}");
+    assert!(
+        e.message
+            .contains("grpc_routes are GRPCRoutes: they grow on an external Gateway API gateway"),
+        "{e}"
+    );
+}
+
 /// `BASE` on Kubernetes, with `extra` appended.
 fn kube(extra: &str) -> String {
     format!("{BASE}{extra}\n[platform]\nkind = \"kubernetes\"\n")
@@ -1373,8 +1384,8 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
                 (Some("r7.example"), "/r7")
             );
             assert_eq!(
-                (p.scheme.as_str(), p.status, p.consecutive),
-                ("http", 200, 5)
+                (p.scheme.as_str(), p.status, p.expected(), p.consecutive),
+                ("http", None, 200, 5)
             );
             assert_eq!(
                 (p.every.0, p.timeout.0),
@@ -1392,7 +1403,28 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
     ) {
         Action::Delete { probe: Some(p), .. } => {
             assert_eq!((p.path.as_str(), p.scheme.as_str()), ("/", "http"));
-            assert_eq!((p.status, p.consecutive), (404, 3));
+            assert_eq!((p.expected(), p.consecutive), (404, 3));
+            assert_eq!(p.request_path(), "/");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A gRPC probe: a unary call whose answer is a gRPC code (OK by default), to the
+    // backend's method when the path is `/`.
+    match step(
+        "apply = \"route.yaml\"\nprobe = { selector = \"app=gw\", port = 80, scheme = \"grpc\" }",
+    ) {
+        Action::Apply { probe: Some(p), .. } => {
+            assert!(p.grpc());
+            assert_eq!(
+                (p.expected(), p.request_path()),
+                (0, proxybench_scenario::GRPC_PROBE_METHOD)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match step("delete = \"route.yaml\"\nprobe = { selector = \"app=gw\", port = 80, scheme = \"grpcs\", status = 12, path = \"/a.B/C\" }") {
+        Action::Delete { probe: Some(p), .. } => {
+            assert_eq!((p.expected(), p.request_path()), (12, "/a.B/C"));
             assert_eq!(p.every.0, std::time::Duration::from_millis(1));
             assert_eq!(p.timeout.0, std::time::Duration::from_secs(30));
         }
@@ -1423,7 +1455,17 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
     bad(
         "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, scheme = \"ftp\" }",
         16,
-        "probe.scheme 'ftp' is not http or https",
+        "probe.scheme 'ftp' is not http, https, grpc or grpcs",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, scheme = \"grpc\", status = 200 }",
+        16,
+        "probe.status 200 is not a gRPC status code (0 to 16) for a grpc probe",
+    );
+    bad(
+        "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, status = 12 }",
+        16,
+        "probe.status 12 is not an HTTP status (100 to 599)",
     );
     bad(
         "apply = \"route.yaml\"\nprobe = { selector = \"a\", port = 1, consecutive = 0 }",
@@ -1513,6 +1555,29 @@ fn probes_and_templated_growths_are_checked_before_anything_starts() {
         }
         other => panic!("{other:?}"),
     }
+    // GRPCRoutes: the same generator keys; the probe becomes a gRPC call (over TLS for an
+    // https probe), answered OK by default, to the backend's method.
+    let grpc = builtin.replace("\"routes\"", "\"grpc_routes\"");
+    match step(&grpc) {
+        Action::Grow(g) => {
+            assert_eq!(g.template.as_deref(), Some("builtin:grpc_routes"));
+            let p = g.probe.unwrap();
+            assert_eq!(
+                (p.scheme.as_str(), p.expected(), p.request_path()),
+                ("grpc", 0, proxybench_scenario::GRPC_PROBE_METHOD)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match step(&grpc.replace("port = 8080 }", "port = 8443, scheme = \"https\" }")) {
+        Action::Grow(g) => assert_eq!(g.probe.unwrap().scheme, "grpcs"),
+        other => panic!("{other:?}"),
+    }
+    bad(
+        &grpc.replace("port = 8080 }", "port = 8080, status = 200 }"),
+        16,
+        "grpc_routes are probed with a gRPC call, whose answer is a gRPC code",
+    );
     // The probe sees the generator's parameters: a matches growth probes its newest match.
     let matches = "grow = { what = \"matches\", to = 3, gateway = \"gw\", backend_ref = \
                    \"gw:8080\", path = \"/m\", probe = { selector = \"app=gw\", port = 8080, \

@@ -348,6 +348,7 @@ fn published(g: &Growth<'_>) -> &'static str {
         GrowWhat::Routes => &p.routes_no_delay,
         GrowWhat::UpstreamServers => &p.upstream_servers,
         GrowWhat::Matches => &p.matches,
+        GrowWhat::GrpcRoutes => &p.grpc_routes,
     }
 }
 
@@ -361,6 +362,7 @@ struct Published {
     routes_no_delay: String,
     upstream_servers: String,
     matches: String,
+    grpc_routes: String,
 }
 
 /// The analysis' data file: NGF's published results and prose.

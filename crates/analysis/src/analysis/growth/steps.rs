@@ -178,6 +178,7 @@ impl<'a> Growth<'a> {
             GrowWhat::Listeners => "listeners",
             GrowWhat::HttpsListeners => "HTTPS listeners",
             GrowWhat::Routes => "routes",
+            GrowWhat::GrpcRoutes => "GRPCRoutes",
             GrowWhat::Matches => "header matches",
             GrowWhat::UpstreamServers => "upstream servers",
         }
@@ -203,6 +204,8 @@ fn initial_count(case: &Case, g: &GrowSpec) -> u32 {
         GrowWhat::Listeners => p.listeners.iter().filter(|l| !l.tls).count(),
         GrowWhat::HttpsListeners => p.listeners.iter().filter(|l| l.tls).count(),
         GrowWhat::Routes => p.routes.len(),
+        // Only through an external gateway, from a generator: counted from 0 above.
+        GrowWhat::GrpcRoutes => 0,
         GrowWhat::Matches => p
             .routes
             .iter()

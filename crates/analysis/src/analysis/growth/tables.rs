@@ -55,7 +55,7 @@ pub(super) fn ttr_mechanism(what: GrowWhat) -> &'static str {
     text(match what {
         GrowWhat::Listeners => "ttr_listeners",
         GrowWhat::HttpsListeners => "ttr_https_listeners",
-        GrowWhat::Routes | GrowWhat::Matches => "ttr_routes",
+        GrowWhat::Routes | GrowWhat::GrpcRoutes | GrowWhat::Matches => "ttr_routes",
         GrowWhat::UpstreamServers => "ttr_upstream_servers",
     })
 }

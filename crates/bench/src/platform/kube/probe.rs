@@ -107,8 +107,8 @@ impl KubeStage {
             port,
             scheme: spec.scheme.clone(),
             host: spec.host.clone(),
-            path: spec.path.clone(),
-            status: spec.status,
+            path: spec.request_path().to_string(),
+            status: spec.expected(),
             consecutive: spec.consecutive,
             every: spec.every.0,
             timeout: spec.timeout.0,
@@ -462,9 +462,43 @@ pub(super) fn record(
     }
 }
 
+/// A prepared request (or gRPC call) to one replica.
+enum Prepared {
+    /// An HTTP request; its answer is the status.
+    Http(load::probe::Probe),
+    /// A gRPC unary call; its answer is the gRPC code.
+    Grpc(load::probe::GrpcProbe),
+}
+
+impl Prepared {
+    /// One request on a new connection: the answer (an HTTP status, or a gRPC code) and what
+    /// the record says of one that is not expected.
+    fn ask(&self) -> Result<(u16, String), load::probe::ProbeError> {
+        match self {
+            Prepared::Http(p) => p
+                .fetch()
+                .map(|r| (r.status, format!("status {}", r.status))),
+            Prepared::Grpc(p) => p.call().map(|a| {
+                let how = match a.grpc_status {
+                    Some(_) => String::new(),
+                    None => format!(", from HTTP {}", a.http_status),
+                };
+                (
+                    a.code,
+                    format!(
+                        "grpc-status {} ({}{how})",
+                        a.code,
+                        model::stream::grpc_code_name(a.code)
+                    ),
+                )
+            }),
+        }
+    }
+}
+
 /// A prepared request to one replica.
 struct Asker {
-    probe: load::probe::Probe,
+    probe: Prepared,
     status: u16,
     consecutive: u32,
     every: Duration,
@@ -513,7 +547,14 @@ impl Asker {
     /// verified). Only the pod's address (or its port-forward's local end) is ever connected.
     fn new(plan: &ProbePlan, addr: SocketAddr) -> Result<Asker, String> {
         let host = plan.host.clone().unwrap_or_else(|| addr.ip().to_string());
-        let url = format!("{}://{host}:{}{}", plan.scheme, addr.port(), plan.path);
+        let grpc = plan.scheme.starts_with("grpc");
+        // A gRPC call goes over h2c (grpc) or h2 over TLS (grpcs).
+        let scheme = match plan.scheme.as_str() {
+            "grpc" => "http",
+            "grpcs" => "https",
+            s => s,
+        };
+        let url = format!("{scheme}://{host}:{}{}", addr.port(), plan.path);
         let mut cfg = load::Config::new(&url).map_err(|e| e.to_string())?;
         if host.parse::<std::net::IpAddr>().is_err() {
             let r = load::Resolve::parse(&format!("{host}:{}:{}", addr.port(), addr.ip()))
@@ -523,7 +564,11 @@ impl Asker {
         crate::reach::own_target(&cfg, addr).map_err(|e| e.to_string())?;
         cfg.insecure = true;
         cfg.timeout = Duration::from_secs(1).min(plan.timeout);
-        let probe = load::probe::Probe::new(&cfg).map_err(|e| e.to_string())?;
+        let probe = if grpc {
+            Prepared::Grpc(load::probe::GrpcProbe::new(&cfg).map_err(|e| e.to_string())?)
+        } else {
+            Prepared::Http(load::probe::Probe::new(&cfg).map_err(|e| e.to_string())?)
+        };
         Ok(Asker {
             probe,
             status: plan.status,
@@ -575,12 +620,12 @@ impl Asker {
                             break;
                         }
                         let at = Instant::now();
-                        let got = self.probe.fetch();
+                        let got = self.probe.ask();
                         let end = Instant::now();
                         let answered = got.is_ok();
                         let (ok, last) = match got {
-                            Ok(r) if r.status == self.status => (true, String::new()),
-                            Ok(r) => (false, format!("status {}", r.status)),
+                            Ok((answer, _)) if answer == self.status => (true, String::new()),
+                            Ok((_, why)) => (false, why),
                             Err((kind, msg)) => (false, format!("{}: {msg}", kind.name())),
                         };
                         answers

@@ -19,8 +19,8 @@ mod kube;
 use kube::{cluster, data, errors, failed, find, namespace, var};
 
 /// The gateway: nginx answering 200 at `/` of host gw.example (the load's) and 404 to anything
-/// else (its default server), with a server per route included from /routes (an emptyDir the
-/// reload script fills). A route's host answers only once its server is there, so a probe of `/`
+/// else (its default server), and 404 on its h2c listener 8081 to any host without a GRPCRoute,
+/// with a server per route included from /routes (an emptyDir the reload script fills). A route's host answers only once its server is there, so a probe of `/`
 /// at the route's host (the built-in generator's routes serve every path) waits for it.
 /// `linger_s`, when not 0: the pods' preStop sleep, as the platform's own proxy pods have
 /// (docs/kubernetes-reference.md, "Stopping a proxy pod"): a deleted pod keeps serving until no node
@@ -62,6 +62,10 @@ data:
         location / {{ return 404; }}
       }}
       server {{
+        listen 8081 http2 default_server;
+        location / {{ return 404; }}
+      }}
+      server {{
         listen 8080;
         server_name gw.example;
         location = / {{ return 200 "gw\n"; }}
@@ -100,6 +104,7 @@ spec:
           command: ["/usr/sbin/nginx", "-c", "/conf/nginx.conf", "-g", "daemon off;"]{lifecycle}
           ports:
             - containerPort: 8080
+            - containerPort: 8081
           volumeMounts:
             - name: conf
               mountPath: /conf
@@ -1069,6 +1074,212 @@ probe = {{ selector = "app in (gw, gw-mute)", port = 8080, host = "gw.example", 
         let load = &case["loads"][0];
         assert_eq!(errors(load), 0, "{load}");
         eprintln!("gwmute: {err}");
+    }));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// The gateway's "controller" for GRPCRoutes: every GRPCRoute the run applied becomes a server
+/// on the h2c listener 8081 of every nginx pod, `grpc_pass` to the pods of the run's backend
+/// group `cafe` (written whole, then `nginx -s reload`).
+const GRPC_RELOAD: &str = r#"#!/bin/bash
+set -euo pipefail
+k() { "KUBECTL" --kubeconfig "KUBECONFIG" -n "NAMESPACE" "$@"; }
+servers=""
+for ip in $(k get pods -l proxybench/group=cafe -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}'); do
+  servers+="server $ip:8080; "
+done
+[ -n "$servers" ] || { echo "no backend pod" >&2; exit 1; }
+conf="upstream grpcb { $servers}"$'\n'
+for host in $(k get grpcroutes.gateway.networking.k8s.io -l app.kubernetes.io/managed-by=proxybench \
+  -o jsonpath='{range .items[*]}{.spec.hostnames[0]}{"\n"}{end}'); do
+  conf+="server { listen 8081 http2; server_name $host; location / { grpc_pass grpc://grpcb; } }"$'\n'
+done
+for pod in $(k get pods -l app=gw -o jsonpath='{.items[*].metadata.name}'); do
+  printf '%s' "$conf" | k exec -i "$pod" -c nginx -- sh -c \
+    'cat > /routes/g.tmp && mv /routes/g.tmp /routes/grpc.conf && /usr/sbin/nginx -c /conf/nginx.conf -s reload'
+done
+"#;
+
+/// One gRPC unary call to the backend's method at `addr` with `:authority` `host`: its code.
+fn grpc_call(addr: SocketAddr, host: &str) -> load::probe::GrpcAnswer {
+    let mut cfg = load::Config::new(&format!("http://{addr}/proxybench.Bench/Unary")).unwrap();
+    cfg.host = Some(host.to_string());
+    cfg.timeout = Duration::from_secs(5);
+    load::probe::GrpcProbe::new(&cfg)
+        .unwrap()
+        .call()
+        .unwrap_or_else(|e| panic!("{host} at {addr}: {e:?}"))
+}
+
+#[test]
+#[ignore = "needs the test cluster (make test-k8s)"]
+fn k8s_grpcroutes_grow_from_the_builtin_generator_timed_by_grpc_calls_at_every_replica() {
+    // Five GRPCRoutes from the built-in generator, one per step, on the nginx gateway's h2c
+    // listener, to the run's backend group: each step's probe is a gRPC call at every replica,
+    // ready when the call is answered OK (before that, nginx's 404 reads UNIMPLEMENTED).
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace("gwgrpc");
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let manifest = dir.path().join("gw.yaml");
+        std::fs::write(
+            &manifest,
+            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
+        )
+        .unwrap();
+        cluster.apply(&manifest, &ns).unwrap();
+        cluster
+            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
+            .unwrap();
+        let reload = dir.path().join("reload.sh");
+        std::fs::write(
+            &reload,
+            GRPC_RELOAD
+                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
+                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
+                .replace("NAMESPACE", &ns),
+        )
+        .unwrap();
+        let (routes, rate, load_s) = (5u32, 50u32, 20u32);
+        let scenario = dir.path().join("grpc.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"name = "k8s-grpcroute-growth"
+description = "GRPCRoutes grown from the built-in generator on an external nginx gateway"
+analysis = "scale"
+
+[platform]
+kind = "kubernetes"
+
+[proxy]
+kind = "external"
+[proxy.external]
+reload = ["bash", "{reload}"]
+
+[[backends]]
+name = "cafe"
+count = 1
+
+[[loads]]
+name = "gw"
+url = "http://gw.example/"
+via = "service:gw:8080"
+rate = {rate}
+connections = 4
+duration = "{load_s}s"
+retry_idle_closed = true
+
+[[actions]]
+at = "2s"
+grow = {{ what = "grpc_routes", to = {routes}, by = 1, gateway = "gw", backend = "cafe", hostname = "g{{{{ i }}}}.example", probe = {{ selector = "app=gw", port = 8081, timeout = "20s" }} }}
+"#,
+                reload = reload.display()
+            ),
+        )
+        .unwrap();
+        let root = dir.path().join("results");
+        let out = kube::run_as_role(
+            kube::run_command(&root, &ns, &[]),
+            &root,
+            &scenario,
+            &ns,
+            &[],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let d = data(&root, &out);
+        let case = &d["cases"][0];
+        assert!(
+            out.status.success(),
+            "the run failed: {stderr}\nchecks: {:#}\nevents: {}",
+            d["checks"],
+            case["events"]
+        );
+        let load = &case["loads"][0];
+        assert_eq!(load["requests"].as_u64(), Some(u64::from(rate * load_s)));
+        assert_eq!(failed(load), 0, "{load}");
+        let events: Vec<&Value> = case["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "grow")
+            .collect();
+        assert_eq!(events.len(), routes as usize, "{events:?}\n{stderr}");
+        assert!(events.iter().all(|e| e["error"].is_null()), "{events:?}");
+        let reloads = case["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), routes as usize, "one reload per step");
+        let ready = case["ready"].as_array().unwrap();
+        let probes = case["probes"].as_array().unwrap();
+        assert_eq!(
+            (ready.len(), probes.len()),
+            (routes as usize, routes as usize)
+        );
+        let pods = cluster.pods(&ns, Some("app=gw")).unwrap();
+        let mut readies = vec![];
+        for (i, (r, p)) in ready.iter().zip(probes).enumerate() {
+            assert_eq!(
+                (&r["what"], &r["count"]),
+                (&Value::from("grpc_routes"), &Value::from(i + 1))
+            );
+            assert!(r["error"].is_null(), "step {i}: {r}\n{p}");
+            assert_eq!(
+                p["request"],
+                format!("grpc://g{i}.example:8081/proxybench.Bench/Unary -> 0"),
+                "{p}"
+            );
+            let reps = p["replicas"].as_array().unwrap();
+            assert_eq!(reps.len(), pods.len(), "every replica: {p}");
+            for x in reps {
+                assert!(x["error"].is_null(), "{x}");
+                let (a, b, c) = (f(&x["first_ms"]), f(&x["ready_ms"]), f(&x["stable_ms"]));
+                assert!(
+                    0.0 <= a && a <= b && b <= c,
+                    "first <= ready <= stable: {x}"
+                );
+                readies.push(b);
+            }
+        }
+        // A host without a route reads UNIMPLEMENTED at every replica, from nginx's 404, as
+        // any gRPC client reads it. (The routes' own calls were the probes': the run's backend
+        // pods are gone once it ends.)
+        for pod in &pods {
+            let addr = SocketAddr::new(pod.ip.unwrap(), 8081);
+            let a = grpc_call(addr, "x.example");
+            assert_eq!(
+                (a.http_status, a.grpc_status, a.code),
+                (404, None, 12),
+                "{}: {a:?}",
+                pod.name
+            );
+        }
+        // Server-side truth: the backend answered the probes' calls, every one OK, and at
+        // least the 3 in a row each replica needed at each step.
+        let streams = &case["backends"][0]["streams"];
+        let calls = streams["grpc_calls"].as_u64().unwrap();
+        assert_eq!(
+            streams["grpc_status"],
+            serde_json::json!({ "0": calls }),
+            "{streams}"
+        );
+        assert!(
+            calls >= u64::from(routes) * pods.len() as u64 * 3,
+            "{calls} calls: {streams}"
+        );
+        let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
+        assert!(
+            md.contains("### Data-plane probes") && md.contains("GRPCRoutes"),
+            "{md}"
+        );
+        eprintln!(
+            "k8s grpcroutes: {routes} GRPCRoutes x {} replicas: ready {}; {calls} calls OK at the \
+             backend",
+            pods.len(),
+            spread(&readies)
+        );
     }));
     let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
     if let Err(p) = result {

@@ -376,7 +376,10 @@ fn messages(c: &CaseResult) -> Grid {
     Grid {
         title: "Long-lived loads: messages and timings".into(),
         note: "Sent (WebSocket messages, gRPC calls), answered (echoes, calls with a status), \
-               lost with their connection, pushed by the server (events, stream messages); \
+               lost with their connection (a gRPC server stream is one call: cut without a \
+               grpc-status, as nginx cuts it, its call is lost, though its pushed messages \
+               arrived; ended with one, as HAProxy ends it, the call is answered), pushed by the \
+               server (events, stream messages); \
                round trips (gRPC unary: call latency), gaps between the server's messages, the \
                handshake; the load's memory per open connection and CPU per message."
             .into(),

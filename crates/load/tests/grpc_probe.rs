@@ -94,3 +94,55 @@ fn a_server_that_speaks_only_http1_or_nothing_is_an_error() {
         .unwrap_err();
     assert_eq!(e.0, ErrorKind::ConnectRefused, "{e:?}");
 }
+
+#[test]
+fn over_tls_the_call_needs_alpn_h2() {
+    let (_f, addr) = backend();
+    let dir = tempfile::tempdir().unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["g.example".to_string()]).unwrap();
+    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    // Two TLS listeners: one offers h2 by ALPN (and passes gRPC on), one only HTTP/1.1.
+    let h1 = testkit::free_port();
+    let ng = testkit::Nginx::start(
+        1,
+        &format!(
+            "  server {{\n    listen 127.0.0.1:{{port}} ssl http2;\n    ssl_certificate {c};\n    \
+             ssl_certificate_key {k};\n    location / {{ grpc_pass grpc://{addr}; }}\n  }}\n  \
+             server {{\n    listen 127.0.0.1:{h1} ssl;\n    ssl_certificate {c};\n    \
+             ssl_certificate_key {k};\n    location / {{ return 200; }}\n  }}\n",
+            c = cert.display(),
+            k = key.display(),
+        ),
+    );
+    let mut cfg = load::Config::new(&format!(
+        "https://g.example:{}/proxybench.Bench/Unary",
+        ng.port
+    ))
+    .unwrap();
+    cfg.resolve
+        .push(load::Resolve::parse(&format!("g.example:{}:127.0.0.1", ng.port)).unwrap());
+    cfg.insecure = true;
+    cfg.timeout = Duration::from_secs(2);
+    let a = load::probe::GrpcProbe::new(&cfg).unwrap().call().unwrap();
+    assert_eq!((a.http_status, a.grpc_status, a.code), (200, Some(0), 0));
+    // The HTTP/1.1-only listener.
+    testkit::wait_listening(
+        format!("127.0.0.1:{h1}").parse().unwrap(),
+        Duration::from_secs(10),
+    );
+    cfg.url = format!("https://g.example:{h1}/proxybench.Bench/Unary");
+    cfg.resolve = vec![load::Resolve::parse(&format!("g.example:{h1}:127.0.0.1")).unwrap()];
+    let e = load::probe::GrpcProbe::new(&cfg)
+        .unwrap()
+        .call()
+        .unwrap_err();
+    // nginx's OpenSSL refuses an offer of h2 alone with the no_application_protocol alert; a
+    // server that picks no protocol instead is refused by the probe itself.
+    assert_eq!(e.0, ErrorKind::Tls, "{e:?}");
+    assert!(
+        e.1.contains("NoApplicationProtocol") || e.1.contains("ALPN h2"),
+        "{e:?}"
+    );
+}

@@ -104,7 +104,13 @@ fn reloads(result: &CaseResult, lives: &[GenerationLife], drain_s: Option<f64>) 
             continue;
         }
         let t_s = recs.iter().map(|r| r.t_s).fold(f64::INFINITY, f64::min);
-        let served = recs.iter().filter_map(|r| r.served_ms).fold(0.0, f64::max);
+        // The new generation served at `served_ms`; a reload that could not watch for it (a
+        // user's gateway, reloaded by its own command) is known to be done when its command
+        // ended, and until then the old generation may still take new connections.
+        let served = recs
+            .iter()
+            .filter_map(|r| r.served_ms.or(r.command_ms))
+            .fold(0.0, f64::max);
         let mut end_s: f64 = t_s;
         let mut end_how = "the reload's watch of its old processes and the generation samples";
         for r in &recs {
@@ -880,6 +886,34 @@ duration = "20s"
         assert_eq!((g.actions[0].dropped, g.actions[1].dropped), (1, 0));
         assert!(
             (g.loads[0].reload_to_drop.max_s.unwrap() - 10.009).abs() < 1e-6,
+            "{g:?}"
+        );
+    }
+
+    /// A user's gateway reloaded by its own command (320 ms), which cannot say when its new
+    /// generation served: until the command ended, the old one may still take connections, and
+    /// what it takes is cut when it ends.
+    #[test]
+    fn a_gateway_reloaded_by_its_command_took_connections_until_the_command_ended() {
+        let (mut r, _) = case(Vec::new());
+        r.reloads[0].served_ms = None;
+        r.reloads[0].command_ms = Some(320.0);
+        let mut l = Lives::new();
+        // Opened 0.3 s into the command, cut with the old generation 3 s after the reload.
+        l.insert("ws".to_string(), vec![life(0, 4.3, 7.0, EndKind::Fin)]);
+        let g = ledger(&scenario_case(), &r, &l);
+        assert_eq!(
+            (g.loads[0].by_reload, g.loads[0].unattributed),
+            (1, 0),
+            "{g:?}"
+        );
+        // Opened after the command and its margin: not the old generation's.
+        let mut l = Lives::new();
+        l.insert("ws".to_string(), vec![life(0, 4.7, 7.0, EndKind::Fin)]);
+        let g = ledger(&scenario_case(), &r, &l);
+        assert_eq!(
+            (g.loads[0].by_reload, g.loads[0].unattributed),
+            (0, 1),
             "{g:?}"
         );
     }

@@ -386,6 +386,9 @@ impl KubeStage {
             Ok(r) => r.desired.max(0) as u32,
             Err(e) => return (Err(platform(e)), Vec::new()),
         };
+        if self.external() {
+            return self.scale_backends_behind_gateway(group, (from, to), remove);
+        }
         if to >= from {
             if let Err(e) = self.backends.scale(&c, &ns, group, to) {
                 return (Err(e), Vec::new());
@@ -453,6 +456,66 @@ impl KubeStage {
             }
         }
         (Ok(detail + held.as_deref().unwrap_or_default()), rel)
+    }
+
+    /// The case's proxy is a gateway proxybench did not deploy (`[proxy] kind = "external"`).
+    fn external(&self) -> bool {
+        self.served
+            .config
+            .as_ref()
+            .is_some_and(|c| c.external.is_some())
+    }
+
+    /// `scale_backends` behind a gateway proxybench did not deploy: the group's Deployment is
+    /// scaled as a user's endpoints change (the leaving pods chosen first, newest first, killed
+    /// through their control port with `kill`, else drained by their own termination), and once
+    /// the new pods are Ready and in the EndpointSlices, or the removed ones gone, the gateway's
+    /// reload command runs when it has one (its controller; one that follows EndpointSlices by
+    /// itself needs none). What the gateway does with its connections meanwhile is what is
+    /// measured.
+    fn scale_backends_behind_gateway(
+        &mut self,
+        group: &str,
+        (from, to): (u32, u32),
+        remove: RemoveMode,
+    ) -> (Result<String, StackError>, Vec<ReloadRecord>) {
+        let (c, ns) = (self.cluster.clone(), self.namespace.clone());
+        let mut detail = format!("{group}: {from} -> {to}");
+        if to < from {
+            let kill = remove == RemoveMode::Kill;
+            match self
+                .backends
+                .choose_leaving(&c, &ns, group, from - to, kill)
+            {
+                Ok(gone) => {
+                    let how = format!("{remove:?}").to_lowercase();
+                    detail = format!("{detail} ({how}: {})", gone.join(", "));
+                }
+                Err(e) => return (Err(e), Vec::new()),
+            }
+        }
+        if let Err(e) = self.backends.scale(&c, &ns, group, to) {
+            return (Err(e), Vec::new());
+        }
+        let controller = self
+            .served
+            .config
+            .as_ref()
+            .and_then(|c| c.external.as_ref())
+            .is_some_and(|e| !e.reload.is_empty());
+        if !controller || self.attached.is_none() {
+            return (Ok(detail), Vec::new());
+        }
+        self.served.generation += 1;
+        let r = self.reload_attached();
+        let err = r.error.clone().map(StackError::Reload);
+        (
+            err.map_or(
+                Ok(format!("{detail}; generation {}", self.served.generation)),
+                Err,
+            ),
+            vec![r],
+        )
     }
 
     /// Runs the attached gateway's reload command as the next generation.

@@ -735,7 +735,8 @@ impl Plan<'_> {
             {
                 return Err(
                     "grow on an external target needs Kubernetes and a `template`, one of the \
-                     built-in generators (what = routes, matches, listeners, https_listeners), \
+                     built-in generators (what = routes, grpc_routes, matches, listeners, \
+                     https_listeners), \
                      or upstream_servers of a backend group: proxybench does not re-render a \
                      proxy it did not start"
                         .into(),

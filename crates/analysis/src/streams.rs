@@ -80,13 +80,21 @@ fn drains(e: &Event) -> bool {
     e.action == "drain_backend" || (e.action == "scale_backends" && e.detail.contains("(drain"))
 }
 
-/// Whether a `scale_backends` detail (`3 -> 1 (drain)`) removed instances.
+/// Whether a `scale_backends` detail (`3 -> 1 (drain)`, `app2: 3 -> 1 (drain: app2-2)`) removed
+/// instances: the numbers either side of its arrow, whatever digits the group's name holds.
 fn removed(detail: &str) -> bool {
-    let nums: Vec<u32> = detail
+    let Some((left, right)) = detail.split_once(" -> ") else {
+        return false;
+    };
+    let from = left
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse::<u32>().ok());
+    let to = right
         .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect();
-    matches!(nums.as_slice(), [from, to, ..] if to < from)
+        .next()
+        .and_then(|n| n.parse::<u32>().ok());
+    matches!((from, to), (Some(from), Some(to)) if to < from)
 }
 
 /// The case's reload moments, each with its old generation's end.
@@ -922,6 +930,10 @@ duration = "20s"
     fn the_scale_detail_says_whether_backends_left() {
         assert!(removed("3 -> 1 (drain)"));
         assert!(!removed("1 -> 3"));
+        // A group whose name holds digits.
+        assert!(removed("app2: 3 -> 2 (drain: app2-2); generation 4"));
+        assert!(!removed("app2: 2 -> 3; generation 5"));
+        assert!(!removed("no arrow 3 2"));
         assert!(drains(&event(
             1.0,
             "scale_backends",

@@ -19,53 +19,28 @@ pub fn free_port() -> u16 {
     free_ports(1)[0]
 }
 
-/// Where [`free_ports`] looks: below the kernel's ephemeral range (32768 and up by default),
-/// whose ports any connect() or bind to port 0 may take between the choice and the server's
-/// bind (a load test opens thousands), and below Kubernetes' NodePorts (30000 to 32767, which
-/// kube-proxy may answer on 127.0.0.1 while the test cluster runs).
-const PORTS: std::ops::Range<u16> = 20_000..30_000;
-
 /// `n` distinct free ports on 127.0.0.1, all held open until every one has been chosen, none
 /// handed out before in this test process. A port is free again once released, until the
 /// test's server binds it, so two tests on parallel threads (or one test picking twice) could
-/// otherwise both get it; and they are taken from [`PORTS`], where no other socket of the
-/// machine gets a port it did not ask for by number.
+/// otherwise both get it.
 pub fn free_ports(n: usize) -> Vec<u16> {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    let width = u32::from(PORTS.end - PORTS.start);
-    // A start that differs per process, so consecutive test binaries do not walk the same ports
-    // while the last one's sockets linger.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let first = (nanos ^ std::process::id().wrapping_mul(2_654_435_761)) % width;
-    let mut held: Vec<TcpListener> = Vec::with_capacity(n);
-    for k in 0..width {
-        if held.len() == n {
-            break;
-        }
-        let port = PORTS.start + ((first + k) % width) as u16;
-        if given.contains(&port) {
-            continue;
-        }
-        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-            held.push(l);
+    for _ in 0..100 {
+        let held: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+            .collect();
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        if ports.iter().all(|p| !given.contains(p)) {
+            given.extend(ports.iter().copied());
+            return ports;
         }
     }
-    assert_eq!(
-        held.len(),
-        n,
-        "only {} of {n} free port(s) on 127.0.0.1 in {PORTS:?}",
-        held.len()
-    );
-    let ports: Vec<u16> = held
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
-    given.extend(ports.iter().copied());
-    ports
+    panic!("100 tries at {n} free port(s) on 127.0.0.1 all returned one handed out before");
 }
 
 /// Path of the nginx binary: `$NGINX` if set, else the Debian package's `/usr/sbin/nginx`.

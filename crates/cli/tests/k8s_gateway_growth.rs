@@ -134,6 +134,47 @@ spec:
     )
 }
 
+/// Runs `body(cluster, namespace, scratch)` in a new namespace named for `test`, and deletes the
+/// namespace afterwards whatever `body` did (its panic goes on once the namespace is gone).
+fn in_namespace(test: &str, body: impl FnOnce(&k8s::Cluster, &str, &tempfile::TempDir)) {
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = namespace(test);
+    cluster.create_namespace(&ns, &[]).unwrap();
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&cluster, &ns, &dir)));
+    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Applies a gateway's `manifest` in `ns` and waits until its Deployment `gw` has its 2 replicas
+/// Ready.
+fn deploy_gateway(cluster: &k8s::Cluster, ns: &str, dir: &tempfile::TempDir, manifest: &str) {
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    cluster.apply(&file, ns).unwrap();
+    cluster
+        .wait_deployment_ready(ns, "gw", 2, Duration::from_secs(120))
+        .unwrap();
+}
+
+/// Writes a gateway's "controller" script from `template` (its kubectl, kubeconfig and
+/// namespace filled in) and returns its path, for `[proxy.external] reload`.
+fn controller(dir: &tempfile::TempDir, template: &str, ns: &str) -> std::path::PathBuf {
+    let file = dir.path().join("reload.sh");
+    std::fs::write(
+        &file,
+        template
+            .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
+            .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
+            .replace("NAMESPACE", ns),
+    )
+    .unwrap();
+    file
+}
+
 /// The route template: HTTPRoute `{{ name }}` for host r{{ i }}.example, path /r{{ i }}.
 const TEMPLATE: &str = r#"apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -278,31 +319,15 @@ fn spread(v: &[f64]) -> String {
 /// from the built-in generator (what = "routes", no template) instead of the test's template,
 /// each serving every path of its host, so the probe and the checks ask `/`.
 fn grow(test: &str, routes: u32, load_s: u32, forward: bool, builtin: bool) {
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace(test);
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
+    in_namespace(test, |cluster, ns, dir| {
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
+        );
         std::fs::write(dir.path().join("route.yaml.j2"), TEMPLATE).unwrap();
-        let reload = dir.path().join("reload.sh");
-        std::fs::write(
-            &reload,
-            RELOAD
-                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
-                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
-                .replace("NAMESPACE", &ns),
-        )
-        .unwrap();
+        let reload = controller(dir, RELOAD, ns);
         let rate = 200;
         let growth = if builtin {
             format!(
@@ -362,10 +387,10 @@ at = "2s"
         };
         // Under the Role `k8s rbac --scenario` prints; the test set the gateway up as admin.
         let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
+            kube::run_command(&root, ns, &[]),
             &root,
             &scenario,
-            &ns,
+            ns,
             envs,
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -404,7 +429,7 @@ at = "2s"
         let probes = case["probes"].as_array().unwrap();
         assert_eq!(ready.len(), routes as usize);
         assert_eq!(probes.len(), routes as usize);
-        let pods = cluster.pods(&ns, Some("app=gw")).unwrap();
+        let pods = cluster.pods(ns, Some("app=gw")).unwrap();
         let mut names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
         names.sort_unstable();
         let (mut firsts, mut stables, mut readies, mut mixed) = (vec![], vec![], vec![], vec![]);
@@ -480,7 +505,7 @@ at = "2s"
         }
         // What every built-in generator makes, the API server accepts.
         if builtin {
-            apply_generators(&cluster, &ns, dir.path());
+            apply_generators(cluster, ns, dir.path());
         }
         // The report has the probes' section.
         let md = std::fs::read_to_string(&find(&root, "report.md")[0]).unwrap();
@@ -524,11 +549,7 @@ at = "2s"
             0,
             "the gateway's reloads lost requests: {load}"
         );
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }
 
 #[test]
@@ -571,30 +592,14 @@ fn k8s_upstream_servers_grow_behind_an_external_gateway() {
     // step's new pod is Ready and in the EndpointSlices, the "controller" puts it in the
     // upstream, and its own request counter says when it got its first request. The backends'
     // counters (server-side) must add up to the load's answers.
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace("gwup");
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
-        let reload = dir.path().join("reload.sh");
-        std::fs::write(
-            &reload,
-            UPSTREAM_RELOAD
-                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
-                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
-                .replace("NAMESPACE", &ns),
-        )
-        .unwrap();
+    in_namespace("gwup", |cluster, ns, dir| {
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
+        );
+        let reload = controller(dir, UPSTREAM_RELOAD, ns);
         let (rate, load_s, to) = (100u32, 40u32, 4u32);
         let scenario = dir.path().join("up.toml");
         std::fs::write(
@@ -639,13 +644,7 @@ grow = {{ what = "upstream_servers", backend = "cafe", to = {to}, by = 1, pause 
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
-            &root,
-            &scenario,
-            &ns,
-            &[],
-        );
+        let out = kube::run_as_role(kube::run_command(&root, ns, &[]), &root, &scenario, ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         let case = &d["cases"][0];
@@ -732,11 +731,7 @@ grow = {{ what = "upstream_servers", backend = "cafe", to = {to}, by = 1, pause 
                 .join(" / "),
             failed(load)
         );
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }
 
 #[test]
@@ -747,21 +742,13 @@ fn k8s_scale_and_rollout_restart_probe_every_replica_that_comes_and_goes() {
     // as gone, the one that stays as not stable, and only it fails the action. Its pods sleep
     // 5 s in their preStop hook before nginx's SIGQUIT, so the load through the Service loses
     // nothing to the rollout or the scale-down.
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace("gwscale");
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 5),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
+    in_namespace("gwscale", |cluster, ns, dir| {
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 5),
+        );
         let probe = r#"probe = { selector = "app=gw", port = 8080, host = "gw.example", path = "/", timeout = "60s" }"#;
         let scenario = dir.path().join("scale.toml");
         std::fs::write(
@@ -804,13 +791,7 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
-            &root,
-            &scenario,
-            &ns,
-            &[],
-        );
+        let out = kube::run_as_role(kube::run_command(&root, ns, &[]), &root, &scenario, ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "the last probe fails: {stderr}");
         let d = data(&root, &out);
@@ -908,11 +889,7 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
             failed(load),
             load["retried"].as_u64().unwrap_or(0)
         );
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }
 
 /// A pod of the probe's selector whose port nothing listens on (the fault matrix's "one probe
@@ -924,16 +901,13 @@ probe = {{ selector = "app=gw", port = 8080, host = "gw.example", path = "/", st
 #[test]
 #[ignore = "needs the test cluster (make test-k8s)"]
 fn k8s_a_probe_target_that_cannot_be_reached_is_recorded_and_the_probe_is_partial() {
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace("gwmute");
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    in_namespace("gwmute", |cluster, ns, dir| {
         let image = var("PROXYBENCH_TEST_NGINX_IMAGE");
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            format!(
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &format!(
                 "{}---
 apiVersion: apps/v1
 kind: Deployment
@@ -960,14 +934,9 @@ spec:
 ",
                 gateway_manifest(&image, 0)
             ),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
+        );
         cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "mute", 1, Duration::from_secs(120))
+            .wait_deployment_ready(ns, "mute", 1, Duration::from_secs(120))
             .unwrap();
         let applied = dir.path().join("marker.yaml");
         std::fs::write(
@@ -1006,13 +975,7 @@ probe = {{ selector = "app in (gw, gw-mute)", port = 8080, host = "gw.example", 
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
-            &root,
-            &scenario,
-            &ns,
-            &[],
-        );
+        let out = kube::run_as_role(kube::run_command(&root, ns, &[]), &root, &scenario, ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         let case = &d["cases"][0];
@@ -1074,11 +1037,7 @@ probe = {{ selector = "app in (gw, gw-mute)", port = 8080, host = "gw.example", 
         let load = &case["loads"][0];
         assert_eq!(errors(load), 0, "{load}");
         eprintln!("gwmute: {err}");
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }
 
 /// The gateway's "controller" for GRPCRoutes: every GRPCRoute the run applied becomes a server
@@ -1120,30 +1079,14 @@ fn k8s_grpcroutes_grow_from_the_builtin_generator_timed_by_grpc_calls_at_every_r
     // Five GRPCRoutes from the built-in generator, one per step, on the nginx gateway's h2c
     // listener, to the run's backend group: each step's probe is a gRPC call at every replica,
     // ready when the call is answered OK (before that, nginx's 404 reads UNIMPLEMENTED).
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace("gwgrpc");
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
-        let reload = dir.path().join("reload.sh");
-        std::fs::write(
-            &reload,
-            GRPC_RELOAD
-                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
-                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
-                .replace("NAMESPACE", &ns),
-        )
-        .unwrap();
+    in_namespace("gwgrpc", |cluster, ns, dir| {
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &gateway_manifest(&var("PROXYBENCH_TEST_NGINX_IMAGE"), 0),
+        );
+        let reload = controller(dir, GRPC_RELOAD, ns);
         let (routes, rate, load_s) = (5u32, 50u32, 20u32);
         let scenario = dir.path().join("grpc.toml");
         std::fs::write(
@@ -1183,13 +1126,7 @@ grow = {{ what = "grpc_routes", to = {routes}, by = 1, gateway = "gw", backend =
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
-            &root,
-            &scenario,
-            &ns,
-            &[],
-        );
+        let out = kube::run_as_role(kube::run_command(&root, ns, &[]), &root, &scenario, ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         let case = &d["cases"][0];
@@ -1218,7 +1155,7 @@ grow = {{ what = "grpc_routes", to = {routes}, by = 1, gateway = "gw", backend =
             (ready.len(), probes.len()),
             (routes as usize, routes as usize)
         );
-        let pods = cluster.pods(&ns, Some("app=gw")).unwrap();
+        let pods = cluster.pods(ns, Some("app=gw")).unwrap();
         let mut readies = vec![];
         for (i, (r, p)) in ready.iter().zip(probes).enumerate() {
             assert_eq!(
@@ -1280,11 +1217,7 @@ grow = {{ what = "grpc_routes", to = {routes}, by = 1, gateway = "gw", backend =
             pods.len(),
             spread(&readies)
         );
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }
 
 /// A user's gateway for long-lived loads: nginx (2 replicas) with `worker_shutdown_timeout 3s`,
@@ -1412,30 +1345,14 @@ fn k8s_long_lived_loads_through_a_users_gateway_under_backend_churn() {
     // a close (worker_shutdown_timeout), and a drained backend closes what it holds, with one.
     // The gateway's processes are not this machine's: drops are placed by time alone, and a
     // check on that placement is not measurable, never passed.
-    let cluster = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let ns = namespace("gwll");
-    cluster.create_namespace(&ns, &[]).unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let manifest = dir.path().join("gw.yaml");
-        std::fs::write(
-            &manifest,
-            long_lived_gateway(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
-        )
-        .unwrap();
-        cluster.apply(&manifest, &ns).unwrap();
-        cluster
-            .wait_deployment_ready(&ns, "gw", 2, Duration::from_secs(120))
-            .unwrap();
-        let reload = dir.path().join("reload.sh");
-        std::fs::write(
-            &reload,
-            LONG_LIVED_RELOAD
-                .replace("KUBECTL", &var("PROXYBENCH_TEST_KUBECTL"))
-                .replace("KUBECONFIG", &var("PROXYBENCH_TEST_KUBECONFIG"))
-                .replace("NAMESPACE", &ns),
-        )
-        .unwrap();
+    in_namespace("gwll", |cluster, ns, dir| {
+        deploy_gateway(
+            cluster,
+            ns,
+            dir,
+            &long_lived_gateway(&var("PROXYBENCH_TEST_NGINX_IMAGE")),
+        );
+        let reload = controller(dir, LONG_LIVED_RELOAD, ns);
         let scenario = dir.path().join("ll.toml");
         std::fs::write(
             &scenario,
@@ -1520,13 +1437,7 @@ scale_backends = {{ group = "app", to = 2, remove = "drain" }}
         )
         .unwrap();
         let root = dir.path().join("results");
-        let out = kube::run_as_role(
-            kube::run_command(&root, &ns, &[]),
-            &root,
-            &scenario,
-            &ns,
-            &[],
-        );
+        let out = kube::run_as_role(kube::run_command(&root, ns, &[]), &root, &scenario, ns, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let d = data(&root, &out);
         let case = &d["cases"][0];
@@ -1623,9 +1534,5 @@ scale_backends = {{ group = "app", to = 2, remove = "drain" }}
             summary.join("; "),
             failed(http)
         );
-    }));
-    let _ = cluster.delete_namespace(&ns, Duration::from_secs(120));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    });
 }

@@ -6,6 +6,7 @@ use crate::layers::{self, Source, Table};
 use crate::ScenarioError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
@@ -416,8 +417,10 @@ pub(crate) fn parse_platform(
     over: &PlatformOverride,
 ) -> Result<PlatformSpec, ScenarioError> {
     let mut spec = PlatformSpec::default();
-    // Where each cluster-only setting was written, to refuse it on the local platform.
-    let mut cluster_keys: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+    let mut r = Reading {
+        src,
+        cluster_keys: Vec::new(),
+    };
     if let Some(t) = table {
         let span = t.span();
         spec.line = layers::line_of(&src.text, span.start);
@@ -432,10 +435,51 @@ pub(crate) fn parse_platform(
             platform: PlatformDoc,
         }
         let doc = src.deserialize::<Only>(root)?.platform;
-        let at = |s: std::ops::Range<usize>, m: String| src.error(Some(s), m);
+        r.cluster(&doc, &mut spec)?;
+        r.watch(&doc, &mut spec)?;
+        if let Some(p) = &doc.prometheus {
+            spec.prometheus = Some(r.prometheus(p)?);
+        }
+        r.pods(&doc, &mut spec)?;
+    }
+    let file_kind = spec.kind;
+    over.apply(&mut spec);
+    if spec.kind == PlatformKind::Local && file_kind == PlatformKind::Local {
+        if let Some((key, span)) = r.cluster_keys.first() {
+            return Err(src.error(
+                Some(span.clone()),
+                format!("platform.{key} needs [platform] kind = \"kubernetes\""),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+/// What reading `[platform]` carries from one group of settings to the next: the file, for
+/// errors at their line, and where each cluster-only setting was written, to refuse it on the
+/// local platform once the command line's overrides are known.
+struct Reading<'s> {
+    src: &'s Source,
+    cluster_keys: Vec<(&'static str, Range<usize>)>,
+}
+
+impl Reading<'_> {
+    /// An error at `span`.
+    fn at(&self, span: Range<usize>, m: String) -> ScenarioError {
+        self.src.error(Some(span), m)
+    }
+
+    /// Notes a cluster-only setting written at `span`.
+    fn wrote(&mut self, key: &'static str, span: Range<usize>) {
+        self.cluster_keys.push((key, span));
+    }
+
+    /// Which platform, which cluster (kubeconfig, context), the namespace and whether it is
+    /// kept, and the images.
+    fn cluster(&mut self, doc: &PlatformDoc, spec: &mut PlatformSpec) -> Result<(), ScenarioError> {
         if let Some(k) = &doc.kind {
             spec.kind = PlatformKind::parse(k.get_ref()).ok_or_else(|| {
-                at(
+                self.at(
                     k.span(),
                     format!(
                         "platform kind '{}' is not one of local, kubernetes",
@@ -446,142 +490,157 @@ pub(crate) fn parse_platform(
         }
         if let Some(k) = &doc.kubeconfig {
             if k.get_ref().is_empty() {
-                return Err(at(k.span(), "platform.kubeconfig is empty".into()));
+                return Err(self.at(k.span(), "platform.kubeconfig is empty".into()));
             }
-            spec.kubeconfig = Some(relative_to_file(src, k.get_ref()));
-            cluster_keys.push(("kubeconfig", k.span()));
+            spec.kubeconfig = Some(relative_to_file(self.src, k.get_ref()));
+            self.wrote("kubeconfig", k.span());
         }
         if let Some(c) = &doc.context {
             if c.get_ref().trim().is_empty() {
-                return Err(at(c.span(), "platform.context is empty".into()));
+                return Err(self.at(c.span(), "platform.context is empty".into()));
             }
             spec.context = Some(c.get_ref().clone());
-            cluster_keys.push(("context", c.span()));
+            self.wrote("context", c.span());
         }
         if let Some(n) = &doc.namespace {
             dns_label(n.get_ref()).map_err(|e| {
-                at(
+                self.at(
                     n.span(),
                     format!("platform.namespace '{}': {e}", n.get_ref()),
                 )
             })?;
             spec.namespace = Some(n.get_ref().clone());
-            cluster_keys.push(("namespace", n.span()));
+            self.wrote("namespace", n.span());
         }
         if let Some(k) = &doc.keep {
             spec.keep = *k.get_ref();
-            cluster_keys.push(("keep", k.span()));
+            self.wrote("keep", k.span());
         }
         for (key, v, slot) in [
             ("image", &doc.image, &mut spec.image),
             ("proxy_image", &doc.proxy_image, &mut spec.proxy_image),
         ] {
             if let Some(i) = v {
-                image_ref(i.get_ref())
-                    .map_err(|e| at(i.span(), format!("platform.{key} '{}': {e}", i.get_ref())))?;
+                image_ref(i.get_ref()).map_err(|e| {
+                    self.at(i.span(), format!("platform.{key} '{}': {e}", i.get_ref()))
+                })?;
                 *slot = Some(i.get_ref().clone());
-                cluster_keys.push((key, i.span()));
+                self.wrote(key, i.span());
             }
         }
-        if let Some(w) = &doc.watch {
-            for n in &w.get_ref().namespaces {
-                dns_label(n.get_ref()).map_err(|e| {
-                    at(
-                        n.span(),
-                        format!("platform.watch.namespaces: '{}': {e}", n.get_ref()),
-                    )
-                })?;
-                spec.watch_namespaces.push(n.get_ref().clone());
-            }
-            for s in &w.get_ref().selectors {
-                label_selector(s.get_ref()).map_err(|e| {
-                    at(
-                        s.span(),
-                        format!("platform.watch.selectors: '{}': {e}", s.get_ref()),
-                    )
-                })?;
-                spec.watch_selectors.push(s.get_ref().clone());
-            }
-            spec.watch_log_format = w.get_ref().log_format;
-            spec.watch_log_levels = w.get_ref().log_levels;
-            if spec.watch_log_levels && spec.watch_selectors.is_empty() {
-                return Err(at(
-                    w.span(),
-                    "platform.watch.log_levels needs watch.selectors: the pods whose logs \
-                     are counted"
-                        .into(),
-                ));
-            }
-            cluster_keys.push(("watch", w.span()));
+        Ok(())
+    }
+
+    /// `watch`: the namespaces and pods whose events and logs the run records.
+    fn watch(&mut self, doc: &PlatformDoc, spec: &mut PlatformSpec) -> Result<(), ScenarioError> {
+        let Some(w) = &doc.watch else {
+            return Ok(());
+        };
+        for n in &w.get_ref().namespaces {
+            dns_label(n.get_ref()).map_err(|e| {
+                self.at(
+                    n.span(),
+                    format!("platform.watch.namespaces: '{}': {e}", n.get_ref()),
+                )
+            })?;
+            spec.watch_namespaces.push(n.get_ref().clone());
         }
-        if let Some(p) = &doc.prometheus {
-            let d = p.get_ref();
-            let bad = |m: String| at(p.span(), format!("platform.prometheus: {m}"));
-            let mut namespaces = Vec::new();
-            for n in &d.namespaces {
-                dns_label(n.get_ref()).map_err(|e| {
-                    at(
-                        n.span(),
-                        format!("platform.prometheus.namespaces: '{}': {e}", n.get_ref()),
-                    )
-                })?;
-                if !namespaces.contains(n.get_ref()) {
-                    namespaces.push(n.get_ref().clone());
-                }
-            }
-            if d.selector.is_some() && !d.selectors.is_empty() {
-                return Err(bad(
-                    "`selector` or `selectors`, not both (selectors = [...] takes several)".into(),
-                ));
-            }
-            let mut selectors = Vec::new();
-            for s in d.selector.iter().chain(&d.selectors) {
-                label_selector(s.get_ref()).map_err(|e| {
-                    at(
-                        s.span(),
-                        format!("platform.prometheus: selector '{}': {e}", s.get_ref()),
-                    )
-                })?;
-                if !selectors.contains(s.get_ref()) {
-                    selectors.push(s.get_ref().clone());
-                }
-            }
-            if selectors.is_empty() {
-                return Err(bad(
-                    "no pods to scrape: name them with `selector` (or `selectors = [...]`)".into(),
-                ));
-            }
-            if d.port == 0 {
-                return Err(bad("port must be 1-65535".into()));
-            }
-            if !d.path.starts_with('/') {
-                return Err(bad(format!("path '{}' must start with '/'", d.path)));
-            }
-            if d.every.0.is_zero() {
-                return Err(bad("`every` must be more than 0".into()));
-            }
-            if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
-                return Err(bad(format!("'{m}' is not a Prometheus metric name")));
-            }
-            if let Some(b) = d.le.iter().find(|b| !b.is_finite()) {
-                return Err(bad(format!(
-                    "le {b}: a bucket bound is a finite number (+Inf holds every observation)"
-                )));
-            }
-            let mut le = d.le.clone();
-            le.sort_by(f64::total_cmp);
-            le.dedup();
-            spec.prometheus = Some(ScrapeSpec {
-                namespaces,
-                selectors,
-                le,
-                port: d.port,
-                path: d.path.clone(),
-                metrics: d.metrics.clone(),
-                every: d.every.0,
-            });
-            cluster_keys.push(("prometheus", p.span()));
+        for s in &w.get_ref().selectors {
+            label_selector(s.get_ref()).map_err(|e| {
+                self.at(
+                    s.span(),
+                    format!("platform.watch.selectors: '{}': {e}", s.get_ref()),
+                )
+            })?;
+            spec.watch_selectors.push(s.get_ref().clone());
         }
+        spec.watch_log_format = w.get_ref().log_format;
+        spec.watch_log_levels = w.get_ref().log_levels;
+        if spec.watch_log_levels && spec.watch_selectors.is_empty() {
+            return Err(self.at(
+                w.span(),
+                "platform.watch.log_levels needs watch.selectors: the pods whose logs \
+                 are counted"
+                    .into(),
+            ));
+        }
+        self.wrote("watch", w.span());
+        Ok(())
+    }
+
+    /// `prometheus`: the pods to scrape, where, which metrics and how often.
+    fn prometheus(&mut self, p: &Spanned<PrometheusDoc>) -> Result<ScrapeSpec, ScenarioError> {
+        let d = p.get_ref();
+        let bad = |m: String| self.at(p.span(), format!("platform.prometheus: {m}"));
+        let mut namespaces = Vec::new();
+        for n in &d.namespaces {
+            dns_label(n.get_ref()).map_err(|e| {
+                self.at(
+                    n.span(),
+                    format!("platform.prometheus.namespaces: '{}': {e}", n.get_ref()),
+                )
+            })?;
+            if !namespaces.contains(n.get_ref()) {
+                namespaces.push(n.get_ref().clone());
+            }
+        }
+        if d.selector.is_some() && !d.selectors.is_empty() {
+            return Err(bad(
+                "`selector` or `selectors`, not both (selectors = [...] takes several)".into(),
+            ));
+        }
+        let mut selectors = Vec::new();
+        for s in d.selector.iter().chain(&d.selectors) {
+            label_selector(s.get_ref()).map_err(|e| {
+                self.at(
+                    s.span(),
+                    format!("platform.prometheus: selector '{}': {e}", s.get_ref()),
+                )
+            })?;
+            if !selectors.contains(s.get_ref()) {
+                selectors.push(s.get_ref().clone());
+            }
+        }
+        if selectors.is_empty() {
+            return Err(bad(
+                "no pods to scrape: name them with `selector` (or `selectors = [...]`)".into(),
+            ));
+        }
+        if d.port == 0 {
+            return Err(bad("port must be 1-65535".into()));
+        }
+        if !d.path.starts_with('/') {
+            return Err(bad(format!("path '{}' must start with '/'", d.path)));
+        }
+        if d.every.0.is_zero() {
+            return Err(bad("`every` must be more than 0".into()));
+        }
+        if let Some(m) = d.metrics.iter().find(|m| !prometheus_name(m)) {
+            return Err(bad(format!("'{m}' is not a Prometheus metric name")));
+        }
+        if let Some(b) = d.le.iter().find(|b| !b.is_finite()) {
+            return Err(bad(format!(
+                "le {b}: a bucket bound is a finite number (+Inf holds every observation)"
+            )));
+        }
+        let mut le = d.le.clone();
+        le.sort_by(f64::total_cmp);
+        le.dedup();
+        self.wrote("prometheus", p.span());
+        Ok(ScrapeSpec {
+            namespaces,
+            selectors,
+            le,
+            port: d.port,
+            path: d.path.clone(),
+            metrics: d.metrics.clone(),
+            every: d.every.0,
+        })
+    }
+
+    /// How the run's pods are made: their stop, Service, image pulls, readiness wait,
+    /// placement and requests.
+    fn pods(&mut self, doc: &PlatformDoc, spec: &mut PlatformSpec) -> Result<(), ScenarioError> {
         for (key, v, slot) in [
             ("proxy_grace", &doc.proxy_grace, &mut spec.proxy_grace),
             (
@@ -592,7 +651,7 @@ pub(crate) fn parse_platform(
         ] {
             if let Some(d) = v {
                 if d.get_ref().0.subsec_nanos() != 0 {
-                    return Err(at(
+                    return Err(self.at(
                         d.span(),
                         format!(
                             "platform.{key} '{}': Kubernetes counts it in whole seconds",
@@ -601,12 +660,25 @@ pub(crate) fn parse_platform(
                     ));
                 }
                 *slot = Some(d.get_ref().0);
-                cluster_keys.push((key, d.span()));
+                self.wrote(key, d.span());
+            }
+        }
+        if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
+            if p.get_ref().0 >= g.get_ref().0 {
+                return Err(self.at(
+                    p.span(),
+                    format!(
+                        "platform.proxy_pre_stop ({}) must be shorter than proxy_grace ({}): \
+                         the grace period includes the preStop sleep",
+                        p.get_ref(),
+                        g.get_ref()
+                    ),
+                ));
             }
         }
         if let Some(t) = &doc.service_type {
             spec.service_type = ServiceKind::parse(t.get_ref()).ok_or_else(|| {
-                at(
+                self.at(
                     t.span(),
                     format!(
                         "platform.service_type '{}' is not one of {}",
@@ -615,44 +687,53 @@ pub(crate) fn parse_platform(
                     ),
                 )
             })?;
-            cluster_keys.push(("service_type", t.span()));
+            self.wrote("service_type", t.span());
         }
         if let Some(v) = &doc.image_pull_secrets {
             for n in v.get_ref() {
                 dns_subdomain(n).map_err(|e| {
-                    at(
+                    self.at(
                         v.span(),
                         format!("platform.image_pull_secrets: Secret name '{n}': {e}"),
                     )
                 })?;
             }
             spec.image_pull_secrets.clone_from(v.get_ref());
-            cluster_keys.push(("image_pull_secrets", v.span()));
+            self.wrote("image_pull_secrets", v.span());
         }
         if let Some(p) = &doc.image_pull_policy {
             pull_policy(p.get_ref()).map_err(|e| {
-                at(
+                self.at(
                     p.span(),
                     format!("platform.image_pull_policy '{}': {e}", p.get_ref()),
                 )
             })?;
             spec.image_pull_policy = Some(p.get_ref().clone());
-            cluster_keys.push(("image_pull_policy", p.span()));
+            self.wrote("image_pull_policy", p.span());
         }
         if let Some(t) = &doc.ready_timeout {
             if t.get_ref().0.is_zero() {
-                return Err(at(
+                return Err(self.at(
                     t.span(),
                     "platform.ready_timeout must be more than 0s".to_string(),
                 ));
             }
             spec.ready_timeout = Some(t.get_ref().0);
-            cluster_keys.push(("ready_timeout", t.span()));
+            self.wrote("ready_timeout", t.span());
         }
+        self.placement(doc, spec)
+    }
+
+    /// Where the run's pods go and what they ask for: node selector, tolerations, requests.
+    fn placement(
+        &mut self,
+        doc: &PlatformDoc,
+        spec: &mut PlatformSpec,
+    ) -> Result<(), ScenarioError> {
         if let Some(n) = &doc.node_selector {
             for (k, v) in n.get_ref() {
                 if label_key(k).is_err() || label_value(v).is_err() {
-                    return Err(at(
+                    return Err(self.at(
                         n.span(),
                         format!(
                             "platform.node_selector: '{k}' = '{v}' is not a label key and value"
@@ -661,19 +742,19 @@ pub(crate) fn parse_platform(
                 }
             }
             spec.node_selector.clone_from(n.get_ref());
-            cluster_keys.push(("node_selector", n.span()));
+            self.wrote("node_selector", n.span());
         }
         if let Some(t) = &doc.tolerations {
             for d in t.get_ref() {
                 let tol = toleration(d)
-                    .map_err(|e| at(t.span(), format!("platform.tolerations: {e}")))?;
+                    .map_err(|e| self.at(t.span(), format!("platform.tolerations: {e}")))?;
                 spec.tolerations.push(tol);
             }
-            cluster_keys.push(("tolerations", t.span()));
+            self.wrote("tolerations", t.span());
         }
         if let Some(r) = &doc.requests {
             for (role, d) in r.get_ref() {
-                let bad = |m: String| at(r.span(), format!("platform.requests.{role}: {m}"));
+                let bad = |m: String| self.at(r.span(), format!("platform.requests.{role}: {m}"));
                 if !POD_ROLES.contains(&role.as_str()) {
                     return Err(bad(format!(
                         "not a pod role: one of {}",
@@ -693,33 +774,10 @@ pub(crate) fn parse_platform(
                     },
                 );
             }
-            cluster_keys.push(("requests", r.span()));
+            self.wrote("requests", r.span());
         }
-        if let (Some(g), Some(p)) = (&doc.proxy_grace, &doc.proxy_pre_stop) {
-            if p.get_ref().0 >= g.get_ref().0 {
-                return Err(at(
-                    p.span(),
-                    format!(
-                        "platform.proxy_pre_stop ({}) must be shorter than proxy_grace ({}): \
-                         the grace period includes the preStop sleep",
-                        p.get_ref(),
-                        g.get_ref()
-                    ),
-                ));
-            }
-        }
+        Ok(())
     }
-    let file_kind = spec.kind;
-    over.apply(&mut spec);
-    if spec.kind == PlatformKind::Local && file_kind == PlatformKind::Local {
-        if let Some((key, span)) = cluster_keys.first() {
-            return Err(src.error(
-                Some(span.clone()),
-                format!("platform.{key} needs [platform] kind = \"kubernetes\""),
-            ));
-        }
-    }
-    Ok(spec)
 }
 
 /// A toleration as the API would take it: `Equal` (the default) needs a key, `Exists` takes no

@@ -485,71 +485,7 @@ impl Plan<'_> {
                 backend_exists(&sizes.groups, b)?;
                 push(at, Action::RestartBackend(b.clone()));
             }
-            ActionKind::Grow(g) => {
-                let p = self.proxy.ok_or("grow needs a [proxy]")?;
-                let mut g = g.clone();
-                let generator_key = crate::generators::keys(&g)
-                    .into_iter()
-                    .find_map(|(k, set)| set.then_some(k));
-                if g.template.is_some() {
-                    if let Some(k) = generator_key {
-                        return Err(format!(
-                            "grow: `{k}` belongs to a built-in generator (no `template`); a \
-                             template of your own writes it in its manifests"
-                        ));
-                    }
-                    self.check_template(&mut g, p, None, &sizes.groups)?;
-                } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
-                    // The run's backend group grows behind the gateway.
-                    check_upstream_servers(&g, &sizes.groups)?;
-                } else if p.external.is_some() {
-                    // A built-in generator: rendered as a user's template is.
-                    crate::generators::check(&g, &sizes.groups)?;
-                    let (name, text) = crate::generators::builtin(g.what)
-                        .ok_or("grow: upstream_servers has no generator")?;
-                    g.template = Some(name);
-                    if let Some(probe) = g.probe.as_mut() {
-                        if probe.host.is_none() {
-                            probe.host = Some("{{ hostnames[i] }}".into());
-                        }
-                        // A GRPCRoute serves gRPC: its probe is a call, over TLS when the
-                        // probe's scheme is https.
-                        if g.what == GrowWhat::GrpcRoutes && !probe.grpc() {
-                            if probe.status.is_some() {
-                                return Err(format!(
-                                    "grow: grpc_routes are probed with a gRPC call, whose answer \
-                                     is a gRPC code: set probe.scheme = \"grpc\" (or \"grpcs\") \
-                                     with that status, not {}",
-                                    probe.scheme
-                                ));
-                            }
-                            probe.scheme = format!("grpc{}", &probe.scheme[4..]);
-                        }
-                    }
-                    self.check_template(&mut g, p, Some(text), &sizes.groups)?;
-                } else {
-                    if let Some(k) = generator_key {
-                        return Err(format!(
-                            "grow: `{k}` belongs to a built-in generator of an external \
-                             gateway's growth ([proxy] kind = \"external\", Kubernetes)"
-                        ));
-                    }
-                    for (key, set) in [
-                        ("namespace", g.namespace.is_some()),
-                        ("wait", g.wait.is_some()),
-                        ("probe", g.probe.is_some()),
-                    ] {
-                        if set {
-                            return Err(format!(
-                                "grow: `{key}` belongs to a templated growth (grow = {{ template \
-                                 = \"FILE\", ... }})"
-                            ));
-                        }
-                    }
-                    check_grow(&g, p)?;
-                }
-                push(at, Action::Grow(g));
-            }
+            ActionKind::Grow(g) => push(at, Action::Grow(self.grow(g, &sizes.groups)?)),
             ActionKind::StopReplica(s) => {
                 self.need_proxy()?;
                 push(
@@ -560,68 +496,122 @@ impl Plan<'_> {
                     },
                 );
             }
-            ActionKind::Exec(argv) => {
-                if argv.first().is_none_or(|p| p.is_empty()) {
-                    return Err(
-                        "exec: the command is empty; write exec = [\"program\", \"arg\", ...]"
-                            .into(),
-                    );
-                }
-                let timeout = spec.timeout.map_or(EXEC_TIMEOUT, |d| d.0);
-                if timeout.is_zero() {
-                    return Err("exec: `timeout` must be more than 0".into());
-                }
-                push(
-                    at,
-                    Action::Exec {
-                        argv: argv.clone(),
-                        timeout,
-                        allow_fail: spec.allow_fail.unwrap_or(false),
-                    },
-                );
+            ActionKind::Exec(argv) => push(at, exec(spec, argv)?),
+            ActionKind::Apply(_)
+            | ActionKind::Delete(_)
+            | ActionKind::RolloutRestart(_)
+            | ActionKind::DeletePod(_)
+            | ActionKind::Scale(_) => push(at, self.cluster_action(spec, sizes)?),
+        }
+        Ok(())
+    }
+
+    /// A `grow` action as it will run: a user's template checked, or a built-in generator's
+    /// made into one for an external gateway (its probe made a gRPC call for GRPCRoutes), or
+    /// the run's own proxy's growth checked.
+    fn grow(&self, g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<Box<GrowSpec>, String> {
+        let p = self.proxy.ok_or("grow needs a [proxy]")?;
+        let mut g = g.clone();
+        let generator_key = crate::generators::keys(&g)
+            .into_iter()
+            .find_map(|(k, set)| set.then_some(k));
+        if g.template.is_some() {
+            if let Some(k) = generator_key {
+                return Err(format!(
+                    "grow: `{k}` belongs to a built-in generator (no `template`); a \
+                     template of your own writes it in its manifests"
+                ));
             }
+            self.check_template(&mut g, p, None, groups)?;
+        } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
+            // The run's backend group grows behind the gateway.
+            check_upstream_servers(&g, groups)?;
+        } else if p.external.is_some() {
+            // A built-in generator: rendered as a user's template is.
+            crate::generators::check(&g, groups)?;
+            let (name, text) = crate::generators::builtin(g.what)
+                .ok_or("grow: upstream_servers has no generator")?;
+            g.template = Some(name);
+            if let Some(probe) = g.probe.as_mut() {
+                if probe.host.is_none() {
+                    probe.host = Some("{{ hostnames[i] }}".into());
+                }
+                // A GRPCRoute serves gRPC: its probe is a call, over TLS when the
+                // probe's scheme is https.
+                if g.what == GrowWhat::GrpcRoutes && !probe.grpc() {
+                    if probe.status.is_some() {
+                        return Err(format!(
+                            "grow: grpc_routes are probed with a gRPC call, whose answer \
+                             is a gRPC code: set probe.scheme = \"grpc\" (or \"grpcs\") \
+                             with that status, not {}",
+                            probe.scheme
+                        ));
+                    }
+                    probe.scheme = format!("grpc{}", &probe.scheme[4..]);
+                }
+            }
+            self.check_template(&mut g, p, Some(text), groups)?;
+        } else {
+            if let Some(k) = generator_key {
+                return Err(format!(
+                    "grow: `{k}` belongs to a built-in generator of an external \
+                     gateway's growth ([proxy] kind = \"external\", Kubernetes)"
+                ));
+            }
+            for (key, set) in [
+                ("namespace", g.namespace.is_some()),
+                ("wait", g.wait.is_some()),
+                ("probe", g.probe.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "grow: `{key}` belongs to a templated growth (grow = {{ template \
+                         = \"FILE\", ... }})"
+                    ));
+                }
+            }
+            check_grow(&g, p)?;
+        }
+        Ok(Box::new(g))
+    }
+
+    /// The Kubernetes actions (`apply`, `delete`, `rollout_restart`, `delete_pod`, `scale`):
+    /// their manifests, namespaces, waits and probes checked.
+    fn cluster_action(&self, spec: &ActionSpec, sizes: &Sizes) -> Result<Action, String> {
+        match &spec.action {
             ActionKind::Apply(f) => {
                 let file = self.manifest("apply", f, &sizes.groups, spec)?;
                 let namespace = namespace("apply", spec)?;
                 let wait = wait_of("apply", spec)?;
                 let probe = self.probe_of("apply", spec.probe.as_ref())?;
-                push(
-                    at,
-                    Action::Apply {
-                        file,
-                        namespace,
-                        wait,
-                        probe,
-                    },
-                )
+                Ok(Action::Apply {
+                    file,
+                    namespace,
+                    wait,
+                    probe,
+                })
             }
             ActionKind::Delete(f) => {
                 let file = self.manifest("delete", f, &sizes.groups, spec)?;
                 let namespace = namespace("delete", spec)?;
                 let wait = wait_of("delete", spec)?;
                 let probe = self.probe_of("delete", spec.probe.as_ref())?;
-                push(
-                    at,
-                    Action::Delete {
-                        file,
-                        namespace,
-                        wait,
-                        probe,
-                    },
-                )
+                Ok(Action::Delete {
+                    file,
+                    namespace,
+                    wait,
+                    probe,
+                })
             }
             ActionKind::RolloutRestart(w) => {
                 let target = workload("rollout_restart", w, false)?;
                 let namespace = namespace("rollout_restart", spec)?;
                 let probe = self.probe_of("rollout_restart", spec.probe.as_ref())?;
-                push(
-                    at,
-                    Action::RolloutRestart {
-                        target,
-                        namespace,
-                        probe,
-                    },
-                );
+                Ok(Action::RolloutRestart {
+                    target,
+                    namespace,
+                    probe,
+                })
             }
             ActionKind::DeletePod(d) => {
                 label_selector(&d.selector)
@@ -629,15 +619,12 @@ impl Plan<'_> {
                 if d.count == 0 {
                     return Err("delete_pod: `count` must be at least 1".into());
                 }
-                push(
-                    at,
-                    Action::DeletePod {
-                        selector: d.selector.clone(),
-                        count: d.count,
-                        grace: d.grace.0,
-                        namespace: namespace("delete_pod", spec)?,
-                    },
-                );
+                Ok(Action::DeletePod {
+                    selector: d.selector.clone(),
+                    count: d.count,
+                    grace: d.grace.0,
+                    namespace: namespace("delete_pod", spec)?,
+                })
             }
             ActionKind::Scale(w) => {
                 let target = workload("scale", &w.target, true)?;
@@ -646,19 +633,16 @@ impl Plan<'_> {
                         "scale: `step` must be more than 0 (leave it out to scale at once)".into(),
                     );
                 }
-                push(
-                    at,
-                    Action::Scale {
-                        target,
-                        to: w.to,
-                        step: w.step.map(|d| d.0).unwrap_or_default(),
-                        namespace: namespace("scale", spec)?,
-                        probe: self.probe_of("scale", spec.probe.as_ref())?,
-                    },
-                );
+                Ok(Action::Scale {
+                    target,
+                    to: w.to,
+                    step: w.step.map(|d| d.0).unwrap_or_default(),
+                    namespace: namespace("scale", spec)?,
+                    probe: self.probe_of("scale", spec.probe.as_ref())?,
+                })
             }
+            _ => unreachable!("cluster_action is called for the Kubernetes actions only"),
         }
-        Ok(())
     }
 
     /// Refuses the Kubernetes-only actions on the local platform.
@@ -904,6 +888,22 @@ impl Plan<'_> {
             .map(|_| ())
             .ok_or_else(|| "this action needs a [proxy]".to_string())
     }
+}
+
+/// An `exec` action: a command that is not empty, and a timeout of more than 0.
+fn exec(spec: &ActionSpec, argv: &[String]) -> Result<Action, String> {
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err("exec: the command is empty; write exec = [\"program\", \"arg\", ...]".into());
+    }
+    let timeout = spec.timeout.map_or(EXEC_TIMEOUT, |d| d.0);
+    if timeout.is_zero() {
+        return Err("exec: `timeout` must be more than 0".into());
+    }
+    Ok(Action::Exec {
+        argv: argv.to_vec(),
+        timeout,
+        allow_fail: spec.allow_fail.unwrap_or(false),
+    })
 }
 
 /// The namespace a cluster action names, checked as Kubernetes checks a namespace's name.

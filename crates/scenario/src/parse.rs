@@ -7,11 +7,12 @@ use crate::checks::Check;
 use crate::layers::{self, Source, Table};
 use crate::platform::{parse_platform, PlatformKind, PlatformOverride, ServiceKind};
 use crate::spec::{ArrivalsSpec, BackendGroup, Case, ItemLines, LoadSpec, Scenario, Via};
-use crate::ScenarioError;
+use crate::{ScenarioError, Step};
 use model::stream::{Reconnect, StreamProtocol};
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::time::Duration;
 use toml::Spanned;
 use units::Dur;
@@ -277,79 +278,21 @@ impl ItemLines {
     }
 }
 
+/// One case from its document: backend groups, proxy, configs, loads, actions expanded into
+/// steps, and checks, each refused at its line when it is wrong or refers to what is not there.
 fn build_case(
     on: &Where<'_>,
     doc: CaseDoc,
     name: String,
     description: String,
-    case_span: Option<std::ops::Range<usize>>,
+    case_span: Option<Range<usize>>,
     spanned_configs: BTreeMap<String, (Spanned<ProxyConfig>, ItemLines)>,
 ) -> Result<Case, ScenarioError> {
     let src = on.src;
-    let err = |span: std::ops::Range<usize>, msg: String| src.error(Some(span), msg);
-    let mut groups = BTreeMap::new();
-    for g in &doc.backends {
-        let gname = &g.get_ref().name;
-        if !valid_name(gname) {
-            return Err(err(
-                g.span(),
-                format!("backend group name '{gname}' must be letters, digits, '-' or '_'"),
-            ));
-        }
-        if g.get_ref().count > MAX_BACKENDS {
-            return Err(err(
-                g.span(),
-                format!(
-                    "backend group '{gname}': {} instances is beyond what one machine can hold \
-                     (at most {MAX_BACKENDS})",
-                    g.get_ref().count
-                ),
-            ));
-        }
-        check_listen(g.get_ref(), &doc.backends).map_err(|m| err(g.span(), m))?;
-        if groups.insert(gname.clone(), g.get_ref().count).is_some() {
-            return Err(err(
-                g.span(),
-                format!("backend group '{gname}' is defined twice"),
-            ));
-        }
-    }
+    let err = |span: Range<usize>, msg: String| src.error(Some(span), msg);
+    let groups = backend_groups(src, &doc.backends)?;
     let proxy = match doc.proxy {
-        Some(p) => {
-            let span = p.span();
-            let cfg = p.into_inner();
-            cfg.validate()
-                .map_err(|e| err(span.clone(), e.to_string()))?;
-            if cfg.cpus.is_some() && on.kind == PlatformKind::Kubernetes {
-                return Err(err(
-                    span.clone(),
-                    "proxy.cpus pins the proxy's processes on this machine; on kubernetes the \
-                     pods' CPU requests and limits decide where they run"
-                        .into(),
-                ));
-            }
-            if cfg.replicas > MAX_REPLICAS {
-                return Err(err(
-                    span.clone(),
-                    format!(
-                        "proxy.replicas = {} is beyond what one machine can run (at most {MAX_REPLICAS})",
-                        cfg.replicas
-                    ),
-                ));
-            }
-            for u in &cfg.upstreams {
-                if !groups.contains_key(&u.backends) {
-                    return Err(err(
-                        span.clone(),
-                        format!(
-                            "upstream '{}' uses backend group '{}', which is not defined",
-                            u.name, u.backends
-                        ),
-                    ));
-                }
-            }
-            Some(cfg)
-        }
+        Some(p) => Some(case_proxy(on, p, &groups)?),
         None => None,
     };
     for (cname, (c, _)) in &spanned_configs {
@@ -376,103 +319,25 @@ fn build_case(
         let host = crate::reach::reach_entry(h.get_ref()).map_err(|m| err(h.span(), m))?;
         reach.push(host);
     }
-    let mut loads = Vec::new();
-    let mut load_lines = BTreeMap::new();
-    let mut load_names = BTreeSet::new();
-    for l in doc.loads {
-        let span = l.span();
-        let mut spec = l.into_inner();
-        check_load(&spec, proxy.as_ref(), &groups).map_err(|m| err(span.clone(), m))?;
-        if spec.via == Some(Via::Url) {
-            crate::reach::check_url_reach(&spec.target_url(), spec.resolve, &reach)
-                .map_err(|e| err(span.clone(), format!("load '{}': {e}", spec.name)))?;
-        }
-        if let Some(c) = &spec.cacert {
-            let path = crate::platform::relative_to_file(src, &c.to_string_lossy());
-            if on.check_files && !path.is_file() {
-                return Err(err(
-                    span,
-                    format!(
-                        "load '{}': cacert {} is not a readable file",
-                        spec.name,
-                        path.display()
-                    ),
-                ));
-            }
-            spec.cacert = Some(path);
-        }
-        if let Some(v) = spec.via.as_ref().filter(|v| v.is_cluster_address()) {
-            check_cluster_via(on, &spec, v, proxy.as_ref()).map_err(|m| err(span.clone(), m))?;
-        }
-        if let Some(a) = &spec.agents {
-            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
-        }
-        if !load_names.insert(spec.name.clone()) {
-            return Err(err(span, format!("load '{}' is defined twice", spec.name)));
-        }
-        load_lines.insert(spec.name.clone(), layers::line_of(&src.text, span.start));
-        loads.push(spec);
-    }
+    let (loads, load_lines) = case_loads(on, doc.loads, proxy.as_ref(), &groups, &reach)?;
     if loads.is_empty() {
         // Point at the case, or at the scenario's name for a scenario without cases.
         let at = case_span.clone().unwrap_or(doc.name.span());
         return Err(err(at, format!("case '{name}' has no `[[loads]]`")));
     }
-    // When every load has a duration, the last one's end is known: an action after it would
-    // never fire.
-    let loads_end = loads
-        .iter()
-        .map(|l| l.duration.map(|d| l.start.0 + d.0))
-        .collect::<Option<Vec<Duration>>>()
-        .and_then(|ends| ends.into_iter().max());
-    let mut steps = Vec::new();
-    let mut actions = doc.actions;
-    actions.sort_by_key(|a| a.get_ref().at);
     let mut sizes = Sizes {
         groups: groups.clone(),
         replicas: proxy.as_ref().map_or(0, |p| p.replicas),
     };
-    for a in actions {
-        let span = a.span();
-        let spec = a.into_inner();
-        let first = steps.len();
-        expand_action(on, &spec, &mut sizes, proxy.as_ref(), &configs, &mut steps)
-            .map_err(|m| err(span.clone(), m))?;
-        if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
-            if late >= end {
-                return Err(err(
-                    span,
-                    format!(
-                        "{} at {} fires after every load has ended ({}); move it earlier or \
-                         make a load longer",
-                        steps[first].action.kind(),
-                        Dur(late),
-                        Dur(end)
-                    ),
-                ));
-            }
-        }
-    }
-    steps.sort_by_key(|s| s.at);
-    let mut checks = Vec::new();
-    for c in doc.checks {
-        let span = c.span();
-        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
-        for s in check.subjects() {
-            if !(load_names.contains(s) || crate::checks::SUBJECTS.contains(&s)) {
-                return Err(err(
-                    span,
-                    format!(
-                        "check '{}' names '{s}', which is not a load (loads: {})",
-                        c.get_ref(),
-                        load_names.iter().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            }
-        }
-        check_fits_loads(&check, &loads).map_err(|m| err(span.clone(), m))?;
-        checks.push(check);
-    }
+    let steps = case_steps(
+        on,
+        doc.actions,
+        &loads,
+        &mut sizes,
+        proxy.as_ref(),
+        &configs,
+    )?;
+    let checks = case_checks(src, doc.checks, &loads)?;
     Ok(Case {
         name,
         description,
@@ -491,6 +356,204 @@ fn build_case(
             .map(|d| d.0)
             .unwrap_or(Duration::from_millis(500)),
     })
+}
+
+/// The case's backend groups and their sizes: names that are valid and not repeated, counts one
+/// machine can hold, listen settings that agree.
+fn backend_groups(
+    src: &Source,
+    backends: &[Spanned<BackendGroup>],
+) -> Result<BTreeMap<String, u32>, ScenarioError> {
+    let err = |span: Range<usize>, msg: String| src.error(Some(span), msg);
+    let mut groups = BTreeMap::new();
+    for g in backends {
+        let gname = &g.get_ref().name;
+        if !valid_name(gname) {
+            return Err(err(
+                g.span(),
+                format!("backend group name '{gname}' must be letters, digits, '-' or '_'"),
+            ));
+        }
+        if g.get_ref().count > MAX_BACKENDS {
+            return Err(err(
+                g.span(),
+                format!(
+                    "backend group '{gname}': {} instances is beyond what one machine can hold \
+                     (at most {MAX_BACKENDS})",
+                    g.get_ref().count
+                ),
+            ));
+        }
+        check_listen(g.get_ref(), backends).map_err(|m| err(g.span(), m))?;
+        if groups.insert(gname.clone(), g.get_ref().count).is_some() {
+            return Err(err(
+                g.span(),
+                format!("backend group '{gname}' is defined twice"),
+            ));
+        }
+    }
+    Ok(groups)
+}
+
+/// The case's `[proxy]`: valid in itself, fit for the platform, within one machine's replicas,
+/// and with every upstream's backend group defined.
+fn case_proxy(
+    on: &Where<'_>,
+    p: Spanned<ProxyConfig>,
+    groups: &BTreeMap<String, u32>,
+) -> Result<ProxyConfig, ScenarioError> {
+    let span = p.span();
+    let err = |msg: String| on.src.error(Some(span.clone()), msg);
+    let cfg = p.into_inner();
+    cfg.validate().map_err(|e| err(e.to_string()))?;
+    if cfg.cpus.is_some() && on.kind == PlatformKind::Kubernetes {
+        return Err(err(
+            "proxy.cpus pins the proxy's processes on this machine; on kubernetes the \
+             pods' CPU requests and limits decide where they run"
+                .into(),
+        ));
+    }
+    if cfg.replicas > MAX_REPLICAS {
+        return Err(err(format!(
+            "proxy.replicas = {} is beyond what one machine can run (at most {MAX_REPLICAS})",
+            cfg.replicas
+        )));
+    }
+    for u in &cfg.upstreams {
+        if !groups.contains_key(&u.backends) {
+            return Err(err(format!(
+                "upstream '{}' uses backend group '{}', which is not defined",
+                u.name, u.backends
+            )));
+        }
+    }
+    Ok(cfg)
+}
+
+/// The case's loads, each checked against the proxy, the backend groups and the reach rule
+/// (its CA file made relative to the scenario's file), with each load's line.
+fn case_loads(
+    on: &Where<'_>,
+    docs: Vec<Spanned<LoadSpec>>,
+    proxy: Option<&ProxyConfig>,
+    groups: &BTreeMap<String, u32>,
+    reach: &[String],
+) -> Result<(Vec<LoadSpec>, BTreeMap<String, usize>), ScenarioError> {
+    let src = on.src;
+    let err = |span: Range<usize>, msg: String| src.error(Some(span), msg);
+    let mut loads = Vec::new();
+    let mut load_lines = BTreeMap::new();
+    for l in docs {
+        let span = l.span();
+        let mut spec = l.into_inner();
+        check_load(&spec, proxy, groups).map_err(|m| err(span.clone(), m))?;
+        if spec.via == Some(Via::Url) {
+            crate::reach::check_url_reach(&spec.target_url(), spec.resolve, reach)
+                .map_err(|e| err(span.clone(), format!("load '{}': {e}", spec.name)))?;
+        }
+        if let Some(c) = &spec.cacert {
+            let path = crate::platform::relative_to_file(src, &c.to_string_lossy());
+            if on.check_files && !path.is_file() {
+                return Err(err(
+                    span,
+                    format!(
+                        "load '{}': cacert {} is not a readable file",
+                        spec.name,
+                        path.display()
+                    ),
+                ));
+            }
+            spec.cacert = Some(path);
+        }
+        if let Some(v) = spec.via.as_ref().filter(|v| v.is_cluster_address()) {
+            check_cluster_via(on, &spec, v, proxy).map_err(|m| err(span.clone(), m))?;
+        }
+        if let Some(a) = &spec.agents {
+            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
+        }
+        if load_lines.contains_key(&spec.name) {
+            return Err(err(span, format!("load '{}' is defined twice", spec.name)));
+        }
+        load_lines.insert(spec.name.clone(), layers::line_of(&src.text, span.start));
+        loads.push(spec);
+    }
+    Ok((loads, load_lines))
+}
+
+/// The case's actions in time order, each expanded into the steps it fires, none of them after
+/// every load has ended.
+fn case_steps(
+    on: &Where<'_>,
+    mut actions: Vec<Spanned<ActionSpec>>,
+    loads: &[LoadSpec],
+    sizes: &mut Sizes,
+    proxy: Option<&ProxyConfig>,
+    configs: &BTreeMap<String, ProxyConfig>,
+) -> Result<Vec<Step>, ScenarioError> {
+    let err = |span: Range<usize>, msg: String| on.src.error(Some(span), msg);
+    // When every load has a duration, the last one's end is known: an action after it would
+    // never fire.
+    let loads_end = loads
+        .iter()
+        .map(|l| l.duration.map(|d| l.start.0 + d.0))
+        .collect::<Option<Vec<Duration>>>()
+        .and_then(|ends| ends.into_iter().max());
+    let mut steps = Vec::new();
+    actions.sort_by_key(|a| a.get_ref().at);
+    for a in actions {
+        let span = a.span();
+        let spec = a.into_inner();
+        let first = steps.len();
+        expand_action(on, &spec, sizes, proxy, configs, &mut steps)
+            .map_err(|m| err(span.clone(), m))?;
+        if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
+            if late >= end {
+                return Err(err(
+                    span,
+                    format!(
+                        "{} at {} fires after every load has ended ({}); move it earlier or \
+                         make a load longer",
+                        steps[first].action.kind(),
+                        Dur(late),
+                        Dur(end)
+                    ),
+                ));
+            }
+        }
+    }
+    steps.sort_by_key(|s| s.at);
+    Ok(steps)
+}
+
+/// The case's checks, each naming loads the case has (or the case's own subjects) and fitting
+/// the kind of those loads.
+fn case_checks(
+    src: &Source,
+    docs: Vec<Spanned<String>>,
+    loads: &[LoadSpec],
+) -> Result<Vec<Check>, ScenarioError> {
+    let err = |span: Range<usize>, msg: String| src.error(Some(span), msg);
+    let mut checks = Vec::new();
+    for c in docs {
+        let span = c.span();
+        let check = Check::parse(c.get_ref()).map_err(|m| err(span.clone(), m.to_string()))?;
+        for s in check.subjects() {
+            if !(loads.iter().any(|l| l.name == s) || crate::checks::SUBJECTS.contains(&s)) {
+                let names: BTreeSet<&str> = loads.iter().map(|l| l.name.as_str()).collect();
+                return Err(err(
+                    span,
+                    format!(
+                        "check '{}' names '{s}', which is not a load (loads: {})",
+                        c.get_ref(),
+                        names.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        check_fits_loads(&check, loads).map_err(|m| err(span.clone(), m))?;
+        checks.push(check);
+    }
+    Ok(checks)
 }
 
 /// A check's load metrics against what its loads are: a long-lived load's metrics
@@ -936,41 +999,15 @@ fn stream_misfit(p: StreamProtocol) -> &'static str {
     }
 }
 
+/// One load in itself (its url and scheme, its stream settings, TLS, size, HTTP version,
+/// retries, streams) and against where it goes (see [`check_load_target`]).
 fn check_load(
     l: &LoadSpec,
     proxy: Option<&ProxyConfig>,
     groups: &BTreeMap<String, u32>,
 ) -> Result<(), String> {
     let stream = l.stream_protocol();
-    let scheme = l
-        .url
-        .split_once("://")
-        .map(|(s, _)| s.to_ascii_lowercase())
-        .unwrap_or_default();
-    let https = match (scheme.as_str(), stream) {
-        ("https", Some(StreamProtocol::WebSocket)) | ("http", Some(StreamProtocol::WebSocket)) => {
-            return Err(format!(
-                "load '{}': protocol = \"ws\" needs a ws:// or wss:// url",
-                l.name
-            ))
-        }
-        ("ws" | "wss", Some(p)) if p != StreamProtocol::WebSocket => {
-            return Err(format!(
-                "load '{}': a ws:// url is WebSocket; a {} load needs an http:// or https:// url",
-                l.name,
-                p.name()
-            ))
-        }
-        ("https" | "wss", _) => true,
-        ("http" | "ws", _) => false,
-        _ => {
-            return Err(format!(
-                "load '{}': url '{}' must start with http:// or https:// (ws:// or wss:// for \
-                 a WebSocket load)",
-                l.name, l.url
-            ))
-        }
-    };
+    let https = url_is_https(l, stream)?;
     match stream {
         Some(p) => check_stream(l, p)?,
         None => {
@@ -1054,6 +1091,48 @@ fn check_load(
             ));
         }
     }
+    check_load_target(l, https, stream, proxy, groups)
+}
+
+/// Whether a load's url is https (or wss), refusing a scheme that does not fit its protocol.
+fn url_is_https(l: &LoadSpec, stream: Option<StreamProtocol>) -> Result<bool, String> {
+    let scheme = l
+        .url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    match (scheme.as_str(), stream) {
+        ("https", Some(StreamProtocol::WebSocket)) | ("http", Some(StreamProtocol::WebSocket)) => {
+            Err(format!(
+                "load '{}': protocol = \"ws\" needs a ws:// or wss:// url",
+                l.name
+            ))
+        }
+        ("ws" | "wss", Some(p)) if p != StreamProtocol::WebSocket => Err(format!(
+            "load '{}': a ws:// url is WebSocket; a {} load needs an http:// or https:// url",
+            l.name,
+            p.name()
+        )),
+        ("https" | "wss", _) => Ok(true),
+        ("http" | "ws", _) => Ok(false),
+        _ => Err(format!(
+            "load '{}': url '{}' must start with http:// or https:// (ws:// or wss:// for \
+             a WebSocket load)",
+            l.name, l.url
+        )),
+    }
+}
+
+/// Where a load goes: a backend group that exists (plain HTTP), a listener of the run's proxy
+/// that fits its scheme and protocol, or, without `via`, a listener that fits; cluster
+/// addresses and urls are checked elsewhere.
+fn check_load_target(
+    l: &LoadSpec,
+    https: bool,
+    stream: Option<StreamProtocol>,
+    proxy: Option<&ProxyConfig>,
+    groups: &BTreeMap<String, u32>,
+) -> Result<(), String> {
     match &l.via {
         Some(Via::Backend(g)) => {
             if !groups.contains_key(g) {

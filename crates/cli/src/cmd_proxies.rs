@@ -115,10 +115,7 @@ pub fn run_each(
                 outcomes.push((kind, Ok(out.results), code));
             }
             Err(e) => {
-                let code = match e {
-                    bench::runner::RunError::Invalid(_) => 2,
-                    bench::runner::RunError::Failed(_) => 1,
-                };
+                let code = if e.is_refusal() { 2 } else { 1 };
                 eprintln!("proxybench: {kind}: {e}");
                 outcomes.push((kind, Err(e.to_string()), code));
             }

@@ -455,10 +455,7 @@ fn play_set(
                     done.push((name, Ok(out.results), code));
                 }
                 Err(e) => {
-                    let code = match e {
-                        bench::runner::RunError::Invalid(_) => 2,
-                        bench::runner::RunError::Failed(_) => 1,
-                    };
+                    let code = if e.is_refusal() { 2 } else { 1 };
                     eprintln!("proxybench: {name}: {e}");
                     done.push((name, Err(e.to_string()), code));
                 }

@@ -34,9 +34,10 @@ impl From<scenario::layers::ScenarioError> for CliError {
 /// A scenario that cannot run as written is bad input; a run that cannot begin is a failure.
 impl From<bench::runner::RunError> for CliError {
     fn from(e: bench::runner::RunError) -> CliError {
-        match e {
-            bench::runner::RunError::Invalid(m) => CliError::Usage(m),
-            bench::runner::RunError::Failed(m) => CliError::Runtime(m),
+        if e.is_refusal() {
+            CliError::Usage(e.to_string())
+        } else {
+            CliError::Runtime(e.to_string())
         }
     }
 }

@@ -43,19 +43,78 @@ pub struct RunOptions {
     pub metrics: Option<Arc<openmetrics::Registry>>,
 }
 
-/// Why a run could not be done.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a run could not be done: refused as written (bad input: [`RunError::is_refusal`]) or
+/// failed before it could begin, each with what caused it.
+#[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The scenario cannot run as written (the proxy rejects a config...); nothing was started.
+    /// The scenario cannot run as written (the proxy rejects a config, a feature it cannot
+    /// express, too few open files...); nothing was started. The message names file:line.
+    #[error("{0}")]
     Invalid(String),
-    /// The run could not even begin (results directory, certificates...).
-    Failed(String),
+    /// A scenario or case name that would become a directory is not a plain name.
+    #[error(transparent)]
+    Name(#[from] scenario::PathError),
+    /// The platform could not be opened (a cluster that cannot be reached; a namespace given
+    /// that does not exist is a refusal).
+    #[error(transparent)]
+    Platform(#[from] crate::error::PlatformError),
+    /// A directory of the run could not be made.
+    #[error("{}: {source}", path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record of the run could not be written.
+    #[error("cannot record the run: {0}")]
+    Record(#[source] record::RecordError),
+    /// The TLS certificate of the run's https listeners could not be made.
+    #[error("cannot make the TLS certificate: {0}")]
+    Certificate(#[source] proxy::Error),
+    /// The open-files limit could not be read or raised.
+    #[error("{0}")]
+    Fds(#[source] load::Error),
+    /// The proxy's own config checker could not be run.
+    #[error("{place}: cannot check the {kind} config: {source}")]
+    Checker {
+        /// The case and config (`case 'main', [proxy]`).
+        place: String,
+        /// The proxy kind.
+        kind: ProxyKind,
+        /// Why.
+        #[source]
+        source: proxy::Error,
+    },
+    /// The run was recorded, but analysing it failed.
+    #[error("the run is recorded in {}, but its analysis failed: {source}", dir.display())]
+    Analysis {
+        /// The results directory, which holds the record.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: analyse::AnalyseDirError,
+    },
 }
 
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunError::Invalid(m) | RunError::Failed(m) => f.write_str(m),
+impl RunError {
+    /// True when the scenario was refused as written (bad input, exit 2), false when the run
+    /// failed (exit 1).
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            RunError::Invalid(_)
+                | RunError::Name(_)
+                | RunError::Platform(crate::error::PlatformError::NoNamespace(_))
+        )
+    }
+
+    /// A directory that could not be made.
+    fn dir(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+        move |source| RunError::Dir {
+            path: path.to_path_buf(),
+            source,
         }
     }
 }
@@ -104,19 +163,15 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
     check(scn)?;
     let platform_spec = target.platform.as_ref().unwrap_or(&scn.platform);
     // The platform first: a cluster that cannot be reached leaves no empty results directory.
-    let mut platform = platform::registry::open(platform_spec).map_err(|e| match e {
-        crate::error::PlatformError::NoNamespace(m) => RunError::Invalid(m),
-        e => RunError::Failed(e.to_string()),
-    })?;
+    let mut platform = platform::registry::open(platform_spec)?;
     let dir = match &target.dir {
         Some(d) => {
-            fs::create_dir_all(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?;
-            std::path::absolute(d).map_err(|e| RunError::Failed(format!("{}: {e}", d.display())))?
+            fs::create_dir_all(d).map_err(RunError::dir(d))?;
+            std::path::absolute(d).map_err(RunError::dir(d))?
         }
         None => results_dir(scn, opts)?,
     };
-    let failed = |e: record::RecordError| RunError::Failed(format!("cannot record the run: {e}"));
-    record::write_scenario(&dir, scn).map_err(failed)?;
+    record::write_scenario(&dir, scn).map_err(RunError::Record)?;
     let work = dir.join(".work");
     let tls = certificate(scn, &dir.join("tls"))?;
     let mut rec = new_record(scn, platform.as_ref());
@@ -140,8 +195,7 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             index: i,
             total,
             dir: &dir,
-            work: paths::join_plain(&work, "case name", &case.name)
-                .map_err(|e| RunError::Invalid(e.to_string()))?,
+            work: paths::join_plain(&work, "case name", &case.name)?,
             tls: tls.clone(),
             opts,
             start_s: run_origin.elapsed().as_secs_f64(),
@@ -161,9 +215,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
             if let Some(p) = rec.run.env.platform.as_mut() {
                 platform_paths(p, case, &r);
             }
-            record::write_requests(&dir, &r, &outcome.records).map_err(failed)?;
-            record::write_lives(&dir, &r, &outcome.lives).map_err(failed)?;
-            record::write_agents(&dir, &r, &outcome.agent_parts).map_err(failed)?;
+            record::write_requests(&dir, &r, &outcome.records).map_err(RunError::Record)?;
+            record::write_lives(&dir, &r, &outcome.lives).map_err(RunError::Record)?;
+            record::write_agents(&dir, &r, &outcome.agent_parts).map_err(RunError::Record)?;
             if outcome.abort.is_some() {
                 rec.aborted_case = Some(r.name.clone());
             }
@@ -194,12 +248,10 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
         rec.run.abort_reason = Some("interrupted".into());
     }
     let _ = fs::remove_dir_all(&work);
-    record::write_record(&dir, &rec).map_err(failed)?;
-    let results = analyse::analyse_dir(&dir).map_err(|e| {
-        RunError::Failed(format!(
-            "the run is recorded in {}, but its analysis failed: {e}",
-            dir.display()
-        ))
+    record::write_record(&dir, &rec).map_err(RunError::Record)?;
+    let results = analyse::analyse_dir(&dir).map_err(|source| RunError::Analysis {
+        dir: dir.clone(),
+        source,
     })?;
     Ok(RunOutcome { dir, results })
 }
@@ -211,11 +263,9 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
 pub fn check(scn: &Scenario) -> Result<(), RunError> {
     // Names that become directories must stay under the results directory (the parser refuses
     // them already; this holds for scenarios built in code too), checked before anything is made.
-    paths::join_plain(Path::new(""), "scenario name", &scn.name)
-        .map_err(|e| RunError::Invalid(e.to_string()))?;
+    paths::join_plain(Path::new(""), "scenario name", &scn.name)?;
     for case in &scn.cases {
-        paths::join_plain(Path::new(""), "case name", &case.name)
-            .map_err(|e| RunError::Invalid(e.to_string()))?;
+        paths::join_plain(Path::new(""), "case name", &case.name)?;
     }
     fd_budget(scn)?;
     stream_preflight(scn)?;
@@ -264,17 +314,16 @@ fn new_record(scn: &Scenario, platform: &dyn Platform) -> RunRecord {
 /// paths in its config against its own directory).
 pub fn results_dir(scn: &Scenario, opts: &RunOptions) -> Result<PathBuf, RunError> {
     let stamp = env::now_dir_stamp();
-    let root = std::path::absolute(&opts.results_root)
-        .map_err(|e| RunError::Failed(format!("{}: {e}", opts.results_root.display())))?;
-    let scn_dir = paths::join_plain(&root, "scenario name", &scn.name)
-        .map_err(|e| RunError::Invalid(e.to_string()))?;
+    let root =
+        std::path::absolute(&opts.results_root).map_err(RunError::dir(&opts.results_root))?;
+    let scn_dir = paths::join_plain(&root, "scenario name", &scn.name)?;
     let mut dir = scn_dir.join(&stamp);
     let mut n = 1;
     while dir.exists() {
         n += 1;
         dir = scn_dir.join(format!("{stamp}-{n}"));
     }
-    fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
+    fs::create_dir_all(&dir).map_err(RunError::dir(&dir))?;
     Ok(dir)
 }
 
@@ -292,7 +341,7 @@ fn tempdir(base: &Path, prefix: &str) -> Result<ScratchDir, RunError> {
         std::process::id(),
         env::now_dir_stamp()
     ));
-    fs::create_dir_all(&p).map_err(|e| RunError::Failed(format!("{}: {e}", p.display())))?;
+    fs::create_dir_all(&p).map_err(RunError::dir(&p))?;
     Ok(ScratchDir(p))
 }
 
@@ -385,11 +434,14 @@ mod tests {
         };
         scn.cases[1].name = "../../../outside".into();
         let e = crate::runner::run(&scn, &opts).unwrap_err();
+        assert!(
+            matches!(e, crate::runner::RunError::Name(_)),
+            "a name, refused as bad input: {e:?}"
+        );
+        assert!(e.is_refusal());
         assert_eq!(
-            e,
-            crate::runner::RunError::Invalid(
-                "case name '../../../outside' must not contain '/' (it becomes a directory name under the results)".into()
-            )
+            e.to_string(),
+            "case name '../../../outside' must not contain '/' (it becomes a directory name under the results)"
         );
         scn.cases[1].name = "ok".into();
         scn.name = "..".into();

@@ -43,7 +43,7 @@ pub(super) fn certificate(scn: &Scenario, dir: &Path) -> Result<Option<TlsFiles>
     }
     proxy::tls::self_signed(&names, dir)
         .map(Some)
-        .map_err(|e| RunError::Failed(format!("cannot make the TLS certificate: {e}")))
+        .map_err(RunError::Certificate)
 }
 
 /// Renders every config of every case against placeholder addresses and runs the proxy's own
@@ -110,12 +110,13 @@ pub(super) fn preflight(
                     lines.line_of(None)
                 ))
             })?;
-            let checked = driver.check(&rendered, scratch).map_err(|e| {
-                RunError::Failed(format!(
-                    "{where_}: cannot check the {} config: {e}",
-                    cfg.kind
-                ))
-            })?;
+            let checked = driver
+                .check(&rendered, scratch)
+                .map_err(|source| RunError::Checker {
+                    place: where_.clone(),
+                    kind: cfg.kind,
+                    source,
+                })?;
             if let Err(refusal) = checked {
                 // The proxy names a line of the rendered file; the item that line came from
                 // names the scenario line.
@@ -200,7 +201,7 @@ pub(super) fn fd_budget(scn: &Scenario) -> Result<(), RunError> {
         let listeners: u64 = case.backends.iter().map(|g| u64::from(g.count)).sum();
         let open = fds::open_now();
         let need = fds::needed(2 * conns + listeners, threads, open);
-        let soft = fds::raise_for(need).map_err(|e| RunError::Failed(e.to_string()))?;
+        let soft = fds::raise_for(need).map_err(RunError::Fds)?;
         if need > soft {
             let biggest = case.loads.iter().max_by_key(|l| l.connections);
             let line = biggest

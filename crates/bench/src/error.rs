@@ -63,7 +63,11 @@ pub enum StackError {
     /// An `exec` action's command failed, timed out or could not run.
     #[error("{0}")]
     Exec(String),
-    /// The platform (the Kubernetes API server) refused or failed an operation; its message.
+    /// The Kubernetes API server refused or failed an operation.
+    #[error(transparent)]
+    Api(#[from] k8s::Error),
+    /// The platform cannot do what was asked (no such backend, pod or Service, a listener or
+    /// address it lacks...); its message, with what it was asked.
     #[error("{0}")]
     Platform(String),
 }
@@ -71,10 +75,9 @@ pub enum StackError {
 /// Why a run's platform could not be opened, or a distributed load's agents not started.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
-    /// Opening the platform failed (on Kubernetes: the connection, the run's namespace); its
-    /// message.
-    #[error("{0}")]
-    Open(String),
+    /// Opening the platform failed (on Kubernetes: the connection, the run's namespace).
+    #[error(transparent)]
+    Open(#[from] k8s::Error),
     /// The namespace the user named (`--namespace`, `[platform] namespace`) does not exist: bad
     /// input (the run neither creates nor deletes a namespace it was given); its message.
     #[error("{0}")]

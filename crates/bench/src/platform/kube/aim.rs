@@ -169,7 +169,7 @@ impl KubeStage {
                         addr.kind
                     ))
                 })?;
-                let nodes = c.node_addresses().map_err(platform)?;
+                let nodes = c.node_addresses()?;
                 let (node, ip) = nodes
                     .first()
                     .ok_or_else(|| platform("no node has an InternalIP"))?;

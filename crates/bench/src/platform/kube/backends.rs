@@ -173,29 +173,25 @@ impl BackendPods {
         let token = Token::random().map_err(|e| platform(format!("control token: {e}")))?;
         let mut data = BTreeMap::new();
         data.insert("token".to_string(), token.as_str().to_string());
-        cluster
-            .apply_owned(
-                namespace,
-                &Secret {
-                    metadata: ObjectMeta {
-                        name: Some(named(TOKEN_SECRET, run)),
-                        labels: Some(labels(run, &[(ROLE, "backend")])),
-                        ..Default::default()
-                    },
-                    string_data: Some(data),
+        cluster.apply_owned(
+            namespace,
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some(named(TOKEN_SECRET, run)),
+                    labels: Some(labels(run, &[(ROLE, "backend")])),
                     ..Default::default()
                 },
-                run,
-            )
-            .map_err(platform)?;
-        let followers = cluster
-            .follow_logs(
-                namespace,
-                &run_selector(run, &format!("{ROLE}=backend")),
-                logs_dir,
-                origin,
-            )
-            .map_err(platform)?;
+                string_data: Some(data),
+                ..Default::default()
+            },
+            run,
+        )?;
+        let followers = cluster.follow_logs(
+            namespace,
+            &run_selector(run, &format!("{ROLE}=backend")),
+            logs_dir,
+            origin,
+        )?;
         Ok(BackendPods {
             token,
             run: run.to_string(),
@@ -268,10 +264,7 @@ impl BackendPods {
     ) -> Result<Vec<(String, PodInfo)>, StackError> {
         let mut pods: Vec<(String, PodInfo)> = Vec::new();
         for g in &self.groups {
-            for p in cluster
-                .pods(namespace, Some(&self.selector(&format!("{GROUP}={g}"))))
-                .map_err(platform)?
-            {
+            for p in cluster.pods(namespace, Some(&self.selector(&format!("{GROUP}={g}"))))? {
                 pods.push((g.clone(), p));
             }
         }
@@ -294,8 +287,7 @@ impl BackendPods {
             .map(|(pod, _)| pod.clone())
             .ok_or_else(|| platform(format!("no backend {b} (backends are named GROUP-I)")))?;
         cluster
-            .pods(namespace, Some(&format!("{ROLE}=backend")))
-            .map_err(platform)?
+            .pods(namespace, Some(&format!("{ROLE}=backend")))?
             .into_iter()
             .find(|p| p.name == pod)
             .ok_or_else(|| platform(format!("backend {b}: its pod {pod} is gone")))
@@ -382,9 +374,7 @@ impl BackendPods {
             .map(|n| n.group.clone())
             .or_else(|| group_of_pod(pod, &self.run))
             .ok_or_else(|| platform(format!("{pod} is not a backend pod")))?;
-        let fwd = cluster
-            .port_forward(namespace, pod, CONTROL_PORT)
-            .map_err(platform)?;
+        let fwd = cluster.port_forward(namespace, pod, CONTROL_PORT)?;
         let client = Client::new(fwd.addr(), self.token.clone()).with_timeout(READY_BOUND);
         call(&client, &format!("{group}-0")).map_err(|e| {
             let why = fwd
@@ -489,8 +479,7 @@ impl BackendPods {
             .map(|(p, n)| (p.clone(), n.clone()))
             .ok_or_else(|| platform(format!("no backend {b} (backends are named GROUP-I)")))?;
         let live = cluster
-            .pods(namespace, Some(&self.selector("")))
-            .map_err(platform)?
+            .pods(namespace, Some(&self.selector("")))?
             .into_iter()
             .any(|p| p.name == pod && !p.deleting);
         if live {
@@ -501,8 +490,7 @@ impl BackendPods {
         }
         let t0 = Instant::now();
         let desired = cluster
-            .deployment_replicas(namespace, &self.deployment_of(&n.group))
-            .map_err(platform)?
+            .deployment_replicas(namespace, &self.deployment_of(&n.group))?
             .desired;
         wait_group(cluster, namespace, (&n.group, &self.run), (desired, None))?;
         self.sync(cluster, namespace)?;
@@ -552,14 +540,12 @@ impl BackendPods {
         let going = live.split_off(keep);
         let mut names = Vec::new();
         for p in &going {
-            cluster
-                .annotate_pod(
-                    namespace,
-                    &p.name,
-                    "controller.kubernetes.io/pod-deletion-cost",
-                    "-1000000",
-                )
-                .map_err(platform)?;
+            cluster.annotate_pod(
+                namespace,
+                &p.name,
+                "controller.kubernetes.io/pod-deletion-cost",
+                "-1000000",
+            )?;
             if kill {
                 self.control(cluster, namespace, &p.name, |c, inst| c.kill(inst))?;
             }
@@ -579,9 +565,7 @@ impl BackendPods {
         to: u32,
     ) -> Result<(), StackError> {
         let to = i32::try_from(to).unwrap_or(i32::MAX);
-        cluster
-            .scale_deployment(namespace, &self.deployment_of(group), to)
-            .map_err(platform)?;
+        cluster.scale_deployment(namespace, &self.deployment_of(group), to)?;
         wait_group(cluster, namespace, (group, &self.run), (to, None))?;
         self.sync(cluster, namespace)
     }
@@ -612,7 +596,7 @@ impl BackendPods {
                     break;
                 }
                 Err(e) if t.elapsed() > GONE_BOUND => {
-                    err.get_or_insert(platform(e));
+                    err.get_or_insert(StackError::from(e));
                     break;
                 }
                 _ => std::thread::sleep(Duration::from_millis(100)),
@@ -702,16 +686,14 @@ pub(super) fn wait_old_workers(
          i=$((i+1)); [ $i -ge {polls} ] && exit 1; sleep 0.05; done"
     );
     for pod in pods {
-        let out = cluster
-            .exec(
-                namespace,
-                pod,
-                None,
-                &["/bin/sh", "-c", &script],
-                None,
-                bound + Duration::from_secs(20),
-            )
-            .map_err(platform)?;
+        let out = cluster.exec(
+            namespace,
+            pod,
+            None,
+            &["/bin/sh", "-c", &script],
+            None,
+            bound + Duration::from_secs(20),
+        )?;
         if out.code != 0 {
             return Ok(Some(pod.clone()));
         }
@@ -748,15 +730,12 @@ pub(super) fn wait_group(
     (n, bound): (i32, Option<Duration>),
 ) -> Result<(), StackError> {
     let name = deployment_name(group, run);
-    cluster
-        .wait_deployment_ready(namespace, &name, n, bound.unwrap_or(READY_BOUND))
-        .map_err(platform)?;
+    cluster.wait_deployment_ready(namespace, &name, n, bound.unwrap_or(READY_BOUND))?;
     // The EndpointSlice controller follows the pods a moment later.
     let t = Instant::now();
     loop {
         let ready = cluster
-            .endpoints(namespace, &name)
-            .map_err(platform)?
+            .endpoints(namespace, &name)?
             .iter()
             .filter(|e| e.ready)
             .count();

@@ -227,8 +227,7 @@ pub(super) fn check_in_pod(
     let (c, ns) = (&st.cluster, st.namespace.as_str());
     let name = format!("{}-check-gen{}", st.name(PROXY), st.served.generation);
     let l = labels(&st.run_id, &[(ROLE, "proxy-check")]);
-    c.apply_owned(ns, &config_map(&name, &l, rendered), &st.run_id)
-        .map_err(platform)?;
+    c.apply_owned(ns, &config_map(&name, &l, rendered), &st.run_id)?;
     let mut volumes = vec![config_volume(&name)];
     let mut mounts = vec![VolumeMount {
         name: "config".into(),

@@ -86,8 +86,7 @@ impl KubeStage {
             None => {
                 let first = self
                     .cluster
-                    .pods(&namespace, Some(&selector))
-                    .map_err(platform)?
+                    .pods(&namespace, Some(&selector))?
                     .into_iter()
                     .filter(|p| !p.deleting && p.phase == "Running")
                     .find_map(|p| p.ip);

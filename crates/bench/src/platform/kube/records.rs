@@ -1,7 +1,7 @@
 //! What a case records: the collectors it starts, the cluster record it returns at `down`, the
 //! readiness probe note, and the pods' logs split into access and error lines.
 
-use super::{platform, KubeStage, ENDPOINT_ROLE, PROXY};
+use super::{KubeStage, ENDPOINT_ROLE, PROXY};
 use crate::error::StackError;
 use k8s::collect::{Collected, Collector, PodTimeline, ProbeCounts};
 use k8s::LogFollowers;
@@ -222,10 +222,8 @@ impl KubeStage {
         for ns in log_namespaces {
             for sel in &spec.watch_selectors {
                 let dir = self.logs_dir.join("watched").join(ns);
-                self.watched_logs.push(
-                    c.follow_logs(ns, sel, &dir, self.served.origin)
-                        .map_err(platform)?,
-                );
+                self.watched_logs
+                    .push(c.follow_logs(ns, sel, &dir, self.served.origin)?);
             }
         }
         Ok(())

@@ -229,35 +229,24 @@ impl KubeStage {
     pub(super) fn scale_replicas(&mut self, to: u32, stop: StopSpec) -> Result<String, StackError> {
         let ns = self.namespace.clone();
         let proxy = self.name(PROXY);
-        let r = self
-            .cluster
-            .deployment_replicas(&ns, &proxy)
-            .map_err(platform)?;
+        let r = self.cluster.deployment_replicas(&ns, &proxy)?;
         let from = r.desired as u32;
         if to >= from {
             for n in from + 1..=to {
+                self.cluster.scale_deployment(&ns, &proxy, n as i32)?;
                 self.cluster
-                    .scale_deployment(&ns, &proxy, n as i32)
-                    .map_err(platform)?;
-                self.cluster
-                    .wait_deployment_ready(&ns, &proxy, n as i32, BOUND)
-                    .map_err(platform)?;
+                    .wait_deployment_ready(&ns, &proxy, n as i32, BOUND)?;
             }
             return Ok(format!("{from} -> {to}"));
         }
         let before: Vec<String> = self.proxy_pods()?.into_iter().map(|p| p.name).collect();
-        self.cluster
-            .scale_deployment(&ns, &proxy, to as i32)
-            .map_err(platform)?;
+        self.cluster.scale_deployment(&ns, &proxy, to as i32)?;
         if stop != StopSpec::Graceful {
             let grace = Duration::from_secs(if stop == StopSpec::Kill { 0 } else { 1 });
             let t = Instant::now();
             let mut victims = Vec::new();
             while victims.len() < (from - to) as usize && t.elapsed() < BOUND {
-                let all = self
-                    .cluster
-                    .pods(&ns, Some(&self.role_selector(PROXY)))
-                    .map_err(platform)?;
+                let all = self.cluster.pods(&ns, Some(&self.role_selector(PROXY)))?;
                 victims = all
                     .into_iter()
                     .filter(|p| p.deleting && before.contains(&p.name))
@@ -265,14 +254,11 @@ impl KubeStage {
                 std::thread::sleep(Duration::from_millis(20));
             }
             for v in &victims {
-                self.cluster
-                    .delete_pod(&ns, &v.name, Some(grace))
-                    .map_err(platform)?;
+                self.cluster.delete_pod(&ns, &v.name, Some(grace))?;
             }
         }
         self.cluster
-            .wait_deployment_ready(&ns, &proxy, to as i32, BOUND)
-            .map_err(platform)?;
+            .wait_deployment_ready(&ns, &proxy, to as i32, BOUND)?;
         // The action lasts until the removed pods have exited: their last requests (and any
         // failure of them) fall inside its span, as a local replica's stop does.
         let left: Vec<String> = self
@@ -283,9 +269,7 @@ impl KubeStage {
             .collect();
         let gone: Vec<String> = before.into_iter().filter(|n| !left.contains(n)).collect();
         for g in &gone {
-            self.cluster
-                .wait_pod_gone(&ns, g, None, BOUND)
-                .map_err(platform)?;
+            self.cluster.wait_pod_gone(&ns, g, None, BOUND)?;
         }
         self.wait_logs_ended(&gone)?;
         Ok(format!("{from} -> {to} ({stop:?})").to_lowercase())
@@ -312,13 +296,10 @@ impl KubeStage {
             StopSpec::Fast => Some(Duration::from_secs(1)),
             StopSpec::Kill => Some(Duration::ZERO),
         };
-        self.cluster
-            .delete_pod(&self.namespace, &p.name, grace)
-            .map_err(platform)?;
+        self.cluster.delete_pod(&self.namespace, &p.name, grace)?;
         // As a local stop waits for the process: the action lasts until the pod's proxy exited.
         self.cluster
-            .wait_pod_gone(&self.namespace, &p.name, None, BOUND)
-            .map_err(platform)?;
+            .wait_pod_gone(&self.namespace, &p.name, None, BOUND)?;
         self.wait_logs_ended(std::slice::from_ref(&p.name))?;
         Ok(format!("{} ({stop:?})", p.name).to_lowercase())
     }
@@ -364,9 +345,7 @@ impl KubeStage {
             )));
         }
         let grace = kill.then_some(Duration::ZERO);
-        self.cluster
-            .delete_pod(&self.namespace, &p.name, grace)
-            .map_err(platform)?;
+        self.cluster.delete_pod(&self.namespace, &p.name, grace)?;
         Ok(format!("{b}: pod {}", p.name))
     }
 
@@ -384,7 +363,7 @@ impl KubeStage {
         let (c, ns) = (self.cluster.clone(), self.namespace.clone());
         let from = match c.deployment_replicas(&ns, &self.backends.deployment_of(group)) {
             Ok(r) => r.desired.max(0) as u32,
-            Err(e) => return (Err(platform(e)), Vec::new()),
+            Err(e) => return (Err(StackError::from(e)), Vec::new()),
         };
         if self.external() {
             return self.scale_backends_behind_gateway(group, (from, to), remove);

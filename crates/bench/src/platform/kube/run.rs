@@ -35,9 +35,7 @@ impl Kubernetes {
     /// `proxybench-<stamp>` the run makes and deletes. A namespace it makes carries the Pod
     /// Security `baseline` label ([`k8s::POD_SECURITY`]).
     pub(crate) fn open(spec: &PlatformSpec) -> Result<Kubernetes, PlatformError> {
-        let open = |e: k8s::Error| PlatformError::Open(e.to_string());
-        let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())
-            .map_err(open)?;
+        let cluster = k8s::Cluster::connect(spec.kubeconfig.as_deref(), spec.context.as_deref())?;
         let (namespace, created) = match &spec.namespace {
             Some(ns) => match cluster.namespace_exists(ns) {
                 Ok(true) => (ns.clone(), false),
@@ -52,13 +50,11 @@ impl Kubernetes {
                          namespace the run makes and deletes"
                     )))
                 }
-                Err(e) => return Err(open(e)),
+                Err(e) => return Err(PlatformError::Open(e)),
             },
             None => {
                 let ns = k8s::namespace_name("proxybench");
-                cluster
-                    .create_namespace(&ns, &[k8s::POD_SECURITY])
-                    .map_err(open)?;
+                cluster.create_namespace(&ns, &[k8s::POD_SECURITY])?;
                 (ns, true)
             }
         };
@@ -191,7 +187,7 @@ pub(super) fn wait_for(
                 .reduce(f64::max);
             (format!("{detail}; {}", times.join(", ")), Ok(last))
         }
-        Err(e) => (detail, Err(api(e))),
+        Err(e) => (detail, Err(StackError::Api(e))),
     }
 }
 
@@ -221,12 +217,8 @@ pub(super) fn manifest_action(
                 Some(w) => wait_for(cluster, ns, file, w, since, detail),
             }
         }
-        Err(e) => (name, Err(api(e))),
+        Err(e) => (name, Err(StackError::Api(e))),
     }
-}
-
-fn api(e: k8s::Error) -> StackError {
-    StackError::Platform(e.to_string())
 }
 
 /// Applies one of the actions that act on any cluster object, in the namespace the action
@@ -262,7 +254,7 @@ pub(crate) fn cluster_action(
             let r = cluster
                 .rollout_restart_workload(ns, kind, name)
                 .and_then(|()| cluster.wait_workload_rollout(ns, kind, name, WORKLOAD_BOUND))
-                .map_err(api);
+                .map_err(StackError::Api);
             match r {
                 Ok(took) => (
                     format!("{target}{in_ns}: rolled out in {:.1}s", took.as_secs_f64()),
@@ -316,8 +308,7 @@ fn delete_pods(
     grace: Duration,
 ) -> Result<Vec<String>, StackError> {
     let mut pods: Vec<k8s::PodInfo> = cluster
-        .pods(namespace, Some(selector))
-        .map_err(api)?
+        .pods(namespace, Some(selector))?
         .into_iter()
         .filter(|p| !p.deleting)
         .collect();
@@ -329,9 +320,7 @@ fn delete_pods(
     }
     let mut names = Vec::new();
     for p in pods.iter().take(count as usize) {
-        cluster
-            .delete_pod(namespace, &p.name, Some(grace))
-            .map_err(api)?;
+        cluster.delete_pod(namespace, &p.name, Some(grace))?;
         names.push(p.name.clone());
     }
     if names.len() < count as usize {
@@ -356,22 +345,15 @@ fn scale(
 ) -> Result<String, StackError> {
     let (kind, name) = (target.kind, target.name.as_str());
     let t0 = Instant::now();
-    let from = cluster
-        .workload_replicas(namespace, kind, name)
-        .map_err(api)?
-        .desired;
+    let from = cluster.workload_replicas(namespace, kind, name)?.desired;
     let to = i32::try_from(to).unwrap_or(i32::MAX);
     if step.is_zero() || from == to {
-        cluster
-            .scale_workload(namespace, kind, name, to)
-            .map_err(api)?;
+        cluster.scale_workload(namespace, kind, name, to)?;
     } else {
         let mut n = from;
         while n != to {
             n += if to > n { 1 } else { -1 };
-            cluster
-                .scale_workload(namespace, kind, name, n)
-                .map_err(api)?;
+            cluster.scale_workload(namespace, kind, name, n)?;
             if n != to {
                 let until = Instant::now() + step;
                 while Instant::now() < until {
@@ -385,9 +367,7 @@ fn scale(
             }
         }
     }
-    cluster
-        .wait_workload_ready(namespace, kind, name, to, WORKLOAD_BOUND)
-        .map_err(api)?;
+    cluster.wait_workload_ready(namespace, kind, name, to, WORKLOAD_BOUND)?;
     Ok(format!(
         "{target}: {from} -> {to}, ready after {:.1}s",
         t0.elapsed().as_secs_f64()

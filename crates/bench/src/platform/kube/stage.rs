@@ -191,7 +191,7 @@ impl KubeStage {
         }) {
             images.push((p, st.pulling.policy(p)));
         }
-        c.check_images(&images).map_err(platform)?;
+        c.check_images(&images)?;
         for g in &case.backends {
             st.groups.push(g.name.clone());
             let name = backends::deployment_name(&g.name, &st.run_id);
@@ -205,8 +205,7 @@ impl KubeStage {
                 &g.profile,
                 &st.backends.token_secret(),
             ));
-            c.apply_owned(&ns, &deployment(&name, &l, g.count, pod), &st.run_id)
-                .map_err(platform)?;
+            c.apply_owned(&ns, &deployment(&name, &l, g.count, pod), &st.run_id)?;
             let svc = Service {
                 metadata: meta(&name, &l),
                 spec: Some(ServiceSpec {
@@ -221,7 +220,7 @@ impl KubeStage {
                 }),
                 ..Default::default()
             };
-            c.apply_owned(&ns, &svc, &st.run_id).map_err(platform)?;
+            c.apply_owned(&ns, &svc, &st.run_id)?;
         }
         // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
@@ -292,8 +291,7 @@ impl KubeStage {
                     ..Default::default()
                 },
                 &st.run_id,
-            )
-            .map_err(platform)?;
+            )?;
         }
         // The proxy's own checker, in a pod of its image, before any replica gets the config.
         if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
@@ -302,8 +300,7 @@ impl KubeStage {
             }
             return Err(e);
         }
-        c.apply_owned(&ns, &config_map(&proxy_name, &pl, &rendered), &st.run_id)
-            .map_err(platform)?;
+        c.apply_owned(&ns, &config_map(&proxy_name, &pl, &rendered), &st.run_id)?;
         let mut volumes = vec![config_volume(&proxy_name)];
         let mut mounts = vec![VolumeMount {
             name: "config".into(),
@@ -384,10 +381,7 @@ impl KubeStage {
             }],
             ..Default::default()
         };
-        st.followers = Some(
-            c.follow_logs(&ns, &st.role_selector(PROXY), &logs_dir, origin)
-                .map_err(platform)?,
-        );
+        st.followers = Some(c.follow_logs(&ns, &st.role_selector(PROXY), &logs_dir, origin)?);
         let kind = match spec.service_type {
             scenario::ServiceKind::ClusterIp => ServiceType::ClusterIp,
             scenario::ServiceKind::NodePort => ServiceType::NodePort,
@@ -401,16 +395,14 @@ impl KubeStage {
             &ns,
             &deployment(&proxy_name, &pl, cfg.replicas, pod),
             &st.run_id,
-        )
-        .map_err(platform)?;
+        )?;
         st.probes = Some(c.sample_probes(
             &ns,
             &st.role_selector(PROXY),
             origin,
             Duration::from_secs(1),
         ));
-        c.wait_deployment_ready(&ns, &proxy_name, cfg.replicas as i32, st.ready_bound)
-            .map_err(platform)?;
+        c.wait_deployment_ready(&ns, &proxy_name, cfg.replicas as i32, st.ready_bound)?;
         st.find_paths(cfg.replicas)?;
         Ok(())
     }
@@ -500,7 +492,7 @@ impl KubeStage {
                 &self.run_id,
             )
             .map(|_| ())
-            .map_err(platform)
+            .map_err(StackError::Api)
     }
 
     /// Once the proxy pods are Ready: how this machine reaches them (pod IP or port-forward),
@@ -537,14 +529,14 @@ impl KubeStage {
             return Ok(());
         };
         let svc = self.name(PROXY);
-        let addr = c.service_address(&ns, &svc).map_err(platform)?;
+        let addr = c.service_address(&ns, &svc)?;
         let Some(ip) = addr.cluster_ip else {
             return Err(platform("the proxy's Service has no ClusterIP"));
         };
         // Every replica in the endpoints, then the address answers from here.
         let t = Instant::now();
         loop {
-            let eps = c.endpoints(&ns, &svc).map_err(platform)?;
+            let eps = c.endpoints(&ns, &svc)?;
             if eps.iter().filter(|e| e.ready).count() >= replicas as usize {
                 break;
             }
@@ -612,8 +604,7 @@ impl KubeStage {
         let path = self.pod_path.unwrap_or(PodPath::PodIp);
         let pp = self
             .cluster
-            .pod_port(&self.namespace, &p.name, ip, port, path)
-            .map_err(platform)?;
+            .pod_port(&self.namespace, &p.name, ip, port, path)?;
         let a = pp.addr();
         self.reach.insert(key, pp);
         Ok(a)
@@ -633,13 +624,10 @@ impl KubeStage {
         self.backends.sync(&self.cluster, &self.namespace)?;
         let mut out = BTreeMap::new();
         for g in &self.groups {
-            let eps = self
-                .cluster
-                .endpoints(
-                    &self.namespace,
-                    &named(&format!("backend-{g}"), &self.run_id),
-                )
-                .map_err(platform)?;
+            let eps = self.cluster.endpoints(
+                &self.namespace,
+                &named(&format!("backend-{g}"), &self.run_id),
+            )?;
             let addrs: Vec<SocketAddr> = eps
                 .iter()
                 .filter(|e| e.ready && !self.backends.is_leaving(e.pod.as_deref()))
@@ -695,8 +683,7 @@ impl KubeStage {
     pub(super) fn proxy_pods(&self) -> Result<Vec<k8s::PodInfo>, StackError> {
         let pods = self
             .cluster
-            .pods(&self.namespace, Some(&self.role_selector(PROXY)))
-            .map_err(platform)?;
+            .pods(&self.namespace, Some(&self.role_selector(PROXY)))?;
         Ok(pods
             .into_iter()
             .filter(|p| !p.deleting && p.phase == "Running")
@@ -932,13 +919,13 @@ impl Stage for KubeStage {
                 for n in &names {
                     if let Err(e) = c.scale_deployment(&ns, n, 0) {
                         if !e.is_not_found() {
-                            err.get_or_insert(platform(e));
+                            err.get_or_insert(StackError::from(e));
                         }
                     }
                 }
             }
             Err(e) => {
-                err.get_or_insert(platform(e));
+                err.get_or_insert(StackError::from(e));
             }
         }
         self.let_go_of_lost_nodes();
@@ -992,7 +979,7 @@ impl Stage for KubeStage {
         // user's, with `--namespace`), where nothing of ours may stay behind.
         let mut gone = |r: Result<usize, k8s::Error>| {
             if let Err(e) = r {
-                err.get_or_insert(platform(e));
+                err.get_or_insert(StackError::from(e));
             }
         };
         gone(c.delete_labelled::<Deployment>(&ns, &mine, BOUND));

@@ -61,7 +61,9 @@ impl KubeStage {
         }
     }
 
-    /// [`KubeStage::up`]'s work, the stage in `made` as soon as it exists.
+    /// [`KubeStage::up`]'s work, the stage in `made` as soon as it exists: names checked, the
+    /// stage made with its watches, the backends deployed and Ready, then the proxy deployed
+    /// (or a user's gateway attached).
     fn up_into(
         made: &mut Option<KubeStage>,
         cluster: Cluster,
@@ -70,33 +72,46 @@ impl KubeStage {
         case: &Case,
         stack: StackSpec<'_>,
     ) -> Result<(), StackError> {
-        let origin = stack.origin;
-        let ns = namespace.to_string();
-        let c = &cluster;
-        let logs_dir = stack.work.join("pod-logs");
-        let run_id = run_id.to_string();
-        // A Service name is a DNS-1035 label (at most 63 characters): refused before anything
-        // is made.
-        for g in &case.backends {
-            let name = backends::deployment_name(&g.name, &run_id);
-            if name.len() > 63 {
-                return Err(platform(format!(
-                    "backend group '{}': its Deployment and Service `{name}` would have {} \
-                     characters, over Kubernetes' 63: on Kubernetes a group's name has at most \
-                     {} characters",
-                    g.name,
-                    name.len(),
-                    63 - (name.len() - g.name.len())
-                )));
-            }
-        }
+        check_names(case, run_id)?;
         for d in [&stack.work, &stack.configs_out] {
             std::fs::create_dir_all(d).map_err(|source| StackError::Io {
                 path: d.clone(),
                 source,
             })?;
         }
-        let st = made.insert(KubeStage {
+        let st = made.insert(KubeStage::blank(
+            cluster,
+            (namespace, run_id),
+            spec,
+            case,
+            &stack,
+        )?);
+        st.start_watching(spec)?;
+        st.deploy_backends(case, spec)?;
+        let Some(cfg) = st.served.config.clone() else {
+            return Ok(());
+        };
+        if cfg.kind == proxy::ProxyKind::External {
+            return st.attach_external(&cfg, &stack);
+        }
+        st.deploy_proxy(&cfg, spec, &stack)
+    }
+
+    /// The stage of a case before anything of it is deployed: its watches of the namespace's
+    /// pods and Warning events, and its backends' control.
+    fn blank(
+        cluster: Cluster,
+        (namespace, run_id): (&str, &str),
+        spec: &PlatformSpec,
+        case: &Case,
+        stack: &StackSpec<'_>,
+    ) -> Result<KubeStage, StackError> {
+        let origin = stack.origin;
+        let ns = namespace.to_string();
+        let c = &cluster;
+        let run_id = run_id.to_string();
+        let logs_dir = stack.work.join("pod-logs");
+        Ok(KubeStage {
             long_lived: case.loads.iter().any(|l| l.stream_protocol().is_some()),
             cluster: cluster.clone(),
             namespace: ns.clone(),
@@ -150,13 +165,23 @@ impl KubeStage {
                 origin,
             )?,
             run_id,
-        });
-        st.watch(spec)?;
-        st.metrics
+        })
+    }
+
+    /// The case's collectors that watch from the start: the watched namespaces' pods and logs,
+    /// the pods' metrics (the run's and the watched namespaces'), and Prometheus scrapes.
+    fn start_watching(&mut self, spec: &PlatformSpec) -> Result<(), StackError> {
+        let (c, ns, origin) = (
+            &self.cluster.clone(),
+            self.namespace.clone(),
+            self.stage_origin,
+        );
+        self.watch(spec)?;
+        self.metrics
             .push(c.sample_metrics(&ns, "", origin, Duration::from_secs(1)));
         // The watched pods of other namespaces (a gateway's own), by the watch's selectors.
         for other in spec.watch_namespaces.iter().filter(|n| **n != ns) {
-            st.metrics.push(c.sample_metrics_of(
+            self.metrics.push(c.sample_metrics_of(
                 other,
                 &spec.watch_selectors,
                 origin,
@@ -174,38 +199,44 @@ impl KubeStage {
             } else {
                 p.namespaces.clone()
             };
-            st.scrape =
+            self.scrape =
                 Some(c.scrape_prometheus_in(&namespaces, &p.selectors, &target, origin, p.every));
         }
-        // Backends.
+        Ok(())
+    }
+
+    /// Each backend group's Deployment and headless Service, once the images are known to be
+    /// there to pull, then every group's pods Ready.
+    fn deploy_backends(&mut self, case: &Case, spec: &PlatformSpec) -> Result<(), StackError> {
+        let (c, ns) = (&self.cluster.clone(), self.namespace.clone());
         let image = spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into());
         // An image the cluster can neither pull nor find on its nodes: one line, before any
         // pod could stick in ErrImagePull.
-        let mut images = vec![(image.as_str(), st.pulling.policy(&image))];
+        let mut images = vec![(image.as_str(), self.pulling.policy(&image))];
         let proxy_image = spec.proxy_image.clone();
         if let Some(p) = proxy_image.as_deref().filter(|_| {
-            st.served
+            self.served
                 .config
                 .as_ref()
                 .is_some_and(|c| c.kind != proxy::ProxyKind::External)
         }) {
-            images.push((p, st.pulling.policy(p)));
+            images.push((p, self.pulling.policy(p)));
         }
         c.check_images(&images)?;
         for g in &case.backends {
-            st.groups.push(g.name.clone());
-            let name = backends::deployment_name(&g.name, &st.run_id);
+            self.groups.push(g.name.clone());
+            let name = backends::deployment_name(&g.name, &self.run_id);
             let l = labels(
-                &st.run_id,
+                &self.run_id,
                 &[(ROLE, "backend"), ("proxybench/group", &g.name)],
             );
-            let pod = st.pulling.apply(backends::pod_spec(
+            let pod = self.pulling.apply(backends::pod_spec(
                 &image,
                 &g.name,
                 &g.profile,
-                &st.backends.token_secret(),
+                &self.backends.token_secret(),
             ));
-            c.apply_owned(&ns, &deployment(&name, &l, g.count, pod), &st.run_id)?;
+            c.apply_owned(&ns, &deployment(&name, &l, g.count, pod), &self.run_id)?;
             let svc = Service {
                 metadata: meta(&name, &l),
                 spec: Some(ServiceSpec {
@@ -220,48 +251,69 @@ impl KubeStage {
                 }),
                 ..Default::default()
             };
-            c.apply_owned(&ns, &svc, &st.run_id)?;
+            c.apply_owned(&ns, &svc, &self.run_id)?;
         }
         // Ready pods, and their addresses in the EndpointSlices the config is rendered from.
         for g in &case.backends {
             backends::wait_group(
                 c,
                 &ns,
-                (&g.name, &st.run_id),
+                (&g.name, &self.run_id),
                 (g.count as i32, spec.ready_timeout),
             )?;
         }
-        // The proxy.
-        let Some(cfg) = st.served.config.clone() else {
-            return Ok(());
+        Ok(())
+    }
+
+    /// A user's own gateway: nothing to deploy; its config checked, then attached to its
+    /// reload command and log files, as a local run does.
+    fn attach_external(
+        &mut self,
+        cfg: &ProxyConfig,
+        stack: &StackSpec<'_>,
+    ) -> Result<(), StackError> {
+        // The user's own gateway: nothing to deploy; attach to its reload command and log
+        // files, as a local run does.
+        let ctx = RenderContext {
+            prefix: stack.work.join("external"),
+            generation: self.served.generation,
+            ..RenderContext::default()
         };
-        if cfg.kind == proxy::ProxyKind::External {
-            // The user's own gateway: nothing to deploy; attach to its reload command and log
-            // files, as a local run does.
-            let ctx = RenderContext {
-                prefix: stack.work.join("external"),
-                generation: st.served.generation,
-                ..RenderContext::default()
-            };
-            let rendered = st.driver.render(&cfg, &ctx)?;
-            if let Err(refusal) = st.driver.check(&rendered, &stack.work)? {
-                return Err(platform(refusal.message));
-            }
-            st.attached = Some(st.driver.start("external", &ctx, &rendered)?);
-            return Ok(());
+        let rendered = self.driver.render(cfg, &ctx)?;
+        if let Err(refusal) = self.driver.check(&rendered, &stack.work)? {
+            return Err(platform(refusal.message));
         }
+        self.attached = Some(self.driver.start("external", &ctx, &rendered)?);
+        Ok(())
+    }
+
+    /// The run's proxy: its ports, its config rendered and checked in a pod of its image, the
+    /// TLS Secret and config map, its Service, its Deployment, and every replica Ready and
+    /// reached.
+    fn deploy_proxy(
+        &mut self,
+        cfg: &ProxyConfig,
+        spec: &PlatformSpec,
+        stack: &StackSpec<'_>,
+    ) -> Result<(), StackError> {
+        let (c, ns, origin) = (
+            &self.cluster.clone(),
+            self.namespace.clone(),
+            self.stage_origin,
+        );
+        let logs_dir = self.logs_dir.clone();
         // Ports fixed per pod: the scenario's, else the next unused ones.
         let mut used: BTreeSet<u16> = cfg.listeners.iter().filter_map(|l| l.port).collect();
         for l in &cfg.listeners {
             let port = l.port.unwrap_or_else(|| next_port(&used, LISTENER_BASE));
             used.insert(port);
-            st.served.ports.insert(l.name.clone(), port);
+            self.served.ports.insert(l.name.clone(), port);
         }
-        st.admin_port = next_port(&used, ADMIN_BASE);
-        used.insert(st.admin_port);
-        st.control_port = next_port(&used, ADMIN_BASE);
-        let rendered = st.render(&cfg)?;
-        let scripts = PodScripts::of(st.driver, rendered.file, stack.tls.is_some())?;
+        self.admin_port = next_port(&used, ADMIN_BASE);
+        used.insert(self.admin_port);
+        self.control_port = next_port(&used, ADMIN_BASE);
+        let rendered = self.render(cfg)?;
+        let scripts = PodScripts::of(self.driver, rendered.file, stack.tls.is_some())?;
         let entry = scripts.entry.clone();
         let pre_stop_cmd = scripts.pre_stop.clone();
         let check = scripts.check.clone();
@@ -269,10 +321,10 @@ impl KubeStage {
             .proxy_image
             .clone()
             .unwrap_or_else(|| scripts.image.into());
-        st.scripts = Some(scripts);
-        let pl = labels(&st.run_id, &[(ROLE, "proxy")]);
-        let proxy_name = st.name(PROXY);
-        let tls_secret = st.name(TLS_SECRET);
+        self.scripts = Some(scripts);
+        let pl = labels(&self.run_id, &[(ROLE, "proxy")]);
+        let proxy_name = self.name(PROXY);
+        let tls_secret = self.name(TLS_SECRET);
         if let Some(t) = &stack.tls {
             let read = |p: &PathBuf| {
                 std::fs::read_to_string(p).map_err(|source| StackError::Io {
@@ -290,30 +342,74 @@ impl KubeStage {
                     string_data: Some(sd),
                     ..Default::default()
                 },
-                &st.run_id,
+                &self.run_id,
             )?;
         }
         // The proxy's own checker, in a pod of its image, before any replica gets the config.
-        if let Err(e) = check_in_pod(st, &rendered, &proxy_image, &check) {
-            if st.served.tls.is_some() {
+        if let Err(e) = check_in_pod(self, &rendered, &proxy_image, &check) {
+            if self.served.tls.is_some() {
                 let _ = c.delete_object::<Secret>(&ns, &tls_secret, BOUND);
             }
             return Err(e);
         }
-        c.apply_owned(&ns, &config_map(&proxy_name, &pl, &rendered), &st.run_id)?;
-        let mut volumes = vec![config_volume(&proxy_name)];
+        c.apply_owned(&ns, &config_map(&proxy_name, &pl, &rendered), &self.run_id)?;
+        let pod = self.proxy_pod(
+            spec,
+            stack.tls.is_some(),
+            (&proxy_name, &tls_secret),
+            &pl,
+            (&proxy_image, &entry, pre_stop_cmd.as_deref()),
+        );
+        self.followers = Some(c.follow_logs(&ns, &self.role_selector(PROXY), &logs_dir, origin)?);
+        let kind = match spec.service_type {
+            scenario::ServiceKind::ClusterIp => ServiceType::ClusterIp,
+            scenario::ServiceKind::NodePort => ServiceType::NodePort,
+            scenario::ServiceKind::LoadBalancer => ServiceType::LoadBalancer,
+        };
+        self.service = Some((kind, None));
+        self.endpoints = Some(c.watch_endpoints(&ns, &proxy_name, origin));
+        self.apply_service()?;
+        let pod = self.pulling.apply(pod);
+        c.apply_owned(
+            &ns,
+            &deployment(&proxy_name, &pl, cfg.replicas, pod),
+            &self.run_id,
+        )?;
+        self.probes = Some(c.sample_probes(
+            &ns,
+            &self.role_selector(PROXY),
+            origin,
+            Duration::from_secs(1),
+        ));
+        c.wait_deployment_ready(&ns, &proxy_name, cfg.replicas as i32, self.ready_bound)?;
+        self.find_paths(cfg.replicas)?;
+        Ok(())
+    }
+
+    /// The proxy's pod template: one replica per node before a second on any, its config (and
+    /// certificate) mounted, its listeners' and admin ports, readiness asked of the admin
+    /// listener, and its stop (grace period and preStop), which it also records.
+    fn proxy_pod(
+        &mut self,
+        spec: &PlatformSpec,
+        tls: bool,
+        (proxy_name, tls_secret): (&str, &str),
+        pl: &BTreeMap<String, String>,
+        (image, entry, pre_stop_cmd): (&str, &str, Option<&str>),
+    ) -> PodSpec {
+        let mut volumes = vec![config_volume(proxy_name)];
         let mut mounts = vec![VolumeMount {
             name: "config".into(),
             mount_path: "/config".into(),
             ..Default::default()
         }];
-        if stack.tls.is_some() {
-            volumes.push(tls_volume(&tls_secret));
+        if tls {
+            volumes.push(tls_volume(tls_secret));
             mounts.push(tls_mount());
         }
         let (grace, pre_stop) = proxy_stop(spec);
-        st.proxy_stop = Some((grace as u32, pre_stop as u32));
-        let pod_ports: BTreeSet<u16> = st.served.ports.values().copied().collect();
+        self.proxy_stop = Some((grace as u32, pre_stop as u32));
+        let pod_ports: BTreeSet<u16> = self.served.ports.values().copied().collect();
         let mut container_ports: Vec<ContainerPort> = pod_ports
             .iter()
             .map(|p| ContainerPort {
@@ -324,11 +420,11 @@ impl KubeStage {
             .collect();
         container_ports.push(ContainerPort {
             name: Some("admin".into()),
-            container_port: i32::from(st.admin_port),
+            container_port: i32::from(self.admin_port),
             protocol: Some("TCP".into()),
             ..Default::default()
         });
-        let pod = PodSpec {
+        PodSpec {
             // One replica per node before a second on any (tainted nodes, such as a lost one,
             // are left out of the count).
             topology_spread_constraints: Some(vec![TopologySpreadConstraint {
@@ -346,9 +442,9 @@ impl KubeStage {
             volumes: Some(volumes),
             containers: vec![Container {
                 name: "proxy".into(),
-                image: Some(proxy_image.clone()),
-                image_pull_policy: Some(PullPolicy::for_image(&proxy_image).to_string()),
-                command: Some(sh(&entry)),
+                image: Some(image.to_string()),
+                image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
+                command: Some(sh(entry)),
                 ports: Some(container_ports),
                 volume_mounts: Some(mounts),
                 // The kubelet asks the admin listener: its results gate the Service's
@@ -356,7 +452,7 @@ impl KubeStage {
                 readiness_probe: Some(Probe {
                     http_get: Some(HTTPGetAction {
                         path: Some("/generation".into()),
-                        port: IntOrString::Int(i32::from(st.admin_port)),
+                        port: IntOrString::Int(i32::from(self.admin_port)),
                         ..Default::default()
                     }),
                     period_seconds: Some(1),
@@ -367,7 +463,7 @@ impl KubeStage {
                 // sleep), then the driver's own preStop command (Caddy's drain), then the
                 // image's stop signal (graceful).
                 lifecycle: Some(Lifecycle {
-                    pre_stop: pre_stop_command(pre_stop, pre_stop_cmd.as_deref()).map(|command| {
+                    pre_stop: pre_stop_command(pre_stop, pre_stop_cmd).map(|command| {
                         LifecycleHandler {
                             exec: Some(ExecAction {
                                 command: Some(command),
@@ -380,31 +476,7 @@ impl KubeStage {
                 ..Default::default()
             }],
             ..Default::default()
-        };
-        st.followers = Some(c.follow_logs(&ns, &st.role_selector(PROXY), &logs_dir, origin)?);
-        let kind = match spec.service_type {
-            scenario::ServiceKind::ClusterIp => ServiceType::ClusterIp,
-            scenario::ServiceKind::NodePort => ServiceType::NodePort,
-            scenario::ServiceKind::LoadBalancer => ServiceType::LoadBalancer,
-        };
-        st.service = Some((kind, None));
-        st.endpoints = Some(c.watch_endpoints(&ns, &proxy_name, origin));
-        st.apply_service()?;
-        let pod = st.pulling.apply(pod);
-        c.apply_owned(
-            &ns,
-            &deployment(&proxy_name, &pl, cfg.replicas, pod),
-            &st.run_id,
-        )?;
-        st.probes = Some(c.sample_probes(
-            &ns,
-            &st.role_selector(PROXY),
-            origin,
-            Duration::from_secs(1),
-        ));
-        c.wait_deployment_ready(&ns, &proxy_name, cfg.replicas as i32, st.ready_bound)?;
-        st.find_paths(cfg.replicas)?;
-        Ok(())
+        }
     }
 
     /// Makes [`NO_LINGER`] in every running proxy pod, all at once, so that their preStop hooks
@@ -1044,6 +1116,26 @@ fn logs_note(missed: &[Missed]) -> String {
             .collect::<Vec<_>>()
             .join("; ")
     )
+}
+
+/// Refuses, before anything is made, a backend group whose Deployment and Service name would
+/// be over the 63 characters of a DNS-1035 label.
+fn check_names(case: &Case, run_id: &str) -> Result<(), StackError> {
+    // is made.
+    for g in &case.backends {
+        let name = backends::deployment_name(&g.name, run_id);
+        if name.len() > 63 {
+            return Err(platform(format!(
+                "backend group '{}': its Deployment and Service `{name}` would have {} \
+                 characters, over Kubernetes' 63: on Kubernetes a group's name has at most \
+                 {} characters",
+                g.name,
+                name.len(),
+                63 - (name.len() - g.name.len())
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The regression gate's false-positive rate and power, measured on this machine with real runs
-# of `proxybench run default --quick`.
+# of `proxybench run default`: the whole scenario (30 s of load a run), or with FORM=quick its
+# quick form (6 s).
 #
 # False positives: PAIRS pairs (default 20) of identical sets of RUNS runs a side (default 3),
 # made as the gate is meant to be fed: `run --repeat RUNS --interleave` (A B A B ...), each set
@@ -18,18 +19,32 @@
 #
 # The load average is printed as the runs go: the goals are for a machine where another build
 # runs (load average above 4). BUSY='command' runs that command in the background meanwhile
-# (stopped at the end), e.g. BUSY='cargo build --release' in another checkout.
+# (stopped at the end, and again each time it ends), e.g. a rebuild of another checkout:
+#   BUSY='cd /tmp/busy && touch crates/model/src/lib.rs && \
+#         CARGO_TARGET_DIR=/tmp/busy-target cargo build --release -j 4 --workspace'
 #
 # Each is also read at --confidence 0.90 (its lower end is a one-sided 5% test), to show what a
 # looser confidence level buys in power and costs in false positives.
 #
-# Usage: bash bench/gate-false-positives.sh [PAIRS] [TRIALS] [RUNS]   (0 pairs or 0 trials skips
-# that part)
+# FORM=full (the default) runs the scenario whole, as `make run` and a CI job would: a set of 3
+# runs a side takes about 3 minutes, so 20 pairs and 10 trials take about 100. FORM=quick runs
+# `run default --quick`, 6 s of load a run, in about a third of that: its coffee p99 is mostly
+# the tail of the kill, restart and reload squeezed into 6 s, and moves less under a slower
+# backend (see docs/gates-and-reports.md).
+#
+# Usage: [FORM=quick|full] [BUSY='command'] bash bench/gate-false-positives.sh [PAIRS] [TRIALS]
+#        [RUNS]   (0 pairs or 0 trials skips that part)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIRS=${1:-20}
 TRIALS=${2:-10}
 RUNS=${3:-3}
+FORM=${FORM:-full}
+case "$FORM" in
+  quick) FORM_FLAG=(--quick) ;;
+  full) FORM_FLAG=() ;;
+  *) echo "gate-false-positives.sh: FORM is quick or full, not '$FORM'" >&2; exit 2 ;;
+esac
 BIN=${PROXYBENCH:-target/release/proxybench}
 [ -x "$BIN" ] || cargo build --release --locked -p proxybench
 WORK=$(mktemp -d)
@@ -54,7 +69,7 @@ grep -q 'median=4ms' "$WORK/slow.toml"
 
 set_of() { # set NAME OTHER: RUNS runs of default interleaved with RUNS of OTHER; prints the set
   load_now >>"$WORK/loads"
-  "$BIN" run "$WORK/default.toml" --quick --no-progress --results "$WORK/$1" \
+  "$BIN" run "$WORK/default.toml" "${FORM_FLAG[@]}" --no-progress --results "$WORK/$1" \
     --repeat "$RUNS" --interleave "$2" >"$WORK/$1.log" 2>&1 || true
   load_now >>"$WORK/loads"
   ls -d "$WORK/$1"/default/*/ | head -1
@@ -66,6 +81,7 @@ verdict() { awk -F'|' '{gsub(/^ +| +$/, "", $(NF-2)); print $(NF-2)}'; }
 ZERO=(--gate "p50 <= +0%" --gate "p99 <= +0%" --gate "mean <= +0%" --gate "rps >= -0%")
 BOUNDED=(--gate "p50 <= +10%" --gate "p99 <= +10%" --gate "mean <= +10%" --gate "rps >= -5%")
 
+echo "form: $FORM"
 echo "false positives: $PAIRS pairs of $RUNS runs a side, interleaved; load average $(load_now)"
 zero_fail=0 zero_n=0 bounded_fail=0 bounded_n=0 sig=0 pairs_failed=0 z90_fail=0
 for i in $(seq 1 "$PAIRS"); do

@@ -138,7 +138,14 @@ pub(super) fn probes(out: &mut String, c: &CaseResult) {
         // The probe's own cost over the replicas it reached.
         let reached: Vec<&model::ReplicaProbe> =
             r.replicas.iter().filter(|x| !x.unreached).collect();
-        let n = reached.len().max(1) as f64;
+        // The mean over the replicas reached, "-" when none was (not a cost of 0).
+        let mean = |f: fn(&model::ReplicaProbe) -> f64| -> String {
+            if reached.is_empty() {
+                return "-".into();
+            }
+            let sum: f64 = reached.iter().map(|x| f(x)).sum();
+            format!("{:.0}", sum / reached.len() as f64)
+        };
         let short = r.shortfall();
         // A time over the replicas reached says so when some were not.
         let of = |cell: String| match &short {
@@ -154,14 +161,8 @@ pub(super) fn probes(out: &mut String, c: &CaseResult) {
             of(spread(&v(|x| x.first_ms))),
             of(spread(&v(|x| x.stable_ms))),
             r.mixed_ms.map_or("-".into(), fmt::f2),
-            format!(
-                "{:.0}",
-                reached.iter().map(|x| x.interval_us).sum::<f64>() / n
-            ),
-            format!(
-                "{:.0}",
-                reached.iter().map(|x| x.request_us).sum::<f64>() / n
-            ),
+            of(mean(|x| x.interval_us)),
+            of(mean(|x| x.request_us)),
             r.error.clone().unwrap_or_default(),
         ]);
     };
@@ -399,8 +400,11 @@ mod tests {
             row.contains("10.00 / 30.00 / 30.00 (2 of 3 replicas)"),
             "{row}"
         );
-        // The probe's cost over the two reached: 1000 µs, 300 µs.
-        assert!(row.contains("| 1000 | 300 |"), "{row}");
+        // The probe's cost over the two reached: 1000 µs, 300 µs, with what it covers.
+        assert!(
+            row.contains("| 1000 (2 of 3 replicas) | 300 (2 of 3 replicas) |"),
+            "{row}"
+        );
         assert!(
             out.lines()
                 .any(|l| l.contains("gw-c")
@@ -411,6 +415,38 @@ mod tests {
             out.contains("Resolution: asked every 1000 µs, achieved 1000 µs on average"),
             "{out}"
         );
+    }
+
+    /// A probe that reached no replica has no cost of its own to show: its interval and
+    /// request cells read "-", not 0 µs.
+    #[test]
+    fn a_probe_that_reached_no_replica_shows_no_cost() {
+        let mut not = replica("gw-a", 0.0, 0.0, false);
+        (not.first_ms, not.ready_ms, not.stable_ms) = (None, None, None);
+        not.unreached = true;
+        let c = CaseResult {
+            probes: vec![ProbeRecord {
+                t_s: 1.0,
+                action: "apply".into(),
+                detail: "route.yaml".into(),
+                request: "http://r7.example:8080/r7 -> 200".into(),
+                path: "pod IP".into(),
+                every_us: 1000.0,
+                replicas: vec![not],
+                error: Some("not measurable: the probe reached 0 of 1 replicas".into()),
+                ..ProbeRecord::default()
+            }],
+            ..CaseResult::default()
+        };
+        let mut out = String::new();
+        probes(&mut out, &c);
+        let row = out
+            .lines()
+            .find(|l| l.contains("route.yaml") && l.contains("not reached"))
+            .unwrap_or_else(|| panic!("{out}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert!(!cells.contains(&"0"), "no cost of 0 µs: {row}");
+        assert!(cells.iter().filter(|c| **c == "-").count() >= 2, "{row}");
     }
 
     /// A resolution short of the one asked is said, with the request's own cost; a record

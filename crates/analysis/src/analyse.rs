@@ -50,35 +50,44 @@ pub fn analyse(dir: &Path) -> Result<RunResults, AnalyseError> {
     let named = match &scn.analysis {
         None => None,
         Some(name) => Some(analysis::find(name).ok_or_else(|| RecordError::Scenario {
-            path: dir.join(record::SCENARIO_TOML),
+            path: dir.join(model::results_dir::SCENARIO_TOML),
             msg: format!("unknown analysis '{name}'"),
         })?),
     };
-    let mut results = rec.run;
-    // Whatever analysed fields the file holds, the analysis starts from the measurements alone;
+    // The analysis starts from the measurements alone (the record holds nothing analysed);
     // what the runner itself recorded about the run (a namespace kept or left behind) stays,
     // after the analysis's own findings.
+    let mut run = rec.run;
+    let recorded_cases = std::mem::take(&mut run.cases);
+    let mut results = RunResults::from(run);
     let recorded = std::mem::take(&mut results.findings);
-    results.checks.clear();
-    let RunResults {
-        env, cases, checks, ..
-    } = &mut results;
-    for result in cases.iter_mut() {
+    // One case at a time, so that one case's per-request records are in memory at once.
+    for mut measured in recorded_cases {
         let case = scn
             .cases
             .iter()
-            .find(|c| c.name == result.name)
+            .find(|c| c.name == measured.name)
             .ok_or_else(|| RecordError::Scenario {
-                path: dir.join(record::SCENARIO_TOML),
-                msg: format!("no case '{}', which the record holds", result.name),
+                path: dir.join(model::results_dir::SCENARIO_TOML),
+                msg: format!("no case '{}', which the record holds", measured.name),
             })?;
-        let records = record::read_requests(dir, result)?;
-        let lives = record::read_lives(dir, result)?;
-        let case_checks = analyse_case(&scn, named, case, &records, &lives, env, result)?;
+        let records = record::read_requests(dir, &mut measured)?;
+        let lives = record::read_lives(dir, &mut measured)?;
+        let mut result = CaseResult::from(measured);
+        let case_checks = analyse_case(
+            &scn,
+            named,
+            case,
+            &records,
+            &lives,
+            &results.env,
+            &mut result,
+        )?;
         // A case cut short by a failure keeps its tables, but not its checks.
         if aborted.as_deref() != Some(result.name.as_str()) {
-            checks.extend(case_checks);
+            results.checks.extend(case_checks);
         }
+        results.cases.push(result);
     }
     if let Some(a) = named {
         catch_unwind(AssertUnwindSafe(|| a.finish(&scn, &mut results))).map_err(|p| {
@@ -105,10 +114,7 @@ fn analyse_case(
     result: &mut CaseResult,
 ) -> Result<Vec<CheckResult>, AnalyseError> {
     let recorded = std::mem::take(&mut result.findings);
-    result.tables.clear();
-    result.series.clear();
     // The long-lived connections' ledger, which the checks and the analyses read.
-    result.stream_ledger = None;
     if !result.streams.is_empty() {
         result.stream_ledger = Some(crate::streams::ledger(case, result, lives));
     }

@@ -1,35 +1,18 @@
 //! The record stage's files in a results directory: what a run measured, raw, and nothing
-//! analysed. The runner writes them; [`crate::analyse()`] reads them back.
-//!
-//! ```text
-//! record.json                 model::RunRecord: measurements in data.json's schema, analysed fields empty
-//! scenario.toml               the scenario's text as it ran
-//! requests/<case>/<load>.bin  every request of one load (model::records)
-//! streams/<case>/<load>.csv   every connection's life of one long-lived load (model::stream's
-//!                             lives CSV, as `proxybench load --lives` writes it)
-//! agents/<case>/<load>/agent-N.json   a distributed load's per-agent results (no requests file:
-//!                             agents keep no per-request records; the load's summary in
-//!                             record.json is their exact merge, `proxybench merge` of these)
-//! ```
+//! analysed. The runner writes them; [`crate::analyse()`] reads them back. Their names and
+//! places are [`model::results_dir`]'s: record.json (a [`model::RunRecord`]: measurements in
+//! data.json's schema), scenario.toml, requests/, streams/ and agents/ (a distributed load's
+//! per-agent results: agents keep no per-request records, and the load's summary in
+//! record.json is their exact merge, `proxybench merge` of these).
 
 use crate::analysis::{Lives, Records};
-use model::{records, CaseResult, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
+use model::results_dir::{agents_dir, lives_path, requests_path, RECORD_JSON, SCENARIO_TOML};
+use model::{records, CaseRecord, RunRecord, RECORD_VERSION, SCHEMA_VERSION};
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, Scenario};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// The measurements file.
-pub const RECORD_JSON: &str = "record.json";
-/// The scenario's text as it ran.
-pub const SCENARIO_TOML: &str = "scenario.toml";
-/// The folder of per-request records.
-pub const REQUESTS_DIR: &str = "requests";
-/// The folder of distributed loads' per-agent results.
-pub const AGENTS_DIR: &str = "agents";
-/// The folder of long-lived loads' connection lives.
-pub const STREAMS_DIR: &str = "streams";
 
 /// Why a results directory's record could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -54,8 +37,8 @@ pub enum RecordError {
         /// The directory given.
         dir: PathBuf,
     },
-    /// record.json of another layout or schema version.
-    #[error("{}: record version {found}, but this proxybench reads record version {RECORD_VERSION} (schema {SCHEMA_VERSION})", path.display())]
+    /// record.json of a newer layout, or of another schema version.
+    #[error("{}: record version {found}, but this proxybench reads record versions 1 to {RECORD_VERSION} (schema {SCHEMA_VERSION})", path.display())]
     Version {
         /// The file.
         path: PathBuf,
@@ -112,33 +95,11 @@ fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), RecordError> {
     fs::rename(&tmp, path).map_err(io(path))
 }
 
-/// The file one load's requests go to: `requests/<case>/<load>.bin`, or, for a load whose name
-/// cannot be a file name, `requests/<case>/by-index/<i>.bin` with `i` its place in the case's
-/// loads (a plain name holds no `/`, so the two forms never meet).
-pub fn requests_path(dir: &Path, case: &str, index: usize, load: &str) -> PathBuf {
-    let case_dir = dir.join(REQUESTS_DIR).join(case);
-    match scenario::paths::plain_name_problem(&format!("{load}.bin")) {
-        None => case_dir.join(format!("{load}.bin")),
-        Some(_) => case_dir.join("by-index").join(format!("{index}.bin")),
-    }
-}
-
-/// The folder of one distributed load's per-agent results: `agents/<case>/<load>/`, or
-/// `agents/<case>/by-index/<i>/` for a load whose name cannot be a file name (as
-/// [`requests_path`]).
-pub fn agents_dir(dir: &Path, case: &str, index: usize, load: &str) -> PathBuf {
-    let case_dir = dir.join(AGENTS_DIR).join(case);
-    match scenario::paths::plain_name_problem(load) {
-        None => case_dir.join(load),
-        Some(_) => case_dir.join("by-index").join(index.to_string()),
-    }
-}
-
 /// Writes each distributed load's per-agent results as `agent-N.json` (N in agent order), the
 /// files `proxybench merge` reads; merging them gives the load's summary in record.json.
 pub fn write_agents(
     dir: &Path,
-    case: &CaseResult,
+    case: &CaseRecord,
     parts: &BTreeMap<String, Vec<model::LoadResult>>,
 ) -> Result<(), RecordError> {
     for (i, load) in case.loads.iter().enumerate() {
@@ -159,7 +120,7 @@ pub fn write_agents(
 
 /// Writes the records of every load of `case` (`records` by load name; a load without records
 /// gets none).
-pub fn write_requests(dir: &Path, case: &CaseResult, records: &Records) -> Result<(), RecordError> {
+pub fn write_requests(dir: &Path, case: &CaseRecord, records: &Records) -> Result<(), RecordError> {
     for (i, load) in case.loads.iter().enumerate() {
         let Some(recs) = records.get(&load.name) else {
             continue;
@@ -180,7 +141,7 @@ pub fn write_requests(dir: &Path, case: &CaseResult, records: &Records) -> Resul
 /// [`model::Collector::Records`] with why, so that what reads that load's records is not
 /// measurable and what reads several loads says its coverage, while the other loads' records
 /// are read as usual. A file that is there but damaged is bad input, named.
-pub fn read_requests(dir: &Path, case: &mut CaseResult) -> Result<Records, RecordError> {
+pub fn read_requests(dir: &Path, case: &mut CaseRecord) -> Result<Records, RecordError> {
     let mut out = Records::new();
     let kept: Vec<(usize, String)> = case
         .loads
@@ -214,23 +175,12 @@ pub fn read_requests(dir: &Path, case: &mut CaseResult) -> Result<Records, Recor
     Ok(out)
 }
 
-/// The file one long-lived load's connection lives go to: `streams/<case>/<load>.csv`, or
-/// `streams/<case>/by-index/<i>.csv` for a load whose name cannot be a file name, with `i` its
-/// place among the case's long-lived loads.
-pub fn lives_path(dir: &Path, case: &str, index: usize, load: &str) -> PathBuf {
-    let case_dir = dir.join(STREAMS_DIR).join(case);
-    match scenario::paths::plain_name_problem(&format!("{load}.csv")) {
-        None => case_dir.join(format!("{load}.csv")),
-        Some(_) => case_dir.join("by-index").join(format!("{index}.csv")),
-    }
-}
-
 /// Writes the connection lives of every long-lived load of `case` (`lives` by load name), one
 /// CSV file each. They stay out of record.json and data.json: a load of a thousand connections
 /// under a reload every few seconds ends tens of thousands of them, a few megabytes of JSON
 /// that every reader of those files would load for nothing; a file per load is read only by
 /// what needs the lives (the ledger), and opens in any spreadsheet.
-pub fn write_lives(dir: &Path, case: &CaseResult, lives: &Lives) -> Result<(), RecordError> {
+pub fn write_lives(dir: &Path, case: &CaseRecord, lives: &Lives) -> Result<(), RecordError> {
     for (i, st) in case.streams.iter().enumerate() {
         let Some(l) = lives.get(&st.name) else {
             continue;
@@ -247,7 +197,7 @@ pub fn write_lives(dir: &Path, case: &CaseResult, lives: &Lives) -> Result<(), R
 /// Reads back the connection lives of every long-lived load of `case`. A load's file that is
 /// not there leaves that load without lives: a shortfall of [`model::Collector::StreamLives`]
 /// with why, so that what reads them is not measurable; a damaged file is bad input, named.
-pub fn read_lives(dir: &Path, case: &mut CaseResult) -> Result<Lives, RecordError> {
+pub fn read_lives(dir: &Path, case: &mut CaseRecord) -> Result<Lives, RecordError> {
     let mut out = Lives::new();
     let names: Vec<String> = case.streams.iter().map(|s| s.name.clone()).collect();
     for (i, name) in names.iter().enumerate() {
@@ -329,7 +279,9 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RecordError> {
         .as_ref()
         .and_then(|r| r.schema.as_ref())
         .and_then(|v| v.as_u64());
-    if version != Some(u64::from(RECORD_VERSION)) || schema != Some(u64::from(SCHEMA_VERSION)) {
+    // Version 1 differs from 2 only by analysed fields it wrote empty, which 2 ignores.
+    let readable = version.is_some_and(|v| (1..=u64::from(RECORD_VERSION)).contains(&v));
+    if !readable || schema != Some(u64::from(SCHEMA_VERSION)) {
         let found = match (&head.record_version, schema) {
             (Some(v), Some(s)) => format!("{v} (schema {s})"),
             (Some(v), None) => v.to_string(),
@@ -427,7 +379,7 @@ mod tests {
             selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
             aborted_case: None,
             proxy: Some(kind.name().into()),
-            run: model::RunResults {
+            run: model::MeasuredRun {
                 schema: SCHEMA_VERSION,
                 scenario: scn.name.clone(),
                 description: String::new(),
@@ -438,7 +390,6 @@ mod tests {
                 env: model::Env::default(),
                 cases: Vec::new(),
                 findings: Vec::new(),
-                checks: Vec::new(),
             },
         };
         let back = read_scenario(dir.path(), &rec).unwrap();
@@ -466,7 +417,7 @@ mod tests {
             selected_cases: vec!["main".into()],
             aborted_case: None,
             proxy: None,
-            run: model::RunResults {
+            run: model::MeasuredRun {
                 schema: SCHEMA_VERSION,
                 scenario: "default".into(),
                 description: String::new(),
@@ -477,7 +428,6 @@ mod tests {
                 env: model::Env::default(),
                 cases: Vec::new(),
                 findings: Vec::new(),
-                checks: Vec::new(),
             },
         };
         // Run locally, the cluster action does not parse; on the recorded platform it does,
@@ -496,22 +446,9 @@ mod tests {
     }
 
     #[test]
-    fn names_that_cannot_be_files_go_by_index() {
-        let d = Path::new("/r");
-        assert_eq!(
-            requests_path(d, "main", 0, "coffee"),
-            Path::new("/r/requests/main/coffee.bin")
-        );
-        assert_eq!(
-            requests_path(d, "main", 2, "a/b"),
-            Path::new("/r/requests/main/by-index/2.bin")
-        );
-    }
-
-    #[test]
     fn requests_round_trip_through_the_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let mut case = CaseResult {
+        let recorded = CaseRecord {
             name: "main".into(),
             loads: vec![load("coffee"), load("x/y")],
             ..Default::default()
@@ -527,6 +464,7 @@ mod tests {
         let mut all = Records::new();
         all.insert("coffee".into(), vec![rec(1), rec(2)]);
         all.insert("x/y".into(), vec![rec(3)]);
+        let mut case = recorded;
         write_requests(dir.path(), &case, &all).unwrap();
         assert!(dir.path().join("requests/main/by-index/1.bin").is_file());
         assert_eq!(read_requests(dir.path(), &mut case).unwrap(), all);
@@ -536,7 +474,9 @@ mod tests {
         fs::remove_file(dir.path().join("requests/main/coffee.bin")).unwrap();
         let got = read_requests(dir.path(), &mut case).unwrap();
         assert_eq!(got.keys().collect::<Vec<_>>(), ["x/y"]);
-        let s = case.shortfall(model::Collector::Records).unwrap();
+        let s = model::CaseResult::from(case.clone())
+            .shortfall(model::Collector::Records)
+            .unwrap();
         assert_eq!(s.coverage(), "1 of 2 loads");
         assert!(s.lacks("coffee"));
         assert!(

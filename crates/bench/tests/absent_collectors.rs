@@ -9,10 +9,10 @@
 
 use analysis::{analyse, record};
 use model::{
-    BackendCounters, CaseResult, ClusterEvent, ClusterRecord, Collector, DistributedLoad, Env,
-    ErrorKind, Event, Latency, LoadMode, LoadSummary, Percentile, PlatformInfo, PodChange,
-    PodMetric, RateStats, ReadinessSample, RestartRecord, RunRecord, RunResults, ScrapeSample,
-    StubSample,
+    BackendCounters, CaseRecord, ClusterEvent, ClusterRecord, Collector, DistributedLoad, Env,
+    ErrorKind, Event, Latency, LoadMode, LoadSummary, MeasuredRun, Percentile, PlatformInfo,
+    PodChange, PodMetric, RateStats, ReadinessSample, RestartRecord, RunRecord, RunResults,
+    ScrapeSample, StubSample,
 };
 use scenario::catalogue;
 use scenario::{Case, ParseOptions, PlatformKind, Scenario};
@@ -75,7 +75,7 @@ fn load(spec: &scenario::LoadSpec, elapsed_s: f64) -> LoadSummary {
 
 /// What the absent collectors would have held: different for each `seed`, so that a report
 /// reading any of it differs between seeds.
-fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
+fn fill_absent(c: &mut CaseRecord, seed: u64, shape: Shape) {
     let replicas = ["nginx-0", "nginx-1", "nginx-2"];
     c.readiness = (0..4 * seed)
         .map(|i| ReadinessSample {
@@ -173,9 +173,9 @@ fn fill_absent(c: &mut CaseResult, seed: u64, shape: Shape) {
 }
 
 /// One case as the runner would record it in `shape`, every collector absent with why.
-fn case_result(case: &Case, shape: Shape, seed: u64) -> CaseResult {
+fn case_result(case: &Case, shape: Shape, seed: u64) -> CaseRecord {
     let elapsed_s = case.steps.last().map_or(10.0, |s| s.at.as_secs_f64() + 5.0);
-    let mut c = CaseResult {
+    let mut c = CaseRecord {
         name: case.name.clone(),
         elapsed_s,
         loads: case.loads.iter().map(|l| load(l, elapsed_s)).collect(),
@@ -265,7 +265,7 @@ fn report(name: &str, shape: Shape, seed: u64) -> (String, RunResults) {
         opts.platform.kind = Some(PlatformKind::Kubernetes);
     }
     let scn = Scenario::parse_with(&src, true, &opts).unwrap();
-    let cases: Vec<CaseResult> = scn
+    let cases: Vec<CaseRecord> = scn
         .cases
         .iter()
         .map(|c| case_result(c, shape, seed))
@@ -278,7 +278,7 @@ fn report(name: &str, shape: Shape, seed: u64) -> (String, RunResults) {
         selected_cases: cases.iter().map(|c| c.name.clone()).collect(),
         aborted_case: None,
         proxy: None,
-        run: RunResults {
+        run: MeasuredRun {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),
             description: String::new(),
@@ -289,7 +289,6 @@ fn report(name: &str, shape: Shape, seed: u64) -> (String, RunResults) {
             env,
             cases: cases.clone(),
             findings: vec![],
-            checks: vec![],
         },
     };
     record::write_scenario(dir.path(), &scn).unwrap();

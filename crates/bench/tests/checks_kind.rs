@@ -6,8 +6,8 @@
 use analysis::Records;
 use analysis::{analyse, record};
 use model::{
-    CaseResult, ErrorKind, Latency, LoadMode, LoadSummary, Percentile, RateStats, RequestRecord,
-    RunRecord, RunResults,
+    CaseRecord, ErrorKind, Latency, LoadMode, LoadSummary, MeasuredRun, Percentile, RateStats,
+    RequestRecord, RunRecord,
 };
 use scenario::layers::Source;
 use scenario::Scenario;
@@ -85,7 +85,7 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
         text: SCENARIO.into(),
     };
     let scn = Scenario::parse_with(&src, false, &analysis::parse_options()).unwrap();
-    let mut case = CaseResult {
+    let mut case = CaseRecord {
         name: scn.cases[0].name.clone(),
         elapsed_s: 2.0,
         loads: vec![load(40)],
@@ -104,7 +104,7 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
         selected_cases: vec![case.name.clone()],
         aborted_case: None,
         proxy: None,
-        run: RunResults {
+        run: MeasuredRun {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),
             description: String::new(),
@@ -115,7 +115,6 @@ fn analysed(kind: &str) -> BTreeMap<String, model::CheckResult> {
             env,
             cases: vec![case.clone()],
             findings: vec![],
-            checks: vec![],
         },
     };
     record::write_scenario(dir.path(), &scn).unwrap();

@@ -13,9 +13,9 @@
 
 use analysis::{analyse, record, Records};
 use model::{
-    BackendCounters, CaseResult, Cell, ClusterRecord, Collector, Env, ErrorKind, Event, Latency,
-    LoadMode, LoadSummary, LogLevels, Percentile, RateStats, ReadinessSample, ReloadRecord,
-    RequestRecord, RunRecord, RunResults, StubSample,
+    BackendCounters, CaseRecord, Cell, ClusterRecord, Collector, Env, ErrorKind, Event, Latency,
+    LoadMode, LoadSummary, LogLevels, MeasuredRun, Percentile, RateStats, ReadinessSample,
+    ReloadRecord, RequestRecord, RunRecord, RunResults, StubSample,
 };
 use scenario::catalogue;
 use scenario::{Case, ParseOptions, PlatformKind, Scenario};
@@ -94,10 +94,10 @@ fn requests(n: u64) -> Vec<RequestRecord> {
 }
 
 /// One case as a local run records it, every collector whole.
-fn complete(case: &Case, cluster: bool) -> (CaseResult, Records) {
+fn complete(case: &Case, cluster: bool) -> (CaseRecord, Records) {
     let elapsed_s = case.steps.last().map_or(10.0, |s| s.at.as_secs_f64() + 5.0);
     let n = 400;
-    let mut c = CaseResult {
+    let mut c = CaseRecord {
         name: case.name.clone(),
         elapsed_s,
         loads: case.loads.iter().map(|l| load(l, elapsed_s, n)).collect(),
@@ -219,22 +219,22 @@ impl Fault {
         Fault::LogLevels,
     ];
 
-    /// The name of the item the fault takes away.
-    fn item(self, c: &CaseResult) -> String {
+    /// The name of the item the fault takes away (`loads`: the case's).
+    fn item(self, loads: &[LoadSummary]) -> String {
         match self {
             Fault::StatusPage | Fault::Log => "nginx-2".into(),
             Fault::Counters => "app-1".into(),
-            Fault::Records => c.loads.last().map(|l| l.name.clone()).unwrap_or_default(),
+            Fault::Records => loads.last().map(|l| l.name.clone()).unwrap_or_default(),
             Fault::LogLevels => "gw/ctl-2/ctl".into(),
         }
     }
 
-    /// Every item of the kind the fault takes one of.
-    fn items(self, c: &CaseResult) -> Vec<String> {
+    /// Every item of the kind the fault takes one of (`loads`: the case's).
+    fn items(self, loads: &[LoadSummary]) -> Vec<String> {
         match self {
             Fault::StatusPage | Fault::Log => REPLICAS.map(String::from).to_vec(),
             Fault::Counters => vec!["app-0".into(), "app-1".into()],
-            Fault::Records => c.loads.iter().map(|l| l.name.clone()).collect(),
+            Fault::Records => loads.iter().map(|l| l.name.clone()).collect(),
             Fault::LogLevels => ["ctl-0", "ctl-1", "ctl-2"]
                 .map(|p| format!("gw/{p}/ctl"))
                 .to_vec(),
@@ -242,7 +242,7 @@ impl Fault {
     }
 
     /// `c` with the fault, partial (`whole == false`) or wholly absent.
-    fn apply(self, c: &mut CaseResult, records: &mut Records, whole: bool) {
+    fn apply(self, c: &mut CaseRecord, records: &mut Records, whole: bool) {
         let why = "connection refused";
         match (self, whole) {
             (Fault::StatusPage, false) => {
@@ -279,7 +279,7 @@ impl Fault {
                 c.add_missing(Collector::BackendCounters, "backends", 2, "app-1", why);
             }
             (Fault::Records, false) => {
-                let last = self.item(c);
+                let last = self.item(&c.loads);
                 records.remove(&last);
             }
             (Fault::LogLevels, false) => {
@@ -351,7 +351,7 @@ fn run(name: &str, fault: Fault, whole: Option<bool>) -> Option<(RunResults, Str
         selected_cases: cases.iter().map(|c| c.name.clone()).collect(),
         aborted_case: None,
         proxy: None,
-        run: RunResults {
+        run: MeasuredRun {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),
             description: String::new(),
@@ -362,7 +362,6 @@ fn run(name: &str, fault: Fault, whole: Option<bool>) -> Option<(RunResults, Str
             env,
             cases,
             findings: vec![],
-            checks: vec![],
         },
     };
     record::write_record(dir.path(), &rec).unwrap();
@@ -435,10 +434,10 @@ fn partial_evidence_never_passes_and_always_says_its_coverage() {
             };
             let of_another = |c: &model::CheckResult| {
                 let case = case_of(&c.case);
-                let item = fault.item(case);
+                let item = fault.item(&case.loads);
                 !c.name.contains(&item)
                     && fault
-                        .items(case)
+                        .items(&case.loads)
                         .iter()
                         .any(|i| c.name.starts_with(&format!("{i}:")))
             };
@@ -457,13 +456,13 @@ fn partial_evidence_never_passes_and_always_says_its_coverage() {
                     continue;
                 };
                 let case = case_of(&Some(k.0.clone()));
-                let item = fault.item(case);
+                let item = fault.item(&case.loads);
                 // A row or a column of another item of the same kind (a replica whose page
                 // answered, a load whose records were read) is that item's whole evidence.
                 let other_item = |s: &str| {
                     s != item
                         && fault
-                            .items(case)
+                            .items(&case.loads)
                             .iter()
                             .any(|i| s == i || s.starts_with(&format!("{i} ")))
                 };
@@ -482,11 +481,11 @@ fn partial_evidence_never_passes_and_always_says_its_coverage() {
             // it is not whole.
             let said_absent: Vec<&String> = whole.cases.iter().flat_map(|c| &c.findings).collect();
             for c in &partial.cases {
-                let item = fault.item(c);
+                let item = fault.item(&c.loads);
                 for f in &c.findings {
                     // A finding of one other item (`coffee: ...`) has its whole evidence.
                     let another = fault
-                        .items(c)
+                        .items(&c.loads)
                         .iter()
                         .any(|i| *i != item && f.starts_with(&format!("{i}:")));
                     if said_absent.contains(&f) || another {
@@ -515,7 +514,7 @@ fn partial_evidence_never_passes_and_always_says_its_coverage() {
             }
             // The report says what is missing, once at least.
             assert!(
-                md.contains(&fault.item(&partial.cases[0])) || md.contains("not sampled"),
+                md.contains(&fault.item(&partial.cases[0].loads)) || md.contains("not sampled"),
                 "{at}: the report never names what is missing"
             );
         }

@@ -144,7 +144,7 @@ pub fn run_each(
     report::write_comparison(&root, &c).map_err(|e| CliError::runtime(e.to_string()))?;
     println!(
         "comparison: {}",
-        root.join(comparison::COMPARISON_MD).display()
+        root.join(model::results_dir::COMPARISON_MD).display()
     );
     if let Some(path) = junit {
         // Every kind is in the file: those that ran with their checks, those that could not run

@@ -3,6 +3,7 @@
 use crate::outcome::{exit_code, write_junit};
 use crate::CliError;
 use bench::runner::RunOptions;
+use model::results_dir::{COMPARISON_HTML, DATA_JSON, REPORT_HTML, REPORT_MD};
 use scenario::layers::Source;
 use scenario::{ParseOptions, PlatformKind, PlatformOverride, Scenario};
 use std::io::IsTerminal;
@@ -661,11 +662,11 @@ pub fn scenarios(_a: ScenariosArgs) -> Result<ExitCode, CliError> {
 /// Runs `proxybench report DIR`.
 pub fn report(a: ReportArgs) -> Result<ExitCode, CliError> {
     report::rebuild(&a.dir)?;
-    if a.dir.join("data.json").is_file() {
-        println!("{}", a.dir.join("report.md").display());
-        println!("{}", a.dir.join(report::html::REPORT_HTML).display());
+    if a.dir.join(DATA_JSON).is_file() {
+        println!("{}", a.dir.join(REPORT_MD).display());
+        println!("{}", a.dir.join(REPORT_HTML).display());
     } else {
-        println!("{}", a.dir.join(report::html::COMPARISON_HTML).display());
+        println!("{}", a.dir.join(COMPARISON_HTML).display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -680,7 +681,7 @@ pub fn analyse(a: AnalyseArgs) -> Result<ExitCode, CliError> {
         }
     })?;
     print!("{}", report::summary_text(&r));
-    println!("report: {}", a.dir.join("report.md").display());
+    println!("report: {}", a.dir.join(REPORT_MD).display());
     // An interrupted run's record is partial, which analysing it again does not change: 1.
     Ok(ExitCode::from(match exit_code(&r) {
         130 => 1,

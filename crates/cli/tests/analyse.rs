@@ -212,7 +212,10 @@ fn analyse_without_a_record_exits_2_with_one_line() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("record version 99 (schema 1), but this proxybench reads record version 1"),
+        err.contains(&format!(
+            "record version 99 (schema 1), but this proxybench reads record versions 1 to {}",
+            model::RECORD_VERSION
+        )),
         "{err}"
     );
 }

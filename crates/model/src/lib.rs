@@ -13,8 +13,10 @@ pub mod ledger;
 pub mod load;
 pub mod measured;
 pub mod metric;
+pub mod record;
 pub mod records;
 pub mod reloads;
+pub mod results_dir;
 pub mod run;
 pub mod schedule;
 pub mod scrape;
@@ -25,13 +27,10 @@ pub mod workload;
 
 pub use load::*;
 pub use measured::*;
+pub use record::{CaseRecord, MeasuredRun, RunRecord};
 pub use reloads::ReloadStats;
 pub use run::*;
 pub use table::*;
 pub use workload::WorkloadKind;
 
-/// Version of the JSON schema written to `data.json` and by `proxybench load --format json`.
-pub const SCHEMA_VERSION: u32 = 3;
-
-/// Version of `record.json`'s layout around the [`RunResults`] it holds ([`RunRecord`]).
-pub const RECORD_VERSION: u32 = 1;
+pub use results_dir::{RECORD_VERSION, SCHEMA_VERSION};

@@ -5,6 +5,7 @@
 
 use crate::{CaseResult, Cell};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A source of measurements that a case may lack.
@@ -526,17 +527,7 @@ impl CaseResult {
     /// Records that `c` missed `item` (one of `of` items of `unit`) with why; a second miss of
     /// the same item keeps the first reason.
     pub fn add_missing(&mut self, c: Collector, unit: &str, of: usize, item: &str, why: &str) {
-        let s = self
-            .partial
-            .entry(c)
-            .or_insert_with(|| Shortfall::new(unit, of, Vec::new()));
-        if !s.lacks(item) {
-            s.missing.push(MissingItem {
-                item: item.to_string(),
-                why: why.to_string(),
-            });
-        }
-        s.of = s.of.max(of).max(s.missing.len());
+        add_missing(&mut self.partial, c, unit, of, item, why);
     }
 
     /// Which loads' per-request records the analysis has: complete when every load's, partial
@@ -592,4 +583,27 @@ impl CaseResult {
             )
         })
     }
+}
+
+/// Records in `partial` that `c` missed `item` (one of `of` items of `unit`) with why; a second
+/// miss of the same item keeps the first reason. The one rule behind
+/// [`CaseResult::add_missing`] and [`crate::CaseRecord::add_missing`].
+pub(crate) fn add_missing(
+    partial: &mut BTreeMap<Collector, Shortfall>,
+    c: Collector,
+    unit: &str,
+    of: usize,
+    item: &str,
+    why: &str,
+) {
+    let s = partial
+        .entry(c)
+        .or_insert_with(|| Shortfall::new(unit, of, Vec::new()));
+    if !s.lacks(item) {
+        s.missing.push(MissingItem {
+            item: item.to_string(),
+            why: why.to_string(),
+        });
+    }
+    s.of = s.of.max(of).max(s.missing.len());
 }

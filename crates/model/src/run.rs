@@ -152,32 +152,6 @@ pub struct LoadPath {
     pub from: String,
 }
 
-/// `record.json`: what a run measured, before any analysis. `proxybench analyse DIR` turns it,
-/// the scenario.toml beside it and the request records under `requests/` into data.json and the
-/// report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// Layout version ([`crate::RECORD_VERSION`]).
-    pub record_version: u32,
-    /// The name the scenario file was read under (`<builtin>/default.toml`, or a path), for
-    /// messages when scenario.toml is parsed again.
-    pub scenario_file: String,
-    /// The scenario's cases that were chosen to run (all of them, or those `--case` named), in
-    /// order: the analysis sees the scenario in this form.
-    pub selected_cases: Vec<String>,
-    /// The case whose failure stopped the run, when it left a result: it is analysed, but its
-    /// checks are not evaluated (a case cut short would fail them for the wrong reason).
-    #[serde(default)]
-    pub aborted_case: Option<String>,
-    /// The proxy kind the run used instead of the scenario's own (`run --proxy KIND`), by name:
-    /// the analysis applies it to scenario.toml as it was read back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<String>,
-    /// The measurements, in data.json's schema, with the analysed fields empty: no disruptions,
-    /// tables, series or checks, and only the findings the runner made (teardown failures).
-    pub run: RunResults,
-}
-
 /// One case of a scenario: its loads and everything observed while they ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CaseResult {

@@ -8,14 +8,12 @@ use crate::fmt::{self, count, signed_count, Table};
 use crate::gate::{self, Gate, GateOptions, GateResult, Method};
 use crate::hdr;
 use crate::Error;
+use model::results_dir::COMPARE_MD;
 use model::ReloadStats;
 use model::{CaseResult, Collector, ErrorKind, LoadSummary, RunResults};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-/// File name of the comparison, written into the second (newer) directory.
-pub const COMPARE_MD: &str = "compare.md";
 
 /// Reads both directories, renders the comparison, writes it to `b/compare.md` and returns it.
 pub fn compare_dirs(a: &Path, b: &Path) -> Result<String, Error> {

@@ -10,17 +10,11 @@
 
 use crate::fmt::{self, count, Table};
 use crate::hdr;
+use model::results_dir::COMPARISON_VERSION;
 use model::{CaseResult, LoadSummary, RunResults};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
-
-/// Layout version of comparison.json.
-pub const COMPARISON_VERSION: u32 = 1;
-/// The comparison's markdown file, in the comparison directory.
-pub const COMPARISON_MD: &str = "comparison.md";
-/// The comparison's data file, in the comparison directory.
-pub const COMPARISON_JSON: &str = "comparison.json";
 
 /// Process groups the runner samples that are not the proxy's (the load generator, the
 /// backends, proxybench as a whole): every other group is a proxy replica.
@@ -224,7 +218,7 @@ pub struct CaseComparison {
 /// comparison.json: everything comparison.md shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
-    /// [`COMPARISON_VERSION`].
+    /// [`model::results_dir::COMPARISON_VERSION`].
     pub comparison_version: u32,
     /// The scenario's name.
     pub scenario: String,

@@ -2,17 +2,20 @@
 //! disruption window, per sample, per reload, per series point. Times are seconds since the run
 //! origin; every file names its case so cases with equal load names stay apart.
 
+use model::results_dir::{
+    DISRUPTIONS_CSV, EVENTS_CSV, RELOADS_CSV, SAMPLES_CSV, SERIES_CSV, TIMELINE_CSV,
+};
 use model::{ErrorKind, RunResults};
 
 /// Every CSV file of a run as (file name, contents).
 pub fn all(r: &RunResults) -> Vec<(&'static str, String)> {
     vec![
-        ("timeline.csv", timeline(r)),
-        ("events.csv", events(r)),
-        ("disruptions.csv", disruptions(r)),
-        ("samples.csv", samples(r)),
-        ("reloads.csv", reloads(r)),
-        ("series.csv", series(r)),
+        (TIMELINE_CSV, timeline(r)),
+        (EVENTS_CSV, events(r)),
+        (DISRUPTIONS_CSV, disruptions(r)),
+        (SAMPLES_CSV, samples(r)),
+        (RELOADS_CSV, reloads(r)),
+        (SERIES_CSV, series(r)),
     ]
 }
 

@@ -2,16 +2,13 @@
 //! rebuilding report.md and charts from it.
 
 use crate::{charts, comparison, csv, html, markdown, Error};
+use model::results_dir::{
+    CHARTS_DIR, COMPARISON_HTML, COMPARISON_JSON, COMPARISON_MD, DATA_JSON, ENV_JSON, REPORT_HTML,
+    REPORT_MD,
+};
 use model::{RunResults, SCHEMA_VERSION};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-
-/// The file every other file of a results directory is derived from.
-pub const DATA_JSON: &str = "data.json";
-/// The report's file name.
-pub const REPORT_MD: &str = "report.md";
-/// The charts' folder.
-pub const CHARTS_DIR: &str = "charts";
 
 /// Writes `contents` to `path` through a temporary file and a rename, so a reader (or a crash)
 /// never sees half a file.
@@ -37,7 +34,7 @@ pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
     for (name, body) in csv::all(r) {
         write_atomic(&dir.join(name), body.as_bytes())?;
     }
-    let env_path = dir.join("env.json");
+    let env_path = dir.join(ENV_JSON);
     if !env_path.exists() {
         let mut env = serde_json::to_string_pretty(&r.env).map_err(|e| Error::Parse {
             path: env_path.clone(),
@@ -47,7 +44,7 @@ pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
         write_atomic(&env_path, env.as_bytes())?;
     }
     write_atomic(&dir.join(REPORT_MD), markdown::render(r).as_bytes())?;
-    write_atomic(&dir.join(html::REPORT_HTML), html::render(r).as_bytes())?;
+    write_atomic(&dir.join(REPORT_HTML), html::render(r).as_bytes())?;
     charts::render_all(r, &dir.join(CHARTS_DIR))?;
 
     // A value JSON cannot carry (NaN, infinity) is written as null and would make the directory
@@ -62,17 +59,17 @@ pub fn write_results(dir: &Path, r: &RunResults) -> Result<(), Error> {
 /// See [`crate::write_comparison`].
 pub fn write_comparison(dir: &Path, c: &comparison::Comparison) -> Result<(), Error> {
     let mut json = serde_json::to_string_pretty(c).map_err(|e| Error::Parse {
-        path: dir.join(comparison::COMPARISON_JSON),
+        path: dir.join(COMPARISON_JSON),
         msg: e.to_string(),
     })?;
     json.push('\n');
-    write_atomic(&dir.join(comparison::COMPARISON_JSON), json.as_bytes())?;
+    write_atomic(&dir.join(COMPARISON_JSON), json.as_bytes())?;
     write_atomic(
-        &dir.join(comparison::COMPARISON_MD),
+        &dir.join(COMPARISON_MD),
         comparison::render_markdown(c).as_bytes(),
     )?;
     write_atomic(
-        &dir.join(html::COMPARISON_HTML),
+        &dir.join(COMPARISON_HTML),
         html::render_comparison(c).as_bytes(),
     )
 }
@@ -124,12 +121,12 @@ pub fn read_results(dir: &Path) -> Result<RunResults, Error> {
 
 /// See [`crate::rebuild`].
 pub fn rebuild(dir: &Path) -> Result<(), Error> {
-    if !dir.join(DATA_JSON).is_file() && dir.join(comparison::COMPARISON_JSON).is_file() {
+    if !dir.join(DATA_JSON).is_file() && dir.join(COMPARISON_JSON).is_file() {
         return rebuild_comparison(dir);
     }
     let r = read_results(dir)?;
     write_atomic(&dir.join(REPORT_MD), markdown::render(&r).as_bytes())?;
-    write_atomic(&dir.join(html::REPORT_HTML), html::render(&r).as_bytes())?;
+    write_atomic(&dir.join(REPORT_HTML), html::render(&r).as_bytes())?;
     charts::render_all(&r, &dir.join(CHARTS_DIR))?;
     Ok(())
 }
@@ -137,7 +134,7 @@ pub fn rebuild(dir: &Path) -> Result<(), Error> {
 /// A comparison directory (`run --proxy a,b`): comparison.md and comparison.html again from
 /// comparison.json.
 fn rebuild_comparison(dir: &Path) -> Result<(), Error> {
-    let path = dir.join(comparison::COMPARISON_JSON);
+    let path = dir.join(COMPARISON_JSON);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let c: comparison::Comparison = serde_json::from_str(&text).map_err(|e| Error::Parse {
         path: path.clone(),

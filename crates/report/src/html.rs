@@ -18,10 +18,6 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-/// The report's page, beside report.md.
-pub const REPORT_HTML: &str = "report.html";
-/// The comparison's page, beside comparison.md.
-pub const COMPARISON_HTML: &str = "comparison.html";
 /// The uPlot release embedded (see assets/uplot/README.md).
 pub const UPLOT_VERSION: &str = "1.6.32";
 

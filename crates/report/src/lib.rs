@@ -20,7 +20,7 @@ mod streams;
 mod terminal;
 pub mod text;
 
-pub use compare::{compare_runs, render_compare, Compared, COMPARE_MD};
+pub use compare::{compare_runs, render_compare, Compared};
 pub use csv::load_timeline as load_timeline_csv;
 pub use error::Error;
 pub use terminal::summary_text;

@@ -5,38 +5,9 @@
 //! `file:line`; the runner joins through [`join_plain`] all the same.
 
 use crate::error::PathError;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// The longest name accepted as one path component (file systems allow 255 bytes; the runner
-/// adds suffixes such as `.gen12.conf`).
-pub const MAX_NAME: usize = 100;
-
-/// Why `name` cannot be one directory name under a results directory; `None` if it can.
-pub fn plain_name_problem(name: &str) -> Option<String> {
-    if name.is_empty() {
-        return Some("is empty".into());
-    }
-    if name == "." || name == ".." {
-        return Some("is not a name (it means this or the parent directory)".into());
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| matches!(c, '/' | '\\') || c.is_control())
-    {
-        return Some(format!(
-            "must not contain {c:?} (it becomes a directory name under the results)"
-        ));
-    }
-    if name.len() > MAX_NAME {
-        return Some(format!("is longer than {MAX_NAME} bytes"));
-    }
-    // What the OS will make of it: exactly one ordinary component, the name itself.
-    let mut parts = Path::new(name).components();
-    match (parts.next(), parts.next()) {
-        (Some(Component::Normal(p)), None) if p == name => None,
-        _ => Some("is not a plain directory name".into()),
-    }
-}
+pub use model::results_dir::{plain_name_problem, MAX_NAME};
 
 /// `base/name`, refusing (with a one-line reason) a `name` that is not one plain component, so
 /// nothing is ever written outside `base`.

@@ -10,7 +10,7 @@ use crate::platform::StackSpec;
 use crate::platform::{self, Platform, Stage};
 use crate::progress::Progress;
 use analysis::analysis::{Lives, Records};
-use model::CaseResult;
+use model::{results_dir, CaseRecord};
 use proxy::TlsFiles;
 use scenario::paths;
 use scenario::{Case, LoadSpec};
@@ -38,7 +38,7 @@ pub(super) struct CaseCtx<'a> {
 /// What one case left: its measurements (none when it could not start), every request of its
 /// loads, and why it stopped early, if it did.
 pub(super) struct CaseOutcome {
-    pub(super) result: Option<CaseResult>,
+    pub(super) result: Option<CaseRecord>,
     pub(super) records: Records,
     /// Every connection's life of the long-lived loads, by load name.
     pub(super) lives: Lives,
@@ -128,16 +128,28 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
         configs: &case.configs,
         tls: ctx.tls.clone(),
         work: ctx.work.clone(),
-        configs_out: paths::join_plain(&ctx.dir.join("configs"), "case name", &case.name)
-            .map_err(|e| e.to_string())?,
-        exec_out: paths::join_plain(&ctx.dir.join("exec"), "case name", &case.name)
-            .map_err(|e| e.to_string())?,
+        configs_out: paths::join_plain(
+            &ctx.dir.join(results_dir::CONFIGS_DIR),
+            "case name",
+            &case.name,
+        )
+        .map_err(|e| e.to_string())?,
+        exec_out: paths::join_plain(
+            &ctx.dir.join(results_dir::EXEC_DIR),
+            "case name",
+            &case.name,
+        )
+        .map_err(|e| e.to_string())?,
         origin: stage_origin,
         seed: 1 + ctx.index as u64,
     };
     let mut stack = ctx.platform.stage(case, spec).map_err(|e| e.to_string())?;
-    let logs_dir = paths::join_plain(&ctx.dir.join("logs"), "case name", &case.name)
-        .map_err(|e| e.to_string())?;
+    let logs_dir = paths::join_plain(
+        &ctx.dir.join(results_dir::LOGS_DIR),
+        "case name",
+        &case.name,
+    )
+    .map_err(|e| e.to_string())?;
     let configs = case
         .loads
         .iter()

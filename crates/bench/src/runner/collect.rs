@@ -8,8 +8,7 @@ use super::collectors::{page_shortfall, Samples};
 use crate::platform;
 use analysis::analyse::panic_text;
 use analysis::analysis::{Lives, Records};
-use analysis::record;
-use model::CaseResult;
+use model::{results_dir, CaseRecord};
 use scenario::{Case, Via};
 use std::collections::BTreeMap;
 use std::fs;
@@ -87,9 +86,10 @@ pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Colle
                     }
                     left_behind.extend(left);
                     let mut rec = rec;
-                    rec.files = record::agents_dir(Path::new(""), &case.name, li, &rec.load)
-                        .display()
-                        .to_string();
+                    rec.files =
+                        model::results_dir::agents_dir(Path::new(""), &case.name, li, &rec.load)
+                            .display()
+                            .to_string();
                     agent_parts.insert(rec.load.clone(), parts);
                     distributed.push(rec);
                 }
@@ -145,12 +145,12 @@ pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Colle
             if files.borrowed && !a.exists() {
                 never_appeared.get_or_insert_with(|| a.clone());
             }
-            let a2 = to.join("access.log");
+            let a2 = to.join(results_dir::ACCESS_LOG);
             take(a, files.access_offset, &a2);
             access.push(a2);
         }
         if let Some(e) = &files.error {
-            let e2 = to.join("error.log");
+            let e2 = to.join(results_dir::ERROR_LOG);
             take(e, files.error_offset, &e2);
             // A user's error log still not there: nothing was logged to it.
             if files.borrowed && !e.exists() {
@@ -209,8 +209,8 @@ fn stage_note(stage_s: f64) -> String {
     )
 }
 
-/// The case's measurements as the record holds them: the analysed fields (disruptions,
-/// tables, series, checks) stay empty; a teardown failure is a finding of the run itself.
+/// The case's measurements as the record holds them; a teardown failure is a finding of the
+/// run itself.
 pub(super) fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected) -> CaseOutcome {
     let (proc_samples, stub_samples, readiness, pages, generations) = c.samples;
     let on_cluster = c.cluster.is_some();
@@ -218,13 +218,12 @@ pub(super) fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected)
     if let Some(s) = page_shortfall(&pages) {
         partial.insert(model::Collector::StatusPages, s);
     }
-    let mut result = CaseResult {
+    let mut result = CaseRecord {
         name: case.name.clone(),
         description: case.description.clone(),
         start_s: ctx.start_s + c.stage_s,
         elapsed_s: c.elapsed_s,
         loads: c.summaries,
-        disruptions: Vec::new(),
         events: fired.events,
         reloads: fired.reloads,
         logs: c.logs,
@@ -235,8 +234,6 @@ pub(super) fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected)
         probes: fired.probes,
         backends: c.backends,
         time_wait: c.time_wait,
-        tables: Vec::new(),
-        series: Vec::new(),
         findings: Vec::new(),
         absent: absent(case, on_cluster),
         partial,
@@ -246,7 +243,6 @@ pub(super) fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected)
         generations,
         // The backends run in this process only off a cluster: their clock is this one.
         monotonic_origin_ns: (!on_cluster).then_some(c.monotonic_origin_ns),
-        stream_ledger: None,
     };
     for m in &c.missed {
         result.add_missing(m.collector, &m.unit, m.of, &m.item, &m.why);
@@ -274,7 +270,7 @@ pub(super) fn record(case: &Case, ctx: &CaseCtx<'_>, fired: Fired, c: Collected)
 /// The collectors this machine cannot run for the case's proxy, each with why: a proxy in pods
 /// (its probes are the kubelet's, its status pages are not reached from here) or an external
 /// target (no admin listener, no status page). Collectors left out here are absent only when
-/// they gathered nothing ([`CaseResult::gap`]).
+/// they gathered nothing ([`model::CaseResult::gap`]).
 pub(super) fn absent(case: &Case, on_cluster: bool) -> BTreeMap<model::Collector, String> {
     use model::Collector;
     let mut out = BTreeMap::new();
@@ -402,7 +398,7 @@ fn move_file(from: &Path, to: &Path) {
 /// Adds what one case showed of the platform's paths to env.json's platform record: how the
 /// proxy pods were reached (the first case that found it) and where each load aimed and ran
 /// from (the cluster's record has the Service; a distributed load's record its agents' place).
-pub(super) fn platform_paths(p: &mut model::PlatformInfo, case: &Case, r: &CaseResult) {
+pub(super) fn platform_paths(p: &mut model::PlatformInfo, case: &Case, r: &CaseRecord) {
     let Some(cluster) = &r.cluster else {
         return;
     };

@@ -8,7 +8,7 @@ use crate::{analyse, env};
 use analysis::analyse::panic_text;
 use analysis::analysis::{Lives, Records};
 use analysis::record;
-use model::{Env, RunRecord, RunResults};
+use model::{results_dir, Env, MeasuredRun, RunRecord, RunResults};
 use proxy::ProxyKind;
 use scenario::paths;
 use scenario::Scenario;
@@ -172,8 +172,8 @@ pub fn run_as(scn: &Scenario, opts: &RunOptions, target: &Target) -> Result<RunO
         None => results_dir(scn, opts)?,
     };
     record::write_scenario(&dir, scn).map_err(RunError::Record)?;
-    let work = dir.join(".work");
-    let tls = certificate(scn, &dir.join("tls"))?;
+    let work = dir.join(results_dir::WORK_DIR);
+    let tls = certificate(scn, &dir.join(results_dir::TLS_DIR))?;
     let mut rec = new_record(scn, platform.as_ref());
     rec.proxy = target.proxy.map(|k| k.name().to_string());
     if target.platform.is_some() || !platform.on_this_machine() {
@@ -291,7 +291,7 @@ fn new_record(scn: &Scenario, platform: &dyn Platform) -> RunRecord {
         selected_cases: scn.cases.iter().map(|c| c.name.clone()).collect(),
         aborted_case: None,
         proxy: None,
-        run: RunResults {
+        run: MeasuredRun {
             schema: model::SCHEMA_VERSION,
             scenario: scn.name.clone(),
             description: scn.description.clone(),
@@ -305,7 +305,6 @@ fn new_record(scn: &Scenario, platform: &dyn Platform) -> RunRecord {
             },
             cases: Vec::new(),
             findings: Vec::new(),
-            checks: Vec::new(),
         },
     }
 }

@@ -109,8 +109,8 @@ pub fn mutated(dir: &Path, mutate: impl FnOnce(&mut Recorded)) -> RunResults {
     let (rec, requests) = recorded;
     let copy = tempfile::tempdir().unwrap();
     fs::copy(
-        dir.join(record::SCENARIO_TOML),
-        copy.path().join(record::SCENARIO_TOML),
+        dir.join(model::results_dir::SCENARIO_TOML),
+        copy.path().join(model::results_dir::SCENARIO_TOML),
     )
     .unwrap();
     record::write_record(copy.path(), &rec).unwrap();

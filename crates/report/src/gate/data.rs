@@ -41,25 +41,19 @@ impl<'a> Loaded<'a> {
     }
 }
 
-/// The records file of a load: `requests/<case>/<load>.bin`, or `by-index/<i>.bin` for a
-/// load whose name cannot be a file name (the recorder's two forms, whichever is there).
+/// The records file of a load, where the recorder put it ([`model::results_dir::requests_path`]);
+/// none for a distributed load (its agents keep no per-request records) or a run recorded
+/// without them.
 fn read_records(dir: &Path, run: &RunResults, ci: usize, li: usize) -> Read {
     let case = &run.cases[ci];
     let load = &case.loads[li];
     if case.distributed.iter().any(|d| d.load == load.name) {
         return Ok(None);
     }
-    let case_dir = dir.join("requests").join(&case.name);
-    let named = case_dir.join(format!("{}.bin", load.name));
-    let indexed = case_dir.join("by-index").join(format!("{li}.bin"));
-    let plain = !load.name.contains(['/', '\\']) && !load.name.starts_with('.');
-    let path = if plain && named.is_file() {
-        named
-    } else if indexed.is_file() {
-        indexed
-    } else {
+    let path = model::results_dir::requests_path(dir, &case.name, li, &load.name);
+    if !path.is_file() {
         return Ok(None);
-    };
+    }
     let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     model::records::decode(&bytes)
         .map(Some)

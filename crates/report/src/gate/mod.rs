@@ -521,7 +521,7 @@ fn one(
     match g.bound {
         Bound::Absolute(limit) => {
             r.change = "exact".into();
-            r.from = "data.json".into();
+            r.from = model::results_dir::DATA_JSON.into();
             if lb.len() > 1 {
                 r.note = Some(format!(
                     "an absolute bound is checked on every run of B ({}); B shows its worst \

@@ -86,7 +86,7 @@ pub enum Given {
 /// A directory as `compare` reads it: a set when it holds `runs.json` (and no data.json), else
 /// one run (whose data.json is read, and refused with its reason, later).
 pub fn expand(dir: &Path) -> Result<Given, Error> {
-    if dir.join(crate::files::DATA_JSON).is_file() {
+    if dir.join(model::results_dir::DATA_JSON).is_file() {
         return Ok(Given::Run(dir.to_path_buf()));
     }
     match read(dir)? {

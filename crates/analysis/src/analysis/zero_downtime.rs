@@ -244,6 +244,28 @@ fn findings(
     let lost: u64 = books.iter().map(|b| b.failures).sum();
     let attempts: u64 = books.iter().map(|b| b.attempts).sum();
     let causes = causes(books);
+    out.extend(scaled_up(plan, lives, lost, attempts));
+    out.extend(stopped(plan, books, l, attempts, &causes));
+    out.extend(backends_removed(plan, books, l, &causes));
+    out.extend(reloaded(plan, books));
+    out.extend(readiness(lives));
+    out
+}
+
+/// The failures the fired actions that `pred` picks own, over every load: measured only when
+/// every load's are.
+fn owned_by(plan: &Plan, books: &[LoadBooks], pred: &dyn Fn(What) -> bool) -> model::Measured<u64> {
+    common::all_measured(books.iter().map(|b| b.owned_by(plan, pred))).map(|v| v.iter().sum())
+}
+
+/// A case that only added replicas: what it lost, and the new replicas' share of requests.
+fn scaled_up(
+    plan: &Plan,
+    lives: &[replicas::ReplicaLife],
+    lost: u64,
+    attempts: u64,
+) -> Vec<String> {
+    let mut out = Vec::new();
     let up = plan.fired.iter().rev().find(|f| f.what == What::ReplicasUp);
     let only_up = up.is_some() && !plan.has(|w| !matches!(w, What::ReplicasUp | What::Other));
     if let (true, Some(up)) = (only_up, up) {
@@ -278,10 +300,18 @@ fn findings(
             },
         ));
     }
-    let owned_by = |pred: &dyn Fn(What) -> bool| {
-        common::all_measured(books.iter().map(|b| b.owned_by(plan, pred)))
-            .map(|v| v.iter().sum::<u64>())
-    };
+    out
+}
+
+/// Each way of stopping replicas the case used: the failures it owns, and why.
+fn stopped(
+    plan: &Plan,
+    books: &[LoadBooks],
+    l: &Ledger,
+    attempts: u64,
+    causes: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
     for (mode, how) in [
         (StopSpec::Graceful, "how_graceful"),
         (StopSpec::Kill, "how_kill"),
@@ -294,7 +324,7 @@ fn findings(
         let what = format!("Stopping {n} replica(s) {}", text(how));
         let s = common::finding(
             &what,
-            owned_by(&|w| w == What::ReplicasDown(mode)),
+            owned_by(plan, books, &|w| w == What::ReplicasDown(mode)),
             |owned| {
                 let mut s = fill(
                     "finding_stop",
@@ -322,6 +352,13 @@ fn findings(
         );
         out.push(s);
     }
+    out
+}
+
+/// Each way of removing backends the case used: the failures it owns, the proxy's log lines
+/// and retries, and the requests that came after the old workers had to quit.
+fn backends_removed(plan: &Plan, books: &[LoadBooks], l: &Ledger, causes: &str) -> Vec<String> {
+    let mut out = Vec::new();
     let removed = |m| {
         plan.fired
             .iter()
@@ -344,7 +381,7 @@ fn findings(
                 .map(|b| b.sighup_gaps(plan, backends).map(|g| g.n - g.early)),
         )
         .map(|v| v.iter().sum::<u64>());
-        let measured = owned_by(&backends)
+        let measured = owned_by(plan, books, &backends)
             .zip(late)
             .zip(l.log.clone())
             .map(|((owned, late), log)| (owned, late, log));
@@ -368,6 +405,13 @@ fn findings(
             },
         ));
     }
+    out
+}
+
+/// Per load, what the case's reloads cost it: idle connections closed under an open loop, or
+/// the earliest loss after a SIGHUP under a closed one.
+fn reloaded(plan: &Plan, books: &[LoadBooks]) -> Vec<String> {
+    let mut out = Vec::new();
     if plan.has(|w| w == What::Reload) {
         let hups = plan.sighups();
         for b in books {
@@ -418,26 +462,31 @@ fn findings(
             });
         }
     }
+    out
+}
+
+/// Whether a replica's readiness flapped under load; nothing when no probe was made.
+fn readiness(lives: &[replicas::ReplicaLife]) -> Option<String> {
     let flaps = replicas::flaps(lives);
     // No probe was made (no replica ran long enough): nothing to say.
-    if !matches!(flaps.value(), Some(None)) {
-        out.push(common::finding(
-            "Readiness under load",
-            flaps,
-            |f| match f {
-                Some((0, slowest)) => fill(
-                    "finding_no_flaps",
-                    &[(
-                        "slowest",
-                        &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
-                    )],
-                ),
-                Some((flaps, _)) => fill("finding_flaps", &[("flaps", &flaps)]),
-                None => unreachable!("a case without probes says nothing"),
-            },
-        ));
+    if matches!(flaps.value(), Some(None)) {
+        return None;
     }
-    out
+    Some(common::finding(
+        "Readiness under load",
+        flaps,
+        |f| match f {
+            Some((0, slowest)) => fill(
+                "finding_no_flaps",
+                &[(
+                    "slowest",
+                    &slowest.map_or_else(Cell::dash, |s| Cell::num(s, 1)),
+                )],
+            ),
+            Some((flaps, _)) => fill("finding_flaps", &[("flaps", &flaps)]),
+            None => unreachable!("a case without probes says nothing"),
+        },
+    ))
 }
 
 /// Failure causes summed over loads, as `read_idle_closed 3, read_reset 1` (or `none`).

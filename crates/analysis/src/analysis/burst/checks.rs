@@ -3,7 +3,8 @@
 //! closed form (the last two moved by what the drift from the send times moved in the model).
 
 use super::analysis::Analysis;
-use super::prediction::{even_cycle, sigma};
+use super::logged::Logged;
+use super::prediction::{even_cycle, sigma, Prediction};
 use super::text::{fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
 use super::{sigmas, LOG_CLOCK_US};
 use crate::theory::limit_req;
@@ -13,6 +14,9 @@ use model::CheckResult;
 /// answered 2xx or the limit's status); the rest judge nginx's limit_req model.
 pub(super) const PROXY_NEUTRAL: usize = 1;
 
+/// One check before its case is named: (name, expected, actual, pass).
+type Row = (String, String, String, bool);
+
 impl Analysis<'_> {
     /// The case's theory checks: [`PROXY_NEUTRAL`] for any proxy first, then nginx's model.
     pub(super) fn checks(
@@ -21,18 +25,7 @@ impl Analysis<'_> {
         logs: model::Measured<&model::LogSummary>,
     ) -> Vec<CheckResult> {
         let n = self.m.n();
-        let ok = self.m.ok();
-        let mut out = Vec::new();
-        let mut push = |name: String, expected: String, actual: String, pass: bool| {
-            out.push(CheckResult {
-                name,
-                case: Some(case.to_string()),
-                expected,
-                actual,
-                pass,
-            })
-        };
-        push(
+        let mut rows = vec![(
             format!(
                 "every request answered 2xx or {} (no timeout, no failure)",
                 self.rl.status
@@ -40,10 +33,49 @@ impl Analysis<'_> {
             "0 others".into(),
             format!("{} others", self.m.other),
             self.m.other == 0 && n > 0,
-        );
-        // nginx's own count of what it passed and rejected, from its access log: not measurable
-        // when the logs were not read. When nginx's arrivals were read, each must be one of the
-        // client's requests.
+        )];
+        let agrees = self.agrees(logs);
+        // The verdict's model runs on nginx's logged arrivals; without them, it cannot pass.
+        match &self.nginx {
+            Ok((logged, p)) => {
+                rows.push(self.model_range(logged, p));
+                rows.push(agrees);
+                rows.extend(self.below_limit(logged, p));
+                if p.delayed() > 0 {
+                    rows.extend(self.queue_drains(logged, p));
+                    rows.extend(self.queue_overflows(logged, p));
+                }
+                rows.extend(self.even_cycle());
+                rows.extend(self.poisson_ratio());
+            }
+            Err(e) => {
+                rows.push((
+                    "accepted count within the limit_req model's range for nginx's logged \
+                     arrivals"
+                        .into(),
+                    "the model on the arrival times nginx logged ($msec - $request_time)".into(),
+                    e.clone(),
+                    false,
+                ));
+                rows.push(agrees);
+            }
+        }
+        rows.into_iter()
+            .map(|(name, expected, actual, pass)| CheckResult {
+                name,
+                case: Some(case.to_string()),
+                expected,
+                actual,
+                pass,
+            })
+            .collect()
+    }
+
+    /// nginx's own count of what it passed and rejected, from its access log: not measurable
+    /// when the logs were not read. When nginx's arrivals were read, each must be one of the
+    /// client's requests.
+    fn agrees(&self, logs: model::Measured<&model::LogSummary>) -> Row {
+        let (n, ok) = (self.m.n(), self.m.ok());
         let all_logged = self.nginx.as_ref().map_or(true, |(l, _)| l.n() == n);
         let (actual, pass) = match logs.complete() {
             Ok(logs) => {
@@ -56,31 +88,20 @@ impl Analysis<'_> {
             }
             Err(a) => (format!("not measurable: {a}"), false),
         };
-        let agrees = (
+        (
             "nginx's $limit_req_status agrees with the client's counts".to_string(),
             format!("PASSED+DELAYED {ok}, REJECTED {}", self.m.limited),
             actual,
             pass,
-        );
-        // The verdict's model runs on nginx's logged arrivals; without them, it cannot pass.
-        let (logged, p) = match &self.nginx {
-            Ok((l, p)) => (l, p),
-            Err(e) => {
-                push(
-                    "accepted count within the limit_req model's range for nginx's logged \
-                     arrivals"
-                        .into(),
-                    "the model on the arrival times nginx logged ($msec - $request_time)".into(),
-                    e.clone(),
-                    false,
-                );
-                push(agrees.0, agrees.1, agrees.2, agrees.3);
-                return out;
-            }
-        };
-        // The phases and the log's millisecond are sampled, not enumerated: one either side.
+        )
+    }
+
+    /// The accepted count against the model run on nginx's logged arrivals. The phases and the
+    /// log's millisecond are sampled, not enumerated: one either side.
+    fn model_range(&self, logged: &Logged, p: &Prediction) -> Row {
+        let ok = self.m.ok();
         let (lo, hi) = (p.env_lo.saturating_sub(1), p.env_hi + 1);
-        push(
+        (
             "accepted count within the limit_req model's range for nginx's logged arrivals".into(),
             format!(
                 "{}..{} ± 1 (the model on the {} arrival times nginx logged, at every phase of \
@@ -92,23 +113,27 @@ impl Analysis<'_> {
             ),
             ok.to_string(),
             (lo..=hi).contains(&ok),
-        );
-        push(agrees.0, agrees.1, agrees.2, agrees.3);
-        let (dlo, dhi) = self.drift();
+        )
+    }
+
+    /// When the queue never overflows, every request passes; below the limit, only arrivals
+    /// nginx read closer than the limit's gap may be refused.
+    fn below_limit(&self, logged: &Logged, p: &Prediction) -> Option<Row> {
+        let (n, ok) = (self.m.n(), self.m.ok());
         if p.lo == n && self.limit.burst > 0 {
-            push(
+            Some((
                 "every request passes (the queue never overflows)".into(),
                 format!("{n} of {n} (100%)"),
                 format!("{ok} of {n} ({:.2}%)", pct(ok, n)),
                 ok == n,
-            );
+            ))
         } else if self.sent.lo == n && !self.poisson() {
             // Below the limit a request is refused only when nginx reads it sooner than the
             // limit's gap after the last accepted one, so sooner still after the one before:
             // under the gap plus the millisecond the two clocks' truncations can differ by.
             let close_us = limit_req::min_gap_ms(self.limit.rate) * 1000 + LOG_CLOCK_US;
             let allowed = logged.closer_than(close_us);
-            push(
+            Some((
                 format!(
                     "every request passes, but for arrivals nginx read under {} ms apart",
                     fmt_ms(close_us)
@@ -116,116 +141,134 @@ impl Analysis<'_> {
                 format!("at most {allowed} refused (arrivals nginx read that close)"),
                 format!("{} refused ({ok} of {n} passed)", n - ok),
                 n - ok <= allowed,
-            );
+            ))
+        } else {
+            None
         }
-        if p.delayed() > 0 {
-            // While the queue is non-empty nginx releases one request per 1/rate: from the
-            // first arrival to the last 2xx it logged, answers come at the limit's rate, less
-            // any time the model on nginx's arrivals finds the queue empty (arrivals a stall
-            // held back until the queue had drained).
-            if let (Some(&first), Some(&last)) =
-                (logged.arrivals_us.first(), logged.ok_end_us.last())
-            {
-                let span = last.saturating_sub(first) as f64 / 1e6;
-                let idle = (p.idle_ms(self.limit.rate) / 1e3).min(span);
-                let want = 1.0 + self.limit.rate * (span - idle);
-                let tol = 2.0 + 0.01 * want;
-                let idle_note = if idle > 0.0 {
-                    format!(
-                        ", less {} the model finds the queue empty on nginx's arrivals",
-                        secs(idle)
-                    )
-                } else {
-                    String::new()
-                };
-                push(
-                    "successes = 1 + rate x (first arrival to last 2xx, nginx's clock): the \
-                     queue drains at the limit's rate"
-                        .into(),
-                    format!(
-                        "{want:.1} ± {tol:.1} (1 + {} r/s x {}{idle_note})",
-                        fmt_rate(self.limit.rate),
-                        secs(span)
-                    ),
-                    format!(
-                        "{ok} ({:.3} r/s from first arrival to last 2xx)",
-                        (ok.saturating_sub(1)) as f64 / span.max(1e-6)
-                    ),
-                    (ok as f64 - want).abs() <= tol,
-                );
-            }
-            if p.hi < n {
-                // Full from some point on, the queue lets in one request per 1/rate: the first
-                // arrival, rate x the arrivals' span, and the burst it ends holding.
-                let span = logged.span_s();
-                let want = self.limit.rate * span + self.limit.burst as f64;
-                let tol = 3.0 + 0.01 * want;
-                push(
-                    "the queue overflows: accepted = rate x arrival span (nginx's clock) + burst"
-                        .into(),
-                    format!(
-                        "{want:.0} ± {tol:.0} ({} x {} + {})",
-                        fmt_rate(self.limit.rate),
-                        secs(span),
-                        self.limit.burst
-                    ),
-                    ok.to_string(),
-                    (ok as f64 - want).abs() <= tol && ok < n,
-                );
-            }
+    }
+
+    /// While the queue is non-empty nginx releases one request per 1/rate: from the first
+    /// arrival to the last 2xx it logged, answers come at the limit's rate, less any time the
+    /// model on nginx's arrivals finds the queue empty (arrivals a stall held back until the
+    /// queue had drained).
+    fn queue_drains(&self, logged: &Logged, p: &Prediction) -> Option<Row> {
+        let ok = self.m.ok();
+        let (&first, &last) = (logged.arrivals_us.first()?, logged.ok_end_us.last()?);
+        let span = last.saturating_sub(first) as f64 / 1e6;
+        let idle = (p.idle_ms(self.limit.rate) / 1e3).min(span);
+        let want = 1.0 + self.limit.rate * (span - idle);
+        let tol = 2.0 + 0.01 * want;
+        let idle_note = if idle > 0.0 {
+            format!(
+                ", less {} the model finds the queue empty on nginx's arrivals",
+                secs(idle)
+            )
+        } else {
+            String::new()
+        };
+        Some((
+            "successes = 1 + rate x (first arrival to last 2xx, nginx's clock): the queue \
+             drains at the limit's rate"
+                .into(),
+            format!(
+                "{want:.1} ± {tol:.1} (1 + {} r/s x {}{idle_note})",
+                fmt_rate(self.limit.rate),
+                secs(span)
+            ),
+            format!(
+                "{ok} ({:.3} r/s from first arrival to last 2xx)",
+                (ok.saturating_sub(1)) as f64 / span.max(1e-6)
+            ),
+            (ok as f64 - want).abs() <= tol,
+        ))
+    }
+
+    /// Full from some point on, the queue lets in one request per 1/rate: the first arrival,
+    /// rate x the arrivals' span, and the burst it ends holding.
+    fn queue_overflows(&self, logged: &Logged, p: &Prediction) -> Option<Row> {
+        let (n, ok) = (self.m.n(), self.m.ok());
+        if p.hi >= n {
+            return None;
         }
-        if self.limit.burst == 0 && !self.poisson() && self.attack_rate() > self.limit.rate {
-            // The cycle describes the intended, even arrivals; what nginx's arrivals moved in
-            // the model (the drift) moves the bounds with it. One request either side: the
-            // first arrival always passes, the last cycle is cut.
-            let (jmin, jmax) = even_cycle(self.attack_rate(), self.limit.rate, self.tick_us);
-            let (tmin, tmax) = (
-                self.attack_rate() / jmax as f64,
-                self.attack_rate() / jmin as f64,
-            );
-            let t = ok as f64 / self.attack_s;
-            let (blo, bhi) = (
-                tmin + (dlo - 1) as f64 / self.attack_s,
-                tmax + (dhi + 1) as f64 / self.attack_s,
-            );
-            push(
-                format!(
-                    "burst 0, even arrivals: every {} to every {} arrival passes",
-                    ordinal(jmin),
-                    ordinal(jmax)
-                ),
-                format!(
-                    "{tmin:.2}..{tmax:.2} r/s, moved by the drift {dlo:+}..{dhi:+} and ± 1 \
-                     request: {blo:.3}..{bhi:.3} r/s"
-                ),
-                format!("{t:.3} r/s ({ok} in {})", secs(self.attack_s)),
-                t >= blo && t <= bhi,
-            );
+        let span = logged.span_s();
+        let want = self.limit.rate * span + self.limit.burst as f64;
+        let tol = 3.0 + 0.01 * want;
+        Some((
+            "the queue overflows: accepted = rate x arrival span (nginx's clock) + burst".into(),
+            format!(
+                "{want:.0} ± {tol:.0} ({} x {} + {})",
+                fmt_rate(self.limit.rate),
+                secs(span),
+                self.limit.burst
+            ),
+            ok.to_string(),
+            (ok as f64 - want).abs() <= tol && ok < n,
+        ))
+    }
+
+    /// Burst 0 and even arrivals above the limit: one arrival in every j passes. The cycle
+    /// describes the intended, even arrivals; what nginx's arrivals moved in the model (the
+    /// drift) moves the bounds with it. One request either side: the first arrival always
+    /// passes, the last cycle is cut.
+    fn even_cycle(&self) -> Option<Row> {
+        if self.limit.burst != 0 || self.poisson() || self.attack_rate() <= self.limit.rate {
+            return None;
         }
-        if self.limit.burst == 0 && self.poisson() {
-            let pr = limit_req::poisson_burst0_ratio(self.limit.rate, self.attack_rate());
-            let s = sigma(pr, n);
-            let r = ok as f64 / n.max(1) as f64;
-            let nf = n.max(1) as f64;
-            // The closed form is for the generator's arrivals: what nginx's moved in the model
-            // moves it too (the drift's middle), and its spread widens the band.
-            let shift = (dlo + dhi) as f64 / 2.0 / nf;
-            let want = pr + shift;
-            let tol = sigmas() * s + (dhi - dlo) as f64 / 2.0 / nf;
-            push(
-                "Poisson success ratio = 1/(1 + arrival rate x ceil(1000/limit) ms)".into(),
-                format!(
-                    "{:.2}% ± {:.2}% ({} binomial sigmas, n = {n}; {:+.2}% for the drift)",
-                    want * 100.0,
-                    tol * 100.0,
-                    sigmas(),
-                    shift * 100.0
-                ),
-                format!("{:.2}%", r * 100.0),
-                (r - want).abs() <= tol,
-            );
+        let ok = self.m.ok();
+        let (dlo, dhi) = self.drift();
+        let (jmin, jmax) = even_cycle(self.attack_rate(), self.limit.rate, self.tick_us);
+        let (tmin, tmax) = (
+            self.attack_rate() / jmax as f64,
+            self.attack_rate() / jmin as f64,
+        );
+        let t = ok as f64 / self.attack_s;
+        let (blo, bhi) = (
+            tmin + (dlo - 1) as f64 / self.attack_s,
+            tmax + (dhi + 1) as f64 / self.attack_s,
+        );
+        Some((
+            format!(
+                "burst 0, even arrivals: every {} to every {} arrival passes",
+                ordinal(jmin),
+                ordinal(jmax)
+            ),
+            format!(
+                "{tmin:.2}..{tmax:.2} r/s, moved by the drift {dlo:+}..{dhi:+} and ± 1 \
+                 request: {blo:.3}..{bhi:.3} r/s"
+            ),
+            format!("{t:.3} r/s ({ok} in {})", secs(self.attack_s)),
+            t >= blo && t <= bhi,
+        ))
+    }
+
+    /// Burst 0 and Poisson arrivals: the closed form's success ratio. It is for the
+    /// generator's arrivals: what nginx's moved in the model moves it too (the drift's
+    /// middle), and its spread widens the band.
+    fn poisson_ratio(&self) -> Option<Row> {
+        if self.limit.burst != 0 || !self.poisson() {
+            return None;
         }
-        out
+        let (n, ok) = (self.m.n(), self.m.ok());
+        let (dlo, dhi) = self.drift();
+        let pr = limit_req::poisson_burst0_ratio(self.limit.rate, self.attack_rate());
+        let s = sigma(pr, n);
+        let r = ok as f64 / n.max(1) as f64;
+        let nf = n.max(1) as f64;
+        let shift = (dlo + dhi) as f64 / 2.0 / nf;
+        let want = pr + shift;
+        let tol = sigmas() * s + (dhi - dlo) as f64 / 2.0 / nf;
+        Some((
+            "Poisson success ratio = 1/(1 + arrival rate x ceil(1000/limit) ms)".into(),
+            format!(
+                "{:.2}% ± {:.2}% ({} binomial sigmas, n = {n}; {:+.2}% for the drift)",
+                want * 100.0,
+                tol * 100.0,
+                sigmas(),
+                shift * 100.0
+            ),
+            format!("{:.2}%", r * 100.0),
+            (r - want).abs() <= tol,
+        ))
     }
 }
 

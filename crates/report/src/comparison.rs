@@ -519,6 +519,24 @@ pub fn render_markdown(c: &Comparison) -> String {
             ""
         }
     );
+    out.push_str(&overview(c, &kinds));
+    out.push_str(&features(c, &kinds));
+    out.push_str(
+        "\nLatencies are in milliseconds. A failure is an attempt with no HTTP answer or a status \
+         outside 2xx/3xx. Proxy CPU is the CPU time of the proxy's processes over the case \
+         (sampled once a second) divided by the responses of all the case's loads; peak RSS is \
+         the largest resident memory of all its processes at one sample; a reload's time is until \
+         its new generation served.\n",
+    );
+
+    for case in &c.cases {
+        out.push_str(&case_section(case, &kinds));
+    }
+    out
+}
+
+/// The table of each proxy's run: its report, version, start, resources, outcome and checks.
+fn overview(c: &Comparison, kinds: &[&str]) -> String {
     let mut head = vec![""];
     head.extend(kinds.iter().copied());
     let mut t = Table::new(&head);
@@ -555,8 +573,12 @@ pub fn render_markdown(c: &Comparison) -> String {
     row(&mut t, "Exit code", &|p| {
         p.exit_code.map_or_else(|| "-".into(), |c| c.to_string())
     });
-    out.push_str(&t.render());
+    t.render()
+}
 
+/// How each proxy expresses the features the scenario uses.
+fn features(c: &Comparison, kinds: &[&str]) -> String {
+    let mut out = String::new();
     out.push_str("\n## Features the scenario uses\n\n");
     if c.features.is_empty() {
         out.push_str("None beyond the defaults every proxy has.\n");
@@ -580,134 +602,145 @@ pub fn render_markdown(c: &Comparison) -> String {
         }
         out.push_str(&t.render());
     }
-    out.push_str(
-        "\nLatencies are in milliseconds. A failure is an attempt with no HTTP answer or a status \
-         outside 2xx/3xx. Proxy CPU is the CPU time of the proxy's processes over the case \
-         (sampled once a second) divided by the responses of all the case's loads; peak RSS is \
-         the largest resident memory of all its processes at one sample; a reload's time is until \
-         its new generation served.\n",
-    );
-
-    for case in &c.cases {
-        let _ = writeln!(out, "\n## Case `{}`\n", case.name);
-        let present = |k: &str| case.proxy.iter().any(|p| p.kind == k);
-        let cols: Vec<&str> = kinds.iter().copied().filter(|k| present(k)).collect();
-        let mut head = vec!["Metric".to_string()];
-        head.extend(cols.iter().map(|k| format!(">{k}")));
-        let head: Vec<&str> = head.iter().map(String::as_str).collect();
-        let mut t = Table::new(&head);
-        for l in &case.loads {
-            let cell = |k: &str, f: &dyn Fn(&LoadMetrics) -> String| {
-                l.by_proxy
-                    .iter()
-                    .find(|m| m.kind == k)
-                    .map_or_else(|| "-".into(), f)
-            };
-            let mut add = |name: &str, f: &dyn Fn(&LoadMetrics) -> String| {
-                let mut r = vec![format!("`{}` {name}", l.name)];
-                r.extend(cols.iter().map(|k| cell(k, f)));
-                t.row(r);
-            };
-            add("requests", &|m| count(m.requests));
-            add("req/s", &|m| fmt::f2(m.req_per_sec));
-            add("latency p50", &|m| ms(m.p50_us));
-            add("latency p99", &|m| ms(m.p99_us));
-            add("latency p99.9", &|m| ms(m.p999_us));
-            add("failures", &|m| {
-                format!(
-                    "{} ({})",
-                    count(m.failures),
-                    fmt::pct(m.failures, m.attempts)
-                )
-            });
-        }
-        for l in &case.streams {
-            let cell = |k: &str, f: &dyn Fn(&StreamMetrics) -> String| {
-                l.by_proxy
-                    .iter()
-                    .find(|m| m.kind == k)
-                    .map_or_else(|| "-".into(), f)
-            };
-            let mut add = |name: &str, f: &dyn Fn(&StreamMetrics) -> String| {
-                let mut r = vec![format!("`{}` ({}) {name}", l.name, l.protocol)];
-                r.extend(cols.iter().map(|k| cell(k, f)));
-                t.row(r);
-            };
-            let n = |v: Option<u64>| v.map_or_else(|| "-".into(), count);
-            add("connections opened", &|m| count(m.opened));
-            add("dropped (with close / without)", &|m| {
-                format!(
-                    "{} ({} / {})",
-                    count(m.dropped),
-                    n(m.with_close),
-                    n(m.without_close)
-                )
-            });
-            add("dropped by reloads", &|m| n(m.by_reload));
-            add("reload to drop p50 / max (s)", &|m| {
-                format!(
-                    "{} / {}",
-                    opt(m.reload_to_drop_p50_s, 2),
-                    opt(m.reload_to_drop_max_s, 2)
-                )
-            });
-            add("a dropped one lived, p50 (s)", &|m| opt(m.lived_p50_s, 2));
-            add("lasted to the end", &|m| n(m.lasted));
-        }
-        let cell = |k: &str, f: &dyn Fn(&ProxyMetrics) -> String| {
-            case.proxy
-                .iter()
-                .find(|m| m.kind == k)
-                .map_or_else(|| "-".into(), f)
-        };
-        let mut add = |name: &str, f: &dyn Fn(&ProxyMetrics) -> String| {
-            let mut r = vec![name.to_string()];
-            r.extend(cols.iter().map(|k| cell(k, f)));
-            t.row(r);
-        };
-        let no_proxy = case
-            .proxy
-            .iter()
-            .all(|m| m.cpu_s.is_none() && m.peak_rss_bytes.is_none() && m.reloads == 0);
-        if no_proxy {
-            out.push_str(&t.render());
-            out.push_str("\nNo proxy process ran in this case (the loads went to the backends).\n");
-            continue;
-        }
-        add("proxy CPU per request (µs)", &|m| {
-            opt(m.cpu_us_per_request, 1)
-        });
-        add("proxy peak RSS (MiB)", &|m| {
-            opt(m.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 1)
-        });
-        if case.proxy.iter().any(|m| m.reloads > 0) {
-            add("reloads (errors)", &|m| {
-                format!("{} ({})", count(m.reloads), count(m.reload_errors))
-            });
-            add("reload served p50 / max (ms)", &|m| {
-                format!(
-                    "{} / {}",
-                    opt(m.reload_served_p50_ms, 1),
-                    opt(m.reload_served_max_ms, 1)
-                )
-            });
-        }
-        if case
-            .proxy
-            .iter()
-            .any(|m| m.draining_generations_max.is_some())
-        {
-            add("old generations draining at most", &|m| {
-                m.draining_generations_max
-                    .map_or_else(|| "-".into(), |g| g.to_string())
-            });
-            add("their RSS at most (MiB)", &|m| {
-                opt(m.draining_rss_max.map(|b| b as f64 / 1048576.0), 1)
-            });
-        }
-        out.push_str(&t.render());
-    }
     out
+}
+
+/// One case's table: each load's and long-lived load's numbers per proxy, then the proxies' own.
+fn case_section(case: &CaseComparison, kinds: &[&str]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n## Case `{}`\n", case.name);
+    let present = |k: &str| case.proxy.iter().any(|p| p.kind == k);
+    let cols: Vec<&str> = kinds.iter().copied().filter(|k| present(k)).collect();
+    let mut head = vec!["Metric".to_string()];
+    head.extend(cols.iter().map(|k| format!(">{k}")));
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut t = Table::new(&head);
+    for l in &case.loads {
+        load_rows(&mut t, l, &cols);
+    }
+    for l in &case.streams {
+        stream_rows(&mut t, l, &cols);
+    }
+    let no_proxy = case
+        .proxy
+        .iter()
+        .all(|m| m.cpu_s.is_none() && m.peak_rss_bytes.is_none() && m.reloads == 0);
+    if no_proxy {
+        out.push_str(&t.render());
+        out.push_str("\nNo proxy process ran in this case (the loads went to the backends).\n");
+        return out;
+    }
+    proxy_rows(&mut t, case, &cols);
+    out.push_str(&t.render());
+    out
+}
+
+/// A load's rows: requests, rate, latency and failures on each proxy (`cols`).
+fn load_rows(t: &mut Table, l: &LoadComparison, cols: &[&str]) {
+    let cell = |k: &str, f: &dyn Fn(&LoadMetrics) -> String| {
+        l.by_proxy
+            .iter()
+            .find(|m| m.kind == k)
+            .map_or_else(|| "-".into(), f)
+    };
+    let mut add = |name: &str, f: &dyn Fn(&LoadMetrics) -> String| {
+        let mut r = vec![format!("`{}` {name}", l.name)];
+        r.extend(cols.iter().map(|k| cell(k, f)));
+        t.row(r);
+    };
+    add("requests", &|m| count(m.requests));
+    add("req/s", &|m| fmt::f2(m.req_per_sec));
+    add("latency p50", &|m| ms(m.p50_us));
+    add("latency p99", &|m| ms(m.p99_us));
+    add("latency p99.9", &|m| ms(m.p999_us));
+    add("failures", &|m| {
+        format!(
+            "{} ({})",
+            count(m.failures),
+            fmt::pct(m.failures, m.attempts)
+        )
+    });
+}
+
+/// A long-lived load's rows: connections opened, dropped and why, and how long they lived.
+fn stream_rows(t: &mut Table, l: &StreamComparison, cols: &[&str]) {
+    let cell = |k: &str, f: &dyn Fn(&StreamMetrics) -> String| {
+        l.by_proxy
+            .iter()
+            .find(|m| m.kind == k)
+            .map_or_else(|| "-".into(), f)
+    };
+    let mut add = |name: &str, f: &dyn Fn(&StreamMetrics) -> String| {
+        let mut r = vec![format!("`{}` ({}) {name}", l.name, l.protocol)];
+        r.extend(cols.iter().map(|k| cell(k, f)));
+        t.row(r);
+    };
+    let n = |v: Option<u64>| v.map_or_else(|| "-".into(), count);
+    add("connections opened", &|m| count(m.opened));
+    add("dropped (with close / without)", &|m| {
+        format!(
+            "{} ({} / {})",
+            count(m.dropped),
+            n(m.with_close),
+            n(m.without_close)
+        )
+    });
+    add("dropped by reloads", &|m| n(m.by_reload));
+    add("reload to drop p50 / max (s)", &|m| {
+        format!(
+            "{} / {}",
+            opt(m.reload_to_drop_p50_s, 2),
+            opt(m.reload_to_drop_max_s, 2)
+        )
+    });
+    add("a dropped one lived, p50 (s)", &|m| opt(m.lived_p50_s, 2));
+    add("lasted to the end", &|m| n(m.lasted));
+}
+
+/// The proxies' own rows: CPU per request, peak memory, reloads and draining generations.
+fn proxy_rows(t: &mut Table, case: &CaseComparison, cols: &[&str]) {
+    let cell = |k: &str, f: &dyn Fn(&ProxyMetrics) -> String| {
+        case.proxy
+            .iter()
+            .find(|m| m.kind == k)
+            .map_or_else(|| "-".into(), f)
+    };
+    let mut add = |name: &str, f: &dyn Fn(&ProxyMetrics) -> String| {
+        let mut r = vec![name.to_string()];
+        r.extend(cols.iter().map(|k| cell(k, f)));
+        t.row(r);
+    };
+    add("proxy CPU per request (µs)", &|m| {
+        opt(m.cpu_us_per_request, 1)
+    });
+    add("proxy peak RSS (MiB)", &|m| {
+        opt(m.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 1)
+    });
+    if case.proxy.iter().any(|m| m.reloads > 0) {
+        add("reloads (errors)", &|m| {
+            format!("{} ({})", count(m.reloads), count(m.reload_errors))
+        });
+        add("reload served p50 / max (ms)", &|m| {
+            format!(
+                "{} / {}",
+                opt(m.reload_served_p50_ms, 1),
+                opt(m.reload_served_max_ms, 1)
+            )
+        });
+    }
+    if case
+        .proxy
+        .iter()
+        .any(|m| m.draining_generations_max.is_some())
+    {
+        add("old generations draining at most", &|m| {
+            m.draining_generations_max
+                .map_or_else(|| "-".into(), |g| g.to_string())
+        });
+        add("their RSS at most (MiB)", &|m| {
+            opt(m.draining_rss_max.map(|b| b as f64 / 1048576.0), 1)
+        });
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use crate::fmt::{self, count};
 use crate::hdr;
-use model::ledger::Spread;
+use model::ledger::{Spread, StreamLedger};
 use model::stream::{grpc_code_name, StreamProtocol, StreamSummary};
 use model::{CaseResult, RunResults};
 
@@ -105,181 +105,204 @@ pub(crate) fn case_grids(c: &CaseResult) -> Vec<Grid> {
     }
     let mut out = vec![connections(c), messages(c)];
     if let Some(l) = &c.stream_ledger {
-        let mut rows = Vec::new();
-        for b in &l.loads {
-            let (rp50, rmax) = spread(&b.reload_to_drop);
-            let (lp50, lmax) = spread(&b.lifetime);
-            rows.push(vec![
-                b.name.clone(),
-                count(b.opened),
-                count(b.dropped),
-                count(b.with_close),
-                count(b.without_close),
-                count(b.by_reload),
-                count(b.by_backend_action),
-                count(b.by_backend),
-                count(b.unattributed),
-                rp50,
-                rmax,
-                lp50,
-                lmax,
-                count(b.survived),
-                b.incomplete.clone().unwrap_or_else(|| "complete".into()),
-            ]);
-        }
-        out.push(Grid {
-            title: "What dropped them".into(),
-            note: "Each drop placed on its cause: a reload (the connection opened on the \
-                   generation the reload superseded and dropped while that generation drained \
-                   or exited), a backend action (while the backends' counters show their end \
-                   closing connections), the backend on its own, or nothing the run recorded \
-                   (listed below with the evidence). Times in seconds."
-                .into(),
-            columns: vec![
-                "Load",
-                ">Opened",
-                ">Dropped",
-                ">With close",
-                ">Without",
-                ">Reload",
-                ">Backend action",
-                ">Backend",
-                ">Unattributed",
-                ">Reload→drop p50",
-                ">max",
-                ">Lived p50",
-                ">max",
-                ">Lasted",
-                "Evidence",
-            ],
-            rows,
-        });
-        let acted: Vec<&model::ledger::ActionLedger> = l.actions.iter().collect();
-        if !acted.is_empty() {
-            let mut rows = Vec::new();
-            let many = acted.len() > crate::markdown::EVENT_ROWS;
-            for a in acted
-                .iter()
-                .filter(|a| !many || a.dropped > 0)
-                .take(crate::markdown::EVENT_ROWS)
-            {
-                let (p50, max) = spread(&a.to_drop);
-                rows.push(vec![
-                    (a.event + 1).to_string(),
-                    fmt::secs(a.t_s),
-                    a.action.clone(),
-                    count(a.alive),
-                    count(a.dropped),
-                    count(a.with_close),
-                    count(a.without_close),
-                    p50,
-                    max,
-                ]);
-            }
-            out.push(Grid {
-                title: "Each action and the connections open through it".into(),
-                note: if many {
-                    format!(
-                        "{} actions; those that dropped connections are listed (at most {}).",
-                        acted.len(),
-                        crate::markdown::EVENT_ROWS
-                    )
-                } else {
-                    "Open: connections of every long-lived load open when the action fired; \
-                     dropped: the drops placed on it, and the seconds from it to them."
-                        .into()
-                },
-                columns: vec![
-                    ">#",
-                    ">Time (s)",
-                    "Action",
-                    ">Open",
-                    ">Dropped",
-                    ">With close",
-                    ">Without",
-                    ">To drop p50 (s)",
-                    ">max (s)",
-                ],
-                rows,
-            });
-        }
-        if !l.generations.is_empty() {
-            let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt::secs);
-            let rows: Vec<Vec<String>> = l
-                .generations
-                .iter()
-                .take(crate::markdown::EVENT_ROWS)
-                .map(|g| {
-                    vec![
-                        g.replica.clone(),
-                        g.generation.to_string(),
-                        fmt::secs(g.from_s),
-                        opt(g.draining_from_s),
-                        match (g.draining_from_s, g.exited_s) {
-                            (Some(_), None) => "still draining".into(),
-                            (_, x) => opt(x),
-                        },
-                        g.processes_max.to_string(),
-                        units::fmt_bytes(g.rss_max as f64),
-                    ]
-                })
-                .collect();
-            out.push(Grid {
-                title: "The proxy's generations".into(),
-                note: format!(
-                    "Each generation of each replica, from /proc once a second (a process's \
-                     generation is the reload before its start): when it served, when a reload \
-                     superseded it, when its last process exited (the earlier of the first \
-                     sample without them and the reload's own watch of the old processes, which \
-                     waits for every older generation too), and the most it held. At most {} old generations drained at once, holding up to {}.",
-                    l.draining_generations_max(),
-                    units::fmt_bytes(l.draining_rss_max() as f64)
-                ),
-                columns: vec![
-                    "Replica",
-                    ">Generation",
-                    ">From (s)",
-                    ">Draining from (s)",
-                    ">Exited (s)",
-                    ">Processes max",
-                    ">RSS max",
-                ],
-                rows,
-            });
-        }
-        if !l.unattributed.is_empty() {
-            let rows = l
-                .unattributed
-                .iter()
-                .map(|u| {
-                    vec![
-                        u.load.clone(),
-                        format!("{}/{}", u.conn, u.attempt),
-                        fmt::secs(u.open_s),
-                        fmt::secs(u.end_s),
-                        u.end.name().to_string(),
-                        u.code.map_or("-".into(), |c| c.to_string()),
-                        u.evidence.clone(),
-                    ]
-                })
-                .collect();
-            out.push(Grid {
-                title: "Drops nothing explains".into(),
-                note: "Each with what the run knows around it.".into(),
-                columns: vec![
-                    "Load",
-                    "Conn/attempt",
-                    ">Opened (s)",
-                    ">Ended (s)",
-                    "End",
-                    ">Code",
-                    "Evidence",
-                ],
-                rows,
-            });
-        }
+        out.push(drops(l));
+        out.extend(actions(l));
+        out.extend(generations(l));
+        out.extend(unattributed(l));
     }
     out
+}
+
+/// What dropped each load's connections: each drop placed on its cause.
+fn drops(l: &StreamLedger) -> Grid {
+    let mut rows = Vec::new();
+    for b in &l.loads {
+        let (rp50, rmax) = spread(&b.reload_to_drop);
+        let (lp50, lmax) = spread(&b.lifetime);
+        rows.push(vec![
+            b.name.clone(),
+            count(b.opened),
+            count(b.dropped),
+            count(b.with_close),
+            count(b.without_close),
+            count(b.by_reload),
+            count(b.by_backend_action),
+            count(b.by_backend),
+            count(b.unattributed),
+            rp50,
+            rmax,
+            lp50,
+            lmax,
+            count(b.survived),
+            b.incomplete.clone().unwrap_or_else(|| "complete".into()),
+        ]);
+    }
+    Grid {
+        title: "What dropped them".into(),
+        note: "Each drop placed on its cause: a reload (the connection opened on the \
+               generation the reload superseded and dropped while that generation drained \
+               or exited), a backend action (while the backends' counters show their end \
+               closing connections), the backend on its own, or nothing the run recorded \
+               (listed below with the evidence). Times in seconds."
+            .into(),
+        columns: vec![
+            "Load",
+            ">Opened",
+            ">Dropped",
+            ">With close",
+            ">Without",
+            ">Reload",
+            ">Backend action",
+            ">Backend",
+            ">Unattributed",
+            ">Reload→drop p50",
+            ">max",
+            ">Lived p50",
+            ">max",
+            ">Lasted",
+            "Evidence",
+        ],
+        rows,
+    }
+}
+
+/// Each action and the connections open through it (none without actions).
+fn actions(l: &StreamLedger) -> Option<Grid> {
+    let acted: Vec<&model::ledger::ActionLedger> = l.actions.iter().collect();
+    if acted.is_empty() {
+        return None;
+    }
+    let mut rows = Vec::new();
+    let many = acted.len() > crate::markdown::EVENT_ROWS;
+    for a in acted
+        .iter()
+        .filter(|a| !many || a.dropped > 0)
+        .take(crate::markdown::EVENT_ROWS)
+    {
+        let (p50, max) = spread(&a.to_drop);
+        rows.push(vec![
+            (a.event + 1).to_string(),
+            fmt::secs(a.t_s),
+            a.action.clone(),
+            count(a.alive),
+            count(a.dropped),
+            count(a.with_close),
+            count(a.without_close),
+            p50,
+            max,
+        ]);
+    }
+    Some(Grid {
+        title: "Each action and the connections open through it".into(),
+        note: if many {
+            format!(
+                "{} actions; those that dropped connections are listed (at most {}).",
+                acted.len(),
+                crate::markdown::EVENT_ROWS
+            )
+        } else {
+            "Open: connections of every long-lived load open when the action fired; \
+             dropped: the drops placed on it, and the seconds from it to them."
+                .into()
+        },
+        columns: vec![
+            ">#",
+            ">Time (s)",
+            "Action",
+            ">Open",
+            ">Dropped",
+            ">With close",
+            ">Without",
+            ">To drop p50 (s)",
+            ">max (s)",
+        ],
+        rows,
+    })
+}
+
+/// The proxy's generations, each with when it served, drained and exited (none without).
+fn generations(l: &StreamLedger) -> Option<Grid> {
+    if l.generations.is_empty() {
+        return None;
+    }
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt::secs);
+    let rows: Vec<Vec<String>> = l
+        .generations
+        .iter()
+        .take(crate::markdown::EVENT_ROWS)
+        .map(|g| {
+            vec![
+                g.replica.clone(),
+                g.generation.to_string(),
+                fmt::secs(g.from_s),
+                opt(g.draining_from_s),
+                match (g.draining_from_s, g.exited_s) {
+                    (Some(_), None) => "still draining".into(),
+                    (_, x) => opt(x),
+                },
+                g.processes_max.to_string(),
+                units::fmt_bytes(g.rss_max as f64),
+            ]
+        })
+        .collect();
+    Some(Grid {
+        title: "The proxy's generations".into(),
+        note: format!(
+            "Each generation of each replica, from /proc once a second (a process's \
+             generation is the reload before its start): when it served, when a reload \
+             superseded it, when its last process exited (the earlier of the first \
+             sample without them and the reload's own watch of the old processes, which \
+             waits for every older generation too), and the most it held. At most {} old generations drained at once, holding up to {}.",
+            l.draining_generations_max(),
+            units::fmt_bytes(l.draining_rss_max() as f64)
+        ),
+        columns: vec![
+            "Replica",
+            ">Generation",
+            ">From (s)",
+            ">Draining from (s)",
+            ">Exited (s)",
+            ">Processes max",
+            ">RSS max",
+        ],
+        rows,
+    })
+}
+
+/// The drops nothing the run recorded explains, each with its evidence (none without).
+fn unattributed(l: &StreamLedger) -> Option<Grid> {
+    if l.unattributed.is_empty() {
+        return None;
+    }
+    let rows = l
+        .unattributed
+        .iter()
+        .map(|u| {
+            vec![
+                u.load.clone(),
+                format!("{}/{}", u.conn, u.attempt),
+                fmt::secs(u.open_s),
+                fmt::secs(u.end_s),
+                u.end.name().to_string(),
+                u.code.map_or("-".into(), |c| c.to_string()),
+                u.evidence.clone(),
+            ]
+        })
+        .collect();
+    Some(Grid {
+        title: "Drops nothing explains".into(),
+        note: "Each with what the run knows around it.".into(),
+        columns: vec![
+            "Load",
+            "Conn/attempt",
+            ">Opened (s)",
+            ">Ended (s)",
+            "End",
+            ">Code",
+            "Evidence",
+        ],
+        rows,
+    })
 }
 
 /// Each load's connections: attempts, opens, how they ended.

@@ -88,6 +88,59 @@ pub(super) fn probes(out: &mut String, c: &CaseResult) {
          the probe has no evidence of it, and the times of its action are of the others only.\n",
         c.probes[0].path
     );
+    overall(out, c);
+    let mut t = Table::new(&[
+        ">Time (s)",
+        "Action",
+        "Detail",
+        "Replicas",
+        ">Condition (ms)",
+        ">First p50 / p99 / max (ms)",
+        ">Stable p50 / p99 / max (ms)",
+        ">Mixed window (ms)",
+        ">Interval (µs)",
+        ">Request (µs)",
+        "Error",
+    ]);
+    if c.probes.len() <= PROBE_ROWS {
+        for r in &c.probes {
+            probe_row(&mut t, r);
+        }
+    } else {
+        let half = PROBE_ROWS / 2;
+        for r in c.probes[..half]
+            .iter()
+            .chain(&c.probes[c.probes.len() - half..])
+        {
+            probe_row(&mut t, r);
+        }
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    resolution(out, c);
+    if c.probes.len() > PROBE_ROWS {
+        let _ = writeln!(
+            out,
+            "{} probed actions; the first and last {} are listed (data.json has them all).\n",
+            c.probes.len(),
+            PROBE_ROWS / 2
+        );
+    }
+    for r in c.probes.iter().take(PROBE_REPLICA_TABLES) {
+        replica_table(out, r);
+    }
+    if c.probes.len() > PROBE_REPLICA_TABLES {
+        let _ = writeln!(
+            out,
+            "The replicas of the first {PROBE_REPLICA_TABLES} probed actions are listed; \
+             data.json (`probes`) has every replica of every action.\n"
+        );
+    }
+}
+
+/// With several probed actions, one line over all of them: first answer, stable and mixed
+/// window, and how many replica probes reached nothing.
+fn overall(out: &mut String, c: &CaseResult) {
     let all = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
         c.probes
             .iter()
@@ -118,133 +171,93 @@ pub(super) fn probes(out: &mut String, c: &CaseResult) {
             spread(&mixed)
         );
     }
+}
+
+/// One probed action's row: its times over the replicas it reached, with their coverage when
+/// some were not, and the probe's own cost.
+fn probe_row(t: &mut Table, r: &model::ProbeRecord) {
+    let v = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
+        r.replicas.iter().filter_map(f).collect()
+    };
+    // The probe's own cost over the replicas it reached.
+    let reached: Vec<&model::ReplicaProbe> = r.replicas.iter().filter(|x| !x.unreached).collect();
+    // The mean over the replicas reached, "-" when none was (not a cost of 0).
+    let mean = |f: fn(&model::ReplicaProbe) -> f64| -> String {
+        if reached.is_empty() {
+            return "-".into();
+        }
+        let sum: f64 = reached.iter().map(|x| f(x)).sum();
+        format!("{:.0}", sum / reached.len() as f64)
+    };
+    let short = r.shortfall();
+    // A time over the replicas reached says so when some were not.
+    let of = |cell: String| match &short {
+        Some(s) if cell != "-" => format!("{cell} ({})", s.coverage()),
+        _ => cell,
+    };
+    t.row([
+        fmt::secs(r.t_s),
+        r.action.clone(),
+        r.detail.clone(),
+        probe_replicas(r),
+        r.condition_ms.map_or("-".into(), fmt::f2),
+        of(spread(&v(|x| x.first_ms))),
+        of(spread(&v(|x| x.stable_ms))),
+        r.mixed_ms.map_or("-".into(), fmt::f2),
+        of(mean(|x| x.interval_us)),
+        of(mean(|x| x.request_us)),
+        r.error.clone().unwrap_or_default(),
+    ]);
+}
+
+/// Each replica of one probed action: its times, requests, cost and outcome.
+fn replica_table(out: &mut String, r: &model::ProbeRecord) {
+    let _ = writeln!(
+        out,
+        "{} at {} s, {} ({}):\n",
+        r.action,
+        fmt::secs(r.t_s),
+        r.detail,
+        r.request
+    );
     let mut t = Table::new(&[
-        ">Time (s)",
-        "Action",
-        "Detail",
-        "Replicas",
-        ">Condition (ms)",
-        ">First p50 / p99 / max (ms)",
-        ">Stable p50 / p99 / max (ms)",
-        ">Mixed window (ms)",
+        "Pod",
+        "Address",
+        ">First (ms)",
+        ">Ready (ms)",
+        ">Stable (ms)",
+        ">Requests",
         ">Interval (µs)",
         ">Request (µs)",
-        "Error",
+        "Outcome",
     ]);
-    let row = |t: &mut Table, r: &model::ProbeRecord| {
-        let v = |f: fn(&model::ReplicaProbe) -> Option<f64>| -> Vec<f64> {
-            r.replicas.iter().filter_map(f).collect()
-        };
-        // The probe's own cost over the replicas it reached.
-        let reached: Vec<&model::ReplicaProbe> =
-            r.replicas.iter().filter(|x| !x.unreached).collect();
-        // The mean over the replicas reached, "-" when none was (not a cost of 0).
-        let mean = |f: fn(&model::ReplicaProbe) -> f64| -> String {
-            if reached.is_empty() {
-                return "-".into();
-            }
-            let sum: f64 = reached.iter().map(|x| f(x)).sum();
-            format!("{:.0}", sum / reached.len() as f64)
-        };
-        let short = r.shortfall();
-        // A time over the replicas reached says so when some were not.
-        let of = |cell: String| match &short {
-            Some(s) if cell != "-" => format!("{cell} ({})", s.coverage()),
-            _ => cell,
-        };
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt::f2);
+    for x in &r.replicas {
         t.row([
-            fmt::secs(r.t_s),
-            r.action.clone(),
-            r.detail.clone(),
-            probe_replicas(r),
-            r.condition_ms.map_or("-".into(), fmt::f2),
-            of(spread(&v(|x| x.first_ms))),
-            of(spread(&v(|x| x.stable_ms))),
-            r.mixed_ms.map_or("-".into(), fmt::f2),
-            of(mean(|x| x.interval_us)),
-            of(mean(|x| x.request_us)),
-            r.error.clone().unwrap_or_default(),
+            x.pod.clone(),
+            x.addr.clone(),
+            opt(x.first_ms),
+            opt(x.ready_ms),
+            opt(x.stable_ms),
+            count(x.requests),
+            format!("{:.0}", x.interval_us),
+            format!("{:.0}", x.request_us),
+            if x.gone {
+                "gone".to_string()
+            } else if x.unreached {
+                let why = x.error.as_deref().unwrap_or("no answer");
+                if why.starts_with("not reached") {
+                    why.to_string()
+                } else {
+                    format!("not reached: {why}")
+                }
+            } else {
+                x.error.clone().unwrap_or_else(|| "stable".into())
+            },
         ]);
-    };
-    if c.probes.len() <= PROBE_ROWS {
-        for r in &c.probes {
-            row(&mut t, r);
-        }
-    } else {
-        let half = PROBE_ROWS / 2;
-        for r in c.probes[..half]
-            .iter()
-            .chain(&c.probes[c.probes.len() - half..])
-        {
-            row(&mut t, r);
-        }
     }
     out.push_str(&t.render());
     out.push('\n');
-    resolution(out, c);
-    if c.probes.len() > PROBE_ROWS {
-        let _ = writeln!(
-            out,
-            "{} probed actions; the first and last {} are listed (data.json has them all).\n",
-            c.probes.len(),
-            PROBE_ROWS / 2
-        );
-    }
-    for r in c.probes.iter().take(PROBE_REPLICA_TABLES) {
-        let _ = writeln!(
-            out,
-            "{} at {} s, {} ({}):\n",
-            r.action,
-            fmt::secs(r.t_s),
-            r.detail,
-            r.request
-        );
-        let mut t = Table::new(&[
-            "Pod",
-            "Address",
-            ">First (ms)",
-            ">Ready (ms)",
-            ">Stable (ms)",
-            ">Requests",
-            ">Interval (µs)",
-            ">Request (µs)",
-            "Outcome",
-        ]);
-        let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt::f2);
-        for x in &r.replicas {
-            t.row([
-                x.pod.clone(),
-                x.addr.clone(),
-                opt(x.first_ms),
-                opt(x.ready_ms),
-                opt(x.stable_ms),
-                count(x.requests),
-                format!("{:.0}", x.interval_us),
-                format!("{:.0}", x.request_us),
-                if x.gone {
-                    "gone".to_string()
-                } else if x.unreached {
-                    let why = x.error.as_deref().unwrap_or("no answer");
-                    if why.starts_with("not reached") {
-                        why.to_string()
-                    } else {
-                        format!("not reached: {why}")
-                    }
-                } else {
-                    x.error.clone().unwrap_or_else(|| "stable".into())
-                },
-            ]);
-        }
-        out.push_str(&t.render());
-        out.push('\n');
-    }
-    if c.probes.len() > PROBE_REPLICA_TABLES {
-        let _ = writeln!(
-            out,
-            "The replicas of the first {PROBE_REPLICA_TABLES} probed actions are listed; \
-             data.json (`probes`) has every replica of every action.\n"
-        );
-    }
 }
 
 /// One probed action's replicas in words: `3 of 3 stable`, `2 of 3 stable, 1 gone`, and the

@@ -393,6 +393,39 @@ name = "{second}"
     )
 }
 
+/// The workspace's crates folder (`crates/`), for the tests that read the source itself.
+pub fn crates_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every `.rs` file under `dir`, sorted: what the tests that read the source walk.
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Fails a source-reading test with what it found, one `file:line: text` a line, after making
+/// sure it read the tree at all (`checked` files, more than a hundred).
+pub fn assert_none_found(checked: usize, found: &[String], what: &str) {
+    assert!(
+        checked > 100,
+        "read only {checked} files: is the crates directory where it was?"
+    );
+    assert!(found.is_empty(), "{what}:\n{}", found.join("\n"));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

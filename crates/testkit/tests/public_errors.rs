@@ -10,14 +10,14 @@
 //! a `Result` whose error is `String`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Crates that are not libraries with a public API of their own.
 const EXCLUDED: &[&str] = &["cli", "fuzz"];
 
 #[test]
 fn no_public_signature_returns_result_string() {
-    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let crates = proxybench_testkit::crates_dir();
     let mut checked = 0;
     let mut found = Vec::new();
     let mut names: Vec<PathBuf> = fs::read_dir(&crates)
@@ -31,7 +31,7 @@ fn no_public_signature_returns_result_string() {
         if EXCLUDED.contains(&name.as_str()) {
             continue;
         }
-        for file in rust_files(&dir.join("src")) {
+        for file in proxybench_testkit::rust_files(&dir.join("src")) {
             let text = fs::read_to_string(&file).unwrap();
             let shown = file.strip_prefix(&crates).unwrap().display().to_string();
             for (line, sig) in offenders(&text) {
@@ -40,14 +40,10 @@ fn no_public_signature_returns_result_string() {
             checked += 1;
         }
     }
-    assert!(
-        checked > 100,
-        "read only {checked} files: is the crates directory where it was?"
-    );
-    assert!(
-        found.is_empty(),
-        "public signatures returning Result<_, String> (use the crate's typed error):\n{}",
-        found.join("\n")
+    proxybench_testkit::assert_none_found(
+        checked,
+        &found,
+        "public signatures returning Result<_, String> (use the crate's typed error)",
     );
 }
 
@@ -93,24 +89,6 @@ pub const fn p() -> Option<Result<u32, String>> { None }
 "#;
     let lines: Vec<usize> = offenders(src).into_iter().map(|(l, _)| l).collect();
     assert_eq!(lines, vec![2, 5, 14, 16, 25, 28, 35, 36]);
-}
-
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The (1-based line, signature) of each public signature in `text` that returns

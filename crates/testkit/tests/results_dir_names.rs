@@ -4,7 +4,8 @@
 //! description. The check reads the product part of every crate's `src/` (a file up to its
 //! `#[cfg(test)]` module; comment lines skipped) and fails naming `file:line` of each literal.
 
-use proxybench_model::results_dir::*;
+use model::results_dir::*;
+use proxybench_testkit::{assert_none_found, crates_dir, rust_files};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -50,7 +51,7 @@ fn offenders(shown: &str, text: &str) -> Vec<String> {
 
 #[test]
 fn only_model_names_the_results_directory() {
-    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let crates = crates_dir();
     let owner = Path::new("model").join("src").join("results_dir.rs");
     let mut checked = 0;
     let mut found = Vec::new();
@@ -71,15 +72,11 @@ fn only_model_names_the_results_directory() {
             checked += 1;
         }
     }
-    assert!(
-        checked > 100,
-        "read only {checked} files: is the crates directory where it was?"
-    );
-    assert!(
-        found.is_empty(),
+    assert_none_found(
+        checked,
+        &found,
         "results-directory names spelled outside model::results_dir (use its constants and \
-         path functions):\n{}",
-        found.join("\n")
+         path functions)",
     );
 }
 
@@ -104,22 +101,4 @@ mod tests { const X: &str = "record.json"; }
             "f.rs:5: let c = r.join(\"requests\").join(case);"
         ]
     );
-}
-
-/// Every `.rs` file under `dir`, depth first, in name order.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            out.extend(rust_files(&p));
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -342,13 +342,31 @@ fn render(info: &Info, st: &State) -> String {
 
 /// Each family once, with one sample (or one set) per load.
 fn render_loads(o: &mut String, info: &Info, st: &State) {
-    let one = |o: &mut String,
-               name: &str,
-               k: &LoadKey,
-               extra: &[(&'static str, &str)],
-               v: &dyn text::Value| {
+    let f = LoadFamilies { info, st };
+    f.counters(o);
+    f.gauges(o);
+    f.latency(o);
+}
+
+/// The per-load families' writer: each sample carries the load's labels (agent, proxy, case,
+/// load).
+struct LoadFamilies<'a> {
+    info: &'a Info,
+    st: &'a State,
+}
+
+impl LoadFamilies<'_> {
+    /// One sample of `name` for load `k`, with `extra` labels after the load's.
+    fn one(
+        &self,
+        o: &mut String,
+        name: &str,
+        k: &LoadKey,
+        extra: &[(&'static str, &str)],
+        v: &dyn text::Value,
+    ) {
         let mut ls: Vec<(&str, &str)> = Vec::with_capacity(4 + extra.len());
-        if let Some(a) = &info.agent {
+        if let Some(a) = &self.info.agent {
             ls.push(("agent", a));
         }
         if let Some(p) = &k.scope.proxy {
@@ -360,151 +378,175 @@ fn render_loads(o: &mut String, info: &Info, st: &State) {
         ls.push(("load", &k.load));
         ls.extend_from_slice(extra);
         sample(o, name, &ls, v);
-    };
-    let counter = |o: &mut String,
-                   name: &str,
-                   unit: Option<&str>,
-                   help: &str,
-                   get: &dyn Fn(&LoadState) -> u64| {
+    }
+
+    /// A counter family with one `_total` sample per load.
+    fn counter(
+        &self,
+        o: &mut String,
+        name: &str,
+        unit: Option<&str>,
+        help: &str,
+        get: &dyn Fn(&LoadState) -> u64,
+    ) {
         family(o, name, "counter", unit, help);
         let sample_name = format!("{name}_total");
-        for (k, l) in &st.loads {
-            one(o, &sample_name, k, &[], &get(l));
-        }
-    };
-    counter(
-        o,
-        "proxybench_load_requests",
-        None,
-        "Complete responses received, any status (the run's requests count).",
-        &|l| l.requests,
-    );
-    family(
-        o,
-        "proxybench_load_responses",
-        "counter",
-        None,
-        "Complete responses by status class.",
-    );
-    for (k, l) in &st.loads {
-        for (class, n) in CLASSES.iter().zip(l.responses) {
-            one(
-                o,
-                "proxybench_load_responses_total",
-                k,
-                &[("class", class)],
-                &n,
-            );
+        for (k, l) in &self.st.loads {
+            self.one(o, &sample_name, k, &[], &get(l));
         }
     }
-    family(
-        o,
-        "proxybench_load_failures",
-        "counter",
-        None,
-        "Failed attempts below HTTP (no response), by error kind.",
-    );
-    for (k, l) in &st.loads {
-        for (kind, n) in ErrorKind::ALL.iter().zip(l.failures) {
-            one(
-                o,
-                "proxybench_load_failures_total",
-                k,
-                &[("kind", kind.name())],
-                &n,
-            );
-        }
-    }
-    counter(
-        o,
-        "proxybench_load_sent",
-        None,
-        "Requests sent (each once, whatever became of it).",
-        &|l| l.sent,
-    );
-    counter(
-        o,
-        "proxybench_load_retried",
-        None,
-        "Requests sent again on a new connection after an idle keep-alive close cut them off (--retry-idle-closed).",
-        &|l| l.retried,
-    );
-    counter(
-        o,
-        "proxybench_load_read_bytes",
-        Some("bytes"),
-        "Bytes read from the target (heads and bodies).",
-        &|l| l.bytes,
-    );
-    let gauge =
-        |o: &mut String, name: &str, help: &str, get: &dyn Fn(&LoadState) -> Option<f64>| {
-            family(o, name, "gauge", None, help);
-            for (k, l) in &st.loads {
-                if let Some(v) = get(l) {
-                    one(o, name, k, &[], &v);
-                }
+
+    /// A gauge family with one sample per load that has a value.
+    fn gauge(
+        &self,
+        o: &mut String,
+        name: &str,
+        help: &str,
+        get: &dyn Fn(&LoadState) -> Option<f64>,
+    ) {
+        family(o, name, "gauge", None, help);
+        for (k, l) in &self.st.loads {
+            if let Some(v) = get(l) {
+                self.one(o, name, k, &[], &v);
             }
-        };
-    gauge(
-        o,
-        "proxybench_load_in_flight",
-        "Requests sent and not yet answered nor failed, at the end of the last complete second.",
-        &|l| Some(l.in_flight as f64),
-    );
-    gauge(
-        o,
-        "proxybench_load_target_rate",
-        "Open loop: the requests per second the schedule asks for (absent in closed loop).",
-        &|l| l.target_rate,
-    );
-    gauge(
-        o,
-        "proxybench_load_achieved_rate",
-        "Requests sent in the last complete second (0 once the load has ended).",
-        &|l| Some(l.achieved_rate),
-    );
-    gauge(
-        o,
-        "proxybench_load_running",
-        "1 while the load runs, 0 once its last second is in.",
-        &|l| Some(if l.running { 1.0 } else { 0.0 }),
-    );
-    family(
-        o,
-        "proxybench_load_latency_seconds",
-        "histogram",
-        Some("seconds"),
-        "Latency of complete responses (in open loop from the intended send time), in fixed buckets.",
-    );
-    for (k, l) in &st.loads {
-        let mut cum = 0;
-        for (i, n) in l.buckets.iter().enumerate() {
-            cum += n;
-            let le = BUCKETS_S
-                .get(i)
-                .map_or("+Inf".to_string(), |b| text::le(*b));
-            one(
+        }
+    }
+
+    /// What the loads counted: responses, by class; failures, by kind; sends, retries, bytes.
+    fn counters(&self, o: &mut String) {
+        self.counter(
+            o,
+            "proxybench_load_requests",
+            None,
+            "Complete responses received, any status (the run's requests count).",
+            &|l| l.requests,
+        );
+        family(
+            o,
+            "proxybench_load_responses",
+            "counter",
+            None,
+            "Complete responses by status class.",
+        );
+        for (k, l) in &self.st.loads {
+            for (class, n) in CLASSES.iter().zip(l.responses) {
+                self.one(
+                    o,
+                    "proxybench_load_responses_total",
+                    k,
+                    &[("class", class)],
+                    &n,
+                );
+            }
+        }
+        family(
+            o,
+            "proxybench_load_failures",
+            "counter",
+            None,
+            "Failed attempts below HTTP (no response), by error kind.",
+        );
+        for (k, l) in &self.st.loads {
+            for (kind, n) in ErrorKind::ALL.iter().zip(l.failures) {
+                self.one(
+                    o,
+                    "proxybench_load_failures_total",
+                    k,
+                    &[("kind", kind.name())],
+                    &n,
+                );
+            }
+        }
+        self.counter(
+            o,
+            "proxybench_load_sent",
+            None,
+            "Requests sent (each once, whatever became of it).",
+            &|l| l.sent,
+        );
+        self.counter(
+            o,
+            "proxybench_load_retried",
+            None,
+            "Requests sent again on a new connection after an idle keep-alive close cut them off (--retry-idle-closed).",
+            &|l| l.retried,
+        );
+        self.counter(
+            o,
+            "proxybench_load_read_bytes",
+            Some("bytes"),
+            "Bytes read from the target (heads and bodies).",
+            &|l| l.bytes,
+        );
+    }
+
+    /// Where the loads stand: in flight, target and achieved rate, running.
+    fn gauges(&self, o: &mut String) {
+        self.gauge(
+            o,
+            "proxybench_load_in_flight",
+            "Requests sent and not yet answered nor failed, at the end of the last complete second.",
+            &|l| Some(l.in_flight as f64),
+        );
+        self.gauge(
+            o,
+            "proxybench_load_target_rate",
+            "Open loop: the requests per second the schedule asks for (absent in closed loop).",
+            &|l| l.target_rate,
+        );
+        self.gauge(
+            o,
+            "proxybench_load_achieved_rate",
+            "Requests sent in the last complete second (0 once the load has ended).",
+            &|l| Some(l.achieved_rate),
+        );
+        self.gauge(
+            o,
+            "proxybench_load_running",
+            "1 while the load runs, 0 once its last second is in.",
+            &|l| Some(if l.running { 1.0 } else { 0.0 }),
+        );
+    }
+
+    /// The latency histogram, in fixed buckets.
+    fn latency(&self, o: &mut String) {
+        family(
+            o,
+            "proxybench_load_latency_seconds",
+            "histogram",
+            Some("seconds"),
+            "Latency of complete responses (in open loop from the intended send time), in fixed buckets.",
+        );
+        for (k, l) in &self.st.loads {
+            let mut cum = 0;
+            for (i, n) in l.buckets.iter().enumerate() {
+                cum += n;
+                let le = BUCKETS_S
+                    .get(i)
+                    .map_or("+Inf".to_string(), |b| text::le(*b));
+                self.one(
+                    o,
+                    "proxybench_load_latency_seconds_bucket",
+                    k,
+                    &[("le", &le)],
+                    &cum,
+                );
+            }
+            self.one(
                 o,
-                "proxybench_load_latency_seconds_bucket",
+                "proxybench_load_latency_seconds_count",
                 k,
-                &[("le", &le)],
-                &cum,
+                &[],
+                &l.latency_count,
+            );
+            self.one(
+                o,
+                "proxybench_load_latency_seconds_sum",
+                k,
+                &[],
+                &(l.latency_sum_us as f64 / 1e6),
             );
         }
-        one(
-            o,
-            "proxybench_load_latency_seconds_count",
-            k,
-            &[],
-            &l.latency_count,
-        );
-        one(
-            o,
-            "proxybench_load_latency_seconds_sum",
-            k,
-            &[],
-            &(l.latency_sum_us as f64 / 1e6),
-        );
     }
 }
 

@@ -571,24 +571,23 @@ fn render_cases(o: &mut String, st: &State) {
     if st.cases.is_empty() {
         return;
     }
-    let gauge =
-        |o: &mut String, name: &str, help: &str, get: &dyn Fn(&CaseState) -> Option<f64>| {
-            family(o, name, "gauge", None, help);
-            for (case, c) in &st.cases {
-                if let Some(v) = get(c) {
-                    sample(o, name, &case_labels(case, &[]), v);
-                }
-            }
-        };
-    gauge(
+    case_steps(o, st);
+    case_reloads(o, st);
+}
+
+/// Where each case stands: running, its steps, the step it is at, its actions and their errors.
+fn case_steps(o: &mut String, st: &State) {
+    case_gauge(
         o,
-        "proxybench_case_running",
+        st,
+        ("proxybench_case_running", None),
         "1 while the case runs, 0 once its loads have ended.",
         &|c| Some(if c.running { 1.0 } else { 0.0 }),
     );
-    gauge(
+    case_gauge(
         o,
-        "proxybench_case_steps",
+        st,
+        ("proxybench_case_steps", None),
         "Steps (timed actions) the case plans.",
         &|c| Some(c.steps as f64),
     );
@@ -611,51 +610,41 @@ fn render_cases(o: &mut String, st: &State) {
             );
         }
     }
-    let by_action = |o: &mut String,
-                     name: &str,
-                     help: &str,
-                     get: &dyn Fn(&CaseState) -> &BTreeMap<String, u64>| {
-        family(o, name, "counter", None, help);
-        let s = format!("{name}_total");
-        for (case, c) in &st.cases {
-            for (action, n) in get(c) {
-                sample(o, &s, &case_labels(case, &[("action", action)]), *n);
-            }
-        }
-    };
-    by_action(
+    case_by_action(
         o,
+        st,
         "proxybench_case_actions",
         "Actions done, by kind (a step can record several, e.g. one per replica).",
         &|c| &c.actions,
     );
-    by_action(
+    case_by_action(
         o,
+        st,
         "proxybench_case_action_errors",
         "Actions that failed, by kind.",
         &|c| &c.action_errors,
     );
-    let counter = |o: &mut String, name: &str, help: &str, get: &dyn Fn(&CaseState) -> u64| {
-        family(o, name, "counter", None, help);
-        let s = format!("{name}_total");
-        for (case, c) in &st.cases {
-            sample(o, &s, &case_labels(case, &[]), get(c));
-        }
-    };
-    counter(
+}
+
+/// Each case's reloads: how many, how many failed or were not timed, their times and the latest.
+fn case_reloads(o: &mut String, st: &State) {
+    case_counter(
         o,
+        st,
         "proxybench_case_reloads",
         "Proxy reloads signalled (counted when their step is done).",
         &|c| c.reloads,
     );
-    counter(
+    case_counter(
         o,
+        st,
         "proxybench_case_reload_errors",
         "Reloads that failed or never served the new config.",
         &|c| c.reload_errors,
     );
-    counter(
+    case_counter(
         o,
+        st,
         "proxybench_case_reloads_untimed",
         "Reloads that succeeded but whose serving of the new config proxybench cannot see (an \
          external target's reload command): in no reload time.",
@@ -695,38 +684,69 @@ fn render_cases(o: &mut String, st: &State) {
             c.reload_sum_s,
         );
     }
-    family(
+    case_gauge(
         o,
-        "proxybench_case_last_reload_seconds",
-        "gauge",
-        Some("seconds"),
+        st,
+        ("proxybench_case_last_reload_seconds", Some("seconds")),
         "The latest reload that served: time from its signal until the new config served.",
+        &|c| c.last_reload_s,
     );
+    case_gauge(
+        o,
+        st,
+        (
+            "proxybench_case_last_reload_timestamp_seconds",
+            Some("seconds"),
+        ),
+        "When the latest reload was signalled, in seconds since the Unix epoch.",
+        &|c| c.last_reload_at_unix_s,
+    );
+}
+
+/// A gauge family (name, unit) with one sample per case that has a value.
+fn case_gauge(
+    o: &mut String,
+    st: &State,
+    (name, unit): (&str, Option<&str>),
+    help: &str,
+    get: &dyn Fn(&CaseState) -> Option<f64>,
+) {
+    family(o, name, "gauge", unit, help);
     for (case, c) in &st.cases {
-        if let Some(s) = c.last_reload_s {
-            sample(
-                o,
-                "proxybench_case_last_reload_seconds",
-                &case_labels(case, &[]),
-                s,
-            );
+        if let Some(v) = get(c) {
+            sample(o, name, &case_labels(case, &[]), v);
         }
     }
-    family(
-        o,
-        "proxybench_case_last_reload_timestamp_seconds",
-        "gauge",
-        Some("seconds"),
-        "When the latest reload was signalled, in seconds since the Unix epoch.",
-    );
+}
+
+/// A counter family with one `_total` sample per case.
+fn case_counter(
+    o: &mut String,
+    st: &State,
+    name: &str,
+    help: &str,
+    get: &dyn Fn(&CaseState) -> u64,
+) {
+    family(o, name, "counter", None, help);
+    let s = format!("{name}_total");
     for (case, c) in &st.cases {
-        if let Some(s) = c.last_reload_at_unix_s {
-            sample(
-                o,
-                "proxybench_case_last_reload_timestamp_seconds",
-                &case_labels(case, &[]),
-                s,
-            );
+        sample(o, &s, &case_labels(case, &[]), get(c));
+    }
+}
+
+/// A counter family with one `_total` sample per case and action kind.
+fn case_by_action(
+    o: &mut String,
+    st: &State,
+    name: &str,
+    help: &str,
+    get: &dyn Fn(&CaseState) -> &BTreeMap<String, u64>,
+) {
+    family(o, name, "counter", None, help);
+    let s = format!("{name}_total");
+    for (case, c) in &st.cases {
+        for (action, n) in get(c) {
+            sample(o, &s, &case_labels(case, &[("action", action)]), *n);
         }
     }
 }

@@ -230,13 +230,26 @@ impl<'a> Analysis<'a> {
 
     /// Predicted vs measured vs nginx's log, with the notes that explain them.
     pub(super) fn model_table(&self, case: &str, logs: model::Measured<&LogSummary>) -> Table {
+        let mut rows = self.model_rows(logs);
+        rows.extend(self.model_cases());
+        Table {
+            title: format!("{case}: {MODEL}"),
+            columns: ["Quantity", "Predicted", "Measured", "nginx log"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+            notes: vec![self.model_note(), self.explain()],
+        }
+    }
+
+    /// The rows every case has: counts, ratios, throughput, times and the deepest queue.
+    fn model_rows(&self, logs: model::Measured<&LogSummary>) -> Vec<Vec<Cell>> {
         let n = self.m.n();
         let (plo, phi) = (self.p().env_lo, self.p().env_hi);
-        let range = |a: String, b: String| if a == b { a } else { format!("{a} .. {b}") };
         // nginx's column, from its access log: "not sampled" when the logs were not read.
         let logged = |f: &dyn Fn(&LogSummary) -> Cell| Cell::measured(&logs, |l| f(l));
         let (tlo, thi) = self.predicted_total_s();
-        let mut rows = vec![
+        vec![
             row4(
                 "Requests",
                 Cell::Int(n as i64),
@@ -307,7 +320,14 @@ impl<'a> Analysis<'a> {
                 format!("{} in flight", self.m.max_in_flight()),
                 "-",
             ),
-        ];
+        ]
+    }
+
+    /// The rows that hold for this case's limit and arrivals only (a queue that delayed, a
+    /// Poisson or even burst 0), and the phase mismatch.
+    fn model_cases(&self) -> Vec<Vec<Cell>> {
+        let n = self.m.n();
+        let mut rows = Vec::new();
         if self.p().delayed() > 0 {
             rows.push(row4(
                 "Throughput first to last 2xx",
@@ -357,6 +377,13 @@ impl<'a> Analysis<'a> {
             format!("{} of {n}", self.p().best_mismatch),
             "-",
         ));
+        rows
+    }
+
+    /// The note that says what the prediction is: the limit, the arrivals it ran on, the
+    /// clock, the phases and the jitter.
+    fn model_note(&self) -> String {
+        let n = self.m.n();
         let what = match &self.nginx {
             Ok(_) => fill("what_logged", &[("n", &n)]),
             Err(e) => fill("what_sent", &[("n", &n), ("error", e)]),
@@ -369,7 +396,7 @@ impl<'a> Analysis<'a> {
             Ok(_) => text("clock_logged").to_string(),
             Err(_) => fill("clock_sent", &[("tick", &fmt_ms(self.tick_us))]),
         };
-        let mut notes = vec![fill(
+        fill(
             "predicted",
             &[
                 ("rate", &fmt_rate(self.limit.rate)),
@@ -396,16 +423,7 @@ impl<'a> Analysis<'a> {
                     &range(self.p().env_lo.to_string(), self.p().env_hi.to_string()),
                 ),
             ],
-        )];
-        notes.push(self.explain());
-        Table {
-            title: format!("{case}: {MODEL}"),
-            columns: ["Quantity", "Predicted", "Measured", "nginx log"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-            notes,
-        }
+        )
     }
 
     /// The model on the intended send times beside the model on nginx's arrivals: how far the
@@ -703,4 +721,13 @@ pub(super) const THROUGHPUT_ROW: &str = "Throughput (2xx per second of total)";
 /// A row of a label and three cells.
 fn row4(q: &str, a: impl Into<Cell>, b: impl Into<Cell>, c: impl Into<Cell>) -> Vec<Cell> {
     vec![Cell::text(q), a.into(), b.into(), c.into()]
+}
+
+/// A predicted range as `a .. b`, or `a` when both ends are one.
+fn range(a: String, b: String) -> String {
+    if a == b {
+        a
+    } else {
+        format!("{a} .. {b}")
+    }
 }

@@ -234,153 +234,37 @@ fn window(
     to: f64,
     le: &[f64],
 ) -> ScrapeWindow {
-    let in_window = |v: &[(f64, f64)]| -> Vec<f64> {
-        let start = v.iter().rposition(|(t, _)| *t <= from).unwrap_or(0);
-        v[start..]
-            .iter()
-            .filter(|(t, _)| *t < to || to.is_infinite())
-            .map(|(_, x)| *x)
-            .collect()
-    };
     // Counters: (metric, labels) -> (pods, delta, resets).
     let mut counters: BTreeMap<(&str, &str), (u32, f64, u32)> = BTreeMap::new();
-    // Histograms: (family, labels but le) -> pods, count, sum, buckets by le, resets.
-    #[derive(Default)]
-    struct H {
-        pods: std::collections::BTreeSet<String>,
-        count: f64,
-        sum: f64,
-        buckets: BTreeMap<String, f64>,
-        resets: u32,
-    }
-    let mut hists: BTreeMap<(String, String), H> = BTreeMap::new();
+    let mut hists: BTreeMap<(String, String), HistogramSum> = BTreeMap::new();
     let mut gauges = Vec::new();
     for ((pod, metric, labels), (kind, v)) in series {
-        let vals = in_window(v);
+        let vals = in_window(v, from, to);
         if vals.is_empty() {
             continue;
         }
         match kind.as_str() {
             "counter" if metric.ends_with("_created") => {}
-            "counter" => {
-                let (d, r) = increase(&vals);
-                let c = counters.entry((metric, labels)).or_default();
-                c.0 += 1;
-                c.1 += d;
-                c.2 += r;
-            }
-            "histogram" => {
-                let (d, r) = increase(&vals);
-                let (family, part) = if let Some(f) = metric.strip_suffix("_bucket") {
-                    (f, "bucket")
-                } else if let Some(f) = metric.strip_suffix("_count") {
-                    (f, "count")
-                } else if let Some(f) = metric.strip_suffix("_sum") {
-                    (f, "sum")
-                } else {
-                    continue;
-                };
-                let (rest, le) = if part == "bucket" {
-                    split_le(labels)
-                } else {
-                    (labels.clone(), None)
-                };
-                let h = hists.entry((family.to_string(), rest)).or_default();
-                h.pods.insert(pod.clone());
-                match (part, le) {
-                    ("bucket", Some(le)) => *h.buckets.entry(le).or_default() += d,
-                    ("count", _) => {
-                        h.count += d;
-                        h.resets += r;
-                    }
-                    ("sum", _) => h.sum += d,
-                    _ => {}
-                }
-            }
+            "counter" => add_counter(&mut counters, (metric, labels), &vals),
+            "histogram" => add_histogram(&mut hists, pod, metric, labels, &vals),
             // A summary's quantiles are not deltas; its count and sum are counters.
             "summary" => {
                 if metric.ends_with("_count") || metric.ends_with("_sum") {
-                    let (d, r) = increase(&vals);
-                    let c = counters.entry((metric, labels)).or_default();
-                    c.0 += 1;
-                    c.1 += d;
-                    c.2 += r;
+                    add_counter(&mut counters, (metric, labels), &vals);
                 }
             }
-            _ => {
-                let n = vals.len();
-                let last = vals[n - 1];
-                // The sample at or before the window's start is not in it for a gauge.
-                let first_in = v.iter().position(|(t, _)| *t >= from).unwrap_or(v.len());
-                let own: Vec<f64> = v[first_in..]
-                    .iter()
-                    .filter(|(t, _)| *t < to || to.is_infinite())
-                    .map(|(_, x)| *x)
-                    .collect();
-                if own.is_empty() {
-                    continue;
-                }
-                gauges.push(GaugeRange {
-                    metric: metric.clone(),
-                    labels: labels.clone(),
-                    pod: pod.clone(),
-                    kind: kind.clone(),
-                    samples: own.len() as u32,
-                    min: own.iter().copied().fold(f64::INFINITY, f64::min),
-                    max: own.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                    last: own.last().copied().unwrap_or(last),
-                });
-            }
+            _ => gauges.extend(gauge_range((pod, metric, labels, kind), v, from, to)),
         }
     }
-    let histograms = hists
-        .into_iter()
-        .map(|((metric, labels), h)| {
-            let bounds: Vec<f64> = if le.is_empty() {
-                let mut b: Vec<f64> = h
-                    .buckets
-                    .keys()
-                    .filter_map(|k| le_value(k))
-                    .filter(|b| b.is_finite())
-                    .collect();
-                b.sort_by(f64::total_cmp);
-                b
-            } else {
-                le.to_vec()
-            };
-            let buckets = bounds
-                .into_iter()
-                .map(|b| {
-                    let count = h
-                        .buckets
-                        .iter()
-                        .find(|(k, _)| le_value(k) == Some(b))
-                        .map(|(_, n)| *n);
-                    BucketShare {
-                        le: b,
-                        count,
-                        share: count.filter(|_| h.count > 0.0).map(|n| n / h.count),
-                    }
-                })
-                .collect();
-            HistogramDelta {
-                metric,
-                labels,
-                pods: h.pods.len() as u32,
-                count: h.count,
-                sum: h.sum,
-                mean: (h.count > 0.0).then(|| h.sum / h.count),
-                buckets,
-                resets: h.resets,
-            }
-        })
-        .collect();
     ScrapeWindow {
         window: name,
         event,
         from_s: from,
         to_s: to,
-        histograms,
+        histograms: hists
+            .into_iter()
+            .map(|((metric, labels), h)| h.delta(metric, labels, le))
+            .collect(),
         counters: counters
             .into_iter()
             .map(|((metric, labels), (pods, delta, resets))| CounterDelta {
@@ -393,6 +277,148 @@ fn window(
             .collect(),
         gauges,
     }
+}
+
+/// Adds one pod's counter series in the window to its (metric, labels): one more pod, its
+/// increase and its resets.
+fn add_counter<'a>(
+    counters: &mut BTreeMap<(&'a str, &'a str), (u32, f64, u32)>,
+    key: (&'a str, &'a str),
+    vals: &[f64],
+) {
+    let (d, r) = increase(vals);
+    let c = counters.entry(key).or_default();
+    c.0 += 1;
+    c.1 += d;
+    c.2 += r;
+}
+
+/// A series' values in `from..to`, from its last sample at or before `from` (its first when
+/// none is): what an increase over the window is counted from.
+fn in_window(v: &[(f64, f64)], from: f64, to: f64) -> Vec<f64> {
+    let start = v.iter().rposition(|(t, _)| *t <= from).unwrap_or(0);
+    v[start..]
+        .iter()
+        .filter(|(t, _)| *t < to || to.is_infinite())
+        .map(|(_, x)| *x)
+        .collect()
+}
+
+/// One histogram family (labels but `le`) summed over its pods in a window.
+#[derive(Default)]
+struct HistogramSum {
+    pods: std::collections::BTreeSet<String>,
+    count: f64,
+    sum: f64,
+    buckets: BTreeMap<String, f64>,
+    resets: u32,
+}
+
+/// Adds one pod's histogram series (a bucket, the count or the sum) in the window to its
+/// family's sum; a series of none of the three is left out.
+fn add_histogram(
+    hists: &mut BTreeMap<(String, String), HistogramSum>,
+    pod: &str,
+    metric: &str,
+    labels: &str,
+    vals: &[f64],
+) {
+    let (d, r) = increase(vals);
+    let (family, part) = if let Some(f) = metric.strip_suffix("_bucket") {
+        (f, "bucket")
+    } else if let Some(f) = metric.strip_suffix("_count") {
+        (f, "count")
+    } else if let Some(f) = metric.strip_suffix("_sum") {
+        (f, "sum")
+    } else {
+        return;
+    };
+    let (rest, le) = if part == "bucket" {
+        split_le(labels)
+    } else {
+        (labels.to_string(), None)
+    };
+    let h = hists.entry((family.to_string(), rest)).or_default();
+    h.pods.insert(pod.to_string());
+    match (part, le) {
+        ("bucket", Some(le)) => *h.buckets.entry(le).or_default() += d,
+        ("count", _) => {
+            h.count += d;
+            h.resets += r;
+        }
+        ("sum", _) => h.sum += d,
+        _ => {}
+    }
+}
+
+impl HistogramSum {
+    /// The family's delta over the window, its buckets at `le` (or at the bounds it was
+    /// scraped with, when `le` is empty) with each one's share of the count.
+    fn delta(self, metric: String, labels: String, le: &[f64]) -> HistogramDelta {
+        let bounds: Vec<f64> = if le.is_empty() {
+            let mut b: Vec<f64> = self
+                .buckets
+                .keys()
+                .filter_map(|k| le_value(k))
+                .filter(|b| b.is_finite())
+                .collect();
+            b.sort_by(f64::total_cmp);
+            b
+        } else {
+            le.to_vec()
+        };
+        let buckets = bounds
+            .into_iter()
+            .map(|b| {
+                let count = self
+                    .buckets
+                    .iter()
+                    .find(|(k, _)| le_value(k) == Some(b))
+                    .map(|(_, n)| *n);
+                BucketShare {
+                    le: b,
+                    count,
+                    share: count.filter(|_| self.count > 0.0).map(|n| n / self.count),
+                }
+            })
+            .collect();
+        HistogramDelta {
+            metric,
+            labels,
+            pods: self.pods.len() as u32,
+            count: self.count,
+            sum: self.sum,
+            mean: (self.count > 0.0).then(|| self.sum / self.count),
+            buckets,
+            resets: self.resets,
+        }
+    }
+}
+
+/// A gauge's (or an untyped series') range over the window: its own samples in it, not the
+/// one at or before the window's start; none when it has no sample in the window.
+fn gauge_range(
+    (pod, metric, labels, kind): (&str, &str, &str, &str),
+    v: &[(f64, f64)],
+    from: f64,
+    to: f64,
+) -> Option<GaugeRange> {
+    let first_in = v.iter().position(|(t, _)| *t >= from).unwrap_or(v.len());
+    let own: Vec<f64> = v[first_in..]
+        .iter()
+        .filter(|(t, _)| *t < to || to.is_infinite())
+        .map(|(_, x)| *x)
+        .collect();
+    Some(GaugeRange {
+        metric: metric.to_string(),
+        labels: labels.to_string(),
+        pod: pod.to_string(),
+        kind: kind.to_string(),
+        samples: own.len() as u32,
+        min: own.iter().copied().fold(f64::INFINITY, f64::min),
+        max: own.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        last: *own.last()?,
+    })
 }
 
 #[cfg(test)]

@@ -354,166 +354,180 @@ fn scrapes(out: &mut String, k: &model::ClusterRecord) {
              counter reset, counted from zero after it); gauges are each pod's minimum, maximum \
              and last value.\n"
         );
-        if !case.histograms.is_empty() {
-            out.push_str("Histograms over the case:\n\n");
-            let mut t = Table::new(&[
-                "Metric",
-                "Labels",
-                ">Pods",
-                ">Count",
-                ">Sum",
-                ">Mean",
-                "At or below",
-                ">Resets",
-            ]);
-            for h in &case.histograms {
-                t.row([
-                    h.metric.clone(),
-                    labels_cell(&h.labels),
-                    count(u64::from(h.pods)),
-                    amount(h.count),
-                    fmt::f2(h.sum),
-                    h.mean.map_or("-".into(), fmt::f2),
-                    shares(h),
-                    count(u64::from(h.resets)),
-                ]);
-            }
-            out.push_str(&t.render());
-            out.push('\n');
-        }
-        if !case.counters.is_empty() {
-            out.push_str("Counters over the case:\n\n");
-            let mut t = Table::new(&["Metric", "Labels", ">Pods", ">Increase", ">Resets"]);
-            for c in &case.counters {
-                t.row([
-                    c.metric.clone(),
-                    labels_cell(&c.labels),
-                    count(u64::from(c.pods)),
-                    amount(c.delta),
-                    count(u64::from(c.resets)),
-                ]);
-            }
-            out.push_str(&t.render());
-            out.push('\n');
-        }
-        if !case.gauges.is_empty() {
-            out.push_str("Gauges over the case:\n\n");
-            let mut t = Table::new(&[
-                "Metric", "Labels", "Pod", ">Samples", ">Min", ">Max", ">Last",
-            ]);
-            for g in &case.gauges {
-                t.row([
-                    g.metric.clone(),
-                    labels_cell(&g.labels),
-                    g.pod.clone(),
-                    count(u64::from(g.samples)),
-                    fmt::f2(g.min),
-                    fmt::f2(g.max),
-                    fmt::f2(g.last),
-                ]);
-            }
-            out.push_str(&t.render());
-            out.push('\n');
-        }
-        // Per action: the histograms and counters that counted anything in its window.
-        let mut t = Table::new(&[
-            "Action",
-            ">From (s)",
-            ">To (s)",
-            "Metric",
-            "Labels",
-            ">Count or increase",
-            ">Mean",
-            "At or below",
-        ]);
-        let mut rows = 0usize;
-        let mut more = 0usize;
-        for w in k.series.iter().filter(|w| w.event.is_some()) {
-            let mut row = |t: &mut Table, cells: [String; 5]| {
-                if rows < EVENT_ROWS {
-                    let [m, l, n, mean, sh] = cells;
-                    t.row([
-                        w.window.clone(),
-                        fmt::secs(w.from_s),
-                        fmt::secs(w.to_s),
-                        m,
-                        l,
-                        n,
-                        mean,
-                        sh,
-                    ]);
-                    rows += 1;
-                } else {
-                    more += 1;
-                }
-            };
-            for h in w.histograms.iter().filter(|h| h.count != 0.0) {
-                row(
-                    &mut t,
-                    [
-                        h.metric.clone(),
-                        labels_cell(&h.labels),
-                        amount(h.count),
-                        h.mean.map_or("-".into(), fmt::f2),
-                        shares(h),
-                    ],
-                );
-            }
-            for c in w.counters.iter().filter(|c| c.delta != 0.0) {
-                row(
-                    &mut t,
-                    [
-                        c.metric.clone(),
-                        labels_cell(&c.labels),
-                        amount(c.delta),
-                        "-".into(),
-                        "-".into(),
-                    ],
-                );
-            }
-        }
-        if rows > 0 {
-            out.push_str(
-                "In each action's window (from the action to the next one), what counted \
-                 anything:\n\n",
-            );
-            out.push_str(&t.render());
-            if more > 0 {
-                let _ = writeln!(out, "\n{more} more rows are in data.json.");
-            }
-            out.push('\n');
-        }
+        over_the_case(out, case);
+        in_each_action(out, k);
         return;
     }
     if !k.scrapes.is_empty() {
         out.push_str("#### Prometheus scrape\n\n");
-        let mut by: BTreeMap<(&str, &str), Vec<&model::ScrapeSample>> = BTreeMap::new();
-        for s in &k.scrapes {
-            by.entry((&s.metric, &s.labels)).or_default().push(s);
-        }
+        raw_samples(out, k);
+    }
+}
+
+/// The case's whole window: its histograms, counters and gauges, a table each.
+fn over_the_case(out: &mut String, case: &model::scrape::ScrapeWindow) {
+    if !case.histograms.is_empty() {
+        out.push_str("Histograms over the case:\n\n");
         let mut t = Table::new(&[
-            "Metric", "Labels", ">Samples", ">Pods", ">Min", ">Max", ">Last",
+            "Metric",
+            "Labels",
+            ">Pods",
+            ">Count",
+            ">Sum",
+            ">Mean",
+            "At or below",
+            ">Resets",
         ]);
-        for ((metric, labels), v) in &by {
-            let pods: std::collections::BTreeSet<&str> = v.iter().map(|s| s.pod.as_str()).collect();
-            let vals = v.iter().map(|s| s.value);
+        for h in &case.histograms {
             t.row([
-                metric.to_string(),
-                if labels.is_empty() {
-                    "-".into()
-                } else {
-                    labels.to_string()
-                },
-                count(v.len() as u64),
-                count(pods.len() as u64),
-                fmt::f2(vals.clone().fold(f64::INFINITY, f64::min)),
-                fmt::f2(vals.fold(f64::NEG_INFINITY, f64::max)),
-                fmt::f2(v.last().map_or(f64::NAN, |s| s.value)),
+                h.metric.clone(),
+                labels_cell(&h.labels),
+                count(u64::from(h.pods)),
+                amount(h.count),
+                fmt::f2(h.sum),
+                h.mean.map_or("-".into(), fmt::f2),
+                shares(h),
+                count(u64::from(h.resets)),
             ]);
         }
         out.push_str(&t.render());
         out.push('\n');
     }
+    if !case.counters.is_empty() {
+        out.push_str("Counters over the case:\n\n");
+        let mut t = Table::new(&["Metric", "Labels", ">Pods", ">Increase", ">Resets"]);
+        for c in &case.counters {
+            t.row([
+                c.metric.clone(),
+                labels_cell(&c.labels),
+                count(u64::from(c.pods)),
+                amount(c.delta),
+                count(u64::from(c.resets)),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    if !case.gauges.is_empty() {
+        out.push_str("Gauges over the case:\n\n");
+        let mut t = Table::new(&[
+            "Metric", "Labels", "Pod", ">Samples", ">Min", ">Max", ">Last",
+        ]);
+        for g in &case.gauges {
+            t.row([
+                g.metric.clone(),
+                labels_cell(&g.labels),
+                g.pod.clone(),
+                count(u64::from(g.samples)),
+                fmt::f2(g.min),
+                fmt::f2(g.max),
+                fmt::f2(g.last),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+}
+
+/// Per action: the histograms and counters that counted anything in its window.
+fn in_each_action(out: &mut String, k: &model::ClusterRecord) {
+    let mut t = Table::new(&[
+        "Action",
+        ">From (s)",
+        ">To (s)",
+        "Metric",
+        "Labels",
+        ">Count or increase",
+        ">Mean",
+        "At or below",
+    ]);
+    let mut rows = 0usize;
+    let mut more = 0usize;
+    for w in k.series.iter().filter(|w| w.event.is_some()) {
+        let mut row = |t: &mut Table, cells: [String; 5]| {
+            if rows < EVENT_ROWS {
+                let [m, l, n, mean, sh] = cells;
+                t.row([
+                    w.window.clone(),
+                    fmt::secs(w.from_s),
+                    fmt::secs(w.to_s),
+                    m,
+                    l,
+                    n,
+                    mean,
+                    sh,
+                ]);
+                rows += 1;
+            } else {
+                more += 1;
+            }
+        };
+        for h in w.histograms.iter().filter(|h| h.count != 0.0) {
+            row(
+                &mut t,
+                [
+                    h.metric.clone(),
+                    labels_cell(&h.labels),
+                    amount(h.count),
+                    h.mean.map_or("-".into(), fmt::f2),
+                    shares(h),
+                ],
+            );
+        }
+        for c in w.counters.iter().filter(|c| c.delta != 0.0) {
+            row(
+                &mut t,
+                [
+                    c.metric.clone(),
+                    labels_cell(&c.labels),
+                    amount(c.delta),
+                    "-".into(),
+                    "-".into(),
+                ],
+            );
+        }
+    }
+    if rows > 0 {
+        out.push_str(
+            "In each action's window (from the action to the next one), what counted \
+             anything:\n\n",
+        );
+        out.push_str(&t.render());
+        if more > 0 {
+            let _ = writeln!(out, "\n{more} more rows are in data.json.");
+        }
+        out.push('\n');
+    }
+}
+
+/// Scrapes kept as raw samples (no windows): each series' samples, pods and range.
+fn raw_samples(out: &mut String, k: &model::ClusterRecord) {
+    let mut by: BTreeMap<(&str, &str), Vec<&model::ScrapeSample>> = BTreeMap::new();
+    for s in &k.scrapes {
+        by.entry((&s.metric, &s.labels)).or_default().push(s);
+    }
+    let mut t = Table::new(&[
+        "Metric", "Labels", ">Samples", ">Pods", ">Min", ">Max", ">Last",
+    ]);
+    for ((metric, labels), v) in &by {
+        let pods: std::collections::BTreeSet<&str> = v.iter().map(|s| s.pod.as_str()).collect();
+        let vals = v.iter().map(|s| s.value);
+        t.row([
+            metric.to_string(),
+            if labels.is_empty() {
+                "-".into()
+            } else {
+                labels.to_string()
+            },
+            count(v.len() as u64),
+            count(pods.len() as u64),
+            fmt::f2(vals.clone().fold(f64::INFINITY, f64::min)),
+            fmt::f2(vals.fold(f64::NEG_INFINITY, f64::max)),
+            fmt::f2(v.last().map_or(f64::NAN, |s| s.value)),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
 }
 
 /// The pods' readiness: per role the fewest and most Ready at once, then every change.

@@ -305,9 +305,30 @@ pub trait Driver: Send + Sync {
     /// lacks a port, a backend group or a certificate the model needs.
     fn render(&self, cfg: &ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error>;
 
+    /// Runs the proxy's own checker on a config text in scratch directory `dir`:
+    /// [`Error::Refused`] with the proxy's words when it refuses the config. A driver with a
+    /// checker of its own gets [`Driver::check`] and [`Driver::trace`] from this and
+    /// [`Driver::item_at`].
+    fn validate(&self, _text: &str, _dir: &Path) -> Result<Checked, Error> {
+        Err(Error::Invalid(format!(
+            "{} has no checker of its own",
+            self.name()
+        )))
+    }
+
+    /// The model item (`route.2`, `upstream.api`...) whose rendered lines the checker's
+    /// `message` about `text` names; `None` when it names none.
+    fn item_at(&self, _text: &str, _message: &str) -> Option<String> {
+        None
+    }
+
     /// Checks a rendered config with the proxy's own checker, in scratch directory `dir`.
     /// `Ok(Err(refusal))` when the proxy refuses it; `Err` when the checker could not run.
-    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error>;
+    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
+        Refusal::sort(self.validate(&rendered.text, dir), |m| {
+            self.item_at(&rendered.text, m)
+        })
+    }
 
     /// Starts one replica in `ctx.prefix` serving `rendered` (checked first) and returns once
     /// its admin listener answers `ctx.generation`.
@@ -326,8 +347,8 @@ pub trait Driver: Send + Sync {
 
     /// The model item a checker's message about `rendered` leads to (the same tracing as
     /// [`Driver::check`]), for a check that ran elsewhere (in a pod of the proxy's image).
-    fn trace(&self, _rendered: &Rendered, _message: &str) -> Option<String> {
-        None
+    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
+        self.item_at(&rendered.text, message)
     }
 
     /// The log formats this driver's proxy writes and this driver parses: its kind's, as the

@@ -1,22 +1,33 @@
 //! What every replica proxybench starts shares, whatever its proxy: its name, directory, admin
 //! and control ports, the generation it serves, the bound on reload waits and its supervised
 //! process group, with the [`driver::Replica`] methods that only read them and the kill on drop.
-//! A driver's replica holds a [`Core`] and implements [`Proxied`] (its reload, its stop, its
-//! status page and its logs); [`driver::Replica`] then comes with it.
+//! A driver's replica is a [`Running`] over a [`Core`], and the driver implements [`Proxied`] (its
+//! reload, its stop, its status page and its logs); [`driver::Replica`] then comes with it.
 
-use crate::driver::{self, LogFiles, Rendered, ReplicaHandle, StatusReader, StopMode};
-use crate::process::Supervised;
+use crate::driver::{self, Checked, LogFiles, Rendered, ReplicaHandle, StatusReader, StopMode};
+use crate::logs::LogFormat;
+use crate::process::{self, Supervised};
 use crate::Error;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A proxy's signal for each stop mode, and its name for messages.
-pub(crate) type Signals = fn(StopMode) -> (i32, &'static str);
+/// A proxy's signals for a graceful and for a fast stop, each with its name for messages (a kill
+/// is SIGKILL to the whole group, for every proxy).
+#[derive(Debug, Clone, Copy)]
+pub struct Stops {
+    /// Finish what is in flight, then exit.
+    pub(crate) graceful: (i32, &'static str),
+    /// Exit now.
+    pub(crate) fast: (i32, &'static str),
+}
 
 /// The state every started replica has, and its process group (killed when the core drops, so
 /// a replica is never left behind).
 #[derive(Debug)]
-pub(crate) struct Core {
+pub struct Core {
     /// Replica name (`nginx-0`...).
     pub(crate) name: String,
     /// Its directory (the `prefix` it was rendered for).
@@ -32,7 +43,7 @@ pub(crate) struct Core {
     /// The proxy's main process (a master, or the only process) and its group.
     pub(crate) process: Supervised,
     /// The proxy's stop signals.
-    signals: Signals,
+    stops: Stops,
 }
 
 impl Core {
@@ -43,7 +54,7 @@ impl Core {
         admin_port: u16,
         generation: u64,
         process: Supervised,
-        signals: Signals,
+        stops: Stops,
     ) -> Core {
         Core {
             name: name.to_string(),
@@ -53,14 +64,18 @@ impl Core {
             generation,
             wait_bound: Duration::from_secs(60),
             process,
-            signals,
+            stops,
         }
     }
 
     /// Sends the proxy's signal for `mode` (SIGKILL to the whole group for a kill) and waits up
     /// to `bound` for the exit; past the bound the group is killed and a Timeout error returned.
     pub(crate) fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        let (sig, what) = (self.signals)(mode);
+        let (sig, what) = match mode {
+            StopMode::Graceful => self.stops.graceful,
+            StopMode::Fast => self.stops.fast,
+            StopMode::Kill => (libc::SIGKILL, "SIGKILL"),
+        };
         self.process.stop(sig, mode == StopMode::Kill, bound, what)
     }
 
@@ -106,6 +121,136 @@ impl Core {
         }
         Ok(rec)
     }
+}
+
+impl Core {
+    /// Waits up to `bound` for the admin listener to answer the replica's generation; `exited`
+    /// gives the proxy's own words once its process has exited. On failure the process group is
+    /// killed at once (a replica that did not start is never left behind).
+    pub(crate) fn await_start(
+        &mut self,
+        bound: Duration,
+        exited: &mut dyn FnMut(&mut Supervised) -> Option<String>,
+    ) -> Result<(), Error> {
+        let process = &mut self.process;
+        let started = driver::await_start(
+            &self.name,
+            self.admin_port,
+            self.generation,
+            bound,
+            &mut || exited(process),
+        );
+        self.or_kill(started)
+    }
+
+    /// `result`, with the process group killed first when it is an error.
+    pub(crate) fn or_kill<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
+        if result.is_err() {
+            self.process.kill_group();
+        }
+        result
+    }
+
+    /// Reloads a proxy that rereads its config file on a signal (nginx, HAProxy), as
+    /// [`driver::Replica::reload`] says: the new text is written beside the running file and
+    /// checked there (a refusal leaves the running config and the file alone), replaces the file,
+    /// and the signal goes to the main process. Timed from the signal until the admin listener
+    /// answers `generation` and until every process that existed before it has exited. When the
+    /// new generation is never served and a failure was seen, the file on disk goes back to what
+    /// runs.
+    pub(crate) fn reload_by_signal(
+        &mut self,
+        text: &str,
+        generation: u64,
+        origin: Instant,
+        how: &SignalReload<'_>,
+    ) -> model::ReloadRecord {
+        let mut rec = match self.begin_reload(generation, origin) {
+            Ok(rec) => rec,
+            Err(refused) => return refused,
+        };
+        let next = self.dir.join(format!("{}.next", how.file));
+        if let Err(e) = fs::write(&next, text) {
+            rec.error = Some(format!("cannot write {}: {e}", next.display()));
+            return rec;
+        }
+        let t0 = Instant::now();
+        let checked = (how.check)(&next);
+        rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
+        if let Err(e) = checked {
+            rec.error = Some(e.to_string());
+            return rec;
+        }
+        let current = self.dir.join(how.file);
+        let previous = fs::read(&current).ok();
+        if let Err(e) = fs::rename(&next, &current) {
+            rec.error = Some(format!("cannot replace {}: {e}", how.file));
+            return rec;
+        }
+        if let Some(ready) = how.ready {
+            ready(self);
+        }
+        let old = process::children(self.process.pid());
+        let offset = fs::metadata(&how.diagnostics).map(|m| m.len()).unwrap_or(0);
+        let t_sig = Instant::now();
+        rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
+        let (signal, signal_name) = how.signal;
+        if !self.process.signal(signal, false) {
+            rec.error = Some(format!(
+                "{}: {signal_name} failed: the master is gone",
+                self.name
+            ));
+            return rec;
+        }
+        let master = &mut self.process;
+        let served = driver::await_reload(
+            &mut rec,
+            &self.name,
+            t_sig,
+            self.admin_port,
+            Some(&old),
+            self.wait_bound,
+            &mut || (how.failed)(&read_from(&how.diagnostics, offset)),
+            &mut || master.is_running(),
+        );
+        if rec.served_ms.is_some() {
+            self.generation = generation;
+        } else if !served && rec.error.is_some() {
+            // Keep the file on disk equal to what runs.
+            if let Some(prev) = &previous {
+                let _ = fs::write(&current, prev);
+            }
+        }
+        rec
+    }
+}
+
+/// How a proxy reloads by signal ([`Core::reload_by_signal`]): what differs between nginx and
+/// HAProxy.
+pub(crate) struct SignalReload<'a> {
+    /// The config file's name in the replica directory (`nginx.conf`).
+    pub(crate) file: &'a str,
+    /// The proxy's checker, on a config file in the replica directory.
+    pub(crate) check: &'a dyn Fn(&Path) -> Result<Checked, Error>,
+    /// What must hold before the signal is sent (HAProxy's master taking signals again).
+    pub(crate) ready: Option<&'a dyn Fn(&Core)>,
+    /// The reload signal, and its name for messages.
+    pub(crate) signal: (i32, &'static str),
+    /// The file the proxy writes a failed reload's words to.
+    pub(crate) diagnostics: PathBuf,
+    /// The failure, if any, in what the proxy wrote to `diagnostics` since the signal.
+    pub(crate) failed: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// A file's text from byte `offset` on (empty when it cannot be read).
+pub(crate) fn read_from(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = fs::File::open(path) {
+        if f.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = f.read_to_string(&mut text);
+        }
+    }
+    text
 }
 
 impl Drop for Core {
@@ -154,52 +299,120 @@ pub(crate) fn write_config(dir: &Path, file: &str, text: &str) -> Result<PathBuf
     Ok(conf)
 }
 
-/// One proxy's replica on top of its [`Core`]: what differs between proxies. Implementing it
-/// gives the [`driver::Replica`] the run talks to.
-pub(crate) trait Proxied: Send + std::fmt::Debug {
+/// A started replica of the proxy whose driver is `P`: the [`Core`] every replica shares, with
+/// what differs coming from `P`'s [`Proxied`]. `nginx::Replica` is `Running<Nginx>`, and so on;
+/// each driver adds its own `start` and status reader.
+#[derive(Debug)]
+pub struct Running<P> {
+    /// The shared state.
+    pub(crate) core: Core,
+    /// The driver whose [`Proxied`] says what differs.
+    proxy: PhantomData<fn() -> P>,
+}
+
+impl<P: Proxied> Running<P> {
+    /// A replica over a started core.
+    pub(crate) fn new(core: Core) -> Running<P> {
+        Running {
+            core,
+            proxy: PhantomData,
+        }
+    }
+
+    /// Reloads with a rendered config's text, as [`driver::Replica::reload`] says: the proxy's
+    /// checker first, then its own way of loading a config, timed. Never panics; every failure
+    /// lands in `error`. `generation` must differ from the one served.
+    pub fn reload(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
+        P::reload(&mut self.core, text, generation, origin)
+    }
+
+    /// [`stop`](crate::driver::Replica::stop) with an explicit bound.
+    pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        P::stop_within(&mut self.core, mode, bound)
+    }
+
+    /// The main process and its current children, for CPU and memory collectors.
+    pub fn pids(&self) -> Vec<u32> {
+        self.core.handle(None).pids()
+    }
+
+    /// The main process's pid (also the process group id).
+    pub fn master_pid(&self) -> u32 {
+        self.core.process.pid()
+    }
+
+    /// The access log.
+    pub fn access_log_path(&self) -> PathBuf {
+        self.core.dir.join(ACCESS_LOG)
+    }
+
+    /// The proxy's own log: its error log, or the stderr it writes its diagnostics to.
+    pub fn error_log_path(&self) -> PathBuf {
+        self.core.dir.join(P::ERROR_LOG)
+    }
+
+    /// One sample of the proxy's status page, as a stub_status sample; an error for a proxy
+    /// without one.
+    pub fn status(&self, origin: Instant) -> Result<model::StubSample, Error> {
+        let read = P::STATUS.ok_or_else(|| {
+            Error::Invalid(format!("{}: the proxy has no status page", self.core.name))
+        })?;
+        read(&self.core.handle(P::STATUS), origin)
+    }
+}
+
+/// The access log's name in a replica directory, for every proxy proxybench starts.
+pub(crate) const ACCESS_LOG: &str = "access.log";
+
+/// What one proxy's replicas do differently, implemented by its driver: how it reloads, how it
+/// stops, its status page and its own log. [`Running`] over it is the
+/// [`driver::Replica`] the run talks to. (Public in a private module: the bound of public impls,
+/// not a trait anyone outside implements.)
+pub trait Proxied: std::fmt::Debug {
     /// The proxy's status-page reader, if it has one.
     const STATUS: Option<StatusReader>;
 
-    /// The shared state.
-    fn core(&self) -> &Core;
+    /// Its stop signals.
+    const STOPS: Stops;
 
-    /// The shared state, to change.
-    fn core_mut(&mut self) -> &mut Core;
+    /// The proxy's own log in a replica directory (`error.log`), beside [`ACCESS_LOG`].
+    const ERROR_LOG: &'static str;
 
-    /// Reloads with a rendered config's text, as [`driver::Replica::reload`] says.
-    fn reload_text(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord;
+    /// The format its logs are written in.
+    const LOG_FORMAT: LogFormat;
+
+    /// Reloads the replica with a rendered config's text, as [`driver::Replica::reload`] says.
+    fn reload(core: &mut Core, text: &str, generation: u64, origin: Instant)
+        -> model::ReloadRecord;
 
     /// Stops within `bound`, as [`driver::Replica::stop`] says; by default the proxy's signal
     /// for `mode`.
-    fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        self.core_mut().stop_within(mode, bound)
+    fn stop_within(core: &mut Core, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        core.stop_within(mode, bound)
     }
-
-    /// Where its logs are.
-    fn log_files(&self) -> LogFiles;
 }
 
-impl<T: Proxied> driver::Replica for T {
+impl<P: Proxied> driver::Replica for Running<P> {
     fn name(&self) -> &str {
-        &self.core().name
+        &self.core.name
     }
     fn dir(&self) -> &Path {
-        &self.core().dir
+        &self.core.dir
     }
     fn admin_port(&self) -> u16 {
-        self.core().admin_port
+        self.core.admin_port
     }
     fn control_port(&self) -> u16 {
-        self.core().control_port
+        self.core.control_port
     }
     fn generation(&self) -> u64 {
-        self.core().generation
+        self.core.generation
     }
     fn handle(&self) -> ReplicaHandle {
-        self.core().handle(T::STATUS)
+        self.core.handle(P::STATUS)
     }
     fn set_wait_bound(&mut self, bound: Duration) {
-        self.core_mut().wait_bound = bound;
+        self.core.wait_bound = bound;
     }
     fn reload(
         &mut self,
@@ -207,15 +420,20 @@ impl<T: Proxied> driver::Replica for T {
         generation: u64,
         origin: Instant,
     ) -> model::ReloadRecord {
-        self.reload_text(&rendered.text, generation, origin)
+        P::reload(&mut self.core, &rendered.text, generation, origin)
     }
     fn stop(&mut self, mode: StopMode) -> Result<(), Error> {
-        Proxied::stop_within(self, mode, mode.bound())
+        P::stop_within(&mut self.core, mode, mode.bound())
     }
     fn is_running(&mut self) -> bool {
-        self.core_mut().process.is_running()
+        self.core.process.is_running()
     }
     fn logs(&self) -> LogFiles {
-        self.log_files()
+        LogFiles {
+            access: Some(self.access_log_path()),
+            error: Some(self.error_log_path()),
+            format: P::LOG_FORMAT,
+            ..LogFiles::default()
+        }
     }
 }

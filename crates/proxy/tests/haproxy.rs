@@ -565,7 +565,7 @@ fn stop_modes_end_every_process() {
         );
         if mode == StopMode::Graceful {
             // A soft stop, not a crash: the worker left with code 0 and the master followed.
-            let text = std::fs::read_to_string(r.stderr_path()).unwrap();
+            let text = std::fs::read_to_string(r.error_log_path()).unwrap();
             assert!(!text.contains("[ALERT]"), "{text}");
             assert!(
                 text.contains("All workers exited. Exiting... (0)"),

@@ -194,18 +194,12 @@ fn two_replicas_share_a_port_through_reuseport() {
     let r1 = start("nginx-1", &cfg, &mut ctx, dir.path());
     let port = ctx.ports["http"];
     let origin = Instant::now();
-    let (b0, b1) = (
-        r0.stub_status(origin).unwrap(),
-        r1.stub_status(origin).unwrap(),
-    );
+    let (b0, b1) = (r0.status(origin).unwrap(), r1.status(origin).unwrap());
     // Each request is a new connection; the kernel spreads them over both replicas' sockets.
     for _ in 0..200 {
         assert_eq!(get(port, "/", "x").status, 200);
     }
-    let (s0, s1) = (
-        r0.stub_status(origin).unwrap(),
-        r1.stub_status(origin).unwrap(),
-    );
+    let (s0, s1) = (r0.status(origin).unwrap(), r1.status(origin).unwrap());
     assert_eq!(
         (s0.replica.as_str(), s1.replica.as_str()),
         ("nginx-0", "nginx-1")
@@ -220,10 +214,7 @@ fn two_replicas_share_a_port_through_reuseport() {
     for _ in 0..50 {
         assert_eq!(get(port, "/", "x").status, 200);
     }
-    assert_eq!(
-        r1.stub_status(origin).unwrap().requests,
-        s1.requests + 1 + 50
-    );
+    assert_eq!(r1.status(origin).unwrap().requests, s1.requests + 1 + 50);
     let logs = proxybench_proxy::logs::summarize(
         proxybench_proxy::logs::LogFormat::NginxJson,
         &[r0.access_log_path(), r1.access_log_path()],
@@ -328,11 +319,11 @@ fn stub_status_counts_requests() {
     let mut ctx = context(&cfg, dir.path(), &group(&a));
     let r = start("nginx-0", &cfg, &mut ctx, dir.path());
     let origin = Instant::now();
-    let s0 = r.stub_status(origin).unwrap();
+    let s0 = r.status(origin).unwrap();
     for _ in 0..7 {
         get(ctx.ports["http"], "/", "x");
     }
-    let s1 = r.stub_status(origin).unwrap();
+    let s1 = r.status(origin).unwrap();
     assert_eq!(
         s1.requests - s0.requests,
         8,

@@ -14,7 +14,7 @@ pub use crate::driver::{Checked, RenderContext, StopMode};
 pub use render::render;
 pub use replica::{Replica, DRAIN};
 
-use crate::driver::{self, Refusal, Rendered};
+use crate::driver::{self, Rendered};
 use crate::features::Support;
 use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
@@ -61,10 +61,12 @@ impl driver::Driver for Caddy {
         })
     }
 
-    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
-        Refusal::sort(validate(&rendered.text, dir), |m| {
-            item_at(&rendered.text, m)
-        })
+    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
+        validate(text, dir)
+    }
+
+    fn item_at(&self, text: &str, message: &str) -> Option<String> {
+        item_at(text, message)
     }
 
     fn start(
@@ -86,10 +88,6 @@ impl driver::Driver for Caddy {
 
     fn container(&self) -> Option<driver::ContainerCommands> {
         Some(container())
-    }
-
-    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
-        item_at(&rendered.text, message)
     }
 }
 

@@ -3,15 +3,14 @@
 //! through its admin API and timed, stopped by signal.
 
 use super::render::{DRAIN_FILE, PROCS_ID};
-use super::{command, CONFIG_FILE};
-use crate::driver::{await_reload, await_start, LogFiles, RenderContext, StatusReader, StopMode};
+use super::{command, Caddy, CONFIG_FILE};
+use crate::driver::{await_reload, RenderContext, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::Supervised;
-use crate::replica::{self, Core, Proxied};
+use crate::replica::{self, Core, Proxied, Running, Stops};
 use crate::Error;
 use std::fs;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -25,33 +24,20 @@ use std::time::{Duration, Instant};
 /// several replicas renders the drain (it costs a file lookup per request).
 pub const DRAIN: Duration = Duration::from_millis(100);
 
-/// Caddy's signal for a stop mode, and its name for messages: SIGTERM shuts the apps down
-/// gracefully (bounded by the http app's `grace_period`), SIGQUIT exits at once.
-fn signal_of(mode: StopMode) -> (i32, &'static str) {
-    match mode {
-        StopMode::Graceful => (libc::SIGTERM, "SIGTERM"),
-        StopMode::Fast => (libc::SIGQUIT, "SIGQUIT"),
-        StopMode::Kill => (libc::SIGKILL, "SIGKILL"),
-    }
-}
-
 /// A running Caddy in `dir` (caddy.json, caddy.log, access.log, caddy-data...). The config must
 /// have been rendered with `RenderContext.prefix = dir`.
-#[derive(Debug)]
-pub struct Replica {
-    core: Core,
-}
+pub type Replica = Running<Caddy>;
 
-impl Replica {
+impl Running<Caddy> {
     /// Writes `dir/caddy.json`, checks it with `caddy validate` (Caddy's message on failure),
     /// starts `caddy run` and waits until the admin listener answers `ctx.generation`.
     pub fn start(name: &str, ctx: &RenderContext, json: &str) -> Result<Replica, Error> {
         let dir = &ctx.prefix;
+        let log = dir.join(LOG);
         // The JSON config holds the log's path as a JSON string.
-        let log =
-            serde_json::to_string(&*dir.join("caddy.log").to_string_lossy()).unwrap_or_default();
+        let marker = serde_json::to_string(&*log.to_string_lossy()).unwrap_or_default();
         let subdirs = ["caddy-home", "caddy-data", "caddy-config"];
-        replica::prepare_dir(name, dir, json, &log, &subdirs)?;
+        replica::prepare_dir(name, dir, json, &marker, &subdirs)?;
         let _ = fs::remove_file(dir.join(DRAIN_FILE));
         super::validate(json, dir)?;
         let conf = replica::write_config(dir, CONFIG_FILE, json)?;
@@ -63,9 +49,15 @@ impl Replica {
             .arg("")
             .env("GOMAXPROCS", gomaxprocs(json).to_string());
         let main = Supervised::spawn(name, cmd, &dir.join("caddy.stderr"))?;
-        let mut core = Core::new(name, dir, ctx.admin_port, ctx.generation, main, signal_of);
+        let mut core = Core::new(
+            name,
+            dir,
+            ctx.admin_port,
+            ctx.generation,
+            main,
+            Caddy::STOPS,
+        );
         core.control_port = ctx.control_port;
-        let mut r = Replica { core };
         let bound = Duration::from_secs(15);
         let exit_words = |main: &mut Supervised| {
             let status = main.exited()?;
@@ -75,55 +67,68 @@ impl Replica {
             }
             Some(format!("caddy exited ({status}): {msg}"))
         };
-        let main = &mut r.core.process;
-        let started = await_start(name, ctx.admin_port, ctx.generation, bound, &mut || {
-            exit_words(main)
-        })
-        .and_then(|()| {
-            // The admin listener answers as soon as its own server is up; Caddy starts the
-            // others after it, in Go's map order, and exits when one cannot bind. Its control
-            // API holds the config lock through the whole load, so a GET of the config answers
-            // once the load is over: 200 when it took, nothing when Caddy exited.
-            let answer = config_get(ctx.control_port, bound);
-            // A control connection closed without an answer is Caddy on its way out: its
-            // process is reaped a moment later (longer on a loaded machine), so wait for the
-            // exit, up to a bound, to give Caddy's own words rather than the closed socket.
-            let settle = Instant::now() + Duration::from_secs(if answer.is_err() { 5 } else { 0 });
-            loop {
-                if let Some(msg) = exit_words(main) {
-                    return Err(Error::Refused(format!("{name}: exited at start: {msg}")));
-                }
-                if Instant::now() >= settle {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        core.await_start(bound, &mut |main| exit_words(main))?;
+        // The admin listener answers as soon as its own server is up; Caddy starts the others
+        // after it, in Go's map order, and exits when one cannot bind. Its control API holds the
+        // config lock through the whole load, so a GET of the config answers once the load is
+        // over: 200 when it took, nothing when Caddy exited.
+        let answer = config_get(ctx.control_port, bound);
+        // A control connection closed without an answer is Caddy on its way out: its process is
+        // reaped a moment later (longer on a loaded machine), so wait for the exit, up to a
+        // bound, to give Caddy's own words rather than the closed socket.
+        let settle = Instant::now() + Duration::from_secs(if answer.is_err() { 5 } else { 0 });
+        let confirmed = loop {
+            if let Some(msg) = exit_words(&mut core.process) {
+                break Err(Error::Refused(format!("{name}: exited at start: {msg}")));
             }
-            answer.map_err(|e| {
-                Error::Refused(format!(
-                    "{name}: Caddy's control API did not confirm the start: {e}"
-                ))
-            })
-        });
-        if let Err(e) = started {
-            r.core.process.kill_group();
-            return Err(e);
-        }
-        Ok(r)
+            if Instant::now() >= settle {
+                break answer.map_err(|e| {
+                    Error::Refused(format!(
+                        "{name}: Caddy's control API did not confirm the start: {e}"
+                    ))
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        core.or_kill(confirmed)?;
+        Ok(Running::new(core))
     }
+}
+
+/// Caddy's own log in a replica directory.
+const LOG: &str = "caddy.log";
+
+impl Proxied for Caddy {
+    /// Caddy has no stub_status page.
+    const STATUS: Option<StatusReader> = None;
+    /// SIGTERM shuts the apps down gracefully (bounded by the http app's `grace_period`),
+    /// SIGQUIT exits at once.
+    const STOPS: Stops = Stops {
+        graceful: (libc::SIGTERM, "SIGTERM"),
+        fast: (libc::SIGQUIT, "SIGQUIT"),
+    };
+    /// Caddy's own log: JSON lines with `level` and `msg`.
+    const ERROR_LOG: &'static str = LOG;
+    const LOG_FORMAT: LogFormat = LogFormat::Caddy;
 
     /// Reloads with `json`: `caddy validate` first (a refusal leaves the running config and the
     /// file on disk alone and is recorded with Caddy's message), then `POST /load` on the
     /// control port. Caddy starts the new config in the same process, on the same listeners,
     /// then shuts the old servers down gracefully; `served_ms` counts from the POST until the
     /// admin listener answers the new generation. A config Caddy's load refuses is recorded with
-    /// its message (Caddy keeps the old one). Never panics.
-    pub fn reload(&mut self, json: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
-        let mut rec = match self.core.begin_reload(generation, origin) {
+    /// its message (Caddy keeps the old one).
+    fn reload(
+        core: &mut Core,
+        json: &str,
+        generation: u64,
+        origin: Instant,
+    ) -> model::ReloadRecord {
+        let mut rec = match core.begin_reload(generation, origin) {
             Ok(rec) => rec,
             Err(refused) => return refused,
         };
         let t0 = Instant::now();
-        let checked = super::validate(json, &self.core.dir);
+        let checked = super::validate(json, &core.dir);
         rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = checked {
             rec.error = Some(e.to_string());
@@ -131,27 +136,23 @@ impl Replica {
         }
         let (tx, rx) = mpsc::channel();
         let body = json.as_bytes().to_vec();
-        let port = self.core.control_port;
-        let bound = self.core.wait_bound;
+        let port = core.control_port;
+        let bound = core.wait_bound;
         // No drain here (see DRAIN): during a reload Caddy binds new sockets beside the old
         // ones (SO_REUSEPORT) and closes the old ones, resetting the connections still in their
         // accept queues, so churning connections first loses as many requests as it saves.
         let t_sig = Instant::now();
         rec.t_s = t_sig.saturating_duration_since(origin).as_secs_f64();
         let poster = std::thread::Builder::new()
-            .name(format!("{}-load", self.core.name))
+            .name(format!("{}-load", core.name))
             .spawn(move || {
                 let _ = tx.send(load(port, &body, bound));
             });
         if let Err(e) = poster {
-            rec.error = Some(format!(
-                "{}: cannot start the load request: {e}",
-                self.core.name
-            ));
+            rec.error = Some(format!("{}: cannot start the load request: {e}", core.name));
             return rec;
         }
         let mut answer: Option<Result<(), String>> = None;
-        let core = &mut self.core;
         let main = &mut core.process;
         await_reload(
             &mut rec,
@@ -201,14 +202,14 @@ impl Replica {
                 if rec.error.is_none() {
                     rec.error = Some(format!(
                         "{}: the load request did not return within {bound:?}",
-                        self.core.name
+                        core.name
                     ));
                 }
             }
         }
         if rec.served_ms.is_some() {
-            self.core.generation = generation;
-            let conf = self.core.dir.join(CONFIG_FILE);
+            core.generation = generation;
+            let conf = core.dir.join(CONFIG_FILE);
             if let Err(e) = fs::write(&conf, json) {
                 rec.error
                     .get_or_insert_with(|| format!("cannot write {}: {e}", conf.display()));
@@ -217,65 +218,17 @@ impl Replica {
         rec
     }
 
-    /// [`stop`](crate::driver::Replica::stop) with an explicit bound.
     /// A graceful stop drains keep-alive connections for [`DRAIN`] first.
-    pub fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        if mode == StopMode::Graceful && self.core.process.is_running() && self.drain().is_ok() {
+    fn stop_within(core: &mut Core, mode: StopMode, bound: Duration) -> Result<(), Error> {
+        let drain = core.dir.join(DRAIN_FILE);
+        // Every answer closes its connection while the file is there (see [`DRAIN`]).
+        if mode == StopMode::Graceful && core.process.is_running() && fs::write(&drain, b"").is_ok()
+        {
             std::thread::sleep(DRAIN);
         }
-        let r = self.core.stop_within(mode, bound);
-        self.undrain();
+        let r = core.stop_within(mode, bound);
+        let _ = fs::remove_file(&drain);
         r
-    }
-
-    /// Makes every answer close its connection (see [`DRAIN`]).
-    fn drain(&self) -> std::io::Result<()> {
-        fs::write(self.core.dir.join(DRAIN_FILE), b"")
-    }
-
-    /// Back to keep-alive.
-    fn undrain(&self) {
-        let _ = fs::remove_file(self.core.dir.join(DRAIN_FILE));
-    }
-
-    /// The process (Caddy runs as one), for CPU and memory collectors.
-    pub fn pids(&self) -> Vec<u32> {
-        self.core.handle(None).pids()
-    }
-
-    /// The JSON access log.
-    pub fn access_log_path(&self) -> PathBuf {
-        self.core.dir.join("access.log")
-    }
-
-    /// Caddy's own log (JSON lines with `level` and `msg`).
-    pub fn error_log_path(&self) -> PathBuf {
-        self.core.dir.join("caddy.log")
-    }
-}
-
-impl Proxied for Replica {
-    /// Caddy has no stub_status page.
-    const STATUS: Option<StatusReader> = None;
-    fn core(&self) -> &Core {
-        &self.core
-    }
-    fn core_mut(&mut self) -> &mut Core {
-        &mut self.core
-    }
-    fn reload_text(&mut self, text: &str, generation: u64, origin: Instant) -> model::ReloadRecord {
-        Replica::reload(self, text, generation, origin)
-    }
-    fn stop_within(&mut self, mode: StopMode, bound: Duration) -> Result<(), Error> {
-        Replica::stop_within(self, mode, bound)
-    }
-    fn log_files(&self) -> LogFiles {
-        LogFiles {
-            access: Some(self.access_log_path()),
-            error: Some(self.error_log_path()),
-            format: LogFormat::Caddy,
-            ..LogFiles::default()
-        }
     }
 }
 

@@ -18,7 +18,7 @@ pub use render::render;
 pub use replica::Replica;
 pub use status::{parse_stats_csv, STATS_PATH};
 
-use crate::driver::{self, Checked, Refusal, RenderContext, Rendered};
+use crate::driver::{self, Checked, RenderContext, Rendered};
 use crate::features::Support;
 use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
@@ -64,10 +64,12 @@ impl driver::Driver for Haproxy {
         })
     }
 
-    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
-        Refusal::sort(validate(&rendered.text, dir), |m| {
-            item_at(&rendered.text, m)
-        })
+    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
+        validate(text, dir)
+    }
+
+    fn item_at(&self, text: &str, message: &str) -> Option<String> {
+        item_at(text, message)
     }
 
     fn start(
@@ -101,10 +103,6 @@ impl driver::Driver for Haproxy {
 
     fn container(&self) -> Option<driver::ContainerCommands> {
         Some(container())
-    }
-
-    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
-        item_at(&rendered.text, message)
     }
 }
 

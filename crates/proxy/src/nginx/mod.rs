@@ -15,7 +15,7 @@ pub use admin::{parse_stub_status, STUB_STATUS_PATH};
 pub use render::render;
 pub use replica::Replica;
 
-use crate::driver::{self, Refusal, Rendered};
+use crate::driver::{self, Rendered};
 use crate::features::Support;
 use crate::logs::{AccessRecord, ErrorRecord, LogFormat};
 use crate::{Error, Feature};
@@ -79,10 +79,12 @@ impl driver::Driver for Nginx {
         })
     }
 
-    fn check(&self, rendered: &Rendered, dir: &Path) -> Result<Result<Checked, Refusal>, Error> {
-        Refusal::sort(validate(&rendered.text, dir), |m| {
-            item_at(&rendered.text, m)
-        })
+    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
+        validate(text, dir)
+    }
+
+    fn item_at(&self, text: &str, message: &str) -> Option<String> {
+        item_at(text, message)
     }
 
     fn start(
@@ -128,10 +130,6 @@ impl driver::Driver for Nginx {
             log_format: crate::logs::LogFormat::NginxJson,
             image: "localhost/proxybench-nginx:1.22.1",
         })
-    }
-
-    fn trace(&self, rendered: &Rendered, message: &str) -> Option<String> {
-        item_at(&rendered.text, message)
     }
 }
 

@@ -523,6 +523,23 @@ pub struct ReloadRecord {
     pub error: Option<String>,
 }
 
+impl ReloadRecord {
+    /// The record of a reload of `replica` to `generation` signalled at `t_s`, before anything
+    /// about it is known: every reload starts from it.
+    pub fn begun(replica: &str, generation: u64, t_s: f64) -> ReloadRecord {
+        ReloadRecord {
+            replica: replica.to_string(),
+            generation,
+            t_s,
+            served_ms: None,
+            command_ms: None,
+            old_workers_exited_ms: None,
+            validate_ms: 0.0,
+            error: None,
+        }
+    }
+}
+
 /// The proxy's logs, summarised.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LogSummary {

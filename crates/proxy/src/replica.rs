@@ -98,16 +98,8 @@ impl Core {
         generation: u64,
         origin: Instant,
     ) -> Result<model::ReloadRecord, model::ReloadRecord> {
-        let mut rec = model::ReloadRecord {
-            replica: self.name.clone(),
-            generation,
-            t_s: origin.elapsed().as_secs_f64(),
-            served_ms: None,
-            command_ms: None,
-            old_workers_exited_ms: None,
-            validate_ms: 0.0,
-            error: None,
-        };
+        let mut rec =
+            model::ReloadRecord::begun(&self.name, generation, origin.elapsed().as_secs_f64());
         if !self.process.is_running() {
             rec.error = Some(format!("{} is not running", self.name));
             return Err(rec);

@@ -79,16 +79,8 @@ impl Replica {
     /// generation serving, and a command's exit is not that (nginx's returns once the signal is
     /// sent).
     fn run_reload(&mut self, generation: u64, origin: Instant) -> model::ReloadRecord {
-        let mut rec = model::ReloadRecord {
-            replica: self.name.clone(),
-            generation,
-            t_s: origin.elapsed().as_secs_f64(),
-            served_ms: None,
-            command_ms: None,
-            old_workers_exited_ms: None,
-            validate_ms: 0.0,
-            error: None,
-        };
+        let mut rec =
+            model::ReloadRecord::begun(&self.name, generation, origin.elapsed().as_secs_f64());
         if self.ext.reload.is_empty() {
             rec.error = Some(format!(
                 "{}: no reload command (proxy.external.reload)",

@@ -114,16 +114,7 @@ impl KubeStage {
         let t_s = t0.duration_since(self.served.origin).as_secs_f64();
         let mut out: Vec<ReloadRecord> = pods
             .iter()
-            .map(|p| ReloadRecord {
-                replica: p.name.clone(),
-                generation,
-                t_s,
-                served_ms: None,
-                command_ms: None,
-                old_workers_exited_ms: None,
-                validate_ms: 0.0,
-                error: None,
-            })
+            .map(|p| ReloadRecord::begun(&p.name, generation, t_s))
             .collect();
         // Every pod's admin listener, reached before the reload (a port-forward opens at once
         // and connects on first use); then each pod by its own thread: the new configuration by
@@ -512,14 +503,8 @@ impl KubeStage {
         match rendered {
             Ok(r) => a.reload(&r, generation, origin),
             Err(e) => ReloadRecord {
-                replica: a.name().to_string(),
-                generation,
-                t_s: origin.elapsed().as_secs_f64(),
-                served_ms: None,
-                command_ms: None,
-                old_workers_exited_ms: None,
-                validate_ms: 0.0,
                 error: Some(e.to_string()),
+                ..ReloadRecord::begun(a.name(), generation, origin.elapsed().as_secs_f64())
             },
         }
     }

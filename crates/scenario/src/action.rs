@@ -2,6 +2,7 @@
 //! key) and the action plan's validation, which expands each entry into the [`Step`]s it fires
 //! and checks each against the case as the earlier actions leave it.
 
+use crate::error::Invalid;
 use crate::layers::Source;
 use crate::platform::{dns_label, dns_subdomain, label_selector, relative_to_file, PlatformKind};
 use crate::spec::{
@@ -349,16 +350,16 @@ pub(crate) fn expand_action(
     proxy: Option<&ProxyConfig>,
     configs: &BTreeMap<String, ProxyConfig>,
     out: &mut Vec<Step>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let times = repeats(a)?;
     check_bounds(&a.action)?;
     let every = a.every.map(|d| d.0).unwrap_or_default();
     let plan = Plan { proxy, configs, on };
     for k in 0..times {
         if out.len() > MAX_STEPS {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "the actions expand to more than {MAX_STEPS} steps; use fewer `times` or larger steps"
-            ));
+            )));
         }
         let at = every
             .checked_mul(k)
@@ -370,28 +371,28 @@ pub(crate) fn expand_action(
 }
 
 /// How many times an entry fires: once, or `times` times `every` apart.
-fn repeats(a: &ActionSpec) -> Result<u32, String> {
+fn repeats(a: &ActionSpec) -> Result<u32, Invalid> {
     match (a.every, a.times) {
         (None, None) => Ok(1),
         (Some(_), Some(n)) if n >= 1 => Ok(n),
-        (Some(_), None) => Err("`every` needs `times`".into()),
-        (None, Some(_)) => Err("`times` needs `every`".into()),
-        _ => Err("`times` must be at least 1".into()),
+        (Some(_), None) => Err(Invalid::from("`every` needs `times`")),
+        (None, Some(_)) => Err(Invalid::from("`times` needs `every`")),
+        _ => Err(Invalid::from("`times` must be at least 1")),
     }
 }
 
 /// Refuses sizes beyond this machine before anything is expanded (a gradual scaling to millions
 /// would otherwise expand millions of steps first).
-fn check_bounds(action: &ActionKind) -> Result<(), String> {
+fn check_bounds(action: &ActionKind) -> Result<(), Invalid> {
     match action {
-        ActionKind::ScaleBackends(s) if s.to > MAX_BACKENDS => Err(format!(
+        ActionKind::ScaleBackends(s) if s.to > MAX_BACKENDS => Err(Invalid::from(format!(
             "scale_backends: {} instances is beyond what one machine can hold (at most {MAX_BACKENDS})",
             s.to
-        )),
-        ActionKind::ScaleReplicas(s) if s.to > MAX_REPLICAS => Err(format!(
+        ))),
+        ActionKind::ScaleReplicas(s) if s.to > MAX_REPLICAS => Err(Invalid::from(format!(
             "scale_replicas: {} replicas is beyond what one machine can run (at most {MAX_REPLICAS})",
             s.to
-        )),
+        ))),
         _ => Ok(()),
     }
 }
@@ -411,7 +412,7 @@ impl Plan<'_> {
         at: Duration,
         sizes: &mut Sizes,
         out: &mut Vec<Step>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Invalid> {
         let action = &spec.action;
         self.external_allows(spec)?;
         self.platform_allows(action)?;
@@ -433,7 +434,7 @@ impl Plan<'_> {
             ActionKind::ScaleReplicas(s) => {
                 self.need_proxy()?;
                 if s.to == 0 {
-                    return Err("scale_replicas: `to` must be at least 1".into());
+                    return Err(Invalid::from("scale_replicas: `to` must be at least 1"));
                 }
                 gradual(sizes.replicas, s.to, s.step.map(|d| d.0), at, |at, to| {
                     push(at, Action::ScaleReplicas { to, stop: s.stop })
@@ -443,26 +444,36 @@ impl Plan<'_> {
             ActionKind::Reload(r) => {
                 self.need_proxy()?;
                 if !r {
-                    return Err("`reload = false` does nothing; remove the action".into());
+                    return Err(Invalid::from(
+                        "`reload = false` does nothing; remove the action",
+                    ));
                 }
                 push(at, Action::Reload);
             }
             ActionKind::SwapConfig(c) => {
                 self.need_proxy()?;
                 if !self.configs.contains_key(c) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "swap_config: no [configs.{c}] (defined: {})",
                         self.configs.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ));
+                    )));
                 }
                 push(at, Action::SwapConfig(c.clone()));
             }
             ActionKind::SetProfile(s) => {
                 match (&s.group, &s.backend) {
                     (Some(g), None) if sizes.groups.contains_key(g) => {}
-                    (Some(g), None) => return Err(format!("set_profile: no backend group '{g}'")),
+                    (Some(g), None) => {
+                        return Err(Invalid::from(format!(
+                            "set_profile: no backend group '{g}'"
+                        )))
+                    }
                     (None, Some(b)) => backend_exists(&sizes.groups, b)?,
-                    _ => return Err("set_profile needs exactly one of `group` or `backend`".into()),
+                    _ => {
+                        return Err(Invalid::from(
+                            "set_profile needs exactly one of `group` or `backend`",
+                        ))
+                    }
                 }
                 push(
                     at,
@@ -509,7 +520,7 @@ impl Plan<'_> {
     /// A `grow` action as it will run: a user's template checked, or a built-in generator's
     /// made into one for an external gateway (its probe made a gRPC call for GRPCRoutes), or
     /// the run's own proxy's growth checked.
-    fn grow(&self, g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<Box<GrowSpec>, String> {
+    fn grow(&self, g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<Box<GrowSpec>, Invalid> {
         let p = self.proxy.ok_or("grow needs a [proxy]")?;
         let mut g = g.clone();
         let generator_key = crate::generators::keys(&g)
@@ -517,10 +528,10 @@ impl Plan<'_> {
             .find_map(|(k, set)| set.then_some(k));
         if g.template.is_some() {
             if let Some(k) = generator_key {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "grow: `{k}` belongs to a built-in generator (no `template`); a \
                      template of your own writes it in its manifests"
-                ));
+                )));
             }
             self.check_template(&mut g, p, None, groups)?;
         } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
@@ -540,12 +551,12 @@ impl Plan<'_> {
                 // probe's scheme is https.
                 if g.what == GrowWhat::GrpcRoutes && !probe.grpc() {
                     if probe.status.is_some() {
-                        return Err(format!(
+                        return Err(Invalid::from(format!(
                             "grow: grpc_routes are probed with a gRPC call, whose answer \
                              is a gRPC code: set probe.scheme = \"grpc\" (or \"grpcs\") \
                              with that status, not {}",
                             probe.scheme
-                        ));
+                        )));
                     }
                     probe.scheme = format!("grpc{}", &probe.scheme[4..]);
                 }
@@ -553,10 +564,10 @@ impl Plan<'_> {
             self.check_template(&mut g, p, Some(text), groups)?;
         } else {
             if let Some(k) = generator_key {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "grow: `{k}` belongs to a built-in generator of an external \
                      gateway's growth ([proxy] kind = \"external\", Kubernetes)"
-                ));
+                )));
             }
             for (key, set) in [
                 ("namespace", g.namespace.is_some()),
@@ -564,10 +575,10 @@ impl Plan<'_> {
                 ("probe", g.probe.is_some()),
             ] {
                 if set {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "grow: `{key}` belongs to a templated growth (grow = {{ template \
                          = \"FILE\", ... }})"
-                    ));
+                    )));
                 }
             }
             check_grow(&g, p)?;
@@ -577,7 +588,7 @@ impl Plan<'_> {
 
     /// The Kubernetes actions (`apply`, `delete`, `rollout_restart`, `delete_pod`, `scale`):
     /// their manifests, namespaces, waits and probes checked.
-    fn cluster_action(&self, spec: &ActionSpec, sizes: &Sizes) -> Result<Action, String> {
+    fn cluster_action(&self, spec: &ActionSpec, sizes: &Sizes) -> Result<Action, Invalid> {
         match &spec.action {
             ActionKind::Apply(f) => {
                 let file = self.manifest("apply", f, &sizes.groups, spec)?;
@@ -617,7 +628,7 @@ impl Plan<'_> {
                 label_selector(&d.selector)
                     .map_err(|e| format!("delete_pod: selector '{}': {e}", d.selector))?;
                 if d.count == 0 {
-                    return Err("delete_pod: `count` must be at least 1".into());
+                    return Err(Invalid::from("delete_pod: `count` must be at least 1"));
                 }
                 Ok(Action::DeletePod {
                     selector: d.selector.clone(),
@@ -629,9 +640,9 @@ impl Plan<'_> {
             ActionKind::Scale(w) => {
                 let target = workload("scale", &w.target, true)?;
                 if w.step.is_some_and(|s| s.0.is_zero()) {
-                    return Err(
-                        "scale: `step` must be more than 0 (leave it out to scale at once)".into(),
-                    );
+                    return Err(Invalid::from(
+                        "scale: `step` must be more than 0 (leave it out to scale at once)",
+                    ));
                 }
                 Ok(Action::Scale {
                     target,
@@ -646,7 +657,7 @@ impl Plan<'_> {
     }
 
     /// Refuses the Kubernetes-only actions on the local platform.
-    fn platform_allows(&self, action: &ActionKind) -> Result<(), String> {
+    fn platform_allows(&self, action: &ActionKind) -> Result<(), Invalid> {
         let key = match action {
             ActionKind::Apply(_) => "apply",
             ActionKind::Delete(_) => "delete",
@@ -658,9 +669,9 @@ impl Plan<'_> {
         if self.on.kind == PlatformKind::Kubernetes {
             return Ok(());
         }
-        Err(format!(
+        Err(Invalid::from(format!(
             "{key} needs [platform] kind = \"kubernetes\" (or `run --platform kubernetes`)"
-        ))
+        )))
     }
 
     /// The manifest an `apply` or `delete` names, relative to the scenario file, which must
@@ -675,16 +686,23 @@ impl Plan<'_> {
         f: &str,
         groups: &BTreeMap<String, u32>,
         spec: &ActionSpec,
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, Invalid> {
         if f.is_empty() {
-            return Err(format!("{action}: the manifest path is empty"));
+            return Err(Invalid::from(format!(
+                "{action}: the manifest path is empty"
+            )));
         }
         let path = relative_to_file(self.on.src, f);
         if self.on.check_files {
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_file() => {}
-                Ok(_) => return Err(format!("{action}: {} is not a file", path.display())),
-                Err(e) => return Err(format!("{action}: {}: {e}", path.display())),
+                Ok(_) => {
+                    return Err(Invalid::from(format!(
+                        "{action}: {} is not a file",
+                        path.display()
+                    )))
+                }
+                Err(e) => return Err(Invalid::from(format!("{action}: {}: {e}", path.display()))),
             }
             if f.ends_with(".j2") {
                 let text = std::fs::read_to_string(&path)
@@ -706,7 +724,7 @@ impl Plan<'_> {
 
     /// Refuses, on an external target, the actions that would start, stop or re-render a proxy
     /// proxybench did not start, and a reload without the command that does it.
-    fn external_allows(&self, spec: &ActionSpec) -> Result<(), String> {
+    fn external_allows(&self, spec: &ActionSpec) -> Result<(), Invalid> {
         let Some(ext) = self.proxy.and_then(|p| p.external.as_ref()) else {
             return Ok(());
         };
@@ -717,33 +735,31 @@ impl Plan<'_> {
             ActionKind::Grow(g)
                 if g.template.is_none() && self.on.kind != PlatformKind::Kubernetes =>
             {
-                return Err(
+                return Err(Invalid::from(
                     "grow on an external target needs Kubernetes and a `template`, one of the \
                      built-in generators (what = routes, grpc_routes, matches, listeners, \
                      https_listeners), \
                      or upstream_servers of a backend group: proxybench does not re-render a \
-                     proxy it did not start"
-                        .into(),
-                )
+                     proxy it did not start",
+                ))
             }
             ActionKind::Reload(_) if ext.reload.is_empty() => {
-                return Err(
+                return Err(Invalid::from(
                     "reload on an external target needs the command that reloads it: \
-                            proxy.external.reload = [\"program\", \"arg\", ...]"
-                        .into(),
-                )
+                            proxy.external.reload = [\"program\", \"arg\", ...]",
+                ))
             }
             _ => return Ok(()),
         };
-        Err(format!(
+        Err(Invalid::from(format!(
             "{what} on an external target: proxybench does not start, stop or re-render a \
              proxy it did not start"
-        ))
+        )))
     }
 
     /// Checks an action's `probe`: its selector, namespace, scheme and numbers; without a
     /// selector it probes the run's own proxy pods, so the run must deploy its proxy.
-    fn probe_of(&self, action: &str, p: Option<&ProbeSpec>) -> Result<Option<ProbeSpec>, String> {
+    fn probe_of(&self, action: &str, p: Option<&ProbeSpec>) -> Result<Option<ProbeSpec>, Invalid> {
         let Some(p) = p else {
             return Ok(None);
         };
@@ -761,32 +777,30 @@ impl Plan<'_> {
         p: &ProxyConfig,
         builtin: Option<&str>,
         groups: &BTreeMap<String, u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Invalid> {
         let Some(t) = g.template.clone() else {
             return Ok(());
         };
         if self.on.kind != PlatformKind::Kubernetes {
-            return Err(
+            return Err(Invalid::from(
                 "grow: a `template` needs [platform] kind = \"kubernetes\" (it applies \
-                 manifests)"
-                    .into(),
-            );
+                 manifests)",
+            ));
         }
         if p.external.is_none() {
-            return Err(
+            return Err(Invalid::from(
                 "grow: a `template` grows a gateway proxybench does not run ([proxy] kind = \
-                 \"external\"); the run's own proxy grows with `what` alone"
-                    .into(),
-            );
+                 \"external\"); the run's own proxy grows with `what` alone",
+            ));
         }
         if g.by == 0 {
-            return Err("grow: `by` must be at least 1".into());
+            return Err(Invalid::from("grow: `by` must be at least 1"));
         }
         if g.to > 10_000 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: {} items of a template is more than a run applies (at most 10000)",
                 g.to
-            ));
+            )));
         }
         if let Some(ns) = &g.namespace {
             dns_label(ns).map_err(|e| format!("grow: namespace '{ns}' {e}"))?;
@@ -799,10 +813,10 @@ impl Plan<'_> {
                         .all(|ch| ch.is_ascii_alphanumeric() || "._-/=".contains(ch))
             });
             if !ok {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "grow: wait = \"{w}\" is not condition=TYPE[=STATUS] (condition=Accepted, \
                      condition=Programmed)"
-                ));
+                )));
             }
         }
         let path = match builtin {
@@ -842,7 +856,9 @@ impl Plan<'_> {
                             })?;
                         crate::generators::BackendRef { service, port }
                     }
-                    (None, None) => return Err("grow: a built-in generator needs a backend".into()),
+                    (None, None) => {
+                        return Err(Invalid::from("grow: a built-in generator needs a backend"))
+                    }
                 };
                 Some(
                     crate::generators::params(
@@ -873,9 +889,9 @@ impl Plan<'_> {
                         crate::template::render_item(Path::new(&format!("probe.{what}")), s, vars)
                             .map_err(|e| format!("grow: {e}"))?;
                     if what == "path" && !r.starts_with('/') {
-                        return Err(format!(
+                        return Err(Invalid::from(format!(
                             "grow: probe.path renders '{r}' for item {i}: a path starts with '/'"
-                        ));
+                        )));
                     }
                 }
             }
@@ -883,21 +899,23 @@ impl Plan<'_> {
         Ok(())
     }
 
-    fn need_proxy(&self) -> Result<(), String> {
+    fn need_proxy(&self) -> Result<(), Invalid> {
         self.proxy
             .map(|_| ())
-            .ok_or_else(|| "this action needs a [proxy]".to_string())
+            .ok_or_else(|| Invalid::from("this action needs a [proxy]"))
     }
 }
 
 /// An `exec` action: a command that is not empty, and a timeout of more than 0.
-fn exec(spec: &ActionSpec, argv: &[String]) -> Result<Action, String> {
+fn exec(spec: &ActionSpec, argv: &[String]) -> Result<Action, Invalid> {
     if argv.first().is_none_or(|p| p.is_empty()) {
-        return Err("exec: the command is empty; write exec = [\"program\", \"arg\", ...]".into());
+        return Err(Invalid::from(
+            "exec: the command is empty; write exec = [\"program\", \"arg\", ...]",
+        ));
     }
     let timeout = spec.timeout.map_or(EXEC_TIMEOUT, |d| d.0);
     if timeout.is_zero() {
-        return Err("exec: `timeout` must be more than 0".into());
+        return Err(Invalid::from("exec: `timeout` must be more than 0"));
     }
     Ok(Action::Exec {
         argv: argv.to_vec(),
@@ -907,7 +925,7 @@ fn exec(spec: &ActionSpec, argv: &[String]) -> Result<Action, String> {
 }
 
 /// The namespace a cluster action names, checked as Kubernetes checks a namespace's name.
-fn namespace(action: &str, spec: &ActionSpec) -> Result<Option<String>, String> {
+fn namespace(action: &str, spec: &ActionSpec) -> Result<Option<String>, Invalid> {
     match &spec.namespace {
         None => Ok(None),
         Some(n) => {
@@ -922,7 +940,7 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The `wait` of an `apply` (`condition=TYPE[=STATUS]`) or a `delete` (`delete`), with its
 /// `timeout`.
-fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, String> {
+fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, Invalid> {
     let Some(w) = &spec.wait else {
         return Ok(None);
     };
@@ -935,10 +953,10 @@ fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, String> {
                         .all(|ch| ch.is_ascii_alphanumeric() || "._-/".contains(ch))
             };
             if !word(kind) || !word(status) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "apply: wait = \"{w}\": a condition is condition=TYPE or \
                      condition=TYPE=STATUS (condition=Available, condition=Programmed=True)"
-                ));
+                )));
             }
             WaitFor::Condition {
                 kind: kind.to_string(),
@@ -947,100 +965,104 @@ fn wait_of(action: &str, spec: &ActionSpec) -> Result<Option<Wait>, String> {
         }
         ("delete", None) if w == "delete" => WaitFor::Deleted,
         ("apply", _) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "apply: wait = \"{w}\" is not condition=TYPE[=STATUS] (condition=Available, \
                  condition=Programmed)"
-            ))
+            )))
         }
         _ => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "delete: wait = \"{w}\": a delete waits for \"delete\" (the objects gone)"
-            ))
+            )))
         }
     };
     let timeout = spec.timeout.map_or(WAIT_TIMEOUT, |t| t.0);
     if timeout.is_zero() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: the wait's `timeout` must be more than 0"
-        ));
+        )));
     }
     Ok(Some(Wait { until, timeout }))
 }
 
 /// Checks a `probe` table of `action`: a selector (else `proxy`, the run's own deployed proxy,
 /// whose pods are the default targets), the namespace, the scheme, the status and the numbers.
-fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Result<(), String> {
+fn check_probe(action: &str, p: &ProbeSpec, proxy: Option<&ProxyConfig>) -> Result<(), Invalid> {
     match &p.selector {
         Some(s) => {
             label_selector(s).map_err(|e| format!("{action}: probe.selector '{s}': {e}"))?;
             if p.port.is_none() {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "{action}: probe.port is needed with probe.selector (the pods' port)"
-                ));
+                )));
             }
         }
         None if proxy.is_some_and(|c| c.external.is_none()) => {}
         None => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{action}: probe.selector is needed: the run deploys no proxy whose pods it \
                  would probe (selector = \"app=gw\", port = 8080)"
-            ))
+            )))
         }
     }
     if let Some(n) = &p.namespace {
         dns_label(n).map_err(|e| format!("{action}: probe.namespace '{n}' {e}"))?;
     }
     if p.port == Some(0) {
-        return Err(format!("{action}: probe.port must be 1 to 65535"));
+        return Err(Invalid::from(format!(
+            "{action}: probe.port must be 1 to 65535"
+        )));
     }
     if !["http", "https", "grpc", "grpcs"].contains(&p.scheme.as_str()) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: probe.scheme '{}' is not http, https, grpc or grpcs",
             p.scheme
-        ));
+        )));
     }
     match p.status {
         Some(s) if p.grpc() && s > 16 => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{action}: probe.status {s} is not a gRPC status code (0 to 16) for a {} probe",
                 p.scheme
-            ))
+            )))
         }
         Some(s) if !p.grpc() && !(100..=599).contains(&s) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{action}: probe.status {s} is not an HTTP status (100 to 599)"
-            ))
+            )))
         }
         _ => {}
     }
     // A growth's path is a template (checked again once rendered, item by item).
     let templated = action == "grow" && p.path.starts_with("{{");
     if !templated && !p.path.starts_with('/') {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: probe.path '{}' does not start with '/'",
             p.path
-        ));
+        )));
     }
     if p.consecutive == 0 {
-        return Err(format!("{action}: probe.consecutive must be at least 1"));
+        return Err(Invalid::from(format!(
+            "{action}: probe.consecutive must be at least 1"
+        )));
     }
     if p.every.0.is_zero() || p.timeout.0.is_zero() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: probe.every and probe.timeout must be more than 0"
-        ));
+        )));
     }
     if p.every.0 > p.timeout.0 {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: probe.every ({}) is longer than probe.timeout ({})",
             p.every, p.timeout
-        ));
+        )));
     }
     Ok(())
 }
 
 /// Refuses a backend name that is not `GROUP-INDEX` of a known group. Instances added by scaling
 /// may not exist at the start; only the group must.
-fn backend_exists(groups: &BTreeMap<String, u32>, n: &str) -> Result<(), String> {
+fn backend_exists(groups: &BTreeMap<String, u32>, n: &str) -> Result<(), Invalid> {
     let (g, i) = n
         .rsplit_once('-')
         .ok_or_else(|| format!("backend '{n}' is not GROUP-INDEX"))?;
@@ -1049,13 +1071,15 @@ fn backend_exists(groups: &BTreeMap<String, u32>, n: &str) -> Result<(), String>
     if groups.contains_key(g) {
         Ok(())
     } else {
-        Err(format!("backend '{n}': no backend group '{g}'"))
+        Err(Invalid::from(format!(
+            "backend '{n}': no backend group '{g}'"
+        )))
     }
 }
 
-fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
+fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), Invalid> {
     if g.by == 0 {
-        return Err("grow: `by` must be at least 1".into());
+        return Err(Invalid::from("grow: `by` must be at least 1"));
     }
     let up = match &g.upstream {
         Some(u) => p
@@ -1075,35 +1099,38 @@ fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
                         .listener(l)
                         .ok_or_else(|| format!("grow: no listener '{l}'"))?;
                     if lis.tls {
-                        return Err(format!("grow: listener '{l}' is HTTPS; routes and matches grow on a plain HTTP listener"));
+                        return Err(Invalid::from(format!("grow: listener '{l}' is HTTPS; routes and matches grow on a plain HTTP listener")));
                     }
                 }
                 None => {
                     if !p.listeners.iter().any(|l| !l.tls) {
-                        return Err("grow: routes and matches need a plain HTTP listener".into());
+                        return Err(Invalid::from(
+                            "grow: routes and matches need a plain HTTP listener",
+                        ));
                     }
                 }
             }
             if g.what == GrowWhat::Matches && (!g.path.starts_with('/') || g.header.is_empty()) {
-                return Err("grow: matches need a `path` starting with '/' and a `header`".into());
+                return Err(Invalid::from(
+                    "grow: matches need a `path` starting with '/' and a `header`",
+                ));
             }
         }
         GrowWhat::Listeners | GrowWhat::HttpsListeners | GrowWhat::UpstreamServers => {}
         GrowWhat::GrpcRoutes => {
-            return Err(
+            return Err(Invalid::from(
                 "grow: grpc_routes are GRPCRoutes: they grow on an external Gateway API gateway \
                  on Kubernetes ([proxy] kind = \"external\", `gateway`, `backend`, `probe`); the \
-                 run's own proxy grows `routes`"
-                    .into(),
-            )
+                 run's own proxy grows `routes`",
+            ))
         }
     }
     if g.to > 20_000 && g.what != GrowWhat::Matches {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "grow: {} {} is beyond what one machine can hold (open files are limited to 20000)",
             g.to,
             g.what.name()
-        ));
+        )));
     }
     Ok(())
 }
@@ -1111,24 +1138,23 @@ fn check_grow(g: &GrowSpec, p: &ProxyConfig) -> Result<(), String> {
 /// `upstream_servers` behind an external gateway: `backend` names a group of the run, and no
 /// key of a generator, a template or a probe is there (the new pods' own request counters time
 /// the step).
-fn check_upstream_servers(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), String> {
+fn check_upstream_servers(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), Invalid> {
     match &g.backend {
         None => {
-            return Err(
+            return Err(Invalid::from(
                 "grow: upstream_servers behind an external gateway needs `backend` (the run's \
-                 backend group whose Deployment grows)"
-                    .into(),
-            )
+                 backend group whose Deployment grows)",
+            ))
         }
         Some(b) if !groups.contains_key(b) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: backend '{b}' is not a backend group of the run ([[backends]] name)"
-            ))
+            )))
         }
         Some(_) => {}
     }
     if g.by == 0 {
-        return Err("grow: `by` must be at least 1".into());
+        return Err(Invalid::from("grow: `by` must be at least 1"));
     }
     let stray = crate::generators::keys(g)
         .into_iter()
@@ -1141,10 +1167,10 @@ fn check_upstream_servers(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Resul
         ])
         .find_map(|(k, set)| set.then_some(k));
     if let Some(k) = stray {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "grow: `{k}` does not belong to upstream_servers behind an external gateway (it \
              grows `backend` and times each new pod's first request by its own counters)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -1173,7 +1199,7 @@ fn gradual(
 
 /// Reads `KIND/NAME` of a workload: a kind that runs the action (`scalable` refuses
 /// daemonsets, which have no replica count) and a valid name.
-fn workload(action: &str, s: &str, scalable: bool) -> Result<Workload, String> {
+fn workload(action: &str, s: &str, scalable: bool) -> Result<Workload, Invalid> {
     let (kind, name) = s
         .split_once('/')
         .ok_or_else(|| format!("{action}: '{s}' is not KIND/NAME (deployment/NAME)"))?;
@@ -1188,10 +1214,10 @@ fn workload(action: &str, s: &str, scalable: bool) -> Result<Workload, String> {
         } else {
             " (a daemonset runs one pod per node: it has no replica count)".to_string()
         };
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{action}: kind '{kind}' is not one of {}{why}",
             names.join(", ")
-        ));
+        )));
     };
     dns_subdomain(name).map_err(|e| format!("{action}: name '{name}' {e}"))?;
     Ok(Workload {

@@ -15,6 +15,31 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// A value the scenario language refuses, before it is placed: one line, which the parser turns
+/// into a [`ScenarioError`] at the line of the key it is about. The validators return it rather
+/// than a bare string, so that a refusal cannot be mistaken for text, nor leave without a place.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Invalid(pub(crate) String);
+
+impl From<String> for Invalid {
+    fn from(s: String) -> Invalid {
+        Invalid(s)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(s: &str) -> Invalid {
+        Invalid(s.to_string())
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(e: Invalid) -> String {
+        e.0
+    }
+}
+
 /// A command-line platform flag whose value is wrong on its own (`--namespace`, `--context`,
 /// `--image`...): one line naming the flag, for exit 2.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,6 +5,7 @@
 //! again by the platform with the run's values; the grow table's keys become the template's
 //! parameters ([`params`]), so one mechanism serves both.
 
+use crate::error::Invalid;
 use crate::platform::dns_label;
 use crate::spec::{GrowSpec, GrowWhat};
 use crate::template::{render_item, ItemVars, Params, TemplateError};
@@ -215,7 +216,7 @@ pub fn backend_ref(s: &str) -> Option<(&str, u16)> {
 
 /// Checks a built-in growth's keys at parse: the ones its generator needs are there, the ones it
 /// would ignore are not, and `backend` names a group of the run (`groups`).
-pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), String> {
+pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), Invalid> {
     let what = g.what.name();
     let listeners = matches!(g.what, GrowWhat::Listeners | GrowWhat::HttpsListeners);
     let gw = g.gateway.as_deref().ok_or_else(|| {
@@ -231,10 +232,10 @@ pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), 
     })?;
     let (ns, name) = match gw.split_once('/') {
         Some((_, _)) if listeners => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: gateway '{gw}': the {what} generator makes its Gateway in the growth's \
                  namespace; name it NAME (and set the growth's `namespace`)"
-            ))
+            )))
         }
         Some((ns, name)) => (Some(ns), name),
         None => (None, gw),
@@ -246,31 +247,31 @@ pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), 
     match (&g.backend, &g.backend_ref) {
         (Some(b), None) if groups.contains_key(b) => {}
         (Some(b), None) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: backend '{b}' is not a backend group of the run ([[backends]] name)"
-            ))
+            )))
         }
         (None, Some(r)) if backend_ref(r).is_some() => {}
         (None, Some(r)) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: backend_ref '{r}' is not SERVICE:PORT (a Service's name and port)"
-            ))
+            )))
         }
         _ => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: the built-in {what} generator needs exactly one of `backend` (a backend \
                  group of the run) or `backend_ref` (\"SERVICE:PORT\")"
-            ))
+            )))
         }
     }
-    let refuse = |key: &str, why: &str| Err(format!("grow: `{key}` {why}"));
+    let refuse = |key: &str, why: &str| Err(Invalid::from(format!("grow: `{key}` {why}")));
     if listeners {
         match &g.gateway_class {
             None => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "grow: the built-in {what} generator needs `gateway_class` (the \
                      gatewayClassName of the Gateway it makes)"
-                ))
+                )))
             }
             Some(c) => crate::platform::dns_subdomain(c)
                 .map_err(|e| format!("grow: gateway_class '{c}' {e}"))?,
@@ -286,10 +287,10 @@ pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), 
             return refuse("port", "must be 1 to 65535");
         }
         if g.to > 64 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "grow: {} listeners on one Gateway is more than the Gateway API allows (64)",
                 g.to
-            ));
+            )));
         }
     } else {
         for (key, set) in [
@@ -318,10 +319,10 @@ pub(crate) fn check(g: &GrowSpec, groups: &BTreeMap<String, u32>) -> Result<(), 
         );
     }
     if g.what == GrowWhat::Matches && !g.path.starts_with('/') {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "grow: path '{}' does not start with '/' (matches are PATH0, PATH1, ...)",
             g.path
-        ));
+        )));
     }
     Ok(())
 }
@@ -602,7 +603,7 @@ backend = "cafe""#,
         ];
         for (t, want) in bad {
             let e = check(&grow(t), &groups).unwrap_err();
-            assert!(e.contains(want), "{t}: {e}");
+            assert!(e.0.contains(want), "{t}: {e}");
         }
         let g = grow("what = \"routes\"\nto = 2\ngateway = \"g\"\nbackend = \"cafe\"\nhostname = \"A_{{ i }}\"");
         check(&g, &groups).unwrap();

@@ -4,6 +4,7 @@
 
 use crate::action::{expand_action, ActionSpec, Sizes, Where, MAX_BACKENDS, MAX_REPLICAS};
 use crate::checks::Check;
+use crate::error::Invalid;
 use crate::layers::{self, Source, Table};
 use crate::platform::{parse_platform, PlatformKind, PlatformOverride, ServiceKind};
 use crate::spec::{ArrivalsSpec, BackendGroup, Case, ItemLines, LoadSpec, Scenario, Via};
@@ -316,7 +317,7 @@ fn build_case(
     }
     let mut reach = Vec::new();
     for h in &doc.reach {
-        let host = crate::reach::reach_entry(h.get_ref()).map_err(|m| err(h.span(), m))?;
+        let host = crate::reach::reach_entry(h.get_ref()).map_err(|m| err(h.span(), m.into()))?;
         reach.push(host);
     }
     let (loads, load_lines) = case_loads(on, doc.loads, proxy.as_ref(), &groups, &reach)?;
@@ -384,7 +385,7 @@ fn backend_groups(
                 ),
             ));
         }
-        check_listen(g.get_ref(), backends).map_err(|m| err(g.span(), m))?;
+        check_listen(g.get_ref(), backends).map_err(|m| err(g.span(), m.into()))?;
         if groups.insert(gname.clone(), g.get_ref().count).is_some() {
             return Err(err(
                 g.span(),
@@ -446,7 +447,7 @@ fn case_loads(
     for l in docs {
         let span = l.span();
         let mut spec = l.into_inner();
-        check_load(&spec, proxy, groups).map_err(|m| err(span.clone(), m))?;
+        check_load(&spec, proxy, groups).map_err(|m| err(span.clone(), m.into()))?;
         if spec.via == Some(Via::Url) {
             crate::reach::check_url_reach(&spec.target_url(), spec.resolve, reach)
                 .map_err(|e| err(span.clone(), format!("load '{}': {e}", spec.name)))?;
@@ -466,10 +467,10 @@ fn case_loads(
             spec.cacert = Some(path);
         }
         if let Some(v) = spec.via.as_ref().filter(|v| v.is_cluster_address()) {
-            check_cluster_via(on, &spec, v, proxy).map_err(|m| err(span.clone(), m))?;
+            check_cluster_via(on, &spec, v, proxy).map_err(|m| err(span.clone(), m.into()))?;
         }
         if let Some(a) = &spec.agents {
-            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m))?;
+            check_agents(&spec, *a.get_ref()).map_err(|m| err(a.span(), m.into()))?;
         }
         if load_lines.contains_key(&spec.name) {
             return Err(err(span, format!("load '{}' is defined twice", spec.name)));
@@ -505,7 +506,7 @@ fn case_steps(
         let spec = a.into_inner();
         let first = steps.len();
         expand_action(on, &spec, sizes, proxy, configs, &mut steps)
-            .map_err(|m| err(span.clone(), m))?;
+            .map_err(|m| err(span.clone(), m.into()))?;
         if let (Some(end), Some(late)) = (loads_end, steps[first..].iter().map(|s| s.at).max()) {
             if late >= end {
                 return Err(err(
@@ -550,7 +551,7 @@ fn case_checks(
                 ));
             }
         }
-        check_fits_loads(&check, loads).map_err(|m| err(span.clone(), m))?;
+        check_fits_loads(&check, loads).map_err(|m| err(span.clone(), m.into()))?;
         checks.push(check);
     }
     Ok(checks)
@@ -559,7 +560,7 @@ fn case_checks(
 /// A check's load metrics against what its loads are: a long-lived load's metrics
 /// (`dropped`...) on long-lived loads, an HTTP load's (`p99`...) on HTTP loads, `all` over the
 /// kind of load its metric belongs to, and `streams_failed` on gRPC loads.
-fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
+fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), Invalid> {
     use crate::checks::{subject_kind, SubjectKind};
     for (subject, metric) in check.operands() {
         if subject_kind(subject) != SubjectKind::Load {
@@ -573,11 +574,11 @@ fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
                 .iter()
                 .any(|l| l.stream_protocol().is_some() == want_stream)
             {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "check '{}': 'all.{metric}' sums the case's {} loads, and it has none",
                     check.text,
                     if want_stream { "long-lived" } else { "HTTP" }
-                ));
+                )));
             }
             continue;
         }
@@ -586,7 +587,7 @@ fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
         };
         match load.stream_protocol() {
             Some(p) if !stream_metric => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "check '{}': '{metric}' is a metric of HTTP loads; '{subject}' is a {} load \
                      (its metrics: {})",
                     check.text,
@@ -596,22 +597,22 @@ fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
                         .map(|(m, _)| *m)
                         .collect::<Vec<_>>()
                         .join(", ")
-                ))
+                )))
             }
             Some(p) if metric == "streams_failed" && !p.is_grpc() => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "check '{}': streams_failed counts gRPC calls; '{subject}' is a {} load \
                      (use dropped)",
                     check.text,
                     p.name()
-                ))
+                )))
             }
             None if !http_metric => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "check '{}': '{metric}' is a metric of long-lived loads; '{subject}' is an \
                      HTTP load",
                     check.text
-                ))
+                )))
             }
             _ => {}
         }
@@ -621,7 +622,7 @@ fn check_fits_loads(check: &Check, loads: &[LoadSpec]) -> Result<(), String> {
 
 /// A group's fixed `listen` address: 127.0.0.0/8, a port, room for every member, and no
 /// overlap with another group's ports.
-fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), String> {
+fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), Invalid> {
     let Some(a) = g.listen else {
         return Ok(());
     };
@@ -632,23 +633,23 @@ fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), S
         )
     };
     if !a.ip().is_ipv4() || !a.ip().is_loopback() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "backend group '{}': listen = \"{a}\": backends listen on 127.0.0.0/8 only",
             g.name
-        ));
+        )));
     }
     if a.port() == 0 {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "backend group '{}': listen = \"{a}\" needs a port (member i listens on port + i)",
             g.name
-        ));
+        )));
     }
     let (lo, hi) = range(g, a);
     if hi > u32::from(u16::MAX) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "backend group '{}': {} members from port {lo} go past port 65535",
             g.name, g.count
-        ));
+        )));
     }
     for o in all.iter().map(|o| o.get_ref()) {
         if o.name == g.name {
@@ -657,10 +658,10 @@ fn check_listen(g: &BackendGroup, all: &[Spanned<BackendGroup>]) -> Result<(), S
         if let Some(b) = o.listen {
             let (olo, ohi) = range(o, b);
             if b.ip() == a.ip() && lo <= ohi && olo <= hi {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "backend group '{}': ports {lo}-{hi} overlap group '{}' ({olo}-{ohi})",
                     g.name, o.name
-                ));
+                )));
             }
         }
     }
@@ -686,13 +687,13 @@ fn check_cluster_via(
     l: &LoadSpec,
     via: &Via,
     proxy: Option<&ProxyConfig>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let name = &l.name;
     if on.kind != PlatformKind::Kubernetes {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}' goes via '{via}', an address the Kubernetes API gives: run it with \
              --platform kubernetes (or [platform] kind = \"kubernetes\")"
-        ));
+        )));
     }
     if let Via::Gateway {
         namespace,
@@ -707,9 +708,9 @@ fn check_cluster_via(
                 .map_err(|e| format!("load '{name}': via '{via}': namespace '{n}' {e}"))?;
         }
         if port.as_deref() == Some("") {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': via '{via}' names no port (a listener name or a port number)"
-            ));
+            )));
         }
         return Ok(());
     }
@@ -719,14 +720,14 @@ fn check_cluster_via(
         _ => return Ok(()),
     };
     if service.is_empty() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': via '{via}' names no Service (service:NAME[:PORT])"
-        ));
+        )));
     }
     if port == Some("") {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': via '{via}' names no port (a listener name or a port number)"
-        ));
+        )));
     }
     let need = match via {
         Via::NodePort(_) => Some(&[ServiceKind::NodePort, ServiceKind::LoadBalancer][..]),
@@ -735,7 +736,7 @@ fn check_cluster_via(
     };
     if let Some(need) = need {
         if !need.contains(&on.service_type) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}' goes via '{via}', but the proxy's Service is of type {} \
                  ([platform] service_type); it needs {}",
                 on.service_type.name(),
@@ -743,7 +744,7 @@ fn check_cluster_via(
                     .map(|k| k.name())
                     .collect::<Vec<_>>()
                     .join(" or ")
-            ));
+            )));
         }
     }
     if service != PROXY_SERVICE {
@@ -752,10 +753,10 @@ fn check_cluster_via(
     let p = match proxy {
         Some(p) if p.external.is_none() => p,
         _ => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}' goes via '{via}', the proxy's Service, but the run has no \
                  [proxy] of its own"
-            ))
+            )))
         }
     };
     let https = l.target_url().starts_with("https://");
@@ -763,7 +764,7 @@ fn check_cluster_via(
     // a `port` are given there); a name must be a listener's.
     if let Some(port) = port.filter(|p| p.parse::<u16>().is_err()) {
         let Some(lis) = p.listeners.iter().find(|x| x.name == port) else {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}' goes via '{via}': the proxy's Service has no port '{port}' (its \
                  ports are its listeners: {})",
                 p.listeners
@@ -774,15 +775,15 @@ fn check_cluster_via(
                     })
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
+            )));
         };
         if lis.tls != https {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': listener '{}' is {} but the url is {}",
                 lis.name,
                 if lis.tls { "HTTPS" } else { "HTTP" },
                 if https { "https" } else { "http" }
-            ));
+            )));
         }
     }
     Ok(())
@@ -793,34 +794,36 @@ pub const MAX_AGENTS: u32 = 256;
 
 /// `agents = N` on a load: at least one, at most [`MAX_AGENTS`], and enough of the load to give
 /// each agent a share (connections, requests, an even schedule's arrivals).
-fn check_agents(l: &LoadSpec, n: u32) -> Result<(), String> {
+fn check_agents(l: &LoadSpec, n: u32) -> Result<(), Invalid> {
     let name = &l.name;
     if n == 0 {
-        return Err(format!("load '{name}': agents must be at least 1"));
+        return Err(Invalid::from(format!(
+            "load '{name}': agents must be at least 1"
+        )));
     }
     if n > MAX_AGENTS {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': agents = {n} is more than {MAX_AGENTS}"
-        ));
+        )));
     }
     if l.connections < n {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': agents = {n} needs at least {n} connections (it has {})",
             l.connections
-        ));
+        )));
     }
     if let Some(r) = l.requests.filter(|&r| r < u64::from(n)) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': agents = {n} needs at least {n} requests (it has {r})"
-        ));
+        )));
     }
     if let (Some(rate), ArrivalsSpec::Even, Some(d)) = (l.rate, l.arrivals, l.duration) {
         let within = model::schedule::even_arrivals(rate.0, d.0.as_nanos() as u64);
         if within < u64::from(n) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': agents = {n} would share only {within} requests (rate {}/s for {d})",
                 rate.0
-            ));
+            )));
         }
     }
     Ok(())
@@ -853,7 +856,7 @@ const WS_STAMP: u64 = 16;
 
 /// A long-lived load's settings: what its protocol takes, in range; the HTTP-only keys and the
 /// settings of other protocols are refused by name.
-fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), String> {
+fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), Invalid> {
     let name = &l.name;
     let proto = p.name();
     let http_only = [
@@ -878,21 +881,21 @@ fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), String> {
         ),
     ];
     if let Some((_, key)) = http_only.iter().find(|(set, _)| *set) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': {key} is for HTTP loads; a {proto} load does not take it"
-        ));
+        )));
     }
     if l.duration.is_none() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': a {proto} load needs a `duration` (it holds connections open)"
-        ));
+        )));
     }
     let grpc = p.is_grpc();
-    let only = |set: bool, key: &str, who: &str| -> Result<(), String> {
+    let only = |set: bool, key: &str, who: &str| -> Result<(), Invalid> {
         if set {
-            Err(format!(
+            Err(Invalid::from(format!(
                 "load '{name}': {key} is for {who}; a {proto} load does not take it"
-            ))
+            )))
         } else {
             Ok(())
         }
@@ -915,28 +918,28 @@ fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), String> {
     )?;
     if let Some(r) = l.message_rate.filter(|r| r.0 > 0.0) {
         if matches!(p, StreamProtocol::Sse | StreamProtocol::GrpcStream) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': a {proto} load only listens: the backend sets the message rate \
                  (its push= profile key); leave message_rate out"
-            ));
+            )));
         }
         if r.0 > 100_000.0 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': message_rate must be at most 100000 per second per connection"
-            ));
+            )));
         }
     }
     if let Some(sz) = l.message_size {
         if p == StreamProtocol::WebSocket && sz.0 < WS_STAMP {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': a WebSocket message carries a {WS_STAMP}-byte stamp to time its \
                  echo: message_size must be at least {WS_STAMP} bytes"
-            ));
+            )));
         }
         if sz.0 > 16 << 20 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': message_size must be at most 16 MiB"
-            ));
+            )));
         }
     }
     for (d, key) in [
@@ -948,31 +951,33 @@ fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), String> {
         (l.backoff_max, "backoff_max"),
     ] {
         if d.is_some_and(|d| d.0.is_zero()) && key != "ramp" {
-            return Err(format!("load '{name}': {key} must be positive"));
+            return Err(Invalid::from(format!(
+                "load '{name}': {key} must be positive"
+            )));
         }
     }
     let backoff = l.backoff.map_or(Duration::from_millis(100), |d| d.0);
     let backoff_max = l.backoff_max.map_or(Duration::from_secs(5), |d| d.0);
     if backoff_max < backoff {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': backoff_max ({}) must be at least backoff ({})",
             Dur(backoff_max),
             Dur(backoff)
-        ));
+        )));
     }
     if (l.backoff.is_some() || l.backoff_max.is_some())
         && l.reconnect.is_some_and(|r| r == Reconnect::None)
     {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{name}': backoff and backoff_max are waits between reconnects; \
              reconnect = \"none\" makes none"
-        ));
+        )));
     }
     if let Some(path) = &l.grpc_path {
         if !path.starts_with('/') || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{name}': grpc_path '{path}' must start with '/' and hold no spaces"
-            ));
+            )));
         }
     }
     Ok(())
@@ -1005,18 +1010,18 @@ fn check_load(
     l: &LoadSpec,
     proxy: Option<&ProxyConfig>,
     groups: &BTreeMap<String, u32>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let stream = l.stream_protocol();
     let https = url_is_https(l, stream)?;
     match stream {
         Some(p) => check_stream(l, p)?,
         None => {
             if let Some(key) = stream_keys(l).first() {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "load '{}': {key} is for long-lived loads (a ws:// url, or protocol = \
                      \"grpc-unary\", \"grpc-stream\" or \"sse\")",
                     l.name
-                ));
+                )));
             }
         }
     }
@@ -1026,76 +1031,76 @@ fn check_load(
         crate::reach::check_url_host(&l.target_url())
             .map_err(|e| format!("load '{}': {e}", l.name))?;
         if let Some(ip) = l.resolve {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}': resolve = \"{ip}\" needs via = \"url\": other loads connect \
                  where the run's stack listens",
                 l.name
-            ));
+            )));
         }
     }
     if let Some(n) = &l.sni {
         if !https || n.is_empty() || n.parse::<std::net::IpAddr>().is_ok() {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}': sni = \"{n}\" needs an https url and a host name",
                 l.name
-            ));
+            )));
         }
     }
     if (l.insecure || l.cacert.is_some()) && !https {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{}': cacert and insecure are for https urls",
             l.name
-        ));
+        )));
     }
     if l.duration.is_none() && l.requests.is_none() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{}' needs a `duration` or `requests`",
             l.name
-        ));
+        )));
     }
     if l.connections == 0 || l.threads == 0 {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{}': connections and threads must be at least 1",
             l.name
-        ));
+        )));
     }
     match l.http.as_deref() {
         None | Some("1.1") | Some("2") => {}
         Some(v) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}': http = \"{v}\" is not a version; use \"1.1\" or \"2\"",
                 l.name
-            ))
+            )))
         }
     }
     if l.retry_idle_closed
         && (l.http2() || !model::schedule::replayable(&l.method) || l.body.is_some())
     {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "load '{}': retry_idle_closed sends a request twice, so it is for HTTP/1.1 GET, \
              HEAD, OPTIONS or TRACE without a body",
             l.name
-        ));
+        )));
     }
     if let Some(m) = l.streams {
         if !l.http2() {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}': streams = {m} needs http = \"2\"",
                 l.name
-            ));
+            )));
         }
         if m == 0 || m > 65_536 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}': streams must be 1 to 65536, not {m}",
                 l.name
-            ));
+            )));
         }
     }
     check_load_target(l, https, stream, proxy, groups)
 }
 
 /// Whether a load's url is https (or wss), refusing a scheme that does not fit its protocol.
-fn url_is_https(l: &LoadSpec, stream: Option<StreamProtocol>) -> Result<bool, String> {
+fn url_is_https(l: &LoadSpec, stream: Option<StreamProtocol>) -> Result<bool, Invalid> {
     let scheme = l
         .url
         .split_once("://")
@@ -1103,23 +1108,23 @@ fn url_is_https(l: &LoadSpec, stream: Option<StreamProtocol>) -> Result<bool, St
         .unwrap_or_default();
     match (scheme.as_str(), stream) {
         ("https", Some(StreamProtocol::WebSocket)) | ("http", Some(StreamProtocol::WebSocket)) => {
-            Err(format!(
+            Err(Invalid::from(format!(
                 "load '{}': protocol = \"ws\" needs a ws:// or wss:// url",
                 l.name
-            ))
+            )))
         }
-        ("ws" | "wss", Some(p)) if p != StreamProtocol::WebSocket => Err(format!(
+        ("ws" | "wss", Some(p)) if p != StreamProtocol::WebSocket => Err(Invalid::from(format!(
             "load '{}': a ws:// url is WebSocket; a {} load needs an http:// or https:// url",
             l.name,
             p.name()
-        )),
+        ))),
         ("https" | "wss", _) => Ok(true),
         ("http" | "ws", _) => Ok(false),
-        _ => Err(format!(
+        _ => Err(Invalid::from(format!(
             "load '{}': url '{}' must start with http:// or https:// (ws:// or wss:// for \
              a WebSocket load)",
             l.name, l.url
-        )),
+        ))),
     }
 }
 
@@ -1132,28 +1137,28 @@ fn check_load_target(
     stream: Option<StreamProtocol>,
     proxy: Option<&ProxyConfig>,
     groups: &BTreeMap<String, u32>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     match &l.via {
         Some(Via::Backend(g)) => {
             if !groups.contains_key(g) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "load '{}' goes via backend group '{g}', which is not defined",
                     l.name
-                ));
+                )));
             }
             if https {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "load '{}': backends speak plain HTTP, use an http:// url",
                     l.name
-                ));
+                )));
             }
         }
         Some(Via::Listener(v)) if proxy.is_some_and(|p| p.external.is_some()) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "load '{}' goes via listener '{v}', but an external target has no listeners: \
                  its url is used as written, port included",
                 l.name
-            ));
+            )));
         }
         Some(Via::Listener(v)) => {
             let p = proxy.ok_or_else(|| {
@@ -1169,20 +1174,20 @@ fn check_load_target(
                 )
             })?;
             if lis.tls != https {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "load '{}': listener '{v}' is {} but the url is {}",
                     l.name,
                     if lis.tls { "HTTPS" } else { "HTTP" },
                     if https { "https" } else { "http" }
-                ));
+                )));
             }
             if let Some(p) = stream {
                 if !stream_fits(p, lis) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "load '{}': listener '{v}' {}",
                         l.name,
                         stream_misfit(p)
-                    ));
+                    )));
                 }
             }
         }
@@ -1195,11 +1200,11 @@ fn check_load_target(
             Some(p) if p.external.is_some() => {}
             Some(p) => {
                 if !p.listeners.iter().any(|x| x.tls == https) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "load '{}': no {} listener to send it to",
                         l.name,
                         if https { "HTTPS" } else { "HTTP" }
-                    ));
+                    )));
                 }
                 if let Some(sp) = stream {
                     if !p
@@ -1207,20 +1212,20 @@ fn check_load_target(
                         .iter()
                         .any(|x| x.tls == https && stream_fits(sp, x))
                     {
-                        return Err(format!(
+                        return Err(Invalid::from(format!(
                             "load '{}': no {} listener fits it: each {}; name one with `via`",
                             l.name,
                             if https { "HTTPS" } else { "HTTP" },
                             stream_misfit(sp)
-                        ));
+                        )));
                     }
                 }
             }
             None => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "load '{}': without a [proxy], say `via = \"backend:GROUP\"`",
                     l.name
-                ));
+                )));
             }
         },
     }

@@ -2,6 +2,7 @@
 //! cluster), the command line's overrides of it, and the validators of the Kubernetes names,
 //! selectors and images a scenario writes.
 
+use crate::error::Invalid;
 use crate::layers::{self, Source, Table};
 use crate::ScenarioError;
 use serde::Deserialize;
@@ -217,13 +218,13 @@ impl PlatformOverride {
 
     /// Checks each flag's value on its own: one line naming the flag, for exit 2.
     pub fn validate(&self) -> Result<(), crate::FlagError> {
-        self.check_flags().map_err(crate::FlagError)
+        self.check_flags().map_err(|e| crate::FlagError(e.0))
     }
 
-    fn check_flags(&self) -> Result<(), String> {
+    fn check_flags(&self) -> Result<(), Invalid> {
         if let Some(c) = &self.context {
             if c.trim().is_empty() {
-                return Err("--context: the context name is empty".into());
+                return Err(Invalid::from("--context: the context name is empty"));
             }
         }
         if let Some(n) = &self.namespace {
@@ -242,12 +243,14 @@ impl PlatformOverride {
         }
         if let Some(k) = &self.kubeconfig {
             if k.as_os_str().is_empty() {
-                return Err("--kubeconfig: the path is empty".into());
+                return Err(Invalid::from("--kubeconfig: the path is empty"));
             }
         }
         if self.kind == Some(PlatformKind::Local) {
             if let Some(flag) = self.cluster_flag() {
-                return Err(format!("{flag} needs --platform kubernetes, not local"));
+                return Err(Invalid::from(format!(
+                    "{flag} needs --platform kubernetes, not local"
+                )));
             }
         }
         Ok(())
@@ -782,7 +785,7 @@ impl Reading<'_> {
 
 /// A toleration as the API would take it: `Equal` (the default) needs a key, `Exists` takes no
 /// value, a known effect, and `toleration_seconds` only with `NoExecute`.
-fn toleration(d: &TolerationDoc) -> Result<Toleration, String> {
+fn toleration(d: &TolerationDoc) -> Result<Toleration, Invalid> {
     let operator = d.operator.clone().unwrap_or_else(|| "Equal".into());
     if let Some(k) = &d.key {
         label_key(k).map_err(|_| format!("key '{k}' is not a label key"))?;
@@ -792,24 +795,32 @@ fn toleration(d: &TolerationDoc) -> Result<Toleration, String> {
     }
     match operator.as_str() {
         "Equal" if d.key.is_none() => {
-            return Err("operator Equal needs a key (Exists without a key tolerates all)".into())
+            return Err(Invalid::from(
+                "operator Equal needs a key (Exists without a key tolerates all)",
+            ))
         }
         "Equal" => {}
         "Exists" if d.value.is_some() => {
-            return Err("operator Exists takes no value".into());
+            return Err(Invalid::from("operator Exists takes no value"));
         }
         "Exists" => {}
-        o => return Err(format!("operator '{o}' is not one of Equal, Exists")),
+        o => {
+            return Err(Invalid::from(format!(
+                "operator '{o}' is not one of Equal, Exists"
+            )))
+        }
     }
     if let Some(e) = &d.effect {
         if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e.as_str()) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "effect '{e}' is not one of NoSchedule, PreferNoSchedule, NoExecute"
-            ));
+            )));
         }
     }
     if d.toleration_seconds.is_some() && d.effect.as_deref() != Some("NoExecute") {
-        return Err("toleration_seconds goes with effect NoExecute only".into());
+        return Err(Invalid::from(
+            "toleration_seconds goes with effect NoExecute only",
+        ));
     }
     Ok(Toleration {
         key: d.key.clone(),
@@ -822,7 +833,7 @@ fn toleration(d: &TolerationDoc) -> Result<Toleration, String> {
 
 /// Checks a Kubernetes quantity (`100m`, `0.5`, `64Mi`, `1G`, `1e3`): a non-negative decimal
 /// number, then at most one suffix.
-fn quantity(q: &str) -> Result<(), String> {
+fn quantity(q: &str) -> Result<(), Invalid> {
     let num_end = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(q.len());
@@ -841,7 +852,9 @@ fn quantity(q: &str) -> Result<(), String> {
     if number && (known || exponent) {
         Ok(())
     } else {
-        Err("not a Kubernetes quantity (a number, then m, k, M, G, Ki, Mi, Gi...)".into())
+        Err(Invalid::from(
+            "not a Kubernetes quantity (a number, then m, k, M, G, Ki, Mi, Gi...)",
+        ))
     }
 }
 
@@ -862,16 +875,19 @@ pub(crate) fn relative_to_file(src: &Source, path: &str) -> PathBuf {
 pub const PULL_POLICIES: [&str; 3] = ["Always", "IfNotPresent", "Never"];
 
 /// Checks an `imagePullPolicy` value.
-fn pull_policy(s: &str) -> Result<(), String> {
+fn pull_policy(s: &str) -> Result<(), Invalid> {
     if PULL_POLICIES.contains(&s) {
         Ok(())
     } else {
-        Err(format!("not one of {}", PULL_POLICIES.join(", ")))
+        Err(Invalid::from(format!(
+            "not one of {}",
+            PULL_POLICIES.join(", ")
+        )))
     }
 }
 
 /// Checks a Kubernetes object name of the DNS-1123 label form (namespaces, most names).
-pub(crate) fn dns_label(s: &str) -> Result<(), String> {
+pub(crate) fn dns_label(s: &str) -> Result<(), Invalid> {
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -881,24 +897,26 @@ pub(crate) fn dns_label(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit".into())
+        Err(Invalid::from("must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"))
     }
 }
 
 /// Checks a DNS-1123 subdomain (Deployment names and the like).
-pub(crate) fn dns_subdomain(s: &str) -> Result<(), String> {
+pub(crate) fn dns_subdomain(s: &str) -> Result<(), Invalid> {
     if s.is_empty() || s.len() > 253 {
-        return Err("must be 1-253 characters".into());
+        return Err(Invalid::from("must be 1-253 characters"));
     }
     s.split('.')
         .try_for_each(dns_label)
-        .map_err(|_| "must be lowercase letters, digits, '-' and '.'".to_string())
+        .map_err(|_| Invalid::from("must be lowercase letters, digits, '-' and '.'"))
 }
 
 /// Checks an image reference: no spaces, not empty.
-fn image_ref(s: &str) -> Result<(), String> {
+fn image_ref(s: &str) -> Result<(), Invalid> {
     if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Err("an image reference has no spaces and is not empty".into())
+        Err(Invalid::from(
+            "an image reference has no spaces and is not empty",
+        ))
     } else {
         Ok(())
     }
@@ -906,9 +924,9 @@ fn image_ref(s: &str) -> Result<(), String> {
 
 /// Checks a label selector in the API's string form: comma-separated `key=value`, `key==value`,
 /// `key!=value`, `key`, `!key`, `key in (a,b)`, `key notin (a,b)`.
-pub(crate) fn label_selector(s: &str) -> Result<(), String> {
+pub(crate) fn label_selector(s: &str) -> Result<(), Invalid> {
     if s.trim().is_empty() {
-        return Err("the selector is empty".into());
+        return Err(Invalid::from("the selector is empty"));
     }
     // Split on commas outside parentheses.
     let mut terms = Vec::new();
@@ -924,11 +942,11 @@ pub(crate) fn label_selector(s: &str) -> Result<(), String> {
             _ => {}
         }
         if depth < 0 {
-            return Err("unbalanced ')'".into());
+            return Err(Invalid::from("unbalanced ')'"));
         }
     }
     if depth != 0 {
-        return Err("unbalanced '('".into());
+        return Err(Invalid::from("unbalanced '('"));
     }
     terms.push(&s[start..]);
     for t in terms {

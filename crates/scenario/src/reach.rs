@@ -7,6 +7,7 @@
 //! ([`check_url_reach`]). The runner's own check, before any load starts, is in the bench crate.
 //! Both report a [`ReachError`].
 
+use crate::error::Invalid;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// The address every listener and backend of a run binds.
@@ -80,7 +81,7 @@ pub fn check_url_host(url: &str) -> Result<(), ReachError> {
 
 /// Reads one entry of a scenario's `reach` list: a host name or an IP address, nothing else
 /// (no scheme, port or path), lower-cased as hosts compare.
-pub(crate) fn reach_entry(entry: &str) -> Result<String, String> {
+pub(crate) fn reach_entry(entry: &str) -> Result<String, Invalid> {
     let e = entry.trim().trim_start_matches('[').trim_end_matches(']');
     if e.parse::<IpAddr>().is_ok() {
         return Ok(e.to_string());
@@ -95,10 +96,10 @@ pub(crate) fn reach_entry(entry: &str) -> Result<String, String> {
                 && !label.ends_with('-')
         });
     if !name_ok {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "reach entry '{entry}' is not a host name or an IP address (write it without \
              scheme, port or path)"
-        ));
+        )));
     }
     Ok(e.to_ascii_lowercase())
 }

@@ -294,17 +294,18 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RecordError> {
 
 /// How scenario.toml is parsed again: on the platform the run used (so its cluster actions
 /// parse), without requiring its manifests to be where they were.
-fn parse_options(rec: &RunRecord) -> Result<ParseOptions, String> {
+fn parse_options(rec: &RunRecord, path: &Path) -> Result<ParseOptions, RecordError> {
     let mut opts = ParseOptions {
         skip_file_checks: true,
         ..crate::analysis::parse_options()
     };
     if let Some(p) = &rec.run.env.platform {
-        let kind = PlatformKind::parse(&p.kind).ok_or_else(|| {
-            format!(
+        let kind = PlatformKind::parse(&p.kind).ok_or_else(|| RecordError::Scenario {
+            path: path.to_path_buf(),
+            msg: format!(
                 "the record ran on platform '{}', which this proxybench does not know",
                 p.kind
-            )
+            ),
         })?;
         opts.platform.kind = Some(kind);
     }
@@ -323,7 +324,7 @@ pub fn read_scenario(dir: &Path, rec: &RunRecord) -> Result<Scenario, RecordErro
         path: path.clone(),
         msg,
     };
-    let mut scn = Scenario::parse_with(&src, rec.run.quick, &parse_options(rec).map_err(&bad)?)
+    let mut scn = Scenario::parse_with(&src, rec.run.quick, &parse_options(rec, &path)?)
         .map_err(|e| bad(e.to_string()))?;
     if let Some(missing) = rec
         .selected_cases

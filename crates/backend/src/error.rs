@@ -38,6 +38,10 @@ pub enum Error {
     /// A control request failed (transport error or an error answer from the control endpoint).
     #[error("control: {0}")]
     Control(String),
+    /// A control request the endpoint cannot take as asked (an unknown parameter, a value that
+    /// is not a number): the endpoint answers 400 with this message.
+    #[error("{0}")]
+    BadRequest(String),
 }
 
 impl Error {
@@ -54,7 +58,7 @@ impl Error {
         match self {
             Error::UnknownInstance(_) => 404,
             Error::Duplicate(_) | Error::State { .. } => 409,
-            Error::Spec(_) => 400,
+            Error::Spec(_) | Error::BadRequest(_) => 400,
             Error::Io { .. } | Error::Control(_) => 500,
             Error::Stopped => 503,
         }

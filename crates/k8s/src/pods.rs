@@ -292,11 +292,7 @@ impl Cluster {
                 tokio::join!(writer, out.read_to_end(&mut o), err.read_to_end(&mut e));
             w.and(ro).and(re).map_err(|e| Error::io(&what, e))?;
             let status = status.await;
-            let code = exit_code(status.as_ref()).map_err(|message| Error::Api {
-                what: what.clone(),
-                message,
-                code: 0,
-            })?;
+            let code = exit_code(status.as_ref(), &what)?;
             let _ = p.join().await;
             Ok(ExecOutput {
                 code,
@@ -643,12 +639,21 @@ impl Cluster {
 }
 
 /// The exit status a remote command's final `Status` carries: Success is 0, `NonZeroExitCode`
-/// has the code as its `ExitCode` cause; anything else is the server's message.
+/// has the code as its `ExitCode` cause; anything else is the server's message, as an API error
+/// of the request `what`.
 fn exit_code(
     status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
-) -> Result<i32, String> {
+    what: &str,
+) -> Result<i32, Error> {
+    let failed = |message: String| Error::Api {
+        what: what.to_string(),
+        message,
+        code: 0,
+    };
     let Some(s) = status else {
-        return Err("the exec stream ended without an exit status".into());
+        return Err(failed(
+            "the exec stream ended without an exit status".into(),
+        ));
     };
     if s.status.as_deref() == Some("Success") {
         return Ok(0);
@@ -666,8 +671,8 @@ fn exit_code(
             return Ok(code);
         }
     }
-    Err(match s.message.as_deref() {
+    Err(failed(match s.message.as_deref() {
         Some(m) if !m.is_empty() => m.to_string(),
         _ => format!("exec failed: {reason}"),
-    })
+    }))
 }

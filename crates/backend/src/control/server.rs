@@ -137,17 +137,21 @@ fn result(r: Result<(), Error>) -> (u16, String) {
 
 /// The query of `POST /instances/NAME/close`: `code` (the WebSocket close code, 1001 unless
 /// given) and `grpc_status` (14, UNAVAILABLE, unless given).
-fn close_params(query: &str) -> Result<(u16, u16), String> {
+fn close_params(query: &str) -> Result<(u16, u16), Error> {
     let (mut code, mut grpc) = (1001u16, 14u16);
     for kv in query.split('&').filter(|q| !q.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let n: u16 = v
             .parse()
-            .map_err(|_| format!("{k}: '{v}' is not a number"))?;
+            .map_err(|_| Error::BadRequest(format!("{k}: '{v}' is not a number")))?;
         match k {
             "code" => code = n,
             "grpc_status" => grpc = n,
-            _ => return Err(format!("unknown parameter '{k}' (use code, grpc_status)")),
+            _ => {
+                return Err(Error::BadRequest(format!(
+                    "unknown parameter '{k}' (use code, grpc_status)"
+                )))
+            }
         }
     }
     Ok((code, grpc))
@@ -200,7 +204,7 @@ fn route(line: &str, body: &[u8], fleet: &Fleet) -> (u16, String) {
                 ("POST", "kill") => result(fleet.kill(&name)),
                 ("POST", "close") => match close_params(query) {
                     Ok((code, grpc)) => result(fleet.close_streams(&name, code, grpc)),
-                    Err(e) => (400, error_json(&e)),
+                    Err(e) => (e.http_status(), error_json(&e.to_string())),
                 },
                 ("POST", "restart") => result(fleet.restart(&name)),
                 (_, "profile" | "drain" | "kill" | "restart" | "close") => (

@@ -152,7 +152,7 @@ impl Proxied for Caddy {
             rec.error = Some(format!("{}: cannot start the load request: {e}", core.name));
             return rec;
         }
-        let mut answer: Option<Result<(), String>> = None;
+        let mut answer: Option<Result<(), Error>> = None;
         let main = &mut core.process;
         await_reload(
             &mut rec,
@@ -166,7 +166,7 @@ impl Proxied for Caddy {
                     answer = rx.try_recv().ok();
                 }
                 match &answer {
-                    Some(Err(e)) => Some(e.clone()),
+                    Some(Err(e)) => Some(e.to_string()),
                     _ => None,
                 }
             },
@@ -188,7 +188,7 @@ impl Proxied for Caddy {
                 if rec.error.is_none() {
                     let ports = still_serving(json, generation);
                     rec.error = Some(if ports.is_empty() {
-                        e
+                        e.to_string()
                     } else {
                         format!(
                             "{e}; the refused generation {generation} still answers on port(s) \
@@ -234,7 +234,7 @@ impl Proxied for Caddy {
 
 /// `POST /load` of `body` to Caddy's admin API on 127.0.0.1:`port`; `Err` carries Caddy's
 /// answer when it refuses the config (it then keeps the old one).
-fn load(port: u16, body: &[u8], timeout: Duration) -> Result<(), String> {
+fn load(port: u16, body: &[u8], timeout: Duration) -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     // Caddy's admin API accepts only its own address as Host.
     let host = format!("127.0.0.1:{port}");
@@ -246,8 +246,12 @@ fn load(port: u16, body: &[u8], timeout: Duration) -> Result<(), String> {
     };
     match http1::client::request(addr, &req, timeout) {
         Ok(r) if r.status == 200 => Ok(()),
-        Ok(r) => Err(format!("caddy load: {} {}", r.status, r.text().trim_end())),
-        Err(e) => Err(format!("caddy load: {e}")),
+        Ok(r) => Err(Error::Refused(format!(
+            "caddy load: {} {}",
+            r.status,
+            r.text().trim_end()
+        ))),
+        Err(e) => Err(Error::io("caddy load", e)),
     }
 }
 
@@ -273,7 +277,7 @@ fn error_lines(text: &str) -> String {
 
 /// `GET /config/` from Caddy's control API on 127.0.0.1:`port`: `Ok` once Caddy answers 200.
 /// The API takes the config lock a load holds, so the answer waits for a load in progress.
-fn config_get(port: u16, timeout: Duration) -> Result<(), String> {
+fn config_get(port: u16, timeout: Duration) -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let host = format!("127.0.0.1:{port}");
     let req = http1::client::Request {
@@ -282,8 +286,8 @@ fn config_get(port: u16, timeout: Duration) -> Result<(), String> {
     };
     match http1::client::request(addr, &req, timeout) {
         Ok(r) if r.status == 200 => Ok(()),
-        Ok(r) => Err(format!("{} {}", r.status, r.text().trim())),
-        Err(e) => Err(e.to_string()),
+        Ok(r) => Err(Error::Refused(format!("{} {}", r.status, r.text().trim()))),
+        Err(e) => Err(Error::io("GET /config/", e)),
     }
 }
 

@@ -117,18 +117,25 @@ fn parse(rendered: &Rendered) -> Result<ExternalCfg, Error> {
 /// Whether the run can read a log of the user's: a file that opens, or one that does not exist
 /// yet in a directory that does (Caddy creates a site's log file at its first request, so a
 /// Caddy started just before the run has none; the run then reads it whole once it appears).
-fn readable(path: &Path) -> Result<(), String> {
+fn readable(path: &Path) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
     match std::fs::File::open(path) {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
             let dir = path.parent().unwrap_or(Path::new("/"));
             match std::fs::metadata(dir) {
                 Ok(m) if m.is_dir() => Ok(()),
-                Ok(_) => Err(format!("{} is not a directory", dir.display())),
-                Err(e) => Err(format!("its directory {}: {e}", dir.display())),
+                Ok(_) => Err(Error::new(
+                    ErrorKind::NotADirectory,
+                    format!("{} is not a directory", dir.display()),
+                )),
+                Err(e) => Err(Error::new(
+                    e.kind(),
+                    format!("its directory {}: {e}", dir.display()),
+                )),
             }
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 

@@ -152,11 +152,11 @@ fn one(
     let parts = runs
         .iter_mut()
         .map(|l| data::stat(l, ci, idx, &g.metric, &source).map(|b| (b.stat, b.blocks)))
-        .collect::<Result<Vec<(Stat, usize)>, String>>();
+        .collect::<Result<Vec<(Stat, usize)>, _>>();
     let side = match parts {
         Ok(p) => Runs::new(p),
         Err(why) => {
-            row.problem = Some(why);
+            row.problem = Some(why.0);
             return row;
         }
     };

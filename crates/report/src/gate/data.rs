@@ -182,6 +182,24 @@ fn seconds(loads: &[&LoadSummary], recs: &[&[RequestRecord]]) -> (Vec<u32>, Vec<
     (ts, full)
 }
 
+/// Why a metric cannot be measured on a run (no per-second data, too few blocks, an unknown
+/// metric...): the reason its gate's verdict is "not measurable".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Unmeasurable(pub(crate) String);
+
+impl From<String> for Unmeasurable {
+    fn from(s: String) -> Unmeasurable {
+        Unmeasurable(s)
+    }
+}
+
+impl From<&str> for Unmeasurable {
+    fn from(s: &str) -> Unmeasurable {
+        Unmeasurable(s.to_string())
+    }
+}
+
 /// The statistic of `metric` over loads `idx` of case `ci` of one run, from `source`.
 pub(crate) fn stat(
     l: &mut Loaded<'_>,
@@ -189,7 +207,7 @@ pub(crate) fn stat(
     idx: &[usize],
     m: &str,
     source: &Source,
-) -> Result<Blocked, String> {
+) -> Result<Blocked, Unmeasurable> {
     if *source == Source::Requests {
         for &li in idx {
             // Read now, so the borrow below is shared only.
@@ -231,7 +249,7 @@ fn from_requests(
     loads: &[&LoadSummary],
     recs: &[&[RequestRecord]],
     m: &str,
-) -> Result<Blocked, String> {
+) -> Result<Blocked, Unmeasurable> {
     let (ts, full) = seconds(loads, recs);
     let n = ts.len();
     let pos = |t_us: u64| {
@@ -308,7 +326,11 @@ fn from_requests(
                 .collect();
             Stat::quantile(p / 100.0, values)
         }
-        other => return Err(format!("'{other}' has no per-request values")),
+        other => {
+            return Err(Unmeasurable::from(format!(
+                "'{other}' has no per-request values"
+            )))
+        }
     };
     Ok(Blocked { stat, blocks: n })
 }
@@ -318,7 +340,7 @@ fn non_2xx(s: &Second) -> u64 {
     s.status_class[0] + s.status_class[3] + s.status_class[4]
 }
 
-fn from_seconds(loads: &[&LoadSummary], m: &str) -> Result<Blocked, String> {
+fn from_seconds(loads: &[&LoadSummary], m: &str) -> Result<Blocked, Unmeasurable> {
     let (ts, full) = seconds(loads, &[]);
     let n = ts.len();
     let pos = |t: u32| ts.binary_search(&t).expect("every second is listed");
@@ -382,19 +404,25 @@ fn from_seconds(loads: &[&LoadSummary], m: &str) -> Result<Blocked, String> {
             sum(&|s| s.errors.get(&kind).copied().unwrap_or(0) as f64)
         }
         m if m.starts_with("status_") => {
-            return Err(format!(
+            return Err(Unmeasurable::from(format!(
                 "'{m}' needs request records: the per-second values keep status classes, not codes"
-            ))
+            )))
         }
         "mean" => {
-            return Err("'mean' needs request records: the per-second values hold no mean".into())
-        }
-        m if m.starts_with('p') => {
-            return Err(format!(
-                "'{m}' needs request records: the per-second values hold p50, p90, p99 and max"
+            return Err(Unmeasurable::from(
+                "'mean' needs request records: the per-second values hold no mean",
             ))
         }
-        other => return Err(format!("'{other}' has no per-second values")),
+        m if m.starts_with('p') => {
+            return Err(Unmeasurable::from(format!(
+                "'{m}' needs request records: the per-second values hold p50, p90, p99 and max"
+            )))
+        }
+        other => {
+            return Err(Unmeasurable::from(format!(
+                "'{other}' has no per-second values"
+            )))
+        }
     };
     Ok(Blocked { stat, blocks: n })
 }

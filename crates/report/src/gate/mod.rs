@@ -552,17 +552,17 @@ fn one(
                 (Some(a), Some(b)) => Some(format!("{a}; {b}")),
                 (a, b) => a.or(b),
             };
-            let side = |runs: &mut [Loaded<'_>]| -> Result<Runs, String> {
+            let side = |runs: &mut [Loaded<'_>]| -> Result<Runs, data::Unmeasurable> {
                 let parts = runs
                     .iter_mut()
                     .map(|l| data::stat(l, ci, idx, &g.metric, &source).map(|b| (b.stat, b.blocks)))
-                    .collect::<Result<Vec<(Stat, usize)>, String>>()?;
+                    .collect::<Result<Vec<(Stat, usize)>, _>>()?;
                 Ok(Runs::new(parts))
             };
             let (sa, sb) = match (side(la), side(lb)) {
                 (Ok(x), Ok(y)) => (x, y),
                 (Err(why), _) | (_, Err(why)) => {
-                    r.verdict = Verdict::NotMeasurable(why);
+                    r.verdict = Verdict::NotMeasurable(why.0);
                     return r;
                 }
             };

@@ -17,10 +17,6 @@ pub const MAX_CPU: usize = 1023;
 impl Cpus {
     /// Parses a CPU list; the message names the part that is wrong.
     pub fn parse(s: &str) -> Result<Cpus, Invalid> {
-        Cpus::parse_list(s).map_err(Invalid)
-    }
-
-    fn parse_list(s: &str) -> Result<Cpus, String> {
         let mut v = Vec::new();
         for part in s.split(',').map(str::trim) {
             let num = |x: &str| {
@@ -29,21 +25,25 @@ impl Cpus {
                     .ok()
                     .filter(|n| *n <= MAX_CPU)
                     .ok_or_else(|| {
-                        format!("'{x}' in CPU list '{s}' is not a CPU number (0 to {MAX_CPU})")
+                        Invalid(format!(
+                            "'{x}' in CPU list '{s}' is not a CPU number (0 to {MAX_CPU})"
+                        ))
                     })
             };
             match part.split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (num(a)?, num(b)?);
                     if a > b {
-                        return Err(format!("range '{part}' in CPU list '{s}' runs backwards"));
+                        return Err(Invalid(format!(
+                            "range '{part}' in CPU list '{s}' runs backwards"
+                        )));
                     }
                     v.extend(a..=b);
                 }
                 None if part.is_empty() => {
-                    return Err(format!(
+                    return Err(Invalid(format!(
                         "empty entry in CPU list '{s}' (write \"1\" or \"0-1\")"
-                    ))
+                    )))
                 }
                 None => v.push(num(part)?),
             }
@@ -95,7 +95,7 @@ impl Serialize for Cpus {
 impl<'de> Deserialize<'de> for Cpus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cpus, D::Error> {
         let s = String::deserialize(d)?;
-        Cpus::parse_list(&s).map_err(de::Error::custom)
+        Cpus::parse(&s).map_err(de::Error::custom)
     }
 }
 
@@ -114,12 +114,10 @@ mod tests {
 
     #[test]
     fn bad_lists_name_the_bad_part() {
-        assert!(Cpus::parse_list("").unwrap_err().contains("empty entry"));
-        assert!(Cpus::parse_list("1,,2")
-            .unwrap_err()
-            .contains("empty entry"));
-        assert!(Cpus::parse_list("x").unwrap_err().contains("'x'"));
-        assert!(Cpus::parse_list("3-1").unwrap_err().contains("backwards"));
-        assert!(Cpus::parse_list("2000").unwrap_err().contains("0 to 1023"));
+        assert!(Cpus::parse("").unwrap_err().0.contains("empty entry"));
+        assert!(Cpus::parse("1,,2").unwrap_err().0.contains("empty entry"));
+        assert!(Cpus::parse("x").unwrap_err().0.contains("'x'"));
+        assert!(Cpus::parse("3-1").unwrap_err().0.contains("backwards"));
+        assert!(Cpus::parse("2000").unwrap_err().0.contains("0 to 1023"));
     }
 }

@@ -1,7 +1,7 @@
 //! One case's measurements beside the model: the vegeta block, the predicted-vs-measured
 //! table with its explanation, the queue-depth series and the findings.
 
-use super::logged::Logged;
+use super::logged::{Logged, Unlogged};
 use super::measured::Measured;
 use super::prediction::{even_cycle, mixed_cycle, sigma, Lateness, Prediction};
 use super::text::{cycles, fmt_ms, fmt_rate, log_count, ordinal, pct, secs};
@@ -32,7 +32,7 @@ pub(super) struct Analysis<'a> {
     pub(super) sent: Prediction,
     /// nginx's logged arrivals and the model's prediction on them, which the checks judge
     /// by; or why there are none (`no data: ...`).
-    pub(super) nginx: Result<(Logged, Prediction), String>,
+    pub(super) nginx: Result<(Logged, Prediction), Unlogged>,
     /// Planned attack length (s).
     pub(super) attack_s: f64,
     /// First intended send (µs from the origin).
@@ -69,7 +69,7 @@ impl<'a> Analysis<'a> {
         // Arrivals from part of the log would replay a different bucket: complete logs only.
         let nginx = logs
             .complete()
-            .map_err(|a| format!("not measurable: {a}"))
+            .map_err(|a| Unlogged(format!("not measurable: {a}")))
             .and_then(|logs| Logged::new(logs, &m.intended, start_us))
             .map(|l| {
                 let p = Prediction::new(
@@ -444,7 +444,7 @@ impl<'a> Analysis<'a> {
             range(s.env_lo, s.env_hi),
             self.nginx
                 .as_ref()
-                .map_or_else(|e| e.clone(), |(_, p)| range(p.env_lo, p.env_hi)),
+                .map_or_else(|e| e.to_string(), |(_, p)| range(p.env_lo, p.env_hi)),
             self.m.ok().to_string(),
         )];
         if let Ok((l, p)) = &self.nginx {

@@ -54,7 +54,7 @@ impl Analysis<'_> {
                      arrivals"
                         .into(),
                     "the model on the arrival times nginx logged ($msec - $request_time)".into(),
-                    e.clone(),
+                    e.to_string(),
                     false,
                 ));
                 rows.push(agrees);

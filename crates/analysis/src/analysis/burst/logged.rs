@@ -23,13 +23,19 @@ pub(super) struct Logged {
     pub(super) delay_ms: Vec<u64>,
 }
 
+/// Why nginx's access log gives no arrivals to judge the limit by: the sentence the model note,
+/// the table and the checks show in their place (`no data: ...`, `not measurable: ...`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct Unlogged(pub(super) String);
+
 impl Logged {
     /// The logged arrivals, or why there are none to judge by (`no data: ...`).
     pub(super) fn new(
         logs: &LogSummary,
         intended_us: &[u64],
         start_us: u64,
-    ) -> Result<Logged, String> {
+    ) -> Result<Logged, Unlogged> {
         let lines = &logs.limit_req_lines;
         let limited: u64 = logs
             .limit_req_status
@@ -38,17 +44,17 @@ impl Logged {
             .map(|(_, v)| v)
             .sum();
         if lines.is_empty() {
-            return Err(format!(
+            return Err(Unlogged(format!(
                 "no data: the access log holds no rate-limited line with $msec ({} access lines \
                  read, {limited} with a $limit_req_status)",
                 logs.access_lines
-            ));
+            )));
         }
         if (lines.len() as u64) < limited {
-            return Err(format!(
+            return Err(Unlogged(format!(
                 "no data: only {} of the {limited} rate-limited access-log lines carry $msec",
                 lines.len()
-            ));
+            )));
         }
         let mut rows: Vec<(u64, bool, u64)> = lines
             .iter()
@@ -189,13 +195,13 @@ mod tests {
             ..LogSummary::default()
         };
         logs.limit_req_status.insert("PASSED".into(), 3);
-        let e = Logged::new(&logs, &[0], 0).err().unwrap();
+        let e = Logged::new(&logs, &[0], 0).err().unwrap().0;
         assert!(
             e.starts_with("no data: ") && e.contains("3 access lines"),
             "{e}"
         );
         logs.limit_req_lines = vec![line(1, 0, "PASSED")];
-        let e = Logged::new(&logs, &[0], 0).err().unwrap();
+        let e = Logged::new(&logs, &[0], 0).err().unwrap().0;
         assert!(e.starts_with("no data: only 1 of the 3"), "{e}");
     }
 }

@@ -527,7 +527,7 @@ pub(crate) fn await_reload(
 
 /// The exit time of an old generation's processes, as a watcher thread measures it: `Ok(ms
 /// since the reload's trigger)` or `Err(why not)`.
-type Exit = Arc<OnceLock<Result<f64, String>>>;
+type Exit = Arc<OnceLock<Result<f64, Error>>>;
 
 /// Which reload a watcher belongs to: its record's replica, generation and start time (bits).
 type ReloadKey = (String, u64, u64);
@@ -548,16 +548,19 @@ fn watch_old(key: ReloadKey, t_sig: Instant, old: Vec<u32>, deadline: Instant) {
                 return;
             }
             if Instant::now() >= deadline {
-                let _ = slot.set(Err(format!(
+                let _ = slot.set(Err(Error::Timeout(format!(
                     "{who}: old processes still running {:?} after the reload",
                     deadline - t_sig
-                )));
+                ))));
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
         });
-    if spawned.is_err() {
-        let _ = exit.set(Err(format!("{}: cannot watch the old processes", key.0)));
+    if let Err(e) = spawned {
+        let _ = exit.set(Err(Error::io(
+            format!("{}: cannot watch the old processes", key.0),
+            e,
+        )));
     }
     WATCHED
         .lock()
@@ -581,7 +584,7 @@ pub fn settle_reloads(records: &mut [model::ReloadRecord]) {
         };
         let verdict = loop {
             if let Some(v) = exit.get() {
-                break v.clone();
+                break v.as_ref().map(|ms| *ms).map_err(Error::to_string);
             }
             std::thread::sleep(Duration::from_millis(5));
         };

@@ -1,6 +1,6 @@
-//! docs/architecture.md's rule, checked on the source: no library's public API returns
-//! `Result<_, String>`. A library error is a typed `thiserror` error, so a caller can match on it
-//! and the binary decides the exit code in one place.
+//! docs/architecture.md's rule, checked on the source: no library function returns
+//! `Result<_, String>`, public or not. A library error is a typed `thiserror` error, so a caller
+//! can match on it and follow its `source()`, and the binary decides the exit code in one place.
 //!
 //! The check reads every library crate's `src/` (all crates but `cli`, the binary, and `fuzz`,
 //! whose library is the fuzz targets' harness and whose binaries are the engines): each `pub fn`
@@ -17,6 +17,28 @@ const EXCLUDED: &[&str] = &["cli", "fuzz"];
 
 #[test]
 fn no_public_signature_returns_result_string() {
+    check_libraries(Scope::Public);
+}
+
+/// The same rule for every function and type alias of the library crates' product code, private
+/// ones too (a crate's own tests, after `#[cfg(test)]`, are left out).
+#[test]
+fn no_library_function_returns_result_string() {
+    check_libraries(Scope::All);
+}
+
+/// Which signatures a check reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Scope {
+    /// `pub` items, and the methods of `pub` traits.
+    Public,
+    /// Every function, method and type alias.
+    All,
+}
+
+/// Fails naming `file:line` of each signature in `scope` of the library crates that returns
+/// `Result<_, String>`.
+fn check_libraries(scope: Scope) {
     let crates = proxybench_testkit::crates_dir();
     let mut checked = 0;
     let mut found = Vec::new();
@@ -33,8 +55,12 @@ fn no_public_signature_returns_result_string() {
         }
         for file in proxybench_testkit::rust_files(&dir.join("src")) {
             let text = fs::read_to_string(&file).unwrap();
+            let text = match scope {
+                Scope::Public => text.as_str(),
+                Scope::All => product(&text),
+            };
             let shown = file.strip_prefix(&crates).unwrap().display().to_string();
-            for (line, sig) in offenders(&text) {
+            for (line, sig) in offenders(text, scope) {
                 found.push(format!("crates/{shown}:{line}: {sig}"));
             }
             checked += 1;
@@ -43,8 +69,19 @@ fn no_public_signature_returns_result_string() {
     proxybench_testkit::assert_none_found(
         checked,
         &found,
-        "public signatures returning Result<_, String> (use the crate's typed error)",
+        match scope {
+            Scope::Public => {
+                "public signatures returning Result<_, String> (use the crate's typed error)"
+            }
+            Scope::All => "library functions returning Result<_, String> (use a typed error)",
+        },
     );
+}
+
+/// A source file's product code: all of it up to its `#[cfg(test)]` items (the tree puts a
+/// file's tests at its foot).
+fn product(text: &str) -> &str {
+    text.find("#[cfg(test)]").map_or(text, |i| &text[..i])
 }
 
 /// The checker itself, on signatures written the ways the tree writes them.
@@ -87,13 +124,21 @@ where
 pub async fn o() -> Result<u32, String> { todo!() }
 pub const fn p() -> Option<Result<u32, String>> { None }
 "#;
-    let lines: Vec<usize> = offenders(src).into_iter().map(|(l, _)| l).collect();
+    let lines: Vec<usize> = offenders(src, Scope::Public)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
     assert_eq!(lines, vec![2, 5, 14, 16, 25, 28, 35, 36]);
+    let all: Vec<usize> = offenders(src, Scope::All)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    assert_eq!(all, vec![2, 3, 4, 5, 14, 16, 23, 25, 28, 35, 36]);
 }
 
-/// The (1-based line, signature) of each public signature in `text` that returns
+/// The (1-based line, signature) of each signature in `scope` in `text` that returns
 /// `Result<_, String>`.
-fn offenders(text: &str) -> Vec<(usize, String)> {
+fn offenders(text: &str, scope: Scope) -> Vec<(usize, String)> {
     let code = strip_comments(text);
     let bytes = code.as_bytes();
     let mut out = Vec::new();
@@ -137,9 +182,10 @@ fn offenders(text: &str) -> Vec<(usize, String)> {
         }
         let fn_item = item(rest, "fn");
         let type_item = item(rest, "type");
+        let all = scope == Scope::All;
         let (public, is_fn) = match (fn_item, type_item) {
-            (Some((p, _)), _) => (p || in_pub_trait, true),
-            (_, Some((p, _))) => (p, false),
+            (Some((p, _)), _) => (p || in_pub_trait || all, true),
+            (_, Some((p, _))) => (p || all, false),
             _ => {
                 i += word_len(rest).max(1);
                 continue;

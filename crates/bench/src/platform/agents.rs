@@ -10,6 +10,7 @@
 //! often private. Only the control stream (the job, the clock pings, each second's counts and
 //! histograms) goes that way; the load goes from the pods to its target directly.
 
+use crate::error::PlatformError;
 use agent::coordinator::{self, Distributed, Plan, Progress};
 use k8s::k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s::k8s_openapi::api::core::v1::{
@@ -93,12 +94,15 @@ pub fn run_load(
 }
 
 /// A fresh random token, 64 hex digits from the kernel's generator.
-fn random_token() -> Result<String, String> {
+fn random_token() -> Result<String, PlatformError> {
     use std::io::Read;
     let mut b = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| format!("cannot read /dev/urandom for the agents' token: {e}"))?;
+        .map_err(|source| PlatformError::AgentsIo {
+            what: "cannot read /dev/urandom for the agents' token".into(),
+            source,
+        })?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
@@ -121,14 +125,16 @@ pub(crate) struct LocalAgents {
 
 impl LocalAgents {
     /// Starts `spec.count` agents of this very binary and waits until each one listens.
-    pub(crate) fn start(spec: &AgentsSpec<'_>) -> Result<LocalAgents, String> {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the proxybench binary to start agents: {e}"))?;
+    pub(crate) fn start(spec: &AgentsSpec<'_>) -> Result<LocalAgents, PlatformError> {
+        let exe = std::env::current_exe().map_err(|source| PlatformError::AgentsIo {
+            what: "cannot find the proxybench binary to start agents".into(),
+            source,
+        })?;
         let dir = unique_dir(spec.work, "agents")?;
         let token = random_token()?;
         let token_file = dir.join("token");
         write_private(&token_file, token.as_bytes())?;
-        let files = agent::files::agent_files(spec.cfg).map_err(|e| e.to_string())?;
+        let files = agent::files::agent_files(spec.cfg)?;
         for (name, bytes) in &files {
             write_private(&dir.join(name), bytes)?;
         }
@@ -143,7 +149,7 @@ impl LocalAgents {
                 dir.join(format!("agent-{i}.err")),
             );
             let p = proxy::Supervised::spawn_with_stdout(&format!("agent-{i}"), cmd, &out, &err)
-                .map_err(|e| e.to_string())?;
+                .map_err(PlatformError::AgentProcess)?;
             procs.push(p);
             outs.push(out);
         }
@@ -156,19 +162,21 @@ impl LocalAgents {
                     break a;
                 }
                 if let Some(status) = procs[i].exited() {
-                    return Err(format!(
+                    return Err(PlatformError::Agents(format!(
                         "agent-{i} exited ({status}) before it listened: {}",
                         procs[i].stderr_text().trim()
-                    ));
+                    )));
                 }
                 if spec.stop.load(Ordering::Relaxed) {
-                    return Err("interrupted while the agents started".into());
+                    return Err(PlatformError::Agents(
+                        "interrupted while the agents started".into(),
+                    ));
                 }
                 if Instant::now() >= deadline {
-                    return Err(format!(
+                    return Err(PlatformError::Agents(format!(
                         "agent-{i} did not listen within {}",
                         units::fmt_secs_short(spec.ready_timeout.as_secs_f64())
-                    ));
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(10));
             };
@@ -218,21 +226,29 @@ impl Agents for LocalAgents {
 }
 
 /// A new directory under `base` named `PREFIX-N`.
-fn unique_dir(base: &Path, prefix: &str) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+fn unique_dir(base: &Path, prefix: &str) -> Result<PathBuf, PlatformError> {
+    std::fs::create_dir_all(base).map_err(|source| PlatformError::AgentsIo {
+        what: format!("cannot create {}", base.display()),
+        source,
+    })?;
     for n in 0.. {
         let d = base.join(format!("{prefix}-{n}"));
         match std::fs::create_dir(&d) {
             Ok(()) => return Ok(d),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot create {}: {e}", d.display())),
+            Err(source) => {
+                return Err(PlatformError::AgentsIo {
+                    what: format!("cannot create {}", d.display()),
+                    source,
+                })
+            }
         }
     }
     unreachable!("an unbounded range ends only by returning")
 }
 
 /// Writes a file only its owner can read (the token, the load's files).
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), PlatformError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
@@ -241,7 +257,10 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .mode(0o600)
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|source| PlatformError::AgentsIo {
+            what: format!("cannot write {}", path.display()),
+            source,
+        })
 }
 
 /// The agents of a distributed load as the pods of an Indexed Job (completions = parallelism =
@@ -277,12 +296,12 @@ impl KubeAgents {
         (namespace, run_id): (&str, &str),
         (image, pulling): (&str, &super::kube::Pulling),
         spec: &AgentsSpec<'_>,
-    ) -> Result<KubeAgents, String> {
+    ) -> Result<KubeAgents, PlatformError> {
         let n = spec.count as usize;
         let salt = u16::from_str_radix(&random_token()?[..4], 16).unwrap_or(0);
         let job = format!("agents-{salt:04x}-{run_id}");
         let token = random_token()?;
-        let files = agent::files::agent_files(spec.cfg).map_err(|e| e.to_string())?;
+        let files = agent::files::agent_files(spec.cfg)?;
         // The load's target on loopback is the node's loopback (the test cluster's proxy pods
         // listen there): only pods on the node's network reach it.
         let host_network = load::target::Target::new(spec.cfg)
@@ -335,7 +354,7 @@ impl KubeAgents {
         for (name, bytes) in files {
             data.insert(name, ByteString(bytes));
         }
-        let api = |e: k8s::Error| e.to_string();
+        let api = PlatformError::AgentsApi;
         // From here on, dropping `st` deletes what was made.
         st.cluster
             .apply_owned(
@@ -458,7 +477,7 @@ impl KubeAgents {
             let f = st
                 .cluster
                 .port_forward(namespace, p, *port)
-                .map_err(|e| e.to_string())?;
+                .map_err(PlatformError::AgentsApi)?;
             st.hosts.push(f.addr().to_string());
             st.names.push(p.clone());
             st.forwards.push(Arc::new(f));
@@ -469,14 +488,14 @@ impl KubeAgents {
 
     /// The Job's pods by completion index (the newest of an index), from their names
     /// (`JOB-INDEX-RANDOM`).
-    fn pods_by_index(&self) -> Result<BTreeMap<usize, PodInfo>, String> {
+    fn pods_by_index(&self) -> Result<BTreeMap<usize, PodInfo>, PlatformError> {
         let pods = self
             .cluster
             .pods(
                 &self.namespace,
                 Some(&format!("{AGENTS_LABEL}={}", self.job)),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(PlatformError::AgentsApi)?;
         let prefix = format!("{}-", self.job);
         let mut out: BTreeMap<usize, PodInfo> = BTreeMap::new();
         for p in pods {
@@ -502,12 +521,14 @@ impl KubeAgents {
         &self,
         n: usize,
         spec: &AgentsSpec<'_>,
-    ) -> Result<Vec<(String, u16)>, String> {
+    ) -> Result<Vec<(String, u16)>, PlatformError> {
         let t0 = Instant::now();
         let mut found: BTreeMap<usize, (String, u16)> = BTreeMap::new();
         loop {
             if spec.stop.load(Ordering::Relaxed) {
-                return Err("interrupted while the agent pods started".into());
+                return Err(PlatformError::Agents(
+                    "interrupted while the agent pods started".into(),
+                ));
             }
             let pods = self.pods_by_index()?;
             for (&i, p) in &pods {
@@ -516,12 +537,12 @@ impl KubeAgents {
                 }
                 if p.phase == "Failed" || p.phase == "Succeeded" {
                     let log = self.last_log_line(&p.name);
-                    return Err(format!(
+                    return Err(PlatformError::Agents(format!(
                         "agent pod {} ended before it was ready: {} ({}){log}",
                         p.name,
                         p.phase,
                         p.why.as_deref().unwrap_or("no reason given")
-                    ));
+                    )));
                 }
                 if p.phase == "Running" && !p.deleting {
                     let text = self
@@ -553,13 +574,13 @@ impl KubeAgents {
                         ),
                     })
                     .collect();
-                return Err(format!(
+                return Err(PlatformError::Agents(format!(
                     "{n} agent pod{} of Job {} not ready after {}: {}",
                     if n == 1 { "" } else { "s" },
                     self.job,
                     units::fmt_secs_short(spec.ready_timeout.as_secs_f64()),
                     states.join("; ")
-                ));
+                )));
             }
             std::thread::sleep(POLL);
         }

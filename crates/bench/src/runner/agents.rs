@@ -2,6 +2,7 @@
 //! merged exactly into one result.
 
 use super::case::{Distributed, LoadOut};
+use crate::error::{LoadError, LoadProblem};
 use crate::platform;
 use crate::progress::Progress;
 use std::sync::atomic::AtomicBool;
@@ -18,7 +19,7 @@ pub(super) fn on_agents(
     (origin_unix_ns, start): (u64, Duration),
     stop: Arc<AtomicBool>,
     (progress, feed): (&Progress, Option<&openmetrics::LoadFeed>),
-) -> Result<LoadOut, String> {
+) -> Result<LoadOut, LoadError> {
     let show = |row: &model::Second, hdr: &model::SecondHdr, _: &[Option<u64>]| {
         if let Some(f) = feed {
             f.second(row, hdr);
@@ -35,11 +36,13 @@ pub(super) fn on_agents(
     let place = agents.place().to_string();
     let left = agents.close();
     let d = run.map_err(|e| {
-        let mut m = format!("load '{name}': {e}");
-        for l in &left {
-            m.push_str(&format!("; {l}"));
-        }
-        m
+        LoadError::new(
+            name,
+            LoadProblem::Agents {
+                source: e.into(),
+                left: left.clone(),
+            },
+        )
     })?;
     let record = model::DistributedLoad {
         load: name.to_string(),

@@ -6,6 +6,7 @@ use super::collect::{self, collect};
 use super::collectors::{spawn_collector, Samples};
 use super::loads::{load_config, stream_config};
 use super::RunOptions;
+use crate::error::{CaseError, LoadError, LoadProblem};
 use crate::platform::StackSpec;
 use crate::platform::{self, Platform, Stage};
 use crate::progress::Progress;
@@ -51,13 +52,13 @@ pub(super) struct CaseOutcome {
 pub(super) type AgentParts = BTreeMap<String, Vec<model::LoadResult>>;
 
 impl CaseOutcome {
-    fn failed(e: String) -> CaseOutcome {
+    fn failed(e: CaseError) -> CaseOutcome {
         CaseOutcome {
             result: None,
             records: Records::new(),
             lives: Lives::new(),
             agent_parts: AgentParts::new(),
-            abort: Some(e),
+            abort: Some(e.to_string()),
         }
     }
 }
@@ -110,7 +111,7 @@ pub(super) struct Running {
     pub(super) progress: Arc<Progress>,
     /// Loads that have ended.
     pub(super) finished: Arc<AtomicUsize>,
-    pub(super) loads: Vec<thread::JoinHandle<Result<LoadRun, String>>>,
+    pub(super) loads: Vec<thread::JoinHandle<Result<LoadRun, LoadError>>>,
     pub(super) collecting: Arc<AtomicBool>,
     pub(super) collector: thread::JoinHandle<Samples>,
     /// The case's live metrics, when served.
@@ -119,7 +120,7 @@ pub(super) struct Running {
 
 /// Stands the case's stack up and starts its loads (each waits for its start time) and the
 /// once-a-second collector.
-pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
+pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, CaseError> {
     let stage_origin = Instant::now();
     let spec = StackSpec {
         backends: &case.backends,
@@ -132,24 +133,21 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
             &ctx.dir.join(results_dir::CONFIGS_DIR),
             "case name",
             &case.name,
-        )
-        .map_err(|e| e.to_string())?,
+        )?,
         exec_out: paths::join_plain(
             &ctx.dir.join(results_dir::EXEC_DIR),
             "case name",
             &case.name,
-        )
-        .map_err(|e| e.to_string())?,
+        )?,
         origin: stage_origin,
         seed: 1 + ctx.index as u64,
     };
-    let mut stack = ctx.platform.stage(case, spec).map_err(|e| e.to_string())?;
+    let mut stack = ctx.platform.stage(case, spec)?;
     let logs_dir = paths::join_plain(
         &ctx.dir.join(results_dir::LOGS_DIR),
         "case name",
         &case.name,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let configs = case
         .loads
         .iter()
@@ -158,7 +156,7 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                 .map(LoadPlan::Stream),
             None => load_config(l, stack.as_ref(), ctx.tls.as_ref()).map(LoadPlan::Http),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, LoadError>>()?;
 
     // The agents of the loads that run on agents, ready before any load starts. A load whose
     // target does not answer from this machine (a remote cluster's Service) runs from one
@@ -193,7 +191,15 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                         work: &ctx.work,
                         stop: &ctx.opts.stop,
                     })
-                    .map_err(|e| format!("load '{}': {e}", spec.name))?,
+                    .map_err(|e| {
+                        LoadError::new(
+                            &spec.name,
+                            LoadProblem::Agents {
+                                source: e.into(),
+                                left: Vec::new(),
+                            },
+                        )
+                    })?,
             ),
         });
     }
@@ -270,7 +276,7 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                                 distributed: None,
                             })
                             .map(LoadRun::Http)
-                            .map_err(|e| format!("load '{name}': {e}"))
+                            .map_err(|e| LoadError::new(&name, e))
                     }
                     Some(a) => on_agents(
                         &name,
@@ -288,7 +294,7 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, String> {
                 finished.fetch_add(1, Ordering::SeqCst);
                 out
             })
-            .map_err(|e| format!("cannot start a load thread: {e}"))?;
+            .map_err(CaseError::Thread)?;
         loads.push(h);
     }
 
@@ -332,7 +338,7 @@ fn spawn_stream(
     origin: Instant,
     ctx: &CaseCtx<'_>,
     finished: &Arc<AtomicUsize>,
-) -> Result<thread::JoinHandle<Result<LoadRun, String>>, String> {
+) -> Result<thread::JoinHandle<Result<LoadRun, LoadError>>, CaseError> {
     let stop = ctx.opts.stop.clone();
     let finished = finished.clone();
     let begin = origin + spec.start.0;
@@ -350,11 +356,11 @@ fn spawn_stream(
             };
             let out = load::run_streams(&cfg, &control)
                 .map(LoadRun::Stream)
-                .map_err(|e| format!("load '{name}': {e}"));
+                .map_err(|e| LoadError::new(&name, e));
             finished.fetch_add(1, Ordering::SeqCst);
             out
         })
-        .map_err(|e| format!("cannot start a load thread: {e}"))
+        .map_err(CaseError::Thread)
 }
 
 /// `origin` on CLOCK_MONOTONIC, ns: the clock `Instant` reads on Linux, and the one the

@@ -96,7 +96,7 @@ pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Colle
                 summaries.push(out.summary);
             }
             Ok(Err(e)) => {
-                abort.get_or_insert(e);
+                abort.get_or_insert(e.to_string());
             }
             Err(p) => {
                 abort.get_or_insert(format!("a load panicked: {}", panic_text(&p)));

@@ -1,6 +1,7 @@
 //! A case's loads configured: where each aims on its stage, and the engine's and stream
 //! loads' settings made from the scenario.
 
+use crate::error::{LoadError, LoadProblem};
 use crate::platform::Stage;
 use proxy::{ProxyConfig, TlsFiles};
 use scenario::{ArrivalsSpec, LoadSpec, Via};
@@ -14,8 +15,8 @@ fn aim_at(
     target: &str,
     stack: &dyn Stage,
     proxy: Option<&ProxyConfig>,
-) -> Result<(u16, std::net::IpAddr), String> {
-    let u = load::target::Url::parse(target).map_err(|e| format!("load '{}': {e}", l.name))?;
+) -> Result<(u16, std::net::IpAddr), LoadError> {
+    let u = load::target::Url::parse(target).map_err(|e| LoadError::new(&l.name, e))?;
     let scheme = if u.tls { "https" } else { "http" };
     Ok(match &l.via {
         // An external target: the url as written, port included; its host resolved (to
@@ -23,33 +24,31 @@ fn aim_at(
         None if stack.external().is_some() => {
             let resolve = stack.external().and_then(|e| e.resolve);
             crate::reach::external_target(target, resolve)
-                .map_err(|e| format!("load '{}': {e}", l.name))?
+                .map_err(|e| LoadError::new(&l.name, e))?
         }
         Some(Via::Backend(g)) => {
-            let a = stack.first_backend(g).ok_or_else(|| {
-                format!(
-                    "load '{}': backend group backend:{g} has no instance",
-                    l.name
-                )
-            })?;
+            let a = stack
+                .first_backend(g)
+                .ok_or_else(|| LoadError::new(&l.name, LoadProblem::NoBackend(g.clone())))?;
             (a.port(), a.ip())
         }
         // The url's own host (held to loopback and the scenario's reach list at parse).
-        Some(Via::Url) => crate::reach::url_target(target, l.resolve)
-            .map_err(|e| format!("load '{}': {e}", l.name))?,
+        Some(Via::Url) => {
+            crate::reach::url_target(target, l.resolve).map_err(|e| LoadError::new(&l.name, e))?
+        }
         Some(
             v @ (Via::Service(..) | Via::NodePort(_) | Via::LoadBalancer(_) | Via::Gateway { .. }),
         ) => {
             let a = stack
                 .aim(v, scheme == "https")
-                .map_err(|e| format!("load '{}': {e}", l.name))?;
+                .map_err(|e| LoadError::new(&l.name, e))?;
             (a.port(), a.ip())
         }
         Some(Via::Listener(v)) => (
             *stack
                 .ports()
                 .get(v)
-                .ok_or_else(|| format!("load '{}': no listener '{v}'", l.name))?,
+                .ok_or_else(|| LoadError::new(&l.name, LoadProblem::NoListener(v.clone())))?,
             stack.listener_ip(),
         ),
         None => {
@@ -72,7 +71,7 @@ fn aim_at(
             });
             let p = fitting
                 .or_else(|| stack.listener_port(want_tls))
-                .ok_or_else(|| format!("load '{}': no {scheme} listener", l.name))?;
+                .ok_or_else(|| LoadError::new(&l.name, LoadProblem::NoSchemeListener(scheme)))?;
             (p, stack.listener_ip())
         }
     })
@@ -85,7 +84,7 @@ fn aimed_url(
     scheme: &str,
     u: &load::target::Url,
     (port, ip): (u16, std::net::IpAddr),
-) -> Result<(String, Option<load::Resolve>), String> {
+) -> Result<(String, Option<load::Resolve>), LoadError> {
     let host = if u.host.contains(':') {
         format!("[{}]", u.host)
     } else {
@@ -95,7 +94,7 @@ fn aimed_url(
     let resolve = if u.host.parse::<std::net::IpAddr>().is_err() {
         Some(
             load::Resolve::parse(&format!("{host}:{port}:{ip}"))
-                .map_err(|e| format!("load '{}': {e}", l.name))?,
+                .map_err(|e| LoadError::new(&l.name, e))?,
         )
     } else {
         None
@@ -111,10 +110,9 @@ pub(super) fn stream_config(
     stack: &dyn Stage,
     tls: Option<&TlsFiles>,
     proxy: Option<&ProxyConfig>,
-) -> Result<load::StreamConfig, String> {
-    let bad = |e: &dyn std::fmt::Display| format!("load '{}': {e}", l.name);
+) -> Result<load::StreamConfig, LoadError> {
     let target = l.target_url();
-    let u = load::target::Url::parse(&target).map_err(|e| bad(&e))?;
+    let u = load::target::Url::parse(&target).map_err(|e| LoadError::new(&l.name, e))?;
     let aim = aim_at(l, &target, stack, proxy)?;
     let scheme = match (p, u.tls) {
         (model::stream::StreamProtocol::WebSocket, false) => "ws",
@@ -123,19 +121,20 @@ pub(super) fn stream_config(
         (_, true) => "https",
     };
     let (url, resolve) = aimed_url(l, scheme, &u, aim)?;
-    let mut cfg = load::StreamConfig::new(&url, p).map_err(|e| bad(&e))?;
+    let mut cfg = load::StreamConfig::new(&url, p).map_err(|e| LoadError::new(&l.name, e))?;
     cfg.resolve.extend(resolve);
     stream_settings(&mut cfg, l, u.tls, tls)?;
-    cfg.validate().map_err(|e| bad(&e))?;
+    cfg.validate().map_err(|e| LoadError::new(&l.name, e))?;
     // Where it connects is this run's own target, as for any load.
     let http = format!(
         "{}://{}",
         if u.tls { "https" } else { "http" },
         url.split_once("://").map_or("", |(_, r)| r)
     );
-    let mut check = load::Config::new(&http).map_err(|e| bad(&e))?;
+    let mut check = load::Config::new(&http).map_err(|e| LoadError::new(&l.name, e))?;
     check.resolve.clone_from(&cfg.resolve);
-    crate::reach::own_target(&check, SocketAddr::new(aim.1, aim.0)).map_err(|e| bad(&e))?;
+    crate::reach::own_target(&check, SocketAddr::new(aim.1, aim.0))
+        .map_err(|e| LoadError::new(&l.name, e))?;
     Ok(cfg)
 }
 
@@ -146,8 +145,7 @@ pub(super) fn stream_settings(
     l: &LoadSpec,
     url_tls: bool,
     tls: Option<&TlsFiles>,
-) -> Result<(), String> {
-    let bad = |e: &dyn std::fmt::Display| format!("load '{}': {e}", l.name);
+) -> Result<(), LoadError> {
     cfg.name = l.name.clone();
     cfg.connections = l.connections;
     cfg.threads = l.threads.min(l.connections);
@@ -159,7 +157,8 @@ pub(super) fn stream_settings(
         cfg.rate = r.0;
     }
     if let Some(sz) = l.message_size {
-        cfg.size = u32::try_from(sz.0).map_err(|_| bad(&"message_size is too large"))?;
+        cfg.size =
+            u32::try_from(sz.0).map_err(|_| LoadError::new(&l.name, LoadProblem::MessageSize))?;
     }
     cfg.timeout = l.timeout.0;
     cfg.idle_timeout = l.idle_timeout.map(|d| d.0);
@@ -194,12 +193,12 @@ pub(super) fn load_config(
     l: &LoadSpec,
     stack: &dyn Stage,
     tls: Option<&TlsFiles>,
-) -> Result<load::Config, String> {
-    let u = load::target::Url::parse(&l.url).map_err(|e| format!("load '{}': {e}", l.name))?;
+) -> Result<load::Config, LoadError> {
+    let u = load::target::Url::parse(&l.url).map_err(|e| LoadError::new(&l.name, e))?;
     let scheme = if u.tls { "https" } else { "http" };
     let (port, ip) = aim_at(l, &l.url, stack, None)?;
     let (url, resolve) = aimed_url(l, scheme, &u, (port, ip))?;
-    let mut cfg = load::Config::new(&url).map_err(|e| format!("load '{}': {e}", l.name))?;
+    let mut cfg = load::Config::new(&url).map_err(|e| LoadError::new(&l.name, e))?;
     cfg.resolve.extend(resolve);
     cfg.name = l.name.clone();
     cfg.connections = l.connections;
@@ -231,6 +230,6 @@ pub(super) fn load_config(
         cfg.sni.clone_from(&l.sni);
     }
     crate::reach::own_target(&cfg, SocketAddr::new(ip, port))
-        .map_err(|e| format!("load '{}': {e}", l.name))?;
+        .map_err(|e| LoadError::new(&l.name, e))?;
     Ok(cfg)
 }

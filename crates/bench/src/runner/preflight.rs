@@ -138,16 +138,17 @@ pub(super) fn preflight(
 /// would pin the proxy to the rest of the list without a word, and the comparison would not be
 /// the one asked for. (The list may lie outside the CPUs proxybench itself was started on: a
 /// benchmark pins the load to one core and the proxy to another.)
-fn pinnable(cpus: &proxy::config::Cpus) -> Result<(), String> {
+fn pinnable(cpus: &proxy::config::Cpus) -> Result<(), proxy::config::Invalid> {
+    use proxy::config::Invalid;
     let path = "/sys/devices/system/cpu/online";
-    let online =
-        fs::read_to_string(path).map_err(|e| format!("proxy.cpus: cannot read {path}: {e}"))?;
-    let online = proxy::config::Cpus::parse(online.trim())
-        .map_err(|e| format!("proxy.cpus: cannot read {path}: {e}"))?;
+    let unread =
+        |e: &dyn std::fmt::Display| Invalid(format!("proxy.cpus: cannot read {path}: {e}"));
+    let online = fs::read_to_string(path).map_err(|e| unread(&e))?;
+    let online = proxy::config::Cpus::parse(online.trim()).map_err(|e| unread(&e))?;
     match cpus.list().iter().find(|c| !online.list().contains(c)) {
-        Some(c) => Err(format!(
+        Some(c) => Err(Invalid(format!(
             "proxy.cpus = \"{cpus}\" names CPU {c}, but this machine has CPUs {online} online"
-        )),
+        ))),
         None => Ok(()),
     }
 }
@@ -247,7 +248,7 @@ pub(super) fn stream_preflight(scn: &Scenario) -> Result<(), RunError> {
             let url = format!("{scheme}://127.0.0.1:9{}", u.path);
             let mut cfg = load::StreamConfig::new(&url, p)
                 .map_err(|e| refuse(format!("load '{}': {e}", l.name)))?;
-            stream_settings(&mut cfg, l, false, None).map_err(refuse)?;
+            stream_settings(&mut cfg, l, false, None).map_err(|e| refuse(e.to_string()))?;
             cfg.validate()
                 .map_err(|e| refuse(format!("load '{}': {e}", l.name)))?;
         }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A load's records as read: `Ok(None)` when the run has none for it, `Err` with why when the
 /// file could not be read.
-type Read = Result<Option<Vec<RequestRecord>>, String>;
+type Read = Result<Option<Vec<RequestRecord>>, Unmeasurable>;
 
 /// One run and the request records read from its directory so far.
 pub struct Loaded<'a> {
@@ -54,10 +54,11 @@ fn read_records(dir: &Path, run: &RunResults, ci: usize, li: usize) -> Read {
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let unread = |e: &dyn std::fmt::Display| Unmeasurable(format!("{}: {e}", path.display()));
+    let bytes = std::fs::read(&path).map_err(|e| unread(&e))?;
     model::records::decode(&bytes)
         .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| unread(&e))
 }
 
 /// Where a gate's numbers come from.

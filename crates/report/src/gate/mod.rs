@@ -533,7 +533,7 @@ fn one(
                 r.a = metric::show(v, g.kind);
             }
             r.verdict = match worst(g, limit, "B", lb, ci, idx) {
-                Err(why) => Verdict::NotMeasurable(why),
+                Err(why) => Verdict::NotMeasurable(why.0),
                 Ok(None) => Verdict::NotMeasurable("B has no run".into()),
                 Ok(Some(v)) => {
                     r.b = metric::show(v, g.kind);
@@ -629,13 +629,14 @@ fn worst(
     runs: &[Loaded<'_>],
     ci: usize,
     idx: &[usize],
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, data::Unmeasurable> {
     let mut out: Option<f64> = None;
     for (k, l) in runs.iter().enumerate() {
         let loads: Vec<&model::LoadSummary> =
             idx.iter().map(|&i| &l.run.cases[ci].loads[i]).collect();
-        let v = metric::load_metric(&loads, &g.metric)
-            .map_err(|e| format!("{}: {}", sides::who(side, k, runs.len()), e.0))?;
+        let v = metric::load_metric(&loads, &g.metric).map_err(|e| {
+            data::Unmeasurable(format!("{}: {}", sides::who(side, k, runs.len()), e.0))
+        })?;
         let badness = |x: f64| match g.op {
             Op::Le | Op::Lt => x,
             Op::Ge | Op::Gt => -x,

@@ -159,6 +159,25 @@ pub(super) fn deployment_name(group: &str, run: &str) -> String {
     named(&format!("backend-{group}"), run)
 }
 
+/// Why a backend pod's first request was not seen ([`BackendPods::first_traffic`]).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unseen {
+    /// No port-forward to its control endpoint could be opened.
+    #[error("port-forward: {0}")]
+    Forward(k8s::Error),
+    /// It answered no request within the bound.
+    #[error("no request within {0:?}")]
+    Quiet(Duration),
+    /// Its counters could not be read, with the forward's last error if it had one.
+    #[error("its counters unread: {error}{}", forward.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Unread {
+        /// What the control client said.
+        error: backend::Error,
+        /// The port-forward's last error.
+        forward: Option<String>,
+    },
+}
+
 impl BackendPods {
     /// Makes the case's control token (a Secret) and starts following every backend pod's log
     /// into `logs_dir`: call before any backend pod exists.
@@ -405,9 +424,9 @@ impl BackendPods {
         pods: &[String],
         (since, bound): (Instant, Duration),
         keep_going: &dyn Fn() -> bool,
-    ) -> Vec<(String, Result<f64, String>)> {
+    ) -> Vec<(String, Result<f64, Unseen>)> {
         let mut open = Vec::new();
-        let mut out: Vec<(String, Result<f64, String>)> = Vec::new();
+        let mut out: Vec<(String, Result<f64, Unseen>)> = Vec::new();
         for pod in pods {
             match cluster.port_forward(namespace, pod, CONTROL_PORT) {
                 Ok(f) => {
@@ -415,7 +434,7 @@ impl BackendPods {
                         .with_timeout(Duration::from_secs(5));
                     open.push((pod.clone(), f, c));
                 }
-                Err(e) => out.push((pod.clone(), Err(format!("port-forward: {e}")))),
+                Err(e) => out.push((pod.clone(), Err(Unseen::Forward(e)))),
             }
         }
         while !open.is_empty() {
@@ -442,13 +461,11 @@ impl BackendPods {
             if since.elapsed() > bound || !keep_going() {
                 for (pod, f, c) in open.drain(..) {
                     let why = match c.counters() {
-                        Ok(_) => format!("no request within {bound:?}"),
-                        Err(e) => format!(
-                            "its counters unread: {e}{}",
-                            f.last_error()
-                                .map(|w| format!(" ({w})"))
-                                .unwrap_or_default()
-                        ),
+                        Ok(_) => Unseen::Quiet(bound),
+                        Err(error) => Unseen::Unread {
+                            error,
+                            forward: f.last_error(),
+                        },
                     };
                     out.push((pod, Err(why)));
                 }

@@ -229,7 +229,7 @@ impl KubeStage {
         g: &GrowSpec,
         ns: &str,
         run: &str,
-    ) -> Result<Option<scenario::template::Params>, String> {
+    ) -> Result<Option<scenario::template::Params>, StackError> {
         use scenario::generators::{backend_ref, params, BackendRef, BUILTIN};
         if !g
             .template
@@ -245,18 +245,23 @@ impl KubeStage {
                 port: super::backends::BACKEND_PORT,
             },
             (None, Some(r)) => {
-                let (service, port) = backend_ref(r)
-                    .ok_or_else(|| format!("backend_ref '{r}' is not SERVICE:PORT"))?;
+                let (service, port) = backend_ref(r).ok_or_else(|| {
+                    StackError::Grow(format!("backend_ref '{r}' is not SERVICE:PORT"))
+                })?;
                 BackendRef { service, port }
             }
-            (None, None) => return Err("a built-in generator needs a backend".into()),
+            (None, None) => {
+                return Err(StackError::Grow(
+                    "a built-in generator needs a backend".into(),
+                ))
+            }
         };
         params(g, ns, run, backend, &|hosts| {
             proxy::tls::self_signed_pem(hosts)
                 .map_err(|e| scenario::generators::CertificateError(e.to_string()))
         })
         .map(Some)
-        .map_err(|e| e.to_string())
+        .map_err(StackError::from)
     }
 
     /// A templated `grow` on an external gateway: each step renders items n..n+by of the
@@ -282,7 +287,7 @@ impl KubeStage {
     pub(super) fn rendered_manifest(
         &self,
         action: &scenario::Action,
-    ) -> Option<Result<scenario::Action, String>> {
+    ) -> Option<Result<scenario::Action, StackError>> {
         use scenario::template::{check_item, ItemVars};
         let (scenario::Action::Apply { file, .. } | scenario::Action::Delete { file, .. }) = action
         else {
@@ -293,7 +298,10 @@ impl KubeStage {
         let backends = self.backend_services();
         let out = self.configs_out.join("apply").join(&name);
         let r = std::fs::read_to_string(file)
-            .map_err(|e| format!("{}: {e}", file.display()))
+            .map_err(|source| StackError::Io {
+                path: file.clone(),
+                source,
+            })
             .and_then(|text| {
                 let vars = ItemVars {
                     i: 0,
@@ -302,12 +310,15 @@ impl KubeStage {
                     params: None,
                     backends: Some(&backends),
                 };
-                check_item(file, &text, vars).map_err(|e| format!("template {e}"))
+                Ok(check_item(file, &text, vars)?)
             })
             .and_then(|yaml| {
                 std::fs::create_dir_all(out.parent().expect("a file in a folder"))
                     .and_then(|()| std::fs::write(&out, yaml))
-                    .map_err(|e| format!("{}: {e}", out.display()))
+                    .map_err(|source| StackError::Io {
+                        path: out.clone(),
+                        source,
+                    })
             })
             .map(|()| {
                 let mut a = action.clone();
@@ -349,6 +360,7 @@ impl KubeStage {
             .and_then(|text| {
                 self.generator_params(g, &ns, &run)
                     .map(|params| (text.into_owned(), params))
+                    .map_err(|e| e.to_string())
             })
             .and_then(|text| {
                 std::fs::create_dir_all(&dir)

@@ -7,6 +7,7 @@
 //! was stable is recorded as gone, not as a failure of the gateway.
 
 use super::{platform, KubeStage, POD_PATH_ENV};
+use crate::error::LoadProblem;
 use crate::error::StackError;
 use crate::platform::Applied;
 use k8s::{Cluster, PodPath, PodPort};
@@ -161,10 +162,8 @@ struct Unreached {
 /// The running pods the plan's selector matches, with where this machine reaches their port
 /// (a port-forward is opened here); a pod that cannot be reached is in the second list, with
 /// why, and its record says so: it is never left out.
-fn list(cluster: &Cluster, plan: &ProbePlan) -> Result<(Vec<PodPort>, Vec<Unreached>), String> {
-    let pods = cluster
-        .pods(&plan.namespace, Some(&plan.selector))
-        .map_err(|e| e.to_string())?;
+fn list(cluster: &Cluster, plan: &ProbePlan) -> Result<(Vec<PodPort>, Vec<Unreached>), k8s::Error> {
+    let pods = cluster.pods(&plan.namespace, Some(&plan.selector))?;
     Ok(reach(cluster, plan, pods.iter().filter(|p| !p.deleting)))
 }
 
@@ -209,7 +208,7 @@ fn coordinate(
     cluster: &Cluster,
     plan: &ProbePlan,
     t0: Instant,
-    first: Result<(Vec<PodPort>, Vec<Unreached>), String>,
+    first: Result<(Vec<PodPort>, Vec<Unreached>), k8s::Error>,
     cancel: &AtomicBool,
     acted: &AtomicBool,
 ) -> (Vec<ReplicaProbe>, Option<String>) {
@@ -230,7 +229,7 @@ fn coordinate(
             let asker = match Asker::new(plan, pp.addr()) {
                 Ok(a) => a,
                 Err(e) => {
-                    let h = std::thread::spawn(move || Asked::failed(e));
+                    let h = std::thread::spawn(move || Asked::failed(e.to_string()));
                     running.insert(
                         pp.pod.clone(),
                         Running {
@@ -261,7 +260,7 @@ fn coordinate(
             start(&mut running, p);
             unreached.extend(not.into_iter().map(|u| (u.pod.clone(), u)));
         }
-        Err(e) => last_list_error = Some(e),
+        Err(e) => last_list_error = Some(e.to_string()),
     }
     let mut next_list = Instant::now() + RELIST;
     let mut listed_after = false;
@@ -544,7 +543,7 @@ impl Asked {
 impl Asker {
     /// The request of `plan` to `addr` (the url's host is sent as Host and SNI; TLS is not
     /// verified). Only the pod's address (or its port-forward's local end) is ever connected.
-    fn new(plan: &ProbePlan, addr: SocketAddr) -> Result<Asker, String> {
+    fn new(plan: &ProbePlan, addr: SocketAddr) -> Result<Asker, LoadProblem> {
         let host = plan.host.clone().unwrap_or_else(|| addr.ip().to_string());
         let grpc = plan.scheme.starts_with("grpc");
         // A gRPC call goes over h2c (grpc) or h2 over TLS (grpcs).
@@ -554,19 +553,18 @@ impl Asker {
             s => s,
         };
         let url = format!("{scheme}://{host}:{}{}", addr.port(), plan.path);
-        let mut cfg = load::Config::new(&url).map_err(|e| e.to_string())?;
+        let mut cfg = load::Config::new(&url)?;
         if host.parse::<std::net::IpAddr>().is_err() {
-            let r = load::Resolve::parse(&format!("{host}:{}:{}", addr.port(), addr.ip()))
-                .map_err(|e| e.to_string())?;
+            let r = load::Resolve::parse(&format!("{host}:{}:{}", addr.port(), addr.ip()))?;
             cfg.resolve.push(r);
         }
-        crate::reach::own_target(&cfg, addr).map_err(|e| e.to_string())?;
+        crate::reach::own_target(&cfg, addr)?;
         cfg.insecure = true;
         cfg.timeout = Duration::from_secs(1).min(plan.timeout);
         let probe = if grpc {
-            Prepared::Grpc(load::probe::GrpcProbe::new(&cfg).map_err(|e| e.to_string())?)
+            Prepared::Grpc(load::probe::GrpcProbe::new(&cfg)?)
         } else {
-            Prepared::Http(load::probe::Probe::new(&cfg).map_err(|e| e.to_string())?)
+            Prepared::Http(load::probe::Probe::new(&cfg)?)
         };
         Ok(Asker {
             probe,

@@ -24,12 +24,13 @@ const OLD_WORKERS_WITH_STREAMS: Duration = Duration::from_secs(2);
 /// `GET /generation` of a pod's admin listener, at `sa` (its pod IP, or its port-forward). The
 /// answer is read to its Content-Length, not to the connection's close: through a port-forward
 /// the close reaches here about a second after the pod's, longer than `timeout`.
-fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
-    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{sa}: {e}"))?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
+fn generation_at(sa: SocketAddr, timeout: Duration) -> std::io::Result<u64> {
+    use std::io::{Error, ErrorKind};
+    let at = |e: Error| Error::new(e.kind(), format!("{sa}: {e}"));
+    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(at)?;
+    s.set_read_timeout(Some(timeout)).map_err(at)?;
     s.write_all(b"GET /generation HTTP/1.0\r\nHost: admin\r\n\r\n")
-        .map_err(|e| e.to_string())?;
+        .map_err(at)?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 512];
     loop {
@@ -46,14 +47,17 @@ fn generation_at(sa: SocketAddr, timeout: Duration) -> Result<u64, String> {
         match s.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
-            Err(e) => return Err(format!("{sa}: {e}")),
+            Err(e) => return Err(at(e)),
         }
     }
     let buf = String::from_utf8_lossy(&raw);
     let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default();
-    body.trim()
-        .parse()
-        .map_err(|_| format!("{sa}: no generation in {body:?}"))
+    body.trim().parse().map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("{sa}: no generation in {body:?}"),
+        )
+    })
 }
 
 /// How one pod's wait for a new generation ended.

@@ -143,8 +143,7 @@ impl Platform for Kubernetes {
             (&self.namespace, &run_id),
             (&image, &super::Pulling::of(&self.spec)),
             spec,
-        )
-        .map_err(PlatformError::Agents)?;
+        )?;
         Ok(Box::new(a))
     }
 }

@@ -824,7 +824,7 @@ impl Stage for KubeStage {
                         action: action.kind().to_string(),
                         detail: String::new(),
                         duration_ms: 0.0,
-                        error: Some(e),
+                        error: Some(e.to_string()),
                         limit: false,
                     }],
                     ..Applied::default()

@@ -27,9 +27,7 @@ impl Platform for Local {
     }
 
     fn agents(&self, spec: &AgentsSpec<'_>) -> Result<Box<dyn Agents>, PlatformError> {
-        Ok(Box::new(
-            agents::LocalAgents::start(spec).map_err(PlatformError::Agents)?,
-        ))
+        Ok(Box::new(agents::LocalAgents::start(spec)?))
     }
 
     fn on_this_machine(&self) -> bool {

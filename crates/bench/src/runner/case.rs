@@ -158,12 +158,102 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, CaseError
         })
         .collect::<Result<Vec<_>, LoadError>>()?;
 
-    // The agents of the loads that run on agents, ready before any load starts. A load whose
-    // target does not answer from this machine (a remote cluster's Service) runs from one
-    // agent in the cluster, and the case's findings say so. A long-lived load runs here.
+    let (agents, notes) = start_agents(case, ctx, stack.as_ref(), &configs)?;
+    // The stack serves: the case's clock starts now, on every platform, so that an action at
+    // "1s" comes a second after the loads could start, however long the stage took (pods and
+    // a Service on Kubernetes take seconds, processes here milliseconds).
+    let origin = Instant::now();
+    let monotonic_origin_ns = monotonic_ns(origin);
+    let stage_s = origin.duration_since(stage_origin).as_secs_f64();
+    stack.serving(origin);
+    // The case's origin on the wall clock: a distributed load's agents count their seconds
+    // from it, as a local load does.
+    let origin_unix_ns = agent::proto::now_ns() - origin.elapsed().as_nanos() as u64;
+
+    let progress = Arc::new(Progress::new(
+        format!("case {}/{} {}", ctx.index + 1, ctx.total, case.name),
+        case.planned_length(),
+        origin,
+        ctx.opts.progress,
+    ));
+    let scope = openmetrics::Scope {
+        proxy: ctx.proxy.map(str::to_string),
+        case: Some(case.name.clone()),
+    };
+    let case_feed = ctx
+        .opts
+        .metrics
+        .as_ref()
+        .map(|m| m.case(&scope, case.steps.len(), origin_unix_ns as f64 / 1e9));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut loads = Vec::new();
+    for ((spec, plan), agents) in case.loads.iter().zip(configs).zip(agents) {
+        let cfg = match plan {
+            LoadPlan::Http(cfg) => cfg,
+            LoadPlan::Stream(cfg) => {
+                loads.push(spawn_stream(spec, cfg, origin, ctx, &finished)?);
+                continue;
+            }
+        };
+        let clock = (origin, origin_unix_ns);
+        let h = spawn_http(
+            spec,
+            cfg,
+            agents,
+            clock,
+            ctx,
+            (&scope, &progress, &finished),
+        )?;
+        loads.push(h);
+    }
+
+    let collecting = Arc::new(AtomicBool::new(true));
+    let collector = spawn_collector(stack.handles(), origin, collecting.clone());
+    Ok(Running {
+        origin,
+        monotonic_origin_ns,
+        stage_s,
+        notes,
+        stack,
+        logs_dir,
+        progress,
+        finished,
+        loads,
+        collecting,
+        collector,
+        metrics: case_feed,
+    })
+}
+
+/// One load of a case, configured: short HTTP requests, or long-lived connections.
+enum LoadPlan {
+    Http(load::Config),
+    Stream(load::StreamConfig),
+}
+
+/// What one load's thread hands back.
+pub(super) enum LoadRun {
+    Http(LoadOut),
+    /// A long-lived load's summary, with every connection's life.
+    Stream(model::stream::StreamSummary),
+}
+
+/// A load's agents, when it runs on agents.
+type LoadAgents = Option<Box<dyn platform::Agents>>;
+
+/// The agents of the loads that run on agents, ready before any load starts, one entry a load
+/// (`None` for a load that runs here), and the case's notes about them. A load whose target does
+/// not answer from this machine (a remote cluster's Service) runs from one agent in the cluster,
+/// and the case's findings say so. A long-lived load runs here.
+fn start_agents(
+    case: &Case,
+    ctx: &CaseCtx<'_>,
+    stack: &dyn Stage,
+    configs: &[LoadPlan],
+) -> Result<(Vec<LoadAgents>, Vec<String>), CaseError> {
     let mut agents = Vec::new();
     let mut notes = Vec::new();
-    for (spec, plan) in case.loads.iter().zip(&configs) {
+    for (spec, plan) in case.loads.iter().zip(configs) {
         let LoadPlan::Http(cfg) = plan else {
             agents.push(None);
             continue;
@@ -203,130 +293,76 @@ pub(super) fn start(case: &Case, ctx: &CaseCtx<'_>) -> Result<Running, CaseError
             ),
         });
     }
-    // The stack serves: the case's clock starts now, on every platform, so that an action at
-    // "1s" comes a second after the loads could start, however long the stage took (pods and
-    // a Service on Kubernetes take seconds, processes here milliseconds).
-    let origin = Instant::now();
-    let monotonic_origin_ns = monotonic_ns(origin);
-    let stage_s = origin.duration_since(stage_origin).as_secs_f64();
-    stack.serving(origin);
-    // The case's origin on the wall clock: a distributed load's agents count their seconds
-    // from it, as a local load does.
-    let origin_unix_ns = agent::proto::now_ns() - origin.elapsed().as_nanos() as u64;
+    Ok((agents, notes))
+}
 
-    let progress = Arc::new(Progress::new(
-        format!("case {}/{} {}", ctx.index + 1, ctx.total, case.name),
-        case.planned_length(),
-        origin,
-        ctx.opts.progress,
-    ));
-    let scope = openmetrics::Scope {
-        proxy: ctx.proxy.map(str::to_string),
-        case: Some(case.name.clone()),
-    };
-    let case_feed = ctx
+/// Starts an HTTP load's thread: here, it waits for the load's start and runs it on the case's
+/// clock (`origin`, and on the wall clock `origin_unix_ns`) with its seconds shown and fed to the
+/// live metrics; on agents, it runs it through them. Either way it counts itself finished.
+fn spawn_http(
+    spec: &LoadSpec,
+    mut cfg: load::Config,
+    agents: LoadAgents,
+    (origin, origin_unix_ns): (Instant, u64),
+    ctx: &CaseCtx<'_>,
+    (scope, progress, finished): (&openmetrics::Scope, &Arc<Progress>, &Arc<AtomicUsize>),
+) -> Result<thread::JoinHandle<Result<LoadRun, LoadError>>, CaseError> {
+    let feed = ctx
         .opts
         .metrics
         .as_ref()
-        .map(|m| m.case(&scope, case.steps.len(), origin_unix_ns as f64 / 1e9));
-    let finished = Arc::new(AtomicUsize::new(0));
-    let mut loads = Vec::new();
-    for ((spec, plan), agents) in case.loads.iter().zip(configs).zip(agents) {
-        let mut cfg = match plan {
-            LoadPlan::Http(cfg) => cfg,
-            LoadPlan::Stream(cfg) => {
-                loads.push(spawn_stream(spec, cfg, origin, ctx, &finished)?);
-                continue;
-            }
-        };
-        let feed = ctx
-            .opts
-            .metrics
-            .as_ref()
-            .map(|m| m.load(&scope, &spec.name, cfg.rate));
-        if let (Some(f), None) = (feed.clone(), &agents) {
-            cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
-                f.second(row, hdr)
-            })));
-        }
-        let stop = ctx.opts.stop.clone();
-        let finished = finished.clone();
-        let progress = progress.clone();
-        let start = spec.start.0;
-        let name = spec.name.clone();
-        let h = thread::Builder::new()
-            .name(format!("pb-run-{}", spec.name))
-            .spawn(move || {
-                let out = match agents {
-                    None => {
-                        let begin = origin + start;
-                        while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
-                            thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
-                        }
-                        let p2 = progress.clone();
-                        let n2 = name.clone();
-                        let control = load::Control {
-                            stop,
-                            origin,
-                            on_second: Some(Box::new(move |s: &model::Second| p2.second(&n2, s))),
-                        };
-                        load::run(&cfg, &control)
-                            .map(|outcome| LoadOut {
-                                outcome,
-                                distributed: None,
-                            })
-                            .map(LoadRun::Http)
-                            .map_err(|e| LoadError::new(&name, e))
-                    }
-                    Some(a) => on_agents(
-                        &name,
-                        a,
-                        &cfg,
-                        (origin_unix_ns, start),
-                        stop,
-                        (&progress, feed.as_ref()),
-                    )
-                    .map(LoadRun::Http),
-                };
-                if let Some(f) = &feed {
-                    f.end();
-                }
-                finished.fetch_add(1, Ordering::SeqCst);
-                out
-            })
-            .map_err(CaseError::Thread)?;
-        loads.push(h);
+        .map(|m| m.load(scope, &spec.name, cfg.rate));
+    if let (Some(f), None) = (feed.clone(), &agents) {
+        cfg.on_second_hdr = Some(load::SecondHdrSink(Arc::new(move |row, hdr| {
+            f.second(row, hdr)
+        })));
     }
-
-    let collecting = Arc::new(AtomicBool::new(true));
-    let collector = spawn_collector(stack.handles(), origin, collecting.clone());
-    Ok(Running {
-        origin,
-        monotonic_origin_ns,
-        stage_s,
-        notes,
-        stack,
-        logs_dir,
-        progress,
-        finished,
-        loads,
-        collecting,
-        collector,
-        metrics: case_feed,
-    })
-}
-
-/// One load of a case, configured: short HTTP requests, or long-lived connections.
-enum LoadPlan {
-    Http(load::Config),
-    Stream(load::StreamConfig),
-}
-
-/// What one load's thread hands back.
-pub(super) enum LoadRun {
-    Http(LoadOut),
-    /// A long-lived load's summary, with every connection's life.
-    Stream(model::stream::StreamSummary),
+    let stop = ctx.opts.stop.clone();
+    let finished = finished.clone();
+    let progress = progress.clone();
+    let start = spec.start.0;
+    let name = spec.name.clone();
+    thread::Builder::new()
+        .name(format!("pb-run-{}", spec.name))
+        .spawn(move || {
+            let out = match agents {
+                None => {
+                    let begin = origin + start;
+                    while Instant::now() < begin && !stop.load(Ordering::SeqCst) {
+                        thread::sleep((begin - Instant::now()).min(Duration::from_millis(50)));
+                    }
+                    let p2 = progress.clone();
+                    let n2 = name.clone();
+                    let control = load::Control {
+                        stop,
+                        origin,
+                        on_second: Some(Box::new(move |s: &model::Second| p2.second(&n2, s))),
+                    };
+                    load::run(&cfg, &control)
+                        .map(|outcome| LoadOut {
+                            outcome,
+                            distributed: None,
+                        })
+                        .map(LoadRun::Http)
+                        .map_err(|e| LoadError::new(&name, e))
+                }
+                Some(a) => on_agents(
+                    &name,
+                    a,
+                    &cfg,
+                    (origin_unix_ns, start),
+                    stop,
+                    (&progress, feed.as_ref()),
+                )
+                .map(LoadRun::Http),
+            };
+            if let Some(f) = &feed {
+                f.end();
+            }
+            finished.fetch_add(1, Ordering::SeqCst);
+            out
+        })
+        .map_err(CaseError::Thread)
 }
 
 /// Starts a long-lived load's thread: it waits for the load's start, runs it on the case's

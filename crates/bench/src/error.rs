@@ -62,10 +62,10 @@ pub enum StackError {
     Grow(String),
     /// A built-in generator cannot make its parameters for this run.
     #[error(transparent)]
-    Generator(#[from] scenario::generators::GeneratorError),
+    Generator(#[from] manifests::generators::GeneratorError),
     /// A template does not render with the run's values.
     #[error("template {0}")]
-    Template(#[from] scenario::template::TemplateError),
+    Template(#[from] manifests::template::TemplateError),
     /// An `exec` action's command failed, timed out or could not run.
     #[error("{0}")]
     Exec(String),

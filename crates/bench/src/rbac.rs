@@ -154,7 +154,7 @@ fn action_needs(
             let w = why(format!("grow {} ({})", g.what.name(), file_name(&path)));
             let gns = g.namespace.as_deref();
             let target = gns.or(run_ns).unwrap_or("rbac");
-            let text = scenario::generators::source(&t).map_err(|e| RbacError::Template {
+            let text = manifests::generators::source(&t).map_err(|e| RbacError::Template {
                 file: path.clone(),
                 message: e.to_string(),
             })?;
@@ -243,18 +243,18 @@ fn render(
     text: &str,
     i: u32,
     namespace: &str,
-    params: Option<&scenario::template::Params>,
+    params: Option<&manifests::template::Params>,
 ) -> Result<String, RbacError> {
     let groups: Vec<String> = case.backends.iter().map(|b| b.name.clone()).collect();
-    let backends = scenario::template::stand_in_backends(groups.iter());
-    let vars = scenario::template::ItemVars {
+    let backends = manifests::template::stand_in_backends(groups.iter());
+    let vars = manifests::template::ItemVars {
         i,
         namespace,
         run: "rbac",
         params,
         backends: Some(&backends),
     };
-    scenario::template::check_item(file, text, vars).map_err(|e| RbacError::Template {
+    manifests::template::check_item(file, text, vars).map_err(|e| RbacError::Template {
         file: file.to_path_buf(),
         message: e.to_string(),
     })
@@ -265,8 +265,9 @@ fn render(
 fn generator_params(
     g: &scenario::GrowSpec,
     ns: &str,
-) -> Result<Option<scenario::template::Params>, RbacError> {
-    use scenario::generators::{backend_ref, params, stand_in_certificate, BackendRef, BUILTIN};
+) -> Result<Option<manifests::template::Params>, RbacError> {
+    use manifests::generators::{params, stand_in_certificate, BackendRef};
+    use scenario::generators::{backend_ref, BUILTIN};
     let Some(t) = g.template.as_deref().filter(|t| t.starts_with(BUILTIN)) else {
         return Ok(None);
     };

@@ -106,6 +106,7 @@ fn rbac(a: RbacArgs) -> Result<ExitCode, CliError> {
             ..scenario::PlatformOverride::default()
         },
         skip_file_checks: false,
+        templates: Some(&manifests::CHECK),
         ..analysis::parse_options()
     };
     // The full form: the --quick form's actions are the same, fewer or shorter.

@@ -269,6 +269,7 @@ fn run_checked(a: RunArgs) -> Result<ExitCode, CliError> {
     let parse_opts = ParseOptions {
         platform: flags.clone(),
         skip_file_checks: false,
+        templates: Some(&manifests::CHECK),
         ..analysis::parse_options()
     };
     let mut scn = load_scenario(&a.scenario, a.quick, &parse_opts)?;
@@ -585,6 +586,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
             ..PlatformOverride::default()
         },
         skip_file_checks: false,
+        templates: Some(&manifests::CHECK),
         ..analysis::parse_options()
     };
     // Each form parses the other too; both are checked by their proxies, as `run` checks the

@@ -247,8 +247,8 @@ fn get(addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
 /// Nothing serves these (their GatewayClass has no controller); the routes growth of the run
 /// checks what serves.
 fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
-    use scenario::generators::{builtin, params, BackendRef};
-    use scenario::template::{check_item, ItemVars};
+    use manifests::generators::{builtin, params, BackendRef};
+    use manifests::template::{check_item, ItemVars};
     let specs = [
         serde_json::json!({"what": "routes", "to": 3, "gateway": "gw", "listener": "http", "backend_ref": "gw:8080"}),
         serde_json::json!({"what": "matches", "to": 3, "gateway": "gw", "backend_ref": "gw:8080", "path": "/m"}),
@@ -264,7 +264,7 @@ fn apply_generators(cluster: &k8s::Cluster, ns: &str, dir: &std::path::Path) {
         };
         let p = params(&g, ns, "gen", backend, &|hosts| {
             proxy::tls::self_signed_pem(hosts)
-                .map_err(|e| scenario::generators::CertificateError(e.to_string()))
+                .map_err(|e| manifests::generators::CertificateError(e.to_string()))
         })
         .unwrap();
         for i in 0..g.to {

@@ -12,7 +12,7 @@ use crate::spec::{
 use serde::Deserialize;
 use setup::proxy::ProxyConfig;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use units::Dur;
 
@@ -321,6 +321,8 @@ pub(crate) struct Where<'a> {
     /// The type of the proxy's Service on Kubernetes (`[platform] service_type`).
     pub(crate) service_type: crate::platform::ServiceKind,
     pub(crate) check_files: bool,
+    /// What renders the scenario's templates at parse (none: they are not rendered).
+    pub(crate) templates: Option<&'static dyn crate::Templates>,
 }
 
 /// How long an `exec` command may run when its action says no `timeout`.
@@ -533,14 +535,14 @@ impl Plan<'_> {
                      template of your own writes it in its manifests"
                 )));
             }
-            self.check_template(&mut g, p, None, groups)?;
+            self.check_template(&mut g, p, false, groups)?;
         } else if p.external.is_some() && g.what == GrowWhat::UpstreamServers {
             // The run's backend group grows behind the gateway.
             check_upstream_servers(&g, groups)?;
         } else if p.external.is_some() {
             // A built-in generator: rendered as a user's template is.
             crate::generators::check(&g, groups)?;
-            let (name, text) = crate::generators::builtin(g.what)
+            let name = crate::generators::builtin_name(g.what)
                 .ok_or("grow: upstream_servers has no generator")?;
             g.template = Some(name);
             if let Some(probe) = g.probe.as_mut() {
@@ -561,7 +563,7 @@ impl Plan<'_> {
                     probe.scheme = format!("grpc{}", &probe.scheme[4..]);
                 }
             }
-            self.check_template(&mut g, p, Some(text), groups)?;
+            self.check_template(&mut g, p, true, groups)?;
         } else {
             if let Some(k) = generator_key {
                 return Err(Invalid::from(format!(
@@ -704,19 +706,10 @@ impl Plan<'_> {
                 }
                 Err(e) => return Err(Invalid::from(format!("{action}: {}: {e}", path.display()))),
             }
-            if f.ends_with(".j2") {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("{action}: {}: {e}", path.display()))?;
-                let backends = crate::template::stand_in_backends(groups.keys());
-                let vars = crate::template::ItemVars {
-                    i: 0,
-                    namespace: spec.namespace.as_deref().unwrap_or("check"),
-                    run: "check",
-                    params: None,
-                    backends: Some(&backends),
-                };
-                crate::template::check_item(&path, &text, vars)
-                    .map_err(|e| format!("{action}: template {e}"))?;
+            if let (true, Some(t)) = (f.ends_with(".j2"), self.on.templates) {
+                let ns = spec.namespace.as_deref().unwrap_or("check");
+                t.check_manifest(&path, ns, groups)
+                    .map_err(|e| format!("{action}: {e}"))?;
             }
         }
         Ok(path)
@@ -768,14 +761,15 @@ impl Plan<'_> {
     }
 
     /// A templated growth: on Kubernetes, against an external gateway, with a template that
-    /// renders every item (0..`to`) into Kubernetes objects now, before the case starts; its
-    /// path is resolved against the scenario file.
-    /// `builtin` is a built-in generator's text (its parameters come from the grow table).
+    /// renders every item (0..`to`) into Kubernetes objects now, before the case starts (by
+    /// the parse's [`crate::Templates`]); its path is resolved against the scenario file.
+    /// `builtin`: the template is a built-in generator's (its parameters come from the grow
+    /// table), rendered even when files are not checked.
     fn check_template(
         &self,
         g: &mut GrowSpec,
         p: &ProxyConfig,
-        builtin: Option<&str>,
+        builtin: bool,
         groups: &BTreeMap<String, u32>,
     ) -> Result<(), Invalid> {
         let Some(t) = g.template.clone() else {
@@ -819,9 +813,10 @@ impl Plan<'_> {
                 )));
             }
         }
-        let path = match builtin {
-            Some(_) => PathBuf::from(&t),
-            None => relative_to_file(self.on.src, &t),
+        let path = if builtin {
+            PathBuf::from(&t)
+        } else {
+            relative_to_file(self.on.src, &t)
         };
         g.template = Some(path.display().to_string());
         let probe = g.probe.as_ref().ok_or(
@@ -829,73 +824,20 @@ impl Plan<'_> {
              are the growth's time to ready",
         )?;
         check_probe("grow", probe, None)?;
-        if !self.on.check_files && builtin.is_none() {
+        if self.on.check_files && !builtin {
+            std::fs::metadata(&path)
+                .map_err(|e| format!("grow: template {}: {e}", path.display()))?;
+        }
+        let Some(templates) = self.on.templates else {
+            return Ok(());
+        };
+        if !self.on.check_files && !builtin {
             return Ok(());
         }
         let ns = g.namespace.as_deref().unwrap_or("check");
-        let text = match builtin {
-            Some(text) => text.to_string(),
-            None => std::fs::read_to_string(&path)
-                .map_err(|e| format!("grow: template {}: {e}", path.display()))?,
-        };
-        // A built-in generator's parameters; at parse, the backend group's Service is given
-        // the stand-in name `backend-GROUP` (the platform names the real one).
-        let params = match builtin {
-            None => None,
-            Some(_) => {
-                let stand_in = g.backend.as_ref().map(|b| format!("backend-{b}"));
-                let backend = match (&stand_in, &g.backend_ref) {
-                    (Some(s), _) => crate::generators::BackendRef {
-                        service: s,
-                        port: 8080,
-                    },
-                    (None, Some(r)) => {
-                        let (service, port) =
-                            crate::generators::backend_ref(r).ok_or_else(|| {
-                                format!("grow: backend_ref '{r}' is not SERVICE:PORT")
-                            })?;
-                        crate::generators::BackendRef { service, port }
-                    }
-                    (None, None) => {
-                        return Err(Invalid::from("grow: a built-in generator needs a backend"))
-                    }
-                };
-                Some(
-                    crate::generators::params(
-                        g,
-                        ns,
-                        "check",
-                        backend,
-                        &crate::generators::stand_in_certificate,
-                    )
-                    .map_err(|e| format!("grow: {e}"))?,
-                )
-            }
-        };
-        let backends = crate::template::stand_in_backends(groups.keys());
-        for i in 0..g.to {
-            let vars = crate::template::ItemVars {
-                i,
-                namespace: ns,
-                run: "check",
-                params: params.as_ref(),
-                backends: Some(&backends),
-            };
-            crate::template::check_item(&path, &text, vars)
-                .map_err(|e| format!("grow: template {e}"))?;
-            for (what, s) in [("path", Some(&probe.path)), ("host", probe.host.as_ref())] {
-                if let Some(s) = s {
-                    let r =
-                        crate::template::render_item(Path::new(&format!("probe.{what}")), s, vars)
-                            .map_err(|e| format!("grow: {e}"))?;
-                    if what == "path" && !r.starts_with('/') {
-                        return Err(Invalid::from(format!(
-                            "grow: probe.path renders '{r}' for item {i}: a path starts with '/'"
-                        )));
-                    }
-                }
-            }
-        }
+        templates
+            .check_growth(g, ns, groups)
+            .map_err(|e| format!("grow: {e}"))?;
         Ok(())
     }
 

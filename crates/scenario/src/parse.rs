@@ -29,6 +29,9 @@ pub struct ParseOptions {
     /// The analyses a scenario may name with `analysis = "NAME"` (the analysis registry's
     /// names); any other name is an error at its line. Empty: a scenario may name none.
     pub analyses: Vec<&'static str>,
+    /// The engine that renders the manifest templates a scenario names, every item at parse
+    /// (`proxybench-manifests`); none: templates are read as names only.
+    pub templates: Option<&'static dyn crate::Templates>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +119,7 @@ impl Scenario {
             kind: platform.kind,
             service_type: platform.service_type,
             check_files: !opts.skip_file_checks,
+            templates: opts.templates,
         };
         let configs = cases_layered.configs.take();
         let mut cases = Vec::new();

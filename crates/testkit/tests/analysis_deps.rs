@@ -2,8 +2,10 @@
 //! from the machine, by construction. `proxybench-analysis`'s normal dependencies (what its
 //! library links; dev and build dependencies left out), followed to the end, hold no crate that
 //! makes system calls or runs async I/O: no libc, rustix, tokio, mio, kube or k8s-openapi, and
-//! none of our crates that drive processes, sockets or a cluster. On failure it names the path
-//! from analysis to each offending crate.
+//! none of our crates that drive processes, sockets or a cluster. Nor does it carry a template
+//! engine: the scenario language names manifest templates, and the crate that renders them
+//! (proxybench-manifests) is the run's, not the reader's. On failure it names the path from
+//! analysis to each offending crate.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -31,10 +33,14 @@ const FORBIDDEN: &[&str] = &[
     "proxybench-report",
 ];
 
+/// What renders manifests: the template engine, the YAML reader its output is checked with,
+/// and our crate that holds them.
+const TEMPLATING: &[&str] = &["minijinja", "serde-saphyr", "proxybench-manifests"];
+
 #[test]
 fn analysis_has_no_system_dependency() {
     let graph = normal_graph();
-    let (reached, found) = offenders(&graph, "proxybench-analysis");
+    let (reached, found) = offenders(&graph, "proxybench-analysis", FORBIDDEN);
     assert!(
         reached.iter().any(|n| n == "proxybench-scenario"),
         "the walk did not reach proxybench-scenario: is the graph read right?"
@@ -47,9 +53,35 @@ fn analysis_has_no_system_dependency() {
     );
 }
 
-/// The crates `start` reaches (names) and, for each forbidden one among them, the path to it
-/// (`a -> b -> libc`). Breadth first, so each path is a shortest one.
-fn offenders(graph: &BTreeMap<String, Vec<String>>, start: &str) -> (Vec<String>, Vec<String>) {
+#[test]
+fn analysis_has_no_template_engine() {
+    let graph = normal_graph();
+    let (reached, found) = offenders(&graph, "proxybench-analysis", TEMPLATING);
+    assert!(
+        reached.iter().any(|n| n == "proxybench-scenario"),
+        "the walk did not reach proxybench-scenario: is the graph read right?"
+    );
+    assert!(
+        found.is_empty(),
+        "proxybench-analysis reaches a template engine (templates are rendered by \
+         proxybench-manifests, which the scenario language asks through scenario::Templates):\n{}",
+        found.join("\n")
+    );
+    // The run renders its templates: the guard would see the engine if it were there.
+    let (_, bench) = offenders(&graph, "proxybench-bench", TEMPLATING);
+    assert!(
+        bench.iter().any(|p| p.ends_with("-> minijinja")),
+        "bench renders manifests, yet the walk finds no minijinja: {bench:?}"
+    );
+}
+
+/// The crates `start` reaches (names) and, for each one of `forbidden` among them, the path to
+/// it (`a -> b -> libc`). Breadth first, so each path is a shortest one.
+fn offenders(
+    graph: &BTreeMap<String, Vec<String>>,
+    start: &str,
+    forbidden: &[&str],
+) -> (Vec<String>, Vec<String>) {
     let start = graph
         .keys()
         .find(|id| name_of(id) == start)
@@ -68,7 +100,7 @@ fn offenders(graph: &BTreeMap<String, Vec<String>>, start: &str) -> (Vec<String>
     }
     let mut found = Vec::new();
     for id in via.keys() {
-        if FORBIDDEN.contains(&name_of(id)) {
+        if forbidden.contains(&name_of(id)) {
             let mut path = vec![name_of(id).to_string()];
             let mut at = id.clone();
             while let Some(prev) = via.get(&at).filter(|p| !p.is_empty()) {
@@ -164,7 +196,7 @@ fn the_walk_names_the_path_to_an_offending_crate() {
     ]
     .into_iter()
     .collect();
-    let (reached, found) = offenders(&graph, "proxybench-analysis");
+    let (reached, found) = offenders(&graph, "proxybench-analysis", FORBIDDEN);
     assert_eq!(reached.len(), 5);
     assert_eq!(
         found,

@@ -229,8 +229,9 @@ impl KubeStage {
         g: &GrowSpec,
         ns: &str,
         run: &str,
-    ) -> Result<Option<scenario::template::Params>, StackError> {
-        use scenario::generators::{backend_ref, params, BackendRef, BUILTIN};
+    ) -> Result<Option<manifests::template::Params>, StackError> {
+        use manifests::generators::{params, BackendRef};
+        use scenario::generators::{backend_ref, BUILTIN};
         if !g
             .template
             .as_deref()
@@ -258,7 +259,7 @@ impl KubeStage {
         };
         params(g, ns, run, backend, &|hosts| {
             proxy::tls::self_signed_pem(hosts)
-                .map_err(|e| scenario::generators::CertificateError(e.to_string()))
+                .map_err(|e| manifests::generators::CertificateError(e.to_string()))
         })
         .map(Some)
         .map_err(StackError::from)
@@ -288,7 +289,7 @@ impl KubeStage {
         &self,
         action: &scenario::Action,
     ) -> Option<Result<scenario::Action, StackError>> {
-        use scenario::template::{check_item, ItemVars};
+        use manifests::template::{check_item, ItemVars};
         let (scenario::Action::Apply { file, .. } | scenario::Action::Delete { file, .. }) = action
         else {
             return None;
@@ -337,7 +338,7 @@ impl KubeStage {
         g: &GrowSpec,
         keep_going: &dyn Fn() -> bool,
     ) -> crate::platform::Applied {
-        use scenario::template::{check_item, render_item, ItemVars};
+        use manifests::template::{check_item, render_item, ItemVars};
         let mut out = crate::platform::Applied::default();
         let origin = self.served.origin;
         let event = |t0: Instant, detail: String, error: Option<String>| Event {
@@ -355,7 +356,7 @@ impl KubeStage {
             .clone()
             .unwrap_or_else(|| self.namespace.clone());
         let run = self.run_id.clone();
-        let setup = scenario::generators::source(&path.display().to_string())
+        let setup = manifests::generators::source(&path.display().to_string())
             .map_err(|e| format!("template {}: {e}", path.display()))
             .and_then(|text| {
                 self.generator_params(g, &ns, &run)

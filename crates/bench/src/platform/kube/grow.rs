@@ -333,22 +333,46 @@ impl KubeStage {
         Some(r)
     }
 
+    /// A templated growth: each step renders its items, applies them, runs the gateway's
+    /// reload command when it has one, waits for the condition and probes the newest item at
+    /// every replica; a template, write or probe that fails ends the growth with its event.
     pub(super) fn grow_template(
         &mut self,
         g: &GrowSpec,
         keep_going: &dyn Fn() -> bool,
     ) -> crate::platform::Applied {
-        use manifests::template::{check_item, render_item, ItemVars};
         let mut out = crate::platform::Applied::default();
-        let origin = self.served.origin;
-        let event = |t0: Instant, detail: String, error: Option<String>| Event {
-            t_s: t0.duration_since(origin).as_secs_f64(),
-            action: "grow".into(),
-            detail,
-            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
-            error,
-            limit: false,
+        let growth = match self.growth(g) {
+            Ok(x) => x,
+            Err(e) => {
+                let detail = format!("{} 0 -> {}", g.what.name(), g.to);
+                out.events.push(grow_event(
+                    self.served.origin,
+                    Instant::now(),
+                    detail,
+                    Some(e),
+                ));
+                return out;
+            }
         };
+        let mut n = 0;
+        while n < g.to && keep_going() {
+            let add = g.by.min(g.to - n);
+            if !self.grow_step(&growth, n, add, keep_going, &mut out) {
+                break;
+            }
+            n += add;
+            let until = Instant::now() + g.pause.0;
+            while Instant::now() < until && keep_going() {
+                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+            }
+        }
+        out
+    }
+
+    /// What every step of a templated growth uses, made once: the template's text, a built-in
+    /// generator's parameters, the probe, where the items are written, and the wait.
+    fn growth<'g>(&self, g: &'g GrowSpec) -> Result<Growth<'g>, String> {
         let path = PathBuf::from(g.template.clone().unwrap_or_default());
         let dir = self.configs_out.join("grow");
         let ns = g
@@ -356,35 +380,17 @@ impl KubeStage {
             .clone()
             .unwrap_or_else(|| self.namespace.clone());
         let run = self.run_id.clone();
-        let setup = manifests::generators::source(&path.display().to_string())
-            .map_err(|e| format!("template {}: {e}", path.display()))
-            .and_then(|text| {
-                self.generator_params(g, &ns, &run)
-                    .map(|params| (text.into_owned(), params))
-                    .map_err(|e| e.to_string())
-            })
-            .and_then(|text| {
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| format!("{}: {e}", dir.display()))
-                    .map(|()| text)
-            })
-            .and_then(|text| {
-                g.probe
-                    .clone()
-                    .ok_or_else(|| "a templated growth needs a probe".to_string())
-                    .map(|p| (text, p))
-            });
-        let ((text, params), spec) = match setup {
-            Ok(x) => x,
-            Err(e) => {
-                out.events.push(event(
-                    Instant::now(),
-                    format!("{} 0 -> {}", g.what.name(), g.to),
-                    Some(e),
-                ));
-                return out;
-            }
-        };
+        let text = manifests::generators::source(&path.display().to_string())
+            .map_err(|e| format!("template {}: {e}", path.display()))?
+            .into_owned();
+        let params = self
+            .generator_params(g, &ns, &run)
+            .map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let probe = g
+            .probe
+            .clone()
+            .ok_or_else(|| "a templated growth needs a probe".to_string())?;
         let wait = g.wait.as_deref().and_then(|w| {
             let c = w.strip_prefix("condition=")?;
             let (kind, status) = c.split_once('=').unwrap_or((c, "True"));
@@ -407,142 +413,213 @@ impl KubeStage {
             || path.display().to_string(),
             |f| f.to_string_lossy().into_owned(),
         );
-        let mut n = 0;
-        while n < g.to && keep_going() {
-            let add = g.by.min(g.to - n);
-            let last = n + add - 1;
-            let step = format!("{} {n} -> {}", g.what.name(), n + add);
-            let backends = self.backend_services();
-            let vars = |i| ItemVars {
-                i,
-                namespace: &ns,
-                run: &run,
-                params: params.as_ref(),
-                backends: Some(&backends),
-            };
-            // Render the step's items and the probe's host and path for its last item.
-            let made = (n..=last)
-                .map(|i| check_item(&path, &text, vars(i)))
-                .collect::<Result<Vec<String>, _>>()
-                .and_then(|docs| {
-                    let mut p = spec.clone();
-                    p.path =
-                        render_item(std::path::Path::new("probe.path"), &spec.path, vars(last))?;
-                    if let Some(h) = &spec.host {
-                        p.host = Some(render_item(
-                            std::path::Path::new("probe.host"),
-                            h,
-                            vars(last),
-                        )?);
-                    }
-                    Ok((docs, p))
-                });
-            let (docs, probe) = match made {
-                Ok(x) => x,
-                Err(e) => {
-                    out.events
-                        .push(event(Instant::now(), step, Some(e.to_string())));
-                    break;
-                }
-            };
-            let file = dir.join(format!("item-{n}.yaml"));
-            let body: String = docs
-                .iter()
-                .map(|d| format!("---\n{}{}", d, if d.ends_with('\n') { "" } else { "\n" }))
-                .collect();
-            if let Err(e) = std::fs::write(&file, body) {
-                out.events.push(event(
+        Ok(Growth {
+            g,
+            path,
+            text,
+            params,
+            probe,
+            ns,
+            run,
+            dir,
+            tname,
+            wait,
+            reload,
+        })
+    }
+
+    /// One step of a templated growth: items `n..n + add` rendered, written, applied and
+    /// probed, with its records added to `out`; false when the growth ends here.
+    fn grow_step(
+        &mut self,
+        growth: &Growth<'_>,
+        n: u32,
+        add: u32,
+        keep_going: &dyn Fn() -> bool,
+        out: &mut crate::platform::Applied,
+    ) -> bool {
+        let origin = self.served.origin;
+        let g = growth.g;
+        let last = n + add - 1;
+        let step = format!("{} {n} -> {}", g.what.name(), n + add);
+        let backends = self.backend_services();
+        let (docs, probe) = match growth.render(n, last, &backends) {
+            Ok(x) => x,
+            Err(e) => {
+                out.events.push(grow_event(
+                    origin,
                     Instant::now(),
                     step,
-                    Some(format!("{}: {e}", file.display())),
+                    Some(e.to_string()),
                 ));
-                break;
+                return false;
             }
-            let plan = match self.probe_plan(&probe, Some(&ns)) {
-                Ok(p) => p,
-                Err(e) => {
-                    out.events
-                        .push(event(Instant::now(), step, Some(e.to_string())));
-                    break;
-                }
-            };
-            let items = if add == 1 {
-                format!("{tname} item {last}")
-            } else {
-                format!("{tname} items {n}..={last}")
-            };
-            let cluster = self.cluster.clone();
-            let ((detail, r, rel), t0, replicas, perr) =
-                super::probe::probed(&cluster, &plan, keep_going, |t0| {
-                    let (detail, r) = super::run::manifest_action(
-                        &cluster,
-                        &ns,
-                        (&file, true, None),
-                        t0,
-                        items.clone(),
-                    );
-                    if let Err(e) = r {
-                        return (detail, Err(e), None);
-                    }
-                    // The gateway's controller: the external proxy's reload command.
-                    let rel = reload.then(|| {
-                        self.served.generation += 1;
-                        self.reload_attached()
-                    });
-                    if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
-                        return (detail, Err(StackError::Reload(e)), rel);
-                    }
-                    match &wait {
-                        Some(w) => {
-                            let (d, r) = super::run::wait_for(&cluster, &ns, &file, w, t0, detail);
-                            (d, r, rel)
-                        }
-                        None => (detail, Ok(None), rel),
-                    }
-                });
-            let t_s = t0.duration_since(origin).as_secs_f64();
-            let (condition_ms, error) = match r {
-                Ok(c) => (c, perr.clone()),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            // Time to ready of the step: when the last replica still there was ready.
-            let here: Vec<&model::ReplicaProbe> = replicas.iter().filter(|r| !r.gone).collect();
-            let ready_ms = (!here.is_empty())
-                .then(|| {
-                    here.iter()
-                        .map(|r| r.ready_ms)
-                        .collect::<Option<Vec<f64>>>()
-                })
-                .flatten()
-                .and_then(|v| v.into_iter().reduce(f64::max));
-            let rec =
-                super::probe::record(&plan, (t_s, "grow", items), condition_ms, replicas, perr);
-            out.ready.push(ReadyRecord {
-                t_s,
-                what: g.what.name().into(),
-                count: n + add,
-                item: rec.request.clone(),
-                generation: self.served.generation,
-                ready_ms,
-                error: error.clone(),
-            });
-            let detail = format!("{step}: {detail}; {}", super::probe::summary(&rec));
-            out.probes.push(rec);
-            out.reloads.extend(rel);
-            let failed = error.is_some();
-            out.events.push(Event {
-                t_s,
-                ..event(t0, detail, error)
-            });
-            if failed && g.stop_on_error {
-                break;
-            }
-            n += add;
-            let until = Instant::now() + g.pause.0;
-            while Instant::now() < until && keep_going() {
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-            }
+        };
+        let file = growth.dir.join(format!("item-{n}.yaml"));
+        let body: String = docs
+            .iter()
+            .map(|d| format!("---\n{}{}", d, if d.ends_with('\n') { "" } else { "\n" }))
+            .collect();
+        if let Err(e) = std::fs::write(&file, body) {
+            let e = format!("{}: {e}", file.display());
+            out.events
+                .push(grow_event(origin, Instant::now(), step, Some(e)));
+            return false;
         }
-        out
+        let plan = match self.probe_plan(&probe, Some(&growth.ns)) {
+            Ok(p) => p,
+            Err(e) => {
+                out.events.push(grow_event(
+                    origin,
+                    Instant::now(),
+                    step,
+                    Some(e.to_string()),
+                ));
+                return false;
+            }
+        };
+        let items = if add == 1 {
+            format!("{} item {last}", growth.tname)
+        } else {
+            format!("{} items {n}..={last}", growth.tname)
+        };
+        let ns = &growth.ns;
+        let cluster = self.cluster.clone();
+        let ((detail, r, rel), t0, replicas, perr) =
+            super::probe::probed(&cluster, &plan, keep_going, |t0| {
+                let (detail, r) = super::run::manifest_action(
+                    &cluster,
+                    ns,
+                    (&file, true, None),
+                    t0,
+                    items.clone(),
+                );
+                if let Err(e) = r {
+                    return (detail, Err(e), None);
+                }
+                // The gateway's controller: the external proxy's reload command.
+                let rel = growth.reload.then(|| {
+                    self.served.generation += 1;
+                    self.reload_attached()
+                });
+                if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
+                    return (detail, Err(StackError::Reload(e)), rel);
+                }
+                match &growth.wait {
+                    Some(w) => {
+                        let (d, r) = super::run::wait_for(&cluster, ns, &file, w, t0, detail);
+                        (d, r, rel)
+                    }
+                    None => (detail, Ok(None), rel),
+                }
+            });
+        let t_s = t0.duration_since(origin).as_secs_f64();
+        let (condition_ms, error) = match r {
+            Ok(c) => (c, perr.clone()),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        // Time to ready of the step: when the last replica still there was ready.
+        let here: Vec<&model::ReplicaProbe> = replicas.iter().filter(|r| !r.gone).collect();
+        let ready_ms = (!here.is_empty())
+            .then(|| {
+                here.iter()
+                    .map(|r| r.ready_ms)
+                    .collect::<Option<Vec<f64>>>()
+            })
+            .flatten()
+            .and_then(|v| v.into_iter().reduce(f64::max));
+        let rec = super::probe::record(&plan, (t_s, "grow", items), condition_ms, replicas, perr);
+        out.ready.push(ReadyRecord {
+            t_s,
+            what: g.what.name().into(),
+            count: n + add,
+            item: rec.request.clone(),
+            generation: self.served.generation,
+            ready_ms,
+            error: error.clone(),
+        });
+        let detail = format!("{step}: {detail}; {}", super::probe::summary(&rec));
+        out.probes.push(rec);
+        out.reloads.extend(rel);
+        let failed = error.is_some();
+        out.events.push(Event {
+            t_s,
+            ..grow_event(origin, t0, detail, error)
+        });
+        !(failed && g.stop_on_error)
+    }
+}
+
+/// A templated growth's event at `t0` (its time from the case's `origin`), lasting until now.
+fn grow_event(origin: Instant, t0: Instant, detail: String, error: Option<String>) -> Event {
+    Event {
+        t_s: t0.duration_since(origin).as_secs_f64(),
+        action: "grow".into(),
+        detail,
+        duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+        error,
+        limit: false,
+    }
+}
+
+/// What every step of a templated growth uses ([`KubeStage::growth`]).
+struct Growth<'g> {
+    /// The growth as the scenario gives it.
+    g: &'g GrowSpec,
+    /// Its template (a file, or a built-in generator's `builtin:WHAT`).
+    path: PathBuf,
+    /// The template's text.
+    text: String,
+    /// A built-in generator's parameters (none for a user's template).
+    params: Option<manifests::template::Params>,
+    /// The probe, its path and host still templates.
+    probe: scenario::ProbeSpec,
+    /// The namespace the items go to when they name none.
+    ns: String,
+    /// The run's id, `{{ run }}`.
+    run: String,
+    /// Where each step's items are written (the case's configs/grow).
+    dir: PathBuf,
+    /// The template's file name, as events and probe records name it.
+    tname: String,
+    /// The condition each step's objects are waited on for.
+    wait: Option<scenario::Wait>,
+    /// Whether each step runs the external gateway's reload command.
+    reload: bool,
+}
+
+impl Growth<'_> {
+    /// Items `n..=last` rendered, and the probe with its host and path rendered for the last.
+    fn render(
+        &self,
+        n: u32,
+        last: u32,
+        backends: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(Vec<String>, scenario::ProbeSpec), manifests::template::TemplateError> {
+        use manifests::template::{check_item, render_item, ItemVars};
+        let vars = |i| ItemVars {
+            i,
+            namespace: &self.ns,
+            run: &self.run,
+            params: self.params.as_ref(),
+            backends: Some(backends),
+        };
+        let docs = (n..=last)
+            .map(|i| check_item(&self.path, &self.text, vars(i)))
+            .collect::<Result<Vec<String>, _>>()?;
+        let mut p = self.probe.clone();
+        p.path = render_item(
+            std::path::Path::new("probe.path"),
+            &self.probe.path,
+            vars(last),
+        )?;
+        if let Some(h) = &self.probe.host {
+            p.host = Some(render_item(
+                std::path::Path::new("probe.host"),
+                h,
+                vars(last),
+            )?);
+        }
+        Ok((docs, p))
     }
 }

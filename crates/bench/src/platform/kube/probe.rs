@@ -212,39 +212,87 @@ fn coordinate(
     cancel: &AtomicBool,
     acted: &AtomicBool,
 ) -> (Vec<ReplicaProbe>, Option<String>) {
-    let deadline = t0 + plan.timeout;
-    let stop_all = Arc::new(AtomicBool::new(false));
-    let mut running: BTreeMap<String, Running> = BTreeMap::new();
-    // Pods the probe could not reach (tried again at each listing), and those of them that
-    // went away before it could.
-    let mut unreached: BTreeMap<String, Unreached> = BTreeMap::new();
-    let mut unreached_gone: BTreeMap<String, Unreached> = BTreeMap::new();
-    let mut last_list_error = None;
-    let start = |running: &mut BTreeMap<String, Running>, pods: Vec<PodPort>| {
+    let mut p = Probes {
+        plan,
+        t0,
+        deadline: t0 + plan.timeout,
+        stop_all: Arc::new(AtomicBool::new(false)),
+        running: BTreeMap::new(),
+        unreached: BTreeMap::new(),
+        unreached_gone: BTreeMap::new(),
+        last_list_error: None,
+    };
+    match first {
+        Ok((pods, not)) => {
+            p.start(pods);
+            p.unreached
+                .extend(not.into_iter().map(|u| (u.pod.clone(), u)));
+        }
+        Err(e) => p.last_list_error = Some(e.to_string()),
+    }
+    let mut next_list = Instant::now() + RELIST;
+    let mut listed_after = false;
+    loop {
+        let now = Instant::now();
+        if cancel.load(Ordering::SeqCst) || now >= p.deadline {
+            p.stop_all.store(true, Ordering::SeqCst);
+        }
+        let done = p.running.values().all(|r| r.handle.is_finished());
+        // Once the action is done, the pods are listed once more (a replica that came at its
+        // end is probed too) before the probe may end.
+        let acted_now = acted.load(Ordering::SeqCst);
+        if done && ((acted_now && listed_after) || p.stop_all.load(Ordering::SeqCst)) {
+            break;
+        }
+        if (now >= next_list || (acted_now && !listed_after)) && !p.stop_all.load(Ordering::SeqCst)
+        {
+            listed_after = acted_now;
+            next_list = now + RELIST;
+            p.relist(cluster);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    p.finish()
+}
+
+/// What [`coordinate`] keeps while a probe runs: the replicas being asked, those it could not
+/// reach (tried again at each listing) and those of them that went away before it could.
+struct Probes<'a> {
+    /// What is probed.
+    plan: &'a ProbePlan,
+    /// When the action started: the probes' times are from it.
+    t0: Instant,
+    /// When every probe stops (`t0` and the plan's timeout).
+    deadline: Instant,
+    /// Set to stop every probe (cancelled or past the deadline).
+    stop_all: Arc<AtomicBool>,
+    /// The replicas being asked, by pod.
+    running: BTreeMap<String, Running>,
+    /// Pods the probe could not reach yet.
+    unreached: BTreeMap<String, Unreached>,
+    /// Unreached pods that went away.
+    unreached_gone: BTreeMap<String, Unreached>,
+    /// The last listing's error, cleared by a listing that worked.
+    last_list_error: Option<String>,
+}
+
+impl Probes<'_> {
+    /// Starts a probe thread for each pod not probed yet.
+    fn start(&mut self, pods: Vec<PodPort>) {
+        let (t0, deadline) = (self.t0, self.deadline);
         for pp in pods {
-            if running.contains_key(&pp.pod) {
+            if self.running.contains_key(&pp.pod) {
                 continue;
             }
             let gone = Arc::new(AtomicBool::new(false));
-            let asker = match Asker::new(plan, pp.addr()) {
-                Ok(a) => a,
-                Err(e) => {
-                    let h = std::thread::spawn(move || Asked::failed(e.to_string()));
-                    running.insert(
-                        pp.pod.clone(),
-                        Running {
-                            addr: pp.addr(),
-                            gone,
-                            handle: h,
-                            port: pp,
-                        },
-                    );
-                    continue;
+            let handle = match Asker::new(self.plan, pp.addr()) {
+                Ok(asker) => {
+                    let (g, all) = (gone.clone(), self.stop_all.clone());
+                    std::thread::spawn(move || asker.until_stable(t0, deadline, &g, &all))
                 }
+                Err(e) => std::thread::spawn(move || Asked::failed(e.to_string())),
             };
-            let (g, all) = (gone.clone(), stop_all.clone());
-            let handle = std::thread::spawn(move || asker.until_stable(t0, deadline, &g, &all));
-            running.insert(
+            self.running.insert(
                 pp.pod.clone(),
                 Running {
                     addr: pp.addr(),
@@ -254,149 +302,142 @@ fn coordinate(
                 },
             );
         }
-    };
-    match first {
-        Ok((p, not)) => {
-            start(&mut running, p);
-            unreached.extend(not.into_iter().map(|u| (u.pod.clone(), u)));
-        }
-        Err(e) => last_list_error = Some(e.to_string()),
     }
-    let mut next_list = Instant::now() + RELIST;
-    let mut listed_after = false;
-    loop {
-        let now = Instant::now();
-        if cancel.load(Ordering::SeqCst) || now >= deadline {
-            stop_all.store(true, Ordering::SeqCst);
-        }
-        let done = running.values().all(|r| r.handle.is_finished());
-        // Once the action is done, the pods are listed once more (a replica that came at its
-        // end is probed too) before the probe may end.
-        let acted_now = acted.load(Ordering::SeqCst);
-        if done && ((acted_now && listed_after) || stop_all.load(Ordering::SeqCst)) {
-            break;
-        }
-        if (now >= next_list || (acted_now && !listed_after)) && !stop_all.load(Ordering::SeqCst) {
-            listed_after = acted_now;
-            next_list = now + RELIST;
-            match cluster.pods(&plan.namespace, Some(&plan.selector)) {
-                Ok(pods) => {
-                    let here: BTreeMap<&str, &k8s::PodInfo> = pods
-                        .iter()
-                        .filter(|p| !p.deleting)
-                        .map(|p| (p.name.as_str(), p))
-                        .collect();
-                    for (name, r) in &running {
-                        if !here.contains_key(name.as_str()) {
-                            r.gone.store(true, Ordering::SeqCst);
-                        }
-                    }
-                    let went: Vec<String> = unreached
-                        .keys()
-                        .filter(|n| !here.contains_key(n.as_str()))
-                        .cloned()
-                        .collect();
-                    for n in went {
-                        if let Some(u) = unreached.remove(&n) {
-                            unreached_gone.insert(n, u);
-                        }
-                    }
-                    // New replicas (scaled up, replacements), and ones not reached yet, are
-                    // probed from now on.
-                    let (ports, not) = reach(
-                        cluster,
-                        plan,
-                        here.values()
-                            .filter(|p| !running.contains_key(&p.name))
-                            .copied(),
-                    );
-                    for p in &ports {
-                        unreached.remove(&p.pod);
-                    }
-                    unreached.extend(not.into_iter().map(|u| (u.pod.clone(), u)));
-                    start(&mut running, ports);
-                    last_list_error = None;
-                }
-                Err(e) => last_list_error = Some(e.to_string()),
+
+    /// Lists the pods again: the probes of pods gone are told so, and new replicas
+    /// (scaled up, replacements) and ones not reached yet are probed from now on.
+    fn relist(&mut self, cluster: &Cluster) {
+        let plan = self.plan;
+        let pods = match cluster.pods(&plan.namespace, Some(&plan.selector)) {
+            Ok(pods) => pods,
+            Err(e) => {
+                self.last_list_error = Some(e.to_string());
+                return;
+            }
+        };
+        let here: BTreeMap<&str, &k8s::PodInfo> = pods
+            .iter()
+            .filter(|p| !p.deleting)
+            .map(|p| (p.name.as_str(), p))
+            .collect();
+        for (name, r) in &self.running {
+            if !here.contains_key(name.as_str()) {
+                r.gone.store(true, Ordering::SeqCst);
             }
         }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let mut out = Vec::new();
-    let mut unstable = None;
-    for (pod, r) in running {
-        let forward = r.port.forward_error();
-        let a = r
-            .handle
-            .join()
-            .unwrap_or_else(|_| Asked::failed("the probe thread panicked".into()));
-        let gone = a.stable.is_none() && r.gone.load(Ordering::SeqCst);
-        // No request got an answer: the pod's port was never reached, and nothing is known of
-        // what it serves (not a "not stable" of a replica that answered otherwise).
-        let unreached = !gone && !a.answered;
-        let why = (a.stable.is_none() && !gone).then(|| {
-            let mut w = if unreached {
-                match a.requests {
-                    0 => format!("no request could be sent: {}", a.last),
-                    n => format!(
-                        "not reached: none of {n} request(s) answered (last: {})",
-                        a.last
-                    ),
-                }
-            } else {
-                a.last.clone()
-            };
-            if let Some(f) = forward {
-                w = format!("{w} (port-forward: {f})");
+        let went: Vec<String> = self
+            .unreached
+            .keys()
+            .filter(|n| !here.contains_key(n.as_str()))
+            .cloned()
+            .collect();
+        for n in went {
+            if let Some(u) = self.unreached.remove(&n) {
+                self.unreached_gone.insert(n, u);
             }
-            w
-        });
-        if let (Some(w), None, false) = (&why, &unstable, unreached) {
-            unstable = Some(format!(
-                "pod {pod} was not stable within {:?} (last: {w})",
-                plan.timeout
-            ));
         }
-        out.push(ReplicaProbe {
-            pod,
-            addr: r.addr.to_string(),
-            first_ms: a.first.map(|t| ms(t0, t)),
-            ready_ms: a.ready.map(|t| ms(t0, t)),
-            stable_ms: a.stable.map(|t| ms(t0, t)),
-            requests: a.requests,
-            interval_us: a.interval_us(),
-            request_us: a.request_us(),
-            gone,
-            error: why,
-            unreached,
-        });
+        let (ports, not) = reach(
+            cluster,
+            plan,
+            here.values()
+                .filter(|p| !self.running.contains_key(&p.name))
+                .copied(),
+        );
+        for p in &ports {
+            self.unreached.remove(&p.pod);
+        }
+        self.unreached
+            .extend(not.into_iter().map(|u| (u.pod.clone(), u)));
+        self.start(ports);
+        self.last_list_error = None;
     }
-    // Pods that ran and could not be reached are recorded as such; those that went away before
-    // they could be, as gone.
-    for (gone, list) in [(false, unreached), (true, unreached_gone)] {
-        for (pod, u) in list {
-            out.push(ReplicaProbe {
-                pod,
-                addr: u.addr,
-                gone,
-                error: (!gone).then_some(u.why),
-                unreached: !gone,
-                ..ReplicaProbe::default()
+
+    /// Every replica's record, sorted by pod, and why the probe failed as a whole.
+    fn finish(self) -> (Vec<ReplicaProbe>, Option<String>) {
+        let plan = self.plan;
+        let mut out = Vec::new();
+        let mut unstable = None;
+        for (pod, r) in self.running {
+            let rec = asked(pod, r, self.t0);
+            if let (Some(w), None, false) = (&rec.error, &unstable, rec.unreached) {
+                unstable = Some(format!(
+                    "pod {} was not stable within {:?} (last: {w})",
+                    rec.pod, plan.timeout
+                ));
+            }
+            out.push(rec);
+        }
+        // Pods that ran and could not be reached are recorded as such; those that went away
+        // before they could be, as gone.
+        for (gone, list) in [(false, self.unreached), (true, self.unreached_gone)] {
+            for (pod, u) in list {
+                out.push(ReplicaProbe {
+                    pod,
+                    addr: u.addr,
+                    gone,
+                    error: (!gone).then_some(u.why),
+                    unreached: !gone,
+                    ..ReplicaProbe::default()
+                });
+            }
+        }
+        out.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let mut error = probe_error(&out, unstable);
+        if out.is_empty() {
+            error = Some(match self.last_list_error {
+                Some(e) => format!("listing {} in {}: {e}", plan.selector, plan.namespace),
+                None => format!(
+                    "no running pod matched {} in {} (or none could be reached)",
+                    plan.selector, plan.namespace
+                ),
             });
         }
+        (out, error)
     }
-    out.sort_by(|a, b| a.pod.cmp(&b.pod));
-    let mut error = probe_error(&out, unstable);
-    if out.is_empty() {
-        error = Some(match last_list_error {
-            Some(e) => format!("listing {} in {}: {e}", plan.selector, plan.namespace),
-            None => format!(
-                "no running pod matched {} in {} (or none could be reached)",
-                plan.selector, plan.namespace
-            ),
-        });
+}
+
+/// A replica's record once its probe thread has ended: its times from `t0`, and why it was
+/// not stable (not reached at all, or its last answer), with its port-forward's error.
+fn asked(pod: String, r: Running, t0: Instant) -> ReplicaProbe {
+    let forward = r.port.forward_error();
+    let a = r
+        .handle
+        .join()
+        .unwrap_or_else(|_| Asked::failed("the probe thread panicked".into()));
+    let gone = a.stable.is_none() && r.gone.load(Ordering::SeqCst);
+    // No request got an answer: the pod's port was never reached, and nothing is known of
+    // what it serves (not a "not stable" of a replica that answered otherwise).
+    let unreached = !gone && !a.answered;
+    let why = (a.stable.is_none() && !gone).then(|| {
+        let mut w = if unreached {
+            match a.requests {
+                0 => format!("no request could be sent: {}", a.last),
+                n => format!(
+                    "not reached: none of {n} request(s) answered (last: {})",
+                    a.last
+                ),
+            }
+        } else {
+            a.last.clone()
+        };
+        if let Some(f) = forward {
+            w = format!("{w} (port-forward: {f})");
+        }
+        w
+    });
+    ReplicaProbe {
+        pod,
+        addr: r.addr.to_string(),
+        first_ms: a.first.map(|t| ms(t0, t)),
+        ready_ms: a.ready.map(|t| ms(t0, t)),
+        stable_ms: a.stable.map(|t| ms(t0, t)),
+        requests: a.requests,
+        interval_us: a.interval_us(),
+        request_us: a.request_us(),
+        gone,
+        error: why,
+        unreached,
     }
-    (out, error)
 }
 
 /// Why a probe failed as a whole, from its replicas: the ones it did not reach (its evidence

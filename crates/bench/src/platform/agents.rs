@@ -367,79 +367,12 @@ impl KubeAgents {
                 run_id,
             )
             .map_err(api)?;
-        let pod = PodSpec {
-            restart_policy: Some("Never".into()),
-            host_network: Some(host_network),
-            // A loopback target is this machine's: agents on the node's network run on the node
-            // that is this machine.
-            node_selector: if host_network {
-                st.cluster.local_node_selector()
-            } else {
-                None
-            },
-            dns_policy: Some(
-                if host_network {
-                    "ClusterFirstWithHostNet"
-                } else {
-                    "ClusterFirst"
-                }
-                .into(),
-            ),
-            automount_service_account_token: Some(false),
-            enable_service_links: Some(false),
-            termination_grace_period_seconds: Some(2),
-            affinity: Some(Affinity {
-                pod_anti_affinity: Some(PodAntiAffinity {
-                    preferred_during_scheduling_ignored_during_execution: Some(vec![
-                        WeightedPodAffinityTerm {
-                            weight: 100,
-                            pod_affinity_term: PodAffinityTerm {
-                                label_selector: Some(LabelSelector {
-                                    match_labels: Some(
-                                        [(AGENTS_LABEL.to_string(), job.clone())].into(),
-                                    ),
-                                    ..Default::default()
-                                }),
-                                topology_key: "kubernetes.io/hostname".into(),
-                                ..Default::default()
-                            },
-                        },
-                    ]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            volumes: Some(vec![Volume {
-                name: "agent".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(job.clone()),
-                    // Read by the pods' group (their non-root user is not the owner).
-                    default_mode: Some(0o440),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            containers: vec![Container {
-                name: "agent".into(),
-                image: Some(image.to_string()),
-                image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
-                args: Some(vec![
-                    "agent".into(),
-                    "--listen".into(),
-                    "127.0.0.1:0".into(),
-                    "--token-file".into(),
-                    format!("{POD_DIR}/token"),
-                ]),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "agent".into(),
-                    mount_path: POD_DIR.into(),
-                    read_only: Some(true),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        // A loopback target is this machine's: agents on the node's network run on the node
+        // that is this machine.
+        let node_selector = host_network
+            .then(|| st.cluster.local_node_selector())
+            .flatten();
+        let pod = agent_pod(&job, image, host_network, node_selector);
         // A bound on the pods' life should the coordinator die without deleting them.
         let deadline = spec.ready_timeout
             + spec.cfg.duration.unwrap_or(Duration::from_secs(86_400))
@@ -681,6 +614,84 @@ impl Drop for KubeAgents {
     /// Agents that were never closed (an error, a panic) still go.
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// The pod of every agent of Job `job`: the agent listening on the pod's loopback behind its
+/// token, its files from the Job's Secret, spread over the nodes, on the node's network when
+/// the target is on loopback (`node_selector`: this machine's node).
+fn agent_pod(
+    job: &str,
+    image: &str,
+    host_network: bool,
+    node_selector: Option<BTreeMap<String, String>>,
+) -> PodSpec {
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        host_network: Some(host_network),
+        node_selector,
+        dns_policy: Some(
+            if host_network {
+                "ClusterFirstWithHostNet"
+            } else {
+                "ClusterFirst"
+            }
+            .into(),
+        ),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(2),
+        affinity: Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    WeightedPodAffinityTerm {
+                        weight: 100,
+                        pod_affinity_term: PodAffinityTerm {
+                            label_selector: Some(LabelSelector {
+                                match_labels: Some(
+                                    [(AGENTS_LABEL.to_string(), job.to_string())].into(),
+                                ),
+                                ..Default::default()
+                            }),
+                            topology_key: "kubernetes.io/hostname".into(),
+                            ..Default::default()
+                        },
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        volumes: Some(vec![Volume {
+            name: "agent".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(job.to_string()),
+                // Read by the pods' group (their non-root user is not the owner).
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        containers: vec![Container {
+            name: "agent".into(),
+            image: Some(image.to_string()),
+            image_pull_policy: Some(PullPolicy::for_image(image).to_string()),
+            args: Some(vec![
+                "agent".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--token-file".into(),
+                format!("{POD_DIR}/token"),
+            ]),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "agent".into(),
+                mount_path: POD_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }],
+        ..Default::default()
     }
 }
 

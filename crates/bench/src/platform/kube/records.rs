@@ -3,7 +3,9 @@
 
 use super::{KubeStage, ENDPOINT_ROLE, PROXY};
 use crate::error::StackError;
-use k8s::collect::{Collected, Collector, PodTimeline, ProbeCounts};
+use k8s::collect::{
+    Collected, Collector, EndpointChange, PodTimeline, PodUsage, ProbeCounts, Scrape, WarningEvent,
+};
 use k8s::LogFollowers;
 use model::ClusterRecord;
 use proxy::logs::Parse as _;
@@ -15,109 +17,34 @@ use std::time::Duration;
 impl KubeStage {
     /// What the collectors gathered, as the case's cluster record.
     pub(super) fn record(&mut self) -> ClusterRecord {
-        let info = self.cluster.info();
-        let mut rec = ClusterRecord {
-            namespace: self.namespace.clone(),
-            context: info.context.clone(),
-            server_version: info.version.clone(),
-            proxy_grace_s: self.proxy_stop.map(|s| s.0),
-            proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
-            pod_path: self.pod_path.map(|p| p.as_str().to_string()),
-            load_targets: {
-                let mut t = std::mem::take(
-                    &mut *self.load_targets.lock().unwrap_or_else(|p| p.into_inner()),
-                );
-                if let Some((kind, Some(ip))) = self.service {
-                    t.insert(
-                        String::new(),
-                        format!(
-                            "Service `{}` ({kind}) at its ClusterIP {ip}",
-                            self.name(PROXY)
-                        ),
-                    );
-                }
-                t
-            },
-            ..ClusterRecord::default()
-        };
-        let mut absent = |what: &str, a: &Option<String>| {
-            if let Some(a) = a {
-                rec.absent.push(format!("{what}: {a}"));
-            }
-        };
+        let mut rec = self.record_header();
         let pods: Vec<Collected<PodTimeline>> = self.pods.drain(..).map(Collector::stop).collect();
         let warnings: Vec<_> = self.warnings.drain(..).map(Collector::stop).collect();
-        let metrics: Vec<(String, Collected<Vec<k8s::collect::PodUsage>>)> = self
+        let metrics: Vec<(String, Collected<Vec<PodUsage>>)> = self
             .metrics
             .drain(..)
             .map(|m| (m.what().to_string(), m.stop()))
             .collect();
         let scrape = self.scrape.take().map(Collector::stop);
         let endpoints = self.endpoints.take().map(Collector::stop);
-        if let Some(e) = &endpoints {
-            absent("EndpointSlice watch", &e.absent);
-        }
         if let Some(p) = self.probes.take().map(Collector::stop) {
             self.notes.push(probe_note(&p));
         }
-        for p in &pods {
-            absent("pod watch", &p.absent);
-        }
-        for w in &warnings {
-            absent("events", &w.absent);
-        }
-        // The metrics API is absent when no sampler got a sample; one that got none beside
-        // others that did (a watched namespace's selector picked no pod) is a note.
-        if metrics.iter().all(|(_, m)| m.absent.is_some()) {
-            if let Some((_, m)) = metrics.first() {
-                absent("metrics API", &m.absent);
-            }
-        } else {
-            for (what, m) in &metrics {
-                if let Some(a) = &m.absent {
-                    self.notes
-                        .push(format!("The metrics API gave nothing for the {what}: {a}."));
-                }
-            }
-        }
-        if let Some(s) = &scrape {
-            absent("Prometheus scrape", &s.absent);
-        }
+        let stopped = Stopped {
+            pods: &pods,
+            warnings: &warnings,
+            metrics: &metrics,
+            scrape: scrape.as_ref(),
+            endpoints: endpoints.as_ref(),
+        };
+        stopped.absences(&mut rec.absent, &mut self.notes);
         // The case's own pods by their names (`proxy-<run id>-...`, `backend-GROUP-<run id>-...`);
         // any other pod of the namespace is a watched one.
-        let (own_proxy, own_run) = (
+        let own = (
             format!("{}-", self.name(PROXY)),
             format!("-{}-", self.run_id),
         );
-        for p in pods {
-            for c in p.data.changes {
-                let role = if c.pod.starts_with(&own_proxy) {
-                    "proxy"
-                } else if c.pod.starts_with("backend-") && c.pod.contains(&own_run) {
-                    "backend"
-                } else {
-                    "watched"
-                };
-                rec.pods.push(model::PodChange {
-                    t_s: c.t_s,
-                    pod: c.pod,
-                    role: role.into(),
-                    phase: if c.gone { "Deleted".into() } else { c.phase },
-                    ready: c.ready,
-                    terminating: c.deleting,
-                });
-            }
-            for r in p.data.restarts {
-                rec.restarts.push(model::RestartRecord {
-                    t_s: r.t_s,
-                    pod: r.pod,
-                    container: r.container,
-                    count: r.restarts.max(0) as u32,
-                    reason: r.reason.unwrap_or_default(),
-                    added: Some(r.added.max(0) as u32),
-                });
-            }
-        }
+        pod_rows(&mut rec, pods, &own);
         for w in warnings.into_iter().flat_map(|w| w.data) {
             rec.warnings.push(model::ClusterEvent {
                 t_s: w.t_s,
@@ -136,25 +63,7 @@ impl KubeStage {
                 memory_bytes: m.memory_bytes as u64,
             });
         }
-        for s in scrape.map(|s| s.data).unwrap_or_default() {
-            for x in s.samples {
-                let labels = x
-                    .labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v:?}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                rec.scrapes.push(model::ScrapeSample {
-                    t_s: s.t_s,
-                    namespace: s.namespace.clone(),
-                    pod: s.pod.clone(),
-                    metric: x.metric,
-                    labels,
-                    value: x.value,
-                    kind: x.kind,
-                });
-            }
-        }
+        rec.scrapes = scrape_rows(scrape.map(|s| s.data).unwrap_or_default());
         rec.absent.extend(self.absent.iter().cloned());
         // The Service's endpoints beside the pods: an endpoint enters, changes (ready,
         // terminating) and leaves ("Deleted") as the EndpointSlice controller saw its pod.
@@ -174,15 +83,35 @@ impl KubeStage {
             .origin
             .saturating_duration_since(self.stage_origin)
             .as_secs_f64();
-        rec.pods.iter_mut().for_each(|p| p.t_s -= shift);
-        rec.restarts.iter_mut().for_each(|r| r.t_s -= shift);
-        rec.warnings.iter_mut().for_each(|w| w.t_s -= shift);
-        rec.metrics.iter_mut().for_each(|m| m.t_s -= shift);
-        rec.scrapes.iter_mut().for_each(|s| s.t_s -= shift);
-        rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-        rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-        rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        on_case_clock(&mut rec, shift);
         rec
+    }
+
+    /// The cluster record's header: the namespace, the cluster, the proxy's stop, and where
+    /// each load aimed (with the proxy's Service when it has a ClusterIP).
+    fn record_header(&mut self) -> ClusterRecord {
+        let info = self.cluster.info();
+        let mut load_targets =
+            std::mem::take(&mut *self.load_targets.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some((kind, Some(ip))) = self.service {
+            load_targets.insert(
+                String::new(),
+                format!(
+                    "Service `{}` ({kind}) at its ClusterIP {ip}",
+                    self.name(PROXY)
+                ),
+            );
+        }
+        ClusterRecord {
+            namespace: self.namespace.clone(),
+            context: info.context.clone(),
+            server_version: info.version.clone(),
+            proxy_grace_s: self.proxy_stop.map(|s| s.0),
+            proxy_pre_stop_s: self.proxy_stop.map(|s| s.1),
+            pod_path: self.pod_path.map(|p| p.as_str().to_string()),
+            load_targets,
+            ..ClusterRecord::default()
+        }
     }
 
     /// Starts the collectors of the user's pods (`[platform] watch`): pods and Warning events of
@@ -430,6 +359,124 @@ pub(super) fn split_followed(
             },
         ));
     }
+}
+
+/// The case's collectors, stopped: what [`Stopped::absences`] reads.
+struct Stopped<'a> {
+    pods: &'a [Collected<PodTimeline>],
+    warnings: &'a [Collected<Vec<WarningEvent>>],
+    metrics: &'a [(String, Collected<Vec<PodUsage>>)],
+    scrape: Option<&'a Collected<Vec<Scrape>>>,
+    endpoints: Option<&'a Collected<Vec<EndpointChange>>>,
+}
+
+impl Stopped<'_> {
+    /// What each collector could not gather, as the record's `absent` lines; a metrics
+    /// sampler that got nothing beside others that did (a watched namespace's selector
+    /// picked no pod) is a note instead.
+    fn absences(&self, absent: &mut Vec<String>, notes: &mut Vec<String>) {
+        let mut push = |what: &str, a: &Option<String>| {
+            if let Some(a) = a {
+                absent.push(format!("{what}: {a}"));
+            }
+        };
+        if let Some(e) = self.endpoints {
+            push("EndpointSlice watch", &e.absent);
+        }
+        for p in self.pods {
+            push("pod watch", &p.absent);
+        }
+        for w in self.warnings {
+            push("events", &w.absent);
+        }
+        if self.metrics.iter().all(|(_, m)| m.absent.is_some()) {
+            if let Some((_, m)) = self.metrics.first() {
+                push("metrics API", &m.absent);
+            }
+        } else {
+            for (what, m) in self.metrics {
+                if let Some(a) = &m.absent {
+                    notes.push(format!("The metrics API gave nothing for the {what}: {a}."));
+                }
+            }
+        }
+        if let Some(s) = self.scrape {
+            push("Prometheus scrape", &s.absent);
+        }
+    }
+}
+
+/// The pods' changes and restarts into the record, each pod's role from its name: `own` is
+/// the prefix of the run's proxy pods and the run's id as backend pods carry it.
+fn pod_rows(rec: &mut ClusterRecord, pods: Vec<Collected<PodTimeline>>, own: &(String, String)) {
+    let (own_proxy, own_run) = own;
+    for p in pods {
+        for c in p.data.changes {
+            let role = if c.pod.starts_with(own_proxy.as_str()) {
+                "proxy"
+            } else if c.pod.starts_with("backend-") && c.pod.contains(own_run.as_str()) {
+                "backend"
+            } else {
+                "watched"
+            };
+            rec.pods.push(model::PodChange {
+                t_s: c.t_s,
+                pod: c.pod,
+                role: role.into(),
+                phase: if c.gone { "Deleted".into() } else { c.phase },
+                ready: c.ready,
+                terminating: c.deleting,
+            });
+        }
+        for r in p.data.restarts {
+            rec.restarts.push(model::RestartRecord {
+                t_s: r.t_s,
+                pod: r.pod,
+                container: r.container,
+                count: r.restarts.max(0) as u32,
+                reason: r.reason.unwrap_or_default(),
+                added: Some(r.added.max(0) as u32),
+            });
+        }
+    }
+}
+
+/// A Prometheus scrape's samples as the record keeps them, labels as `k="v"` joined by commas.
+fn scrape_rows(scrapes: Vec<Scrape>) -> Vec<model::ScrapeSample> {
+    let mut rows = Vec::new();
+    for s in scrapes {
+        for x in s.samples {
+            let labels = x
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            rows.push(model::ScrapeSample {
+                t_s: s.t_s,
+                namespace: s.namespace.clone(),
+                pod: s.pod.clone(),
+                metric: x.metric,
+                labels,
+                value: x.value,
+                kind: x.kind,
+            });
+        }
+    }
+    rows
+}
+
+/// The record's times moved from the stage's clock to the case's (`shift` seconds later),
+/// pods, restarts and warnings in time order.
+fn on_case_clock(rec: &mut ClusterRecord, shift: f64) {
+    rec.pods.iter_mut().for_each(|p| p.t_s -= shift);
+    rec.restarts.iter_mut().for_each(|r| r.t_s -= shift);
+    rec.warnings.iter_mut().for_each(|w| w.t_s -= shift);
+    rec.metrics.iter_mut().for_each(|m| m.t_s -= shift);
+    rec.scrapes.iter_mut().for_each(|s| s.t_s -= shift);
+    rec.pods.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    rec.restarts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    rec.warnings.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
 }
 
 #[cfg(test)]

@@ -52,57 +52,7 @@ pub(super) struct Collected {
 /// Joins the loads, lets the case settle, stops the collector, takes the stack down, moves the
 /// proxy's logs into the results and reads them, and counts TIME_WAIT at the backends' ports.
 pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Collected {
-    let mut summaries = Vec::new();
-    let mut records = Records::new();
-    let mut distributed = Vec::new();
-    let mut agent_parts = AgentParts::new();
-    let mut left_behind = Vec::new();
-    let mut abort = None;
-    let mut streams = Vec::new();
-    let mut lives = Lives::new();
-    for (li, h) in run.loads.into_iter().enumerate() {
-        match h.join() {
-            Ok(Ok(LoadRun::Stream(mut st))) => {
-                lives.insert(st.name.clone(), std::mem::take(&mut st.lives));
-                streams.push(st);
-            }
-            Ok(Ok(LoadRun::Http(LoadOut {
-                outcome: out,
-                distributed: d,
-            }))) => {
-                if let Some(r) = out.records {
-                    records.insert(out.summary.name.clone(), r);
-                }
-                if let Some(Distributed {
-                    record: rec,
-                    parts,
-                    left,
-                }) = d
-                {
-                    // A lost agent fails the run, as it fails `load`: its partial counts are
-                    // kept, never dropped.
-                    if let Some(first) = rec.lost.first() {
-                        abort.get_or_insert(format!("load '{}': {first}", rec.load));
-                    }
-                    left_behind.extend(left);
-                    let mut rec = rec;
-                    rec.files =
-                        model::results_dir::agents_dir(Path::new(""), &case.name, li, &rec.load)
-                            .display()
-                            .to_string();
-                    agent_parts.insert(rec.load.clone(), parts);
-                    distributed.push(rec);
-                }
-                summaries.push(out.summary);
-            }
-            Ok(Err(e)) => {
-                abort.get_or_insert(e.to_string());
-            }
-            Err(p) => {
-                abort.get_or_insert(format!("a load panicked: {}", panic_text(&p)));
-            }
-        }
-    }
+    let joined = join_loads(case, std::mem::take(&mut run.loads));
     run.progress.finish();
     if let Some(m) = &run.metrics {
         m.end();
@@ -123,15 +73,116 @@ pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Colle
     notes.extend(run.notes);
     drop(run.stack);
     let elapsed_s = run.origin.elapsed().as_secs_f64();
+    let logs = take_logs(&run.logs_dir, &logs);
+    let ports: Vec<u16> = backends
+        .iter()
+        .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .collect();
+    Collected {
+        summaries: joined.summaries,
+        records: joined.records,
+        streams: joined.streams,
+        lives: joined.lives,
+        monotonic_origin_ns: run.monotonic_origin_ns,
+        distributed: joined.distributed,
+        agent_parts: joined.agent_parts,
+        left_behind: joined.left_behind,
+        notes,
+        abort: joined.abort,
+        samples,
+        logs,
+        backends,
+        time_wait: crate::procfs::time_wait(&ports),
+        elapsed_s,
+        stage_s: run.stage_s,
+        down_err,
+        cluster,
+        missed,
+    }
+}
 
+/// What the case's loads gave when joined ([`join_loads`]).
+#[derive(Default)]
+struct Joined {
+    summaries: Vec<model::LoadSummary>,
+    records: Records,
+    streams: Vec<model::stream::StreamSummary>,
+    lives: Lives,
+    distributed: Vec<model::DistributedLoad>,
+    agent_parts: AgentParts,
+    left_behind: Vec<String>,
+    /// The first load failure (or lost agent, or panic).
+    abort: Option<String>,
+}
+
+/// Joins each load's thread: its summary and records, its agents' record and parts, a
+/// long-lived load's summary and lives, and the first failure.
+fn join_loads(
+    case: &Case,
+    loads: Vec<thread::JoinHandle<Result<LoadRun, crate::error::LoadError>>>,
+) -> Joined {
+    let mut j = Joined::default();
+    for (li, h) in loads.into_iter().enumerate() {
+        match h.join() {
+            Ok(Ok(LoadRun::Stream(mut st))) => {
+                j.lives
+                    .insert(st.name.clone(), std::mem::take(&mut st.lives));
+                j.streams.push(st);
+            }
+            Ok(Ok(LoadRun::Http(LoadOut {
+                outcome: out,
+                distributed: d,
+            }))) => {
+                if let Some(r) = out.records {
+                    j.records.insert(out.summary.name.clone(), r);
+                }
+                if let Some(Distributed {
+                    record: rec,
+                    parts,
+                    left,
+                }) = d
+                {
+                    // A lost agent fails the run, as it fails `load`: its partial counts are
+                    // kept, never dropped.
+                    if let Some(first) = rec.lost.first() {
+                        j.abort
+                            .get_or_insert(format!("load '{}': {first}", rec.load));
+                    }
+                    j.left_behind.extend(left);
+                    let mut rec = rec;
+                    rec.files =
+                        model::results_dir::agents_dir(Path::new(""), &case.name, li, &rec.load)
+                            .display()
+                            .to_string();
+                    j.agent_parts.insert(rec.load.clone(), parts);
+                    j.distributed.push(rec);
+                }
+                j.summaries.push(out.summary);
+            }
+            Ok(Err(e)) => {
+                j.abort.get_or_insert(e.to_string());
+            }
+            Err(p) => {
+                j.abort
+                    .get_or_insert(format!("a load panicked: {}", panic_text(&p)));
+            }
+        }
+    }
+    j
+}
+
+/// Moves each replica's logs into the results (`logs_dir`/REPLICA; a user's own files are
+/// copied from where the case began), reads them, and says what is missing: no access log
+/// from an external target, or a user's access log that never appeared.
+fn take_logs(logs_dir: &Path, logs: &[(String, proxy::LogFiles)]) -> model::LogSummary {
     let mut access = Vec::new();
     let mut errors = Vec::new();
     let mut format = None;
     let mut borrowed_without_access = false;
     // A user's access log that was not there when the case began and never appeared.
     let mut never_appeared = None;
-    for (replica, files) in &logs {
-        let to = run.logs_dir.join(replica);
+    for (replica, files) in logs {
+        let to = logs_dir.join(replica);
         let _ = fs::create_dir_all(&to);
         // The user's own files stay where they are: the run's part is copied.
         let take = |from: &Path, offset: u64, to: &Path| {
@@ -161,43 +212,19 @@ pub(super) fn collect(case: &Case, ctx: &CaseCtx<'_>, mut run: Running) -> Colle
         borrowed_without_access |= files.borrowed && files.access.is_none();
         format = Some(files.format);
     }
-    let mut logs = read_logs(format, logs.len(), &access, &errors);
+    let mut summary = read_logs(format, logs.len(), &access, &errors);
     if borrowed_without_access {
-        logs.missing =
+        summary.missing =
             Some("the external target gives no access log (proxy.external.access_log)".to_string());
     }
     if let Some(p) = never_appeared {
-        logs.missing = Some(format!(
+        summary.missing = Some(format!(
             "proxy.external.access_log {} did not appear during the case: the proxy logged no \
              request there (is it the file the proxy writes?)",
             p.display()
         ));
     }
-    let ports: Vec<u16> = backends
-        .iter()
-        .filter_map(|b| b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .collect();
-    Collected {
-        summaries,
-        records,
-        streams,
-        lives,
-        monotonic_origin_ns: run.monotonic_origin_ns,
-        distributed,
-        agent_parts,
-        left_behind,
-        notes,
-        abort,
-        samples,
-        logs,
-        backends,
-        time_wait: crate::procfs::time_wait(&ports),
-        elapsed_s,
-        stage_s: run.stage_s,
-        down_err,
-        cluster,
-        missed,
-    }
+    summary
 }
 
 /// How long the stage took, as the case's finding: its clock (actions' `at`, loads' `start`,

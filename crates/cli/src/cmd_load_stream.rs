@@ -307,6 +307,15 @@ fn lat_row(name: &str, l: &model::Latency) -> String {
 /// wrk-style text of a stream load.
 pub fn render(s: &StreamSummary) -> String {
     let mut o = String::new();
+    render_header(&mut o, s);
+    render_connections(&mut o, s);
+    render_messages(&mut o, s);
+    render_cost(&mut o, s);
+    o
+}
+
+/// The run line: its length, protocol and url, threads and connections, and the rate of messages.
+fn render_header(o: &mut String, s: &StreamSummary) {
     let planned = s
         .planned_s
         .map(units::fmt_secs_short)
@@ -339,6 +348,10 @@ pub fn render(s: &StreamSummary) -> String {
             s.rate
         ));
     }
+}
+
+/// The connections: opened, reconnects and how each ended, close frames, gRPC statuses, refused handshakes, failed connects and the first words of each kind of end.
+fn render_connections(o: &mut String, s: &StreamSummary) {
     o.push_str(&format!(
         "  Connections: {} attempts, {} opened, {} reconnects, {} open at most, {} open at the end\n",
         s.attempts, s.opened, s.reconnects, s.open_max, s.open_at_end
@@ -400,6 +413,10 @@ pub fn render(s: &StreamSummary) -> String {
             o.push_str(&format!("    first {}: {m}\n", k.name()));
         }
     }
+}
+
+/// The messages sent and answered, the pings, and the latency rows.
+fn render_messages(o: &mut String, s: &StreamSummary) {
     let m = &s.messages;
     let answered = match s.protocol {
         StreamProtocol::WebSocket => "echoed",
@@ -427,6 +444,10 @@ pub fn render(s: &StreamSummary) -> String {
         o.push_str(&lat_row("gap", &s.gap));
     }
     o.push_str(&lat_row("handshake", &s.handshake));
+}
+
+/// What an open connection cost: memory per connection and CPU per message.
+fn render_cost(o: &mut String, s: &StreamSummary) {
     let c = &s.cost;
     match c.bytes_per_connection {
         Some(b) => o.push_str(&format!(
@@ -449,5 +470,4 @@ pub fn render(s: &StreamSummary) -> String {
             c.cpu_s
         )),
     }
-    o
 }

@@ -920,6 +920,14 @@ fn check_stream(l: &LoadSpec, p: StreamProtocol) -> Result<(), Invalid> {
         "message_size",
         "loads that send messages (ws, grpc-unary, grpc-stream's request)",
     )?;
+    stream_numbers(l, p)
+}
+
+/// A long-lived load's numbers in range: its message rate and size, its positive waits, its
+/// backoff, and its gRPC path.
+fn stream_numbers(l: &LoadSpec, p: StreamProtocol) -> Result<(), Invalid> {
+    let name = &l.name;
+    let proto = p.name();
     if let Some(r) = l.message_rate.filter(|r| r.0 > 0.0) {
         if matches!(p, StreamProtocol::Sse | StreamProtocol::GrpcStream) {
             return Err(Invalid::from(format!(

@@ -72,6 +72,34 @@ enum Served {
     ForwardDied(String),
 }
 
+/// The new configuration (`text`) given to proxy pod `pod`'s reload script by exec; why not
+/// when the exec fails or the script exits non-zero.
+fn exec_reload(
+    cluster: &k8s::Cluster,
+    ns: &str,
+    pod: &str,
+    reload: &str,
+    text: &[u8],
+) -> Result<(), String> {
+    let r = cluster.exec(
+        ns,
+        pod,
+        None,
+        &["/bin/sh", "-c", reload],
+        Some(text),
+        Duration::from_secs(30),
+    );
+    match r {
+        Ok(o) if o.code == 0 => Ok(()),
+        Ok(o) => Err(format!(
+            "{pod}: reload exited {}: {}",
+            o.code,
+            o.text().trim()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Asks the admin listener at `sa` every 5 ms until it serves `generation` (at most 30 s from
 /// `t0`, the reload's start), watching the port-forward `port` it is reached through, if any.
 fn served_at(sa: SocketAddr, generation: u64, t0: Instant, port: Option<&k8s::PodPort>) -> Served {
@@ -143,25 +171,8 @@ impl KubeStage {
                         let (p, port) = (&pods[*i], self.forward(&pods[*i].name, self.admin_port));
                         s.spawn(move || {
                             if !again {
-                                let r = cluster.exec(
-                                    ns,
-                                    &p.name,
-                                    None,
-                                    &["/bin/sh", "-c", reload],
-                                    Some(text),
-                                    Duration::from_secs(30),
-                                );
-                                match r {
-                                    Ok(o) if o.code == 0 => {}
-                                    Ok(o) => {
-                                        return Served::Failed(format!(
-                                            "{}: reload exited {}: {}",
-                                            p.name,
-                                            o.code,
-                                            o.text().trim()
-                                        ))
-                                    }
-                                    Err(e) => return Served::Failed(e.to_string()),
+                                if let Err(why) = exec_reload(cluster, ns, &p.name, reload, text) {
+                                    return Served::Failed(why);
                                 }
                             }
                             match admin {
@@ -194,19 +205,7 @@ impl KubeStage {
                     Served::ForwardDied(why) => died.push((i, why)),
                 }
             }
-            pending = died
-                .into_iter()
-                .map(|(i, why)| {
-                    let admin = self.reach_port(&pods[i], self.admin_port);
-                    let admin = admin.map_err(|e| {
-                        format!(
-                            "{}: its port-forward died ({why}) and could not be reopened: {e}",
-                            pods[i].name
-                        )
-                    });
-                    (i, admin)
-                })
-                .collect();
+            pending = self.reopen(&pods, died);
             if pending.is_empty() {
                 break;
             }
@@ -216,6 +215,27 @@ impl KubeStage {
             .find_map(|r| r.error.clone())
             .map(StackError::Reload);
         (out, err)
+    }
+
+    /// The admin listeners of the pods whose port-forward died (`died`: index and why),
+    /// reached once more, or why not.
+    fn reopen(
+        &mut self,
+        pods: &[k8s::PodInfo],
+        died: Vec<(usize, String)>,
+    ) -> Vec<(usize, Result<SocketAddr, String>)> {
+        died.into_iter()
+            .map(|(i, why)| {
+                let admin = self.reach_port(&pods[i], self.admin_port);
+                let admin = admin.map_err(|e| {
+                    format!(
+                        "{}: its port-forward died ({why}) and could not be reopened: {e}",
+                        pods[i].name
+                    )
+                });
+                (i, admin)
+            })
+            .collect()
     }
 
     /// Scales the proxy Deployment to `to`, one replica per step waiting for Ready when growing;

@@ -157,10 +157,7 @@ pub(crate) fn grow(t: &mut dyn Grower, g: &GrowSpec, keep_going: &dyn Fn() -> bo
         }
         out.events.push(grow_event(t_s, g, n, n + add, t0, None));
         n += add;
-        let until = Instant::now() + g.pause.0;
-        while Instant::now() < until && keep_going() {
-            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-        }
+        pause(g, keep_going);
     }
     out
 }
@@ -416,4 +413,12 @@ impl ReadyProbe {
 fn host_port(url: &str) -> Option<(String, u16)> {
     let u = load::target::Url::parse(url).ok()?;
     u.explicit_port.then_some((u.host, u.port))
+}
+
+/// The growth's `pause` between two steps, cut short when the case stops.
+pub(crate) fn pause(g: &GrowSpec, keep_going: &dyn Fn() -> bool) {
+    let until = Instant::now() + g.pause.0;
+    while Instant::now() < until && keep_going() {
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+    }
 }

@@ -118,108 +118,121 @@ impl KubeStage {
             });
             return out;
         }
-        let reload = self
-            .served
+        let reload = self.reloads_gateway();
+        while n < g.to && keep_going() {
+            let add = g.by.min(g.to - n);
+            if !self.upstreams_step(g, (n, add), reload, keep_going, &mut out) {
+                break;
+            }
+            n += add;
+            crate::grow::pause(g, keep_going);
+        }
+        out
+    }
+
+    /// One step of an upstream servers' growth: the group scaled from `n` by `add`, the
+    /// gateway reloaded, each new pod's first request awaited, with its records added to
+    /// `out`; false when the growth ends here.
+    fn upstreams_step(
+        &mut self,
+        g: &GrowSpec,
+        (n, add): (u32, u32),
+        reload: bool,
+        keep_going: &dyn Fn() -> bool,
+        out: &mut crate::platform::Applied,
+    ) -> bool {
+        let origin = self.served.origin;
+        let group = g.backend.clone().unwrap_or_default();
+        let t0 = Instant::now();
+        let t_s = t0.duration_since(origin).as_secs_f64();
+        let step = format!("upstream_servers {n} -> {} (backend {group})", n + add);
+        let cluster = self.cluster.clone();
+        let ns = self.namespace.clone();
+        // Every pod there now is named, so the ones the step adds are the new names.
+        let synced = self.backends.sync(&cluster, &ns);
+        let before = self.backends.pods_of(&group);
+        let scaled = self.backends.scale(&cluster, &ns, &group, n + add);
+        let in_slices_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut new: Vec<String> = self
+            .backends
+            .pods_of(&group)
+            .difference(&before)
+            .cloned()
+            .collect();
+        new.sort();
+        let mut error = synced.and(scaled).err().map(|e| e.to_string());
+        let rel = (reload && error.is_none()).then(|| {
+            self.served.generation += 1;
+            self.reload_attached()
+        });
+        if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
+            error.get_or_insert(format!("the gateway's reload command: {e}"));
+        }
+        let firsts = if error.is_none() {
+            self.backends
+                .first_traffic(&cluster, &ns, &new, (t0, g.ready_timeout.0), keep_going)
+        } else {
+            Vec::new()
+        };
+        let mut ready_ms: Option<f64> = (!firsts.is_empty()).then_some(0.0);
+        let mut seen = Vec::new();
+        for (pod, r) in &firsts {
+            match r {
+                Ok(ms) => {
+                    ready_ms = ready_ms.map(|m| m.max(*ms));
+                    seen.push(format!("{pod} {ms:.0} ms"));
+                }
+                Err(e) => {
+                    ready_ms = None;
+                    error.get_or_insert(format!("pod {pod} got no traffic: {e}"));
+                }
+            }
+        }
+        if error.is_none() && new.len() != add as usize {
+            error = Some(format!(
+                "{} new pods of backend {group}, not {add}: {}",
+                new.len(),
+                new.join(", ")
+            ));
+        }
+        out.ready.push(ReadyRecord {
+            t_s,
+            what: g.what.name().into(),
+            count: n + add,
+            item: format!("backend {group}: {}", new.join(", ")),
+            generation: self.served.generation,
+            ready_ms: if error.is_none() { ready_ms } else { None },
+            error: error.clone(),
+        });
+        out.reloads.extend(rel);
+        out.events.push(Event {
+            t_s,
+            action: "grow".into(),
+            detail: format!(
+                "{step}: Ready and in its EndpointSlices at {in_slices_ms:.0} ms; first \
+                 request: {}",
+                if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                }
+            ),
+            duration_ms: t0.elapsed().as_secs_f64() * 1e3,
+            error: error.clone(),
+            limit: false,
+        });
+        !(error.is_some() && g.stop_on_error)
+    }
+
+    /// Whether each growth step runs the user's gateway's reload command (its controller):
+    /// the run is attached to an external proxy that has one.
+    fn reloads_gateway(&self) -> bool {
+        self.served
             .config
             .as_ref()
             .and_then(|c| c.external.as_ref())
             .is_some_and(|e| !e.reload.is_empty())
-            && self.attached.is_some();
-        while n < g.to && keep_going() {
-            let add = g.by.min(g.to - n);
-            let t0 = Instant::now();
-            let t_s = t0.duration_since(origin).as_secs_f64();
-            let step = format!("upstream_servers {n} -> {} (backend {group})", n + add);
-            let cluster = self.cluster.clone();
-            let ns = self.namespace.clone();
-            // Every pod there now is named, so the ones the step adds are the new names.
-            let synced = self.backends.sync(&cluster, &ns);
-            let before = self.backends.pods_of(&group);
-            let scaled = self.backends.scale(&cluster, &ns, &group, n + add);
-            let in_slices_ms = t0.elapsed().as_secs_f64() * 1e3;
-            let mut new: Vec<String> = self
-                .backends
-                .pods_of(&group)
-                .difference(&before)
-                .cloned()
-                .collect();
-            new.sort();
-            let mut error = synced.and(scaled).err().map(|e| e.to_string());
-            let rel = (reload && error.is_none()).then(|| {
-                self.served.generation += 1;
-                self.reload_attached()
-            });
-            if let Some(e) = rel.as_ref().and_then(|r| r.error.clone()) {
-                error.get_or_insert(format!("the gateway's reload command: {e}"));
-            }
-            let firsts = if error.is_none() {
-                self.backends.first_traffic(
-                    &cluster,
-                    &ns,
-                    &new,
-                    (t0, g.ready_timeout.0),
-                    keep_going,
-                )
-            } else {
-                Vec::new()
-            };
-            let mut ready_ms: Option<f64> = (!firsts.is_empty()).then_some(0.0);
-            let mut seen = Vec::new();
-            for (pod, r) in &firsts {
-                match r {
-                    Ok(ms) => {
-                        ready_ms = ready_ms.map(|m| m.max(*ms));
-                        seen.push(format!("{pod} {ms:.0} ms"));
-                    }
-                    Err(e) => {
-                        ready_ms = None;
-                        error.get_or_insert(format!("pod {pod} got no traffic: {e}"));
-                    }
-                }
-            }
-            if error.is_none() && new.len() != add as usize {
-                error = Some(format!(
-                    "{} new pods of backend {group}, not {add}: {}",
-                    new.len(),
-                    new.join(", ")
-                ));
-            }
-            out.ready.push(ReadyRecord {
-                t_s,
-                what: g.what.name().into(),
-                count: n + add,
-                item: format!("backend {group}: {}", new.join(", ")),
-                generation: self.served.generation,
-                ready_ms: if error.is_none() { ready_ms } else { None },
-                error: error.clone(),
-            });
-            out.reloads.extend(rel);
-            out.events.push(Event {
-                t_s,
-                action: "grow".into(),
-                detail: format!(
-                    "{step}: Ready and in its EndpointSlices at {in_slices_ms:.0} ms; first \
-                     request: {}",
-                    if seen.is_empty() {
-                        "none".to_string()
-                    } else {
-                        seen.join(", ")
-                    }
-                ),
-                duration_ms: t0.elapsed().as_secs_f64() * 1e3,
-                error: error.clone(),
-                limit: false,
-            });
-            if error.is_some() && g.stop_on_error {
-                break;
-            }
-            n += add;
-            let until = Instant::now() + g.pause.0;
-            while Instant::now() < until && keep_going() {
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-            }
-        }
-        out
+            && self.attached.is_some()
     }
 
     /// A built-in generator's parameters for this run (none for a user's template): its routes
@@ -362,10 +375,7 @@ impl KubeStage {
                 break;
             }
             n += add;
-            let until = Instant::now() + g.pause.0;
-            while Instant::now() < until && keep_going() {
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-            }
+            crate::grow::pause(g, keep_going);
         }
         out
     }
@@ -402,13 +412,7 @@ impl KubeStage {
                 timeout: g.ready_timeout.0,
             })
         });
-        let reload = self
-            .served
-            .config
-            .as_ref()
-            .and_then(|c| c.external.as_ref())
-            .is_some_and(|e| !e.reload.is_empty())
-            && self.attached.is_some();
+        let reload = self.reloads_gateway();
         let tname = path.file_name().map_or_else(
             || path.display().to_string(),
             |f| f.to_string_lossy().into_owned(),

@@ -377,33 +377,9 @@ impl KubeAgents {
         let deadline = spec.ready_timeout
             + spec.cfg.duration.unwrap_or(Duration::from_secs(86_400))
             + Duration::from_secs(600);
+        let job_object = agents_job(meta, labels, n, deadline, pulling.apply(pod));
         st.cluster
-            .apply_owned(
-                namespace,
-                &Job {
-                    metadata: meta.clone(),
-                    spec: Some(JobSpec {
-                        completion_mode: Some("Indexed".into()),
-                        completions: Some(n as i32),
-                        parallelism: Some(n as i32),
-                        // A pod that fails is a lost agent: its index is not run again, and the
-                        // others go on.
-                        backoff_limit_per_index: Some(0),
-                        active_deadline_seconds: Some(deadline.as_secs() as i64),
-                        ttl_seconds_after_finished: Some(300),
-                        template: PodTemplateSpec {
-                            metadata: Some(ObjectMeta {
-                                labels: Some(labels),
-                                ..Default::default()
-                            }),
-                            spec: Some(pulling.apply(pod)),
-                        },
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                run_id,
-            )
+            .apply_owned(namespace, &job_object, run_id)
             .map_err(api)?;
         let pods = st.wait_listening(n, spec)?;
         for (p, port) in &pods {
@@ -614,6 +590,39 @@ impl Drop for KubeAgents {
     /// Agents that were never closed (an error, a panic) still go.
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// The agents' Indexed Job: `n` pods at once, each index run once (a pod that fails is a lost
+/// agent), ended by the cluster at `deadline` should the coordinator die without deleting it.
+fn agents_job(
+    meta: ObjectMeta,
+    labels: BTreeMap<String, String>,
+    n: usize,
+    deadline: Duration,
+    pod: PodSpec,
+) -> Job {
+    Job {
+        metadata: meta,
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".into()),
+            completions: Some(n as i32),
+            parallelism: Some(n as i32),
+            // A pod that fails is a lost agent: its index is not run again, and the
+            // others go on.
+            backoff_limit_per_index: Some(0),
+            active_deadline_seconds: Some(deadline.as_secs() as i64),
+            ttl_seconds_after_finished: Some(300),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 

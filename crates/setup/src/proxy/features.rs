@@ -240,53 +240,7 @@ impl ProxyConfig {
             }
         }
         for u in &self.upstreams {
-            let item = || format!("upstream.{}", u.name);
-            match &u.lb {
-                Lb::RoundRobin => add(Feature::LbRoundRobin, item()),
-                Lb::LeastConn => add(Feature::LbLeastConn, item()),
-                Lb::Random => add(Feature::LbRandom, item()),
-                Lb::RandomTwoLeastConn => add(Feature::LbRandomTwoLeastConn, item()),
-                Lb::IpHash => add(Feature::LbIpHash, item()),
-                Lb::Hash { consistent, .. } => add(
-                    if *consistent {
-                        Feature::LbHashConsistent
-                    } else {
-                        Feature::LbHash
-                    },
-                    item(),
-                ),
-            }
-            if u.keepalive > 0 || u.keepalive_requests.is_some() || u.keepalive_timeout.is_some() {
-                add(Feature::UpstreamKeepalive, item());
-            }
-            if u.max_fails.is_some() || u.fail_timeout.is_some() {
-                add(Feature::PassiveHealth, item());
-            }
-            if u.next_upstream.is_some() {
-                add(Feature::NextUpstream, item());
-            }
-            if u.next_upstream_tries.is_some() {
-                add(Feature::NextUpstreamTries, item());
-            }
-            if u.next_upstream_timeout.is_some() {
-                add(Feature::NextUpstreamTimeout, item());
-            }
-            if u.connect_timeout.is_some() || u.read_timeout.is_some() || u.send_timeout.is_some() {
-                add(Feature::UpstreamTimeouts, item());
-            }
-            if u.zone.is_some() {
-                add(Feature::UpstreamZone, item());
-            }
-            // HTTP/2 to an upstream only gRPC routes use is what `routes.grpc` asks for; it is
-            // the general feature when a plain route proxies over it too (or none uses it).
-            let users: Vec<&crate::proxy::Route> = self
-                .routes
-                .iter()
-                .filter(|r| r.upstream.as_deref() == Some(u.name.as_str()))
-                .collect();
-            if u.http2 && (users.is_empty() || users.iter().any(|r| !r.grpc)) {
-                add(Feature::UpstreamHttp2, item());
-            }
+            self.upstream_uses(u, &mut add);
         }
         for (i, r) in self.routes.iter().enumerate() {
             let item = || format!("route.{i}");
@@ -338,6 +292,58 @@ impl ProxyConfig {
             }
         }
         out
+    }
+
+    /// The features upstream `u` uses (`add` takes each with its item), HTTP/2 to it by
+    /// whether plain routes or only gRPC ones use it.
+    fn upstream_uses(&self, u: &crate::proxy::Upstream, add: &mut impl FnMut(Feature, String)) {
+        let item = || format!("upstream.{}", u.name);
+        match &u.lb {
+            Lb::RoundRobin => add(Feature::LbRoundRobin, item()),
+            Lb::LeastConn => add(Feature::LbLeastConn, item()),
+            Lb::Random => add(Feature::LbRandom, item()),
+            Lb::RandomTwoLeastConn => add(Feature::LbRandomTwoLeastConn, item()),
+            Lb::IpHash => add(Feature::LbIpHash, item()),
+            Lb::Hash { consistent, .. } => add(
+                if *consistent {
+                    Feature::LbHashConsistent
+                } else {
+                    Feature::LbHash
+                },
+                item(),
+            ),
+        }
+        if u.keepalive > 0 || u.keepalive_requests.is_some() || u.keepalive_timeout.is_some() {
+            add(Feature::UpstreamKeepalive, item());
+        }
+        if u.max_fails.is_some() || u.fail_timeout.is_some() {
+            add(Feature::PassiveHealth, item());
+        }
+        if u.next_upstream.is_some() {
+            add(Feature::NextUpstream, item());
+        }
+        if u.next_upstream_tries.is_some() {
+            add(Feature::NextUpstreamTries, item());
+        }
+        if u.next_upstream_timeout.is_some() {
+            add(Feature::NextUpstreamTimeout, item());
+        }
+        if u.connect_timeout.is_some() || u.read_timeout.is_some() || u.send_timeout.is_some() {
+            add(Feature::UpstreamTimeouts, item());
+        }
+        if u.zone.is_some() {
+            add(Feature::UpstreamZone, item());
+        }
+        // HTTP/2 to an upstream only gRPC routes use is what `routes.grpc` asks for; it is
+        // the general feature when a plain route proxies over it too (or none uses it).
+        let users: Vec<&crate::proxy::Route> = self
+            .routes
+            .iter()
+            .filter(|r| r.upstream.as_deref() == Some(u.name.as_str()))
+            .collect();
+        if u.http2 && (users.is_empty() || users.iter().any(|r| !r.grpc)) {
+            add(Feature::UpstreamHttp2, item());
+        }
     }
 }
 

@@ -238,6 +238,8 @@ impl ProxyConfig {
         Ok(())
     }
 
+    /// Route `i`: its path, where it sends (an upstream of the model or a return), what a
+    /// WebSocket or gRPC route needs, its rate limit, listener and host, and its matches.
     fn check_route(&self, i: usize, r: &Route) -> Result<(), Invalid> {
         let bad = |m: String| Err(Invalid(format!("{}: {m}", r.label(i))));
         if !r.path.starts_with('/') {
@@ -328,41 +330,50 @@ impl ProxyConfig {
                 ));
             }
         }
-        let mut lower = HashSet::new();
-        for (name, value) in &r.headers {
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                return bad(format!(
-                    "header name '{name}' must be letters, digits and '-' (nginx ignores headers with '_')"
-                ));
-            }
-            if !lower.insert(name.to_ascii_lowercase()) {
-                return bad(format!(
-                    "header '{name}' is listed twice (names are case-insensitive)"
-                ));
-            }
-            if let Some(why) = value_problem(&format!("header '{name}'"), value) {
-                return bad(why);
-            }
-        }
-        for (name, value) in &r.query {
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return bad(format!(
-                    "query argument '{name}' must be letters, digits and '_'"
-                ));
-            }
-            if let Some(why) = value_problem(&format!("query argument '{name}'"), value) {
-                return bad(why);
-            }
-        }
-        if let Some(m) = &r.method {
-            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()) {
-                return bad(format!(
-                    "method '{m}' must be upper-case letters (GET, POST...)"
-                ));
-            }
+        if let Some(why) = match_problem(r) {
+            return bad(why);
         }
         Ok(())
     }
+}
+
+/// Why a route's request matches (headers, query arguments, method) cannot be written into
+/// a proxy's config; `None` if they can.
+fn match_problem(r: &Route) -> Option<String> {
+    let mut lower = HashSet::new();
+    for (name, value) in &r.headers {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return Some(format!(
+                "header name '{name}' must be letters, digits and '-' (nginx ignores headers with '_')"
+            ));
+        }
+        if !lower.insert(name.to_ascii_lowercase()) {
+            return Some(format!(
+                "header '{name}' is listed twice (names are case-insensitive)"
+            ));
+        }
+        if let Some(why) = value_problem(&format!("header '{name}'"), value) {
+            return Some(why);
+        }
+    }
+    for (name, value) in &r.query {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Some(format!(
+                "query argument '{name}' must be letters, digits and '_'"
+            ));
+        }
+        if let Some(why) = value_problem(&format!("query argument '{name}'"), value) {
+            return Some(why);
+        }
+    }
+    if let Some(m) = &r.method {
+        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Some(format!(
+                "method '{m}' must be upper-case letters (GET, POST...)"
+            ));
+        }
+    }
+    None
 }
 
 /// Why `v` cannot be the value of `what` in nginx's config; `None` if it can.

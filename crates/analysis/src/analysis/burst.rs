@@ -204,46 +204,63 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         ],
     );
     for c in &results.cases {
-        let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
-            continue;
-        };
-        let (Some(rl), Some(load)) = (limited(spec), spec.loads.iter().find(|l| l.rate.is_some()))
-        else {
-            continue;
-        };
-        let report = |row: &str| cell(c, REPORT, row, 1);
-        let part = |row: &str, i: usize| report(row).part(i).cloned().unwrap_or_else(Cell::dash);
-        let list = |cell: Cell, sep: &str| match cell {
-            Cell::List { items, .. } => Cell::list(items, sep),
-            other => other,
-        };
-        t.rows.push(vec![
-            Cell::text(&c.name),
-            Cell::text(match load.arrivals {
-                ArrivalsSpec::Even => "even",
-                ArrivalsSpec::Poisson => "Poisson",
-            }),
-            Cell::text(format!("{} r/s", fmt_rate(rl.rate.0))),
-            Cell::Int(i64::from(rl.burst)),
-            part(REQUESTS_ROW, 0),
-            Cell::num(load.rate.map(|r| r.0).unwrap_or(0.0), 2),
-            cell(c, MODEL, THROUGHPUT_ROW, 2),
-            report(SUCCESS_ROW),
-            report(CODES_ROW),
-            Cell::list([part(DURATION_ROW, 0), part(DURATION_ROW, 1)], " / "),
-            list(report(LATENCY_ROW), " / "),
-            cell(c, MODEL, ACCEPTED_ROW, 1),
-            cell(c, DRIFT, ACCEPTED_ROW, 1),
-            cell(c, MODEL, ACCEPTED_ROW, 2),
-            published(rl, load).map_or_else(Cell::dash, |p| {
-                Cell::text(format!("{} of {}", p.accepted, p.requests))
-            }),
-        ]);
+        if let Some(row) = summary_row(scn, c) {
+            t.rows.push(row);
+        }
     }
     if t.rows.is_empty() {
         return;
     }
     t.notes.push(text("summary_model").into());
+    published_notes(scn, &mut t);
+    t.notes.push(text("how_to_read").into());
+    if let Some(last) = results.cases.last_mut() {
+        last.tables.push(t);
+    }
+    findings(results);
+}
+
+/// Case `c`'s row of the summary: its arrivals, limit and burst, the report's numbers, the
+/// model's, and the published run's; none for a case without a rate-limited route and load.
+fn summary_row(scn: &Scenario, c: &CaseResult) -> Option<Vec<Cell>> {
+    let spec = scn.cases.iter().find(|s| s.name == c.name)?;
+    let (Some(rl), Some(load)) = (limited(spec), spec.loads.iter().find(|l| l.rate.is_some()))
+    else {
+        return None;
+    };
+    let report = |row: &str| cell(c, REPORT, row, 1);
+    let part = |row: &str, i: usize| report(row).part(i).cloned().unwrap_or_else(Cell::dash);
+    let list = |cell: Cell, sep: &str| match cell {
+        Cell::List { items, .. } => Cell::list(items, sep),
+        other => other,
+    };
+    Some(vec![
+        Cell::text(&c.name),
+        Cell::text(match load.arrivals {
+            ArrivalsSpec::Even => "even",
+            ArrivalsSpec::Poisson => "Poisson",
+        }),
+        Cell::text(format!("{} r/s", fmt_rate(rl.rate.0))),
+        Cell::Int(i64::from(rl.burst)),
+        part(REQUESTS_ROW, 0),
+        Cell::num(load.rate.map(|r| r.0).unwrap_or(0.0), 2),
+        cell(c, MODEL, THROUGHPUT_ROW, 2),
+        report(SUCCESS_ROW),
+        report(CODES_ROW),
+        Cell::list([part(DURATION_ROW, 0), part(DURATION_ROW, 1)], " / "),
+        list(report(LATENCY_ROW), " / "),
+        cell(c, MODEL, ACCEPTED_ROW, 1),
+        cell(c, DRIFT, ACCEPTED_ROW, 1),
+        cell(c, MODEL, ACCEPTED_ROW, 2),
+        published(rl, load).map_or_else(Cell::dash, |p| {
+            Cell::text(format!("{} of {}", p.accepted, p.requests))
+        }),
+    ])
+}
+
+/// The summary's notes on the published runs: where the write-up's accepted count differs
+/// from what a burst and the attack's periods allow, and what a burst of 0 lets through.
+fn published_notes(scn: &Scenario, t: &mut Table) {
     let run = &DATA.published_run;
     for c in &scn.cases {
         let (Some(rl), Some(load)) = (limited(c), c.loads.iter().find(|l| l.rate.is_some())) else {
@@ -290,10 +307,11 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
             ));
         }
     }
-    t.notes.push(text("how_to_read").into());
-    if let Some(last) = results.cases.last_mut() {
-        last.tables.push(t);
-    }
+}
+
+/// The run's findings: where to read, the gap between even and Poisson arrivals, and what a
+/// longer attack does to the accepted share.
+fn findings(results: &mut RunResults) {
     results.findings.push(text("finding_where").into());
     let by_name = |n: &str| results.cases.iter().find(|c| c.name == n);
     let ok = |c: &CaseResult| {

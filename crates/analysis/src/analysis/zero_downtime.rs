@@ -68,7 +68,6 @@ fn case(
         .collect();
     let ledger = Ledger::new(result);
     let lives = replicas::lives(&plan, result);
-    let end = result.elapsed_s;
 
     result.tables.push(tables::actions(
         &case.name,
@@ -83,6 +82,58 @@ fn case(
     }
     result.tables.push(tables::ledger(&case.name, &ledger));
     result.tables.push(replicas::table(&case.name, &lives));
+    size_series(&plan, result);
+    result.findings.extend(common::cluster_finding(result));
+    result.findings.extend(common::not_sampled(result, USES));
+    result
+        .findings
+        .extend(findings(&plan, &books, &ledger, &lives));
+    result.findings.extend(books.iter().filter_map(h2_finding));
+    if plan.mismatch {
+        result.findings.push(text("mismatch").into());
+    }
+    let reloads_alone = plan.sighups() > 0 && plan.has(|w| w.reload_only());
+    if common::model_applies(env) && reloads_alone && !checks::reload_timing_measurable(&books) {
+        result.findings.push(text("reload_timing_not_made").into());
+    }
+    if !common::model_applies(env) {
+        result.findings.push(fill(
+            "other_kind",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    }
+    let mut checks = checks::all(
+        &case.name,
+        &plan,
+        &ledger,
+        &books,
+        &result.reloads,
+        common::model_applies(env),
+    );
+    if let Some(toll) = stream_toll(&plan, result) {
+        // The request counts above are the short loads'; the long-lived ones count too.
+        result.findings.insert(0, toll);
+        let by_reload: u64 = result
+            .stream_ledger
+            .iter()
+            .flat_map(|l| &l.loads)
+            .map(|b| b.by_reload)
+            .sum();
+        for c in checks
+            .iter_mut()
+            .filter(|c| c.actual == text("check_reload_timing_none"))
+        {
+            c.actual = fill("check_reload_timing_streams", &[("dropped", &by_reload)]);
+        }
+    }
+    checks
+}
+
+/// The case's size over time beside its latency: the replicas serving and the backends in
+/// the upstream (from the plan's steps), and on Kubernetes the proxy pods Ready and the
+/// Service's ready endpoints.
+fn size_series(plan: &Plan, result: &mut CaseResult) {
+    let end = result.elapsed_s;
     if plan.has(|w| matches!(w, What::ReplicasUp | What::ReplicasDown(_))) {
         result.series.push(Series {
             name: "replicas serving".into(),
@@ -125,68 +176,27 @@ fn case(
             });
         }
     }
-    result.findings.extend(common::cluster_finding(result));
-    result.findings.extend(common::not_sampled(result, USES));
-    result
-        .findings
-        .extend(findings(&plan, &books, &ledger, &lives));
-    for b in &books {
-        let Some(h) = &b.h2 else { continue };
-        result.findings.push(fill(
-            "finding_h2",
-            &[
-                ("load", &b.name),
-                ("streams", &h.streams_per_connection),
-                ("connections", &b.connections),
-                ("goaways", &(h.goaways_graceful + h.goaways_error)),
-                ("graceful", &h.goaways_graceful),
-                ("error", &h.goaways_error),
-                ("sessions", &h.connections),
-                ("per_session", &(h.streams / h.connections.max(1))),
-                ("refused", &h.refused),
-                ("rst", &h.rst_stream.values().sum::<u64>()),
-                ("other", &(b.failures - h.refused.min(b.failures))),
-            ],
-        ));
-    }
-    if plan.mismatch {
-        result.findings.push(text("mismatch").into());
-    }
-    let reloads_alone = plan.sighups() > 0 && plan.has(|w| w.reload_only());
-    if common::model_applies(env) && reloads_alone && !checks::reload_timing_measurable(&books) {
-        result.findings.push(text("reload_timing_not_made").into());
-    }
-    if !common::model_applies(env) {
-        result.findings.push(fill(
-            "other_kind",
-            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
-        ));
-    }
-    let mut checks = checks::all(
-        &case.name,
-        &plan,
-        &ledger,
-        &books,
-        &result.reloads,
-        common::model_applies(env),
-    );
-    if let Some(toll) = stream_toll(&plan, result) {
-        // The request counts above are the short loads'; the long-lived ones count too.
-        result.findings.insert(0, toll);
-        let by_reload: u64 = result
-            .stream_ledger
-            .iter()
-            .flat_map(|l| &l.loads)
-            .map(|b| b.by_reload)
-            .sum();
-        for c in checks
-            .iter_mut()
-            .filter(|c| c.actual == text("check_reload_timing_none"))
-        {
-            c.actual = fill("check_reload_timing_streams", &[("dropped", &by_reload)]);
-        }
-    }
-    checks
+}
+
+/// What a load's HTTP/2 sessions saw (GOAWAYs, refused streams, resets), when it ran HTTP/2.
+fn h2_finding(b: &LoadBooks) -> Option<String> {
+    let h = b.h2.as_ref()?;
+    Some(fill(
+        "finding_h2",
+        &[
+            ("load", &b.name),
+            ("streams", &h.streams_per_connection),
+            ("connections", &b.connections),
+            ("goaways", &(h.goaways_graceful + h.goaways_error)),
+            ("graceful", &h.goaways_graceful),
+            ("error", &h.goaways_error),
+            ("sessions", &h.connections),
+            ("per_session", &(h.streams / h.connections.max(1))),
+            ("refused", &h.refused),
+            ("rst", &h.rst_stream.values().sum::<u64>()),
+            ("other", &(b.failures - h.refused.min(b.failures))),
+        ],
+    ))
 }
 
 /// What the case's actions cost its long-lived connections, when it had long-lived loads: the

@@ -264,6 +264,47 @@ fn floor_to_second(t: jiff::Timestamp) -> jiff::Timestamp {
     .unwrap_or(t)
 }
 
+/// One container's follow: the API and log it reads, what it told of itself, and what its reads
+/// have met so far; the pieces of [`follow`] share it.
+struct Follower {
+    api: Api<Pod>,
+    log: Arc<Mutex<FollowedLog>>,
+    ran: Arc<AtomicBool>,
+    origin: Instant,
+    stop: signal::Receiver<bool>,
+    pod: String,
+    uid: String,
+    container: String,
+    path: PathBuf,
+    pos: Position,
+    stopping: bool,
+    // The follow was still streaming when it was told to stop (the container had not ended, so
+    // the final read is what reads its log's end), or its last read failed for another reason
+    // than a container not started (the API server could not reach the kubelet): when the pod is
+    // then gone, the end of its log was never read.
+    cut: bool,
+    last_failure: Option<String>,
+    last_refusal: Option<String>,
+}
+
+/// What [`Follower::refused`] leaves the follow to do.
+enum Next {
+    /// The log is done with (complete or failed): stop following.
+    Stop,
+    /// Ask for the stream again.
+    Retry,
+}
+
+/// How one stream's reading ended, for [`follow`] to go on from.
+enum StreamEnd {
+    /// The stream ended by itself (or with a read error, recorded).
+    Ended,
+    /// `stop` said so while the stream was still open.
+    Stopped,
+    /// A line could not be written to the file (recorded): the follow is over.
+    Unwritable,
+}
+
 /// Follows one container's log until its stream ends for good or `stop` says so (then a final
 /// non-following read catches up).
 async fn follow(
@@ -271,119 +312,191 @@ async fn follow(
     log: Arc<Mutex<FollowedLog>>,
     ran: Arc<AtomicBool>,
     origin: Instant,
-    mut stop: signal::Receiver<bool>,
+    stop: signal::Receiver<bool>,
 ) {
-    let (pod, uid, container, path) = {
-        let l = log.lock().expect("log");
-        (
-            l.pod.clone(),
-            l.uid.clone(),
-            l.container.clone(),
-            l.path.clone(),
-        )
-    };
-    let fail = |m: String| log.lock().expect("log").error = Some(m);
-    let file = match std::fs::File::create(&path) {
-        Ok(f) => f,
-        Err(e) => return fail(format!("create {}: {e}", path.display())),
+    let mut f = Follower::new(api, log, ran, origin, stop);
+    let file = match std::fs::File::create(&f.path) {
+        Ok(file) => file,
+        Err(e) => return f.fail(format!("create {}: {e}", f.path.display())),
     };
     let mut out = std::io::BufWriter::new(file);
-    let mut pos = Position::default();
-    let mut stopping = false;
-    // The follow was still streaming when it was told to stop (the container had not ended, so
-    // the final read is what reads its log's end), or its last read failed for another reason
-    // than a container not started (the API server could not reach the kubelet): when the pod is
-    // then gone, the end of its log was never read.
-    let mut cut = false;
-    let mut last_failure: Option<String> = None;
-    let mut last_refusal: Option<String> = None;
     loop {
-        if !stopping && *stop.borrow() {
-            stopping = true;
+        if !f.stopping && *f.stop.borrow() {
+            f.stopping = true;
         }
         let lp = LogParams {
-            container: Some(container.clone()),
-            follow: !stopping,
+            container: Some(f.container.clone()),
+            follow: !f.stopping,
             timestamps: true,
             // kube sends sinceTime rounded to the *nearest* second (jiff's default mode), so
             // x.6 s would ask for lines from x+1 s and lose those stamped in between: round
             // down here (a whole second is left alone), and `pos` skips what was written.
-            since_time: pos.last.map(floor_to_second),
+            since_time: f.pos.last.map(floor_to_second),
             ..Default::default()
         };
-        let reader = match api.log_stream(&pod, &lp).await {
+        let reader = match f.api.log_stream(&f.pod, &lp).await {
             Ok(r) => r,
-            Err(e) => {
-                let (m, code) = split(e);
-                // The log API answers 404 for a pod not yet bound to a node, too.
-                let gone = code == 404
-                    && match api.get_opt(&pod).await {
-                        Ok(Some(p)) => p.metadata.uid.as_deref() != Some(uid.as_str()),
-                        Ok(None) => true,
-                        Err(_) => false,
-                    };
-                if gone {
-                    let mut l = log.lock().expect("log");
-                    if l.lines == 0 && ran.load(Ordering::SeqCst) {
-                        l.error = Some(format!(
-                            "pod {pod} was gone before its log could be read: {m}{}",
-                            last_refusal
-                                .as_deref()
-                                .map(|r| format!(" (before that: {r})"))
-                                .unwrap_or_default()
-                        ));
-                    } else if cut || last_failure.is_some() {
-                        // Deleted while its container still ran, or while its log could not be
-                        // read (force-deleted on a lost node): what it wrote after the last line
-                        // read is not known.
-                        l.error = Some(format!(
-                            "pod {pod} was gone before the end of its log could be read ({} \
-                             line(s) read; {}): {m}",
-                            l.lines,
-                            match &last_failure {
-                                Some(f) => format!("the read before failed: {f}"),
-                                None => "its stream was still open when the case ended".into(),
-                            }
-                        ));
-                    } else {
-                        l.complete = true;
-                    }
-                    break;
-                }
-                // 400 "is waiting to start": not started yet (or already ended with no log).
-                if stopping {
-                    let mut l = log.lock().expect("log");
-                    if (code == 400 || code == 404) && l.lines == 0 {
-                        l.complete = true;
-                    } else {
-                        l.error = Some(format!("final read of {pod}/{container}: {m}"));
-                    }
-                    break;
-                }
-                if code != 400 && code != 404 {
-                    last_failure = Some(m.clone());
-                }
-                last_refusal = Some(m);
-                tokio::select! {
-                    _ = stop.wait_for(|s| *s) => {}
-                    _ = tokio::time::sleep(Duration::from_millis(if code == 400 || code == 404 { 100 } else { 500 })) => {}
-                }
-                continue;
-            }
+            Err(e) => match f.refused(e).await {
+                Next::Stop => break,
+                Next::Retry => continue,
+            },
         };
+        let end = f.read_lines(reader, &mut out).await;
+        if let StreamEnd::Unwritable = end {
+            return;
+        }
+        let _ = out.flush();
+        if let StreamEnd::Stopped = end {
+            f.stopping = true;
+            f.cut = true;
+            continue;
+        }
+        if f.stopping {
+            f.log.lock().expect("log").complete = true;
+            break;
+        }
+        // The stream ended by itself: the container exited, or the connection did.
+        if f.ended_for_good().await {
+            f.log.lock().expect("log").complete = true;
+            break;
+        }
+        tokio::select! {
+            _ = f.stop.wait_for(|s| *s) => {}
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let _ = out.flush();
+}
+
+impl Follower {
+    /// A follow of `log`'s container, nothing read yet.
+    fn new(
+        api: Api<Pod>,
+        log: Arc<Mutex<FollowedLog>>,
+        ran: Arc<AtomicBool>,
+        origin: Instant,
+        stop: signal::Receiver<bool>,
+    ) -> Follower {
+        let (pod, uid, container, path) = {
+            let l = log.lock().expect("log");
+            (
+                l.pod.clone(),
+                l.uid.clone(),
+                l.container.clone(),
+                l.path.clone(),
+            )
+        };
+        Follower {
+            api,
+            log,
+            ran,
+            origin,
+            stop,
+            pod,
+            uid,
+            container,
+            path,
+            pos: Position::default(),
+            stopping: false,
+            cut: false,
+            last_failure: None,
+            last_refusal: None,
+        }
+    }
+
+    /// Records why the log may be incomplete.
+    fn fail(&self, m: String) {
+        self.log.lock().expect("log").error = Some(m);
+    }
+
+    /// The log API refused the stream: the pod is gone, the final read failed, or the stream is
+    /// asked again after a wait.
+    async fn refused(&mut self, e: kube::Error) -> Next {
+        let (m, code) = split(e);
+        // The log API answers 404 for a pod not yet bound to a node, too.
+        let gone = code == 404
+            && match self.api.get_opt(&self.pod).await {
+                Ok(Some(p)) => p.metadata.uid.as_deref() != Some(self.uid.as_str()),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+        if gone {
+            self.on_gone(&m);
+            return Next::Stop;
+        }
+        // 400 "is waiting to start": not started yet (or already ended with no log).
+        if self.stopping {
+            let mut l = self.log.lock().expect("log");
+            if (code == 400 || code == 404) && l.lines == 0 {
+                l.complete = true;
+            } else {
+                l.error = Some(format!(
+                    "final read of {}/{}: {m}",
+                    self.pod, self.container
+                ));
+            }
+            return Next::Stop;
+        }
+        if code != 400 && code != 404 {
+            self.last_failure = Some(m.clone());
+        }
+        self.last_refusal = Some(m);
+        tokio::select! {
+            _ = self.stop.wait_for(|s| *s) => {}
+            _ = tokio::time::sleep(Duration::from_millis(if code == 400 || code == 404 { 100 } else { 500 })) => {}
+        }
+        Next::Retry
+    }
+
+    /// The pod went away (refused with `m`): its log is complete, or says what was not read.
+    fn on_gone(&self, m: &str) {
+        let pod = &self.pod;
+        let mut l = self.log.lock().expect("log");
+        if l.lines == 0 && self.ran.load(Ordering::SeqCst) {
+            l.error = Some(format!(
+                "pod {pod} was gone before its log could be read: {m}{}",
+                self.last_refusal
+                    .as_deref()
+                    .map(|r| format!(" (before that: {r})"))
+                    .unwrap_or_default()
+            ));
+        } else if self.cut || self.last_failure.is_some() {
+            // Deleted while its container still ran, or while its log could not be
+            // read (force-deleted on a lost node): what it wrote after the last line
+            // read is not known.
+            l.error = Some(format!(
+                "pod {pod} was gone before the end of its log could be read ({} \
+                 line(s) read; {}): {m}",
+                l.lines,
+                match &self.last_failure {
+                    Some(f) => format!("the read before failed: {f}"),
+                    None => "its stream was still open when the case ended".into(),
+                }
+            ));
+        } else {
+            l.complete = true;
+        }
+    }
+
+    /// Reads one stream's lines into `out`, without the kubelet's timestamps and without those
+    /// written already, until it ends or (while following) `stop` says so.
+    async fn read_lines<R: futures::AsyncBufRead>(
+        &mut self,
+        reader: R,
+        out: &mut std::io::BufWriter<std::fs::File>,
+    ) -> StreamEnd {
         let mut reader = Box::pin(reader);
-        last_failure = None;
-        pos.restart();
+        self.last_failure = None;
+        self.pos.restart();
         let mut unflushed = 0u32;
         let mut buf = Vec::with_capacity(512);
-        let mut stopped_mid_stream = false;
         loop {
             buf.clear();
-            let n = if stopping {
+            let n = if self.stopping {
                 reader.read_until(b'\n', &mut buf).await
             } else {
                 tokio::select! {
-                    _ = stop.wait_for(|s| *s) => { stopped_mid_stream = true; break; }
+                    _ = self.stop.wait_for(|s| *s) => return StreamEnd::Stopped,
                     n = reader.read_until(b'\n', &mut buf) => n,
                 }
             };
@@ -391,8 +504,7 @@ async fn follow(
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) => {
-                    log.lock().expect("log").error =
-                        Some(format!("reading {pod}/{container}: {e}"));
+                    self.fail(format!("reading {}/{}: {e}", self.pod, self.container));
                     break;
                 }
             }
@@ -406,69 +518,51 @@ async fn follow(
             else {
                 continue;
             };
-            if !pos.admit(ts) {
+            if !self.pos.admit(ts) {
                 continue;
             }
-            let t = origin.elapsed().as_secs_f64();
+            let t = self.origin.elapsed().as_secs_f64();
             if let Err(e) = out
                 .write_all(&line[sp + 1..])
                 .and_then(|_| out.write_all(b"\n"))
             {
-                return fail(format!("write {}: {e}", path.display()));
+                self.fail(format!("write {}: {e}", self.path.display()));
+                return StreamEnd::Unwritable;
             }
             unflushed += 1;
             if unflushed >= 256 {
                 let _ = out.flush();
                 unflushed = 0;
             }
-            let mut l = log.lock().expect("log");
+            let mut l = self.log.lock().expect("log");
             l.lines += 1;
             l.first_t_s.get_or_insert(t);
             l.last_t_s = Some(t);
         }
-        let _ = out.flush();
-        if stopped_mid_stream {
-            stopping = true;
-            cut = true;
-            continue;
-        }
-        if stopping {
-            log.lock().expect("log").complete = true;
-            break;
-        }
-        // The stream ended by itself: the container exited, or the connection did.
-        match api.get_opt(&pod).await {
-            Ok(None) => {
-                log.lock().expect("log").complete = true;
-                break;
-            }
-            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(uid.as_str()) => {
-                log.lock().expect("log").complete = true;
-                break;
-            }
+        StreamEnd::Ended
+    }
+
+    /// After a stream ended by itself: whether the log is over for good (the pod is gone or
+    /// replaced, or this container terminated in a pod that will not restart it).
+    async fn ended_for_good(&self) -> bool {
+        match self.api.get_opt(&self.pod).await {
+            Ok(None) => true,
+            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(self.uid.as_str()) => true,
             Ok(Some(p)) => {
                 let st = p.status.clone().unwrap_or_default();
                 let terminated = st
                     .container_statuses
                     .iter()
                     .flatten()
-                    .find(|c| c.name == container)
+                    .find(|c| c.name == self.container)
                     .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()));
                 let done_for_good = p.metadata.deletion_timestamp.is_some()
                     || matches!(st.phase.as_deref(), Some("Succeeded" | "Failed"));
-                if terminated && done_for_good {
-                    log.lock().expect("log").complete = true;
-                    break;
-                }
+                terminated && done_for_good
             }
-            Err(_) => {}
-        }
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => {}
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            Err(_) => false,
         }
     }
-    let _ = out.flush();
 }
 
 /// A log's lines counted by level, as a "no errors in the logs" check reads them: the JSON

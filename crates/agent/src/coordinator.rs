@@ -6,6 +6,7 @@
 use crate::merge;
 use crate::proto::{self, FromAgent, Job, ToAgent};
 use crate::Error;
+use hdrhistogram::Histogram;
 use model::{AgentInfo, Arrivals, LoadResult, Second, SecondHdr};
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -222,6 +223,41 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
     for (i, h) in plan.hosts.iter().enumerate() {
         links.push(connect(h, &name(i), plan.token)?);
     }
+    let (origin, start) = send_runs(plan, &mut links, &mut jobs)?;
+    let rx = spawn_readers(&mut links)?;
+    let (mut heard, stopped) = listen(plan, &mut links, rx, progress)?;
+    let (parts, lost) = agent_parts(plan.cfg, &links, &jobs, &mut heard, origin, start)?;
+    let merged = merge::merge(&parts)?;
+    Ok(Distributed {
+        parts,
+        merged,
+        lost,
+        stopped,
+    })
+}
+
+/// What the agents sent during the run, each field per agent in host order.
+struct Heard {
+    started: Vec<Option<u64>>,
+    seconds: Vec<Vec<(Second, SecondHdr)>>,
+    results: Vec<Option<LoadResult>>,
+    gone: Vec<Option<String>>,
+}
+
+/// The live progress's state: the seconds not yet shown, the scratch histograms of their
+/// merge, and the next second to show.
+struct Pending {
+    /// Per second not yet shown: where each agent's row of it is in `Heard::seconds`.
+    per_t: BTreeMap<u32, Vec<Option<usize>>>,
+    h: Histogram<u64>,
+    u: Histogram<u64>,
+    shown: u32,
+}
+
+/// Gives every agent its job with the common start instant on its own clock; returns the time
+/// base and that instant on the coordinator's clock.
+fn send_runs(plan: &Plan<'_>, links: &mut [Link], jobs: &mut [Job]) -> Result<(u64, u64), Error> {
+    let n = plan.hosts.len();
     // Everyone starts at the same instant, far enough ahead for every Run to arrive (and not
     // before the time the plan asks for).
     let earliest = proto::now_ns() + 500_000_000 + 50_000_000 * n as u64;
@@ -235,6 +271,12 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         proto::send(&mut link.stream, &ToAgent::Run(Box::new(job.clone())))
             .map_err(|e| Error::Agent(format!("agent {}: {e}", link.host)))?;
     }
+    Ok((origin, start))
+}
+
+/// A thread per agent turns its messages into [`Event`]s on one channel, until its result or
+/// its loss.
+fn spawn_readers(links: &mut [Link]) -> Result<mpsc::Receiver<Event>, Error> {
     let (tx, rx) = mpsc::channel();
     for (i, link) in links.iter_mut().enumerate() {
         let mut reader = BufReader::new(
@@ -264,16 +306,32 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         });
     }
     drop(tx);
+    Ok(rx)
+}
 
+/// Collects the agents' events until every reader has ended, telling the agents to stop when
+/// the plan's stop flag is set and showing each second once complete; returns what was heard
+/// and whether the run was stopped.
+fn listen(
+    plan: &Plan<'_>,
+    links: &mut [Link],
+    rx: mpsc::Receiver<Event>,
+    progress: Option<Progress<'_>>,
+) -> Result<(Heard, bool), Error> {
+    let n = plan.hosts.len();
     let open = plan.cfg.rate.is_some();
-    let mut started: Vec<Option<u64>> = vec![None; n];
-    let mut seconds: Vec<Vec<(Second, SecondHdr)>> = vec![Vec::new(); n];
-    let mut results: Vec<Option<LoadResult>> = vec![None; n];
-    let mut gone: Vec<Option<String>> = vec![None; n];
-    // Per second not yet shown: where each agent's row of it is in `seconds`.
-    let mut per_t: BTreeMap<u32, Vec<Option<usize>>> = BTreeMap::new();
-    let (mut h, mut u) = (merge::new_hist(), merge::new_hist());
-    let mut shown = 0u32;
+    let mut heard = Heard {
+        started: vec![None; n],
+        seconds: vec![Vec::new(); n],
+        results: vec![None; n],
+        gone: vec![None; n],
+    };
+    let mut pending = Pending {
+        per_t: BTreeMap::new(),
+        h: merge::new_hist(),
+        u: merge::new_hist(),
+        shown: 0,
+    };
     let mut stopped = false;
     loop {
         if !stopped
@@ -283,7 +341,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
                 .is_some_and(|s| s.load(Ordering::Relaxed))
         {
             stopped = true;
-            for link in &mut links {
+            for link in links.iter_mut() {
                 // An agent already gone cannot be told; it is reported as it ended.
                 let _ = proto::send(&mut link.stream, &ToAgent::Stop);
             }
@@ -294,60 +352,88 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
         match ev {
-            Event::Started(i, at) => started[i] = Some(at),
+            Event::Started(i, at) => heard.started[i] = Some(at),
             Event::Second(i, b) => {
                 if progress.is_some() {
-                    per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] = Some(seconds[i].len());
+                    pending.per_t.entry(b.0.t).or_insert_with(|| vec![None; n])[i] =
+                        Some(heard.seconds[i].len());
                 }
-                seconds[i].push(*b);
+                heard.seconds[i].push(*b);
             }
-            Event::Result(i, r) => results[i] = Some(*r),
-            Event::Gone(i, why) => gone[i] = Some(why),
+            Event::Result(i, r) => heard.results[i] = Some(*r),
+            Event::Gone(i, why) => heard.gone[i] = Some(why),
         }
         // A second is shown once every agent still running has reported it.
         if let Some(p) = progress {
-            while let Some((&t, at)) = per_t.iter().next() {
-                let complete =
-                    (0..n).all(|i| at[i].is_some() || results[i].is_some() || gone[i].is_some());
-                if !complete {
-                    break;
-                }
-                if t >= shown {
-                    let parts: Vec<(&Second, Option<&SecondHdr>)> = at
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, k)| k.map(|k| (&seconds[i][k].0, Some(&seconds[i][k].1))))
-                        .collect();
-                    let (row, hdr) = merge::merge_second(t, &parts, open, &mut h, &mut u)?;
-                    let counts: Vec<Option<u64>> = at
-                        .iter()
-                        .enumerate()
-                        .map(|(i, k)| k.map(|k| seconds[i][k].0.requests))
-                        .collect();
-                    p(&row, &hdr, &counts);
-                    shown = t + 1;
-                }
-                per_t.remove(&t);
-            }
+            pending.show(p, &heard, open)?;
         }
     }
+    Ok((heard, stopped))
+}
 
+impl Pending {
+    /// Shows, in order, each pending second that every agent still running has reported (a
+    /// second older than one shown is dropped).
+    fn show(&mut self, p: Progress<'_>, heard: &Heard, open: bool) -> Result<(), Error> {
+        let n = heard.results.len();
+        while let Some((&t, at)) = self.per_t.iter().next() {
+            let complete = (0..n)
+                .all(|i| at[i].is_some() || heard.results[i].is_some() || heard.gone[i].is_some());
+            if !complete {
+                break;
+            }
+            if t >= self.shown {
+                let parts: Vec<(&Second, Option<&SecondHdr>)> = at
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, k)| {
+                        k.map(|k| (&heard.seconds[i][k].0, Some(&heard.seconds[i][k].1)))
+                    })
+                    .collect();
+                let (row, hdr) = merge::merge_second(t, &parts, open, &mut self.h, &mut self.u)?;
+                let counts: Vec<Option<u64>> = at
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| k.map(|k| heard.seconds[i][k].0.requests))
+                    .collect();
+                p(&row, &hdr, &counts);
+                self.shown = t + 1;
+            }
+            self.per_t.remove(&t);
+        }
+        Ok(())
+    }
+}
+
+/// Each agent's result in host order (a lost agent's rebuilt from its seconds) with its
+/// [`AgentInfo`] and its origin on the coordinator's clock; and a line per agent lost.
+fn agent_parts(
+    cfg: &load::Config,
+    links: &[Link],
+    jobs: &[Job],
+    heard: &mut Heard,
+    origin: u64,
+    start: u64,
+) -> Result<(Vec<LoadResult>, Vec<String>), Error> {
+    let n = links.len();
     let mut parts = Vec::with_capacity(n);
     let mut lost = Vec::new();
     for i in 0..n {
         let link = &links[i];
-        let skew_ns = started[i]
+        let skew_ns = heard.started[i]
             .map(|at| at as i64 - link.offset_ns - start as i64)
             .unwrap_or(0);
-        let was_lost = results[i].is_none();
-        let mut r = match results[i].take() {
+        let was_lost = heard.results[i].is_none();
+        let mut r = match heard.results[i].take() {
             Some(r) => r,
             None => {
-                let why = gone[i].clone().unwrap_or_else(|| "no result".to_string());
+                let why = heard.gone[i]
+                    .clone()
+                    .unwrap_or_else(|| "no result".to_string());
                 lost.push(format!("agent {} lost: {why}", link.host));
-                let template = model_template(plan.cfg, &jobs[i]);
+                let template = model_template(cfg, &jobs[i]);
                 let origin_agent = (origin as i64 + link.offset_ns) as u64;
-                merge::partial(&template, &seconds[i], origin_agent)?
+                merge::partial(&template, &heard.seconds[i], origin_agent)?
             }
         };
         // Put its origin on the coordinator's clock, so the merge aligns on one clock.
@@ -361,13 +447,7 @@ pub fn run(plan: &Plan<'_>, progress: Option<Progress<'_>>) -> Result<Distribute
         });
         parts.push(r);
     }
-    let merged = merge::merge(&parts)?;
-    Ok(Distributed {
-        parts,
-        merged,
-        lost,
-        stopped,
-    })
+    Ok((parts, lost))
 }
 
 /// The summary fields a lost agent's rebuilt result takes from the plan.

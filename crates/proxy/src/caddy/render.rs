@@ -18,7 +18,9 @@
 use super::logs::UPSTREAM_HEADER;
 use super::RenderContext;
 use crate::admin::{GENERATION_HEADER, GENERATION_PATH};
-use crate::config::{Lb, LogLevel, NextUpstream, PathMatch, ProxyConfig, Route, Upstream};
+use crate::config::{
+    Lb, LogLevel, NextUpstream, PathMatch, Placement, ProxyConfig, Route, Upstream,
+};
 use crate::Error;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -126,7 +128,50 @@ impl Renderer<'_> {
     fn config(&mut self) -> Result<String, Error> {
         let cfg = self.cfg;
         let mut servers = Map::new();
-        // Listeners by port, in order of first appearance.
+        let ports = self.ports()?;
+        let placements = cfg.placements();
+        for (port, members) in &ports {
+            let first = &cfg.listeners[members[0]];
+            let server = self.server(*port, members, &placements)?;
+            servers.insert(first.name.clone(), server);
+        }
+        servers.insert(ADMIN_SERVER.to_string(), self.admin_server()?);
+        let mut http = json!({"servers": servers});
+        if let Some(t) = cfg.worker_shutdown_timeout {
+            http["grace_period"] = nanos(t.0);
+        }
+        let mut apps = json!({"http": http});
+        if let (Some(tls), Some(l)) = (&self.ctx.tls, cfg.listeners.iter().find(|l| l.tls)) {
+            apps["tls"] = json!({
+                "@id": self.id(&format!("listener.{}", l.name)),
+                "certificates": {"load_files": [{
+                    "certificate": tls.cert.to_string_lossy(),
+                    "key": tls.key.to_string_lossy(),
+                    "tags": ["pb"],
+                }]},
+                "disable_ocsp_stapling": true,
+            });
+        }
+        let logs = self.logs();
+        let doc = json!({
+            "@id": format!("{PROCS_ID}{}", cfg.worker_processes),
+            "admin": {
+                "listen": self.ctx.control_listen.clone().unwrap_or_else(|| format!("127.0.0.1:{}", self.ctx.control_port)),
+                "config": {"persist": false},
+            },
+            "storage": {"module": "file_system", "root": self.path("caddy-data")},
+            "logging": {"logs": logs},
+            "apps": apps,
+        });
+        serde_json::to_string_pretty(&doc)
+            .map_err(|e| Error::Invalid(format!("cannot write the Caddy config: {e}")))
+    }
+
+    /// The listeners by port, in order of first appearance: one Caddy server each. Fails on a
+    /// port the replica keeps for itself, a TLS listener without a certificate, or a port
+    /// shared by a TLS and a plain listener.
+    fn ports(&self) -> Result<Vec<(u16, Vec<usize>)>, Error> {
+        let cfg = self.cfg;
         let mut ports: Vec<(u16, Vec<usize>)> = Vec::new();
         for (li, l) in cfg.listeners.iter().enumerate() {
             let port = self.port_of(li)?;
@@ -155,104 +200,78 @@ impl Renderer<'_> {
                 None => ports.push((port, vec![li])),
             }
         }
-        let placements = cfg.placements();
-        for (port, members) in &ports {
-            let first = &cfg.listeners[members[0]];
-            let mut routes = vec![self.gen_route()];
-            // The drain costs a file lookup per request (measured: ~15-20 us of Caddy's CPU per
-            // request at GOMAXPROCS=1, about a fifth), so only a config that runs several
-            // replicas, which a scale-down stops one by one, carries it.
-            if cfg.replicas > 1 {
-                routes.push(self.drain_route());
-            }
-            let on_port: Vec<_> = placements
-                .iter()
-                .filter(|p| members.contains(&p.listener))
-                .collect();
-            // Server names with the same routes share one host matcher.
-            let mut groups: Vec<(usize, Vec<String>, &Vec<usize>)> = Vec::new();
-            for p in on_port.iter().filter(|p| p.host.is_some()) {
-                let host = p.host.clone().expect("filtered");
-                match groups
-                    .iter_mut()
-                    .find(|(li, _, r)| *li == p.listener && **r == p.routes)
-                {
-                    Some((_, names, _)) => names.push(host),
-                    None => groups.push((p.listener, vec![host], &p.routes)),
-                }
-            }
-            for (li, names, members) in &groups {
-                let item = format!("listener.{}", cfg.listeners[*li].name);
-                let sub = self.subroute(members)?;
-                routes.push(json!({"@id": self.id(&item), "match": [{"host": names}],
-                    "handle": [sub], "terminal": true}));
-            }
-            if let Some(default) = on_port.first() {
-                let item = format!("listener.{}", cfg.listeners[default.listener].name);
-                let sub = self.subroute(&default.routes)?;
-                routes.push(json!({"@id": self.id(&item), "handle": [sub], "terminal": true}));
-            }
-            // Automatic HTTPS: off for a TLS server (Caddy warns at each load that it is); a
-            // plain server skips every name its host matchers hold (as written and as Caddy
-            // lowercases them), so that no certificate is managed and nothing redirects, without
-            // that warning.
-            let mut skip: Vec<String> = Vec::new();
-            for (_, names, _) in &groups {
-                for n in names {
-                    for v in [n.clone(), n.to_ascii_lowercase()] {
-                        if !skip.contains(&v) {
-                            skip.push(v);
-                        }
-                    }
-                }
-            }
-            let mut server = json!({
-                "@id": self.id(&format!("listener.{}", first.name)),
-                "listen": [self.ctx.listen_on(*port)],
-                "automatic_https": {"skip": skip, "disable_redirects": true},
-                // h2c (prior knowledge) only when a plain listener asks for HTTP/2; over TLS,
-                // h2 by ALPN is Caddy's default.
-                "protocols": if first.http2 && !first.tls {
-                    json!(["h1", "h2", "h2c"])
-                } else {
-                    json!(["h1", "h2"])
-                },
-                "idle_timeout": nanos(cfg.keepalive_timeout.0),
-                "routes": routes,
-            });
-            if first.tls {
-                server["automatic_https"] = json!({"disable": true});
-            }
-            if cfg.access_log {
-                server["logs"] = json!({"default_logger_name": ACCESS_LOGGER});
-            }
-            if first.tls {
-                let names = cfg.tls_names();
-                let mut policy = json!({"certificate_selection": {"any_tag": ["pb"]}});
-                if let Some(n) = names.first() {
-                    policy["default_sni"] = json!(n);
-                }
-                server["tls_connection_policies"] = json!([policy]);
-            }
-            servers.insert(first.name.clone(), server);
+        Ok(ports)
+    }
+
+    /// The server of one port (its listeners `members`): the generation and drain routes, a
+    /// route per host group, the default server's routes, and the server's own settings.
+    fn server(
+        &mut self,
+        port: u16,
+        members: &[usize],
+        placements: &[Placement],
+    ) -> Result<Value, Error> {
+        let cfg = self.cfg;
+        let first = &cfg.listeners[members[0]];
+        let mut routes = vec![self.gen_route()];
+        // The drain costs a file lookup per request (measured: ~15-20 us of Caddy's CPU per
+        // request at GOMAXPROCS=1, about a fifth), so only a config that runs several
+        // replicas, which a scale-down stops one by one, carries it.
+        if cfg.replicas > 1 {
+            routes.push(self.drain_route());
         }
-        servers.insert(ADMIN_SERVER.to_string(), self.admin_server()?);
-        let mut http = json!({"servers": servers});
-        if let Some(t) = cfg.worker_shutdown_timeout {
-            http["grace_period"] = nanos(t.0);
+        let on_port: Vec<_> = placements
+            .iter()
+            .filter(|p| members.contains(&p.listener))
+            .collect();
+        let groups = host_groups(&on_port);
+        for (li, names, members) in &groups {
+            let item = format!("listener.{}", cfg.listeners[*li].name);
+            let sub = self.subroute(members)?;
+            routes.push(json!({"@id": self.id(&item), "match": [{"host": names}],
+                "handle": [sub], "terminal": true}));
         }
-        let mut apps = json!({"http": http});
-        if let (Some(tls), Some(l)) = (&self.ctx.tls, cfg.listeners.iter().find(|l| l.tls)) {
-            apps["tls"] = json!({
-                "@id": self.id(&format!("listener.{}", l.name)),
-                "certificates": {"load_files": [{
-                    "certificate": tls.cert.to_string_lossy(),
-                    "key": tls.key.to_string_lossy(),
-                    "tags": ["pb"],
-                }]},
-                "disable_ocsp_stapling": true,
-            });
+        if let Some(default) = on_port.first() {
+            let item = format!("listener.{}", cfg.listeners[default.listener].name);
+            let sub = self.subroute(&default.routes)?;
+            routes.push(json!({"@id": self.id(&item), "handle": [sub], "terminal": true}));
         }
+        let skip = https_skip(&groups);
+        let mut server = json!({
+            "@id": self.id(&format!("listener.{}", first.name)),
+            "listen": [self.ctx.listen_on(port)],
+            "automatic_https": {"skip": skip, "disable_redirects": true},
+            // h2c (prior knowledge) only when a plain listener asks for HTTP/2; over TLS,
+            // h2 by ALPN is Caddy's default.
+            "protocols": if first.http2 && !first.tls {
+                json!(["h1", "h2", "h2c"])
+            } else {
+                json!(["h1", "h2"])
+            },
+            "idle_timeout": nanos(cfg.keepalive_timeout.0),
+            "routes": routes,
+        });
+        if first.tls {
+            server["automatic_https"] = json!({"disable": true});
+        }
+        if cfg.access_log {
+            server["logs"] = json!({"default_logger_name": ACCESS_LOGGER});
+        }
+        if first.tls {
+            let names = cfg.tls_names();
+            let mut policy = json!({"certificate_selection": {"any_tag": ["pb"]}});
+            if let Some(n) = names.first() {
+                policy["default_sni"] = json!(n);
+            }
+            server["tls_connection_policies"] = json!([policy]);
+        }
+        Ok(server)
+    }
+
+    /// The `logging.logs` object: Caddy's own log at the model's level, and the access log
+    /// when the model keeps one; to files in the replica directory or to stdio.
+    fn logs(&self) -> Value {
+        let cfg = self.cfg;
         let level = match cfg.error_log_level {
             LogLevel::Info | LogLevel::Notice => "INFO",
             LogLevel::Warn => "WARN",
@@ -282,18 +301,7 @@ impl Renderer<'_> {
                 "include": [access_name],
             });
         }
-        let doc = json!({
-            "@id": format!("{PROCS_ID}{}", cfg.worker_processes),
-            "admin": {
-                "listen": self.ctx.control_listen.clone().unwrap_or_else(|| format!("127.0.0.1:{}", self.ctx.control_port)),
-                "config": {"persist": false},
-            },
-            "storage": {"module": "file_system", "root": self.path("caddy-data")},
-            "logging": {"logs": logs},
-            "apps": apps,
-        });
-        serde_json::to_string_pretty(&doc)
-            .map_err(|e| Error::Invalid(format!("cannot write the Caddy config: {e}")))
+        logs
     }
 
     fn admin_server(&self) -> Result<Value, Error> {
@@ -502,6 +510,43 @@ impl Renderer<'_> {
         }
         Ok(h)
     }
+}
+
+/// The named placements of one port grouped by listener and routes: server names with the same
+/// routes share one host matcher.
+fn host_groups<'p>(on_port: &[&'p Placement]) -> Vec<(usize, Vec<String>, &'p Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<String>, &Vec<usize>)> = Vec::new();
+    for p in on_port.iter().filter(|p| p.host.is_some()) {
+        let host = p.host.clone().expect("filtered");
+        match groups
+            .iter_mut()
+            .find(|(li, _, r)| *li == p.listener && **r == p.routes)
+        {
+            Some((_, names, _)) => names.push(host),
+            None => groups.push((p.listener, vec![host], &p.routes)),
+        }
+    }
+    groups
+}
+
+/// The names a plain server's automatic HTTPS skips: every name of its host matchers, as
+/// written and lowercased, each once.
+fn https_skip(groups: &[(usize, Vec<String>, &Vec<usize>)]) -> Vec<String> {
+    // Automatic HTTPS: off for a TLS server (Caddy warns at each load that it is); a
+    // plain server skips every name its host matchers hold (as written and as Caddy
+    // lowercases them), so that no certificate is managed and nothing redirects, without
+    // that warning.
+    let mut skip: Vec<String> = Vec::new();
+    for (_, names, _) in groups {
+        for n in names {
+            for v in [n.clone(), n.to_ascii_lowercase()] {
+                if !skip.contains(&v) {
+                    skip.push(v);
+                }
+            }
+        }
+    }
+    skip
 }
 
 /// The load-balancing policy of an upstream, or why Caddy 2.6 cannot express it.

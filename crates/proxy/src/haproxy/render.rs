@@ -14,7 +14,9 @@
 //! HAProxy's own answers). Each item's lines follow a `# pb:item KEY` comment, so a line that
 //! `haproxy -c` names maps back to the item.
 
-use crate::config::{Lb, NextUpstream, PathMatch, ProxyConfig, RateLimit, Route, Upstream};
+use crate::config::{
+    Lb, NextUpstream, PathMatch, Placement, ProxyConfig, RateLimit, Route, Upstream,
+};
 use crate::driver::RenderContext;
 use crate::{Error, GENERATION_HEADER, GENERATION_PATH};
 use std::collections::{BTreeMap, HashMap};
@@ -209,42 +211,70 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         .into_iter()
         .filter(|p| p.listener == li)
         .collect();
+    let rules = route_rules(cfg, &placements);
+    for r in &rules {
+        item(o, "    ", &format!("route.{}", r.item));
+        let _ = write!(
+            o,
+            "    http-request set-var(txn.pb_route) int({}) if !{{ var(txn.pb_route) -m found }}",
+            r.id
+        );
+        for c in &r.conds {
+            let _ = write!(o, " {c}");
+        }
+        o.push('\n');
+    }
+    // Routes used on this listener, by what they do.
+    let mut used: Vec<usize> = rules
+        .iter()
+        .filter(|r| r.id >= 0)
+        .map(|r| r.id as usize)
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    for &i in &used {
+        let r = &cfg.routes[i];
+        if let (None, Some(status)) = (&r.upstream, r.return_status) {
+            item(o, "    ", &format!("route.{i}"));
+            let _ = writeln!(
+                o,
+                "    {} if {}",
+                return_action(status, &r.body),
+                route_in(&[i])
+            );
+        }
+    }
+    o.push_str(
+        "    http-request return status 404 if { var(txn.pb_route) -m int lt 0 }\n    \
+         http-request return status 404 if !{ var(txn.pb_route) -m found }\n",
+    );
+    rate_limits(o, cfg, &used)?;
+    let mut by_upstream: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &i in &used {
+        if let Some(u) = &cfg.routes[i].upstream {
+            by_upstream.entry(u.as_str()).or_default().push(i);
+        }
+    }
+    for (u, ids) in &by_upstream {
+        for c in route_in_chunks(ids) {
+            let _ = writeln!(o, "    use_backend be_{u} if {c}");
+        }
+    }
+    Ok(())
+}
+
+/// The listener's route table, from its placements (its server names, the first its default
+/// server): per name, its paths in nginx's precedence, each path's conditional routes and then
+/// its fallback or a 404.
+fn route_rules(cfg: &ProxyConfig, placements: &[Placement]) -> Vec<Rule> {
     let hosts: Vec<String> = placements
         .iter()
         .filter_map(|p| p.host.as_ref().map(|h| h.to_ascii_lowercase()))
         .collect();
     let mut rules: Vec<Rule> = Vec::new();
     for (pi, p) in placements.iter().enumerate() {
-        // The first name is the listener's default server, as in nginx: it takes any Host that
-        // no other name of the listener matches.
-        let host = match &p.host {
-            None => None,
-            Some(_) if pi == 0 => {
-                let others: Vec<String> = hosts[1..].iter().map(|h| quote(h)).collect();
-                (!others.is_empty()).then(|| format!("!{{ {HOST} -m str {} }}", others.join(" ")))
-            }
-            Some(h) => Some(format!(
-                "{{ {HOST} -m str {} }}",
-                quote(&h.to_ascii_lowercase())
-            )),
-        };
-        // Path groups in nginx's precedence: exact first, then prefixes, longest first.
-        let mut groups: Vec<((PathMatch, &str), Vec<usize>)> = Vec::new();
-        for &i in &p.routes {
-            let r = &cfg.routes[i];
-            let key = (r.path_match, r.path.as_str());
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.push(i),
-                None => groups.push((key, vec![i])),
-            }
-        }
-        groups.sort_by(|((ma, pa), _), ((mb, pb), _)| {
-            let rank = |m: &PathMatch| if *m == PathMatch::Exact { 0 } else { 1 };
-            rank(ma)
-                .cmp(&rank(mb))
-                .then(pb.len().cmp(&pa.len()))
-                .then(pa.cmp(pb))
-        });
+        let host = host_condition(pi, p, &hosts);
+        let groups = path_groups(cfg, p);
         let with_host = |mut v: Vec<String>| {
             if let Some(h) = &host {
                 v.insert(0, h.clone());
@@ -293,47 +323,66 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
             });
         }
     }
-    for r in &rules {
-        item(o, "    ", &format!("route.{}", r.item));
-        let _ = write!(
-            o,
-            "    http-request set-var(txn.pb_route) int({}) if !{{ var(txn.pb_route) -m found }}",
-            r.id
-        );
-        for c in &r.conds {
-            let _ = write!(o, " {c}");
+    rules
+}
+
+/// The Host condition of placement `pi` among the listener's `hosts`: none for a listener
+/// without names, any other name's absence for its first (default) name.
+fn host_condition(pi: usize, p: &Placement, hosts: &[String]) -> Option<String> {
+    // The first name is the listener's default server, as in nginx: it takes any Host that
+    // no other name of the listener matches.
+    match &p.host {
+        None => None,
+        Some(_) if pi == 0 => {
+            let others: Vec<String> = hosts[1..].iter().map(|h| quote(h)).collect();
+            (!others.is_empty()).then(|| format!("!{{ {HOST} -m str {} }}", others.join(" ")))
         }
-        o.push('\n');
+        Some(h) => Some(format!(
+            "{{ {HOST} -m str {} }}",
+            quote(&h.to_ascii_lowercase())
+        )),
     }
-    let is = |ids: &[usize]| {
-        let list: Vec<String> = ids.iter().map(usize::to_string).collect();
-        format!("{{ var(txn.pb_route) -m int {} }}", list.join(" "))
-    };
-    // HAProxy reads at most 64 words per line: a long list of routes is tested in chunks, one
-    // line each.
-    let chunks = |ids: &[usize]| -> Vec<String> { ids.chunks(ROUTES_PER_LINE).map(is).collect() };
-    // Routes used on this listener, by what they do.
-    let mut used: Vec<usize> = rules
-        .iter()
-        .filter(|r| r.id >= 0)
-        .map(|r| r.id as usize)
-        .collect();
-    used.sort_unstable();
-    used.dedup();
-    for &i in &used {
+}
+
+/// A placement's routes grouped by path, the groups in nginx's precedence: exact first, then
+/// prefixes, longest first.
+fn path_groups<'a>(cfg: &'a ProxyConfig, p: &Placement) -> Vec<((PathMatch, &'a str), Vec<usize>)> {
+    let mut groups: Vec<((PathMatch, &str), Vec<usize>)> = Vec::new();
+    for &i in &p.routes {
         let r = &cfg.routes[i];
-        if let (None, Some(status)) = (&r.upstream, r.return_status) {
-            item(o, "    ", &format!("route.{i}"));
-            let _ = writeln!(o, "    {} if {}", return_action(status, &r.body), is(&[i]));
+        let key = (r.path_match, r.path.as_str());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((key, vec![i])),
         }
     }
-    o.push_str(
-        "    http-request return status 404 if { var(txn.pb_route) -m int lt 0 }\n    \
-         http-request return status 404 if !{ var(txn.pb_route) -m found }\n",
-    );
-    // Rate limits: track the key, reject once the window is full, count what was accepted.
+    groups.sort_by(|((ma, pa), _), ((mb, pb), _)| {
+        let rank = |m: &PathMatch| if *m == PathMatch::Exact { 0 } else { 1 };
+        rank(ma)
+            .cmp(&rank(mb))
+            .then(pb.len().cmp(&pa.len()))
+            .then(pa.cmp(pb))
+    });
+    groups
+}
+
+/// The ACL that holds when the route chosen is one of `ids`.
+fn route_in(ids: &[usize]) -> String {
+    let list: Vec<String> = ids.iter().map(usize::to_string).collect();
+    format!("{{ var(txn.pb_route) -m int {} }}", list.join(" "))
+}
+
+/// [`route_in`] for a list of routes of any length, in chunks: HAProxy reads at most 64 words per
+/// line, so a long list is tested one line per chunk.
+fn route_in_chunks(ids: &[usize]) -> Vec<String> {
+    ids.chunks(ROUTES_PER_LINE).map(route_in).collect()
+}
+
+/// The rate limits of the routes `used` on a listener: track the key, reject once the window
+/// is full, count what was accepted.
+fn rate_limits(o: &mut String, cfg: &ProxyConfig, used: &[usize]) -> Result<(), Error> {
     let mut by_limit: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &i in &used {
+    for &i in used {
         if let (Some(_), Some(l)) = (&cfg.routes[i].upstream, &cfg.routes[i].rate_limit) {
             by_limit.entry(l.as_str()).or_default().push(i);
         }
@@ -343,7 +392,7 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
         let (_, window_max) = window(l)?;
         let key = sample(&l.key).ok_or_else(|| untranslatable("rate limit", name, &l.key))?;
         item(o, "    ", &format!("rate_limit.{name}"));
-        for c in chunks(ids) {
+        for c in route_in_chunks(ids) {
             let _ = writeln!(
                 o,
                 "    http-request set-var(txn.pb_rl_on) str({name}) if {c}"
@@ -359,17 +408,6 @@ fn routes(o: &mut String, cfg: &ProxyConfig, li: usize) -> Result<(), Error> {
              http-request sc-inc-gpc0(0) if {on}",
             l.status
         );
-    }
-    let mut by_upstream: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &i in &used {
-        if let Some(u) = &cfg.routes[i].upstream {
-            by_upstream.entry(u.as_str()).or_default().push(i);
-        }
-    }
-    for (u, ids) in &by_upstream {
-        for c in chunks(ids) {
-            let _ = writeln!(o, "    use_backend be_{u} if {c}");
-        }
     }
     Ok(())
 }

@@ -4,7 +4,8 @@
 
 use super::plan::{Chart, Line};
 use crate::error::DrawError;
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::cartesian::Cartesian2d;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -185,6 +186,26 @@ where
     // Markers go under the data. A few are dashed lines across the plot; many would merge into
     // a grey wall, so they become a rug of short ticks along the top edge.
     let (xs, ys) = chart.plotting_area().get_pixel_range();
+    spans(area, &chart, c, lo, (xs.clone(), ys.clone()))?;
+    markers(area, &mut chart, c, (lo, hi), (xs.clone(), ys.clone()))?;
+    data(&mut chart, c, lo)?;
+    ready_steps(area, c, (xs.clone(), ys.clone()))?;
+    top_labels(area, &chart, c, lo, (xs, ys))
+}
+
+/// The shaded span of each dense run of actions, at least [`SPAN_MIN_PX`] wide.
+fn spans<DB: DrawingBackend, X, Y>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    c: &Chart,
+    lo: f64,
+    (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> Result<(), DrawError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
     let base = area.get_base_pixel();
     for sp in &c.spans {
         let (a, _) = chart.backend_coord(&(sp.from, lo));
@@ -200,6 +221,24 @@ where
             .map_err(|e| err(&e))?;
         }
     }
+    Ok(())
+}
+
+/// A marker per action that stands apart: a dashed line across the plot when they are few
+/// enough to label, a short tick along the top edge otherwise.
+fn markers<DB: DrawingBackend, X, Y>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    c: &Chart,
+    (lo, hi): (f64, f64),
+    (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> Result<(), DrawError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
+    let base = area.get_base_pixel();
     if c.markers.len() <= ANY_LABELS {
         let marker_style = RGBColor(90, 90, 90).stroke_width(1);
         for m in &c.markers {
@@ -223,7 +262,20 @@ where
             }
         }
     }
+    Ok(())
+}
 
+/// The data: filled stacked layers, or each line's segments as steps and dots.
+fn data<DB: DrawingBackend, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    c: &Chart,
+    lo: f64,
+) -> Result<(), DrawError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
     if c.stacked {
         let layers = stacked_layers(&c.lines);
         // Top layer first, so each lower layer paints over the part that is not its own.
@@ -260,10 +312,24 @@ where
             }
         }
     }
+    Ok(())
+}
 
-    ready_steps(area, c, (xs.clone(), ys.clone()))?;
-
-    // Labels along the top, in time order: every span's, and the markers' when few enough.
+/// Labels along the top, in time order: every span's, and the markers' when few enough, in
+/// three staggered rows on a light backing.
+fn top_labels<DB: DrawingBackend, X, Y>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    c: &Chart,
+    lo: f64,
+    (xs, ys): (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> Result<(), DrawError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: &dyn std::fmt::Display| DrawError::of(e);
+    let base = area.get_base_pixel();
     let mut labels: Vec<(f64, String)> = c
         .spans
         .iter()

@@ -202,7 +202,35 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
     let gens = generation::lives(&result.generations, &result.reloads);
     let reloads = reloads(result, &gens, drain_s);
     let mut closes = backend_closes(result);
-    let backend_events: Vec<BackendEvent> = result
+    let backend_events = backend_events(result);
+    let aligned = result.monotonic_origin_ns.is_some();
+    let action_budget = action_budgets(&backend_events, &mut closes, aligned);
+    let mut causes = Causes {
+        reloads: &reloads,
+        backend_events: &backend_events,
+        action_budget,
+        closes,
+        aligned,
+    };
+    let mut tally = Tally::new(result, lives);
+    for (li, l) in lives_by_end(result, lives) {
+        tally.count(li, l, &mut causes);
+    }
+    let unattributed_total = tally.unattributed_total;
+    let mut out = tally.finish();
+    if result.gap(Collector::Generations).is_none() {
+        out.draining = generation::draining(&result.generations, &result.reloads);
+        out.in_place = generation::in_place(&result.generations, &result.reloads);
+        out.generations = gens;
+    }
+    out.notes = notes(result, &reloads, &out, unattributed_total, aligned, drain_s);
+    out
+}
+
+/// The case's backend actions that succeeded, each with its span (and the margin for its
+/// closes to arrive).
+fn backend_events(result: &CaseResult) -> Vec<BackendEvent> {
+    result
         .events
         .iter()
         .enumerate()
@@ -213,13 +241,20 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
             to: e.t_s + e.duration_ms / 1e3 + BACKEND_MARGIN_S,
             announces: drains(e),
         })
-        .collect();
-    // The backend's closes within each backend action's span: the drops it can take.
+        .collect()
+}
+
+/// The backend's closes within each backend action's span: the drops it can take (any number
+/// without the shared clock). The closes counted are marked used.
+fn action_budgets(
+    backend_events: &[BackendEvent],
+    closes: &mut [BackendClose],
+    aligned: bool,
+) -> BTreeMap<usize, u64> {
     let mut action_budget: BTreeMap<usize, u64> = BTreeMap::new();
-    let aligned = result.monotonic_origin_ns.is_some();
     for &BackendEvent {
         event: i, from, to, ..
-    } in &backend_events
+    } in backend_events
     {
         let n = closes
             .iter_mut()
@@ -228,23 +263,12 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
             .count() as u64;
         action_budget.insert(i, if aligned { n } else { u64::MAX });
     }
+    action_budget
+}
 
-    let mut actions: Vec<ActionLedger> = result
-        .events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ActionLedger {
-            event: i,
-            t_s: e.t_s,
-            action: e.action.clone(),
-            detail: e.detail.clone(),
-            ..ActionLedger::default()
-        })
-        .collect();
-    let mut action_times: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-    let mut out = StreamLedger::default();
-    let mut unattributed_total = 0u64;
-    // Drops in order of their end, across loads: the backend's closes are taken first come.
+/// Every load's lives with the load's index, in order of their end across loads: the
+/// backend's closes are taken first come.
+fn lives_by_end<'a>(result: &CaseResult, lives: &'a Lives) -> Vec<(usize, &'a ConnLife)> {
     let mut all: Vec<(usize, &ConnLife)> = Vec::new();
     for (li, st) in result.streams.iter().enumerate() {
         if let Some(l) = lives.get(&st.name) {
@@ -252,24 +276,75 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
         }
     }
     all.sort_by_key(|(_, l)| l.end_us);
-    let mut books: Vec<LoadLedger> = result
-        .streams
-        .iter()
-        .map(|st| LoadLedger {
-            name: st.name.clone(),
-            protocol: Some(st.protocol),
-            incomplete: incomplete(result, st, lives),
-            ..LoadLedger::default()
-        })
-        .collect();
-    let mut reload_times: Vec<Vec<f64>> = vec![Vec::new(); books.len()];
-    let mut lifetimes: Vec<Vec<f64>> = vec![Vec::new(); books.len()];
-    for (li, l) in all {
-        let b = &mut books[li];
+    all
+}
+
+/// What a drop is attributed against: the case's reloads and backend actions, the drops each
+/// action can still take, and the backends' closes not yet taken.
+struct Causes<'a> {
+    reloads: &'a [Reload],
+    backend_events: &'a [BackendEvent],
+    action_budget: BTreeMap<usize, u64>,
+    closes: Vec<BackendClose>,
+    aligned: bool,
+}
+
+/// The ledger as its lives are counted: a book per load and per action, the times to spread,
+/// and the unattributed drops.
+struct Tally {
+    books: Vec<LoadLedger>,
+    actions: Vec<ActionLedger>,
+    action_times: BTreeMap<usize, Vec<f64>>,
+    reload_times: Vec<Vec<f64>>,
+    lifetimes: Vec<Vec<f64>>,
+    out: StreamLedger,
+    unattributed_total: u64,
+}
+
+impl Tally {
+    /// Empty books for every load and every action of `result`.
+    fn new(result: &CaseResult, lives: &Lives) -> Tally {
+        let actions: Vec<ActionLedger> = result
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ActionLedger {
+                event: i,
+                t_s: e.t_s,
+                action: e.action.clone(),
+                detail: e.detail.clone(),
+                ..ActionLedger::default()
+            })
+            .collect();
+        let books: Vec<LoadLedger> = result
+            .streams
+            .iter()
+            .map(|st| LoadLedger {
+                name: st.name.clone(),
+                protocol: Some(st.protocol),
+                incomplete: incomplete(result, st, lives),
+                ..LoadLedger::default()
+            })
+            .collect();
+        Tally {
+            reload_times: vec![Vec::new(); books.len()],
+            lifetimes: vec![Vec::new(); books.len()],
+            books,
+            actions,
+            action_times: BTreeMap::new(),
+            out: StreamLedger::default(),
+            unattributed_total: 0,
+        }
+    }
+
+    /// Counts one life of load `li`: in its load's book, in the actions it was alive at, and,
+    /// when it dropped, on the cause it is given.
+    fn count(&mut self, li: usize, l: &ConnLife, causes: &mut Causes<'_>) {
+        let b = &mut self.books[li];
         b.lives += 1;
-        let Some(open_us) = l.open_us else { continue };
+        let Some(open_us) = l.open_us else { return };
         b.opened += 1;
-        for a in actions.iter_mut() {
+        for a in self.actions.iter_mut() {
             if secs(open_us) <= a.t_s && a.t_s < secs(l.end_us) {
                 a.alive += 1;
             }
@@ -278,11 +353,11 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
             b.survived += 1;
         }
         if !l.dropped() {
-            continue;
+            return;
         }
         let (o, e) = (secs(open_us), secs(l.end_us));
         b.dropped += 1;
-        lifetimes[li].push(e - o);
+        self.lifetimes[li].push(e - o);
         let announced = l.end.announced();
         if announced {
             b.with_close += 1;
@@ -291,28 +366,29 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
         }
         let (cause, event) = attribute(
             (o, e, announced),
-            &reloads,
-            &backend_events,
-            &mut action_budget,
-            &mut closes,
+            causes.reloads,
+            causes.backend_events,
+            &mut causes.action_budget,
+            &mut causes.closes,
         );
         match cause {
             DropCause::Reload => {
                 b.by_reload += 1;
-                let t = reloads
+                let t = causes
+                    .reloads
                     .iter()
                     .find(|r| r.event == event.unwrap_or(usize::MAX));
                 if let Some(r) = t {
-                    reload_times[li].push(e - r.t_s);
+                    self.reload_times[li].push(e - r.t_s);
                 }
             }
             DropCause::BackendAction => b.by_backend_action += 1,
             DropCause::Backend => b.by_backend += 1,
             DropCause::Unattributed => {
                 b.unattributed += 1;
-                unattributed_total += 1;
-                if out.unattributed.len() < UNATTRIBUTED_ROWS {
-                    out.unattributed.push(UnattributedDrop {
+                self.unattributed_total += 1;
+                if self.out.unattributed.len() < UNATTRIBUTED_ROWS {
+                    self.out.unattributed.push(UnattributedDrop {
                         load: b.name.clone(),
                         conn: l.conn,
                         attempt: l.attempt,
@@ -320,38 +396,45 @@ pub fn ledger(case: &Case, result: &CaseResult, lives: &Lives) -> StreamLedger {
                         end_s: e,
                         end: l.end,
                         code: l.close_code.or(l.grpc_status),
-                        evidence: evidence(o, e, &reloads, &closes, aligned),
+                        evidence: evidence(o, e, causes.reloads, &causes.closes, causes.aligned),
                     });
                 }
             }
         }
         if let Some(ev) = event {
-            let a = &mut actions[ev];
+            let a = &mut self.actions[ev];
             a.dropped += 1;
             if announced {
                 a.with_close += 1;
             } else {
                 a.without_close += 1;
             }
-            action_times.entry(ev).or_default().push(e - a.t_s);
+            self.action_times.entry(ev).or_default().push(e - a.t_s);
         }
     }
-    for (i, b) in books.iter_mut().enumerate() {
-        b.reload_to_drop = Spread::of(std::mem::take(&mut reload_times[i]));
-        b.lifetime = Spread::of(std::mem::take(&mut lifetimes[i]));
+
+    /// The ledger's loads and actions with their spreads, and the unattributed drops kept.
+    fn finish(self) -> StreamLedger {
+        let Tally {
+            mut books,
+            mut actions,
+            action_times,
+            mut reload_times,
+            mut lifetimes,
+            mut out,
+            ..
+        } = self;
+        for (i, b) in books.iter_mut().enumerate() {
+            b.reload_to_drop = Spread::of(std::mem::take(&mut reload_times[i]));
+            b.lifetime = Spread::of(std::mem::take(&mut lifetimes[i]));
+        }
+        for (ev, t) in action_times {
+            actions[ev].to_drop = Spread::of(t);
+        }
+        out.loads = books;
+        out.actions = actions;
+        out
     }
-    for (ev, t) in action_times {
-        actions[ev].to_drop = Spread::of(t);
-    }
-    out.loads = books;
-    out.actions = actions;
-    if result.gap(Collector::Generations).is_none() {
-        out.draining = generation::draining(&result.generations, &result.reloads);
-        out.in_place = generation::in_place(&result.generations, &result.reloads);
-        out.generations = gens;
-    }
-    out.notes = notes(result, &reloads, &out, unattributed_total, aligned, drain_s);
-    out
 }
 
 /// Why a load's ledger is incomplete: its lives file missing, or lives left out.

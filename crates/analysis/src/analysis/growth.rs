@@ -86,72 +86,18 @@ fn case(
     let (name, expected, actual, pass) = reload_check(&g, reloads);
     check(name, expected, actual, pass);
 
-    // Every grown item answered 3 times in a row.
-    let probed: Vec<&Step> = g.steps.iter().filter(|s| s.probed && s.ok()).collect();
-    if !probed.is_empty() {
-        let never: Vec<&&Step> = probed.iter().filter(|s| s.ttr_ms.is_none()).collect();
-        check(
-            format!(
-                "every new item ({}) answered 200 three times in a row",
-                g.noun()
-            ),
-            format!("0 of {} never ready", probed.len()),
-            match never.first() {
-                None => format!("0 of {} never ready", probed.len()),
-                Some(s) => format!(
-                    "{} of {} never ready; first at {} items: {}",
-                    never.len(),
-                    probed.len(),
-                    s.count,
-                    s.ready_error.as_deref().unwrap_or("no answer")
-                ),
-            },
-            never.is_empty(),
-        );
+    if let Some((name, expected, actual, pass)) = ready_check(&g) {
+        check(name, expected, actual, pass);
     }
 
-    // The light load lost nothing but idle keep-alive connections that reloads closed.
     let mut light_table = None;
-    if let Some(light) = result.loads.iter().find(|l| l.name == LIGHT) {
-        let lost = LightLoss::of(light, result, records);
-        let bound = result.reloads.len() as u64 * u64::from(light.connections);
-        check(
-            "the light load lost only idle keep-alive connections closed by reloads".into(),
-            format!(
-                "0 non-2xx, 0 other errors, read_idle_closed <= {} reloads x {} connections = {bound}",
-                result.reloads.len(),
-                light.connections
-            ),
-            format!(
-                "{} non-2xx, {} other errors, read_idle_closed {}",
-                lost.non_2xx, lost.other, lost.idle_closed
-            ),
-            lost.non_2xx == 0 && lost.other == 0 && lost.idle_closed <= bound,
-        );
-        light_table = Some(lost.table(&case.name, light, bound));
+    if let Some(((name, expected, actual, pass), table)) = light_check(case, result, records) {
+        check(name, expected, actual, pass);
+        light_table = Some(table);
     }
 
-    // nginx -t time grows with the config (routes and matches make the config bigger per step):
-    // nginx's model, judged only when nginx is the kind.
-    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !g.check_timed {
-        result.findings.push(fill("untimed_check", &[]));
-    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !model_applies {
-        result.findings.push(fill(
-            "other_kind_trend",
-            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
-        ));
-    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) {
-        if let Some((first, last)) = trend(&g) {
-            check(
-                format!("nginx -t time grows with the number of {}", g.noun()),
-                format!(
-                    "lowest of the last quarter of steps >= lowest of the first ({} ms)",
-                    f1(first)
-                ),
-                format!("{} ms", f1(last)),
-                last >= first,
-            );
-        }
+    if let Some((name, expected, actual, pass)) = trend_check(&g, result, &kind, model_applies) {
+        check(name, expected, actual, pass);
     }
 
     if let Some(t) = ttr_table(&case.name, &g) {
@@ -166,31 +112,159 @@ fn case(
         result.tables.push(limit_table(&case.name, &g));
     }
     if g.spec.what == GrowWhat::Matches {
-        let m = MatchLoads::of(case, result, &g, &samples, records);
-        if let Some(m) = m {
-            let (name, expected, actual, pass) = m.ran_after_growth(&g);
+        let input = MatchInput {
+            case,
+            records,
+            g: &g,
+            samples: &samples,
+            kind: &kind,
+            model_applies,
+        };
+        for (name, expected, actual, pass) in match_checks(&input, result) {
             check(name, expected, actual, pass);
-            if !model_applies {
-                result.findings.push(fill(
-                    "other_kind_matches",
-                    &[("kind", &kind), ("model", &common::MODELLED_KIND)],
-                ));
-            } else if let (Some(f), Some(l)) = (m.first.cpu_us, m.last.cpu_us) {
-                check(
-                    "the last header match costs nginx more CPU per request than the first (map regexes are tried in order)".into(),
-                    format!("last > first ({} us per request)", f1(f)),
-                    format!("{} us per request", f1(l)),
-                    l > f,
-                );
-            }
-            result.findings.push(m.finding());
-            result.tables.push(m.table(&case.name));
         }
     }
     result.series.extend(series(&g, result));
     result
         .findings
         .extend(findings(&g, result, &samples, &kind));
+    cluster_findings(result, &samples);
+    checks
+}
+
+/// Every grown item answered 3 times in a row (when the steps were probed).
+fn ready_check(g: &Growth<'_>) -> Option<(String, String, String, bool)> {
+    let probed: Vec<&Step> = g.steps.iter().filter(|s| s.probed && s.ok()).collect();
+    if probed.is_empty() {
+        return None;
+    }
+    let never: Vec<&&Step> = probed.iter().filter(|s| s.ttr_ms.is_none()).collect();
+    Some((
+        format!(
+            "every new item ({}) answered 200 three times in a row",
+            g.noun()
+        ),
+        format!("0 of {} never ready", probed.len()),
+        match never.first() {
+            None => format!("0 of {} never ready", probed.len()),
+            Some(s) => format!(
+                "{} of {} never ready; first at {} items: {}",
+                never.len(),
+                probed.len(),
+                s.count,
+                s.ready_error.as_deref().unwrap_or("no answer")
+            ),
+        },
+        never.is_empty(),
+    ))
+}
+
+/// The light load lost nothing but idle keep-alive connections that reloads closed: the check
+/// and the table of its losses (when the case ran the light load).
+fn light_check(
+    case: &Case,
+    result: &CaseResult,
+    records: &Records,
+) -> Option<((String, String, String, bool), Table)> {
+    let light = result.loads.iter().find(|l| l.name == LIGHT)?;
+    let lost = LightLoss::of(light, result, records);
+    let bound = result.reloads.len() as u64 * u64::from(light.connections);
+    let check = (
+        "the light load lost only idle keep-alive connections closed by reloads".into(),
+        format!(
+            "0 non-2xx, 0 other errors, read_idle_closed <= {} reloads x {} connections = {bound}",
+            result.reloads.len(),
+            light.connections
+        ),
+        format!(
+            "{} non-2xx, {} other errors, read_idle_closed {}",
+            lost.non_2xx, lost.other, lost.idle_closed
+        ),
+        lost.non_2xx == 0 && lost.other == 0 && lost.idle_closed <= bound,
+    );
+    Some((check, lost.table(&case.name, light, bound)))
+}
+
+/// nginx -t time grows with the config (routes and matches make the config bigger per step):
+/// nginx's model, judged only when nginx is the kind; a finding says why it is not judged.
+fn trend_check(
+    g: &Growth<'_>,
+    result: &mut CaseResult,
+    kind: &str,
+    model_applies: bool,
+) -> Option<(String, String, String, bool)> {
+    if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !g.check_timed {
+        result.findings.push(fill("untimed_check", &[]));
+    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) && !model_applies {
+        result.findings.push(fill(
+            "other_kind_trend",
+            &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+        ));
+    } else if matches!(g.spec.what, GrowWhat::Routes | GrowWhat::Matches) {
+        if let Some((first, last)) = trend(g) {
+            return Some((
+                format!("nginx -t time grows with the number of {}", g.noun()),
+                format!(
+                    "lowest of the last quarter of steps >= lowest of the first ({} ms)",
+                    f1(first)
+                ),
+                format!("{} ms", f1(last)),
+                last >= first,
+            ));
+        }
+    }
+    None
+}
+
+/// What the header-match checks read of the case beside its result.
+struct MatchInput<'a> {
+    case: &'a Case,
+    records: &'a Records,
+    g: &'a Growth<'a>,
+    samples: &'a [ProxySample],
+    kind: &'a str,
+    model_applies: bool,
+}
+
+/// A header-match growth's loads on the first and the last match: their checks (they ran after
+/// the growth; the last costs nginx more CPU), their finding and table.
+fn match_checks(
+    input: &MatchInput<'_>,
+    result: &mut CaseResult,
+) -> Vec<(String, String, String, bool)> {
+    let MatchInput {
+        case,
+        records,
+        g,
+        samples,
+        kind,
+        model_applies,
+    } = *input;
+    let mut checks = Vec::new();
+    let m = MatchLoads::of(case, result, g, samples, records);
+    if let Some(m) = m {
+        checks.push(m.ran_after_growth(g));
+        if !model_applies {
+            result.findings.push(fill(
+                "other_kind_matches",
+                &[("kind", &kind), ("model", &common::MODELLED_KIND)],
+            ));
+        } else if let (Some(f), Some(l)) = (m.first.cpu_us, m.last.cpu_us) {
+            checks.push((
+                "the last header match costs nginx more CPU per request than the first (map regexes are tried in order)".into(),
+                format!("last > first ({} us per request)", f1(f)),
+                format!("{} us per request", f1(l)),
+                l > f,
+            ));
+        }
+        result.findings.push(m.finding());
+        result.tables.push(m.table(&case.name));
+    }
+    checks
+}
+
+/// On a cluster: the cluster's finding, and where the proxy's CPU and memory came from.
+fn cluster_findings(result: &mut CaseResult, samples: &[ProxySample]) {
     if let Some(s) = common::cluster_finding(result) {
         result.findings.push(s);
         result.findings.push(if samples.is_empty() {
@@ -204,7 +278,6 @@ fn case(
                 .to_string()
         });
     }
-    checks
 }
 
 /// Adds the cross-case summary (NGF's reload columns, time to ready, memory, and NGF's published

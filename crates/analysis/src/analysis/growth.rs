@@ -284,32 +284,7 @@ fn cluster_findings(result: &mut CaseResult, samples: &[ProxySample]) {
 /// numbers beside ours) to the last case, and the run's findings.
 fn finish(scn: &Scenario, results: &mut RunResults) {
     let kind = common::replica_kind(&results.env, scn.cases.first());
-    let mut t = Table {
-        title: SUMMARY.into(),
-        columns: [
-            "Case",
-            "Grew",
-            "Steps",
-            "Reloads",
-            "Reload errors",
-            "Ave reload (ms)",
-            "<= 500ms",
-            "<= 1000ms",
-            "Old workers gone, mean (ms)",
-            "Config check first -> last (ms)",
-            "TTR mean / p99 (ms)",
-            "Never ready",
-            "Proxy RSS start -> end (MiB)",
-            "Light load failed (idle closes)",
-            "Proxy errors",
-            "Growth took (s)",
-            "NGF v1.0.0 published",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-        notes: Vec::new(),
-    };
+    let mut t = summary_table();
     for c in &results.cases {
         let Some(spec) = scn.cases.iter().find(|s| s.name == c.name) else {
             continue;
@@ -320,62 +295,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         let r = model::ReloadStats::of(&c.reloads);
         let ok = g.ok_steps();
         let ttr: Vec<f64> = ok.iter().filter_map(|s| s.ttr_ms).collect();
-        let never = ok.iter().filter(|s| s.probed && s.ttr_ms.is_none()).count();
-        let samples = case_samples(c, &kind);
-        let (rss0, rss1) = rss_start_end(&g, &samples);
-        let light = c.loads.iter().find(|l| l.name == LIGHT);
-        t.rows.push(vec![
-            Cell::text(&c.name),
-            Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
-            Cell::Int(g.steps.len() as i64),
-            Cell::Int(r.total as i64),
-            Cell::Int(r.errors as i64),
-            r.served_avg_ms.map_or_else(Cell::dash, f1),
-            share(r.within_500, r.total),
-            share(r.within_1000, r.total),
-            r.old_exit_avg_ms.map_or_else(Cell::dash, f1),
-            match (
-                ok.first().and_then(|s| s.validate_ms),
-                ok.last().and_then(|s| s.validate_ms),
-            ) {
-                (Some(a), Some(b)) => Cell::list([f1(a), f1(b)], " -> "),
-                _ => Cell::dash(),
-            },
-            match summary(&ttr) {
-                Some((mean, _, p99, _)) => Cell::list([f1(mean), f1(p99)], " / "),
-                None => Cell::Missing("- (not addressable)".into()),
-            },
-            if ok.iter().any(|s| s.probed) {
-                Cell::Int(never as i64)
-            } else {
-                Cell::dash()
-            },
-            match (rss0, rss1) {
-                (Some(a), Some(b)) => Cell::list([mib(a), mib(b)], " -> "),
-                _ => Cell::dash(),
-            },
-            light.map_or_else(Cell::dash, |l| {
-                Cell::text(format!(
-                    "{} ({})",
-                    l.failures(),
-                    l.errors
-                        .get(&ErrorKind::ReadIdleClosed)
-                        .copied()
-                        .unwrap_or(0)
-                ))
-            }),
-            Cell::measured(&c.measured(Collector::Logs, |c| &c.logs), |logs| {
-                Cell::Int(
-                    logs.error_levels
-                        .iter()
-                        .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
-                        .map(|(_, n)| n)
-                        .sum::<u64>() as i64,
-                )
-            }),
-            g.span().map_or_else(Cell::dash, |(a, b)| f1(b - a)),
-            published(&g).into(),
-        ]);
+        t.rows.push(summary_row(c, &g, &r, &ok, &ttr, &kind));
         results.findings.push(format!(
             "{}: {} {} -> {} in {} steps, {} reloads ({} failed), average {} ms to serve the new config{}.",
             c.name,
@@ -409,6 +329,104 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     if let Some(last) = results.cases.last_mut() {
         last.tables.push(t);
     }
+}
+
+/// The cross-case summary table with its columns and no row yet.
+fn summary_table() -> Table {
+    Table {
+        title: SUMMARY.into(),
+        columns: [
+            "Case",
+            "Grew",
+            "Steps",
+            "Reloads",
+            "Reload errors",
+            "Ave reload (ms)",
+            "<= 500ms",
+            "<= 1000ms",
+            "Old workers gone, mean (ms)",
+            "Config check first -> last (ms)",
+            "TTR mean / p99 (ms)",
+            "Never ready",
+            "Proxy RSS start -> end (MiB)",
+            "Light load failed (idle closes)",
+            "Proxy errors",
+            "Growth took (s)",
+            "NGF v1.0.0 published",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// One case's row of the summary table: its growth `g` with the steps the proxy took (`ok`),
+/// their reload stats `r` and times to ready `ttr`.
+fn summary_row(
+    c: &CaseResult,
+    g: &Growth<'_>,
+    r: &model::ReloadStats,
+    ok: &[&Step],
+    ttr: &[f64],
+    kind: &str,
+) -> Vec<Cell> {
+    let never = ok.iter().filter(|s| s.probed && s.ttr_ms.is_none()).count();
+    let samples = case_samples(c, kind);
+    let (rss0, rss1) = rss_start_end(g, &samples);
+    let light = c.loads.iter().find(|l| l.name == LIGHT);
+    vec![
+        Cell::text(&c.name),
+        Cell::text(format!("{} {} -> {}", g.noun(), g.initial, g.reached())),
+        Cell::Int(g.steps.len() as i64),
+        Cell::Int(r.total as i64),
+        Cell::Int(r.errors as i64),
+        r.served_avg_ms.map_or_else(Cell::dash, f1),
+        share(r.within_500, r.total),
+        share(r.within_1000, r.total),
+        r.old_exit_avg_ms.map_or_else(Cell::dash, f1),
+        match (
+            ok.first().and_then(|s| s.validate_ms),
+            ok.last().and_then(|s| s.validate_ms),
+        ) {
+            (Some(a), Some(b)) => Cell::list([f1(a), f1(b)], " -> "),
+            _ => Cell::dash(),
+        },
+        match summary(ttr) {
+            Some((mean, _, p99, _)) => Cell::list([f1(mean), f1(p99)], " / "),
+            None => Cell::Missing("- (not addressable)".into()),
+        },
+        if ok.iter().any(|s| s.probed) {
+            Cell::Int(never as i64)
+        } else {
+            Cell::dash()
+        },
+        match (rss0, rss1) {
+            (Some(a), Some(b)) => Cell::list([mib(a), mib(b)], " -> "),
+            _ => Cell::dash(),
+        },
+        light.map_or_else(Cell::dash, |l| {
+            Cell::text(format!(
+                "{} ({})",
+                l.failures(),
+                l.errors
+                    .get(&ErrorKind::ReadIdleClosed)
+                    .copied()
+                    .unwrap_or(0)
+            ))
+        }),
+        Cell::measured(&c.measured(Collector::Logs, |c| &c.logs), |logs| {
+            Cell::Int(
+                logs.error_levels
+                    .iter()
+                    .filter(|(l, _)| ["error", "crit", "alert", "emerg"].contains(&l.as_str()))
+                    .map(|(_, n)| n)
+                    .sum::<u64>() as i64,
+            )
+        }),
+        g.span().map_or_else(Cell::dash, |(a, b)| f1(b - a)),
+        published(g).into(),
+    ]
 }
 
 /// NGF v1.0.0's published result for the same growth (tests/scale/results/1.0.0).

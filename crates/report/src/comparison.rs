@@ -245,70 +245,7 @@ pub fn build(
     let mut entries = Vec::new();
     let mut partial = false;
     for p in proxies {
-        let (status, detail, exit_code, version, started_at, checks) = match &p.outcome {
-            Outcome::Ran { results, exit_code } => {
-                partial |= results.partial;
-                (
-                    if results.partial {
-                        "partial"
-                    } else {
-                        "complete"
-                    },
-                    results.abort_reason.clone(),
-                    Some(*exit_code),
-                    results.env.proxy.lines().next().unwrap_or("").to_string(),
-                    results.started_at.clone(),
-                    (
-                        results.checks.iter().filter(|c| c.pass).count() as u64,
-                        results.checks.len() as u64,
-                    ),
-                )
-            }
-            Outcome::Failed(m) => {
-                partial = true;
-                (
-                    "failed",
-                    Some(m.clone()),
-                    None,
-                    String::new(),
-                    String::new(),
-                    (0, 0),
-                )
-            }
-            Outcome::NotRun(m) => {
-                partial = true;
-                (
-                    "not run",
-                    Some(m.clone()),
-                    None,
-                    String::new(),
-                    String::new(),
-                    (0, 0),
-                )
-            }
-        };
-        entries.push(ProxyEntry {
-            kind: p.kind.clone(),
-            dir: p.dir.clone(),
-            status: status.into(),
-            detail,
-            exit_code,
-            version,
-            started_at,
-            checks,
-            resources: match &p.outcome {
-                Outcome::Ran { results, .. } => {
-                    let mut r: Vec<String> = Vec::new();
-                    for v in results.env.proxy_resources.values() {
-                        if !r.contains(v) {
-                            r.push(v.clone());
-                        }
-                    }
-                    r
-                }
-                _ => Vec::new(),
-            },
-        });
+        entries.push(proxy_entry(p, &mut partial));
     }
     let ran: Vec<(&str, &RunResults)> = proxies
         .iter()
@@ -323,55 +260,7 @@ pub fn build(
     );
     let cases = case_names
         .into_iter()
-        .map(|name| {
-            let per: Vec<(&str, &CaseResult)> = ran
-                .iter()
-                .filter_map(|(k, r)| r.cases.iter().find(|c| c.name == name).map(|c| (*k, c)))
-                .collect();
-            let load_names = union(
-                per.iter()
-                    .map(|(_, c)| c.loads.iter().map(|l| l.name.as_str())),
-            );
-            let loads = load_names
-                .into_iter()
-                .map(|lname| LoadComparison {
-                    name: lname.to_string(),
-                    by_proxy: per
-                        .iter()
-                        .filter_map(|(k, c)| {
-                            c.loads.iter().find(|l| l.name == lname).map(|l| load(k, l))
-                        })
-                        .collect(),
-                })
-                .collect();
-            let stream_names = union(
-                per.iter()
-                    .map(|(_, c)| c.streams.iter().map(|l| l.name.as_str())),
-            );
-            let streams = stream_names
-                .into_iter()
-                .map(|lname| StreamComparison {
-                    name: lname.to_string(),
-                    protocol: per
-                        .iter()
-                        .find_map(|(_, c)| c.streams.iter().find(|s| s.name == lname))
-                        .map_or_else(String::new, |s| s.protocol.name().to_string()),
-                    by_proxy: per
-                        .iter()
-                        .filter_map(|(k, c)| {
-                            let st = c.streams.iter().find(|s| s.name == lname)?;
-                            Some(stream(k, st, c))
-                        })
-                        .collect(),
-                })
-                .collect();
-            CaseComparison {
-                name: name.to_string(),
-                loads,
-                streams,
-                proxy: per.iter().map(|(k, c)| proxy_metrics(k, c)).collect(),
-            }
-        })
+        .map(|name| case_comparison(name, &ran))
         .collect();
     Comparison {
         comparison_version: COMPARISON_VERSION,
@@ -382,6 +271,133 @@ pub fn build(
         features,
         cases,
     }
+}
+
+/// One proxy's entry: how its run went, its version, checks and resources; sets `partial`
+/// when the run was partial or did not happen.
+fn proxy_entry(p: &ProxyInput<'_>, partial: &mut bool) -> ProxyEntry {
+    let (status, detail, exit_code, version, started_at, checks) = match &p.outcome {
+        Outcome::Ran { results, exit_code } => {
+            *partial |= results.partial;
+            (
+                if results.partial {
+                    "partial"
+                } else {
+                    "complete"
+                },
+                results.abort_reason.clone(),
+                Some(*exit_code),
+                results.env.proxy.lines().next().unwrap_or("").to_string(),
+                results.started_at.clone(),
+                (
+                    results.checks.iter().filter(|c| c.pass).count() as u64,
+                    results.checks.len() as u64,
+                ),
+            )
+        }
+        Outcome::Failed(m) => {
+            *partial = true;
+            (
+                "failed",
+                Some(m.clone()),
+                None,
+                String::new(),
+                String::new(),
+                (0, 0),
+            )
+        }
+        Outcome::NotRun(m) => {
+            *partial = true;
+            (
+                "not run",
+                Some(m.clone()),
+                None,
+                String::new(),
+                String::new(),
+                (0, 0),
+            )
+        }
+    };
+    ProxyEntry {
+        kind: p.kind.clone(),
+        dir: p.dir.clone(),
+        status: status.into(),
+        detail,
+        exit_code,
+        version,
+        started_at,
+        checks,
+        resources: match &p.outcome {
+            Outcome::Ran { results, .. } => {
+                let mut r: Vec<String> = Vec::new();
+                for v in results.env.proxy_resources.values() {
+                    if !r.contains(v) {
+                        r.push(v.clone());
+                    }
+                }
+                r
+            }
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// Case `name` under each proxy in `ran` that ran it: its loads, long-lived loads and the
+/// proxy's own cost.
+fn case_comparison(name: &str, ran: &[(&str, &RunResults)]) -> CaseComparison {
+    let per: Vec<(&str, &CaseResult)> = ran
+        .iter()
+        .filter_map(|(k, r)| r.cases.iter().find(|c| c.name == name).map(|c| (*k, c)))
+        .collect();
+    CaseComparison {
+        name: name.to_string(),
+        loads: load_comparisons(&per),
+        streams: stream_comparisons(&per),
+        proxy: per.iter().map(|(k, c)| proxy_metrics(k, c)).collect(),
+    }
+}
+
+/// The case's loads (in first-seen order), each under every proxy that ran it.
+fn load_comparisons(per: &[(&str, &CaseResult)]) -> Vec<LoadComparison> {
+    let load_names = union(
+        per.iter()
+            .map(|(_, c)| c.loads.iter().map(|l| l.name.as_str())),
+    );
+    load_names
+        .into_iter()
+        .map(|lname| LoadComparison {
+            name: lname.to_string(),
+            by_proxy: per
+                .iter()
+                .filter_map(|(k, c)| c.loads.iter().find(|l| l.name == lname).map(|l| load(k, l)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The case's long-lived loads (in first-seen order), each under every proxy that ran it.
+fn stream_comparisons(per: &[(&str, &CaseResult)]) -> Vec<StreamComparison> {
+    let stream_names = union(
+        per.iter()
+            .map(|(_, c)| c.streams.iter().map(|l| l.name.as_str())),
+    );
+    stream_names
+        .into_iter()
+        .map(|lname| StreamComparison {
+            name: lname.to_string(),
+            protocol: per
+                .iter()
+                .find_map(|(_, c)| c.streams.iter().find(|s| s.name == lname))
+                .map_or_else(String::new, |s| s.protocol.name().to_string()),
+            by_proxy: per
+                .iter()
+                .filter_map(|(k, c)| {
+                    let st = c.streams.iter().find(|s| s.name == lname)?;
+                    Some(stream(k, st, c))
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Names in first-seen order across the lists.

@@ -902,46 +902,7 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
         if let Some(nk) = of(Setup::NoKeepalive) {
             for setup in [Setup::Keepalive, Setup::Retry] {
                 if let Some(k) = of(setup) {
-                    let share = DATA.tolerances.keepalive_share;
-                    let name = fill(
-                        "check_keepalive_fewer",
-                        &[("style", &style), ("setup", &setup.label())],
-                    );
-                    let mut c = measured_check(
-                        "",
-                        name,
-                        "",
-                        nk.counters.clone().zip(k.counters.clone()),
-                        |(n, k)| {
-                            let bound = share * n.conns_per_request();
-                            (
-                                fill(
-                                    "check_keepalive_fewer_actual",
-                                    &[("conns", &Cell::num(k.conns_per_request(), 4))],
-                                ),
-                                n.requests > 0 && k.requests > 0 && k.conns_per_request() <= bound,
-                            )
-                        },
-                    );
-                    // A check over the whole run: it belongs to no case.
-                    c.case = None;
-                    c.expected = fill(
-                        "check_keepalive_fewer_expected",
-                        &[
-                            (
-                                "bound",
-                                &Cell::measured(&nk.conns_per_request(), |b| {
-                                    Cell::num(b * share, 4)
-                                }),
-                            ),
-                            ("share", &Cell::num(share * 100.0, 0)),
-                            (
-                                "base",
-                                &Cell::measured(&nk.conns_per_request(), |b| Cell::num(*b, 3)),
-                            ),
-                        ],
-                    );
-                    checks.push(c);
+                    checks.push(keepalive_check(style, setup, nk, k));
                 }
             }
         }
@@ -969,6 +930,50 @@ fn finish(scn: &Scenario, results: &mut RunResults) {
     results.checks.extend(checks);
 }
 
+/// The run's check that `setup` (keepalive to the backends, or retries with it) opens fewer
+/// connections per request than no keepalive (`nk`) does, by the tolerance's share.
+fn keepalive_check(style: &str, setup: Setup, nk: &Facts, k: &Facts) -> CheckResult {
+    let share = DATA.tolerances.keepalive_share;
+    let name = fill(
+        "check_keepalive_fewer",
+        &[("style", &style), ("setup", &setup.label())],
+    );
+    let mut c = measured_check(
+        "",
+        name,
+        "",
+        nk.counters.clone().zip(k.counters.clone()),
+        |(n, k)| {
+            let bound = share * n.conns_per_request();
+            (
+                fill(
+                    "check_keepalive_fewer_actual",
+                    &[("conns", &Cell::num(k.conns_per_request(), 4))],
+                ),
+                n.requests > 0 && k.requests > 0 && k.conns_per_request() <= bound,
+            )
+        },
+    );
+    // A check over the whole run: it belongs to no case.
+    c.case = None;
+    c.expected = fill(
+        "check_keepalive_fewer_expected",
+        &[
+            (
+                "bound",
+                &Cell::measured(&nk.conns_per_request(), |b| Cell::num(b * share, 4)),
+            ),
+            ("share", &Cell::num(share * 100.0, 0)),
+            (
+                "base",
+                &Cell::measured(&nk.conns_per_request(), |b| Cell::num(*b, 3)),
+            ),
+        ],
+    );
+    c
+}
+
+/// The setups side by side, each with its ratios against going direct.
 fn comparison(all: &[Summary]) -> Table {
     let mut t = Table::new(
         text("comparison_title"),

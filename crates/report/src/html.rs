@@ -378,92 +378,28 @@ fn extra_charts(r: &RunResults, charts: &[Chart]) -> Vec<(Chart, &'static str)> 
             kind: Kind::Series(0),
             ready: base.ready.clone(),
         };
-        let color = |i: usize| plan::color(i);
-        if let Some(k) = &case.cluster {
-            let mut pods: BTreeMap<&str, Vec<&model::PodMetric>> = BTreeMap::new();
-            for m in &k.metrics {
-                pods.entry(&m.pod).or_default().push(m);
-            }
-            if !pods.is_empty() {
-                let line = |i: usize, pod: &str, pts: Vec<(f64, f64)>| Line {
-                    name: pod.to_string(),
-                    color: color(i),
-                    segments: vec![pts],
-                    dots: false,
-                    join: true,
-                };
-                let cpu = pods
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (p, v))| {
-                        line(i, p, v.iter().map(|m| (m.t_s, m.cpu_millicores)).collect())
-                    })
-                    .collect();
-                let mem = pods
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (p, v))| {
-                        line(
-                            i,
-                            p,
-                            v.iter()
-                                .map(|m| (m.t_s, m.memory_bytes as f64 / (1024.0 * 1024.0)))
-                                .collect(),
-                        )
-                    })
-                    .collect();
-                out.push((
-                    mk(
-                        format!("{prefix}-pod-cpu"),
-                        format!("{}: CPU per pod (metrics API)", case.name),
-                        "CPU (millicores)",
-                        cpu,
-                    ),
-                    "pod-cpu",
-                ));
-                out.push((
-                    mk(
-                        format!("{prefix}-pod-memory"),
-                        format!("{}: memory per pod (metrics API)", case.name),
-                        "working set (MiB)",
-                        mem,
-                    ),
-                    "pod-memory",
-                ));
-            }
+        if let Some((cpu, mem)) = case.cluster.as_ref().and_then(pod_lines) {
+            out.push((
+                mk(
+                    format!("{prefix}-pod-cpu"),
+                    format!("{}: CPU per pod (metrics API)", case.name),
+                    "CPU (millicores)",
+                    cpu,
+                ),
+                "pod-cpu",
+            ));
+            out.push((
+                mk(
+                    format!("{prefix}-pod-memory"),
+                    format!("{}: memory per pod (metrics API)", case.name),
+                    "working set (MiB)",
+                    mem,
+                ),
+                "pod-memory",
+            ));
         }
-        // Answer times only: a failed probe has none, so it breaks the replica's line (a gap),
-        // rather than standing as a point at the timeout.
-        let mut replicas: BTreeMap<&str, Vec<Vec<(f64, f64)>>> = BTreeMap::new();
-        for s in &case.readiness {
-            let segs = replicas.entry(&s.replica).or_default();
-            match s.answered_ms() {
-                Some(ms) => match segs.last_mut() {
-                    Some(seg) => seg.push((s.t_s, ms)),
-                    None => segs.push(vec![(s.t_s, ms)]),
-                },
-                None => {
-                    if segs.last().is_none_or(|seg| !seg.is_empty()) {
-                        segs.push(Vec::new());
-                    }
-                }
-            }
-        }
-        for segs in replicas.values_mut() {
-            segs.retain(|seg| !seg.is_empty());
-        }
-        if !replicas.is_empty() {
-            let lines = replicas
-                .into_iter()
-                .enumerate()
-                .map(|(i, (rep, segments))| Line {
-                    name: rep.to_string(),
-                    color: color(i),
-                    segments,
-                    dots: false,
-                    join: true,
-                })
-                .collect();
+        let lines = readiness_lines(case);
+        if !lines.is_empty() {
             out.push((
                 mk(
                     format!("{prefix}-readiness"),
@@ -479,6 +415,78 @@ fn extra_charts(r: &RunResults, charts: &[Chart]) -> Vec<(Chart, &'static str)> 
         }
     }
     out
+}
+
+/// Per-pod CPU and memory lines from the metrics API's samples; none without a sample.
+fn pod_lines(k: &model::ClusterRecord) -> Option<(Vec<Line>, Vec<Line>)> {
+    let mut pods: BTreeMap<&str, Vec<&model::PodMetric>> = BTreeMap::new();
+    for m in &k.metrics {
+        pods.entry(&m.pod).or_default().push(m);
+    }
+    if pods.is_empty() {
+        return None;
+    }
+    let line = |i: usize, pod: &str, pts: Vec<(f64, f64)>| Line {
+        name: pod.to_string(),
+        color: plan::color(i),
+        segments: vec![pts],
+        dots: false,
+        join: true,
+    };
+    let cpu = pods
+        .iter()
+        .enumerate()
+        .map(|(i, (p, v))| line(i, p, v.iter().map(|m| (m.t_s, m.cpu_millicores)).collect()))
+        .collect();
+    let mem = pods
+        .iter()
+        .enumerate()
+        .map(|(i, (p, v))| {
+            line(
+                i,
+                p,
+                v.iter()
+                    .map(|m| (m.t_s, m.memory_bytes as f64 / (1024.0 * 1024.0)))
+                    .collect(),
+            )
+        })
+        .collect();
+    Some((cpu, mem))
+}
+
+/// Each replica's readiness probe answer times, one line per replica.
+fn readiness_lines(case: &CaseResult) -> Vec<Line> {
+    // Answer times only: a failed probe has none, so it breaks the replica's line (a gap),
+    // rather than standing as a point at the timeout.
+    let mut replicas: BTreeMap<&str, Vec<Vec<(f64, f64)>>> = BTreeMap::new();
+    for s in &case.readiness {
+        let segs = replicas.entry(&s.replica).or_default();
+        match s.answered_ms() {
+            Some(ms) => match segs.last_mut() {
+                Some(seg) => seg.push((s.t_s, ms)),
+                None => segs.push(vec![(s.t_s, ms)]),
+            },
+            None => {
+                if segs.last().is_none_or(|seg| !seg.is_empty()) {
+                    segs.push(Vec::new());
+                }
+            }
+        }
+    }
+    for segs in replicas.values_mut() {
+        segs.retain(|seg| !seg.is_empty());
+    }
+    replicas
+        .into_iter()
+        .enumerate()
+        .map(|(i, (rep, segments))| Line {
+            name: rep.to_string(),
+            color: plan::color(i),
+            segments,
+            dots: false,
+            join: true,
+        })
+        .collect()
 }
 
 /// Escapes text for HTML.

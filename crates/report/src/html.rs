@@ -584,6 +584,27 @@ pub fn render(r: &RunResults) -> String {
     charts.extend(extra_charts(r, &plain));
     let all: Vec<ChartOut> = charts.iter().map(|(c, k)| chart_out(r, c, k)).collect();
     let mut b = String::new();
+    head_html(&mut b, r);
+    if let Some(g) = crate::streams::headline(r) {
+        grid_html(&mut b, &g, "h2");
+    }
+    for (ci, case) in r.cases.iter().enumerate() {
+        case_html(&mut b, case);
+        for ((c, _), out) in charts.iter().zip(&all) {
+            if c.case == ci {
+                b.push_str(&chart_div(out));
+            }
+        }
+    }
+    page(
+        &format!("proxybench report: {}", r.scenario),
+        &b,
+        &Data { charts: all },
+    )
+}
+
+/// The page's head: the title, a partial run's warning, the run's facts and its checks.
+fn head_html(b: &mut String, r: &RunResults) {
     let _ = writeln!(b, "<h1>proxybench report: {}</h1>", esc(&r.scenario));
     if r.partial {
         let _ = writeln!(
@@ -630,68 +651,58 @@ pub fn render(r: &RunResults) -> String {
         }
         b.push_str("</table>\n");
     }
-    if let Some(g) = crate::streams::headline(r) {
-        grid_html(&mut b, &g, "h2");
+}
+
+/// A case's section before its charts: its title, findings, description, the loads' table,
+/// the long-lived loads' grids and the actions' events.
+fn case_html(b: &mut String, case: &CaseResult) {
+    let _ = writeln!(b, "<h2>Case <code>{}</code></h2>", esc(&case.name));
+    if !case.findings.is_empty() {
+        b.push_str("<ul>\n");
+        for f in &case.findings {
+            let _ = writeln!(b, "<li>{}</li>", esc(f.trim()));
+        }
+        b.push_str("</ul>\n");
     }
-    for (ci, case) in r.cases.iter().enumerate() {
-        let _ = writeln!(b, "<h2>Case <code>{}</code></h2>", esc(&case.name));
-        if !case.findings.is_empty() {
-            b.push_str("<ul>\n");
-            for f in &case.findings {
-                let _ = writeln!(b, "<li>{}</li>", esc(f.trim()));
-            }
-            b.push_str("</ul>\n");
-        }
-        if !case.description.is_empty() {
-            let _ = writeln!(b, "<p>{}</p>", esc(&case.description));
-        }
-        b.push_str("<table>\n<tr><th>Load</th><th>Requests</th><th>Req/s</th><th>p50 (ms)</th><th>p99 (ms)</th><th>p99.9 (ms)</th><th>max (ms)</th><th>Failures</th></tr>\n");
-        for l in &case.loads {
-            let p = |q: f64| hdr::percentile_us(&l.latency, q);
+    if !case.description.is_empty() {
+        let _ = writeln!(b, "<p>{}</p>", esc(&case.description));
+    }
+    b.push_str("<table>\n<tr><th>Load</th><th>Requests</th><th>Req/s</th><th>p50 (ms)</th><th>p99 (ms)</th><th>p99.9 (ms)</th><th>max (ms)</th><th>Failures</th></tr>\n");
+    for l in &case.loads {
+        let p = |q: f64| hdr::percentile_us(&l.latency, q);
+        let _ = writeln!(
+            b,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&l.name),
+            count(l.requests),
+            fmt::f2(l.req_per_sec_total()),
+            ms(p(50.0)),
+            ms(p(99.0)),
+            ms(p(99.9)),
+            ms((l.latency.count > 0).then_some(l.latency.max_us)),
+            count(l.failures())
+        );
+    }
+    b.push_str("</table>\n");
+    for g in crate::streams::case_grids(case) {
+        grid_html(b, &g, "h3");
+    }
+    if !case.events.is_empty() {
+        b.push_str("<table>\n<tr><th>#</th><th>t (s)</th><th>Action</th><th>Detail</th><th>Took (ms)</th><th>Error</th></tr>\n");
+        for (i, e) in case.events.iter().enumerate() {
             let _ = writeln!(
                 b,
-                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(&l.name),
-                count(l.requests),
-                fmt::f2(l.req_per_sec_total()),
-                ms(p(50.0)),
-                ms(p(99.0)),
-                ms(p(99.9)),
-                ms((l.latency.count > 0).then_some(l.latency.max_us)),
-                count(l.failures())
+                "<tr><td class=\"n\">{}</td><td class=\"n\">{:.3}</td><td>{}</td><td>{}</td><td class=\"n\">{:.1}</td><td>{}</td></tr>",
+                i + 1,
+                e.t_s,
+                esc(&e.action),
+                esc(&e.detail),
+                e.duration_ms,
+                esc(e.error.as_deref().unwrap_or(""))
             );
         }
         b.push_str("</table>\n");
-        for g in crate::streams::case_grids(case) {
-            grid_html(&mut b, &g, "h3");
-        }
-        if !case.events.is_empty() {
-            b.push_str("<table>\n<tr><th>#</th><th>t (s)</th><th>Action</th><th>Detail</th><th>Took (ms)</th><th>Error</th></tr>\n");
-            for (i, e) in case.events.iter().enumerate() {
-                let _ = writeln!(
-                    b,
-                    "<tr><td class=\"n\">{}</td><td class=\"n\">{:.3}</td><td>{}</td><td>{}</td><td class=\"n\">{:.1}</td><td>{}</td></tr>",
-                    i + 1,
-                    e.t_s,
-                    esc(&e.action),
-                    esc(&e.detail),
-                    e.duration_ms,
-                    esc(e.error.as_deref().unwrap_or(""))
-                );
-            }
-            b.push_str("</table>\n");
-        }
-        for ((c, _), out) in charts.iter().zip(&all) {
-            if c.case == ci {
-                b.push_str(&chart_div(out));
-            }
-        }
     }
-    page(
-        &format!("proxybench report: {}", r.scenario),
-        &b,
-        &Data { charts: all },
-    )
 }
 
 /// comparison.html for a comparison across proxies: per case and load, req/s and latency

@@ -320,6 +320,8 @@ pub fn rbac_for(needs: &Needs, account_ns: &str, account: &str) -> String {
     )
 }
 
+/// The YAML of the RBAC a run needs: a Role in the run's `namespace` (and what `needs` adds
+/// elsewhere), or a ClusterRole when the run makes its own namespaces.
 fn rbac_with(
     namespace: Option<&str>,
     account_ns: &str,
@@ -345,75 +347,7 @@ fn rbac_with(
     let empty = Needs::default();
     let needs_or = needs.unwrap_or(&empty);
     match namespace {
-        Some(ns) => {
-            o.push_str(&format!(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  \
-                 name: proxybench-run\n  namespace: {ns}\n"
-            ));
-            let own = Rule {
-                group: "",
-                resources: &["namespaces"],
-                verbs: &["get"],
-                why: "the namespace itself, asked for before the run (never created)",
-            };
-            let mut rules: Vec<&Rule> = NAMESPACED.iter().collect();
-            rules.push(&own);
-            let extra: Vec<&Grant> = needs_or
-                .run
-                .iter()
-                .filter(|g| !covered(&rules, g))
-                .collect();
-            grants_yaml(&mut o, &rules, &extra);
-            o.push_str(&format!(
-                "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  \
-                 name: proxybench-run\n  namespace: {ns}\nroleRef:\n  \
-                 apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: proxybench-run\n\
-                 {subject}"
-            ));
-            let name = format!("proxybench-run-{ns}");
-            for (other, grants) in &needs_or.others {
-                o.push_str(&format!(
-                    "---\n# What the run in {ns} does in {other}.\n\
-                     apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  \
-                     name: {name}\n  namespace: {other}\n"
-                ));
-                let g: Vec<&Grant> = grants.iter().collect();
-                grants_yaml(&mut o, &[], &g);
-                o.push_str(&format!(
-                    "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
-                     metadata:\n  name: {name}\n  namespace: {other}\nroleRef:\n  \
-                     apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {name}\n\
-                     {subject}"
-                ));
-            }
-            if !needs_or.cluster.is_empty() {
-                o.push_str(&format!(
-                    "---\n# The cluster-scoped kinds the run in {ns}'s manifests name.\n\
-                     apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  \
-                     name: {name}\n"
-                ));
-                let g: Vec<&Grant> = needs_or.cluster.iter().collect();
-                grants_yaml(&mut o, &[], &g);
-                o.push_str(&format!(
-                    "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
-                     metadata:\n  name: {name}-{account_ns}-{account}\nroleRef:\n  \
-                     apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  \
-                     name: {name}\n{subject}"
-                ));
-            }
-            o.push_str(
-                "---\n# Optional, cluster-wide reads of the nodes (without them the record says \
-                 what it lacks).\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
-                 metadata:\n  name: proxybench-nodes\n",
-            );
-            rules_yaml(&mut o, &[&NODES]);
-            o.push_str(&format!(
-                "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
-                 metadata:\n  name: proxybench-nodes-{account_ns}-{account}\nroleRef:\n  \
-                 apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  \
-                 name: proxybench-nodes\n{subject}"
-            ));
-        }
+        Some(ns) => roles_in(&mut o, ns, needs_or, &subject, (account_ns, account)),
         None => {
             o.push_str(
                 "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  \
@@ -444,6 +378,76 @@ fn rbac_with(
         }
     }
     o
+}
+
+/// The YAML for a run in namespace `ns`: its Role and RoleBinding, a Role in each other
+/// namespace it acts in, a ClusterRole for the cluster-scoped kinds its manifests name, and
+/// the optional reads of the nodes, each bound to `subject` (`who`: its namespace and name).
+fn roles_in(o: &mut String, ns: &str, needs: &Needs, subject: &str, who: (&str, &str)) {
+    let (account_ns, account) = who;
+    o.push_str(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  \
+         name: proxybench-run\n  namespace: {ns}\n"
+    ));
+    let own = Rule {
+        group: "",
+        resources: &["namespaces"],
+        verbs: &["get"],
+        why: "the namespace itself, asked for before the run (never created)",
+    };
+    let mut rules: Vec<&Rule> = NAMESPACED.iter().collect();
+    rules.push(&own);
+    let extra: Vec<&Grant> = needs.run.iter().filter(|g| !covered(&rules, g)).collect();
+    grants_yaml(o, &rules, &extra);
+    o.push_str(&format!(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  \
+         name: proxybench-run\n  namespace: {ns}\nroleRef:\n  \
+         apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: proxybench-run\n\
+         {subject}"
+    ));
+    let name = format!("proxybench-run-{ns}");
+    for (other, grants) in &needs.others {
+        o.push_str(&format!(
+            "---\n# What the run in {ns} does in {other}.\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  \
+             name: {name}\n  namespace: {other}\n"
+        ));
+        let g: Vec<&Grant> = grants.iter().collect();
+        grants_yaml(o, &[], &g);
+        o.push_str(&format!(
+            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
+             metadata:\n  name: {name}\n  namespace: {other}\nroleRef:\n  \
+             apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {name}\n\
+             {subject}"
+        ));
+    }
+    if !needs.cluster.is_empty() {
+        o.push_str(&format!(
+            "---\n# The cluster-scoped kinds the run in {ns}'s manifests name.\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  \
+             name: {name}\n"
+        ));
+        let g: Vec<&Grant> = needs.cluster.iter().collect();
+        grants_yaml(o, &[], &g);
+        o.push_str(&format!(
+            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
+             metadata:\n  name: {name}-{account_ns}-{account}\nroleRef:\n  \
+             apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  \
+             name: {name}\n{subject}"
+        ));
+    }
+    o.push_str(
+        "---\n# Optional, cluster-wide reads of the nodes (without them the record says \
+         what it lacks).\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+         metadata:\n  name: proxybench-nodes\n",
+    );
+    rules_yaml(o, &[&NODES]);
+    o.push_str(&format!(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
+         metadata:\n  name: proxybench-nodes-{account_ns}-{account}\nroleRef:\n  \
+         apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  \
+         name: proxybench-nodes\n{subject}"
+    ));
 }
 
 #[cfg(test)]

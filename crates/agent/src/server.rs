@@ -66,33 +66,9 @@ fn session(
             })
         }
     };
-    // The common start as a local Instant, and the load's origin before it, so every agent's
-    // seconds line up.
-    let (now_i, now_u) = (Instant::now(), proto::now_ns());
-    let start = if job.start_unix_ns >= now_u {
-        now_i + Duration::from_nanos(job.start_unix_ns - now_u)
-    } else {
-        now_i
-            .checked_sub(Duration::from_nanos(now_u - job.start_unix_ns))
-            .unwrap_or(now_i)
-    };
-    let origin = start
-        .checked_sub(Duration::from_nanos(job.origin_ahead_ns))
-        .unwrap_or(start);
+    let (start, origin) = local_start(&job);
     let stop = Arc::new(AtomicBool::new(false));
-    // A Stop, or the coordinator going away, ends the run.
-    {
-        let stop = stop.clone();
-        let mut r2 = r;
-        std::thread::spawn(move || {
-            while let Ok(Some(m)) = proto::recv::<ToAgent>(&mut r2) {
-                if matches!(m, ToAgent::Stop) {
-                    stop.store(true, Ordering::Relaxed);
-                }
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
+    watch_stop(r, stop.clone());
     let mut cfg = cfg;
     let w2 = w.clone();
     let stop2 = stop.clone();
@@ -131,25 +107,58 @@ fn session(
         f.end();
     }
     match ran {
-        Ok(o) => {
-            let result = model::LoadResult {
-                summary: o.summary,
-                ext: model::ResultExt {
-                    result_version: model::RESULT_VERSION,
-                    origin_unix_ns: o.origin_unix_ns,
-                    seconds_hdr: o.seconds_hdr,
-                    agent: None,
-                    agents: Vec::new(),
-                },
-            };
-            say(&FromAgent::Result {
-                json: result.to_json_pretty(),
-            })
-        }
+        Ok(o) => say(&FromAgent::Result {
+            json: result_json(o),
+        }),
         Err(e) => say(&FromAgent::Failed {
             reason: e.to_string(),
         }),
     }
+}
+
+/// The job's common start as a local Instant, and the load's origin before it, so every
+/// agent's seconds line up.
+fn local_start(job: &Job) -> (Instant, Instant) {
+    let (now_i, now_u) = (Instant::now(), proto::now_ns());
+    let start = if job.start_unix_ns >= now_u {
+        now_i + Duration::from_nanos(job.start_unix_ns - now_u)
+    } else {
+        now_i
+            .checked_sub(Duration::from_nanos(now_u - job.start_unix_ns))
+            .unwrap_or(now_i)
+    };
+    let origin = start
+        .checked_sub(Duration::from_nanos(job.origin_ahead_ns))
+        .unwrap_or(start);
+    (start, origin)
+}
+
+/// Sets `stop` when the coordinator sends Stop or goes away, read on a thread of its own.
+fn watch_stop(mut r: BufReader<TcpStream>, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        while let Ok(Some(m)) = proto::recv::<ToAgent>(&mut r) {
+            if matches!(m, ToAgent::Stop) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// The run's result as the coordinator reads it: the summary and what the merge needs (its
+/// origin and each second's histogram).
+fn result_json(o: load::Outcome) -> String {
+    model::LoadResult {
+        summary: o.summary,
+        ext: model::ResultExt {
+            result_version: model::RESULT_VERSION,
+            origin_unix_ns: o.origin_unix_ns,
+            seconds_hdr: o.seconds_hdr,
+            agent: None,
+            agents: Vec::new(),
+        },
+    }
+    .to_json_pretty()
 }
 
 /// The engine config of a job: the load's config as the coordinator holds it, then this

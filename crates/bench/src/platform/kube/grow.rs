@@ -446,32 +446,8 @@ impl KubeStage {
         let g = growth.g;
         let last = n + add - 1;
         let step = format!("{} {n} -> {}", g.what.name(), n + add);
-        let backends = self.backend_services();
-        let (docs, probe) = match growth.render(n, last, &backends) {
+        let (file, plan) = match self.prepare_step(growth, n, last) {
             Ok(x) => x,
-            Err(e) => {
-                out.events.push(grow_event(
-                    origin,
-                    Instant::now(),
-                    step,
-                    Some(e.to_string()),
-                ));
-                return false;
-            }
-        };
-        let file = growth.dir.join(format!("item-{n}.yaml"));
-        let body: String = docs
-            .iter()
-            .map(|d| format!("---\n{}{}", d, if d.ends_with('\n') { "" } else { "\n" }))
-            .collect();
-        if let Err(e) = std::fs::write(&file, body) {
-            let e = format!("{}: {e}", file.display());
-            out.events
-                .push(grow_event(origin, Instant::now(), step, Some(e)));
-            return false;
-        }
-        let plan = match self.probe_plan(&probe, Some(&growth.ns)) {
-            Ok(p) => p,
             Err(e) => {
                 out.events.push(grow_event(
                     origin,
@@ -551,6 +527,29 @@ impl KubeStage {
             ..grow_event(origin, t0, detail, error)
         });
         !(failed && g.stop_on_error)
+    }
+
+    /// Items `n..=last` of a step rendered and written (configs/grow/item-N.yaml) and its
+    /// probe planned for the last of them.
+    fn prepare_step(
+        &mut self,
+        growth: &Growth<'_>,
+        n: u32,
+        last: u32,
+    ) -> Result<(PathBuf, super::probe::ProbePlan), StackError> {
+        let backends = self.backend_services();
+        let (docs, probe) = growth.render(n, last, &backends)?;
+        let file = growth.dir.join(format!("item-{n}.yaml"));
+        let body: String = docs
+            .iter()
+            .map(|d| format!("---\n{}{}", d, if d.ends_with('\n') { "" } else { "\n" }))
+            .collect();
+        std::fs::write(&file, body).map_err(|source| StackError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let plan = self.probe_plan(&probe, Some(&growth.ns))?;
+        Ok((file, plan))
     }
 }
 

@@ -363,7 +363,7 @@ impl KubeStage {
                     self.served.origin,
                     Instant::now(),
                     detail,
-                    Some(e),
+                    Some(e.to_string()),
                 ));
                 return out;
             }
@@ -382,7 +382,7 @@ impl KubeStage {
 
     /// What every step of a templated growth uses, made once: the template's text, a built-in
     /// generator's parameters, the probe, where the items are written, and the wait.
-    fn growth<'g>(&self, g: &'g GrowSpec) -> Result<Growth<'g>, String> {
+    fn growth<'g>(&self, g: &'g GrowSpec) -> Result<Growth<'g>, StackError> {
         let path = PathBuf::from(g.template.clone().unwrap_or_default());
         let dir = self.configs_out.join("grow");
         let ns = g
@@ -391,16 +391,17 @@ impl KubeStage {
             .unwrap_or_else(|| self.namespace.clone());
         let run = self.run_id.clone();
         let text = manifests::generators::source(&path.display().to_string())
-            .map_err(|e| format!("template {}: {e}", path.display()))?
+            .map_err(|e| StackError::Grow(format!("template {}: {e}", path.display())))?
             .into_owned();
-        let params = self
-            .generator_params(g, &ns, &run)
-            .map_err(|e| e.to_string())?;
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let params = self.generator_params(g, &ns, &run)?;
+        std::fs::create_dir_all(&dir).map_err(|source| StackError::Io {
+            path: dir.clone(),
+            source,
+        })?;
         let probe = g
             .probe
             .clone()
-            .ok_or_else(|| "a templated growth needs a probe".to_string())?;
+            .ok_or_else(|| StackError::Grow("a templated growth needs a probe".into()))?;
         let wait = g.wait.as_deref().and_then(|w| {
             let c = w.strip_prefix("condition=")?;
             let (kind, status) = c.split_once('=').unwrap_or((c, "True"));

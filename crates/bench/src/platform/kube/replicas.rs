@@ -80,7 +80,7 @@ fn exec_reload(
     pod: &str,
     reload: &str,
     text: &[u8],
-) -> Result<(), String> {
+) -> Result<(), StackError> {
     let r = cluster.exec(
         ns,
         pod,
@@ -91,12 +91,12 @@ fn exec_reload(
     );
     match r {
         Ok(o) if o.code == 0 => Ok(()),
-        Ok(o) => Err(format!(
+        Ok(o) => Err(StackError::Reload(format!(
             "{pod}: reload exited {}: {}",
             o.code,
             o.text().trim()
-        )),
-        Err(e) => Err(e.to_string()),
+        ))),
+        Err(e) => Err(StackError::Api(e)),
     }
 }
 
@@ -153,13 +153,10 @@ impl KubeStage {
         // exec, and its admin listener asked until it serves the new generation. A port-forward
         // that dies is opened once more and the pod asked again (no second exec); when that one
         // dies too, the reload fails with its reason.
-        let mut pending: Vec<(usize, Result<SocketAddr, String>)> = pods
+        let mut pending: Vec<(usize, Result<SocketAddr, StackError>)> = pods
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let admin = self.reach_port(p, self.admin_port);
-                (i, admin.map_err(|e| e.to_string()))
-            })
+            .map(|(i, p)| (i, self.reach_port(p, self.admin_port)))
             .collect();
         for again in [false, true] {
             let waits: Vec<Served> = std::thread::scope(|s| {
@@ -172,12 +169,12 @@ impl KubeStage {
                         s.spawn(move || {
                             if !again {
                                 if let Err(why) = exec_reload(cluster, ns, &p.name, reload, text) {
-                                    return Served::Failed(why);
+                                    return Served::Failed(why.to_string());
                                 }
                             }
                             match admin {
                                 Ok(a) => served_at(*a, generation, t0, port),
-                                Err(e) => Served::Failed(e.clone()),
+                                Err(e) => Served::Failed(e.to_string()),
                             }
                         })
                     })
@@ -223,15 +220,15 @@ impl KubeStage {
         &mut self,
         pods: &[k8s::PodInfo],
         died: Vec<(usize, String)>,
-    ) -> Vec<(usize, Result<SocketAddr, String>)> {
+    ) -> Vec<(usize, Result<SocketAddr, StackError>)> {
         died.into_iter()
             .map(|(i, why)| {
                 let admin = self.reach_port(&pods[i], self.admin_port);
                 let admin = admin.map_err(|e| {
-                    format!(
+                    StackError::Reload(format!(
                         "{}: its port-forward died ({why}) and could not be reopened: {e}",
                         pods[i].name
-                    )
+                    ))
                 });
                 (i, admin)
             })

@@ -121,7 +121,7 @@ impl KubeStage {
         let reload = self.reloads_gateway();
         while n < g.to && keep_going() {
             let add = g.by.min(g.to - n);
-            if !self.upstreams_step(g, (n, add), reload, keep_going, &mut out) {
+            if !self.upstreams_step(g, &group, (n, add), reload, keep_going, &mut out) {
                 break;
             }
             n += add;
@@ -130,19 +130,19 @@ impl KubeStage {
         out
     }
 
-    /// One step of an upstream servers' growth: the group scaled from `n` by `add`, the
+    /// One step of an upstream servers' growth: `group` scaled from `n` by `add`, the
     /// gateway reloaded, each new pod's first request awaited, with its records added to
     /// `out`; false when the growth ends here.
     fn upstreams_step(
         &mut self,
         g: &GrowSpec,
+        group: &str,
         (n, add): (u32, u32),
         reload: bool,
         keep_going: &dyn Fn() -> bool,
         out: &mut crate::platform::Applied,
     ) -> bool {
         let origin = self.served.origin;
-        let group = g.backend.clone().unwrap_or_default();
         let t0 = Instant::now();
         let t_s = t0.duration_since(origin).as_secs_f64();
         let step = format!("upstream_servers {n} -> {} (backend {group})", n + add);
@@ -150,12 +150,12 @@ impl KubeStage {
         let ns = self.namespace.clone();
         // Every pod there now is named, so the ones the step adds are the new names.
         let synced = self.backends.sync(&cluster, &ns);
-        let before = self.backends.pods_of(&group);
-        let scaled = self.backends.scale(&cluster, &ns, &group, n + add);
+        let before = self.backends.pods_of(group);
+        let scaled = self.backends.scale(&cluster, &ns, group, n + add);
         let in_slices_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut new: Vec<String> = self
             .backends
-            .pods_of(&group)
+            .pods_of(group)
             .difference(&before)
             .cloned()
             .collect();

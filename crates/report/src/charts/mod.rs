@@ -75,16 +75,38 @@ fn chart_panic(dir: &Path) -> Error {
     }
 }
 
+/// Encodes an RGB bitmap of `SIZE` as a PNG file: the png crate directly, not plotters' image
+/// encoder, whose `image` dependency (every format it reads and writes) cost a cold build more
+/// than all the rest of the charts.
+fn write_png(path: &Path, rgb: &[u8]) -> Result<(), Error> {
+    let chart = |msg: String| Error::Chart {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), SIZE.0, SIZE.1);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+    let mut w = enc.write_header().map_err(|e| chart(e.to_string()))?;
+    w.write_image_data(rgb).map_err(|e| chart(e.to_string()))?;
+    w.finish().map_err(|e| chart(e.to_string()))
+}
+
 /// Draws one chart as PNG and SVG.
 fn render_one(c: &plan::Chart, dir: &Path) -> Result<[PathBuf; 2], Error> {
     let png = dir.join(format!("{}.png", c.stem));
     let svg = dir.join(format!("{}.svg", c.stem));
     {
-        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        draw::draw(&root, c).map_err(|e| Error::Chart {
-            path: png.clone(),
-            msg: e.to_string(),
-        })?;
+        let mut pixels = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
+        {
+            let root = BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area();
+            draw::draw(&root, c).map_err(|e| Error::Chart {
+                path: png.clone(),
+                msg: e.to_string(),
+            })?;
+        }
+        write_png(&png, &pixels)?;
     }
     {
         let root = SVGBackend::new(&svg, SIZE).into_drawing_area();

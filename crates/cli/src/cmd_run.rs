@@ -345,7 +345,7 @@ fn run_checked(a: RunArgs) -> Result<ExitCode, CliError> {
     code
 }
 
-/// The most runs `--repeat` makes (a typo guard: 1000 runs of the default scenario take 8 hours).
+/// The most runs `--repeat` makes (a typo guard: 1000 runs of the default scenario take over 4 hours).
 const MAX_REPEAT: u32 = 1000;
 
 /// One side of a set of runs: what runs, as what proxy kind, and how runs.json names it.

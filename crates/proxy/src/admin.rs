@@ -34,3 +34,40 @@ pub(crate) fn get(port: u16, path: &str, timeout: Duration) -> io::Result<(u16, 
     let r = http1::client::request(addr, &req, timeout)?;
     Ok((r.status, r.text()))
 }
+
+/// One sample of a replica's status page at `path`, read by `parse` into [active, accepts,
+/// handled, requests, reading, writing, waiting] and stamped with seconds since `origin`; `what`
+/// names the page in errors.
+pub(crate) fn status_sample(
+    h: &crate::driver::ReplicaHandle,
+    origin: std::time::Instant,
+    path: &str,
+    what: &str,
+    parse: fn(&str) -> Option<[u64; 7]>,
+) -> Result<model::StubSample, crate::Error> {
+    let t_s = origin.elapsed().as_secs_f64();
+    let (status, body) = get(h.admin_port, path, Duration::from_secs(2))
+        .map_err(|e| crate::Error::io(format!("{}: {what}", h.name), e))?;
+    let v = (status == 200)
+        .then(|| parse(&body))
+        .flatten()
+        .ok_or_else(|| {
+            crate::Error::Refused(format!(
+                "{}: unexpected {what} answer {status}: {}",
+                h.name,
+                body.lines().next().unwrap_or("")
+            ))
+        })?;
+    let [active, accepts, handled, requests, reading, writing, waiting] = v;
+    Ok(model::StubSample {
+        t_s,
+        replica: h.name.clone(),
+        active,
+        accepts,
+        handled,
+        requests,
+        reading,
+        writing,
+        waiting,
+    })
+}

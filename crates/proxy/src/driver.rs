@@ -90,6 +90,16 @@ impl RenderContext {
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
     }
 
+    /// A listener's port: the one the run assigned, else the one the listener fixes.
+    pub fn port_of(&self, l: &crate::config::Listener) -> Result<u16, Error> {
+        self.ports.get(&l.name).copied().or(l.port).ok_or_else(|| {
+            Error::Invalid(format!(
+                "listener '{}' has no port: none fixed and none assigned by the run",
+                l.name
+            ))
+        })
+    }
+
     /// `ADDRESS:port` of a listener on the bind address.
     pub fn listen_on(&self, port: u16) -> String {
         SocketAddr::new(self.bind_ip(), port).to_string()

@@ -87,18 +87,22 @@ pub(crate) fn children(parent: u32) -> Vec<u32> {
     out
 }
 
-/// Every live descendant of `root` (workers of a master, their helpers), by scanning /proc once.
-pub(crate) fn descendants(root: u32) -> Vec<u32> {
+/// (pid, ppid) of every live process, by scanning /proc once (empty when it cannot be read).
+fn live() -> Vec<(u32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let table: Vec<(u32, u32)> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| match stat(pid) {
             Some((s, pp)) if s != b'Z' && s != b'X' => Some((pid, pp)),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Every live descendant of `root` (workers of a master, their helpers), by scanning /proc once.
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
+    let table = live();
     let mut out = Vec::new();
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {
@@ -122,16 +126,7 @@ pub(crate) fn comm(pid: u32) -> Option<String> {
 /// Every live process named `name` (`/proc/PID/comm`) and every descendant of one: the roots
 /// (those whose parent is not named `name`) first, by pid, then the rest by pid.
 pub(crate) fn by_comm(name: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let table: Vec<(u32, u32)> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| match stat(pid) {
-            Some((s, pp)) if s != b'Z' && s != b'X' => Some((pid, pp)),
-            _ => None,
-        })
-        .collect();
+    let table = live();
     let named: Vec<u32> = table
         .iter()
         .filter(|(pid, _)| comm(*pid).as_deref() == Some(name))

@@ -217,6 +217,49 @@ impl Core {
     }
 }
 
+/// How a proxy that reads one config file starts ([`start_by_file`]): what differs between nginx
+/// and HAProxy.
+pub(crate) struct FileStart<'a> {
+    /// The config file's name in the replica directory (`nginx.conf`).
+    pub(crate) file: &'a str,
+    /// A path that a config rendered for this directory names (its pid file).
+    pub(crate) marker: PathBuf,
+    /// The proxy's checker, on the written config file.
+    pub(crate) check: &'a dyn Fn(&Path) -> Result<Checked, Error>,
+    /// Starts the proxy's main process on the written config file.
+    pub(crate) spawn: &'a dyn Fn(&Path) -> Result<Supervised, Error>,
+    /// The proxy's own words once its main process has exited; `None` while it runs.
+    pub(crate) exited: &'a mut dyn FnMut(&mut Supervised) -> Option<String>,
+}
+
+/// Starts a replica of a proxy that reads one config file: the directory made, the config written
+/// and passed by the proxy's own checker, the main process started and the admin listener
+/// awaited for up to 15 s (the process group is killed when it never answers).
+pub(crate) fn start_by_file<P: Proxied>(
+    name: &str,
+    dir: &Path,
+    conf_text: &str,
+    admin_port: u16,
+    generation: u64,
+    how: FileStart<'_>,
+) -> Result<Core, Error> {
+    prepare_dir(name, dir, conf_text, &how.marker.to_string_lossy(), &[])?;
+    let conf = write_config(dir, how.file, conf_text)?;
+    (how.check)(&conf)?;
+    let process = (how.spawn)(&conf)?;
+    let mut core = Core::new(name, dir, admin_port, generation, process, P::STOPS);
+    core.await_start(Duration::from_secs(15), how.exited)?;
+    Ok(core)
+}
+
+/// The lines of a proxy's diagnostics that `is_error` picks, verbatim, one per line.
+pub(crate) fn error_lines(text: &str, is_error: impl Fn(&str) -> bool) -> Vec<String> {
+    text.lines()
+        .filter(|l| is_error(l))
+        .map(str::to_string)
+        .collect()
+}
+
 /// How a proxy reloads by signal ([`Core::reload_by_signal`]): what differs between nginx and
 /// HAProxy.
 pub(crate) struct SignalReload<'a> {

@@ -12,7 +12,7 @@
 //! answers `/generation`; Caddy's admin API listens on the control port.
 //!
 //! JSON has no comments: every object rendered from a model item carries an `@id` of the form
-//! `pbN:ITEM` (N keeps ids unique, as Caddy requires), which [`super::item_at`] reads back when
+//! `pbN:ITEM` (N keeps ids unique, as Caddy requires), which [`Driver::item_at`](crate::driver::Driver::item_at) reads back when
 //! `caddy validate` names a server, route or handler.
 
 use super::logs::UPSTREAM_HEADER;
@@ -96,18 +96,7 @@ impl Renderer<'_> {
     }
 
     fn port_of(&self, li: usize) -> Result<u16, Error> {
-        let l = &self.cfg.listeners[li];
-        self.ctx
-            .ports
-            .get(&l.name)
-            .copied()
-            .or(l.port)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "listener '{}' has no port: none fixed and none assigned by the run",
-                    l.name
-                ))
-            })
+        self.ctx.port_of(&self.cfg.listeners[li])
     }
 
     fn gen_route(&self) -> Value {

@@ -4,7 +4,7 @@
 
 use super::render::{DRAIN_FILE, PROCS_ID};
 use super::{command, Caddy, CONFIG_FILE};
-use crate::driver::{await_reload, RenderContext, StatusReader, StopMode};
+use crate::driver::{await_reload, Driver as _, RenderContext, StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::Supervised;
 use crate::replica::{self, Core, Proxied, Running, Stops};
@@ -39,7 +39,7 @@ impl Running<Caddy> {
         let subdirs = ["caddy-home", "caddy-data", "caddy-config"];
         replica::prepare_dir(name, dir, json, &marker, &subdirs)?;
         let _ = fs::remove_file(dir.join(DRAIN_FILE));
-        super::validate(json, dir)?;
+        Caddy.validate(json, dir)?;
         let conf = replica::write_config(dir, CONFIG_FILE, json)?;
         let mut cmd = command(dir);
         cmd.arg("run")
@@ -128,7 +128,7 @@ impl Proxied for Caddy {
             Err(refused) => return refused,
         };
         let t0 = Instant::now();
-        let checked = super::validate(json, &core.dir);
+        let checked = Caddy.validate(json, &core.dir);
         rec.validate_ms = t0.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = checked {
             rec.error = Some(e.to_string());

@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::STATS_PATH;
 
 /// The comment that opens the lines rendered from one item of the model (see
-/// [`super::item_at`]).
+/// [`Driver::item_at`](crate::driver::Driver::item_at)).
 pub(crate) const ITEM_MARK: &str = "# pb:item ";
 
 /// File name (in the replica directory) of the PEM that holds the certificate chain and its key,
@@ -98,12 +98,7 @@ fn ports(cfg: &ProxyConfig, ctx: &RenderContext) -> Result<Vec<u16>, Error> {
     let mut seen: HashMap<u16, &str> = HashMap::new();
     let mut out = Vec::new();
     for l in &cfg.listeners {
-        let port = ctx.ports.get(&l.name).copied().or(l.port).ok_or_else(|| {
-            Error::Invalid(format!(
-                "listener '{}' has no port: none fixed and none assigned by the run",
-                l.name
-            ))
-        })?;
+        let port = ctx.port_of(l)?;
         if port == ctx.admin_port {
             return Err(Error::Invalid(format!(
                 "listener '{}' and the admin listener both use port {port}",

@@ -14,7 +14,7 @@ use super::{binary, status, test_file, Haproxy};
 use crate::driver::{StatusReader, StopMode};
 use crate::logs::LogFormat;
 use crate::process::{self, Supervised};
-use crate::replica::{self, Core, Proxied, Running, SignalReload, Stops, ACCESS_LOG};
+use crate::replica::{self, Core, FileStart, Proxied, Running, SignalReload, Stops, ACCESS_LOG};
 use crate::Error;
 use std::fs;
 use std::path::Path;
@@ -35,30 +35,33 @@ impl Running<Haproxy> {
         admin_port: u16,
         generation: u64,
     ) -> Result<Replica, Error> {
-        let pid_file = dir.join("haproxy.pid");
-        replica::prepare_dir(name, dir, conf_text, &pid_file.to_string_lossy(), &[])?;
-        let conf = replica::write_config(dir, "haproxy.cfg", conf_text)?;
-        test_file(&conf)?;
-        let mut cmd = Command::new(binary());
-        cmd.arg("-W")
-            .arg("-db")
-            .arg("-f")
-            .arg(&conf)
-            .current_dir(dir);
-        let stderr = dir.join(STDERR);
-        let master = Supervised::spawn_with_stdout(name, cmd, &dir.join(ACCESS_LOG), &stderr)?;
-        let mut core = Core::new(name, dir, admin_port, generation, master, Haproxy::STOPS);
-        core.await_start(Duration::from_secs(15), &mut |master| {
-            let status = master.exited()?;
-            let text = master.stderr_text();
-            let alerts = alert_lines(&text);
-            let msg = if alerts.is_empty() {
-                text.trim_end().to_string()
-            } else {
-                alerts.join("\n")
-            };
-            Some(format!("haproxy exited ({status}): {msg}"))
-        })?;
+        let how = FileStart {
+            file: "haproxy.cfg",
+            marker: dir.join("haproxy.pid"),
+            check: &|conf| test_file(conf),
+            spawn: &|conf| {
+                let mut cmd = Command::new(binary());
+                cmd.arg("-W")
+                    .arg("-db")
+                    .arg("-f")
+                    .arg(conf)
+                    .current_dir(dir);
+                Supervised::spawn_with_stdout(name, cmd, &dir.join(ACCESS_LOG), &dir.join(STDERR))
+            },
+            exited: &mut |master| {
+                let status = master.exited()?;
+                let text = master.stderr_text();
+                let alerts = alert_lines(&text);
+                let msg = if alerts.is_empty() {
+                    text.trim_end().to_string()
+                } else {
+                    alerts.join("\n")
+                };
+                Some(format!("haproxy exited ({status}): {msg}"))
+            },
+        };
+        let mut core =
+            replica::start_by_file::<Haproxy>(name, dir, conf_text, admin_port, generation, how)?;
         // The worker serves before the master takes signals (see `master_ready`).
         let ready = wait_master_ready(core.process.pid(), Duration::from_secs(15));
         core.or_kill(ready.then_some(()).ok_or_else(|| {
@@ -172,8 +175,5 @@ fn wait_master_ready(pid: u32, bound: Duration) -> bool {
 
 /// `[ALERT]` lines of HAProxy's diagnostics, verbatim.
 fn alert_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|l| l.starts_with("[ALERT]"))
-        .map(str::to_string)
-        .collect()
+    replica::error_lines(text, |l| l.starts_with("[ALERT]"))
 }

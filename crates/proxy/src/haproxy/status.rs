@@ -16,38 +16,15 @@
 
 use crate::driver::ReplicaHandle;
 use crate::Error;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Admin-listener path of the stats page (`;csv` appended for the CSV form).
 pub const STATS_PATH: &str = "/stats";
 
 /// One stats sample of a replica, stamped with seconds since `origin`.
 pub(crate) fn read(h: &ReplicaHandle, origin: Instant) -> Result<model::StubSample, Error> {
-    let t_s = origin.elapsed().as_secs_f64();
     let path = format!("{STATS_PATH};csv");
-    let (status, body) = crate::admin::get(h.admin_port, &path, Duration::from_secs(2))
-        .map_err(|e| Error::io(format!("{}: stats", h.name), e))?;
-    let v = (status == 200)
-        .then(|| parse_stats_csv(&body))
-        .flatten()
-        .ok_or_else(|| {
-            Error::Refused(format!(
-                "{}: unexpected stats answer {status}: {}",
-                h.name,
-                body.lines().next().unwrap_or("")
-            ))
-        })?;
-    Ok(model::StubSample {
-        t_s,
-        replica: h.name.clone(),
-        active: v[0],
-        accepts: v[1],
-        handled: v[2],
-        requests: v[3],
-        reading: v[4],
-        writing: v[5],
-        waiting: v[6],
-    })
+    crate::admin::status_sample(h, origin, &path, "stats", parse_stats_csv)
 }
 
 /// Parses HAProxy's stats CSV into [active, accepts, handled, requests, reading, writing,

@@ -3,36 +3,20 @@
 
 use crate::driver::ReplicaHandle;
 use crate::Error;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Admin-server path of `stub_status`.
 pub const STUB_STATUS_PATH: &str = "/stub_status";
 
 /// One stub_status sample of a replica, stamped with seconds since `origin`.
 pub(crate) fn stub_status(h: &ReplicaHandle, origin: Instant) -> Result<model::StubSample, Error> {
-    let t_s = origin.elapsed().as_secs_f64();
-    let (status, body) = crate::admin::get(h.admin_port, STUB_STATUS_PATH, Duration::from_secs(2))
-        .map_err(|e| Error::io(format!("{}: stub_status", h.name), e))?;
-    let v = (status == 200)
-        .then(|| parse_stub_status(&body))
-        .flatten()
-        .ok_or_else(|| {
-            Error::Refused(format!(
-                "{}: unexpected stub_status answer {status}: {body}",
-                h.name
-            ))
-        })?;
-    Ok(model::StubSample {
-        t_s,
-        replica: h.name.clone(),
-        active: v[0],
-        accepts: v[1],
-        handled: v[2],
-        requests: v[3],
-        reading: v[4],
-        writing: v[5],
-        waiting: v[6],
-    })
+    crate::admin::status_sample(
+        h,
+        origin,
+        STUB_STATUS_PATH,
+        "stub_status",
+        parse_stub_status,
+    )
 }
 
 /// Parses nginx's stub_status page into [active, accepts, handled, requests, reading, writing,

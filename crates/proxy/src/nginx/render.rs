@@ -267,18 +267,7 @@ impl<'a> Renderer<'a> {
     }
 
     fn port_of(&self, li: usize) -> Result<u16, Error> {
-        let l = &self.cfg.listeners[li];
-        self.ctx
-            .ports
-            .get(&l.name)
-            .copied()
-            .or(l.port)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "listener '{}' has no port: none fixed and none assigned by the run",
-                    l.name
-                ))
-            })
+        self.ctx.port_of(&self.cfg.listeners[li])
     }
 
     /// Renders every listener's server blocks (and, as a side effect, the maps they use).
@@ -613,46 +602,36 @@ fn proxy_settings(o: &mut String, u: &Upstream, tunnel: Tunnel, tunnel_timeout: 
         );
     }
     let tunnel_time = tunnel_timeout.filter(|_| tunnel == Tunnel::WebSocket);
-    let times = [
-        ("proxy_connect_timeout", u.connect_timeout),
-        ("proxy_read_timeout", tunnel_time.or(u.read_timeout)),
-        ("proxy_send_timeout", tunnel_time.or(u.send_timeout)),
-        ("proxy_next_upstream_timeout", u.next_upstream_timeout),
-    ];
-    for (d, t) in times {
-        if let Some(t) = t {
-            let _ = writeln!(o, "            {d} {};", nginx_time(t.0));
-        }
-    }
-    if let Some(nu) = &u.next_upstream {
-        let words: Vec<&str> = nu.iter().map(|c| c.as_str()).collect();
-        let _ = writeln!(o, "            proxy_next_upstream {};", words.join(" "));
-    }
-    if let Some(n) = u.next_upstream_tries {
-        let _ = writeln!(o, "            proxy_next_upstream_tries {n};");
-    }
+    upstream_limits(o, "proxy", u, tunnel_time);
 }
 
 /// The `grpc_` directives of a grpc route: the upstream's timeouts, the tunnel's idle time
 /// when set (a stream's gaps), and its retry conditions where gRPC has them.
 fn grpc_settings(o: &mut String, u: &Upstream, tunnel_timeout: Option<Dur>) {
+    upstream_limits(o, "grpc", u, tunnel_timeout);
+}
+
+/// An upstream's timeouts and retry conditions as the directives of nginx's `module` (`proxy`,
+/// `grpc`); `tunnel_time`, when set, is the idle time of both directions in place of the
+/// upstream's read and send timeouts.
+fn upstream_limits(o: &mut String, module: &str, u: &Upstream, tunnel_time: Option<Dur>) {
     let times = [
-        ("grpc_connect_timeout", u.connect_timeout),
-        ("grpc_read_timeout", tunnel_timeout.or(u.read_timeout)),
-        ("grpc_send_timeout", tunnel_timeout.or(u.send_timeout)),
-        ("grpc_next_upstream_timeout", u.next_upstream_timeout),
+        ("connect_timeout", u.connect_timeout),
+        ("read_timeout", tunnel_time.or(u.read_timeout)),
+        ("send_timeout", tunnel_time.or(u.send_timeout)),
+        ("next_upstream_timeout", u.next_upstream_timeout),
     ];
     for (d, t) in times {
         if let Some(t) = t {
-            let _ = writeln!(o, "            {d} {};", nginx_time(t.0));
+            let _ = writeln!(o, "            {module}_{d} {};", nginx_time(t.0));
         }
     }
     if let Some(nu) = &u.next_upstream {
         let words: Vec<&str> = nu.iter().map(|c| c.as_str()).collect();
-        let _ = writeln!(o, "            grpc_next_upstream {};", words.join(" "));
+        let _ = writeln!(o, "            {module}_next_upstream {};", words.join(" "));
     }
     if let Some(n) = u.next_upstream_tries {
-        let _ = writeln!(o, "            grpc_next_upstream_tries {n};");
+        let _ = writeln!(o, "            {module}_next_upstream_tries {n};");
     }
 }
 
@@ -764,7 +743,7 @@ fn quote_always(s: &str) -> String {
 }
 
 /// The comment that opens the lines rendered from one item of the model, so that a line nginx
-/// complains about can be traced back to the scenario (see [`super::item_at`]).
+/// complains about can be traced back to the scenario (see [`Driver::item_at`](crate::driver::Driver::item_at)).
 pub(crate) const ITEM_MARK: &str = "# pb:item ";
 
 /// Marks where the lines of model item `key` (`listener.NAME`, `route.N`, `raw.http`...) begin.

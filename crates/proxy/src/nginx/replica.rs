@@ -6,11 +6,11 @@ use super::{admin, binary, test_file, Nginx};
 use crate::driver::StatusReader;
 use crate::logs::LogFormat;
 use crate::process::Supervised;
-use crate::replica::{self, read_from, Core, Proxied, Running, SignalReload, Stops};
+use crate::replica::{self, read_from, Core, FileStart, Proxied, Running, SignalReload, Stops};
 use crate::Error;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A running nginx master with its workers, in `dir` (nginx.conf, nginx.pid, error.log,
 /// access.log, temp dirs). The config must have been rendered with `RenderContext.prefix = dir`.
@@ -26,30 +26,28 @@ impl Running<Nginx> {
         admin_port: u16,
         generation: u64,
     ) -> Result<Replica, Error> {
-        let pid_file = dir.join("nginx.pid");
-        replica::prepare_dir(name, dir, conf_text, &pid_file.to_string_lossy(), &[])?;
-        let conf = replica::write_config(dir, "nginx.conf", conf_text)?;
-        test_file(dir, &conf)?;
-        let mut cmd = Command::new(binary());
-        cmd.arg("-p")
-            .arg(dir)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(dir.join(ERROR_LOG))
-            .arg("-g")
-            .arg("daemon off;");
-        let master = Supervised::spawn(name, cmd, &dir.join("nginx.stderr"))?;
-        let mut core = Core::new(name, dir, admin_port, generation, master, Nginx::STOPS);
         let error_log = dir.join(ERROR_LOG);
-        core.await_start(Duration::from_secs(15), &mut |master| {
-            let status = master.exited()?;
-            let mut msg = master.stderr_text();
-            if msg.trim().is_empty() {
-                msg = emerg_lines(&read_from(&error_log, 0)).join("\n");
-            }
-            Some(format!("nginx exited ({status}): {}", msg.trim_end()))
-        })?;
+        let how = FileStart {
+            file: "nginx.conf",
+            marker: dir.join("nginx.pid"),
+            check: &|conf| test_file(dir, conf),
+            spawn: &|conf| {
+                let mut cmd = Command::new(binary());
+                cmd.arg("-p").arg(dir).arg("-c").arg(conf);
+                cmd.arg("-e").arg(&error_log).arg("-g").arg("daemon off;");
+                Supervised::spawn(name, cmd, &dir.join("nginx.stderr"))
+            },
+            exited: &mut |master| {
+                let status = master.exited()?;
+                let mut msg = master.stderr_text();
+                if msg.trim().is_empty() {
+                    msg = emerg_lines(&read_from(&error_log, 0)).join("\n");
+                }
+                Some(format!("nginx exited ({status}): {}", msg.trim_end()))
+            },
+        };
+        let core =
+            replica::start_by_file::<Nginx>(name, dir, conf_text, admin_port, generation, how)?;
         Ok(Running::new(core))
     }
 }
@@ -96,8 +94,5 @@ impl Proxied for Nginx {
 
 /// `[emerg]` lines of an error log's text, verbatim.
 fn emerg_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|l| l.contains("[emerg]"))
-        .map(str::to_string)
-        .collect()
+    replica::error_lines(text, |l| l.contains("[emerg]"))
 }

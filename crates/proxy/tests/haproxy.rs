@@ -8,7 +8,7 @@ mod common;
 use backend::{Fleet, FleetConfig, InstanceConfig};
 use common::{context, parse, request, scratch, Backend};
 use proxybench_proxy::driver::RenderContext;
-use proxybench_proxy::driver::Replica as _;
+use proxybench_proxy::driver::{Driver as _, Replica as _};
 use proxybench_proxy::haproxy::{self, Replica};
 use proxybench_proxy::logs::{self, LogFormat};
 use proxybench_proxy::{ProxyConfig, ProxyKind, StopMode};
@@ -707,7 +707,7 @@ fn the_rendered_config_speaks_haproxy() {
     let pem_text = std::fs::read_to_string(&pem).unwrap();
     assert_eq!(pem_text.matches("BEGIN CERTIFICATE").count(), 2);
     assert_eq!(pem_text.matches("PRIVATE KEY-----").count(), 2);
-    haproxy::validate(&text, &tctx.prefix).unwrap();
+    haproxy::DRIVER.validate(&text, &tctx.prefix).unwrap();
     // The seam names the kind and its log format.
     let d = proxybench_proxy::driver(ProxyKind::Haproxy);
     assert_eq!(d.name(), "haproxy");

@@ -7,7 +7,7 @@ mod common;
 use common::{context, parse, scratch};
 use proxybench_proxy::config::{Lb, NextUpstream, PathMatch};
 use proxybench_proxy::nginx::{self, render};
-use proxybench_proxy::{Error, ProxyConfig};
+use proxybench_proxy::{Driver as _, Error, ProxyConfig};
 use std::net::SocketAddr;
 
 /// An annotated example of the model: every key, with what it means.
@@ -120,7 +120,7 @@ fn render_and_test(cfg: &ProxyConfig, tag: &str) -> String {
     let dir = scratch(tag);
     let ctx = context(cfg, dir.path(), &groups());
     let conf = render(cfg, &ctx).unwrap_or_else(|e| panic!("render: {e}"));
-    if let Err(e) = nginx::validate(&conf, dir.path()) {
+    if let Err(e) = nginx::DRIVER.validate(&conf, dir.path()) {
         panic!("nginx -t refused the rendering: {e}\n{conf}");
     }
     conf
@@ -359,7 +359,9 @@ fn every_lb_method_and_an_empty_group_pass_nginx_t() {
         g.push(("empty", vec![]));
         let ctx = context(&cfg, dir.path(), &g);
         let conf = render(&cfg, &ctx).unwrap();
-        nginx::validate(&conf, dir.path()).unwrap_or_else(|e| panic!("{lb}: {e}\n{conf}"));
+        nginx::DRIVER
+            .validate(&conf, dir.path())
+            .unwrap_or_else(|e| panic!("{lb}: {e}\n{conf}"));
         if let Some(d) = directive {
             assert!(conf.contains(d), "{lb}: {conf}");
         }
@@ -409,7 +411,7 @@ fn nginx_refusals_come_back_verbatim() {
         .position(|l| l.contains("proxy_frobnicate"))
         .unwrap()
         + 1;
-    match nginx::validate(&conf, dir.path()) {
+    match nginx::DRIVER.validate(&conf, dir.path()) {
         Err(Error::Refused(m)) => assert_eq!(
             m.lines().next().unwrap(),
             format!(
@@ -423,7 +425,7 @@ fn nginx_refusals_come_back_verbatim() {
 
 #[test]
 fn version_is_nginx_dash_v() {
-    let v = nginx::version().unwrap();
+    let v = nginx::DRIVER.version().unwrap();
     assert!(v.starts_with("nginx version: nginx/"), "{v}");
     assert!(v.contains("configure arguments:"), "{v}");
 }

@@ -7,7 +7,7 @@ mod common;
 use common::{context, get, parse, request, scratch, Backend};
 use proxybench_proxy::config::{Listener, Route};
 use proxybench_proxy::nginx::{self, Replica};
-use proxybench_proxy::{Error, ProxyConfig};
+use proxybench_proxy::{Driver as _, Error, ProxyConfig};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -60,7 +60,7 @@ fn listeners_routes_and_upstream_servers_at_ngf_scale() {
     );
     assert_eq!(conf.matches("server 127.0.").count(), 648 + 1);
     assert_eq!(conf.matches("location /route-").count(), 1000);
-    let checked = nginx::validate(&conf, &ctx.prefix).unwrap();
+    let checked = nginx::DRIVER.validate(&conf, &ctx.prefix).unwrap();
     let mut r = Replica::start("nginx-0", &ctx.prefix, &conf, ctx.admin_port, 1).unwrap();
     // A route on an HTTP listener and the 404 of a route that lives on another listener.
     let http7 = ctx.ports["http-7"];
@@ -189,7 +189,7 @@ fn a_match_value_past_nginx_token_buffer_is_refused_in_nginx_words() {
         "nginx: [emerg] too long parameter, probably missing terminating \"\"\" character in {}:{line}",
         ctx.prefix.join("nginx-test.conf").display()
     );
-    match nginx::validate(&conf, &ctx.prefix) {
+    match nginx::DRIVER.validate(&conf, &ctx.prefix) {
         Err(Error::Refused(m)) => assert_eq!(m.lines().next(), Some(want.as_str()), "{m}"),
         other => panic!("{other:?}"),
     }
@@ -205,5 +205,5 @@ fn a_match_value_past_nginx_token_buffer_is_refused_in_nginx_words() {
         .headers
         .insert("x-match".into(), "v".repeat(4000));
     let conf = nginx::render(&cfg, &ctx).unwrap();
-    nginx::validate(&conf, &ctx.prefix).unwrap();
+    nginx::DRIVER.validate(&conf, &ctx.prefix).unwrap();
 }

@@ -38,8 +38,9 @@ impl driver::Driver for Caddy {
         crate::ProxyKind::Caddy
     }
 
+    /// `caddy version`, verbatim, for env.json.
     fn version(&self) -> Result<String, Error> {
-        version()
+        crate::process::output_text(&binary(), &["version"])
     }
 
     fn checker(&self) -> &'static str {
@@ -50,8 +51,101 @@ impl driver::Driver for Caddy {
         Some(format!("1 process, GOMAXPROCS={n}"))
     }
 
+    /// How far Caddy 2.6 expresses each feature of the model (the capability table).
     fn support(&self, feature: Feature) -> Support {
-        support(feature)
+        use Feature as F;
+        const NO_LIMITER: &str = "Caddy 2.6's standard build has no rate limiter (rate_limit is a \
+                                  third-party plugin Debian's package does not include)";
+        match feature {
+            F::Tls | F::ServerNames | F::LbRoundRobin | F::LbRandom | F::LbRandomTwoLeastConn => {
+                Support::Yes
+            }
+            F::RouteExact | F::RouteHeaders | F::RouteMethod => Support::Yes,
+            F::RouteWebSocket | F::RouteGrpc => Support::Yes,
+            F::TunnelTimeout => Support::No(
+                "Caddy 2.6 has no idle timeout for upgraded connections (stream_timeout came in \
+                 2.7), and its transport's read_timeout would cut idle WebSockets",
+            ),
+            F::StreamCloseDelay => Support::No(
+                "stream_close_delay came in Caddy 2.7; Debian ships 2.6, which closes the old \
+                 configuration's upgraded connections (close frame 1001) the moment a reload \
+                 unloads it",
+            ),
+            F::NextUpstreamTimeout | F::UpstreamTimeouts => Support::Yes,
+            F::KeepaliveTimeout | F::AccessLogOff => Support::Yes,
+            F::WorkerShutdownTimeout => Support::Differs(
+                "it becomes the http app's grace_period, which bounds a graceful stop and the old \
+                 servers' requests at a reload; upgraded connections are not held for it: a reload \
+                 closes every WebSocket at once with a close frame 1001 (Caddy 2.6.2, measured)",
+            ),
+            F::LbLeastConn => Support::Differs(
+                "Caddy breaks ties between the least-loaded servers at random; nginx goes round \
+                 robin among them",
+            ),
+            F::LbIpHash => Support::Differs(
+                "Caddy hashes the whole client address (rendezvous hashing); nginx hashes the first \
+                 three octets of an IPv4 address",
+            ),
+            F::LbHash => Support::Differs(
+                "Caddy hashes with rendezvous hashing (few keys move when servers change, unlike \
+                 nginx's plain hash) and only $request_uri or one request header ($http_NAME, random \
+                 when the header is absent); other keys are refused",
+            ),
+            F::LbHashConsistent => Support::Differs(
+                "Caddy's rendezvous hashing is consistent but not ketama: keys land on other servers \
+                 than with nginx; only $request_uri or one request header ($http_NAME)",
+            ),
+            F::UpstreamKeepalive => Support::Differs(
+                "keepalive bounds Caddy's idle connections per backend server (not per worker); \
+                 keepalive_requests has no equivalent in Go's transport and is not applied",
+            ),
+            F::PassiveHealth => Support::Differs(
+                "Caddy remembers each failure for fail_timeout and keeps a server out while max_fails \
+                 are remembered; nginx counts failures within fail_timeout, then keeps the server out \
+                 for fail_timeout; with every server out Caddy answers 503, nginx 502",
+            ),
+            F::NextUpstream => Support::Differs(
+                "Caddy passes a request on after a connection error, and after a failed round trip \
+                 only for GET; it never passes on because of the upstream's status (http_5xx, \
+                 http_4xx) or an invalid header",
+            ),
+            F::NextUpstreamTries => Support::Differs(
+                "Caddy picks each retry's server with the balancing policy again, so a retry may go \
+                 to a server already tried",
+            ),
+            F::UpstreamHttp2 => Support::Differs(
+                "Go's HTTP/2 transport multiplexes requests on its h2c connections and keeps them \
+                 open whatever keepalive says (keepalive and its idle timeout do not apply to them): \
+                 800 requests from 6 client connections used 4 with keepalive = 0",
+            ),
+            F::UpstreamZone => Support::Differs(
+                "Caddy runs one process, so balancing and failure state are always shared; the zone \
+                 size has no meaning",
+            ),
+            F::RouteQuery => Support::Differs(
+                "Caddy compares query values after URL-decoding them (and `*` matches any value); \
+                 nginx compares the raw text",
+            ),
+            F::RouteReturn => Support::Differs(
+                "Caddy sends the body (the Location of a 3xx) as written: nginx variables in it are \
+                 not expanded",
+            ),
+            F::RateLimit | F::RateLimitBurst | F::RateLimitNodelay | F::RateLimitKey => {
+                Support::No(NO_LIMITER)
+            }
+            F::WorkerProcesses => Support::Differs(
+                "Caddy is one process: worker_processes sets GOMAXPROCS (threads running Go code at \
+                 once), not processes",
+            ),
+            F::KeepaliveRequests => Support::No(
+                "Go's HTTP server, which Caddy uses, has no bound on requests per client connection \
+                 (nor the default 1000 of nginx: Caddy never closes a busy keep-alive connection)",
+            ),
+            F::ErrorLogLevel => Support::Differs(
+                "Caddy's levels are debug, info, warn and error: notice logs as info, crit as error",
+            ),
+            F::Raw => Support::No("raw snippets are written in nginx's config language"),
+        }
     }
 
     fn render(&self, cfg: &crate::ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error> {
@@ -61,12 +155,68 @@ impl driver::Driver for Caddy {
         })
     }
 
-    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
-        validate(text, dir)
+    /// Checks `json` with `caddy validate`, written to `dir/caddy-test.json` (the directory is
+    /// created). Its log writers are pointed at stderr for the check, so that validating never
+    /// writes into a running replica's logs. On refusal the error carries Caddy's message, verbatim
+    /// (`loading http app module: ... server http: ... route 0: ...`).
+    fn validate(&self, json: &str, dir: &Path) -> Result<Checked, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        let file = dir.join("caddy-test.json");
+        let text = for_validation(json);
+        std::fs::write(&file, text)
+            .map_err(|e| Error::io(format!("cannot write {}", file.display()), e))?;
+        validate_file(dir, &file)
     }
 
-    fn item_at(&self, text: &str, message: &str) -> Option<String> {
-        item_at(text, message)
+    /// The model item (`listener.NAME`, `route.N`, `upstream.NAME`) that Caddy's message `msg`
+    /// leads to: the message names a path through the config (`server NAME: ... route 1: ...
+    /// position 0: ... route 3: ...`), which is followed through the rendered JSON; the deepest
+    /// object on it that carries an `@id` names the item. `None` when the message names no
+    /// rendered object, or none rendered from an item.
+    fn item_at(&self, json: &str, msg: &str) -> Option<String> {
+        let doc: Value = serde_json::from_str(json).ok()?;
+        let mut cur: Option<&Value> = None;
+        let mut item = None;
+        for seg in msg.split(": ") {
+            let seg = seg.trim().trim_start_matches("Error: ");
+            let next = if let Some(name) = seg.strip_prefix("server ") {
+                doc.pointer("/apps/http/servers")
+                    .and_then(|s| s.get(name.trim()))
+            } else if seg.starts_with("loading tls app module") {
+                doc.pointer("/apps/tls")
+            } else if let Some(n) = seg.strip_prefix("route ") {
+                let n: usize = match n.trim().parse() {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                };
+                cur.and_then(|c| {
+                    c.get("routes").or_else(|| {
+                        c.get("handle")?
+                            .as_array()?
+                            .iter()
+                            .find_map(|h| h.get("routes"))
+                    })
+                })
+                .and_then(|r| r.get(n))
+            } else if let Some(n) = seg.strip_prefix("position ") {
+                let n: usize = match n.trim().parse() {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                };
+                cur.and_then(|c| c.get("handle")).and_then(|h| h.get(n))
+            } else {
+                continue;
+            };
+            let Some(v) = next else { break };
+            cur = Some(v);
+            if let Some(id) = v.get("@id").and_then(Value::as_str) {
+                if let Some((_, it)) = id.split_once(':') {
+                    item = Some(it.to_string());
+                }
+            }
+        }
+        item
     }
 
     fn start(
@@ -130,103 +280,6 @@ fn container() -> driver::ContainerCommands {
     }
 }
 
-/// How far Caddy 2.6 expresses each feature of the model (the capability table).
-pub fn support(feature: Feature) -> Support {
-    use Feature as F;
-    const NO_LIMITER: &str = "Caddy 2.6's standard build has no rate limiter (rate_limit is a \
-                              third-party plugin Debian's package does not include)";
-    match feature {
-        F::Tls | F::ServerNames | F::LbRoundRobin | F::LbRandom | F::LbRandomTwoLeastConn => {
-            Support::Yes
-        }
-        F::RouteExact | F::RouteHeaders | F::RouteMethod => Support::Yes,
-        F::RouteWebSocket | F::RouteGrpc => Support::Yes,
-        F::TunnelTimeout => Support::No(
-            "Caddy 2.6 has no idle timeout for upgraded connections (stream_timeout came in \
-             2.7), and its transport's read_timeout would cut idle WebSockets",
-        ),
-        F::StreamCloseDelay => Support::No(
-            "stream_close_delay came in Caddy 2.7; Debian ships 2.6, which closes the old \
-             configuration's upgraded connections (close frame 1001) the moment a reload \
-             unloads it",
-        ),
-        F::NextUpstreamTimeout | F::UpstreamTimeouts => Support::Yes,
-        F::KeepaliveTimeout | F::AccessLogOff => Support::Yes,
-        F::WorkerShutdownTimeout => Support::Differs(
-            "it becomes the http app's grace_period, which bounds a graceful stop and the old \
-             servers' requests at a reload; upgraded connections are not held for it: a reload \
-             closes every WebSocket at once with a close frame 1001 (Caddy 2.6.2, measured)",
-        ),
-        F::LbLeastConn => Support::Differs(
-            "Caddy breaks ties between the least-loaded servers at random; nginx goes round \
-             robin among them",
-        ),
-        F::LbIpHash => Support::Differs(
-            "Caddy hashes the whole client address (rendezvous hashing); nginx hashes the first \
-             three octets of an IPv4 address",
-        ),
-        F::LbHash => Support::Differs(
-            "Caddy hashes with rendezvous hashing (few keys move when servers change, unlike \
-             nginx's plain hash) and only $request_uri or one request header ($http_NAME, random \
-             when the header is absent); other keys are refused",
-        ),
-        F::LbHashConsistent => Support::Differs(
-            "Caddy's rendezvous hashing is consistent but not ketama: keys land on other servers \
-             than with nginx; only $request_uri or one request header ($http_NAME)",
-        ),
-        F::UpstreamKeepalive => Support::Differs(
-            "keepalive bounds Caddy's idle connections per backend server (not per worker); \
-             keepalive_requests has no equivalent in Go's transport and is not applied",
-        ),
-        F::PassiveHealth => Support::Differs(
-            "Caddy remembers each failure for fail_timeout and keeps a server out while max_fails \
-             are remembered; nginx counts failures within fail_timeout, then keeps the server out \
-             for fail_timeout; with every server out Caddy answers 503, nginx 502",
-        ),
-        F::NextUpstream => Support::Differs(
-            "Caddy passes a request on after a connection error, and after a failed round trip \
-             only for GET; it never passes on because of the upstream's status (http_5xx, \
-             http_4xx) or an invalid header",
-        ),
-        F::NextUpstreamTries => Support::Differs(
-            "Caddy picks each retry's server with the balancing policy again, so a retry may go \
-             to a server already tried",
-        ),
-        F::UpstreamHttp2 => Support::Differs(
-            "Go's HTTP/2 transport multiplexes requests on its h2c connections and keeps them \
-             open whatever keepalive says (keepalive and its idle timeout do not apply to them): \
-             800 requests from 6 client connections used 4 with keepalive = 0",
-        ),
-        F::UpstreamZone => Support::Differs(
-            "Caddy runs one process, so balancing and failure state are always shared; the zone \
-             size has no meaning",
-        ),
-        F::RouteQuery => Support::Differs(
-            "Caddy compares query values after URL-decoding them (and `*` matches any value); \
-             nginx compares the raw text",
-        ),
-        F::RouteReturn => Support::Differs(
-            "Caddy sends the body (the Location of a 3xx) as written: nginx variables in it are \
-             not expanded",
-        ),
-        F::RateLimit | F::RateLimitBurst | F::RateLimitNodelay | F::RateLimitKey => {
-            Support::No(NO_LIMITER)
-        }
-        F::WorkerProcesses => Support::Differs(
-            "Caddy is one process: worker_processes sets GOMAXPROCS (threads running Go code at \
-             once), not processes",
-        ),
-        F::KeepaliveRequests => Support::No(
-            "Go's HTTP server, which Caddy uses, has no bound on requests per client connection \
-             (nor the default 1000 of nginx: Caddy never closes a busy keep-alive connection)",
-        ),
-        F::ErrorLogLevel => Support::Differs(
-            "Caddy's levels are debug, info, warn and error: notice logs as info, crit as error",
-        ),
-        F::Raw => Support::No("raw snippets are written in nginx's config language"),
-    }
-}
-
 /// The caddy binary: `$CADDY` when set, else the Debian package's `/usr/bin/caddy`.
 pub fn binary() -> PathBuf {
     std::env::var_os("CADDY")
@@ -243,25 +296,6 @@ pub(crate) fn command(dir: &Path) -> Command {
         .env("XDG_DATA_HOME", dir.join("caddy-data"))
         .env("XDG_CONFIG_HOME", dir.join("caddy-config"));
     cmd
-}
-
-/// `caddy version`, verbatim, for env.json.
-pub fn version() -> Result<String, Error> {
-    crate::process::output_text(&binary(), &["version"])
-}
-
-/// Checks `json` with `caddy validate`, written to `dir/caddy-test.json` (the directory is
-/// created). Its log writers are pointed at stderr for the check, so that validating never
-/// writes into a running replica's logs. On refusal the error carries Caddy's message, verbatim
-/// (`loading http app module: ... server http: ... route 0: ...`).
-pub fn validate(json: &str, dir: &Path) -> Result<Checked, Error> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    let file = dir.join("caddy-test.json");
-    let text = for_validation(json);
-    std::fs::write(&file, text)
-        .map_err(|e| Error::io(format!("cannot write {}", file.display()), e))?;
-    validate_file(dir, &file)
 }
 
 /// The config with every log writer on stderr (a copy; the text unchanged if it is no JSON,
@@ -325,70 +359,21 @@ fn validate_file(dir: &Path, file: &Path) -> Result<Checked, Error> {
     }
 }
 
-/// The model item (`listener.NAME`, `route.N`, `upstream.NAME`) that Caddy's message `msg`
-/// leads to: the message names a path through the config (`server NAME: ... route 1: ...
-/// position 0: ... route 3: ...`), which is followed through the rendered JSON; the deepest
-/// object on it that carries an `@id` names the item. `None` when the message names no
-/// rendered object, or none rendered from an item.
-pub fn item_at(json: &str, msg: &str) -> Option<String> {
-    let doc: Value = serde_json::from_str(json).ok()?;
-    let mut cur: Option<&Value> = None;
-    let mut item = None;
-    for seg in msg.split(": ") {
-        let seg = seg.trim().trim_start_matches("Error: ");
-        let next = if let Some(name) = seg.strip_prefix("server ") {
-            doc.pointer("/apps/http/servers")
-                .and_then(|s| s.get(name.trim()))
-        } else if seg.starts_with("loading tls app module") {
-            doc.pointer("/apps/tls")
-        } else if let Some(n) = seg.strip_prefix("route ") {
-            let n: usize = match n.trim().parse() {
-                Ok(n) => n,
-                Err(_) => continue,
-            };
-            cur.and_then(|c| {
-                c.get("routes").or_else(|| {
-                    c.get("handle")?
-                        .as_array()?
-                        .iter()
-                        .find_map(|h| h.get("routes"))
-                })
-            })
-            .and_then(|r| r.get(n))
-        } else if let Some(n) = seg.strip_prefix("position ") {
-            let n: usize = match n.trim().parse() {
-                Ok(n) => n,
-                Err(_) => continue,
-            };
-            cur.and_then(|c| c.get("handle")).and_then(|h| h.get(n))
-        } else {
-            continue;
-        };
-        let Some(v) = next else { break };
-        cur = Some(v);
-        if let Some(id) = v.get("@id").and_then(Value::as_str) {
-            if let Some((_, it)) = id.split_once(':') {
-                item = Some(it.to_string());
-            }
-        }
-    }
-    item
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::Driver as _;
 
     #[test]
     fn every_feature_has_an_answer_with_a_reason_when_not_yes() {
         for f in Feature::ALL {
-            match support(f) {
+            match Caddy.support(f) {
                 Support::Yes => {}
                 Support::Differs(s) | Support::No(s) => assert!(s.len() > 20, "{f:?}"),
             }
         }
-        assert!(matches!(support(Feature::RateLimit), Support::No(_)));
-        assert!(matches!(support(Feature::Raw), Support::No(_)));
+        assert!(matches!(Caddy.support(Feature::RateLimit), Support::No(_)));
+        assert!(matches!(Caddy.support(Feature::Raw), Support::No(_)));
     }
 
     #[test]
@@ -398,7 +383,7 @@ mod tests {
             {"@id":"pb2:listener.web","match":[{"host":["a","A"]}],"handle":[{"handler":"subroute","routes":[
                 {"@id":"pb3:route.0","handle":[{"handler":"static_response"}]},
                 {"@id":"pb4:route.2","handle":[{"@id":"pb5:upstream.app","handler":"reverse_proxy"}]}]}]}]}}}}}"#;
-        let at = |m: &str| item_at(json, m);
+        let at = |m: &str| Caddy.item_at(json, m);
         assert_eq!(
             at("Error: loading http app module: provision http: server web: setting up route matchers: route 1: loading matcher modules: module name 'host': provision http.matchers.host: host at index 0 is repeated at index 1: a").as_deref(),
             Some("listener.web")

@@ -38,8 +38,9 @@ impl driver::Driver for Haproxy {
         crate::ProxyKind::Haproxy
     }
 
+    /// `haproxy -v`, verbatim, for env.json.
     fn version(&self) -> Result<String, Error> {
-        version()
+        crate::process::output_text(&binary(), &["-v"])
     }
 
     fn checker(&self) -> &'static str {
@@ -53,8 +54,130 @@ impl driver::Driver for Haproxy {
         ))
     }
 
+    /// How far HAProxy 2.6 expresses each feature of the model, with the reason wherever it is not
+    /// exactly the model's (nginx's) meaning.
+    // Over 120 lines on purpose: a table, one arm per feature, which the compiler holds complete
+    // against `Feature`; split, a reader would lose the one place that says what HAProxy differs in.
     fn support(&self, feature: Feature) -> Support {
-        support(feature)
+        use Feature as F;
+        use Support::{Differs, No, Yes};
+        match feature {
+            F::Tls => Yes,
+            F::ServerNames => Differs(
+                "server names are matched on the Host header (port stripped, case-insensitive); \
+                 HAProxy serves one certificate per listener and does not pick a server by SNI",
+            ),
+            F::LbRoundRobin => Yes,
+            F::LbLeastConn => Yes,
+            F::LbRandom => Yes,
+            F::LbRandomTwoLeastConn => Yes,
+            F::LbIpHash => Differs(
+                "balance source hashes the whole client address, where nginx's ip_hash takes the \
+                 first three octets of an IPv4 address",
+            ),
+            F::LbHash => Differs(
+                "the key is translated from nginx variables ($request_uri, $uri, $host, $http_NAME, \
+                 $arg_NAME, $remote_addr) into an HAProxy sample for balance hash (others are \
+                 refused at render), and HAProxy's map-based hash places keys differently from \
+                 nginx's",
+            ),
+            F::LbHashConsistent => Differs(
+                "hash-type consistent is HAProxy's own ring, not nginx's ketama: keys land on other \
+                 servers than under nginx, with the same property that few move when servers change",
+            ),
+            F::UpstreamKeepalive => Differs(
+                "idle server connections are bounded per server (pool-max-conn = keepalive) rather \
+                 than per worker over the whole upstream; keepalive_requests becomes max-reuse and \
+                 keepalive_timeout pool-purge-delay",
+            ),
+            F::PassiveHealth => Differs(
+                "HAProxy marks a server down after max_fails consecutive connection errors (observe \
+                 layer4, error-limit, on-error mark-down) and brings it back when an active health \
+                 check every fail_timeout succeeds, not after fail_timeout as nginx",
+            ),
+            F::NextUpstream => Differs(
+                "conditions map to retry-on (error: conn-failure empty-response, timeout: \
+                 response-timeout, invalid_header: junk-response, http_NNN: NNN) with option \
+                 redispatch 1; HAProxy retries requests of any method (as nginx's non_idempotent) \
+                 and has no retry-on for http_429, which is refused at render",
+            ),
+            F::NextUpstreamTries => Yes,
+            F::NextUpstreamTimeout => No(
+                "HAProxy 2.6 has no time budget over all attempts of a request (timeout connect and \
+                 timeout server bound each attempt)",
+            ),
+            F::UpstreamTimeouts => Differs(
+                "read_timeout and send_timeout both become HAProxy's one `timeout server` (the larger \
+                 of the two), an inactivity timeout in either direction",
+            ),
+            F::UpstreamHttp2 => Differs(
+                "HAProxy multiplexes requests on its HTTP/2 server connections (proto h2) and keeps \
+                 them open even with keepalive = 0, never one connection per request as nginx's \
+                 HTTP/1.x: 800 requests from 6 client connections used 16",
+            ),
+            F::UpstreamZone => Differs(
+                "HAProxy's threads always share balancing and failure state; the zone size means \
+                 nothing and is not rendered",
+            ),
+            F::RouteExact => Yes,
+            F::RouteHeaders => Yes,
+            F::RouteQuery => Yes,
+            F::RouteMethod => Yes,
+            F::RouteReturn => Differs(
+                "the body is sent verbatim (nginx variables do not expand); a 3xx with a body \
+                 becomes http-request redirect, which takes 301, 302, 303, 307 and 308 only, and \
+                 HAProxy refuses statuses below 200",
+            ),
+            F::RateLimit => Differs(
+                "a stick table counts accepted requests per key in a sliding window of one second \
+                 (one minute for rates below 1 r/s) and rejects a request once rate x window were \
+                 accepted in it; nginx's leaky bucket spaces requests 1/rate apart, so HAProxy lets a \
+                 whole window's worth through back to back",
+            ),
+            F::RateLimitBurst => Differs(
+                "burst is added to the requests a window accepts; excess requests are rejected at \
+                 once, never queued and paced as nginx does without nodelay",
+            ),
+            F::RateLimitNodelay => Differs(
+                "HAProxy never delays a request for a rate limit: every accepted request is served \
+                 at once (nginx's nodelay), and delay=N has no equivalent",
+            ),
+            F::RateLimitKey => Differs(
+                "the key is translated from nginx variables ($binary_remote_addr, $remote_addr, \
+                 $host, $uri, $request_uri, $http_NAME, $arg_NAME) into an HAProxy sample; other \
+                 expressions are refused at render",
+            ),
+            F::WorkerProcesses => Differs(
+                "HAProxy runs one worker process with worker_processes threads (nbthread), not \
+                 several processes",
+            ),
+            F::WorkerShutdownTimeout => Differs(
+                "it becomes hard-stop-after, a bound on how long the old process may live after a \
+                 reload or a soft stop: when it ends, the process exits and every connection it still \
+                 holds (a WebSocket, a stream) is closed under it",
+            ),
+            F::TunnelTimeout => Differs(
+                "it becomes timeout tunnel, which covers upgraded connections (WebSockets); a gRPC \
+                 stream is an HTTP/2 stream to HAProxy, whose idle time stays under timeout client \
+                 and timeout server",
+            ),
+            F::StreamCloseDelay => No(
+                "HAProxy 2.6 closes nothing of its own accord after a reload; only hard-stop-after \
+                 bounds how long the old process keeps its tunnels",
+            ),
+            F::RouteWebSocket => Yes,
+            F::RouteGrpc => Yes,
+            F::KeepaliveRequests => {
+                No("HAProxy 2.6 has no bound on the requests of one client keep-alive connection")
+            }
+            F::KeepaliveTimeout => Yes,
+            F::AccessLogOff => Yes,
+            F::ErrorLogLevel => Differs(
+                "HAProxy always prints its own diagnostics ([NOTICE], [WARNING], [ALERT]) on stderr; \
+                 the level is not rendered",
+            ),
+            F::Raw => No("raw snippets are written in nginx's config language"),
+        }
     }
 
     fn render(&self, cfg: &crate::ProxyConfig, ctx: &RenderContext) -> Result<Rendered, Error> {
@@ -64,12 +187,34 @@ impl driver::Driver for Haproxy {
         })
     }
 
-    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
-        validate(text, dir)
+    /// Checks `conf_text` with `haproxy -c`, written to `dir/haproxy-test.cfg` (the directory is
+    /// created). On refusal the error carries HAProxy's own `[ALERT]` lines, verbatim (`[ALERT]
+    /// (123) : config : parsing [/dir/haproxy-test.cfg:12] : ...`).
+    fn validate(&self, conf_text: &str, dir: &Path) -> Result<Checked, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        let conf = dir.join("haproxy-test.cfg");
+        std::fs::write(&conf, conf_text)
+            .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+        test_file(&conf)
     }
 
-    fn item_at(&self, text: &str, message: &str) -> Option<String> {
-        item_at(text, message)
+    /// The model item (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`) whose
+    /// rendered lines hold the first line HAProxy's message `msg` names (`parsing
+    /// [/path/haproxy.cfg:12]`), so a refused config is traced back to the scenario line that made
+    /// it. `None` when the message names no line, or the line is not from an item.
+    fn item_at(&self, conf_text: &str, msg: &str) -> Option<String> {
+        let at = msg.find(".cfg:")? + ".cfg:".len();
+        let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
+        let line: usize = digits.parse().ok()?;
+        conf_text
+            .lines()
+            .take(line)
+            .collect::<Vec<_>>()
+            .iter()
+            .rev()
+            .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
+            .map(|k| k.trim().to_string())
     }
 
     fn start(
@@ -138,154 +283,11 @@ fn container() -> driver::ContainerCommands {
     }
 }
 
-/// How far HAProxy 2.6 expresses each feature of the model, with the reason wherever it is not
-/// exactly the model's (nginx's) meaning.
-// Over 120 lines on purpose: a table, one arm per feature, which the compiler holds complete
-// against `Feature`; split, a reader would lose the one place that says what HAProxy differs in.
-pub fn support(feature: Feature) -> Support {
-    use Feature as F;
-    use Support::{Differs, No, Yes};
-    match feature {
-        F::Tls => Yes,
-        F::ServerNames => Differs(
-            "server names are matched on the Host header (port stripped, case-insensitive); \
-             HAProxy serves one certificate per listener and does not pick a server by SNI",
-        ),
-        F::LbRoundRobin => Yes,
-        F::LbLeastConn => Yes,
-        F::LbRandom => Yes,
-        F::LbRandomTwoLeastConn => Yes,
-        F::LbIpHash => Differs(
-            "balance source hashes the whole client address, where nginx's ip_hash takes the \
-             first three octets of an IPv4 address",
-        ),
-        F::LbHash => Differs(
-            "the key is translated from nginx variables ($request_uri, $uri, $host, $http_NAME, \
-             $arg_NAME, $remote_addr) into an HAProxy sample for balance hash (others are \
-             refused at render), and HAProxy's map-based hash places keys differently from \
-             nginx's",
-        ),
-        F::LbHashConsistent => Differs(
-            "hash-type consistent is HAProxy's own ring, not nginx's ketama: keys land on other \
-             servers than under nginx, with the same property that few move when servers change",
-        ),
-        F::UpstreamKeepalive => Differs(
-            "idle server connections are bounded per server (pool-max-conn = keepalive) rather \
-             than per worker over the whole upstream; keepalive_requests becomes max-reuse and \
-             keepalive_timeout pool-purge-delay",
-        ),
-        F::PassiveHealth => Differs(
-            "HAProxy marks a server down after max_fails consecutive connection errors (observe \
-             layer4, error-limit, on-error mark-down) and brings it back when an active health \
-             check every fail_timeout succeeds, not after fail_timeout as nginx",
-        ),
-        F::NextUpstream => Differs(
-            "conditions map to retry-on (error: conn-failure empty-response, timeout: \
-             response-timeout, invalid_header: junk-response, http_NNN: NNN) with option \
-             redispatch 1; HAProxy retries requests of any method (as nginx's non_idempotent) \
-             and has no retry-on for http_429, which is refused at render",
-        ),
-        F::NextUpstreamTries => Yes,
-        F::NextUpstreamTimeout => No(
-            "HAProxy 2.6 has no time budget over all attempts of a request (timeout connect and \
-             timeout server bound each attempt)",
-        ),
-        F::UpstreamTimeouts => Differs(
-            "read_timeout and send_timeout both become HAProxy's one `timeout server` (the larger \
-             of the two), an inactivity timeout in either direction",
-        ),
-        F::UpstreamHttp2 => Differs(
-            "HAProxy multiplexes requests on its HTTP/2 server connections (proto h2) and keeps \
-             them open even with keepalive = 0, never one connection per request as nginx's \
-             HTTP/1.x: 800 requests from 6 client connections used 16",
-        ),
-        F::UpstreamZone => Differs(
-            "HAProxy's threads always share balancing and failure state; the zone size means \
-             nothing and is not rendered",
-        ),
-        F::RouteExact => Yes,
-        F::RouteHeaders => Yes,
-        F::RouteQuery => Yes,
-        F::RouteMethod => Yes,
-        F::RouteReturn => Differs(
-            "the body is sent verbatim (nginx variables do not expand); a 3xx with a body \
-             becomes http-request redirect, which takes 301, 302, 303, 307 and 308 only, and \
-             HAProxy refuses statuses below 200",
-        ),
-        F::RateLimit => Differs(
-            "a stick table counts accepted requests per key in a sliding window of one second \
-             (one minute for rates below 1 r/s) and rejects a request once rate x window were \
-             accepted in it; nginx's leaky bucket spaces requests 1/rate apart, so HAProxy lets a \
-             whole window's worth through back to back",
-        ),
-        F::RateLimitBurst => Differs(
-            "burst is added to the requests a window accepts; excess requests are rejected at \
-             once, never queued and paced as nginx does without nodelay",
-        ),
-        F::RateLimitNodelay => Differs(
-            "HAProxy never delays a request for a rate limit: every accepted request is served \
-             at once (nginx's nodelay), and delay=N has no equivalent",
-        ),
-        F::RateLimitKey => Differs(
-            "the key is translated from nginx variables ($binary_remote_addr, $remote_addr, \
-             $host, $uri, $request_uri, $http_NAME, $arg_NAME) into an HAProxy sample; other \
-             expressions are refused at render",
-        ),
-        F::WorkerProcesses => Differs(
-            "HAProxy runs one worker process with worker_processes threads (nbthread), not \
-             several processes",
-        ),
-        F::WorkerShutdownTimeout => Differs(
-            "it becomes hard-stop-after, a bound on how long the old process may live after a \
-             reload or a soft stop: when it ends, the process exits and every connection it still \
-             holds (a WebSocket, a stream) is closed under it",
-        ),
-        F::TunnelTimeout => Differs(
-            "it becomes timeout tunnel, which covers upgraded connections (WebSockets); a gRPC \
-             stream is an HTTP/2 stream to HAProxy, whose idle time stays under timeout client \
-             and timeout server",
-        ),
-        F::StreamCloseDelay => No(
-            "HAProxy 2.6 closes nothing of its own accord after a reload; only hard-stop-after \
-             bounds how long the old process keeps its tunnels",
-        ),
-        F::RouteWebSocket => Yes,
-        F::RouteGrpc => Yes,
-        F::KeepaliveRequests => {
-            No("HAProxy 2.6 has no bound on the requests of one client keep-alive connection")
-        }
-        F::KeepaliveTimeout => Yes,
-        F::AccessLogOff => Yes,
-        F::ErrorLogLevel => Differs(
-            "HAProxy always prints its own diagnostics ([NOTICE], [WARNING], [ALERT]) on stderr; \
-             the level is not rendered",
-        ),
-        F::Raw => No("raw snippets are written in nginx's config language"),
-    }
-}
-
 /// The haproxy binary: `$HAPROXY` when set, else the Debian package's `/usr/sbin/haproxy`.
 pub fn binary() -> PathBuf {
     std::env::var_os("HAPROXY")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/sbin/haproxy"))
-}
-
-/// `haproxy -v`, verbatim, for env.json.
-pub fn version() -> Result<String, Error> {
-    crate::process::output_text(&binary(), &["-v"])
-}
-
-/// Checks `conf_text` with `haproxy -c`, written to `dir/haproxy-test.cfg` (the directory is
-/// created). On refusal the error carries HAProxy's own `[ALERT]` lines, verbatim (`[ALERT]
-/// (123) : config : parsing [/dir/haproxy-test.cfg:12] : ...`).
-pub fn validate(conf_text: &str, dir: &Path) -> Result<Checked, Error> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    let conf = dir.join("haproxy-test.cfg");
-    std::fs::write(&conf, conf_text)
-        .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
-    test_file(&conf)
 }
 
 /// Runs `haproxy -c -f conf` on a file already on disk.
@@ -327,38 +329,24 @@ pub(crate) fn test_file(conf: &Path) -> Result<Checked, Error> {
     }
 }
 
-/// The model item (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`) whose
-/// rendered lines hold the first line HAProxy's message `msg` names (`parsing
-/// [/path/haproxy.cfg:12]`), so a refused config is traced back to the scenario line that made
-/// it. `None` when the message names no line, or the line is not from an item.
-pub fn item_at(conf_text: &str, msg: &str) -> Option<String> {
-    let at = msg.find(".cfg:")? + ".cfg:".len();
-    let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
-    let line: usize = digits.parse().ok()?;
-    conf_text
-        .lines()
-        .take(line)
-        .collect::<Vec<_>>()
-        .iter()
-        .rev()
-        .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
-        .map(|k| k.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::Driver as _;
 
     #[test]
     fn every_feature_has_an_answer_and_every_limit_a_sentence() {
         for f in Feature::ALL {
-            match support(f) {
+            match Haproxy.support(f) {
                 Support::Yes => {}
                 Support::Differs(s) | Support::No(s) => assert!(s.len() > 40, "{f}: {s}"),
             }
         }
-        assert!(matches!(support(Feature::Raw), Support::No(_)));
-        assert!(matches!(support(Feature::RateLimit), Support::Differs(_)));
+        assert!(matches!(Haproxy.support(Feature::Raw), Support::No(_)));
+        assert!(matches!(
+            Haproxy.support(Feature::RateLimit),
+            Support::Differs(_)
+        ));
     }
 
     #[test]
@@ -366,7 +354,7 @@ mod tests {
         let conf = "global\n# pb:item upstream.u\nbackend be_u\n    server s0 127.0.0.1:1\n\
                     # pb:item route.2\n    http-request return status 150\n";
         let at = |line: usize| {
-            item_at(
+            Haproxy.item_at(
                 conf,
                 &format!("[ALERT]    (1) : config : parsing [/x/haproxy-test.cfg:{line}] : bad"),
             )
@@ -374,6 +362,6 @@ mod tests {
         assert_eq!(at(4).as_deref(), Some("upstream.u"));
         assert_eq!(at(6).as_deref(), Some("route.2"));
         assert_eq!(at(1), None);
-        assert_eq!(item_at(conf, "[ALERT] no line here"), None);
+        assert_eq!(Haproxy.item_at(conf, "[ALERT] no line here"), None);
     }
 }

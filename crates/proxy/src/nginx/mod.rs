@@ -35,8 +35,9 @@ impl driver::Driver for Nginx {
         crate::ProxyKind::Nginx
     }
 
+    /// `nginx -V`, verbatim (version, compiler, OpenSSL and configure arguments), for env.json.
     fn version(&self) -> Result<String, Error> {
-        version()
+        crate::process::output_text(&binary(), &["-V"])
     }
 
     fn checker(&self) -> &'static str {
@@ -79,12 +80,35 @@ impl driver::Driver for Nginx {
         })
     }
 
-    fn validate(&self, text: &str, dir: &Path) -> Result<Checked, Error> {
-        validate(text, dir)
+    /// Checks `conf_text` with `nginx -t`. The text is written to
+    /// `prefix/nginx-test.conf` (the directory is created); render it with `RenderContext.prefix` set
+    /// to `prefix` or to the replica directory it is meant for. On failure the error carries nginx's
+    /// own output, verbatim (`nginx: [emerg] ... in /path/nginx-test.conf:12`).
+    fn validate(&self, conf_text: &str, prefix: &Path) -> Result<Checked, Error> {
+        std::fs::create_dir_all(prefix)
+            .map_err(|e| Error::io(format!("cannot create {}", prefix.display()), e))?;
+        let conf = prefix.join("nginx-test.conf");
+        std::fs::write(&conf, conf_text)
+            .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
+        test_file(prefix, &conf)
     }
 
-    fn item_at(&self, text: &str, message: &str) -> Option<String> {
-        item_at(text, message)
+    /// The model item (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`, `raw.http`...)
+    /// whose rendered lines hold the line that nginx's message `msg` names (`... in
+    /// /path/nginx-test.conf:12`), so that a refused config is traced back to the scenario line
+    /// that produced it. `None` when the message names no line, or the line is not from an item.
+    fn item_at(&self, conf_text: &str, msg: &str) -> Option<String> {
+        let at = msg.rfind(".conf:")? + ".conf:".len();
+        let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
+        let line: usize = digits.parse().ok()?;
+        conf_text
+            .lines()
+            .take(line)
+            .collect::<Vec<_>>()
+            .iter()
+            .rev()
+            .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
+            .map(|k| k.trim().to_string())
     }
 
     fn start(
@@ -140,24 +164,6 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"))
 }
 
-/// `nginx -V`, verbatim (version, compiler, OpenSSL and configure arguments), for env.json.
-pub fn version() -> Result<String, Error> {
-    crate::process::output_text(&binary(), &["-V"])
-}
-
-/// Checks `conf_text` with `nginx -t`. The text is written to
-/// `prefix/nginx-test.conf` (the directory is created); render it with `RenderContext.prefix` set
-/// to `prefix` or to the replica directory it is meant for. On failure the error carries nginx's
-/// own output, verbatim (`nginx: [emerg] ... in /path/nginx-test.conf:12`).
-pub fn validate(conf_text: &str, prefix: &Path) -> Result<Checked, Error> {
-    std::fs::create_dir_all(prefix)
-        .map_err(|e| Error::io(format!("cannot create {}", prefix.display()), e))?;
-    let conf = prefix.join("nginx-test.conf");
-    std::fs::write(&conf, conf_text)
-        .map_err(|e| Error::io(format!("cannot write {}", conf.display()), e))?;
-    test_file(prefix, &conf)
-}
-
 /// Runs `nginx -t -q` on a config file already on disk, in prefix `prefix`.
 pub(crate) fn test_file(prefix: &Path, conf: &Path) -> Result<Checked, Error> {
     let t0 = Instant::now();
@@ -188,24 +194,6 @@ pub(crate) fn test_file(prefix: &Path, conf: &Path) -> Result<Checked, Error> {
         }
         Err(Error::Refused(msg))
     }
-}
-
-/// The model item (`listener.NAME`, `route.N`, `upstream.NAME`, `rate_limit.NAME`, `raw.http`...)
-/// whose rendered lines hold the line that nginx's message `msg` names (`... in
-/// /path/nginx-test.conf:12`), so that a refused config is traced back to the scenario line
-/// that produced it. `None` when the message names no line, or the line is not from an item.
-pub fn item_at(conf_text: &str, msg: &str) -> Option<String> {
-    let at = msg.rfind(".conf:")? + ".conf:".len();
-    let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
-    let line: usize = digits.parse().ok()?;
-    conf_text
-        .lines()
-        .take(line)
-        .collect::<Vec<_>>()
-        .iter()
-        .rev()
-        .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
-        .map(|k| k.trim().to_string())
 }
 
 /// Quotes a token for nginx.conf when it needs it (spaces, quotes, braces, `;`, `#`).
@@ -261,6 +249,7 @@ pub(crate) fn nginx_size(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::Driver as _;
 
     #[test]
     fn values_render_as_nginx_writes_them() {
@@ -285,7 +274,7 @@ mod tests {
             "events {}\nhttp {\n    # pb:item raw.http\n    bad 1;\n    # pb:item upstream.u\n    \
                     upstream u {\n        server 127.0.0.1:1;\n    }\n}\n";
         let at = |line: usize| {
-            item_at(
+            Nginx.item_at(
                 conf,
                 &format!("nginx: [emerg] unknown directive \"bad\" in /x/nginx-test.conf:{line}"),
             )
@@ -293,6 +282,6 @@ mod tests {
         assert_eq!(at(4).as_deref(), Some("raw.http"));
         assert_eq!(at(7).as_deref(), Some("upstream.u"));
         assert_eq!(at(1), None);
-        assert_eq!(item_at(conf, "nginx: [emerg] no line here"), None);
+        assert_eq!(Nginx.item_at(conf, "nginx: [emerg] no line here"), None);
     }
 }

@@ -75,18 +75,7 @@ pub fn collect(
     };
     let tag = hdr_log.as_ref().map(|h| h.tag.clone()).unwrap_or_default();
 
-    let mut agg = Aggregated {
-        timeline: Vec::new(),
-        latency: Recorder::default(),
-        uncorrected: open_loop.then(Recorder::default),
-        errors: [0; KINDS],
-        requests: 0,
-        bytes: 0,
-        retried: 0,
-        thread_seconds: Vec::new(),
-        finals: Vec::new(),
-        seconds_hdr: Vec::new(),
-    };
+    let mut agg = Aggregated::new(open_loop);
     let mut pending: VecDeque<Box<SecondBlock>> = VecDeque::new();
     let mut spare: Vec<Box<SecondBlock>> = Vec::new();
     let mut last: Vec<Option<u32>> = vec![None; threads];
@@ -105,16 +94,7 @@ pub fn collect(
                     // so this cannot happen; if it did, the counts still go into the totals.
                     fold(&mut agg, &b);
                 } else {
-                    let idx = (b.t - next_emit) as usize;
-                    while pending.len() <= idx {
-                        let mut acc = spare
-                            .pop()
-                            .unwrap_or_else(|| Box::new(SecondBlock::new(usize::MAX, open_loop)));
-                        acc.reset();
-                        acc.t = next_emit + pending.len() as u32;
-                        pending.push_back(acc);
-                    }
-                    pending[idx].merge(&b);
+                    slot(&mut pending, &mut spare, next_emit, b.t, open_loop).merge(&b);
                 }
                 b.reset();
                 let _ = recycle[th].send(b);
@@ -149,14 +129,7 @@ pub fn collect(
                 .map_err(|e| io_err(&e))?;
             }
             fold(&mut agg, &acc);
-            let hdr = model::SecondHdr {
-                t,
-                hdr: crate::stats::encode(&acc.latency.hist),
-                hdr_uncorrected: acc
-                    .uncorrected
-                    .as_ref()
-                    .map(|u| crate::stats::encode(&u.hist)),
-            };
+            let hdr = second_hdr(&acc);
             if let Some(f) = on_hdr {
                 (f.0)(&row, &hdr);
             }
@@ -174,6 +147,59 @@ pub fn collect(
         f.flush().map_err(|e| io_err(&e))?;
     }
     Ok(agg)
+}
+
+impl Aggregated {
+    /// Nothing recorded yet; `open_loop` keeps the latency from the actual send as well.
+    fn new(open_loop: bool) -> Aggregated {
+        Aggregated {
+            timeline: Vec::new(),
+            latency: Recorder::default(),
+            uncorrected: open_loop.then(Recorder::default),
+            errors: [0; KINDS],
+            requests: 0,
+            bytes: 0,
+            retried: 0,
+            thread_seconds: Vec::new(),
+            finals: Vec::new(),
+            seconds_hdr: Vec::new(),
+        }
+    }
+}
+
+/// The merged block of second `t` among the pending ones (whose first is `next_emit`), with
+/// cleared blocks (reused from `spare`) added up to it.
+// The blocks stay boxed: the boxes themselves travel back to the threads for reuse.
+#[allow(clippy::vec_box)]
+fn slot<'a>(
+    pending: &'a mut VecDeque<Box<SecondBlock>>,
+    spare: &mut Vec<Box<SecondBlock>>,
+    next_emit: u32,
+    t: u32,
+    open_loop: bool,
+) -> &'a mut SecondBlock {
+    let idx = (t - next_emit) as usize;
+    while pending.len() <= idx {
+        let mut acc = spare
+            .pop()
+            .unwrap_or_else(|| Box::new(SecondBlock::new(usize::MAX, open_loop)));
+        acc.reset();
+        acc.t = next_emit + pending.len() as u32;
+        pending.push_back(acc);
+    }
+    &mut pending[idx]
+}
+
+/// A completed second's histograms, serialized for exact merging across results.
+fn second_hdr(acc: &SecondBlock) -> model::SecondHdr {
+    model::SecondHdr {
+        t: acc.t,
+        hdr: crate::stats::encode(&acc.latency.hist),
+        hdr_uncorrected: acc
+            .uncorrected
+            .as_ref()
+            .map(|u| crate::stats::encode(&u.hist)),
+    }
 }
 
 /// Adds one second's counts and latency to the run's totals.

@@ -320,6 +320,22 @@ pub struct MessageCounts {
     pub bytes_received: u64,
 }
 
+impl MessageCounts {
+    /// Adds another thread's (or agent's) counts to these: every count is a sum.
+    pub fn add(&mut self, n: &MessageCounts) {
+        self.sent += n.sent;
+        self.answered += n.answered;
+        self.pushed += n.pushed;
+        self.lost += n.lost;
+        self.unanswered_at_end += n.unanswered_at_end;
+        self.pings_sent += n.pings_sent;
+        self.pongs += n.pongs;
+        self.server_pings += n.server_pings;
+        self.bytes_sent += n.bytes_sent;
+        self.bytes_received += n.bytes_received;
+    }
+}
+
 /// What the engine cost: memory per open connection, CPU per message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StreamCost {

@@ -233,6 +233,42 @@ fn rss_kib() -> u64 {
     pages * (rustix::param::page_size() as u64) / 1024
 }
 
+/// Adds one thread's rows, whose first is second `rec_t0`, into the run's rows from second `t0`
+/// on (and each second's round-trip histogram into `row_hist`, for its p99).
+fn add_rows(
+    rows: &mut Vec<StreamSecond>,
+    row_hist: &mut Vec<Option<hdrhistogram::Histogram<u64>>>,
+    t0: u32,
+    rec_t0: u32,
+    rec_rows: Vec<record::Row>,
+) {
+    for (k, row) in rec_rows.into_iter().enumerate() {
+        let at = (rec_t0 + k as u32 - t0) as usize;
+        while rows.len() <= at {
+            rows.push(StreamSecond {
+                t: t0 + rows.len() as u32,
+                ..StreamSecond::default()
+            });
+            row_hist.push(None);
+        }
+        let out = &mut rows[at];
+        out.open += row.open;
+        out.opened += row.opened;
+        out.ended += row.ended;
+        out.dropped += row.dropped;
+        out.sent += row.sent;
+        out.received += row.received;
+        if let Some(h) = row.rtt {
+            match &mut row_hist[at] {
+                Some(m) => {
+                    let _ = m.add(&h);
+                }
+                slot => *slot = Some(h),
+            }
+        }
+    }
+}
+
 /// Adds the threads' recordings up into the summary.
 fn summarize(
     cfg: &StreamConfig,
@@ -251,78 +287,15 @@ fn summarize(
     for o in outs {
         end_ns = end_ns.max(o.end_ns);
         cpu_ns += o.cpu_ns;
-        let r = o.rec;
-        for (k, row) in r.rows.into_iter().enumerate() {
-            let t = r.t0 + k as u32;
-            let at = (t - t0) as usize;
-            while rows.len() <= at {
-                rows.push(StreamSecond {
-                    t: t0 + rows.len() as u32,
-                    ..StreamSecond::default()
-                });
-                row_hist.push(None);
-            }
-            let out = &mut rows[at];
-            out.open += row.open;
-            out.opened += row.opened;
-            out.ended += row.ended;
-            out.dropped += row.dropped;
-            out.sent += row.sent;
-            out.received += row.received;
-            if let Some(h) = row.rtt {
-                match &mut row_hist[at] {
-                    Some(m) => {
-                        let _ = m.add(&h);
-                    }
-                    slot => *slot = Some(h),
-                }
-            }
-        }
-        all.rtt.merge(&r.rtt);
-        all.gap.merge(&r.gap);
-        all.handshake.merge(&r.handshake);
-        all.attempts += r.attempts;
-        all.opened += r.opened;
-        all.reconnects += r.reconnects;
-        all.dropped += r.dropped;
-        all.open_at_end += r.open_at_end;
-        let m = &mut all.msgs;
-        let n = &r.msgs;
-        m.sent += n.sent;
-        m.answered += n.answered;
-        m.pushed += n.pushed;
-        m.lost += n.lost;
-        m.unanswered_at_end += n.unanswered_at_end;
-        m.pings_sent += n.pings_sent;
-        m.pongs += n.pongs;
-        m.server_pings += n.server_pings;
-        m.bytes_sent += n.bytes_sent;
-        m.bytes_received += n.bytes_received;
-        for (k, v) in r.ended {
-            *all.ended.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in r.close_codes {
-            *all.close_codes.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in r.grpc_status {
-            *all.grpc_status.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in r.refused_status {
-            *all.refused_status.entry(k).or_insert(0) += v;
-        }
-        for (k, v) in r.connect_errors {
-            *all.connect_errors.entry(k).or_insert(0) += v;
-        }
-        for (k, (t, m)) in r.first {
-            match all.first.get(&k) {
-                Some((t0, _)) if *t0 <= t => {}
-                _ => {
-                    all.first.insert(k, (t, m));
-                }
-            }
-        }
-        all.lives.extend(r.lives);
-        all.lives_left_out += r.lives_left_out;
+        let mut r = o.rec;
+        add_rows(
+            &mut rows,
+            &mut row_hist,
+            t0,
+            r.t0,
+            std::mem::take(&mut r.rows),
+        );
+        all.merge(r);
     }
     for (row, h) in rows.iter_mut().zip(&row_hist) {
         if let Some(h) = h {

@@ -165,3 +165,41 @@ impl Rec {
         row.open = open;
     }
 }
+
+impl Rec {
+    /// Adds another thread's totals to these: counts, histograms, end kinds, the earliest
+    /// message of each kind and the kept lives (its rows are merged apart, by second).
+    pub fn merge(&mut self, r: Rec) {
+        self.rtt.merge(&r.rtt);
+        self.gap.merge(&r.gap);
+        self.handshake.merge(&r.handshake);
+        self.attempts += r.attempts;
+        self.opened += r.opened;
+        self.reconnects += r.reconnects;
+        self.dropped += r.dropped;
+        self.open_at_end += r.open_at_end;
+        self.msgs.add(&r.msgs);
+        add_counts(&mut self.ended, r.ended);
+        add_counts(&mut self.close_codes, r.close_codes);
+        add_counts(&mut self.grpc_status, r.grpc_status);
+        add_counts(&mut self.refused_status, r.refused_status);
+        add_counts(&mut self.connect_errors, r.connect_errors);
+        for (k, (t, m)) in r.first {
+            match self.first.get(&k) {
+                Some((t0, _)) if *t0 <= t => {}
+                _ => {
+                    self.first.insert(k, (t, m));
+                }
+            }
+        }
+        self.lives.extend(r.lives);
+        self.lives_left_out += r.lives_left_out;
+    }
+}
+
+/// Adds counts by key into `into`.
+fn add_counts<K: Ord>(into: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_insert(0) += v;
+    }
+}

@@ -5,8 +5,8 @@
 
 use proxybench_fuzz::libfuzzer::{default_work_dir, ENGINE_ENV};
 use proxybench_fuzz::targets::find;
-use proxybench_fuzz::{by_name, corpus_dir, fuzz, run_one, FuzzError, Options, TARGETS};
-use std::path::PathBuf;
+use proxybench_fuzz::{by_name, corpus_dir, fuzz, run_one, FuzzError, Options, Target, TARGETS};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: proxybench-fuzz TARGET|all [--seconds N] [--seed S] [--runs N] [--timeout S] [--engine PATH] [--work DIR] [--replay FILE...]";
@@ -92,40 +92,51 @@ fn main() -> ExitCode {
         }
     };
     if !replay.is_empty() {
-        let mut failed = false;
-        for file in &replay {
-            let input = match std::fs::read(file) {
-                Ok(d) => d,
-                Err(e) => return bad(format!("{file}: {e}")),
-            };
-            for t in &chosen {
-                match run_one(*t, &input) {
-                    Ok(()) => println!("{}: {file}: ok", t.name()),
-                    Err((kind, msg)) => {
-                        failed = true;
-                        println!("{}: {file}: {kind:?}: {msg}", t.name());
-                    }
-                }
-            }
-        }
-        return if failed {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
+        return replay_files(&chosen, &replay);
     }
     let Some(engine) = engine else {
         return bad(format!(
             "no engine: build it with `make fuzz-build`, then pass --engine PATH or set {ENGINE_ENV}"
         ));
     };
+    fuzz_each(&engine, chosen, &opts)
+}
+
+/// Runs each saved input through each chosen target in this process; fails when any input does.
+fn replay_files(chosen: &[&'static dyn Target], replay: &[String]) -> ExitCode {
+    let mut failed = false;
+    for file in replay {
+        let input = match std::fs::read(file) {
+            Ok(d) => d,
+            Err(e) => return bad(format!("{file}: {e}")),
+        };
+        for t in chosen {
+            match run_one(*t, &input) {
+                Ok(()) => println!("{}: {file}: ok", t.name()),
+                Err((kind, msg)) => {
+                    failed = true;
+                    println!("{}: {file}: {kind:?}: {msg}", t.name());
+                }
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Fuzzes each chosen target with the engine in turn, from its checked-in corpus; stops at the
+/// first crash or error.
+fn fuzz_each(engine: &Path, chosen: Vec<&'static dyn Target>, opts: &Options) -> ExitCode {
     for t in chosen {
         // The planted target has no checked-in corpus: it starts from an empty input.
         let seeds: Vec<PathBuf> = Some(corpus_dir(t.name()))
             .filter(|d| by_name(t.name()).is_some() && d.is_dir())
             .into_iter()
             .collect();
-        match fuzz(&engine, t, &seeds, &opts) {
+        match fuzz(engine, t, &seeds, opts) {
             Ok(s) => println!(
                 "{}: {} execs in {:.1} s ({:.0}/s), edges {} (seeds {}), corpus {} (+{} new), peak RSS {} MiB",
                 t.name(),

@@ -91,3 +91,69 @@ pb_start_nginx() {
     sleep 0.05
   done
 }
+
+# Sets the array `prio` from PRIO: `auto` (the default) runs the measured processes under
+# SCHED_RR 10 when root, so unrelated work on a shared machine does not preempt them; empty runs
+# them as they are; anything else is the command words to use.
+pb_prio() {
+  PRIO=${PRIO-auto}
+  if [ "$PRIO" = auto ]; then
+    PRIO=""
+    [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
+  fi
+  read -r -a prio <<<"$PRIO"
+}
+
+# The peer nginx of the client benchmarks (vs-wrk, vs-h2load): one worker pinned to
+# $SERVER_CPU answering "hello" on 127.0.0.1:$PORT and, with a throwaway certificate, on
+# $TLS_PORT (each listen with the parameters in $1, `http2` or none), `/cipher` logging what
+# each client negotiated to $WORK/cipher.log, and stub_status on $STUB_PORT (the server's own
+# count of requests). SSL_CIPHERS=... makes nginx choose the cipher (the same for every client)
+# instead of following the client's order (nginx's default). Sets PORT, TLS_PORT, STUB_PORT,
+# NGINX_PID and WORKER (the worker's pid, whose CPU time the measurements read).
+pb_peer_nginx() {
+  local params=${1:+ $1} user="" ciphers=""
+  PORT=${PORT:-$(pb_free_port)}
+  TLS_PORT=${TLS_PORT:-$(pb_free_port)}
+  STUB_PORT=${STUB_PORT:-$(pb_free_port)}
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
+    -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+  [ "$(id -u)" = 0 ] && user="user root;"
+  [ -n "${SSL_CIPHERS:-}" ] && ciphers="ssl_ciphers $SSL_CIPHERS; ssl_prefer_server_ciphers on;"
+  cat >"$WORK/nginx.conf" <<CONF
+$user
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000000;
+  keepalive_timeout 300s;
+  log_format cipher '\$ssl_protocol \$ssl_cipher';
+  client_body_temp_path $WORK/body;
+  server {
+    listen 127.0.0.1:$PORT$params;
+    listen 127.0.0.1:$TLS_PORT ssl$params;
+    ssl_certificate $WORK/cert.pem;
+    ssl_certificate_key $WORK/key.pem;
+    $ciphers
+    location / { return 200 "hello\n"; }
+    location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
+  }
+  # The server's own count of requests (stub_status), read before and after each run.
+  server {
+    listen 127.0.0.1:$STUB_PORT;
+    location = /stub { stub_status; }
+  }
+}
+CONF
+  pb_start_nginx taskset -c "$SERVER_CPU" "${prio[@]}"
+  WORKER=$(pgrep -P "$NGINX_PID" | head -1)
+}
+
+# Runs one client (the command words given) pinned to $CLIENT_CPU under `prio` against the peer
+# nginx, and prints what bench/measure.py measured of it.
+pb_measure() {
+  python3 "$ROOT/bench/measure.py" "$WORKER" "$STUB_PORT" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@"
+}

@@ -39,139 +39,26 @@ MODES=${MODES:-http https}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PB_DEFAULT=$ROOT/target/release/proxybench
-PB=${PB:-$PB_DEFAULT}
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 PB_BASE=${PB_BASE:-}
 FLOOR=${FLOOR:-}
-NGINX=${NGINX:-/usr/sbin/nginx}
-PRIO=${PRIO-auto}
-if [ "$PRIO" = auto ]; then
-  PRIO=""
-  [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
-fi
-read -r -a prio <<<"$PRIO"
+pb_prio
 
-command -v wrk >/dev/null || { echo "vs-wrk: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
-[ -x "$NGINX" ] || { echo "vs-wrk: nginx is not installed (apt-get install nginx)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "vs-wrk: python3 is needed for getrusage" >&2; exit 2; }
-command -v openssl >/dev/null || { echo "vs-wrk: openssl is needed for the test certificate" >&2; exit 2; }
-command -v taskset >/dev/null || { echo "vs-wrk: taskset is needed to pin the processes (apt-get install util-linux)" >&2; exit 2; }
+pb_need wrk "wrk is not installed (apt-get install wrk)"
+pb_need_nginx
+pb_need python3 "python3 is needed for getrusage"
+pb_need openssl "openssl is needed for the test certificate"
+pb_need taskset "taskset is needed to pin the processes (apt-get install util-linux)"
 [ -z "$PB_BASE" ] || [ -x "$PB_BASE" ] || { echo "vs-wrk: PB_BASE=$PB_BASE is not an executable" >&2; exit 2; }
-[ -z "$FLOOR" ] || command -v cc >/dev/null || { echo "vs-wrk: FLOOR=1 needs a C compiler (apt-get install gcc)" >&2; exit 2; }
-# The default binary is rebuilt when a source is newer; a PB given by path is used as it is.
-if [ ! -x "$PB" ] || { [ "$PB" = "$PB_DEFAULT" ] && [ -n "$(find "$ROOT/crates" -newer "$PB" -name '*.rs' -print -quit)" ]; }; then
-  echo "building proxybench (release)..." >&2
-  (cd "$ROOT" && cargo build --release -q -p proxybench)
-fi
+[ -z "$FLOOR" ] || pb_need cc "FLOOR=1 needs a C compiler (apt-get install gcc)"
+pb_ensure_built
 
-WORK=$(mktemp -d /tmp/pb-vs-wrk.XXXXXX)
-NGINX_PID=
-cleanup() {
-  if [ -n "$NGINX_PID" ]; then kill -TERM "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+pb_workdir vs-wrk
 if [ -n "$FLOOR" ]; then
   cc -O2 -o "$WORK/http1-floor" "$ROOT/bench/http1-floor.c"
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=${PORT:-$(free_port)}
-TLS_PORT=${TLS_PORT:-$(free_port)}
-STUB_PORT=${STUB_PORT:-$(free_port)}
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 \
-  -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
-USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-# SSL_CIPHERS=... makes nginx choose the cipher (the same for every client) instead of following
-# the client's order (nginx's default), to compare the clients' engines alone.
-CIPHER_LINES=""
-[ -n "${SSL_CIPHERS:-}" ] && CIPHER_LINES="ssl_ciphers $SSL_CIPHERS; ssl_prefer_server_ciphers on;"
-cat >"$WORK/nginx.conf" <<EOF
-$USER_LINE
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000000;
-  keepalive_timeout 300s;
-  log_format cipher '\$ssl_protocol \$ssl_cipher';
-  client_body_temp_path $WORK/body;
-  server {
-    listen 127.0.0.1:$PORT;
-    listen 127.0.0.1:$TLS_PORT ssl;
-    ssl_certificate $WORK/cert.pem;
-    ssl_certificate_key $WORK/key.pem;
-    $CIPHER_LINES
-    location / { return 200 "hello\n"; }
-    location = /cipher { access_log $WORK/cipher.log cipher; return 200 "hello\n"; }
-  }
-  # The server's own count of requests (stub_status), read before and after each run.
-  server {
-    listen 127.0.0.1:$STUB_PORT;
-    location = /stub { stub_status; }
-  }
-}
-EOF
-taskset -c "$SERVER_CPU" "${prio[@]}" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g "daemon off;" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null; then break; fi
-  sleep 0.05
-done
-WORKER=$(pgrep -P "$NGINX_PID" | head -1)
-
-# Runs one client pinned to CLIENT_CPU under getrusage; prints
-# "rps client_cpu_s maxrss_kb server_cpu_s nginx_cpu_pct requests machine_cpu_s server_requests load1".
-measure() {
-  python3 - "$WORKER" "$STUB_PORT" taskset -c "$CLIENT_CPU" "${prio[@]}" "$@" <<'PY'
-import re, resource, subprocess, sys, time, urllib.request
-worker, stub, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
-def machine_s():
-    # Every CPU's busy time (all but idle and iowait) from /proc/stat, in seconds: the client,
-    # nginx, the kernel's work for both on loopback, and whatever else ran meanwhile.
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / 100.0
-def served():
-    # nginx's own count of requests (stub_status); each read counts itself once.
-    with urllib.request.urlopen(f"http://127.0.0.1:{stub}/stub", timeout=5) as r:
-        return int(r.read().decode().splitlines()[2].split()[2])
-def server_ns():
-    # Time on CPU in ns (schedstat's first field): exact, where /proc/PID/stat has 10 ms ticks.
-    with open(f"/proc/{worker}/schedstat") as f:
-        return int(f.read().split()[0])
-def hwm(pid):
-    # Peak RSS (VmHWM) of the client itself; getrusage's maxrss would include the python
-    # interpreter that forked it.
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-s0 = served()
-t0, n0, m0 = time.monotonic(), server_ns(), machine_s()
-p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-peak = 0
-while p.poll() is None:
-    peak = max(peak, hwm(p.pid) or 0)
-    time.sleep(0.05)
-stdout = p.stdout.read()
-wall, nginx, machine = time.monotonic() - t0, (server_ns() - n0) / 1e9, machine_s() - m0
-server_reqs = served() - s0 - 1
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-rps = float(re.search(r"^Requests/sec:\s+([\d.]+)", stdout, re.M).group(1))
-reqs = int(re.search(r"^\s+(\d+) requests in", stdout, re.M).group(1))
-load1 = open("/proc/loadavg").read().split()[0]
-print(f"{rps:.0f} {ru.ru_utime + ru.ru_stime:.3f} {peak} {nginx:.4f} {100 * nginx / wall:.0f} {reqs} "
-      f"{machine:.2f} {server_reqs} {load1}")
-PY
-}
+pb_peer_nginx ""
 
 echo "proxybench load ${PB_ARGS:+$PB_ARGS }-t$THREADS -c$CONNS -d$DURATION  vs  wrk -t$THREADS -c$CONNS -d$DURATION"
 echo "nginx (1 worker) on cpu $SERVER_CPU, clients on cpu $CLIENT_CPU${PRIO:+, under $PRIO}${PB_BASE:+; base = $PB_BASE}"
@@ -206,11 +93,11 @@ for mode in $MODES; do
       tool=${TOOLS[$(((k + r - 1) % n))]}
       case $tool in
         # shellcheck disable=SC2086
-        proxybench) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$PB" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        proxybench) read -r rps reqs cpu rss srv ng cl mach sreqs load1 < <(pb_measure "$PB" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
         # shellcheck disable=SC2086
-        base) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$PB_BASE" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
-        wrk) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
-        floor) read -r rps cpu rss srv ng reqs mach sreqs load1 < <(measure "$WORK/http1-floor" -c "$CONNS" -d "${DURATION%s}" "$URL") ;;
+        base) read -r rps reqs cpu rss srv ng cl mach sreqs load1 < <(pb_measure "$PB_BASE" load ${PB_ARGS:-} "${PB_TLS[@]}" -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        wrk) read -r rps reqs cpu rss srv ng cl mach sreqs load1 < <(pb_measure wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "$URL") ;;
+        floor) read -r rps reqs cpu rss srv ng cl mach sreqs load1 < <(pb_measure "$WORK/http1-floor" -c "$CONNS" -d "${DURATION%s}" "$URL") ;;
       esac
       read -r per_m mb sper mper < <(python3 -c "n=max($reqs,1); print(f'{$cpu*1e6/n:.2f} {$rss/1024:.1f} {$srv*1e6/n:.2f} {$mach*1e6/max($sreqs,1):.2f}')")
       printf '%-11s %5s %10s %11s %13s %9s %14s %7s %15s %6s\n' "$tool" "$r" "$rps" "$reqs" "$per_m" "$mb" "$sper" "$ng" "$mper" "$load1"

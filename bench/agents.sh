@@ -27,63 +27,17 @@ TCK=$(getconf CLK_TCK)
 [ -x /usr/bin/time ] || { echo "agents: /usr/bin/time is not installed (apt-get install -y time)" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release -p proxybench >&2
 
-tmp=$(mktemp -d /tmp/pb-agents-bench.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    sleep 0.2
-    for p in "${pids[@]}"; do
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    local p=$1
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-wait_port() {
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "agents: nothing listens on port $1" >&2
-    exit 1
-}
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ROOT=$(pwd)
+# shellcheck source=bench/common.sh
+. bench/common.sh
+pb_workdir agents
+tmp=$WORK
 json_num() { sed -n "s/^  \"$1\": \([0-9.]*\),\{0,1\}$/\1/p" "$2" | head -1; }
 
-NG_PORT=$(free_port 18280)
-mkdir -p "$tmp/nginx"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path $tmp/nginx/body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$NG_PORT;
-        location / { return 200 "hello\n"; }
-    }
-}
-EOF
-"$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -e "$tmp/nginx/error.log" -g 'daemon off;' >/dev/null 2>&1 &
-pids+=("$!")
-wait_port "$NG_PORT"
+NG_PORT=$(pb_port_from 18280)
+pb_hello_nginx_conf "$NG_PORT" "worker_connections 16384;"
+PORT=$NG_PORT pb_start_nginx
+pb_wait_port "$NG_PORT"
 URL="http://127.0.0.1:$NG_PORT/"
 echo "tok-$$-$RANDOM" >"$tmp/token"
 
@@ -112,21 +66,21 @@ for round in $(seq "$ROUNDS"); do
         hosts=()
         apids=()
         for _ in $(seq "$n"); do
-            p=$(free_port $((NG_PORT + 1)))
+            p=$(pb_port_from $((NG_PORT + 1)))
             "$BIN" agent --listen "127.0.0.1:$p" --token-file "$tmp/token" >/dev/null 2>&1 &
             apids+=("$!")
-            pids+=("$!")
-            wait_port "$p"
+            PB_PIDS+=("$!")
+            pb_wait_port "$p"
             hosts+=("127.0.0.1:$p")
         done
         before=0
-        for a in "${apids[@]}"; do before=$((before + $(ticks "$a"))); done
+        for a in "${apids[@]}"; do before=$((before + $(pb_cpu_ticks "$a"))); done
         /usr/bin/time -f "%U %S %M" -o "$tmp/time" \
             "$BIN" load -R "$RATE" -d "$DURATION" -c "$CONNS" --format json \
             --agent-hosts "$(IFS=,; echo "${hosts[*]}")" --token-file "$tmp/token" "$URL" \
             >"$tmp/agents.json" 2>"$tmp/agents.err"
         after=0
-        for a in "${apids[@]}"; do after=$((after + $(ticks "$a"))); done
+        for a in "${apids[@]}"; do after=$((after + $(pb_cpu_ticks "$a"))); done
         read -r u s m <"$tmp/time"
         t=$(awk -v u="$u" -v s="$s" -v k="$TCK" -v a=$((after - before)) 'BEGIN{print (u+s)*k + a}')
         report "agents$n" "$round" "$tmp/agents.json" "$t" "$m"

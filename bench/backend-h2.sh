@@ -29,101 +29,42 @@ LOAD_CPU=${LOAD_CPU:-0}
 SERVER_CPU=${SERVER_CPU:-1}
 # As in bench/backend-vs-nginx.sh: PRIO=auto runs the measured processes under SCHED_RR 10 when
 # root, so unrelated work on a shared machine does not preempt them; PRIO= runs them as they are.
-PRIO=${PRIO-auto}
-if [ "$PRIO" = auto ]; then
-    PRIO=""
-    [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
-fi
-read -r -a prio <<<"$PRIO"
 TCK=$(getconf CLK_TCK)
 
 command -v h2load >/dev/null || { echo "backend-h2: h2load is not installed (apt-get install -y nghttp2-client)" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "backend-h2: nginx is not installed (apt-get install -y nginx)" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release --locked -p proxybench >&2
 
-tmp=$(mktemp -d /tmp/pb-backend-h2.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null || true
-    done
-    sleep 0.3
-    for p in "${pids[@]}"; do
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A port nothing listens on.
-free_port() {
-    local p=$1
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-
-wait_port() {
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "backend-h2: nothing listens on port $1" >&2
-    exit 1
-}
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ROOT=$(pwd)
+# shellcheck source=bench/common.sh
+. bench/common.sh
+pb_workdir backend-h2
+pb_prio
+tmp=$WORK
 
 # --- servers ----------------------------------------------------------------------------------
-NG_PORT=$(free_port 18280)
-mkdir -p "$tmp/nginx"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    keepalive_requests 1000000000;
-    keepalive_timeout 300s;
-    client_body_temp_path $tmp/nginx/body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$NG_PORT http2;
-        location / { return 200 "hello\n"; }
-    }
-}
-EOF
-"${prio[@]}" taskset -c "$SERVER_CPU" "$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -e "$tmp/nginx/error.log" \
-    -g 'daemon off;' >/dev/null 2>&1 &
-ng_master=$!
-pids+=("$ng_master")
-wait_port "$NG_PORT"
-ng_worker=$(pgrep -P "$ng_master" | head -1)
+NG_PORT=$(pb_port_from 18280)
+pb_hello_nginx_conf "$NG_PORT" "worker_connections 16384;" "" "http2"
+PORT=$NG_PORT pb_start_nginx "${prio[@]}" taskset -c "$SERVER_CPU"
+pb_wait_port "$NG_PORT"
+ng_worker=$(pgrep -P "$NGINX_PID" | head -1)
 
-PB_PORT=$(free_port $((NG_PORT + 1)))
+PB_PORT=$(pb_port_from $((NG_PORT + 1)))
 "${prio[@]}" taskset -c "$SERVER_CPU" "$BIN" backend --listen "127.0.0.1:$PB_PORT" --threads 1 >"$tmp/pb.out" 2>"$tmp/pb.err" &
 pb_pid=$!
-pids+=("$pb_pid")
-wait_port "$PB_PORT"
+PB_PIDS+=("$pb_pid")
+pb_wait_port "$PB_PORT"
 
 # run NAME PORT PID CONNS STREAMS -> one line; appends "name shape rps us_per_req per_core succeeded started"
 # to $tmp/results
 run() {
     local name=$1 port=$2 pid=$3 conns=$4 streams=$5
     local c0 c1 t0 t1 out
-    c0=$(cpu_ticks "$pid")
+    c0=$(pb_cpu_ticks "$pid")
     t0=$(date +%s.%N)
     out=$("${prio[@]}" taskset -c "$LOAD_CPU" h2load -t1 -c"$conns" -m"$streams" -D"$DURATION" "http://127.0.0.1:$port/" 2>&1)
     t1=$(date +%s.%N)
-    c1=$(cpu_ticks "$pid")
+    c1=$(pb_cpu_ticks "$pid")
     local rps ok failed started
     rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
     started=$(sed -n 's/^requests: [0-9]* total, \([0-9]*\) started.*/\1/p' <<<"$out")

@@ -32,12 +32,6 @@ LAT_RATE=${LAT_RATE:-20000}
 # PRIO=auto runs every measured process (nginx, backend, wrk, load) under SCHED_RR 10 when
 # root, so they are not preempted by unrelated work (round robin, not FIFO: wrk's timer thread
 # shares its core with its busy worker); PRIO= (empty) runs them as they are.
-PRIO=${PRIO-auto}
-if [ "$PRIO" = auto ]; then
-    PRIO=""
-    [ "$(id -u)" = 0 ] && command -v chrt >/dev/null && PRIO="chrt -r 10"
-fi
-read -r -a prio <<<"$PRIO"
 LAT_DURATION=${LAT_DURATION:-10s}
 TCK=$(getconf CLK_TCK)
 
@@ -45,77 +39,25 @@ command -v wrk >/dev/null || { echo "backend-vs-nginx: wrk is not installed (apt
 [ -x "$NGINX" ] || { echo "backend-vs-nginx: nginx is not installed (apt-get install -y nginx)" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release --locked -p proxybench >&2
 
-tmp=$(mktemp -d /tmp/pb-backend-bench.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null || true
-    done
-    sleep 0.3
-    for p in "${pids[@]}"; do
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A port nothing listens on (a connect to it fails).
-free_port() {
-    local p=$1
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-
-wait_port() {
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "backend-vs-nginx: nothing listens on port $1" >&2
-    exit 1
-}
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ROOT=$(pwd)
+# shellcheck source=bench/common.sh
+. bench/common.sh
+pb_workdir backend-vs-nginx
+pb_prio
+tmp=$WORK
 
 # --- servers --------------------------------------------------------------------------------
-NG_PORT=$(free_port 18180)
-mkdir -p "$tmp/nginx"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path $tmp/nginx/body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$NG_PORT;
-        location / { return 200 "hello\n"; }
-    }
-}
-EOF
-"${prio[@]}" taskset -c "$SERVER_CPU" "$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -e "$tmp/nginx/error.log" \
-    -g 'daemon off;' >/dev/null 2>&1 &
-ng_master=$!
-pids+=("$ng_master")
-wait_port "$NG_PORT"
-ng_worker=$(pgrep -P "$ng_master" | head -1)
+NG_PORT=$(pb_port_from 18180)
+pb_hello_nginx_conf "$NG_PORT" "worker_connections 16384;" "" ""
+PORT=$NG_PORT pb_start_nginx "${prio[@]}" taskset -c "$SERVER_CPU"
+pb_wait_port "$NG_PORT"
+ng_worker=$(pgrep -P "$NGINX_PID" | head -1)
 
-PB_PORT=$(free_port $((NG_PORT + 1)))
+PB_PORT=$(pb_port_from $((NG_PORT + 1)))
 "${prio[@]}" taskset -c "$SERVER_CPU" "$BIN" backend --listen "127.0.0.1:$PB_PORT" --threads 1 >"$tmp/pb.out" 2>"$tmp/pb.err" &
 pb_pid=$!
-pids+=("$pb_pid")
-wait_port "$PB_PORT"
+PB_PIDS+=("$pb_pid")
+pb_wait_port "$PB_PORT"
 
 cat >"$tmp/pipeline.lua" <<'EOF'
 init = function(args)
@@ -131,11 +73,11 @@ run() {
     local name=$1 port=$2 pid=$3 mode=$4 script=()
     [ "$mode" = pipelined ] && script=(-s "$tmp/pipeline.lua")
     local t0 c0 c1 t1 out
-    c0=$(cpu_ticks "$pid")
+    c0=$(pb_cpu_ticks "$pid")
     t0=$(date +%s.%N)
     out=$("${prio[@]}" taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" --latency "${script[@]}" "http://127.0.0.1:$port/")
     t1=$(date +%s.%N)
-    c1=$(cpu_ticks "$pid")
+    c1=$(pb_cpu_ticks "$pid")
     local rps p50 p99 errs
     rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
@@ -188,16 +130,16 @@ for mode in keepalive pipelined; do
 done
 
 # --- latency at 5k connections -----------------------------------------------------------------
-kill -TERM "$ng_master" "$pb_pid" 2>/dev/null || true
-wait "$ng_master" "$pb_pid" 2>/dev/null || true
-LAT_PORT=$(free_port $((PB_PORT + 1)))
-CTL_PORT=$(free_port $((LAT_PORT + 1)))
+kill -TERM "$NGINX_PID" "$pb_pid" 2>/dev/null || true
+wait "$NGINX_PID" "$pb_pid" 2>/dev/null || true
+LAT_PORT=$(pb_port_from $((PB_PORT + 1)))
+CTL_PORT=$(pb_port_from $((LAT_PORT + 1)))
 "${prio[@]}" taskset -c "$SERVER_CPU" "$BIN" backend --listen "127.0.0.1:$LAT_PORT" --threads 1 --profile "latency=10ms" \
     --control "127.0.0.1:$CTL_PORT" --token-file "$tmp/ctl.token" >"$tmp/lat.out" 2>"$tmp/lat.err" &
 lat_pid=$!
-pids+=("$lat_pid")
-wait_port "$LAT_PORT"
-wait_port "$CTL_PORT"
+PB_PIDS+=("$lat_pid")
+pb_wait_port "$LAT_PORT"
+pb_wait_port "$CTL_PORT"
 
 to_us() {
     awk '{v = $1; if (v ~ /us$/) {sub(/us$/, "", v); print v} else if (v ~ /ms$/) {sub(/ms$/, "", v); print v * 1000}
@@ -221,12 +163,12 @@ echo "   overshoot = latency - 10 ms; whole-run numbers include the first second
 echo "   opens its 5000 connections; the steady-state line is each later second's p99 (median and worst)"
 if "$BIN" load --help >/dev/null 2>&1; then
     for r in $(seq "$ROUNDS"); do
-        c0=$(cpu_ticks "$lat_pid")
+        c0=$(pb_cpu_ticks "$lat_pid")
         t0=$(date +%s.%N)
         out=$("${prio[@]}" taskset -c "$LOAD_CPU" "$BIN" load -t1 -c5000 -R "$LAT_RATE" -d"$LAT_DURATION" --timeout 5s --latency \
             --u-latency --timeline "$tmp/timeline.csv" "http://127.0.0.1:$LAT_PORT/" 2>&1)
         t1=$(date +%s.%N)
-        c1=$(cpu_ticks "$lat_pid")
+        c1=$(pb_cpu_ticks "$lat_pid")
         p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
         p90=$(awk '$1 == "90%" {print $2}' <<<"$out")
         p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
@@ -255,11 +197,11 @@ fi
 echo
 echo "== for reference, wrk -t1 -c5000 --latency (closed loop): 5000 connections each re-sending at once ask for"
 echo "   500k req/s, far beyond one wrk thread, so this measures wrk's own queueing as much as the backend"
-c0=$(cpu_ticks "$lat_pid")
+c0=$(pb_cpu_ticks "$lat_pid")
 t0=$(date +%s.%N)
 out=$("${prio[@]}" taskset -c "$LOAD_CPU" wrk -t1 -c5000 -d"$LAT_DURATION" --timeout 5s --latency "http://127.0.0.1:$LAT_PORT/")
 t1=$(date +%s.%N)
-c1=$(cpu_ticks "$lat_pid")
+c1=$(pb_cpu_ticks "$lat_pid")
 echo "$out" | sed 's/^/   /'
 p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
 p90=$(awk '$1 == "90%" {print $2}' <<<"$out")

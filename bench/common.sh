@@ -31,11 +31,24 @@ pb_ensure_built() {
   fi
 }
 
-# Stops the nginx the script started (NGINX_PID) and removes WORK.
+# Other processes the script started (backends, agents), stopped on exit: add each with
+# PB_PIDS+=("$!").
+PB_PIDS=()
+
+# Stops the nginx the script started (NGINX_PID) and every process in PB_PIDS (TERM, then KILL
+# what is left a moment later), and removes WORK.
 pb_cleanup() {
   if [ -n "${NGINX_PID:-}" ]; then
     kill -TERM "$NGINX_PID" 2>/dev/null || true
     wait "$NGINX_PID" 2>/dev/null || true
+  fi
+  if [ ${#PB_PIDS[@]} -gt 0 ]; then
+    for p in "${PB_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    sleep 0.2
+    for p in "${PB_PIDS[@]}"; do
+      kill -KILL "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    done
   fi
   rm -rf "$WORK"
 }
@@ -48,6 +61,26 @@ pb_workdir() {
   trap pb_cleanup EXIT
   trap 'exit 130' INT TERM
 }
+
+# The first loopback port from $1 on that nothing listens on (a connect to it fails).
+pb_port_from() {
+  local p=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+  echo "$p"
+}
+
+# Waits (at most 5 s) until 127.0.0.1:$1 accepts; exits 1 saying so when it never does.
+pb_wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "$PB_SCRIPT: nothing listens on port $1" >&2
+  exit 1
+}
+
+# User plus system CPU ticks of process $1 so far (/proc/PID/stat; getconf CLK_TCK per second).
+pb_cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # A loopback port that was free a moment ago.
 pb_free_port() {

@@ -74,7 +74,7 @@ pub(super) fn checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     out
 }
 
-pub(super) fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
+fn retry_checks(case: &str, f: &Facts, tick_us: u64) -> Vec<CheckResult> {
     let tol = &DATA.tolerances;
     let mut out = Vec::new();
     // Losing none needs requests to lose: a load that got no response proves nothing.

@@ -84,7 +84,7 @@ pub(super) fn flow_table(case: &str, f: &Facts, tw: Option<(u64, u64)>) -> Table
     t
 }
 
-pub(super) fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
+fn notes(f: &Facts, tw: Option<(u64, u64)>) -> Vec<String> {
     let mut n = Vec::new();
     let cpu = |secs: f64| Cell::num(f.cpu_us(secs), 1);
     if f.closed {

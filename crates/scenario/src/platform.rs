@@ -4,9 +4,12 @@
 
 mod names;
 
+mod doc;
+
 use crate::error::Invalid;
 use crate::layers::{self, Source, Table};
 use crate::ScenarioError;
+use doc::{PlatformDoc, PrometheusDoc, TolerationDoc};
 pub use names::PULL_POLICIES;
 pub(crate) use names::{dns_label, dns_subdomain, label_selector};
 use names::{image_ref, label_key, label_value, prometheus_name, pull_policy, quantity};
@@ -303,117 +306,6 @@ impl PlatformOverride {
         set(&mut spec.image_pull_policy, &self.image_pull_policy);
         spec.keep |= self.keep;
     }
-}
-
-/// `[platform]` as written, with the spans of its values for errors.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlatformDoc {
-    #[serde(default)]
-    kind: Option<Spanned<String>>,
-    #[serde(default)]
-    kubeconfig: Option<Spanned<String>>,
-    #[serde(default)]
-    context: Option<Spanned<String>>,
-    #[serde(default)]
-    namespace: Option<Spanned<String>>,
-    #[serde(default)]
-    keep: Option<Spanned<bool>>,
-    #[serde(default)]
-    image: Option<Spanned<String>>,
-    #[serde(default)]
-    proxy_image: Option<Spanned<String>>,
-    #[serde(default)]
-    watch: Option<Spanned<WatchDoc>>,
-    #[serde(default)]
-    prometheus: Option<Spanned<PrometheusDoc>>,
-    #[serde(default)]
-    proxy_grace: Option<Spanned<Dur>>,
-    #[serde(default)]
-    proxy_pre_stop: Option<Spanned<Dur>>,
-    #[serde(default)]
-    service_type: Option<Spanned<String>>,
-    #[serde(default)]
-    image_pull_secrets: Option<Spanned<Vec<String>>>,
-    #[serde(default)]
-    image_pull_policy: Option<Spanned<String>>,
-    #[serde(default)]
-    ready_timeout: Option<Spanned<Dur>>,
-    #[serde(default)]
-    node_selector: Option<Spanned<BTreeMap<String, String>>>,
-    #[serde(default)]
-    tolerations: Option<Spanned<Vec<TolerationDoc>>>,
-    #[serde(default)]
-    requests: Option<Spanned<BTreeMap<String, RequestsDoc>>>,
-}
-
-/// One entry of `tolerations = [{ key, operator, value, effect, toleration_seconds }]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TolerationDoc {
-    #[serde(default)]
-    key: Option<String>,
-    #[serde(default)]
-    operator: Option<String>,
-    #[serde(default)]
-    value: Option<String>,
-    #[serde(default)]
-    effect: Option<String>,
-    #[serde(default)]
-    toleration_seconds: Option<i64>,
-}
-
-/// `requests = { proxy = { cpu, memory }, ... }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RequestsDoc {
-    #[serde(default)]
-    cpu: Option<String>,
-    #[serde(default)]
-    memory: Option<String>,
-}
-
-/// `watch = { namespaces = [...], selectors = [...] }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WatchDoc {
-    #[serde(default)]
-    namespaces: Vec<Spanned<String>>,
-    #[serde(default)]
-    selectors: Vec<Spanned<String>>,
-    #[serde(default)]
-    log_format: Option<setup::proxy::LogFormat>,
-    #[serde(default)]
-    log_levels: bool,
-}
-
-/// `prometheus = { namespaces = [...], selector | selectors = [...], port, path = "/metrics",
-/// metrics = [...], every = "1s" }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PrometheusDoc {
-    #[serde(default)]
-    namespaces: Vec<Spanned<String>>,
-    #[serde(default)]
-    selector: Option<Spanned<String>>,
-    #[serde(default)]
-    selectors: Vec<Spanned<String>>,
-    port: u16,
-    #[serde(default = "metrics_path")]
-    path: String,
-    #[serde(default)]
-    metrics: Vec<String>,
-    #[serde(default)]
-    le: Vec<f64>,
-    #[serde(default = "one_second")]
-    every: Dur,
-}
-
-fn metrics_path() -> String {
-    "/metrics".into()
-}
-fn one_second() -> Dur {
-    Dur(Duration::from_secs(1))
 }
 
 /// Reads `[platform]` (already removed from the document) into a spec, applies the overrides,

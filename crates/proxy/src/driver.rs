@@ -106,6 +106,22 @@ impl RenderContext {
     }
 }
 
+/// The model item whose rendered lines hold line `line` (1-based) of `conf_text`: the nearest
+/// item comment (`mark` then the item) at or above it, so a checker's message is traced back to
+/// the scenario line that made it. `digits` is the message from the line number on (`12]...`).
+pub(crate) fn item_of_line(conf_text: &str, digits: &str, mark: &str) -> Option<String> {
+    let n: String = digits.chars().take_while(char::is_ascii_digit).collect();
+    let line: usize = n.parse().ok()?;
+    conf_text
+        .lines()
+        .take(line)
+        .collect::<Vec<_>>()
+        .iter()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix(mark))
+        .map(|k| k.trim().to_string())
+}
+
 /// A rendered config: the text and the file name the proxy reads it under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {

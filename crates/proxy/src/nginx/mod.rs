@@ -99,16 +99,7 @@ impl driver::Driver for Nginx {
     /// that produced it. `None` when the message names no line, or the line is not from an item.
     fn item_at(&self, conf_text: &str, msg: &str) -> Option<String> {
         let at = msg.rfind(".conf:")? + ".conf:".len();
-        let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
-        let line: usize = digits.parse().ok()?;
-        conf_text
-            .lines()
-            .take(line)
-            .collect::<Vec<_>>()
-            .iter()
-            .rev()
-            .find_map(|l| l.trim_start().strip_prefix(render::ITEM_MARK))
-            .map(|k| k.trim().to_string())
+        driver::item_of_line(conf_text, &msg[at..], render::ITEM_MARK)
     }
 
     fn start(

@@ -646,10 +646,22 @@ pub fn check_zds_case(kind: &str, name: &str, case: &Value, run_dir: &Path, stde
     // Every answer, whatever its status, is a line of the pod that gave it.
     let answered = requests;
     eprintln!("zds {kind} {name}: {lost} failed in all");
-    assert!(
-        (answered..=answered + retried).contains(&lines),
-        "{kind} {name}: {lines} access-log lines for {answered} answers ({retried} retried)"
-    );
+    if findings.contains("The proxy's logs were read whole for") {
+        // A pod went before the end of its log was read, and the case says so (with which
+        // log and why): the count covers only what was read, so it can fall short but never
+        // exceed what was answered.
+        eprintln!("zds {kind} {name}: logs read in part: {lines} lines for {answered} answers");
+        assert!(
+            lines <= answered + retried,
+            "{kind} {name}: {lines} access-log lines for {answered} answers ({retried} retried)"
+        );
+    } else {
+        assert!(
+            (answered..=answered + retried).contains(&lines),
+            "{kind} {name}: {lines} access-log lines for {answered} answers ({retried} retried), \
+             with every log said to be read whole; findings: {findings}"
+        );
+    }
     let served = backend_requests(case, "cafe");
     assert!(
         (ok..=ok + retried).contains(&served),

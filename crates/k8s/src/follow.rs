@@ -295,6 +295,16 @@ enum Next {
     Retry,
 }
 
+/// Whether a container's log is over after its stream ended by itself ([`Follower::ended_for_good`]).
+enum Over {
+    /// The pod is gone or replaced: nothing more can be read.
+    Gone,
+    /// The container terminated for good in a pod still there: its finished log can be read once more.
+    Terminated,
+    /// Not over: the connection ended, or the container will restart; follow again.
+    No,
+}
+
 /// How one stream's reading ended, for [`follow`] to go on from.
 enum StreamEnd {
     /// The stream ended by itself (or with a read error, recorded).
@@ -356,9 +366,19 @@ async fn follow(
             break;
         }
         // The stream ended by itself: the container exited, or the connection did.
-        if f.ended_for_good().await {
-            f.log.lock().expect("log").complete = true;
-            break;
+        match f.ended_for_good().await {
+            Over::Gone => {
+                f.log.lock().expect("log").complete = true;
+                break;
+            }
+            // A follow can end at the container's exit before the kubelet has sent the last
+            // lines the container wrote: one non-following read of the finished log (what was
+            // written already is skipped) reads its end before the log is called complete.
+            Over::Terminated => {
+                f.stopping = true;
+                continue;
+            }
+            Over::No => {}
         }
         tokio::select! {
             _ = f.stop.wait_for(|s| *s) => {}
@@ -544,10 +564,10 @@ impl Follower {
 
     /// After a stream ended by itself: whether the log is over for good (the pod is gone or
     /// replaced, or this container terminated in a pod that will not restart it).
-    async fn ended_for_good(&self) -> bool {
+    async fn ended_for_good(&self) -> Over {
         match self.api.get_opt(&self.pod).await {
-            Ok(None) => true,
-            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(self.uid.as_str()) => true,
+            Ok(None) => Over::Gone,
+            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(self.uid.as_str()) => Over::Gone,
             Ok(Some(p)) => {
                 let st = p.status.clone().unwrap_or_default();
                 let terminated = st
@@ -558,9 +578,13 @@ impl Follower {
                     .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()));
                 let done_for_good = p.metadata.deletion_timestamp.is_some()
                     || matches!(st.phase.as_deref(), Some("Succeeded" | "Failed"));
-                terminated && done_for_good
+                if terminated && done_for_good {
+                    Over::Terminated
+                } else {
+                    Over::No
+                }
             }
-            Err(_) => false,
+            Err(_) => Over::No,
         }
     }
 }
